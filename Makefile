@@ -1,0 +1,110 @@
+# Warren -- an AMQP 0-9-1 broker. `make run` builds and starts it, `make test`
+# runs every test layer (codegen check, unit, integration, sanitizers).
+
+CC       ?= cc
+PKGS      = libevent openssl sqlite3 jansson
+CFLAGS_COMMON = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+                -D_GNU_SOURCE -g -MMD -MP $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -levent_pthreads -lpthread -lm
+TEST_LIBS = -lcmocka -lrabbitmq
+
+# Two variants: release (optimised) and asan (AddressSanitizer + UBSan).
+VARIANT  ?= release
+ifeq ($(VARIANT),asan)
+CFLAGS_VARIANT = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS_VARIANT = -fsanitize=address,undefined
+else
+CFLAGS_VARIANT = -O2
+LDFLAGS_VARIANT =
+endif
+CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
+LDFLAGS += $(LDFLAGS_VARIANT)
+
+B         = build/$(VARIANT)
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c routing/*.c store/*.c broker/*.c mgmt-ui/*.c))
+LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
+UNIT_SRCS = $(wildcard tests/unit/test_*.c)
+UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
+ITEST_SRCS = $(wildcard tests/integration/test_*.c)
+ITEST_BINS = $(ITEST_SRCS:%.c=$(B)/%)
+BENCH_SRCS = $(wildcard tests/bench/*.c)
+
+WARREN    = $(B)/warren
+
+.PHONY: all run test unit integration bench deps codegen check-codegen clean conformance
+
+all: deps $(WARREN) bin/warren
+
+deps:
+	@scripts/deps.sh
+
+bin/warren: $(WARREN)
+	@mkdir -p bin && cp $(WARREN) bin/warren
+
+$(WARREN): $(B)/broker/main.o $(B)/libwarren.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/libwarren.a: $(LIB_OBJS)
+	@rm -f $@ && ar rcs $@ $^
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# Unit tests link only the modules they test, so each module builds alone.
+AMQP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard amqp/*.c))
+ROUTE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard routing/*.c)) $(AMQP_OBJS)
+STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(AMQP_OBJS)
+
+$(B)/tests/unit/test_amqp_%: tests/unit/test_amqp_%.c $(AMQP_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_route_%: tests/unit/test_route_%.c $(ROUTE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_store_%: tests/unit/test_store_%.c $(STORE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+
+# Integration tests are clients: they talk to a broker process over TCP.
+$(B)/tests/integration/%: tests/integration/%.c $(wildcard tests/integration/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LIBS) -lpthread
+
+$(B)/warren-perf: $(BENCH_SRCS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(BENCH_SRCS) -lrabbitmq -lpthread -lm
+
+# The codec is generated from the spec and committed; this regenerates it.
+codegen:
+	/usr/bin/python3 amqp/gen_codec.py amqp/amqp-rabbitmq-0.9.1.json amqp
+
+check-codegen:
+	@scripts/check-codegen.sh
+
+unit-bins: $(UNIT_BINS)
+integration-bins: $(ITEST_BINS) $(WARREN)
+
+run: all
+	./bin/warren --config etc/warren.conf
+
+test: deps
+	@scripts/test.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory VARIANT=release $(WARREN) $(B)/warren-perf
+	@tests/bench/run.sh
+
+conformance: deps
+	@conformance/run.sh
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,257 @@
+/* broker: the AMQP server -- configuration, logging, the listener and event
+ * loop, connections (conn_), channels (chan_), queues (queue_), consumers
+ * (consumer_), messages (msg_) and virtual hosts (vhost_).
+ *
+ * Everything runs on one libevent loop thread. Ownership in one line each:
+ * the server owns connections and vhosts; a connection owns its channels; a
+ * channel owns its consumers and its unacked deliveries; a vhost owns its
+ * queues and its route_table; messages are reference counted and shared by
+ * every queue entry and delivery that holds them.
+ */
+#ifndef WARREN_BROKER_H
+#define WARREN_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../amqp/amqp.h"
+#include "../routing/route.h"
+
+struct event_base;
+struct evbuffer;
+
+/* ---- logging ------------------------------------------------------------ */
+
+typedef enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR, LOG_NONE } log_level;
+
+/* Writes "YYYY-MM-DD hh:mm:ss.mmm [level] text" to stderr. */
+void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_set_level(log_level level);
+/* "debug", "info", "warning", "error", "none"; false if unknown. */
+bool log_parse_level(const char *name, log_level *out);
+
+/* ---- configuration ------------------------------------------------------ */
+
+#define CONFIG_MAX_USERS 16
+
+typedef struct config_user {
+    char name[64];
+    char pass[64];
+} config_user;
+
+typedef struct config {
+    char listen_host[64]; /* listeners.tcp.default, host part ("0.0.0.0") */
+    int listen_port;      /* 0 binds a free port */
+    char default_user[64];
+    char default_pass[64];
+    char default_vhost[64];
+    bool guest_loopback_only; /* loopback_users includes the default user */
+    unsigned heartbeat;      /* seconds; 0 disables */
+    uint32_t frame_max;
+    uint16_t channel_max;
+    uint64_t max_message_size;
+    log_level log_level;
+    char data_dir[512];
+    unsigned handshake_timeout_ms;
+    size_t conn_output_limit; /* bytes queued for a client before we stop delivering */
+} config;
+
+/* Sets RabbitMQ's defaults. */
+void config_defaults(config *c);
+
+/* Reads `path` (RabbitMQ's "key = value" format, # comments). On failure
+ * writes "path:line: reason" to `err` and returns false. */
+bool config_load_file(config *c, const char *path, char *err, size_t errlen);
+
+/* Applies one "key=value" override; `origin` names it in errors. */
+bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,
+                size_t errlen);
+
+/* ---- messages ----------------------------------------------------------- */
+
+/* A published message, stored once and shared by reference. Everything the
+ * delivery needs (exchange, routing key, raw properties, body) lives in one
+ * allocation; the body sits behind msg_body() so a journal-backed store can
+ * supply it later without changing callers. */
+typedef struct msg msg;
+
+/* Allocates a message able to hold `body_size` bytes; refs = 1. NULL on OOM. */
+msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+             uint64_t body_size);
+void msg_ref(msg *m);
+void msg_unref(msg *m);
+/* Appends a body fragment; returns false if it would exceed body_size. */
+bool msg_append_body(msg *m, const uint8_t *p, size_t n);
+bool msg_complete(const msg *m);
+uint64_t msg_id(const msg *m);
+amqp_bytes msg_exchange(const msg *m);
+amqp_bytes msg_routing_key(const msg *m);
+amqp_bytes msg_properties(const msg *m);
+const uint8_t *msg_body(const msg *m);
+uint64_t msg_body_size(const msg *m);
+/* Bytes of RAM the message holds (for statistics and limits). */
+size_t msg_memory(const msg *m);
+
+/* ---- objects ------------------------------------------------------------ */
+
+typedef struct server server;
+typedef struct vhost vhost;
+typedef struct conn conn;
+typedef struct chan chan;
+typedef struct queue queue;
+typedef struct consumer consumer;
+
+/* ---- server ------------------------------------------------------------- */
+
+/* Creates the listener and vhosts from `cfg` (copied). NULL on failure
+ * (already logged). */
+server *server_new(const config *cfg);
+/* Runs the loop until SIGTERM/SIGINT; returns the exit status. */
+int server_run(server *s);
+void server_free(server *s);
+
+const config *server_config(const server *s);
+struct event_base *server_base(server *s);
+/* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
+uint64_t server_now_ms(const server *s);
+vhost *server_vhost(server *s, amqp_bytes name);
+/* Checks a user's password; false when unknown or wrong. */
+bool server_authenticate(server *s, amqp_bytes user, amqp_bytes pass, bool loopback);
+/* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
+void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
+void server_conn_opened(server *s, conn *c);
+void server_conn_closed(server *s, conn *c);
+/* Refreshes the cached clock that server_now_ms returns. */
+void server_touch_clock(server *s);
+
+/* ---- virtual hosts ------------------------------------------------------ */
+
+vhost *vhost_new(server *s, const char *name);
+void vhost_free(vhost *v);
+const char *vhost_name(const vhost *v);
+route_table *vhost_routes(vhost *v);
+queue *vhost_queue_find(vhost *v, amqp_bytes name);
+void vhost_queue_add(vhost *v, queue *q);
+void vhost_queue_remove(vhost *v, queue *q);
+/* Deletes the exclusive queues owned by `c`, whose connection is closing. */
+void vhost_drop_exclusive(vhost *v, conn *c);
+
+/* ---- connections -------------------------------------------------------- */
+
+/* Takes ownership of an accepted socket. */
+void conn_accept(server *s, int fd, bool loopback, const char *peer);
+/* Closes with connection.close(code, text) -- e.g. 320 on shutdown. */
+void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
+/* Called by the server's housekeeping timer: heartbeats and timeouts. */
+void conn_tick(conn *c, uint64_t now_ms);
+/* Frees at once (server shutdown, after the loop has stopped). */
+void conn_free_now(conn *c);
+
+server *conn_server(conn *c);
+vhost *conn_vhost(conn *c);
+const char *conn_user(const conn *c);
+uint32_t conn_frame_max(const conn *c);
+bool conn_cancel_notify(const conn *c); /* client has consumer_cancel_notify */
+
+/* Output: frames are queued on the connection's buffer and written once
+ * per loop turn. */
+void conn_send_method(conn *c, uint16_t channel, const amqp_method *m);
+/* basic.deliver / get-ok / return: method, header and body frames. */
+void conn_send_content(conn *c, uint16_t channel, const amqp_method *m, msg *body);
+/* True when the client's output backlog is over the limit: stop delivering. */
+bool conn_output_full(const conn *c);
+
+/* Raises an error decoded or produced while handling a method: a soft one
+ * closes the channel, a hard one the connection. */
+void conn_raise(conn *c, uint16_t channel, const amqp_error *err);
+
+/* ---- channels ----------------------------------------------------------- */
+
+chan *chan_new(conn *c, uint16_t number);
+/* Frees after requeueing unacked deliveries and cancelling consumers. */
+void chan_free(chan *ch);
+uint16_t chan_number(const chan *ch);
+conn *chan_conn(chan *ch);
+
+/* Handles one decoded method (content-carrying ones arrive complete via
+ * chan_publish). Returns AMQP_OK, or AMQP_ERROR with `err` set. */
+int chan_handle(chan *ch, const amqp_method *m, amqp_error *err);
+/* A complete basic.publish with its content; takes a reference to `m`. */
+int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err);
+/* Content assembly, driven by the connection's frame loop. */
+int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err);
+int chan_content_body(chan *ch, const uint8_t *p, size_t n, amqp_error *err);
+bool chan_expecting_content(const chan *ch);
+/* Called once per read batch: sends pending publisher confirms. */
+void chan_flush_confirms(chan *ch);
+/* Whether this channel can take one more delivery for `cons`. */
+bool chan_can_deliver(const chan *ch, const consumer *cons);
+/* Delivers one message from `q` to consumer `cons` on this channel. */
+void chan_deliver(chan *ch, consumer *cons, queue *q, msg *m, bool redelivered,
+                  uint32_t delivery_count);
+/* The queue `cons` consumes from was deleted: tell the client and forget it. */
+void chan_consumer_cancelled(chan *ch, consumer *cons);
+/* Lets the queues this channel consumes from deliver again (capacity or
+ * flow came back). */
+void chan_resume(chan *ch);
+
+/* ---- queues ------------------------------------------------------------- */
+
+typedef struct queue_spec {
+    amqp_bytes name;
+    bool durable, exclusive, auto_delete;
+    amqp_bytes arguments;
+    conn *owner; /* for exclusive queues */
+} queue_spec;
+
+queue *queue_new(vhost *v, const queue_spec *spec);
+/* Deletes: cancels consumers (notifying them), unbinds, drops ready
+ * messages; unacked deliveries keep the queue object alive until settled. */
+void queue_delete(queue *q);
+amqp_bytes queue_name(const queue *q);
+bool queue_durable(const queue *q);
+bool queue_exclusive(const queue *q);
+bool queue_auto_delete(const queue *q);
+conn *queue_owner(const queue *q);
+amqp_bytes queue_arguments(const queue *q);
+uint32_t queue_ready_count(const queue *q);
+uint32_t queue_consumer_count(const queue *q);
+bool queue_has_exclusive_consumer(const queue *q);
+
+/* Appends a message (takes a new reference). Delivers at once if a
+ * consumer can take it. */
+void queue_publish(queue *q, msg *m);
+/* Puts a delivered message back near the head, marked redelivered. */
+void queue_requeue(queue *q, msg *m, uint32_t delivery_count);
+/* Takes the head for basic.get; NULL when empty. Caller owns the ref. */
+msg *queue_get(queue *q, bool *redelivered, uint32_t *delivery_count);
+uint32_t queue_purge(queue *q);
+/* Tries to deliver ready messages to consumers with capacity. */
+void queue_dispatch(queue *q);
+/* Keeps a deleted queue alive while deliveries from it are unacked. */
+void queue_hold(queue *q);
+void queue_release(queue *q);
+bool queue_is_deleted(const queue *q);
+
+/* ---- consumers ---------------------------------------------------------- */
+
+struct consumer {
+    chan *ch;
+    queue *q;
+    char tag[256];
+    bool no_ack;
+    bool exclusive;
+    int32_t priority;
+    uint32_t prefetch; /* 0 = unlimited */
+    uint32_t unacked;
+    consumer *q_next, *q_prev;   /* ring in the queue, by priority */
+    consumer *ch_next;           /* list in the channel */
+};
+
+/* Adds `cons` to its queue (q and ch set). */
+void queue_add_consumer(queue *q, consumer *cons);
+/* Removes it; an auto-delete queue left without consumers is deleted. */
+void queue_remove_consumer(queue *q, consumer *cons);
+
+#endif

@@ -1,0 +1,661 @@
+/* Channels: content assembly, publishing, deliveries and their settlement,
+ * prefetch, publisher confirms and transactions. Exchange and queue methods
+ * are in decl.c.
+ *
+ * Unacked deliveries sit in `ua`, a ring ordered by delivery tag. Tags only
+ * grow, so an ack for tag t is found by binary search (the common case, the
+ * head, is checked first). Settled entries become holes (m == NULL); holes at
+ * the head are popped, and the ring is compacted when holes outnumber live
+ * entries, so one old unacked message cannot pin memory for later ones.
+ *
+ * Content assembly: basic.publish -> AWAIT_HEADER -> AWAIT_BODY (until the
+ * body is complete) -> IDLE; the connection routes header and body frames
+ * here only while chan_expecting_content() is true.
+ *
+ * Confirms: every publish in confirm mode takes the next sequence number.
+ * Messages are confirmed as soon as they are routed (in memory), so at the
+ * end of each read batch one basic.ack(multiple) covers the batch.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "chan_internal.h"
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+chan *chan_new(conn *c, uint16_t number)
+{
+    chan *ch = calloc(1, sizeof *ch);
+    if (!ch)
+        return NULL;
+    ch->c = c;
+    ch->number = number;
+    ch->flow_active = true;
+    return ch;
+}
+
+uint16_t chan_number(const chan *ch) { return ch->number; }
+conn *chan_conn(chan *ch) { return ch->c; }
+bool chan_expecting_content(const chan *ch) { return ch->content != CONTENT_IDLE; }
+
+static void tx_clear(chan *ch)
+{
+    for (size_t i = 0; i < ch->tx_npubs; i++)
+        msg_unref(ch->tx_pubs[i].m);
+    ch->tx_npubs = 0;
+    ch->tx_nacks = 0;
+}
+
+void chan_free(chan *ch)
+{
+    while (ch->consumers)
+        chan_cancel_consumer(ch, ch->consumers, false);
+    chan_requeue_all(ch);
+    free(ch->ua);
+    tx_clear(ch);
+    free(ch->tx_pubs);
+    free(ch->tx_acks);
+    msg_unref(ch->pub_msg);
+    free(ch);
+}
+
+/* ---- unacked ring ------------------------------------------------------- */
+
+static unacked *ua_at(chan *ch, uint32_t i) { return &ch->ua[(ch->ua_head + i) & (ch->ua_cap - 1)]; }
+
+static bool ua_grow(chan *ch)
+{
+    uint32_t cap = ch->ua_cap ? ch->ua_cap * 2 : 16;
+    unacked *n = malloc(cap * sizeof *n);
+    if (!n)
+        return false;
+    for (uint32_t i = 0; i < ch->ua_count; i++)
+        n[i] = *ua_at(ch, i);
+    free(ch->ua);
+    ch->ua = n;
+    ch->ua_cap = cap;
+    ch->ua_head = 0;
+    return true;
+}
+
+/* Removes holes, keeping order. */
+static void ua_compact(chan *ch)
+{
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < ch->ua_count; i++) {
+        unacked *e = ua_at(ch, i);
+        if (e->m)
+            *ua_at(ch, live++) = *e;
+    }
+    ch->ua_count = live;
+}
+
+static void ua_pop_holes(chan *ch)
+{
+    while (ch->ua_count && !ua_at(ch, 0)->m) {
+        ch->ua_head = (ch->ua_head + 1) & (ch->ua_cap - 1);
+        ch->ua_count--;
+    }
+    if (ch->ua_count > 64 && ch->ua_count > 2 * ch->ua_live)
+        ua_compact(ch);
+}
+
+/* Index of the entry with `tag`, or -1. */
+static int64_t ua_find(chan *ch, uint64_t tag)
+{
+    if (!ch->ua_count)
+        return -1;
+    uint32_t lo = 0, hi = ch->ua_count;
+    if (ua_at(ch, 0)->tag == tag)
+        return 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        uint64_t t = ua_at(ch, mid)->tag;
+        if (t == tag)
+            return ua_at(ch, mid)->m ? (int64_t)mid : -1;
+        if (t < tag)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static void ua_push(chan *ch, uint64_t tag, msg *m, queue *q, consumer *cons, uint32_t count)
+{
+    if (ch->ua_count == ch->ua_cap && !ua_grow(ch)) {
+        /* Out of memory: the message goes back rather than being lost. */
+        queue_requeue(q, m, count);
+        return;
+    }
+    unacked *e = ua_at(ch, ch->ua_count++);
+    *e = (unacked){.tag = tag, .m = m, .q = q, .cons = cons, .delivery_count = count};
+    ch->ua_live++;
+    queue_hold(q);
+    if (cons)
+        cons->unacked++;
+}
+
+/* Settles one entry: ack drops the message, requeue puts it back. Queues
+ * whose consumers gained capacity are dispatched by the caller. */
+static void ua_settle(chan *ch, unacked *e, bool requeue)
+{
+    if (e->cons)
+        e->cons->unacked--;
+    if (requeue && !queue_is_deleted(e->q))
+        queue_requeue(e->q, e->m, e->delivery_count);
+    msg_unref(e->m);
+    queue_release(e->q);
+    e->m = NULL;
+    ch->ua_live--;
+}
+
+/* Queues that may deliver again after settlements, deduplicated. */
+typedef struct touched {
+    queue *q[8];
+    int n;
+    bool overflow;
+} touched;
+
+static void touch(touched *t, queue *q)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->q[i] == q)
+            return;
+    if (t->n < 8)
+        t->q[t->n++] = q;
+    else
+        t->overflow = true;
+}
+
+static void dispatch_touched(chan *ch, touched *t)
+{
+    if (t->overflow || ch->prefetch_global) {
+        chan_resume(ch);
+        return;
+    }
+    for (int i = 0; i < t->n; i++)
+        if (!queue_is_deleted(t->q[i]))
+            queue_dispatch(t->q[i]);
+}
+
+/* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
+ * means all). 406 for a tag that is not outstanding. */
+static int settle(chan *ch, uint64_t tag, bool multiple, bool requeue, uint32_t method_id,
+                  amqp_error *err)
+{
+    touched t = {.n = 0};
+    if (multiple) {
+        int64_t last = tag == 0 ? (int64_t)ch->ua_count - 1 : ua_find(ch, tag);
+        if (last < 0 && tag != 0)
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
+                             "unknown delivery tag %llu", (unsigned long long)tag);
+        /* Requeue back to front so the queue gets them in their old order. */
+        for (int64_t i = last; i >= 0; i--) {
+            unacked *e = ua_at(ch, (uint32_t)i);
+            if (e->m) {
+                touch(&t, e->q);
+                ua_settle(ch, e, requeue);
+            }
+        }
+    } else {
+        int64_t i = ua_find(ch, tag);
+        if (i < 0)
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
+                             "unknown delivery tag %llu", (unsigned long long)tag);
+        unacked *e = ua_at(ch, (uint32_t)i);
+        touch(&t, e->q);
+        ua_settle(ch, e, requeue);
+    }
+    ua_pop_holes(ch);
+    dispatch_touched(ch, &t);
+    return AMQP_OK;
+}
+
+void chan_requeue_all(chan *ch)
+{
+    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
+        unacked *e = ua_at(ch, (uint32_t)i);
+        if (e->m) {
+            e->cons = NULL; /* consumers are gone or going */
+            ua_settle(ch, e, true);
+        }
+    }
+    ch->ua_count = 0;
+    ch->ua_head = 0;
+}
+
+/* A cancelled consumer's deliveries stay on the channel, unowned. */
+static void forget_consumer(chan *ch, consumer *cons)
+{
+    for (uint32_t i = 0; i < ch->ua_count; i++)
+        if (ua_at(ch, i)->cons == cons)
+            ua_at(ch, i)->cons = NULL;
+}
+
+/* ---- deliveries --------------------------------------------------------- */
+
+bool chan_can_deliver(const chan *ch, const consumer *cons)
+{
+    if (!ch->flow_active || conn_output_full(ch->c))
+        return false;
+    if (cons->no_ack)
+        return true;
+    if (cons->prefetch && cons->unacked >= cons->prefetch)
+        return false;
+    return !ch->prefetch_global || ch->ua_live < ch->prefetch_global;
+}
+
+void chan_deliver(chan *ch, consumer *cons, queue *q, msg *m, bool redelivered, uint32_t count)
+{
+    uint64_t tag = ++ch->delivery_tag;
+    amqp_method d = {.id = AMQP_BASIC_DELIVER};
+    d.basic_deliver.consumer_tag = AMQP_CSTR(cons->tag);
+    d.basic_deliver.delivery_tag = tag;
+    d.basic_deliver.redelivered = redelivered;
+    d.basic_deliver.exchange = msg_exchange(m);
+    d.basic_deliver.routing_key = msg_routing_key(m);
+    conn_send_content(ch->c, ch->number, &d, m);
+    if (cons->no_ack)
+        msg_unref(m);
+    else
+        ua_push(ch, tag, m, q, cons, count);
+}
+
+/* Lets every queue this channel consumes from deliver again. */
+void chan_resume(chan *ch)
+{
+    for (consumer *cons = ch->consumers; cons; cons = cons->ch_next)
+        queue_dispatch(cons->q);
+}
+
+/* ---- consumers ---------------------------------------------------------- */
+
+consumer *chan_find_consumer(chan *ch, amqp_bytes tag)
+{
+    for (consumer *cons = ch->consumers; cons; cons = cons->ch_next)
+        if (amqp_bytes_equal_cstr(tag, cons->tag))
+            return cons;
+    return NULL;
+}
+
+void chan_cancel_consumer(chan *ch, consumer *cons, bool notify)
+{
+    consumer **pp = &ch->consumers;
+    while (*pp != cons)
+        pp = &(*pp)->ch_next;
+    *pp = cons->ch_next;
+    forget_consumer(ch, cons);
+    if (notify) {
+        amqp_method m = {.id = AMQP_BASIC_CANCEL};
+        m.basic_cancel.consumer_tag = AMQP_CSTR(cons->tag);
+        m.basic_cancel.nowait = true;
+        conn_send_method(ch->c, ch->number, &m);
+    }
+    queue *q = cons->q;
+    cons->q = NULL;
+    if (q)
+        queue_remove_consumer(q, cons);
+    free(cons);
+}
+
+void chan_consumer_cancelled(chan *ch, consumer *cons)
+{
+    cons->q = NULL; /* the queue already unlinked it */
+    chan_cancel_consumer(ch, cons, conn_cancel_notify(ch->c));
+}
+
+/* ---- publishing --------------------------------------------------------- */
+
+static int begin_publish(chan *ch, const amqp_basic_publish *p)
+{
+    memcpy(ch->pub_exchange, p->exchange.ptr, p->exchange.len);
+    ch->pub_exchange_len = (uint8_t)p->exchange.len;
+    memcpy(ch->pub_rkey, p->routing_key.ptr, p->routing_key.len);
+    ch->pub_rkey_len = (uint8_t)p->routing_key.len;
+    ch->pub_mandatory = p->mandatory;
+    ch->pub_immediate = p->immediate;
+    ch->content = CONTENT_HEADER;
+    return AMQP_OK;
+}
+
+static int finish_publish(chan *ch, amqp_error *err)
+{
+    amqp_basic_publish p = {
+        .exchange = {ch->pub_exchange, ch->pub_exchange_len},
+        .routing_key = {ch->pub_rkey, ch->pub_rkey_len},
+        .mandatory = ch->pub_mandatory,
+        .immediate = ch->pub_immediate,
+    };
+    msg *m = ch->pub_msg;
+    ch->pub_msg = NULL;
+    ch->content = CONTENT_IDLE;
+    int r = chan_publish(ch, &p, m, err);
+    msg_unref(m);
+    return r;
+}
+
+int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err)
+{
+    if (ch->content != CONTENT_HEADER)
+        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                         "expected content body, got content header");
+    if (h->class_id != AMQP_CLASS_BASIC)
+        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                         "expected content header for class 60, got one for class %u",
+                         h->class_id);
+    uint64_t max = server_config(conn_server(ch->c))->max_message_size;
+    if (h->body_size > max) {
+        ch->content = CONTENT_IDLE;
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                         "message size %llu is larger than configured max size %llu",
+                         (unsigned long long)h->body_size, (unsigned long long)max);
+    }
+    amqp_bytes ex = {ch->pub_exchange, ch->pub_exchange_len};
+    amqp_bytes rk = {ch->pub_rkey, ch->pub_rkey_len};
+    ch->pub_msg = msg_new(ex, rk, h->properties, h->body_size);
+    if (!ch->pub_msg)
+        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+    ch->content = CONTENT_BODY;
+    return h->body_size == 0 ? finish_publish(ch, err) : AMQP_OK;
+}
+
+int chan_content_body(chan *ch, const uint8_t *p, size_t n, amqp_error *err)
+{
+    if (ch->content != CONTENT_BODY)
+        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                         "expected content header for class 60, got content body");
+    if (!msg_append_body(ch->pub_msg, p, n))
+        return amqp_fail(err, AMQP_FRAME_ERROR, AMQP_BASIC_PUBLISH,
+                         "content body larger than the size in its header");
+    return msg_complete(ch->pub_msg) ? finish_publish(ch, err) : AMQP_OK;
+}
+
+static void send_return(chan *ch, msg *m)
+{
+    amqp_method r = {.id = AMQP_BASIC_RETURN};
+    r.basic_return.reply_code = AMQP_NO_ROUTE;
+    r.basic_return.reply_text = AMQP_CSTR("NO_ROUTE");
+    r.basic_return.exchange = msg_exchange(m);
+    r.basic_return.routing_key = msg_routing_key(m);
+    conn_send_content(ch->c, ch->number, &r, m);
+}
+
+/* Checks the validated user-id and returns the headers table for routing. */
+static int check_properties(chan *ch, msg *m, amqp_bytes *headers, amqp_error *err)
+{
+    amqp_bytes raw = msg_properties(m);
+    *headers = (amqp_bytes){NULL, 0};
+    if (raw.len < 2)
+        return AMQP_OK;
+    uint16_t flags = (uint16_t)(raw.ptr[0] << 8 | raw.ptr[1]);
+    if (!(flags & (AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG)))
+        return AMQP_OK;
+    amqp_basic_properties props;
+    if (amqp_properties_decode(raw, &props, err) != AMQP_OK)
+        return AMQP_ERROR;
+    *headers = props.headers;
+    const char *user = conn_user(ch->c);
+    if ((flags & AMQP_BASIC_USER_ID_FLAG) && !amqp_bytes_equal_cstr(props.user_id, user))
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                         "user_id property set to '%.*s' but authenticated user was '%s'",
+                         (int)props.user_id.len, (const char *)props.user_id.ptr, user);
+    return AMQP_OK;
+}
+
+/* Routes and enqueues; returns whether any queue took the message. */
+static bool route_and_enqueue(chan *ch, route_exchange *ex, msg *m, amqp_bytes headers)
+{
+    void **queues;
+    size_t n = route_message(vhost_routes(conn_vhost(ch->c)), ex, msg_routing_key(m), headers,
+                             &queues);
+    for (size_t i = 0; i < n; i++)
+        queue_publish(queues[i], m);
+    return n > 0;
+}
+
+int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
+{
+    if (p->immediate)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_PUBLISH, "immediate=true");
+    route_table *routes = vhost_routes(conn_vhost(ch->c));
+    route_exchange *ex = route_exchange_lookup(routes, p->exchange, AMQP_BASIC_PUBLISH, err);
+    if (!ex)
+        return AMQP_ERROR;
+    if (route_exchange_internal(ex))
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_BASIC_PUBLISH,
+                         "cannot publish to internal exchange '%.*s' in vhost '%s'",
+                         (int)p->exchange.len, (const char *)p->exchange.ptr,
+                         vhost_name(conn_vhost(ch->c)));
+    amqp_bytes headers;
+    if (check_properties(ch, m, &headers, err) != AMQP_OK)
+        return AMQP_ERROR;
+    if (ch->mode == MODE_TX)
+        return chan_tx_add_publish(ch, p->mandatory, m, err);
+    if (!route_and_enqueue(ch, ex, m, headers) && p->mandatory)
+        send_return(ch, m);
+    if (ch->mode == MODE_CONFIRM)
+        ch->confirm_seq++;
+    return AMQP_OK;
+}
+
+void chan_flush_confirms(chan *ch)
+{
+    if (ch->confirm_seq == ch->confirm_sent)
+        return;
+    amqp_method a = {.id = AMQP_BASIC_ACK};
+    a.basic_ack.delivery_tag = ch->confirm_seq;
+    a.basic_ack.multiple = ch->confirm_seq - ch->confirm_sent > 1;
+    conn_send_method(ch->c, ch->number, &a);
+    ch->confirm_sent = ch->confirm_seq;
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+int chan_tx_add_publish(chan *ch, bool mandatory, msg *m, amqp_error *err)
+{
+    if (ch->tx_npubs == ch->tx_pubs_cap) {
+        size_t cap = ch->tx_pubs_cap ? ch->tx_pubs_cap * 2 : 16;
+        tx_publish *n = realloc(ch->tx_pubs, cap * sizeof *n);
+        if (!n)
+            return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+        ch->tx_pubs = n;
+        ch->tx_pubs_cap = cap;
+    }
+    msg_ref(m);
+    ch->tx_pubs[ch->tx_npubs++] = (tx_publish){.m = m, .mandatory = mandatory};
+    return AMQP_OK;
+}
+
+static int tx_add_ack(chan *ch, const tx_ack *a, amqp_error *err)
+{
+    if (a->tag != 0 || !a->multiple) {
+        if (ua_find(ch, a->tag) < 0)
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, a->method_id,
+                             "unknown delivery tag %llu", (unsigned long long)a->tag);
+    }
+    if (ch->tx_nacks == ch->tx_acks_cap) {
+        size_t cap = ch->tx_acks_cap ? ch->tx_acks_cap * 2 : 16;
+        tx_ack *n = realloc(ch->tx_acks, cap * sizeof *n);
+        if (!n)
+            return amqp_fail(err, AMQP_INTERNAL_ERROR, a->method_id, "out of memory");
+        ch->tx_acks = n;
+        ch->tx_acks_cap = cap;
+    }
+    ch->tx_acks[ch->tx_nacks++] = *a;
+    return AMQP_OK;
+}
+
+static int tx_commit(chan *ch, amqp_error *err)
+{
+    route_table *routes = vhost_routes(conn_vhost(ch->c));
+    for (size_t i = 0; i < ch->tx_npubs; i++) {
+        msg *m = ch->tx_pubs[i].m;
+        route_exchange *ex = route_exchange_find(routes, msg_exchange(m));
+        amqp_bytes headers;
+        amqp_error ignored;
+        if (ex && check_properties(ch, m, &headers, &ignored) == AMQP_OK &&
+            !route_and_enqueue(ch, ex, m, headers) && ch->tx_pubs[i].mandatory)
+            send_return(ch, m);
+        else if (!ex && ch->tx_pubs[i].mandatory)
+            send_return(ch, m);
+    }
+    for (size_t i = 0; i < ch->tx_nacks; i++) {
+        tx_ack *a = &ch->tx_acks[i];
+        /* Acks validated when they arrived; one may have been covered since
+         * by an earlier `multiple`, which is not an error at commit. */
+        amqp_error ignored;
+        settle(ch, a->tag, a->multiple, a->requeue, a->method_id, &ignored);
+    }
+    tx_clear(ch);
+    (void)err;
+    return AMQP_OK;
+}
+
+/* ---- basic.* methods ---------------------------------------------------- */
+
+static int ack_like(chan *ch, uint32_t id, uint64_t tag, bool multiple, bool requeue,
+                    amqp_error *err)
+{
+    if (ch->mode == MODE_TX) {
+        tx_ack a = {.tag = tag, .multiple = multiple, .requeue = requeue, .method_id = id};
+        return tx_add_ack(ch, &a, err);
+    }
+    return settle(ch, tag, multiple, requeue, id, err);
+}
+
+static int basic_qos(chan *ch, const amqp_basic_qos *q, amqp_error *err)
+{
+    if (q->prefetch_size != 0)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_QOS, "prefetch_size!=0 (%u)",
+                         q->prefetch_size);
+    if (q->global) {
+        ch->prefetch_global = q->prefetch_count;
+        chan_resume(ch);
+    } else {
+        ch->prefetch_consumer = q->prefetch_count;
+    }
+    amqp_method ok = {.id = AMQP_BASIC_QOS_OK};
+    conn_send_method(ch->c, ch->number, &ok);
+    return AMQP_OK;
+}
+
+static int basic_recover(chan *ch, const amqp_method *m, amqp_error *err)
+{
+    bool requeue = m->id == AMQP_BASIC_RECOVER ? m->basic_recover.requeue
+                                                : m->basic_recover_async.requeue;
+    if (!requeue)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, m->id, "requeue=false");
+    touched t = {.overflow = true};
+    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
+        unacked *e = ua_at(ch, (uint32_t)i);
+        if (e->m)
+            ua_settle(ch, e, true);
+    }
+    ua_pop_holes(ch);
+    if (m->id == AMQP_BASIC_RECOVER) {
+        amqp_method ok = {.id = AMQP_BASIC_RECOVER_OK};
+        conn_send_method(ch->c, ch->number, &ok);
+    }
+    dispatch_touched(ch, &t);
+    return AMQP_OK;
+}
+
+static int select_mode(chan *ch, const amqp_method *m, amqp_error *err)
+{
+    bool tx = m->id == AMQP_TX_SELECT;
+    if (ch->mode == (tx ? MODE_CONFIRM : MODE_TX))
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, m->id,
+                         tx ? "cannot switch from confirm to tx mode"
+                            : "cannot switch from tx to confirm mode");
+    ch->mode = tx ? MODE_TX : MODE_CONFIRM;
+    if (!tx && m->confirm_select.nowait)
+        return AMQP_OK;
+    amqp_method ok = {.id = tx ? AMQP_TX_SELECT_OK : AMQP_CONFIRM_SELECT_OK};
+    conn_send_method(ch->c, ch->number, &ok);
+    return AMQP_OK;
+}
+
+static int tx_end(chan *ch, const amqp_method *m, amqp_error *err)
+{
+    if (ch->mode != MODE_TX)
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, m->id, "channel is not transactional");
+    if (m->id == AMQP_TX_COMMIT) {
+        if (tx_commit(ch, err) != AMQP_OK)
+            return AMQP_ERROR;
+    } else {
+        tx_clear(ch);
+    }
+    amqp_method ok = {.id = m->id == AMQP_TX_COMMIT ? AMQP_TX_COMMIT_OK : AMQP_TX_ROLLBACK_OK};
+    conn_send_method(ch->c, ch->number, &ok);
+    return AMQP_OK;
+}
+
+static int channel_flow(chan *ch, const amqp_channel_flow *f)
+{
+    ch->flow_active = f->active;
+    amqp_method ok = {.id = AMQP_CHANNEL_FLOW_OK};
+    ok.channel_flow_ok.active = f->active;
+    conn_send_method(ch->c, ch->number, &ok);
+    if (f->active)
+        chan_resume(ch);
+    return AMQP_OK;
+}
+
+int chan_handle(chan *ch, const amqp_method *m, amqp_error *err)
+{
+    switch (m->id) {
+    case AMQP_BASIC_PUBLISH:
+        return begin_publish(ch, &m->basic_publish);
+    case AMQP_BASIC_ACK:
+        return ack_like(ch, m->id, m->basic_ack.delivery_tag, m->basic_ack.multiple, false, err);
+    case AMQP_BASIC_NACK:
+        return ack_like(ch, m->id, m->basic_nack.delivery_tag, m->basic_nack.multiple,
+                        m->basic_nack.requeue, err);
+    case AMQP_BASIC_REJECT:
+        return ack_like(ch, m->id, m->basic_reject.delivery_tag, false, m->basic_reject.requeue,
+                        err);
+    case AMQP_BASIC_QOS:
+        return basic_qos(ch, &m->basic_qos, err);
+    case AMQP_BASIC_CONSUME:
+        return chan_basic_consume(ch, &m->basic_consume, err);
+    case AMQP_BASIC_CANCEL:
+        return chan_basic_cancel(ch, &m->basic_cancel, err);
+    case AMQP_BASIC_GET:
+        return chan_basic_get(ch, &m->basic_get, err);
+    case AMQP_BASIC_RECOVER:
+    case AMQP_BASIC_RECOVER_ASYNC:
+        return basic_recover(ch, m, err);
+    case AMQP_CONFIRM_SELECT:
+    case AMQP_TX_SELECT:
+        return select_mode(ch, m, err);
+    case AMQP_TX_COMMIT:
+    case AMQP_TX_ROLLBACK:
+        return tx_end(ch, m, err);
+    case AMQP_CHANNEL_FLOW:
+        return channel_flow(ch, &m->channel_flow);
+    case AMQP_CHANNEL_FLOW_OK:
+        return AMQP_OK;
+    default:
+        return chan_handle_declaration(ch, m, err);
+    }
+}
+
+/* basic.get: the delivery is unacked (unless no_ack) with no consumer. */
+void chan_deliver_get(chan *ch, queue *q, msg *m, bool redelivered, uint32_t count, bool no_ack)
+{
+    uint64_t tag = ++ch->delivery_tag;
+    amqp_method g = {.id = AMQP_BASIC_GET_OK};
+    g.basic_get_ok.delivery_tag = tag;
+    g.basic_get_ok.redelivered = redelivered;
+    g.basic_get_ok.exchange = msg_exchange(m);
+    g.basic_get_ok.routing_key = msg_routing_key(m);
+    g.basic_get_ok.message_count = queue_ready_count(q);
+    conn_send_content(ch->c, ch->number, &g, m);
+    if (no_ack)
+        msg_unref(m);
+    else
+        ua_push(ch, tag, m, q, NULL, count);
+}

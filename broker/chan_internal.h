@@ -1,0 +1,72 @@
+/* Private to broker/: the channel structure shared by chan.c (publishing,
+ * deliveries, acks, confirms, transactions) and decl.c (exchange, queue and
+ * consumer methods). */
+#ifndef WARREN_CHAN_INTERNAL_H
+#define WARREN_CHAN_INTERNAL_H
+
+#include "broker.h"
+
+typedef struct unacked {
+    uint64_t tag;
+    msg *m; /* NULL once settled (a hole) */
+    queue *q;
+    consumer *cons; /* NULL for basic.get or once the consumer is cancelled */
+    uint32_t delivery_count;
+} unacked;
+
+typedef struct tx_publish {
+    msg *m;
+    bool mandatory;
+} tx_publish;
+
+typedef struct tx_ack {
+    uint64_t tag;
+    bool multiple, requeue;
+    uint32_t method_id;
+} tx_ack;
+
+enum { CONTENT_IDLE, CONTENT_HEADER, CONTENT_BODY };
+enum { MODE_NONE, MODE_CONFIRM, MODE_TX };
+
+struct chan {
+    conn *c;
+    uint16_t number;
+    bool flow_active;
+    uint8_t mode;
+    uint8_t content;
+    uint64_t delivery_tag; /* last one issued */
+    /* unacked ring, capacity a power of two */
+    unacked *ua;
+    uint32_t ua_head, ua_count, ua_cap, ua_live;
+    consumer *consumers;
+    uint32_t prefetch_consumer; /* basic.qos global=false: for new consumers */
+    uint32_t prefetch_global;   /* basic.qos global=true: the whole channel */
+    /* the publish being assembled */
+    msg *pub_msg;
+    bool pub_mandatory, pub_immediate;
+    uint8_t pub_exchange_len, pub_rkey_len;
+    uint8_t pub_exchange[255], pub_rkey[255];
+    /* publisher confirms */
+    uint64_t confirm_seq, confirm_sent;
+    /* transactions */
+    tx_publish *tx_pubs;
+    size_t tx_npubs, tx_pubs_cap;
+    tx_ack *tx_acks;
+    size_t tx_nacks, tx_acks_cap;
+    /* the last queue declared, for "" shortcuts in later methods */
+    char last_queue[256];
+};
+
+void chan_cancel_consumer(chan *ch, consumer *cons, bool notify);
+void chan_requeue_all(chan *ch);
+consumer *chan_find_consumer(chan *ch, amqp_bytes tag);
+int chan_tx_add_publish(chan *ch, bool mandatory, msg *m, amqp_error *err);
+void chan_deliver_get(chan *ch, queue *q, msg *m, bool redelivered, uint32_t count, bool no_ack);
+
+/* decl.c */
+int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err);
+int chan_basic_consume(chan *ch, const amqp_basic_consume *c, amqp_error *err);
+int chan_basic_cancel(chan *ch, const amqp_basic_cancel *c, amqp_error *err);
+int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err);
+
+#endif

@@ -1,0 +1,255 @@
+/* Configuration in RabbitMQ's rabbitmq.conf style: one "key = value" per
+ * line, '#' starts a comment. Every key is listed in `keys` with a parser;
+ * an unknown key or a bad value is an error that names the file and line. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+typedef bool (*key_parser)(config *c, const char *value, char *why, size_t whylen);
+
+static bool parse_uint(const char *v, uint64_t min, uint64_t max, uint64_t *out, char *why,
+                       size_t whylen)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)*v)) {
+        snprintf(why, whylen, "'%s' is not a non-negative integer", v);
+        return false;
+    }
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end) {
+        snprintf(why, whylen, "'%s' is not a non-negative integer", v);
+        return false;
+    }
+    if (n < min || n > max) {
+        snprintf(why, whylen, "%s is out of range %llu..%llu", v, (unsigned long long)min,
+                 (unsigned long long)max);
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
+static bool parse_bool(const char *v, bool *out, char *why, size_t whylen)
+{
+    if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0) {
+        *out = v[0] == 't';
+        return true;
+    }
+    snprintf(why, whylen, "'%s' is not true or false", v);
+    return false;
+}
+
+static bool copy_str(char *dst, size_t cap, const char *v, char *why, size_t whylen)
+{
+    if (strlen(v) >= cap || !*v) {
+        snprintf(why, whylen, "value must be 1..%zu characters", cap - 1);
+        return false;
+    }
+    strcpy(dst, v);
+    return true;
+}
+
+/* "5672", "127.0.0.1:5672", "[::1]:5672" */
+static bool set_listener(config *c, const char *v, char *why, size_t whylen)
+{
+    const char *colon = strrchr(v, ':');
+    const char *port = colon ? colon + 1 : v;
+    uint64_t p;
+    if (!parse_uint(port, 0, 65535, &p, why, whylen))
+        return false;
+    if (colon) {
+        size_t hl = (size_t)(colon - v);
+        if (hl && v[0] == '[' && v[hl - 1] == ']')
+            v++, hl -= 2;
+        if (hl == 0 || hl >= sizeof c->listen_host) {
+            snprintf(why, whylen, "bad listener address");
+            return false;
+        }
+        memcpy(c->listen_host, v, hl);
+        c->listen_host[hl] = 0;
+    }
+    c->listen_port = (int)p;
+    return true;
+}
+
+static bool set_default_user(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->default_user, sizeof c->default_user, v, why, n);
+}
+static bool set_default_pass(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->default_pass, sizeof c->default_pass, v, why, n);
+}
+static bool set_default_vhost(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->default_vhost, sizeof c->default_vhost, v, why, n);
+}
+static bool set_data_dir(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->data_dir, sizeof c->data_dir, v, why, n);
+}
+
+/* "loopback_users = none" lets the default user in from anywhere. */
+static bool set_loopback_users(config *c, const char *v, char *why, size_t n)
+{
+    if (strcmp(v, "none") != 0) {
+        snprintf(why, n, "only 'none' is accepted here; use loopback_users.<user> = true|false");
+        return false;
+    }
+    c->guest_loopback_only = false;
+    return true;
+}
+
+static bool set_loopback_guest(config *c, const char *v, char *why, size_t n)
+{
+    return parse_bool(v, &c->guest_loopback_only, why, n);
+}
+
+static bool set_heartbeat(config *c, const char *v, char *why, size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, 0, 65535, &x, why, n))
+        return false;
+    c->heartbeat = (unsigned)x;
+    return true;
+}
+
+static bool set_frame_max(config *c, const char *v, char *why, size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, AMQP_FRAME_MIN_SIZE, 16u << 20, &x, why, n))
+        return false;
+    c->frame_max = (uint32_t)x;
+    return true;
+}
+
+static bool set_channel_max(config *c, const char *v, char *why, size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, 1, 65535, &x, why, n))
+        return false;
+    c->channel_max = (uint16_t)x;
+    return true;
+}
+
+static bool set_max_message_size(config *c, const char *v, char *why, size_t n)
+{
+    return parse_uint(v, 1, 512u << 20, &c->max_message_size, why, n);
+}
+
+static bool set_log_level(config *c, const char *v, char *why, size_t n)
+{
+    if (log_parse_level(v, &c->log_level))
+        return true;
+    snprintf(why, n, "'%s' is not one of debug, info, warning, error, none", v);
+    return false;
+}
+
+static bool set_handshake_timeout(config *c, const char *v, char *why, size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, 100, 3600000, &x, why, n))
+        return false;
+    c->handshake_timeout_ms = (unsigned)x;
+    return true;
+}
+
+static const struct {
+    const char *key;
+    key_parser parse;
+} keys[] = {
+    {"listeners.tcp.default", set_listener},
+    {"default_user", set_default_user},
+    {"default_pass", set_default_pass},
+    {"default_vhost", set_default_vhost},
+    {"loopback_users", set_loopback_users},
+    {"loopback_users.guest", set_loopback_guest},
+    {"heartbeat", set_heartbeat},
+    {"frame_max", set_frame_max},
+    {"channel_max", set_channel_max},
+    {"max_message_size", set_max_message_size},
+    {"log.level", set_log_level},
+    {"log.console.level", set_log_level},
+    {"data_dir", set_data_dir},
+    {"handshake_timeout", set_handshake_timeout},
+};
+
+void config_defaults(config *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->listen_host, "0.0.0.0");
+    c->listen_port = 5672;
+    strcpy(c->default_user, "guest");
+    strcpy(c->default_pass, "guest");
+    strcpy(c->default_vhost, "/");
+    c->guest_loopback_only = true;
+    c->heartbeat = 60;
+    c->frame_max = 131072;
+    c->channel_max = 2047;
+    c->max_message_size = 128u << 20;
+    c->log_level = LOG_INFO;
+    strcpy(c->data_dir, "./var");
+    c->handshake_timeout_ms = 10000;
+    c->conn_output_limit = 4u << 20;
+}
+
+bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,
+                size_t errlen)
+{
+    char why[200];
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(keys[i].key, key) != 0)
+            continue;
+        if (keys[i].parse(c, value, why, sizeof why))
+            return true;
+        snprintf(err, errlen, "%s: bad value for '%s': %s", origin, key, why);
+        return false;
+    }
+    snprintf(err, errlen, "%s: unknown key '%s'", origin, key);
+    return false;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = 0;
+    return s;
+}
+
+bool config_load_file(config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return false;
+    }
+    char line[1024], origin[600];
+    bool ok = true;
+    for (int lineno = 1; ok && fgets(line, sizeof line, f); lineno++) {
+        snprintf(origin, sizeof origin, "%s:%d", path, lineno);
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s: expected 'key = value'", origin);
+            ok = false;
+            break;
+        }
+        *eq = 0;
+        ok = config_set(c, trim(s), trim(eq + 1), origin, err, errlen);
+    }
+    fclose(f);
+    return ok;
+}

@@ -1,0 +1,758 @@
+/* Connections: the frame loop, the handshake, errors, heartbeats and output.
+ *
+ * State diagram:
+ *   HEADER --proto header--> START_OK --start-ok--> TUNE_OK --tune-ok-->
+ *   OPEN_WAIT --connection.open--> OPEN
+ *   any --hard error / shutdown--> CLOSING (close sent, await close-ok)
+ *   any --close-ok / client close / EOF--> CLOSED (flush output, then free)
+ *
+ * Channels live in `chans`, indexed by channel number and grown on demand
+ * (clients number channels from 1 up), so an idle connection stays small.
+ * A channel that we closed with an error keeps the CHAN_CLOSING marker in its
+ * slot until the client's close-ok, and frames for it are ignored meanwhile.
+ *
+ * Output goes to the bufferevent's output buffer; libevent writes it once per
+ * loop turn, so every frame produced while handling one read is sent with
+ * one writev. Past conn_output_limit bytes, queues stop delivering to this
+ * connection, and past four times that it stops reading the client.
+ * A connection is never freed on the stack of its own callbacks: teardown
+ * marks it CLOSED and the free runs from a zero-delay event.
+ */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+typedef enum conn_state {
+    S_HEADER,
+    S_START_OK,
+    S_TUNE_OK,
+    S_OPEN_WAIT,
+    S_OPEN,
+    S_CLOSING,
+    S_CLOSED
+} conn_state;
+
+#define CHAN_CLOSING ((chan *)1)
+#define CLOSE_OK_TIMEOUT_MS 3000
+#define MAX_SINGLE_READ (256 * 1024)
+
+struct conn {
+    server *srv;
+    struct bufferevent *bev;
+    conn_state state;
+    bool loopback;
+    bool cancel_notify;
+    bool reading_paused;
+    bool output_blocked;
+    bool free_scheduled;
+    char peer[64];
+    char user[64];
+    vhost *vh;
+    uint16_t channel_max;
+    uint32_t frame_max;
+    uint16_t heartbeat;
+    uint64_t opened_ms, last_recv_ms, last_send_ms, close_deadline_ms;
+    chan **chans;
+    uint32_t nchans;
+};
+
+static void teardown(conn *c);
+static void read_cb(struct bufferevent *bev, void *arg);
+static void write_cb(struct bufferevent *bev, void *arg);
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+
+/* ---- output ------------------------------------------------------------- */
+
+static struct evbuffer *output(conn *c) { return bufferevent_get_output(c->bev); }
+
+static void put_frame_end(uint8_t *p) { *p = AMQP_FRAME_END; }
+
+void conn_send_method(conn *c, uint16_t channel, const amqp_method *m)
+{
+    if (c->state == S_CLOSED)
+        return;
+    uint8_t buf[AMQP_FRAME_OVERHEAD + 4096];
+    size_t n = amqp_method_encode(m, buf + AMQP_FRAME_HEADER_SIZE, 4096);
+    if (n == 0) {
+        log_msg(LOG_ERROR, "cannot encode %s", amqp_method_name(m->id));
+        return;
+    }
+    amqp_frame_header_put(buf, AMQP_FRAME_METHOD, channel, (uint32_t)n);
+    put_frame_end(buf + AMQP_FRAME_HEADER_SIZE + n);
+    evbuffer_add(output(c), buf, n + AMQP_FRAME_OVERHEAD);
+    c->last_send_ms = server_now_ms(c->srv);
+}
+
+static void unref_cleanup(const void *data, size_t len, void *arg)
+{
+    (void)data, (void)len;
+    msg_unref(arg);
+}
+
+/* Bodies up to this size are copied into the output buffer with the
+ * headers (one contiguous write); larger ones are added by reference. */
+#define COPY_BODY_MAX 16384
+
+void conn_send_content(conn *c, uint16_t channel, const amqp_method *m, msg *body)
+{
+    if (c->state == S_CLOSED)
+        return;
+    amqp_bytes props = msg_properties(body);
+    uint64_t size = msg_body_size(body);
+    uint32_t chunk = c->frame_max - AMQP_FRAME_OVERHEAD;
+    bool copy = size <= COPY_BODY_MAX;
+    size_t nbody_frames = size ? (size_t)((size + chunk - 1) / chunk) : 0;
+    size_t need = AMQP_FRAME_OVERHEAD + 1024 + AMQP_FRAME_OVERHEAD + 14 + props.len +
+                  (copy ? size + nbody_frames * AMQP_FRAME_OVERHEAD : 0);
+    struct evbuffer *out = output(c);
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)need, &v, 1) < 1)
+        return;
+    uint8_t *p = v.iov_base;
+    size_t n = amqp_method_encode(m, p + AMQP_FRAME_HEADER_SIZE, 1024);
+    amqp_frame_header_put(p, AMQP_FRAME_METHOD, channel, (uint32_t)n);
+    p += AMQP_FRAME_HEADER_SIZE + n;
+    put_frame_end(p++);
+    amqp_frame_header_put(p, AMQP_FRAME_HEADER, channel, 12 + props.len);
+    amqp_writer w;
+    amqp_writer_init(&w, p + AMQP_FRAME_HEADER_SIZE, 12 + props.len);
+    amqp_put_u16(&w, AMQP_CLASS_BASIC);
+    amqp_put_u16(&w, 0);
+    amqp_put_u64(&w, size);
+    amqp_put_raw(&w, props.ptr, props.len);
+    p += AMQP_FRAME_HEADER_SIZE + w.len;
+    put_frame_end(p++);
+    const uint8_t *b = msg_body(body);
+    for (uint64_t off = 0; copy && off < size; off += chunk) {
+        uint32_t len = (uint32_t)(size - off < chunk ? size - off : chunk);
+        amqp_frame_header_put(p, AMQP_FRAME_BODY, channel, len);
+        memcpy(p + AMQP_FRAME_HEADER_SIZE, b + off, len);
+        p += AMQP_FRAME_HEADER_SIZE + len;
+        put_frame_end(p++);
+    }
+    v.iov_len = (size_t)(p - (uint8_t *)v.iov_base);
+    evbuffer_commit_space(out, &v, 1);
+    for (uint64_t off = 0; !copy && off < size; off += chunk) {
+        uint32_t len = (uint32_t)(size - off < chunk ? size - off : chunk);
+        uint8_t hdr[AMQP_FRAME_HEADER_SIZE], end = AMQP_FRAME_END;
+        amqp_frame_header_put(hdr, AMQP_FRAME_BODY, channel, len);
+        evbuffer_add(out, hdr, sizeof hdr);
+        msg_ref(body);
+        evbuffer_add_reference(out, b + off, len, unref_cleanup, body);
+        evbuffer_add(out, &end, 1);
+    }
+    c->last_send_ms = server_now_ms(c->srv);
+    if (evbuffer_get_length(out) > server_config(c->srv)->conn_output_limit)
+        c->output_blocked = true;
+}
+
+bool conn_output_full(const conn *c) { return c->output_blocked || c->state != S_OPEN; }
+
+/* ---- accessors ---------------------------------------------------------- */
+
+server *conn_server(conn *c) { return c->srv; }
+vhost *conn_vhost(conn *c) { return c->vh; }
+const char *conn_user(const conn *c) { return c->user; }
+uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
+bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
+
+/* ---- channels table ----------------------------------------------------- */
+
+static chan *chan_slot(conn *c, uint16_t n) { return n < c->nchans ? c->chans[n] : NULL; }
+
+static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
+{
+    if (n >= c->nchans) {
+        uint32_t cap = c->nchans ? c->nchans : 4;
+        while (cap <= n)
+            cap *= 2;
+        chan **grown = realloc(c->chans, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        memset(grown + c->nchans, 0, (cap - c->nchans) * sizeof *grown);
+        c->chans = grown;
+        c->nchans = cap;
+    }
+    c->chans[n] = ch;
+    return true;
+}
+
+static void free_channels(conn *c)
+{
+    for (uint32_t i = 0; i < c->nchans; i++) {
+        chan *ch = c->chans[i];
+        c->chans[i] = NULL;
+        if (ch && ch != CHAN_CLOSING)
+            chan_free(ch);
+    }
+}
+
+/* ---- errors and closing ------------------------------------------------- */
+
+static void send_close(conn *c, uint16_t channel, const amqp_error *err)
+{
+    amqp_method m = {0};
+    if (channel == 0) {
+        m.id = AMQP_CONNECTION_CLOSE;
+        m.connection_close.reply_code = err->code;
+        m.connection_close.reply_text = AMQP_CSTR(err->text);
+        m.connection_close.class_id = (uint16_t)(err->method_id >> 16);
+        m.connection_close.method_id = (uint16_t)err->method_id;
+    } else {
+        m.id = AMQP_CHANNEL_CLOSE;
+        m.channel_close.reply_code = err->code;
+        m.channel_close.reply_text = AMQP_CSTR(err->text);
+        m.channel_close.class_id = (uint16_t)(err->method_id >> 16);
+        m.channel_close.method_id = (uint16_t)err->method_id;
+    }
+    if (strlen(err->text) > 255)
+        m.connection_close.reply_text.len = m.channel_close.reply_text.len = 255;
+    conn_send_method(c, channel, &m);
+}
+
+void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id)
+{
+    if (c->state == S_CLOSING || c->state == S_CLOSED)
+        return;
+    amqp_error err = {.code = code, .method_id = method_id};
+    snprintf(err.text, sizeof err.text, "%s", text);
+    if (c->state >= S_START_OK)
+        send_close(c, 0, &err);
+    free_channels(c);
+    c->state = S_CLOSING;
+    c->close_deadline_ms = server_now_ms(c->srv) + CLOSE_OK_TIMEOUT_MS;
+}
+
+void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
+{
+    if (channel == 0 || amqp_reply_is_hard(err->code)) {
+        log_msg(LOG_WARNING, "connection %s closed: %s", c->peer, err->text);
+        conn_close(c, err->code, err->text, err->method_id);
+        return;
+    }
+    chan *ch = chan_slot(c, channel);
+    if (ch && ch != CHAN_CLOSING) {
+        chan_free(ch);
+        c->chans[channel] = CHAN_CLOSING;
+    }
+    send_close(c, channel, err);
+}
+
+static void free_conn(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    conn *c = arg;
+    server_conn_closed(c->srv, c);
+    bufferevent_free(c->bev);
+    free(c->chans);
+    free(c);
+}
+
+/* Ends the connection: channels and exclusive queues go now, the socket once
+ * the output has been written (or at once if nothing is pending). */
+static void teardown(conn *c)
+{
+    if (c->state == S_CLOSED)
+        return;
+    free_channels(c);
+    c->state = S_CLOSED;
+    bufferevent_disable(c->bev, EV_READ);
+    if (c->vh)
+        vhost_drop_exclusive(c->vh, c);
+    if (evbuffer_get_length(output(c)) == 0 || !(bufferevent_get_enabled(c->bev) & EV_WRITE)) {
+        c->free_scheduled = true;
+        event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
+    }
+    /* else write_cb frees it once drained; conn_tick bounds the wait. */
+}
+
+/* ---- handshake ---------------------------------------------------------- */
+
+static void send_start(conn *c)
+{
+    uint8_t props[1024];
+    amqp_writer w;
+    amqp_writer_init(&w, props, sizeof props);
+    size_t top = amqp_table_begin(&w);
+    amqp_put_key(&w, "capabilities");
+    amqp_put_u8(&w, 'F');
+    size_t caps = amqp_table_begin(&w);
+    static const char *const capabilities[] = {
+        "publisher_confirms",  "exchange_exchange_bindings", "basic.nack",
+        "consumer_cancel_notify", "authentication_failure_close", "per_consumer_qos",
+    };
+    for (size_t i = 0; i < sizeof capabilities / sizeof capabilities[0]; i++)
+        amqp_put_field_bool(&w, capabilities[i], true);
+    amqp_table_end(&w, caps);
+    amqp_put_field_str(&w, "cluster_name", AMQP_CSTR("warren@localhost"));
+    amqp_put_field_str(&w, "copyright", AMQP_CSTR("Copyright (c) Warren authors"));
+    amqp_put_field_str(&w, "information", AMQP_CSTR("Warren AMQP 0-9-1 broker"));
+    amqp_put_field_str(&w, "platform", AMQP_CSTR("C/libevent"));
+    amqp_put_field_str(&w, "product", AMQP_CSTR("Warren"));
+    amqp_put_field_str(&w, "version", AMQP_CSTR("0.1.0"));
+    amqp_table_end(&w, top);
+    amqp_method m = {.id = AMQP_CONNECTION_START};
+    m.connection_start.version_major = 0;
+    m.connection_start.version_minor = 9;
+    /* the table content, without the length prefix the writer put first */
+    m.connection_start.server_properties = (amqp_bytes){props + 4, (uint32_t)w.len - 4};
+    m.connection_start.mechanisms = AMQP_CSTR("PLAIN AMQPLAIN");
+    m.connection_start.locales = AMQP_CSTR("en_US");
+    conn_send_method(c, 0, &m);
+}
+
+static void handle_protocol_header(conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    if (evbuffer_get_length(in) < 8)
+        return;
+    uint8_t hdr[8];
+    evbuffer_remove(in, hdr, 8);
+    if (memcmp(hdr, AMQP_PROTOCOL_HEADER, 8) != 0) {
+        evbuffer_add(output(c), AMQP_PROTOCOL_HEADER, 8);
+        log_msg(LOG_WARNING, "connection %s: bad protocol header, closing", c->peer);
+        teardown(c);
+        return;
+    }
+    send_start(c);
+    c->state = S_START_OK;
+}
+
+/* Extracts user and password from a PLAIN ("\0user\0pass") or AMQPLAIN
+ * (LOGIN and PASSWORD in a table) response. */
+static bool parse_credentials(amqp_bytes mech, amqp_bytes resp, amqp_bytes *user, amqp_bytes *pass)
+{
+    if (amqp_bytes_equal_cstr(mech, "PLAIN")) {
+        const uint8_t *z1 = memchr(resp.ptr, 0, resp.len);
+        if (!z1)
+            return false;
+        const uint8_t *u = z1 + 1;
+        const uint8_t *z2 = memchr(u, 0, resp.len - (size_t)(u - resp.ptr));
+        if (!z2)
+            return false;
+        *user = (amqp_bytes){u, (uint32_t)(z2 - u)};
+        *pass = (amqp_bytes){z2 + 1, (uint32_t)(resp.len - (size_t)(z2 + 1 - resp.ptr))};
+        return true;
+    }
+    if (amqp_bytes_equal_cstr(mech, "AMQPLAIN")) {
+        amqp_field login, password;
+        if (amqp_table_validate(resp, NULL) != AMQP_OK ||
+            !amqp_table_get(resp, "LOGIN", &login) || !amqp_table_get(resp, "PASSWORD", &password) ||
+            login.type != 'S' || password.type != 'S')
+            return false;
+        *user = login.v.bytes;
+        *pass = password.v.bytes;
+        return true;
+    }
+    return false;
+}
+
+static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_error *err)
+{
+    amqp_field caps, f;
+    if (amqp_table_get(s->client_properties, "capabilities", &caps) && caps.type == 'F' &&
+        amqp_table_get(caps.v.bytes, "consumer_cancel_notify", &f) && f.type == 't')
+        c->cancel_notify = f.v.i != 0;
+    if (!amqp_bytes_equal_cstr(s->mechanism, "PLAIN") &&
+        !amqp_bytes_equal_cstr(s->mechanism, "AMQPLAIN"))
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                         "unsupported authentication mechanism '%.*s'", (int)s->mechanism.len,
+                         (const char *)s->mechanism.ptr);
+    amqp_bytes user, pass;
+    if (!parse_credentials(s->mechanism, s->response, &user, &pass) ||
+        !server_authenticate(c->srv, user, pass, c->loopback)) {
+        log_msg(LOG_WARNING, "connection %s: login refused", c->peer);
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                         "Login was refused using authentication mechanism %.*s. For details "
+                         "see the broker logfile.",
+                         (int)s->mechanism.len, (const char *)s->mechanism.ptr);
+    }
+    snprintf(c->user, sizeof c->user, "%.*s", (int)user.len, (const char *)user.ptr);
+    const config *cfg = server_config(c->srv);
+    amqp_method m = {.id = AMQP_CONNECTION_TUNE};
+    m.connection_tune.channel_max = cfg->channel_max;
+    m.connection_tune.frame_max = cfg->frame_max;
+    m.connection_tune.heartbeat = (uint16_t)cfg->heartbeat;
+    conn_send_method(c, 0, &m);
+    c->state = S_TUNE_OK;
+    return AMQP_OK;
+}
+
+/* The client may lower each limit; 0 means "no limit" on its side. */
+static uint32_t negotiate(uint32_t server_value, uint32_t client_value)
+{
+    if (client_value == 0)
+        return server_value;
+    if (server_value == 0)
+        return client_value;
+    return client_value < server_value ? client_value : server_value;
+}
+
+static int handle_tune_ok(conn *c, const amqp_connection_tune_ok *t, amqp_error *err)
+{
+    const config *cfg = server_config(c->srv);
+    if (t->frame_max && t->frame_max < AMQP_FRAME_MIN_SIZE)
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                         "frame_max=%u < %u min size", t->frame_max, AMQP_FRAME_MIN_SIZE);
+    if (t->frame_max > cfg->frame_max)
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                         "frame_max=%u > %u max size", t->frame_max, cfg->frame_max);
+    if (t->channel_max > cfg->channel_max)
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                         "channel_max=%u > %u max", t->channel_max, cfg->channel_max);
+    c->frame_max = negotiate(cfg->frame_max, t->frame_max);
+    c->channel_max = (uint16_t)negotiate(cfg->channel_max, t->channel_max);
+    c->heartbeat = t->heartbeat;
+    c->state = S_OPEN_WAIT;
+    return AMQP_OK;
+}
+
+static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
+{
+    vhost *v = server_vhost(c->srv, o->virtual_host);
+    if (!v)
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost %.*s not found",
+                         (int)o->virtual_host.len, (const char *)o->virtual_host.ptr);
+    c->vh = v;
+    c->state = S_OPEN;
+    amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
+    conn_send_method(c, 0, &m);
+    log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,
+            vhost_name(v));
+    return AMQP_OK;
+}
+
+/* Methods on channel 0: the connection class, in the order the handshake
+ * allows them. */
+static int handle_connection_method(conn *c, const amqp_method *m, amqp_error *err)
+{
+    static const uint32_t expected[] = {
+        [S_START_OK] = AMQP_CONNECTION_START_OK,
+        [S_TUNE_OK] = AMQP_CONNECTION_TUNE_OK,
+        [S_OPEN_WAIT] = AMQP_CONNECTION_OPEN,
+    };
+    if (c->state < S_OPEN && m->id != expected[c->state] && m->id != AMQP_CONNECTION_CLOSE)
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "expected '%s', got '%s'",
+                         amqp_method_name(expected[c->state]), amqp_method_name(m->id));
+    switch (m->id) {
+    case AMQP_CONNECTION_START_OK:
+        return handle_start_ok(c, &m->connection_start_ok, err);
+    case AMQP_CONNECTION_TUNE_OK:
+        return handle_tune_ok(c, &m->connection_tune_ok, err);
+    case AMQP_CONNECTION_OPEN:
+        return handle_open(c, &m->connection_open, err);
+    case AMQP_CONNECTION_CLOSE: {
+        amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
+        conn_send_method(c, 0, &ok);
+        teardown(c);
+        return AMQP_OK;
+    }
+    case AMQP_CONNECTION_UPDATE_SECRET: {
+        amqp_method ok = {.id = AMQP_CONNECTION_UPDATE_SECRET_OK};
+        conn_send_method(c, 0, &ok);
+        return AMQP_OK;
+    }
+    default:
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unexpected method %s on channel 0",
+                         amqp_method_name(m->id) ? amqp_method_name(m->id) : "?");
+    }
+}
+
+/* ---- frames ------------------------------------------------------------- */
+
+static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp_error *err)
+{
+    chan *ch = chan_slot(c, n);
+    if (ch == CHAN_CLOSING) {
+        /* Waiting for close-ok: everything else is dropped, as RabbitMQ does. */
+        if (m->id == AMQP_CHANNEL_CLOSE_OK) {
+            c->chans[n] = NULL;
+        } else if (m->id == AMQP_CHANNEL_CLOSE) {
+            amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
+            conn_send_method(c, n, &ok);
+            c->chans[n] = NULL;
+        }
+        return AMQP_OK;
+    }
+    if (!ch) {
+        if (m->id != AMQP_CHANNEL_OPEN)
+            return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "expected 'channel.open'");
+        ch = chan_new(c, n);
+        if (!ch || !set_chan_slot(c, n, ch))
+            return amqp_fail(err, AMQP_INTERNAL_ERROR, m->id, "out of memory");
+        amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
+        conn_send_method(c, n, &ok);
+        return AMQP_OK;
+    }
+    if (m->id == AMQP_CHANNEL_OPEN)
+        return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "second 'channel.open' seen");
+    if (chan_expecting_content(ch))
+        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, m->id,
+                         "expected content header for class 60, got non content header frame "
+                         "instead");
+    if (m->id == AMQP_CHANNEL_CLOSE) {
+        chan_free(ch);
+        c->chans[n] = NULL;
+        amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
+        conn_send_method(c, n, &ok);
+        return AMQP_OK;
+    }
+    if ((m->id >> 16) == AMQP_CLASS_CONNECTION)
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "connection method on channel %u", n);
+    return chan_handle(ch, m, err);
+}
+
+static int handle_method_frame(conn *c, const amqp_frame *f, amqp_error *err)
+{
+    amqp_method m;
+    if (amqp_method_decode(f->payload, f->size, &m, err) != AMQP_OK)
+        return AMQP_ERROR;
+    if (c->state == S_CLOSING) {
+        if (m.id == AMQP_CONNECTION_CLOSE_OK) {
+            teardown(c);
+        } else if (m.id == AMQP_CONNECTION_CLOSE) {
+            amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
+            conn_send_method(c, 0, &ok);
+            teardown(c);
+        }
+        return AMQP_OK;
+    }
+    if (f->channel == 0)
+        return handle_connection_method(c, &m, err);
+    if (c->state != S_OPEN)
+        return amqp_fail(err, AMQP_CHANNEL_ERROR, m.id, "channel %u used before connection.open",
+                         f->channel);
+    return handle_channel_method(c, f->channel, &m, err);
+}
+
+/* Content frames go to a channel that is waiting for them; anything else is
+ * 505 UNEXPECTED_FRAME. */
+static int handle_content_frame(conn *c, const amqp_frame *f, amqp_error *err)
+{
+    if (c->state == S_CLOSING)
+        return AMQP_OK;
+    chan *ch = c->state == S_OPEN ? chan_slot(c, f->channel) : NULL;
+    if (ch == CHAN_CLOSING)
+        return AMQP_OK;
+    if (!ch || !chan_expecting_content(ch))
+        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, 0, "%s frame on channel %u",
+                         f->type == AMQP_FRAME_HEADER ? "content header" : "content body",
+                         f->channel);
+    if (f->type == AMQP_FRAME_HEADER) {
+        amqp_content_header h;
+        if (amqp_content_header_decode(f->payload, f->size, &h, err) != AMQP_OK)
+            return AMQP_ERROR;
+        return chan_content_header(ch, &h, err);
+    }
+    return chan_content_body(ch, f->payload, f->size, err);
+}
+
+static int handle_frame(conn *c, const amqp_frame *f, amqp_error *err)
+{
+    switch (f->type) {
+    case AMQP_FRAME_METHOD:
+        return handle_method_frame(c, f, err);
+    case AMQP_FRAME_HEADER:
+    case AMQP_FRAME_BODY:
+        return handle_content_frame(c, f, err);
+    case AMQP_FRAME_HEARTBEAT:
+        if (f->channel != 0)
+            return amqp_fail(err, AMQP_FRAME_ERROR, 0, "heartbeat on channel %u", f->channel);
+        return AMQP_OK;
+    default:
+        return amqp_fail(err, AMQP_FRAME_ERROR, 0, "unknown frame type %u", f->type);
+    }
+}
+
+static void flush_confirms(conn *c)
+{
+    for (uint32_t i = 0; i < c->nchans; i++) {
+        chan *ch = c->chans[i];
+        if (ch && ch != CHAN_CLOSING)
+            chan_flush_confirms(ch);
+    }
+}
+
+static void read_frames(conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    const config *cfg = server_config(c->srv);
+    while (c->state != S_CLOSED) {
+        amqp_frame f;
+        amqp_error err = {0};
+        uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : cfg->frame_max;
+        uint16_t channel_max = c->state >= S_OPEN_WAIT ? c->channel_max : cfg->channel_max;
+        int r = amqp_frame_read(in, frame_max, channel_max, &f, &err);
+        if (r == AMQP_NEED_MORE)
+            break;
+        if (r == AMQP_OK) {
+            uint16_t channel = f.channel;
+            r = handle_frame(c, &f, &err);
+            evbuffer_drain(in, (size_t)f.size + AMQP_FRAME_OVERHEAD);
+            if (r == AMQP_OK)
+                continue;
+            conn_raise(c, (f.type == AMQP_FRAME_METHOD || f.type == AMQP_FRAME_HEADER ||
+                           f.type == AMQP_FRAME_BODY) ? channel : 0, &err);
+        } else {
+            conn_raise(c, 0, &err);
+            evbuffer_drain(in, evbuffer_get_length(in));
+        }
+    }
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn *c = arg;
+    server_touch_clock(c->srv);
+    c->last_recv_ms = server_now_ms(c->srv);
+    if (c->state == S_HEADER) {
+        handle_protocol_header(c);
+        if (c->state == S_HEADER)
+            return;
+    }
+    read_frames(c);
+    if (c->state == S_OPEN)
+        flush_confirms(c);
+    if (c->state != S_CLOSED &&
+        evbuffer_get_length(output(c)) > 4 * server_config(c->srv)->conn_output_limit) {
+        bufferevent_disable(c->bev, EV_READ);
+        c->reading_paused = true;
+    }
+}
+
+/* ---- write side and events ---------------------------------------------- */
+
+static void resume_deliveries(conn *c)
+{
+    c->output_blocked = false;
+    for (uint32_t i = 0; i < c->nchans && c->state == S_OPEN; i++) {
+        chan *ch = c->chans[i];
+        if (ch && ch != CHAN_CLOSING)
+            chan_resume(ch);
+    }
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+    conn *c = arg;
+    size_t pending = evbuffer_get_length(bufferevent_get_output(bev));
+    if (c->state == S_CLOSED) {
+        if (pending == 0 && !c->free_scheduled) {
+            c->free_scheduled = true;
+            event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
+        }
+        return;
+    }
+    size_t limit = server_config(c->srv)->conn_output_limit;
+    if (c->reading_paused && pending <= limit) {
+        c->reading_paused = false;
+        bufferevent_enable(c->bev, EV_READ);
+    }
+    if (c->output_blocked && pending <= limit / 2)
+        resume_deliveries(c);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    conn *c = arg;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        if (c->state != S_CLOSED && c->state != S_CLOSING && c->state >= S_OPEN)
+            log_msg(LOG_WARNING, "connection %s: client closed the socket without "
+                                 "connection.close", c->peer);
+        bufferevent_disable(c->bev, EV_WRITE);
+        evbuffer_drain(output(c), evbuffer_get_length(output(c)));
+        if (c->state == S_CLOSED) {
+            if (!c->free_scheduled) {
+                c->free_scheduled = true;
+                event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
+            }
+            return;
+        }
+        teardown(c);
+    }
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+void conn_accept(server *s, int fd, bool loopback, const char *peer)
+{
+    conn *c = calloc(1, sizeof *c);
+    struct bufferevent *bev = c ? bufferevent_socket_new(server_base(s), fd,
+                                                         BEV_OPT_CLOSE_ON_FREE)
+                                : NULL;
+    if (!bev) {
+        free(c);
+        evutil_closesocket(fd);
+        return;
+    }
+    c->srv = s;
+    c->bev = bev;
+    c->state = S_HEADER;
+    c->loopback = loopback;
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
+    c->frame_max = server_config(s)->frame_max;
+    c->channel_max = server_config(s)->channel_max;
+    c->opened_ms = c->last_recv_ms = c->last_send_ms = server_now_ms(s);
+    bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
+    bufferevent_set_max_single_read(bev, MAX_SINGLE_READ);
+    /* write_cb runs once the backlog is down to half the limit */
+    bufferevent_setwatermark(bev, EV_WRITE, server_config(s)->conn_output_limit / 2, 0);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    server_conn_opened(s, c);
+}
+
+void conn_tick(conn *c, uint64_t now)
+{
+    const config *cfg = server_config(c->srv);
+    if (c->state == S_CLOSED) {
+        if (!c->free_scheduled && now - c->last_send_ms > CLOSE_OK_TIMEOUT_MS) {
+            c->free_scheduled = true;
+            event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
+        }
+        return;
+    }
+    if (c->state == S_CLOSING) {
+        if (now > c->close_deadline_ms)
+            teardown(c);
+        return;
+    }
+    if (c->state < S_OPEN_WAIT) {
+        if (now - c->opened_ms > cfg->handshake_timeout_ms) {
+            log_msg(LOG_WARNING, "connection %s: handshake timeout", c->peer);
+            teardown(c);
+        }
+        return;
+    }
+    if (c->heartbeat == 0)
+        return;
+    uint64_t interval = (uint64_t)c->heartbeat * 1000;
+    if (now - c->last_recv_ms > 2 * interval) {
+        log_msg(LOG_WARNING, "connection %s: missed heartbeats from client, timeout: %us",
+                c->peer, c->heartbeat);
+        bufferevent_disable(c->bev, EV_WRITE);
+        evbuffer_drain(output(c), evbuffer_get_length(output(c)));
+        teardown(c);
+        return;
+    }
+    if (now - c->last_send_ms >= interval / 2) {
+        static const uint8_t hb[8] = {AMQP_FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, AMQP_FRAME_END};
+        evbuffer_add(output(c), hb, sizeof hb);
+        c->last_send_ms = now;
+    }
+}
+
+
+void conn_free_now(conn *c)
+{
+    free_channels(c);
+    if (c->vh)
+        vhost_drop_exclusive(c->vh, c);
+    free_conn(-1, 0, c);
+}

@@ -1,0 +1,382 @@
+/* Channel methods that change topology or consumers: exchange.*, queue.*,
+ * basic.consume / cancel / get. Checks and error texts follow RabbitMQ 3.10
+ * (rabbit_channel), including the "" shortcuts for the channel's most
+ * recently declared queue. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "chan_internal.h"
+
+#define PRINTABLE(b) (int)(b).len, (const char *)(b).ptr
+
+static const char *vname(chan *ch) { return vhost_name(conn_vhost(ch->c)); }
+
+static void reply(chan *ch, uint32_t id)
+{
+    amqp_method ok = {.id = id};
+    conn_send_method(ch->c, ch->number, &ok);
+}
+
+/* "" means the channel's most recently declared queue. */
+static int expand_queue_name(chan *ch, amqp_bytes *name, uint32_t method_id, amqp_error *err)
+{
+    if (name->len)
+        return AMQP_OK;
+    if (!ch->last_queue[0])
+        return amqp_fail(err, AMQP_NOT_FOUND, method_id, "no previously declared queue");
+    *name = AMQP_CSTR(ch->last_queue);
+    return AMQP_OK;
+}
+
+static int locked(chan *ch, amqp_bytes name, uint32_t method_id, amqp_error *err)
+{
+    return amqp_fail(err, AMQP_RESOURCE_LOCKED, method_id,
+                     "cannot obtain exclusive access to locked queue '%.*s' in vhost '%s'. It "
+                     "could be originally declared on another connection or the exclusive "
+                     "property value does not match that of the original declaration.",
+                     PRINTABLE(name), vname(ch));
+}
+
+/* 405 when another connection owns the (exclusive) queue. */
+static int check_exclusive(chan *ch, queue *q, uint32_t method_id, amqp_error *err)
+{
+    conn *owner = queue_owner(q);
+    if (owner && owner != ch->c)
+        return locked(ch, queue_name(q), method_id, err);
+    return AMQP_OK;
+}
+
+/* Looks a queue up by (expanded) name: 404 when missing, 405 when locked. */
+static queue *find_queue(chan *ch, amqp_bytes *name, uint32_t method_id, amqp_error *err)
+{
+    if (expand_queue_name(ch, name, method_id, err) != AMQP_OK)
+        return NULL;
+    queue *q = vhost_queue_find(conn_vhost(ch->c), *name);
+    if (!q) {
+        amqp_fail(err, AMQP_NOT_FOUND, method_id, "no queue '%.*s' in vhost '%s'",
+                  PRINTABLE(*name), vname(ch));
+        return NULL;
+    }
+    return check_exclusive(ch, q, method_id, err) == AMQP_OK ? q : NULL;
+}
+
+/* ---- exchanges ---------------------------------------------------------- */
+
+static int exchange_declare(chan *ch, const amqp_exchange_declare *d, amqp_error *err)
+{
+    route_exchange_spec spec = {
+        .name = d->exchange,
+        .type = d->type,
+        .passive = d->passive,
+        .durable = d->durable,
+        .auto_delete = d->auto_delete,
+        .internal = d->internal,
+        .arguments = d->arguments,
+    };
+    if (route_exchange_declare(vhost_routes(conn_vhost(ch->c)), &spec, NULL, err) != AMQP_OK)
+        return AMQP_ERROR;
+    if (!d->nowait)
+        reply(ch, AMQP_EXCHANGE_DECLARE_OK);
+    return AMQP_OK;
+}
+
+static int exchange_delete(chan *ch, const amqp_exchange_delete *d, amqp_error *err)
+{
+    if (route_exchange_delete(vhost_routes(conn_vhost(ch->c)), d->exchange, d->if_unused, err) !=
+        AMQP_OK)
+        return AMQP_ERROR;
+    if (!d->nowait)
+        reply(ch, AMQP_EXCHANGE_DELETE_OK);
+    return AMQP_OK;
+}
+
+/* exchange.bind and exchange.unbind share their arguments' layout. */
+static int exchange_binding(chan *ch, const amqp_method *m, amqp_error *err)
+{
+    bool bind = m->id == AMQP_EXCHANGE_BIND;
+    const amqp_exchange_bind *b = &m->exchange_bind;
+    const amqp_exchange_unbind *u = &m->exchange_unbind;
+    amqp_bytes dest_name = bind ? b->destination : u->destination;
+    route_table *routes = vhost_routes(conn_vhost(ch->c));
+    route_exchange *dest = route_exchange_lookup(routes, dest_name, m->id, err);
+    if (!dest)
+        return AMQP_ERROR;
+    route_dest d = {.exchange = dest};
+    int r = bind ? route_bind(routes, b->source, d, b->routing_key, b->arguments, m->id, err)
+                 : route_unbind(routes, u->source, d, u->routing_key, u->arguments, m->id, err);
+    if (r != AMQP_OK)
+        return AMQP_ERROR;
+    if (!(bind ? b->nowait : u->nowait))
+        reply(ch, bind ? AMQP_EXCHANGE_BIND_OK : AMQP_EXCHANGE_UNBIND_OK);
+    return AMQP_OK;
+}
+
+/* ---- queues ------------------------------------------------------------- */
+
+/* The arguments RabbitMQ compares on redeclare. */
+static const char *const equivalent_args[] = {
+    "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-expires", "x-max-length",
+    "x-max-length-bytes", "x-max-priority", "x-message-ttl", "x-overflow", "x-queue-mode",
+    "x-queue-type", "x-single-active-consumer", "x-delivery-limit",
+};
+
+static int check_equivalent(chan *ch, queue *q, const amqp_queue_declare *d, amqp_error *err)
+{
+    const char *flag = NULL;
+    bool received = false;
+    if (queue_durable(q) != d->durable)
+        flag = "durable", received = d->durable;
+    else if (queue_auto_delete(q) != d->auto_delete)
+        flag = "auto_delete", received = d->auto_delete;
+    if (flag)
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                         "inequivalent arg '%s' for queue '%.*s' in vhost '%s': received '%s' "
+                         "but current is '%s'",
+                         flag, PRINTABLE(queue_name(q)), vname(ch), received ? "true" : "false",
+                         received ? "false" : "true");
+    for (size_t i = 0; i < sizeof equivalent_args / sizeof equivalent_args[0]; i++) {
+        amqp_field a, b;
+        bool has_a = amqp_table_get(queue_arguments(q), equivalent_args[i], &a);
+        bool has_b = amqp_table_get(d->arguments, equivalent_args[i], &b);
+        if (has_a != has_b || (has_a && !amqp_field_equal(&a, &b)))
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                             "inequivalent arg '%s' for queue '%.*s' in vhost '%s'",
+                             equivalent_args[i], PRINTABLE(queue_name(q)), vname(ch));
+    }
+    return AMQP_OK;
+}
+
+static void declare_ok(chan *ch, queue *q, bool nowait)
+{
+    snprintf(ch->last_queue, sizeof ch->last_queue, "%.*s", PRINTABLE(queue_name(q)));
+    if (nowait)
+        return;
+    amqp_method ok = {.id = AMQP_QUEUE_DECLARE_OK};
+    ok.queue_declare_ok.queue = queue_name(q);
+    ok.queue_declare_ok.message_count = queue_ready_count(q);
+    ok.queue_declare_ok.consumer_count = queue_consumer_count(q);
+    conn_send_method(ch->c, ch->number, &ok);
+}
+
+static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
+{
+    vhost *v = conn_vhost(ch->c);
+    char generated[64];
+    amqp_bytes name = d->queue;
+    if (d->passive) {
+        queue *q = find_queue(ch, &name, AMQP_QUEUE_DECLARE, err);
+        if (!q)
+            return AMQP_ERROR;
+        declare_ok(ch, q, d->nowait);
+        return AMQP_OK;
+    }
+    if (name.len == 0) {
+        server_random_name(conn_server(ch->c), "amq.gen-", generated, sizeof generated);
+        name = AMQP_CSTR(generated);
+    } else if (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0) {
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_QUEUE_DECLARE,
+                         "queue name '%.*s' contains reserved prefix 'amq.*'", PRINTABLE(name));
+    }
+    queue *q = vhost_queue_find(v, name);
+    if (q) {
+        if (queue_owner(q) != (d->exclusive ? ch->c : NULL))
+            return locked(ch, name, AMQP_QUEUE_DECLARE, err);
+        if (check_equivalent(ch, q, d, err) != AMQP_OK)
+            return AMQP_ERROR;
+        declare_ok(ch, q, d->nowait);
+        return AMQP_OK;
+    }
+    queue_spec spec = {.name = name,
+                       .durable = d->durable,
+                       .exclusive = d->exclusive,
+                       .auto_delete = d->auto_delete,
+                       .arguments = d->arguments,
+                       .owner = ch->c};
+    q = queue_new(v, &spec);
+    if (!q)
+        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_QUEUE_DECLARE, "out of memory");
+    vhost_queue_add(v, q);
+    declare_ok(ch, q, d->nowait);
+    return AMQP_OK;
+}
+
+/* queue.bind and queue.unbind; "" for both queue and key means the last
+ * declared queue's name for both. */
+static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
+{
+    bool bind = m->id == AMQP_QUEUE_BIND;
+    amqp_bytes qname = bind ? m->queue_bind.queue : m->queue_unbind.queue;
+    amqp_bytes key = bind ? m->queue_bind.routing_key : m->queue_unbind.routing_key;
+    amqp_bytes exchange = bind ? m->queue_bind.exchange : m->queue_unbind.exchange;
+    amqp_bytes args = bind ? m->queue_bind.arguments : m->queue_unbind.arguments;
+    bool shortcut_key = qname.len == 0 && key.len == 0;
+    queue *q = find_queue(ch, &qname, m->id, err);
+    if (!q)
+        return AMQP_ERROR;
+    if (shortcut_key)
+        key = qname;
+    route_table *routes = vhost_routes(conn_vhost(ch->c));
+    route_dest d = {.queue = q};
+    int r = bind ? route_bind(routes, exchange, d, key, args, m->id, err)
+                 : route_unbind(routes, exchange, d, key, args, m->id, err);
+    if (r != AMQP_OK)
+        return AMQP_ERROR;
+    if (!bind || !m->queue_bind.nowait)
+        reply(ch, bind ? AMQP_QUEUE_BIND_OK : AMQP_QUEUE_UNBIND_OK);
+    return AMQP_OK;
+}
+
+static int queue_purge_method(chan *ch, const amqp_queue_purge *p, amqp_error *err)
+{
+    amqp_bytes name = p->queue;
+    queue *q = find_queue(ch, &name, AMQP_QUEUE_PURGE, err);
+    if (!q)
+        return AMQP_ERROR;
+    uint32_t n = queue_purge(q);
+    if (!p->nowait) {
+        amqp_method ok = {.id = AMQP_QUEUE_PURGE_OK};
+        ok.queue_purge_ok.message_count = n;
+        conn_send_method(ch->c, ch->number, &ok);
+    }
+    return AMQP_OK;
+}
+
+static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error *err)
+{
+    amqp_bytes name = d->queue;
+    if (expand_queue_name(ch, &name, AMQP_QUEUE_DELETE, err) != AMQP_OK)
+        return AMQP_ERROR;
+    queue *q = vhost_queue_find(conn_vhost(ch->c), name);
+    uint32_t n = 0;
+    if (q) {
+        if (check_exclusive(ch, q, AMQP_QUEUE_DELETE, err) != AMQP_OK)
+            return AMQP_ERROR;
+        if (d->if_unused && queue_consumer_count(q))
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DELETE,
+                             "queue '%.*s' in vhost '%s' in use", PRINTABLE(name), vname(ch));
+        if (d->if_empty && queue_ready_count(q))
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DELETE,
+                             "queue '%.*s' in vhost '%s' is not empty", PRINTABLE(name),
+                             vname(ch));
+        n = queue_ready_count(q);
+        queue_delete(q);
+    }
+    if (!d->nowait) {
+        amqp_method ok = {.id = AMQP_QUEUE_DELETE_OK};
+        ok.queue_delete_ok.message_count = n;
+        conn_send_method(ch->c, ch->number, &ok);
+    }
+    return AMQP_OK;
+}
+
+/* ---- consumers ---------------------------------------------------------- */
+
+int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
+{
+    amqp_bytes name = b->queue;
+    queue *q = find_queue(ch, &name, AMQP_BASIC_CONSUME, err);
+    if (!q)
+        return AMQP_ERROR;
+    char tag[256];
+    if (b->consumer_tag.len == 0)
+        server_random_name(conn_server(ch->c), "amq.ctag-", tag, sizeof tag);
+    else
+        snprintf(tag, sizeof tag, "%.*s", PRINTABLE(b->consumer_tag));
+    if (chan_find_consumer(ch, AMQP_CSTR(tag)))
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_BASIC_CONSUME,
+                         "attempt to reuse consumer tag '%s'", tag);
+    if (queue_has_exclusive_consumer(q) || (b->exclusive && queue_consumer_count(q)))
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_BASIC_CONSUME,
+                         "queue '%.*s' in vhost '%s' in exclusive use", PRINTABLE(name),
+                         vname(ch));
+    int64_t priority = 0;
+    amqp_field f;
+    if (amqp_table_get(b->arguments, "x-priority", &f) && !amqp_field_int(&f, &priority))
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
+                         "invalid arg 'x-priority' for queue '%.*s' in vhost '%s'",
+                         PRINTABLE(name), vname(ch));
+    consumer *cons = calloc(1, sizeof *cons);
+    if (!cons)
+        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_CONSUME, "out of memory");
+    memcpy(cons->tag, tag, strlen(tag) + 1);
+    cons->ch = ch;
+    cons->q = q;
+    cons->no_ack = b->no_ack;
+    cons->exclusive = b->exclusive;
+    cons->priority = (int32_t)priority;
+    cons->prefetch = ch->prefetch_consumer;
+    cons->ch_next = ch->consumers;
+    ch->consumers = cons;
+    if (!b->nowait) {
+        amqp_method ok = {.id = AMQP_BASIC_CONSUME_OK};
+        ok.basic_consume_ok.consumer_tag = AMQP_CSTR(cons->tag);
+        conn_send_method(ch->c, ch->number, &ok);
+    }
+    queue_add_consumer(q, cons);
+    queue_dispatch(q);
+    return AMQP_OK;
+}
+
+int chan_basic_cancel(chan *ch, const amqp_basic_cancel *b, amqp_error *err)
+{
+    (void)err;
+    consumer *cons = chan_find_consumer(ch, b->consumer_tag);
+    amqp_method ok = {.id = AMQP_BASIC_CANCEL_OK};
+    ok.basic_cancel_ok.consumer_tag = b->consumer_tag;
+    /* reply first: the cancel may delete an auto-delete queue */
+    if (!b->nowait)
+        conn_send_method(ch->c, ch->number, &ok);
+    if (cons)
+        chan_cancel_consumer(ch, cons, false);
+    return AMQP_OK;
+}
+
+int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
+{
+    amqp_bytes name = g->queue;
+    queue *q = find_queue(ch, &name, AMQP_BASIC_GET, err);
+    if (!q)
+        return AMQP_ERROR;
+    bool redelivered;
+    uint32_t count;
+    msg *m = queue_get(q, &redelivered, &count);
+    if (!m) {
+        reply(ch, AMQP_BASIC_GET_EMPTY);
+        return AMQP_OK;
+    }
+    chan_deliver_get(ch, q, m, redelivered, count, g->no_ack);
+    return AMQP_OK;
+}
+
+int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err)
+{
+    switch (m->id) {
+    case AMQP_EXCHANGE_DECLARE:
+        return exchange_declare(ch, &m->exchange_declare, err);
+    case AMQP_EXCHANGE_DELETE:
+        return exchange_delete(ch, &m->exchange_delete, err);
+    case AMQP_EXCHANGE_BIND:
+    case AMQP_EXCHANGE_UNBIND:
+        return exchange_binding(ch, m, err);
+    case AMQP_QUEUE_DECLARE:
+        return queue_declare(ch, &m->queue_declare, err);
+    case AMQP_QUEUE_BIND:
+    case AMQP_QUEUE_UNBIND:
+        return queue_binding(ch, m, err);
+    case AMQP_QUEUE_PURGE:
+        return queue_purge_method(ch, &m->queue_purge, err);
+    case AMQP_QUEUE_DELETE:
+        return queue_delete_method(ch, &m->queue_delete, err);
+    case AMQP_ACCESS_REQUEST: {
+        amqp_method ok = {.id = AMQP_ACCESS_REQUEST_OK};
+        ok.access_request_ok.ticket = 1;
+        conn_send_method(ch->c, ch->number, &ok);
+        return AMQP_OK;
+    }
+    default:
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unexpected method %s",
+                         amqp_method_name(m->id) ? amqp_method_name(m->id) : "?");
+    }
+}

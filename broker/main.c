@@ -1,0 +1,71 @@
+/* bin/warren: parses the command line, loads the configuration and runs the
+ * server.  Usage: warren [--config FILE] [--set key=value]... */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "broker.h"
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: warren [--config FILE] [--set key=value]...\n"
+                    "  --config FILE     read settings from FILE (rabbitmq.conf style)\n"
+                    "  --set key=value   override one setting, e.g. --set "
+                    "listeners.tcp.default=127.0.0.1:0\n");
+}
+
+/* Creates the data directory (one level) so a bad path fails at start. */
+static bool prepare_data_dir(const char *dir)
+{
+    if (mkdir(dir, 0750) == 0 || errno == EEXIST)
+        return true;
+    log_msg(LOG_ERROR, "data_dir %s: %s", dir, strerror(errno));
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    config cfg;
+    config_defaults(&cfg);
+    char err[1024];
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if ((strcmp(arg, "--config") == 0 || strcmp(arg, "--set") == 0) && i + 1 == argc) {
+            fprintf(stderr, "warren: %s needs a value\n", arg);
+            return 2;
+        }
+        if (strcmp(arg, "--config") == 0) {
+            if (!config_load_file(&cfg, argv[++i], err, sizeof err)) {
+                fprintf(stderr, "warren: %s\n", err);
+                return 1;
+            }
+        } else if (strcmp(arg, "--set") == 0) {
+            char kv[1024];
+            snprintf(kv, sizeof kv, "%s", argv[++i]);
+            char *eq = strchr(kv, '=');
+            if (!eq) {
+                fprintf(stderr, "warren: --set %s: expected key=value\n", kv);
+                return 1;
+            }
+            *eq = 0;
+            if (!config_set(&cfg, kv, eq + 1, "--set", err, sizeof err)) {
+                fprintf(stderr, "warren: %s\n", err);
+                return 1;
+            }
+        } else {
+            usage();
+            return strcmp(arg, "--help") == 0 ? 0 : 2;
+        }
+    }
+    log_set_level(cfg.log_level);
+    if (!prepare_data_dir(cfg.data_dir))
+        return 1;
+    server *s = server_new(&cfg);
+    if (!s)
+        return 1;
+    int status = server_run(s);
+    server_free(s);
+    return status;
+}

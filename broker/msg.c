@@ -1,0 +1,143 @@
+/* Messages: one allocation holds the header, then exchange name, routing
+ * key, raw properties and body:
+ *
+ *   struct msg | exchange (ex_len) | routing key (rk_len) | properties | body
+ *
+ * Small messages come from per-size-class free lists, so the steady-state
+ * hot path does no malloc. The event loop is the only thread that touches
+ * messages, so the lists need no locking. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+struct msg {
+    uint32_t refs;
+    uint32_t props_len;
+    uint64_t id;
+    uint64_t body_size;
+    uint64_t body_len; /* received so far */
+    uint32_t alloc_size;
+    uint8_t ex_len, rk_len;
+    uint8_t size_class; /* index into pools, or NO_CLASS */
+    uint8_t data[];
+};
+
+#define NO_CLASS 0xff
+#define POOL_KEEP 4096 /* free blocks kept per class */
+
+static const uint32_t class_sizes[] = {128, 256, 512, 1024};
+#define NCLASSES (sizeof class_sizes / sizeof class_sizes[0])
+
+typedef struct free_block {
+    struct free_block *next;
+} free_block;
+
+static struct {
+    free_block *head;
+    uint32_t count;
+} pools[NCLASSES];
+
+static uint64_t next_id = 1;
+
+static msg *alloc_block(size_t total, uint8_t *cls)
+{
+    for (uint8_t i = 0; i < NCLASSES; i++) {
+        if (total > class_sizes[i])
+            continue;
+        *cls = i;
+        if (pools[i].head) {
+            free_block *b = pools[i].head;
+            pools[i].head = b->next;
+            pools[i].count--;
+            return (msg *)b;
+        }
+        return malloc(class_sizes[i]);
+    }
+    *cls = NO_CLASS;
+    return malloc(total);
+}
+
+static void free_block_of(msg *m)
+{
+    uint8_t cls = m->size_class;
+    if (cls != NO_CLASS && pools[cls].count < POOL_KEEP) {
+        free_block *b = (free_block *)m;
+        b->next = pools[cls].head;
+        pools[cls].head = b;
+        pools[cls].count++;
+        return;
+    }
+    free(m);
+}
+
+msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+             uint64_t body_size)
+{
+    if (exchange.len > 255 || routing_key.len > 255 || body_size > SIZE_MAX / 2)
+        return NULL;
+    size_t total = sizeof(msg) + exchange.len + routing_key.len + properties.len + body_size;
+    uint8_t cls;
+    msg *m = alloc_block(total, &cls);
+    if (!m)
+        return NULL;
+    m->refs = 1;
+    m->props_len = properties.len;
+    m->id = next_id++;
+    m->body_size = body_size;
+    m->body_len = 0;
+    m->alloc_size = (uint32_t)(total > UINT32_MAX ? UINT32_MAX : total);
+    m->ex_len = (uint8_t)exchange.len;
+    m->rk_len = (uint8_t)routing_key.len;
+    m->size_class = cls;
+    uint8_t *p = m->data;
+    if (exchange.len)
+        memcpy(p, exchange.ptr, exchange.len);
+    p += exchange.len;
+    if (routing_key.len)
+        memcpy(p, routing_key.ptr, routing_key.len);
+    p += routing_key.len;
+    if (properties.len)
+        memcpy(p, properties.ptr, properties.len);
+    return m;
+}
+
+void msg_ref(msg *m) { m->refs++; }
+
+void msg_unref(msg *m)
+{
+    if (m && --m->refs == 0)
+        free_block_of(m);
+}
+
+static uint8_t *body_ptr(const msg *m)
+{
+    return (uint8_t *)m->data + m->ex_len + m->rk_len + m->props_len;
+}
+
+bool msg_append_body(msg *m, const uint8_t *p, size_t n)
+{
+    if (n > m->body_size - m->body_len)
+        return false;
+    memcpy(body_ptr(m) + m->body_len, p, n);
+    m->body_len += n;
+    return true;
+}
+
+bool msg_complete(const msg *m) { return m->body_len == m->body_size; }
+uint64_t msg_id(const msg *m) { return m->id; }
+amqp_bytes msg_exchange(const msg *m) { return (amqp_bytes){m->data, m->ex_len}; }
+amqp_bytes msg_routing_key(const msg *m)
+{
+    return (amqp_bytes){m->data + m->ex_len, m->rk_len};
+}
+amqp_bytes msg_properties(const msg *m)
+{
+    return (amqp_bytes){m->data + m->ex_len + m->rk_len, m->props_len};
+}
+const uint8_t *msg_body(const msg *m) { return body_ptr(m); }
+uint64_t msg_body_size(const msg *m) { return m->body_size; }
+size_t msg_memory(const msg *m)
+{
+    return m->size_class == NO_CLASS ? m->alloc_size : class_sizes[m->size_class];
+}

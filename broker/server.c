@@ -1,0 +1,291 @@
+/* The server: the libevent loop, the AMQP listener, signals, the
+ * housekeeping timer and the set of connections and vhosts.
+ *
+ * Housekeeping runs every TICK_MS on a monotonic clock and visits every
+ * connection for heartbeats and timeouts; everything else is event driven.
+ * Shutdown (SIGTERM/SIGINT): stop accepting, close every connection with
+ * 320 CONNECTION_FORCED as RabbitMQ does, give clients a moment to read it,
+ * then leave the loop.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker.h"
+
+#define TICK_MS 250
+#define SHUTDOWN_GRACE_MS 1000
+
+struct server {
+    config cfg;
+    struct event_base *base;
+    struct evconnlistener *listener;
+    struct event *sigterm, *sigint, *tick, *shutdown_timer;
+    vhost *default_vhost;
+    conn **conns;
+    size_t nconns, conns_cap;
+    uint64_t now_ms;
+    uint64_t name_seed;
+    bool shutting_down;
+};
+
+static uint64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+const config *server_config(const server *s) { return &s->cfg; }
+struct event_base *server_base(server *s) { return s->base; }
+uint64_t server_now_ms(const server *s) { return s->now_ms; }
+void server_touch_clock(server *s) { s->now_ms = monotonic_ms(); }
+
+vhost *server_vhost(server *s, amqp_bytes name)
+{
+    return amqp_bytes_equal_cstr(name, vhost_name(s->default_vhost)) ? s->default_vhost : NULL;
+}
+
+/* Users are kept in memory until the users issue: the default user only.
+ * RabbitMQ's loopback_users: the guest user may only connect locally. */
+bool server_authenticate(server *s, amqp_bytes user, amqp_bytes pass, bool loopback)
+{
+    if (!amqp_bytes_equal_cstr(user, s->cfg.default_user) ||
+        !amqp_bytes_equal_cstr(pass, s->cfg.default_pass))
+        return false;
+    if (amqp_bytes_equal_cstr(user, "guest") && s->cfg.guest_loopback_only && !loopback)
+        return false;
+    return true;
+}
+
+/* splitmix64: names need to be unique and unguessable enough, not secret. */
+static uint64_t next_random(server *s)
+{
+    uint64_t z = (s->name_seed += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* prefix + 22 base64url characters, as RabbitMQ's amq.gen- names. */
+void server_random_name(server *s, const char *prefix, char *out, size_t outlen)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    uint64_t r[2] = {next_random(s), next_random(s)};
+    char tail[23];
+    for (int i = 0; i < 22; i++)
+        tail[i] = alphabet[(r[i / 11] >> ((i % 11) * 6)) & 63];
+    tail[22] = 0;
+    snprintf(out, outlen, "%s%s", prefix, tail);
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+void server_conn_opened(server *s, conn *c)
+{
+    if (s->nconns == s->conns_cap) {
+        size_t cap = s->conns_cap ? s->conns_cap * 2 : 64;
+        conn **n = realloc(s->conns, cap * sizeof *n);
+        if (!n) {
+            conn_close(c, AMQP_INTERNAL_ERROR, "INTERNAL_ERROR - out of memory", 0);
+            return;
+        }
+        s->conns = n;
+        s->conns_cap = cap;
+    }
+    s->conns[s->nconns++] = c;
+}
+
+void server_conn_closed(server *s, conn *c)
+{
+    for (size_t i = 0; i < s->nconns; i++) {
+        if (s->conns[i] == c) {
+            s->conns[i] = s->conns[--s->nconns];
+            break;
+        }
+    }
+    if (s->shutting_down && s->nconns == 0)
+        event_base_loopexit(s->base, NULL);
+}
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) ||
+               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+    }
+    snprintf(out, outlen, "%s:%d", host, port);
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    (void)l, (void)salen;
+    server *s = arg;
+    if (s->shutting_down) {
+        evutil_closesocket(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char peer[64];
+    format_addr(sa, peer, sizeof peer);
+    s->now_ms = monotonic_ms();
+    conn_accept(s, fd, is_loopback(sa), peer);
+}
+
+/* ---- timers and signals ------------------------------------------------- */
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    server *s = arg;
+    s->now_ms = monotonic_ms();
+    /* conn_tick may free nothing synchronously (frees are deferred), so the
+     * array is stable during the walk. */
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_tick(s->conns[i], s->now_ms);
+}
+
+static void shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    server *s = arg;
+    event_base_loopexit(s->base, NULL);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    server *s = arg;
+    if (s->shutting_down)
+        return;
+    log_msg(LOG_INFO, "received signal %d, shutting down", (int)sig);
+    s->shutting_down = true;
+    if (s->listener) {
+        evconnlistener_free(s->listener);
+        s->listener = NULL;
+    }
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_close(s->conns[i], AMQP_CONNECTION_FORCED,
+                   "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'",
+                   0);
+    if (s->nconns == 0) {
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    struct timeval grace = {SHUTDOWN_GRACE_MS / 1000, (SHUTDOWN_GRACE_MS % 1000) * 1000};
+    s->shutdown_timer = evtimer_new(s->base, shutdown_timeout_cb, s);
+    evtimer_add(s->shutdown_timer, &grace);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static bool listen_on(server *s)
+{
+    struct sockaddr_storage ss;
+    int sslen = sizeof ss;
+    char addr[128];
+    snprintf(addr, sizeof addr, strchr(s->cfg.listen_host, ':') ? "[%s]:%d" : "%s:%d",
+             s->cfg.listen_host, s->cfg.listen_port);
+    if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
+        log_msg(LOG_ERROR, "bad listener address %s", addr);
+        return false;
+    }
+    s->listener = evconnlistener_new_bind(s->base, accept_cb, s,
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 1024,
+                                          (struct sockaddr *)&ss, sslen);
+    if (!s->listener) {
+        log_msg(LOG_ERROR, "cannot listen on %s: %s", addr, strerror(errno));
+        return false;
+    }
+    socklen_t len = sizeof ss;
+    getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &len);
+    format_addr((struct sockaddr *)&ss, addr, sizeof addr);
+    log_msg(LOG_INFO, "AMQP listening on %s", addr);
+    return true;
+}
+
+server *server_new(const config *cfg)
+{
+    server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    s->now_ms = monotonic_ms();
+    s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
+    signal(SIGPIPE, SIG_IGN);
+    s->base = event_base_new();
+    if (!s->base || !(s->default_vhost = vhost_new(s, cfg->default_vhost)) || !listen_on(s)) {
+        server_free(s);
+        return NULL;
+    }
+    struct timeval tick = {0, TICK_MS * 1000};
+    s->tick = event_new(s->base, -1, EV_PERSIST, tick_cb, s);
+    s->sigterm = evsignal_new(s->base, SIGTERM, signal_cb, s);
+    s->sigint = evsignal_new(s->base, SIGINT, signal_cb, s);
+    event_add(s->tick, &tick);
+    event_add(s->sigterm, NULL);
+    event_add(s->sigint, NULL);
+    return s;
+}
+
+int server_run(server *s)
+{
+    event_base_dispatch(s->base);
+    log_msg(LOG_INFO, "stopped");
+    return 0;
+}
+
+void server_free(server *s)
+{
+    if (!s)
+        return;
+    if (s->listener)
+        evconnlistener_free(s->listener);
+    while (s->nconns)
+        conn_free_now(s->conns[s->nconns - 1]);
+    vhost_free(s->default_vhost);
+    if (s->tick)
+        event_free(s->tick);
+    if (s->sigterm)
+        event_free(s->sigterm);
+    if (s->sigint)
+        event_free(s->sigint);
+    if (s->shutdown_timer)
+        event_free(s->shutdown_timer);
+    if (s->base)
+        event_base_free(s->base);
+    free(s->conns);
+    free(s);
+}

@@ -1,0 +1,132 @@
+/* Virtual hosts: a route_table and a name index of queues (a chained hash
+ * table whose buckets double when the load passes 1). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "queue_internal.h"
+
+struct vhost {
+    server *srv;
+    char *name;
+    route_table *routes;
+    struct queue_link **buckets;
+    uint32_t nbuckets, nqueues;
+};
+
+static uint32_t hash_name(amqp_bytes name)
+{
+    uint32_t h = 2166136261u;
+    for (uint32_t i = 0; i < name.len; i++)
+        h = (h ^ name.ptr[i]) * 16777619u;
+    return h;
+}
+
+static void *lookup_hook(void *ctx, amqp_bytes name) { return vhost_queue_find(ctx, name); }
+
+vhost *vhost_new(server *s, const char *name)
+{
+    vhost *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    static const route_hooks hooks = {.queue_lookup = lookup_hook};
+    v->srv = s;
+    v->name = strdup(name);
+    v->nbuckets = 64;
+    v->buckets = calloc(v->nbuckets, sizeof *v->buckets);
+    v->routes = route_table_new(name, &hooks, v);
+    if (!v->name || !v->buckets || !v->routes) {
+        vhost_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+void vhost_free(vhost *v)
+{
+    if (!v)
+        return;
+    for (uint32_t i = 0; i < v->nbuckets && v->buckets; i++) {
+        while (v->buckets[i]) {
+            queue *q = (queue *)v->buckets[i];
+            queue_delete(q); /* unlinks it from the bucket */
+        }
+    }
+    if (v->routes)
+        route_table_free(v->routes);
+    free(v->buckets);
+    free(v->name);
+    free(v);
+}
+
+const char *vhost_name(const vhost *v) { return v->name; }
+route_table *vhost_routes(vhost *v) { return v->routes; }
+server *vhost_server(vhost *v) { return v->srv; }
+
+queue *vhost_queue_find(vhost *v, amqp_bytes name)
+{
+    struct queue_link *l = v->buckets[hash_name(name) & (v->nbuckets - 1)];
+    for (; l; l = l->hash_next)
+        if (l->name_len == name.len && memcmp(l->name, name.ptr, name.len) == 0)
+            return (queue *)l;
+    return NULL;
+}
+
+static void rehash(vhost *v)
+{
+    uint32_t n = v->nbuckets * 2;
+    struct queue_link **b = calloc(n, sizeof *b);
+    if (!b)
+        return; /* keep the longer chains */
+    for (uint32_t i = 0; i < v->nbuckets; i++) {
+        struct queue_link *l = v->buckets[i];
+        while (l) {
+            struct queue_link *next = l->hash_next;
+            uint32_t h = hash_name((amqp_bytes){(uint8_t *)l->name, l->name_len}) & (n - 1);
+            l->hash_next = b[h];
+            b[h] = l;
+            l = next;
+        }
+    }
+    free(v->buckets);
+    v->buckets = b;
+    v->nbuckets = n;
+}
+
+void vhost_queue_add(vhost *v, queue *q)
+{
+    struct queue_link *l = (struct queue_link *)q;
+    if (v->nqueues >= v->nbuckets)
+        rehash(v);
+    uint32_t h = hash_name((amqp_bytes){(uint8_t *)l->name, l->name_len}) & (v->nbuckets - 1);
+    l->hash_next = v->buckets[h];
+    v->buckets[h] = l;
+    v->nqueues++;
+}
+
+void vhost_queue_remove(vhost *v, queue *q)
+{
+    struct queue_link *l = (struct queue_link *)q;
+    uint32_t h = hash_name((amqp_bytes){(uint8_t *)l->name, l->name_len}) & (v->nbuckets - 1);
+    for (struct queue_link **pp = &v->buckets[h]; *pp; pp = &(*pp)->hash_next) {
+        if (*pp == l) {
+            *pp = l->hash_next;
+            v->nqueues--;
+            return;
+        }
+    }
+}
+
+/* Deletes the exclusive queues `c` owns (its connection is closing). */
+void vhost_drop_exclusive(vhost *v, conn *c)
+{
+    for (uint32_t i = 0; i < v->nbuckets; i++) {
+        struct queue_link *l = v->buckets[i];
+        while (l) {
+            struct queue_link *next = l->hash_next;
+            if (queue_owner((queue *)l) == c)
+                queue_delete((queue *)l);
+            l = next;
+        }
+    }
+}

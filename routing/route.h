@@ -1,0 +1,134 @@
+/* route: the exchanges of one virtual host, their bindings, and the routing
+ * of a message to the set of queues it goes to.
+ *
+ * Queues belong to the broker; to this module a queue is an opaque pointer,
+ * found by name through a hook (for the default exchange) and passed in on
+ * bind. Each exchange type (direct, fanout, topic, headers) is a small table
+ * of functions; route_message follows exchange-to-exchange bindings with a
+ * work list and a seen set, and applies alternate exchanges only when
+ * nothing matched. Errors are reported as AMQP errors with RabbitMQ's codes
+ * and texts.
+ */
+#ifndef WARREN_ROUTE_H
+#define WARREN_ROUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../amqp/amqp.h"
+
+typedef struct route_table route_table;
+typedef struct route_exchange route_exchange;
+
+typedef enum route_type { ROUTE_DIRECT, ROUTE_FANOUT, ROUTE_TOPIC, ROUTE_HEADERS } route_type;
+
+/* Callbacks into the broker. */
+typedef struct route_hooks {
+    /* The queue named `name` in this vhost, or NULL. */
+    void *(*queue_lookup)(void *ctx, amqp_bytes name);
+    /* An exchange is about to be freed (deleted, or auto-deleted when its
+     * last binding went); lets the store forget a durable one. May be NULL. */
+    void (*exchange_deleted)(void *ctx, const route_exchange *ex);
+} route_hooks;
+
+/* What exchange.declare asks for. `arguments` is a validated table. */
+typedef struct route_exchange_spec {
+    amqp_bytes name;
+    amqp_bytes type; /* "direct", "fanout", "topic", "headers" */
+    bool passive, durable, auto_delete, internal;
+    amqp_bytes arguments;
+} route_exchange_spec;
+
+/* Creates the table with the default exchange "" and amq.direct,
+ * amq.fanout, amq.topic, amq.headers and amq.match. `vhost` is used in error
+ * texts and copied. Returns NULL only on out-of-memory. */
+route_table *route_table_new(const char *vhost, const route_hooks *hooks, void *ctx);
+void route_table_free(route_table *t);
+
+/* ---- exchanges ---------------------------------------------------------- */
+
+/* exchange.declare. On success *out (may be NULL) is the new or existing
+ * exchange. Fails with 503 COMMAND_INVALID (connection) for an unknown type,
+ * 403 for "" or a new "amq." name, 404 for a passive declare of a missing
+ * exchange, 406 when an existing exchange differs in type, durable,
+ * auto_delete, internal or alternate-exchange. */
+int route_exchange_declare(route_table *t, const route_exchange_spec *spec, route_exchange **out,
+                           amqp_error *err);
+
+/* exchange.delete. 403 for the default exchange and amq.* exchanges, 406
+ * with if_unused when the exchange is the source of any binding. Deleting a
+ * missing exchange succeeds, as in RabbitMQ 3.x. Removes every binding to
+ * and from it. */
+int route_exchange_delete(route_table *t, amqp_bytes name, bool if_unused, amqp_error *err);
+
+/* The exchange named `name`, or NULL. The default exchange is "". */
+route_exchange *route_exchange_find(route_table *t, amqp_bytes name);
+
+/* 404 "no exchange 'x' in vhost '/'" when missing. */
+route_exchange *route_exchange_lookup(route_table *t, amqp_bytes name, uint32_t method_id,
+                                      amqp_error *err);
+
+/* Read-only views of an exchange; the slices live as long as the exchange. */
+amqp_bytes route_exchange_name(const route_exchange *ex);
+route_type route_exchange_type(const route_exchange *ex);
+const char *route_type_name(route_type type);
+bool route_exchange_durable(const route_exchange *ex);
+bool route_exchange_auto_delete(const route_exchange *ex);
+bool route_exchange_internal(const route_exchange *ex);
+amqp_bytes route_exchange_arguments(const route_exchange *ex);
+/* Number of bindings whose source is this exchange. */
+size_t route_exchange_binding_count(const route_exchange *ex);
+
+/* Calls fn for every exchange (the default one included), in no set order.
+ * fn must not declare or delete exchanges. */
+void route_foreach_exchange(route_table *t, void (*fn)(void *arg, route_exchange *ex), void *arg);
+
+/* ---- bindings ----------------------------------------------------------- */
+
+/* A binding destination: exactly one of the two is set. */
+typedef struct route_dest {
+    void *queue;
+    route_exchange *exchange;
+} route_dest;
+
+/* queue.bind / exchange.bind. Idempotent: binding twice with the same key
+ * and arguments keeps one binding. 404 when the source is missing, 403 when
+ * it is the default exchange, 406 for invalid headers-exchange arguments
+ * (x-match not all/any/all-with-x/any-with-x). `args` is a validated table. */
+int route_bind(route_table *t, amqp_bytes source, route_dest dest, amqp_bytes key,
+               amqp_bytes args, uint32_t method_id, amqp_error *err);
+
+/* queue.unbind / exchange.unbind. Unbinding something not bound succeeds,
+ * as in RabbitMQ. An auto-delete source exchange left with no bindings is
+ * deleted. 404 when the source is missing, 403 for the default exchange. */
+int route_unbind(route_table *t, amqp_bytes source, route_dest dest, amqp_bytes key,
+                 amqp_bytes args, uint32_t method_id, amqp_error *err);
+
+/* Removes every binding whose destination is `queue` (the queue is being
+ * deleted); auto-deletes source exchanges left with no bindings. */
+void route_unbind_queue(route_table *t, void *queue);
+
+/* One binding, for listings (management API, definitions export). */
+typedef struct route_binding_view {
+    const route_exchange *source;
+    route_dest dest;
+    amqp_bytes key;
+    amqp_bytes args;
+} route_binding_view;
+
+/* Calls fn for every binding (not the implicit default-exchange ones). */
+void route_foreach_binding(route_table *t, void (*fn)(void *arg, const route_binding_view *b),
+                           void *arg);
+
+/* ---- routing ------------------------------------------------------------ */
+
+/* Routes a message published to `ex` with `key` and message `headers` (a
+ * validated table, possibly empty). Returns the number of distinct queues;
+ * *queues points at an array owned by the table, valid until the next call.
+ * Follows exchange-to-exchange bindings (each exchange visited once, so
+ * cycles are safe) and an exchange's alternate-exchange argument when the
+ * exchange itself matched nothing. */
+size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
+                     void ***queues);
+
+#endif

@@ -1,0 +1,66 @@
+#!/bin/bash
+# `make test`: every layer -- codegen check, unit tests, integration tests
+# (pika and rabbitmq-c against a broker started on an ephemeral port), then
+# unit and integration tests again under AddressSanitizer + UBSan.
+# Each layer prints TAP lines; this script counts them and ends with one
+# line "N passed, M failed" (exit 1 on any failure).
+set -u
+cd "$(dirname "$0")/.."
+log=$(mktemp -d /tmp/warren-test.XXXXXX)
+trap 'rm -rf "$log"' EXIT
+export CMOCKA_MESSAGE_OUTPUT=TAP
+JOBS=${JOBS:-2}
+
+# run_layer NAME CMD...: runs CMD, echoes its output, records it for counting;
+# a non-zero exit with no "not ok" line is itself a failure.
+run_layer() {
+    local name=$1; shift
+    echo "== $name"
+    "$@" > "$log/out" 2>&1
+    local rc=$?
+    cat "$log/out"
+    cat "$log/out" >> "$log/all"
+    if [ $rc -ne 0 ] && ! grep -q '^not ok' "$log/out"; then
+        echo "not ok - $name exited with status $rc" | tee -a "$log/all"
+    fi
+}
+
+run_binaries() { # DIR: every test binary in DIR
+    local rc=0
+    for t in "$1"/test_*; do
+        [ -x "$t" ] || continue
+        "$t" || rc=1
+    done
+    return $rc
+}
+
+build() { # VARIANT
+    make -s -j"$JOBS" VARIANT="$1" build/"$1"/warren unit-bins integration-bins
+}
+
+run_layer "codegen" scripts/check-codegen.sh
+for variant in release asan; do
+    if ! build "$variant" > "$log/build" 2>&1; then
+        cat "$log/build"
+        echo "not ok - build ($variant)" | tee -a "$log/all"
+        continue
+    fi
+    if [ "$variant" = asan ]; then
+        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    fi
+    run_layer "unit ($variant)" run_binaries build/$variant/tests/unit
+    run_layer "integration ($variant)" env VARIANT=$variant WARREN_BIN=build/$variant/warren \
+        scripts/itest.sh
+done
+
+passed=$(grep -c '^ok ' "$log/all" || true)
+failed=$(grep -c '^not ok' "$log/all" || true)
+skipped=$(grep -c '^ok .*# *SKIP' "$log/all" || true)
+echo
+if [ "$failed" -gt 0 ]; then
+    echo "Failures:"
+    grep '^not ok' "$log/all"
+fi
+echo "$((passed - skipped)) passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
