@@ -58,19 +58,19 @@ STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(AMQP_OBJS)
 
 $(B)/tests/unit/test_amqp_%: tests/unit/test_amqp_%.c $(AMQP_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_route_%: tests/unit/test_route_%.c $(ROUTE_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_store_%: tests/unit/test_store_%.c $(STORE_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 # Integration tests are clients: they talk to a broker process over TCP.
 $(B)/tests/integration/%: tests/integration/%.c $(wildcard tests/integration/*.h)

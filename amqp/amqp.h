@@ -58,8 +58,8 @@ bool amqp_method_has_content(uint32_t method_id);
 bool amqp_method_is_synchronous(uint32_t method_id);
 
 /* Decodes a method frame payload into `out`. Slices point into `buf`.
- * Fails with 540 NOT_IMPLEMENTED for an unknown class or method and 502
- * SYNTAX_ERROR for a payload that is short, has bad lengths, a malformed
+ * Fails with 540 NOT_IMPLEMENTED for an unknown class or method and, as
+ * RabbitMQ does, 501 FRAME_ERROR for a payload that is short, has bad lengths, a malformed
  * table, or trailing bytes. */
 int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out, amqp_error *err);
 

@@ -174,7 +174,8 @@ bool amqp_method_is_synchronous(uint32_t method_id)
     }
 }
 
-static bool decode_connection_start(const uint8_t *buf, size_t len, size_t *off, amqp_connection_start *m)
+static bool decode_connection_start(const uint8_t *buf, size_t len, size_t *off,
+                                    amqp_connection_start *m)
 {
     if (!wire_get_u8(buf, len, off, &m->version_major))
         return false;
@@ -198,7 +199,8 @@ static void encode_connection_start(amqp_writer *w, const amqp_connection_start 
     amqp_put_longstr(w, m->locales);
 }
 
-static bool decode_connection_start_ok(const uint8_t *buf, size_t len, size_t *off, amqp_connection_start_ok *m)
+static bool decode_connection_start_ok(const uint8_t *buf, size_t len, size_t *off,
+                                       amqp_connection_start_ok *m)
 {
     if (!wire_get_table(buf, len, off, &m->client_properties))
         return false;
@@ -219,7 +221,8 @@ static void encode_connection_start_ok(amqp_writer *w, const amqp_connection_sta
     amqp_put_shortstr(w, m->locale);
 }
 
-static bool decode_connection_secure(const uint8_t *buf, size_t len, size_t *off, amqp_connection_secure *m)
+static bool decode_connection_secure(const uint8_t *buf, size_t len, size_t *off,
+                                     amqp_connection_secure *m)
 {
     if (!wire_get_longstr(buf, len, off, &m->challenge))
         return false;
@@ -231,7 +234,8 @@ static void encode_connection_secure(amqp_writer *w, const amqp_connection_secur
     amqp_put_longstr(w, m->challenge);
 }
 
-static bool decode_connection_secure_ok(const uint8_t *buf, size_t len, size_t *off, amqp_connection_secure_ok *m)
+static bool decode_connection_secure_ok(const uint8_t *buf, size_t len, size_t *off,
+                                        amqp_connection_secure_ok *m)
 {
     if (!wire_get_longstr(buf, len, off, &m->response))
         return false;
@@ -243,7 +247,8 @@ static void encode_connection_secure_ok(amqp_writer *w, const amqp_connection_se
     amqp_put_longstr(w, m->response);
 }
 
-static bool decode_connection_tune(const uint8_t *buf, size_t len, size_t *off, amqp_connection_tune *m)
+static bool decode_connection_tune(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_connection_tune *m)
 {
     if (!wire_get_u16(buf, len, off, &m->channel_max))
         return false;
@@ -261,7 +266,8 @@ static void encode_connection_tune(amqp_writer *w, const amqp_connection_tune *m
     amqp_put_u16(w, m->heartbeat);
 }
 
-static bool decode_connection_tune_ok(const uint8_t *buf, size_t len, size_t *off, amqp_connection_tune_ok *m)
+static bool decode_connection_tune_ok(const uint8_t *buf, size_t len, size_t *off,
+                                      amqp_connection_tune_ok *m)
 {
     if (!wire_get_u16(buf, len, off, &m->channel_max))
         return false;
@@ -279,7 +285,8 @@ static void encode_connection_tune_ok(amqp_writer *w, const amqp_connection_tune
     amqp_put_u16(w, m->heartbeat);
 }
 
-static bool decode_connection_open(const uint8_t *buf, size_t len, size_t *off, amqp_connection_open *m)
+static bool decode_connection_open(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_connection_open *m)
 {
     uint8_t bits;
 
@@ -300,7 +307,8 @@ static void encode_connection_open(amqp_writer *w, const amqp_connection_open *m
     amqp_put_u8(w, (uint8_t)((m->insist ? 0x01 : 0)));
 }
 
-static bool decode_connection_open_ok(const uint8_t *buf, size_t len, size_t *off, amqp_connection_open_ok *m)
+static bool decode_connection_open_ok(const uint8_t *buf, size_t len, size_t *off,
+                                      amqp_connection_open_ok *m)
 {
     if (!wire_get_shortstr(buf, len, off, &m->known_hosts))
         return false;
@@ -312,7 +320,8 @@ static void encode_connection_open_ok(amqp_writer *w, const amqp_connection_open
     amqp_put_shortstr(w, m->known_hosts);
 }
 
-static bool decode_connection_close(const uint8_t *buf, size_t len, size_t *off, amqp_connection_close *m)
+static bool decode_connection_close(const uint8_t *buf, size_t len, size_t *off,
+                                    amqp_connection_close *m)
 {
     if (!wire_get_u16(buf, len, off, &m->reply_code))
         return false;
@@ -333,7 +342,8 @@ static void encode_connection_close(amqp_writer *w, const amqp_connection_close 
     amqp_put_u16(w, m->method_id);
 }
 
-static bool decode_connection_blocked(const uint8_t *buf, size_t len, size_t *off, amqp_connection_blocked *m)
+static bool decode_connection_blocked(const uint8_t *buf, size_t len, size_t *off,
+                                      amqp_connection_blocked *m)
 {
     if (!wire_get_shortstr(buf, len, off, &m->reason))
         return false;
@@ -345,7 +355,8 @@ static void encode_connection_blocked(amqp_writer *w, const amqp_connection_bloc
     amqp_put_shortstr(w, m->reason);
 }
 
-static bool decode_connection_update_secret(const uint8_t *buf, size_t len, size_t *off, amqp_connection_update_secret *m)
+static bool decode_connection_update_secret(const uint8_t *buf, size_t len, size_t *off,
+                                            amqp_connection_update_secret *m)
 {
     if (!wire_get_longstr(buf, len, off, &m->new_secret))
         return false;
@@ -360,7 +371,8 @@ static void encode_connection_update_secret(amqp_writer *w, const amqp_connectio
     amqp_put_shortstr(w, m->reason);
 }
 
-static bool decode_channel_open(const uint8_t *buf, size_t len, size_t *off, amqp_channel_open *m)
+static bool decode_channel_open(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_channel_open *m)
 {
     if (!wire_get_shortstr(buf, len, off, &m->out_of_band))
         return false;
@@ -372,7 +384,8 @@ static void encode_channel_open(amqp_writer *w, const amqp_channel_open *m)
     amqp_put_shortstr(w, m->out_of_band);
 }
 
-static bool decode_channel_open_ok(const uint8_t *buf, size_t len, size_t *off, amqp_channel_open_ok *m)
+static bool decode_channel_open_ok(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_channel_open_ok *m)
 {
     if (!wire_get_longstr(buf, len, off, &m->channel_id))
         return false;
@@ -384,7 +397,8 @@ static void encode_channel_open_ok(amqp_writer *w, const amqp_channel_open_ok *m
     amqp_put_longstr(w, m->channel_id);
 }
 
-static bool decode_channel_flow(const uint8_t *buf, size_t len, size_t *off, amqp_channel_flow *m)
+static bool decode_channel_flow(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_channel_flow *m)
 {
     uint8_t bits;
 
@@ -399,7 +413,8 @@ static void encode_channel_flow(amqp_writer *w, const amqp_channel_flow *m)
     amqp_put_u8(w, (uint8_t)((m->active ? 0x01 : 0)));
 }
 
-static bool decode_channel_flow_ok(const uint8_t *buf, size_t len, size_t *off, amqp_channel_flow_ok *m)
+static bool decode_channel_flow_ok(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_channel_flow_ok *m)
 {
     uint8_t bits;
 
@@ -414,7 +429,8 @@ static void encode_channel_flow_ok(amqp_writer *w, const amqp_channel_flow_ok *m
     amqp_put_u8(w, (uint8_t)((m->active ? 0x01 : 0)));
 }
 
-static bool decode_channel_close(const uint8_t *buf, size_t len, size_t *off, amqp_channel_close *m)
+static bool decode_channel_close(const uint8_t *buf, size_t len, size_t *off,
+                                 amqp_channel_close *m)
 {
     if (!wire_get_u16(buf, len, off, &m->reply_code))
         return false;
@@ -435,7 +451,8 @@ static void encode_channel_close(amqp_writer *w, const amqp_channel_close *m)
     amqp_put_u16(w, m->method_id);
 }
 
-static bool decode_access_request(const uint8_t *buf, size_t len, size_t *off, amqp_access_request *m)
+static bool decode_access_request(const uint8_t *buf, size_t len, size_t *off,
+                                  amqp_access_request *m)
 {
     uint8_t bits;
 
@@ -461,7 +478,8 @@ static void encode_access_request(amqp_writer *w, const amqp_access_request *m)
                              (m->read ? 0x10 : 0)));
 }
 
-static bool decode_access_request_ok(const uint8_t *buf, size_t len, size_t *off, amqp_access_request_ok *m)
+static bool decode_access_request_ok(const uint8_t *buf, size_t len, size_t *off,
+                                     amqp_access_request_ok *m)
 {
     if (!wire_get_u16(buf, len, off, &m->ticket))
         return false;
@@ -473,7 +491,8 @@ static void encode_access_request_ok(amqp_writer *w, const amqp_access_request_o
     amqp_put_u16(w, m->ticket);
 }
 
-static bool decode_exchange_declare(const uint8_t *buf, size_t len, size_t *off, amqp_exchange_declare *m)
+static bool decode_exchange_declare(const uint8_t *buf, size_t len, size_t *off,
+                                    amqp_exchange_declare *m)
 {
     uint8_t bits;
 
@@ -508,7 +527,8 @@ static void encode_exchange_declare(amqp_writer *w, const amqp_exchange_declare 
     wire_put_table(w, m->arguments);
 }
 
-static bool decode_exchange_delete(const uint8_t *buf, size_t len, size_t *off, amqp_exchange_delete *m)
+static bool decode_exchange_delete(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_exchange_delete *m)
 {
     uint8_t bits;
 
@@ -531,7 +551,8 @@ static void encode_exchange_delete(amqp_writer *w, const amqp_exchange_delete *m
                              (m->nowait ? 0x02 : 0)));
 }
 
-static bool decode_exchange_bind(const uint8_t *buf, size_t len, size_t *off, amqp_exchange_bind *m)
+static bool decode_exchange_bind(const uint8_t *buf, size_t len, size_t *off,
+                                 amqp_exchange_bind *m)
 {
     uint8_t bits;
 
@@ -561,7 +582,8 @@ static void encode_exchange_bind(amqp_writer *w, const amqp_exchange_bind *m)
     wire_put_table(w, m->arguments);
 }
 
-static bool decode_exchange_unbind(const uint8_t *buf, size_t len, size_t *off, amqp_exchange_unbind *m)
+static bool decode_exchange_unbind(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_exchange_unbind *m)
 {
     uint8_t bits;
 
@@ -591,7 +613,8 @@ static void encode_exchange_unbind(amqp_writer *w, const amqp_exchange_unbind *m
     wire_put_table(w, m->arguments);
 }
 
-static bool decode_queue_declare(const uint8_t *buf, size_t len, size_t *off, amqp_queue_declare *m)
+static bool decode_queue_declare(const uint8_t *buf, size_t len, size_t *off,
+                                 amqp_queue_declare *m)
 {
     uint8_t bits;
 
@@ -623,7 +646,8 @@ static void encode_queue_declare(amqp_writer *w, const amqp_queue_declare *m)
     wire_put_table(w, m->arguments);
 }
 
-static bool decode_queue_declare_ok(const uint8_t *buf, size_t len, size_t *off, amqp_queue_declare_ok *m)
+static bool decode_queue_declare_ok(const uint8_t *buf, size_t len, size_t *off,
+                                    amqp_queue_declare_ok *m)
 {
     if (!wire_get_shortstr(buf, len, off, &m->queue))
         return false;
@@ -641,7 +665,8 @@ static void encode_queue_declare_ok(amqp_writer *w, const amqp_queue_declare_ok 
     amqp_put_u32(w, m->consumer_count);
 }
 
-static bool decode_queue_bind(const uint8_t *buf, size_t len, size_t *off, amqp_queue_bind *m)
+static bool decode_queue_bind(const uint8_t *buf, size_t len, size_t *off,
+                              amqp_queue_bind *m)
 {
     uint8_t bits;
 
@@ -671,7 +696,8 @@ static void encode_queue_bind(amqp_writer *w, const amqp_queue_bind *m)
     wire_put_table(w, m->arguments);
 }
 
-static bool decode_queue_purge(const uint8_t *buf, size_t len, size_t *off, amqp_queue_purge *m)
+static bool decode_queue_purge(const uint8_t *buf, size_t len, size_t *off,
+                               amqp_queue_purge *m)
 {
     uint8_t bits;
 
@@ -692,7 +718,8 @@ static void encode_queue_purge(amqp_writer *w, const amqp_queue_purge *m)
     amqp_put_u8(w, (uint8_t)((m->nowait ? 0x01 : 0)));
 }
 
-static bool decode_queue_purge_ok(const uint8_t *buf, size_t len, size_t *off, amqp_queue_purge_ok *m)
+static bool decode_queue_purge_ok(const uint8_t *buf, size_t len, size_t *off,
+                                  amqp_queue_purge_ok *m)
 {
     if (!wire_get_u32(buf, len, off, &m->message_count))
         return false;
@@ -704,7 +731,8 @@ static void encode_queue_purge_ok(amqp_writer *w, const amqp_queue_purge_ok *m)
     amqp_put_u32(w, m->message_count);
 }
 
-static bool decode_queue_delete(const uint8_t *buf, size_t len, size_t *off, amqp_queue_delete *m)
+static bool decode_queue_delete(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_queue_delete *m)
 {
     uint8_t bits;
 
@@ -729,7 +757,8 @@ static void encode_queue_delete(amqp_writer *w, const amqp_queue_delete *m)
                              (m->nowait ? 0x04 : 0)));
 }
 
-static bool decode_queue_delete_ok(const uint8_t *buf, size_t len, size_t *off, amqp_queue_delete_ok *m)
+static bool decode_queue_delete_ok(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_queue_delete_ok *m)
 {
     if (!wire_get_u32(buf, len, off, &m->message_count))
         return false;
@@ -741,7 +770,8 @@ static void encode_queue_delete_ok(amqp_writer *w, const amqp_queue_delete_ok *m
     amqp_put_u32(w, m->message_count);
 }
 
-static bool decode_queue_unbind(const uint8_t *buf, size_t len, size_t *off, amqp_queue_unbind *m)
+static bool decode_queue_unbind(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_queue_unbind *m)
 {
     if (!wire_get_u16(buf, len, off, &m->ticket))
         return false;
@@ -765,7 +795,8 @@ static void encode_queue_unbind(amqp_writer *w, const amqp_queue_unbind *m)
     wire_put_table(w, m->arguments);
 }
 
-static bool decode_basic_qos(const uint8_t *buf, size_t len, size_t *off, amqp_basic_qos *m)
+static bool decode_basic_qos(const uint8_t *buf, size_t len, size_t *off,
+                             amqp_basic_qos *m)
 {
     uint8_t bits;
 
@@ -786,7 +817,8 @@ static void encode_basic_qos(amqp_writer *w, const amqp_basic_qos *m)
     amqp_put_u8(w, (uint8_t)((m->global ? 0x01 : 0)));
 }
 
-static bool decode_basic_consume(const uint8_t *buf, size_t len, size_t *off, amqp_basic_consume *m)
+static bool decode_basic_consume(const uint8_t *buf, size_t len, size_t *off,
+                                 amqp_basic_consume *m)
 {
     uint8_t bits;
 
@@ -819,7 +851,8 @@ static void encode_basic_consume(amqp_writer *w, const amqp_basic_consume *m)
     wire_put_table(w, m->arguments);
 }
 
-static bool decode_basic_consume_ok(const uint8_t *buf, size_t len, size_t *off, amqp_basic_consume_ok *m)
+static bool decode_basic_consume_ok(const uint8_t *buf, size_t len, size_t *off,
+                                    amqp_basic_consume_ok *m)
 {
     if (!wire_get_shortstr(buf, len, off, &m->consumer_tag))
         return false;
@@ -831,7 +864,8 @@ static void encode_basic_consume_ok(amqp_writer *w, const amqp_basic_consume_ok 
     amqp_put_shortstr(w, m->consumer_tag);
 }
 
-static bool decode_basic_cancel(const uint8_t *buf, size_t len, size_t *off, amqp_basic_cancel *m)
+static bool decode_basic_cancel(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_basic_cancel *m)
 {
     uint8_t bits;
 
@@ -849,7 +883,8 @@ static void encode_basic_cancel(amqp_writer *w, const amqp_basic_cancel *m)
     amqp_put_u8(w, (uint8_t)((m->nowait ? 0x01 : 0)));
 }
 
-static bool decode_basic_cancel_ok(const uint8_t *buf, size_t len, size_t *off, amqp_basic_cancel_ok *m)
+static bool decode_basic_cancel_ok(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_basic_cancel_ok *m)
 {
     if (!wire_get_shortstr(buf, len, off, &m->consumer_tag))
         return false;
@@ -861,7 +896,8 @@ static void encode_basic_cancel_ok(amqp_writer *w, const amqp_basic_cancel_ok *m
     amqp_put_shortstr(w, m->consumer_tag);
 }
 
-static bool decode_basic_publish(const uint8_t *buf, size_t len, size_t *off, amqp_basic_publish *m)
+static bool decode_basic_publish(const uint8_t *buf, size_t len, size_t *off,
+                                 amqp_basic_publish *m)
 {
     uint8_t bits;
 
@@ -887,7 +923,8 @@ static void encode_basic_publish(amqp_writer *w, const amqp_basic_publish *m)
                              (m->immediate ? 0x02 : 0)));
 }
 
-static bool decode_basic_return(const uint8_t *buf, size_t len, size_t *off, amqp_basic_return *m)
+static bool decode_basic_return(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_basic_return *m)
 {
     if (!wire_get_u16(buf, len, off, &m->reply_code))
         return false;
@@ -908,7 +945,8 @@ static void encode_basic_return(amqp_writer *w, const amqp_basic_return *m)
     amqp_put_shortstr(w, m->routing_key);
 }
 
-static bool decode_basic_deliver(const uint8_t *buf, size_t len, size_t *off, amqp_basic_deliver *m)
+static bool decode_basic_deliver(const uint8_t *buf, size_t len, size_t *off,
+                                 amqp_basic_deliver *m)
 {
     uint8_t bits;
 
@@ -935,7 +973,8 @@ static void encode_basic_deliver(amqp_writer *w, const amqp_basic_deliver *m)
     amqp_put_shortstr(w, m->routing_key);
 }
 
-static bool decode_basic_get(const uint8_t *buf, size_t len, size_t *off, amqp_basic_get *m)
+static bool decode_basic_get(const uint8_t *buf, size_t len, size_t *off,
+                             amqp_basic_get *m)
 {
     uint8_t bits;
 
@@ -956,7 +995,8 @@ static void encode_basic_get(amqp_writer *w, const amqp_basic_get *m)
     amqp_put_u8(w, (uint8_t)((m->no_ack ? 0x01 : 0)));
 }
 
-static bool decode_basic_get_ok(const uint8_t *buf, size_t len, size_t *off, amqp_basic_get_ok *m)
+static bool decode_basic_get_ok(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_basic_get_ok *m)
 {
     uint8_t bits;
 
@@ -983,7 +1023,8 @@ static void encode_basic_get_ok(amqp_writer *w, const amqp_basic_get_ok *m)
     amqp_put_u32(w, m->message_count);
 }
 
-static bool decode_basic_get_empty(const uint8_t *buf, size_t len, size_t *off, amqp_basic_get_empty *m)
+static bool decode_basic_get_empty(const uint8_t *buf, size_t len, size_t *off,
+                                   amqp_basic_get_empty *m)
 {
     if (!wire_get_shortstr(buf, len, off, &m->cluster_id))
         return false;
@@ -995,7 +1036,8 @@ static void encode_basic_get_empty(amqp_writer *w, const amqp_basic_get_empty *m
     amqp_put_shortstr(w, m->cluster_id);
 }
 
-static bool decode_basic_ack(const uint8_t *buf, size_t len, size_t *off, amqp_basic_ack *m)
+static bool decode_basic_ack(const uint8_t *buf, size_t len, size_t *off,
+                             amqp_basic_ack *m)
 {
     uint8_t bits;
 
@@ -1013,7 +1055,8 @@ static void encode_basic_ack(amqp_writer *w, const amqp_basic_ack *m)
     amqp_put_u8(w, (uint8_t)((m->multiple ? 0x01 : 0)));
 }
 
-static bool decode_basic_reject(const uint8_t *buf, size_t len, size_t *off, amqp_basic_reject *m)
+static bool decode_basic_reject(const uint8_t *buf, size_t len, size_t *off,
+                                amqp_basic_reject *m)
 {
     uint8_t bits;
 
@@ -1031,7 +1074,8 @@ static void encode_basic_reject(amqp_writer *w, const amqp_basic_reject *m)
     amqp_put_u8(w, (uint8_t)((m->requeue ? 0x01 : 0)));
 }
 
-static bool decode_basic_recover_async(const uint8_t *buf, size_t len, size_t *off, amqp_basic_recover_async *m)
+static bool decode_basic_recover_async(const uint8_t *buf, size_t len, size_t *off,
+                                       amqp_basic_recover_async *m)
 {
     uint8_t bits;
 
@@ -1046,7 +1090,8 @@ static void encode_basic_recover_async(amqp_writer *w, const amqp_basic_recover_
     amqp_put_u8(w, (uint8_t)((m->requeue ? 0x01 : 0)));
 }
 
-static bool decode_basic_recover(const uint8_t *buf, size_t len, size_t *off, amqp_basic_recover *m)
+static bool decode_basic_recover(const uint8_t *buf, size_t len, size_t *off,
+                                 amqp_basic_recover *m)
 {
     uint8_t bits;
 
@@ -1061,7 +1106,8 @@ static void encode_basic_recover(amqp_writer *w, const amqp_basic_recover *m)
     amqp_put_u8(w, (uint8_t)((m->requeue ? 0x01 : 0)));
 }
 
-static bool decode_basic_nack(const uint8_t *buf, size_t len, size_t *off, amqp_basic_nack *m)
+static bool decode_basic_nack(const uint8_t *buf, size_t len, size_t *off,
+                              amqp_basic_nack *m)
 {
     uint8_t bits;
 
@@ -1081,7 +1127,8 @@ static void encode_basic_nack(amqp_writer *w, const amqp_basic_nack *m)
                              (m->requeue ? 0x02 : 0)));
 }
 
-static bool decode_confirm_select(const uint8_t *buf, size_t len, size_t *off, amqp_confirm_select *m)
+static bool decode_confirm_select(const uint8_t *buf, size_t len, size_t *off,
+                                  amqp_confirm_select *m)
 {
     uint8_t bits;
 
@@ -1096,128 +1143,174 @@ static void encode_confirm_select(amqp_writer *w, const amqp_confirm_select *m)
     amqp_put_u8(w, (uint8_t)((m->nowait ? 0x01 : 0)));
 }
 
-/* Decodes the arguments of a known method; false when malformed. -1 when
- * the id is unknown. */
-static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len, size_t *off,
-                            amqp_method *out)
+/* Decodes the arguments of method `id`: 1 when well formed, 0 when
+ * malformed, -1 when the id is unknown. */
+static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len,
+                            size_t *off, amqp_method *out)
 {
     switch (id) {
     case AMQP_CONNECTION_START:
-        return decode_connection_start(buf, len, off, &out->connection_start);
+        return decode_connection_start(buf, len, off,
+                         &out->connection_start);
     case AMQP_CONNECTION_START_OK:
-        return decode_connection_start_ok(buf, len, off, &out->connection_start_ok);
+        return decode_connection_start_ok(buf, len, off,
+                         &out->connection_start_ok);
     case AMQP_CONNECTION_SECURE:
-        return decode_connection_secure(buf, len, off, &out->connection_secure);
+        return decode_connection_secure(buf, len, off,
+                         &out->connection_secure);
     case AMQP_CONNECTION_SECURE_OK:
-        return decode_connection_secure_ok(buf, len, off, &out->connection_secure_ok);
+        return decode_connection_secure_ok(buf, len, off,
+                         &out->connection_secure_ok);
     case AMQP_CONNECTION_TUNE:
-        return decode_connection_tune(buf, len, off, &out->connection_tune);
+        return decode_connection_tune(buf, len, off,
+                         &out->connection_tune);
     case AMQP_CONNECTION_TUNE_OK:
-        return decode_connection_tune_ok(buf, len, off, &out->connection_tune_ok);
+        return decode_connection_tune_ok(buf, len, off,
+                         &out->connection_tune_ok);
     case AMQP_CONNECTION_OPEN:
-        return decode_connection_open(buf, len, off, &out->connection_open);
+        return decode_connection_open(buf, len, off,
+                         &out->connection_open);
     case AMQP_CONNECTION_OPEN_OK:
-        return decode_connection_open_ok(buf, len, off, &out->connection_open_ok);
+        return decode_connection_open_ok(buf, len, off,
+                         &out->connection_open_ok);
     case AMQP_CONNECTION_CLOSE:
-        return decode_connection_close(buf, len, off, &out->connection_close);
+        return decode_connection_close(buf, len, off,
+                         &out->connection_close);
     case AMQP_CONNECTION_CLOSE_OK:
         return true;
     case AMQP_CONNECTION_BLOCKED:
-        return decode_connection_blocked(buf, len, off, &out->connection_blocked);
+        return decode_connection_blocked(buf, len, off,
+                         &out->connection_blocked);
     case AMQP_CONNECTION_UNBLOCKED:
         return true;
     case AMQP_CONNECTION_UPDATE_SECRET:
-        return decode_connection_update_secret(buf, len, off, &out->connection_update_secret);
+        return decode_connection_update_secret(buf, len, off,
+                         &out->connection_update_secret);
     case AMQP_CONNECTION_UPDATE_SECRET_OK:
         return true;
     case AMQP_CHANNEL_OPEN:
-        return decode_channel_open(buf, len, off, &out->channel_open);
+        return decode_channel_open(buf, len, off,
+                         &out->channel_open);
     case AMQP_CHANNEL_OPEN_OK:
-        return decode_channel_open_ok(buf, len, off, &out->channel_open_ok);
+        return decode_channel_open_ok(buf, len, off,
+                         &out->channel_open_ok);
     case AMQP_CHANNEL_FLOW:
-        return decode_channel_flow(buf, len, off, &out->channel_flow);
+        return decode_channel_flow(buf, len, off,
+                         &out->channel_flow);
     case AMQP_CHANNEL_FLOW_OK:
-        return decode_channel_flow_ok(buf, len, off, &out->channel_flow_ok);
+        return decode_channel_flow_ok(buf, len, off,
+                         &out->channel_flow_ok);
     case AMQP_CHANNEL_CLOSE:
-        return decode_channel_close(buf, len, off, &out->channel_close);
+        return decode_channel_close(buf, len, off,
+                         &out->channel_close);
     case AMQP_CHANNEL_CLOSE_OK:
         return true;
     case AMQP_ACCESS_REQUEST:
-        return decode_access_request(buf, len, off, &out->access_request);
+        return decode_access_request(buf, len, off,
+                         &out->access_request);
     case AMQP_ACCESS_REQUEST_OK:
-        return decode_access_request_ok(buf, len, off, &out->access_request_ok);
+        return decode_access_request_ok(buf, len, off,
+                         &out->access_request_ok);
     case AMQP_EXCHANGE_DECLARE:
-        return decode_exchange_declare(buf, len, off, &out->exchange_declare);
+        return decode_exchange_declare(buf, len, off,
+                         &out->exchange_declare);
     case AMQP_EXCHANGE_DECLARE_OK:
         return true;
     case AMQP_EXCHANGE_DELETE:
-        return decode_exchange_delete(buf, len, off, &out->exchange_delete);
+        return decode_exchange_delete(buf, len, off,
+                         &out->exchange_delete);
     case AMQP_EXCHANGE_DELETE_OK:
         return true;
     case AMQP_EXCHANGE_BIND:
-        return decode_exchange_bind(buf, len, off, &out->exchange_bind);
+        return decode_exchange_bind(buf, len, off,
+                         &out->exchange_bind);
     case AMQP_EXCHANGE_BIND_OK:
         return true;
     case AMQP_EXCHANGE_UNBIND:
-        return decode_exchange_unbind(buf, len, off, &out->exchange_unbind);
+        return decode_exchange_unbind(buf, len, off,
+                         &out->exchange_unbind);
     case AMQP_EXCHANGE_UNBIND_OK:
         return true;
     case AMQP_QUEUE_DECLARE:
-        return decode_queue_declare(buf, len, off, &out->queue_declare);
+        return decode_queue_declare(buf, len, off,
+                         &out->queue_declare);
     case AMQP_QUEUE_DECLARE_OK:
-        return decode_queue_declare_ok(buf, len, off, &out->queue_declare_ok);
+        return decode_queue_declare_ok(buf, len, off,
+                         &out->queue_declare_ok);
     case AMQP_QUEUE_BIND:
-        return decode_queue_bind(buf, len, off, &out->queue_bind);
+        return decode_queue_bind(buf, len, off,
+                         &out->queue_bind);
     case AMQP_QUEUE_BIND_OK:
         return true;
     case AMQP_QUEUE_PURGE:
-        return decode_queue_purge(buf, len, off, &out->queue_purge);
+        return decode_queue_purge(buf, len, off,
+                         &out->queue_purge);
     case AMQP_QUEUE_PURGE_OK:
-        return decode_queue_purge_ok(buf, len, off, &out->queue_purge_ok);
+        return decode_queue_purge_ok(buf, len, off,
+                         &out->queue_purge_ok);
     case AMQP_QUEUE_DELETE:
-        return decode_queue_delete(buf, len, off, &out->queue_delete);
+        return decode_queue_delete(buf, len, off,
+                         &out->queue_delete);
     case AMQP_QUEUE_DELETE_OK:
-        return decode_queue_delete_ok(buf, len, off, &out->queue_delete_ok);
+        return decode_queue_delete_ok(buf, len, off,
+                         &out->queue_delete_ok);
     case AMQP_QUEUE_UNBIND:
-        return decode_queue_unbind(buf, len, off, &out->queue_unbind);
+        return decode_queue_unbind(buf, len, off,
+                         &out->queue_unbind);
     case AMQP_QUEUE_UNBIND_OK:
         return true;
     case AMQP_BASIC_QOS:
-        return decode_basic_qos(buf, len, off, &out->basic_qos);
+        return decode_basic_qos(buf, len, off,
+                         &out->basic_qos);
     case AMQP_BASIC_QOS_OK:
         return true;
     case AMQP_BASIC_CONSUME:
-        return decode_basic_consume(buf, len, off, &out->basic_consume);
+        return decode_basic_consume(buf, len, off,
+                         &out->basic_consume);
     case AMQP_BASIC_CONSUME_OK:
-        return decode_basic_consume_ok(buf, len, off, &out->basic_consume_ok);
+        return decode_basic_consume_ok(buf, len, off,
+                         &out->basic_consume_ok);
     case AMQP_BASIC_CANCEL:
-        return decode_basic_cancel(buf, len, off, &out->basic_cancel);
+        return decode_basic_cancel(buf, len, off,
+                         &out->basic_cancel);
     case AMQP_BASIC_CANCEL_OK:
-        return decode_basic_cancel_ok(buf, len, off, &out->basic_cancel_ok);
+        return decode_basic_cancel_ok(buf, len, off,
+                         &out->basic_cancel_ok);
     case AMQP_BASIC_PUBLISH:
-        return decode_basic_publish(buf, len, off, &out->basic_publish);
+        return decode_basic_publish(buf, len, off,
+                         &out->basic_publish);
     case AMQP_BASIC_RETURN:
-        return decode_basic_return(buf, len, off, &out->basic_return);
+        return decode_basic_return(buf, len, off,
+                         &out->basic_return);
     case AMQP_BASIC_DELIVER:
-        return decode_basic_deliver(buf, len, off, &out->basic_deliver);
+        return decode_basic_deliver(buf, len, off,
+                         &out->basic_deliver);
     case AMQP_BASIC_GET:
-        return decode_basic_get(buf, len, off, &out->basic_get);
+        return decode_basic_get(buf, len, off,
+                         &out->basic_get);
     case AMQP_BASIC_GET_OK:
-        return decode_basic_get_ok(buf, len, off, &out->basic_get_ok);
+        return decode_basic_get_ok(buf, len, off,
+                         &out->basic_get_ok);
     case AMQP_BASIC_GET_EMPTY:
-        return decode_basic_get_empty(buf, len, off, &out->basic_get_empty);
+        return decode_basic_get_empty(buf, len, off,
+                         &out->basic_get_empty);
     case AMQP_BASIC_ACK:
-        return decode_basic_ack(buf, len, off, &out->basic_ack);
+        return decode_basic_ack(buf, len, off,
+                         &out->basic_ack);
     case AMQP_BASIC_REJECT:
-        return decode_basic_reject(buf, len, off, &out->basic_reject);
+        return decode_basic_reject(buf, len, off,
+                         &out->basic_reject);
     case AMQP_BASIC_RECOVER_ASYNC:
-        return decode_basic_recover_async(buf, len, off, &out->basic_recover_async);
+        return decode_basic_recover_async(buf, len, off,
+                         &out->basic_recover_async);
     case AMQP_BASIC_RECOVER:
-        return decode_basic_recover(buf, len, off, &out->basic_recover);
+        return decode_basic_recover(buf, len, off,
+                         &out->basic_recover);
     case AMQP_BASIC_RECOVER_OK:
         return true;
     case AMQP_BASIC_NACK:
-        return decode_basic_nack(buf, len, off, &out->basic_nack);
+        return decode_basic_nack(buf, len, off,
+                         &out->basic_nack);
     case AMQP_TX_SELECT:
         return true;
     case AMQP_TX_SELECT_OK:
@@ -1231,7 +1324,8 @@ static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len, size_t 
     case AMQP_TX_ROLLBACK_OK:
         return true;
     case AMQP_CONFIRM_SELECT:
-        return decode_confirm_select(buf, len, off, &out->confirm_select);
+        return decode_confirm_select(buf, len, off,
+                         &out->confirm_select);
     case AMQP_CONFIRM_SELECT_OK:
         return true;
     default:
@@ -1239,26 +1333,30 @@ static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len, size_t 
     }
 }
 
-int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out, amqp_error *err)
+int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
+                       amqp_error *err)
 {
     size_t off = 0;
     uint16_t class_id, method_index;
+    int ok;
 
     memset(out, 0, sizeof *out);
     if (!wire_get_u16(buf, len, &off, &class_id) ||
         !wire_get_u16(buf, len, &off, &method_index))
-        return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "method frame too short (%zu bytes)", len);
+        return amqp_fail(err, AMQP_FRAME_ERROR, 0,
+                         "method frame too short (%zu bytes)", len);
     out->id = (uint32_t)class_id << 16 | method_index;
-    int ok = decode_arguments(out->id, buf, len, &off, out);
+    ok = decode_arguments(out->id, buf, len, &off, out);
     if (ok < 0)
-        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id, "unknown method %u/%u",
-                         class_id, method_index);
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id,
+                         "unknown method %u/%u", class_id, method_index);
     if (!ok)
-        return amqp_fail(err, AMQP_SYNTAX_ERROR, out->id, "malformed %s arguments",
-                         amqp_method_name(out->id));
+        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
+                         "cannot decode %s arguments", amqp_method_name(out->id));
     if (off != len)
-        return amqp_fail(err, AMQP_SYNTAX_ERROR, out->id, "%zu trailing bytes after %s",
-                         len - off, amqp_method_name(out->id));
+        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
+                         "cannot decode %s: %zu trailing bytes", amqp_method_name(out->id),
+                         len - off);
     return AMQP_OK;
 }
 
@@ -1423,38 +1521,53 @@ size_t amqp_method_encode(const amqp_method *m, uint8_t *buf, size_t cap)
 static bool decode_property_list(const uint8_t *buf, size_t len, size_t *off,
                                  amqp_basic_properties *p)
 {
-    if ((p->flags & AMQP_BASIC_CONTENT_TYPE_FLAG) && !wire_get_shortstr(buf, len, off, &p->content_type))
+    if ((p->flags & AMQP_BASIC_CONTENT_TYPE_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->content_type))
         return false;
-    if ((p->flags & AMQP_BASIC_CONTENT_ENCODING_FLAG) && !wire_get_shortstr(buf, len, off, &p->content_encoding))
+    if ((p->flags & AMQP_BASIC_CONTENT_ENCODING_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->content_encoding))
         return false;
-    if ((p->flags & AMQP_BASIC_HEADERS_FLAG) && !wire_get_table(buf, len, off, &p->headers))
+    if ((p->flags & AMQP_BASIC_HEADERS_FLAG) &&
+        !wire_get_table(buf, len, off, &p->headers))
         return false;
-    if ((p->flags & AMQP_BASIC_DELIVERY_MODE_FLAG) && !wire_get_u8(buf, len, off, &p->delivery_mode))
+    if ((p->flags & AMQP_BASIC_DELIVERY_MODE_FLAG) &&
+        !wire_get_u8(buf, len, off, &p->delivery_mode))
         return false;
-    if ((p->flags & AMQP_BASIC_PRIORITY_FLAG) && !wire_get_u8(buf, len, off, &p->priority))
+    if ((p->flags & AMQP_BASIC_PRIORITY_FLAG) &&
+        !wire_get_u8(buf, len, off, &p->priority))
         return false;
-    if ((p->flags & AMQP_BASIC_CORRELATION_ID_FLAG) && !wire_get_shortstr(buf, len, off, &p->correlation_id))
+    if ((p->flags & AMQP_BASIC_CORRELATION_ID_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->correlation_id))
         return false;
-    if ((p->flags & AMQP_BASIC_REPLY_TO_FLAG) && !wire_get_shortstr(buf, len, off, &p->reply_to))
+    if ((p->flags & AMQP_BASIC_REPLY_TO_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->reply_to))
         return false;
-    if ((p->flags & AMQP_BASIC_EXPIRATION_FLAG) && !wire_get_shortstr(buf, len, off, &p->expiration))
+    if ((p->flags & AMQP_BASIC_EXPIRATION_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->expiration))
         return false;
-    if ((p->flags & AMQP_BASIC_MESSAGE_ID_FLAG) && !wire_get_shortstr(buf, len, off, &p->message_id))
+    if ((p->flags & AMQP_BASIC_MESSAGE_ID_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->message_id))
         return false;
-    if ((p->flags & AMQP_BASIC_TIMESTAMP_FLAG) && !wire_get_u64(buf, len, off, &p->timestamp))
+    if ((p->flags & AMQP_BASIC_TIMESTAMP_FLAG) &&
+        !wire_get_u64(buf, len, off, &p->timestamp))
         return false;
-    if ((p->flags & AMQP_BASIC_TYPE_FLAG) && !wire_get_shortstr(buf, len, off, &p->type))
+    if ((p->flags & AMQP_BASIC_TYPE_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->type))
         return false;
-    if ((p->flags & AMQP_BASIC_USER_ID_FLAG) && !wire_get_shortstr(buf, len, off, &p->user_id))
+    if ((p->flags & AMQP_BASIC_USER_ID_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->user_id))
         return false;
-    if ((p->flags & AMQP_BASIC_APP_ID_FLAG) && !wire_get_shortstr(buf, len, off, &p->app_id))
+    if ((p->flags & AMQP_BASIC_APP_ID_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->app_id))
         return false;
-    if ((p->flags & AMQP_BASIC_CLUSTER_ID_FLAG) && !wire_get_shortstr(buf, len, off, &p->cluster_id))
+    if ((p->flags & AMQP_BASIC_CLUSTER_ID_FLAG) &&
+        !wire_get_shortstr(buf, len, off, &p->cluster_id))
         return false;
     return true;
 }
 
-static void encode_property_list(amqp_writer *w, const amqp_basic_properties *p)
+static void encode_property_list(amqp_writer *w,
+                                 const amqp_basic_properties *p)
 {
     if (p->flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
         amqp_put_shortstr(w, p->content_type);

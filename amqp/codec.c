@@ -49,28 +49,36 @@ static bool field_type_known(uint8_t t)
     return t != 0 && strchr("tbBsuIilfdDSATFVx", t) != NULL;
 }
 
-/* Reads a fixed-width number into f->v.i, sign-extending the signed tags. */
+static size_t integer_width(uint8_t type)
+{
+    switch (type) {
+    case 't': case 'b': case 'B': return 1;
+    case 's': case 'u': return 2;
+    case 'I': case 'i': return 4;
+    default: return 8; /* 'l', 'T' */
+    }
+}
+
+/* Reads a big-endian integer into f->v.i, sign-extending the signed tags
+ * (b s I) and zero-extending the rest; 't' becomes 0 or 1. */
 static bool read_integer(const uint8_t *buf, size_t len, size_t *off, amqp_field *f)
 {
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    uint64_t u64;
+    size_t n = integer_width(f->type);
+    uint64_t u = 0;
 
+    if (!wire_has(len, *off, n))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        u = u << 8 | buf[*off + i];
+    *off += n;
     switch (f->type) {
-    case 't': if (!wire_get_u8(buf, len, off, &u8)) return false; f->v.i = u8 != 0; return true;
-    case 'b': if (!wire_get_u8(buf, len, off, &u8)) return false; f->v.i = (int8_t)u8; return true;
-    case 'B': if (!wire_get_u8(buf, len, off, &u8)) return false; f->v.i = u8; return true;
-    case 's': if (!wire_get_u16(buf, len, off, &u16)) return false; f->v.i = (int16_t)u16; return true;
-    case 'u': if (!wire_get_u16(buf, len, off, &u16)) return false; f->v.i = u16; return true;
-    case 'I': if (!wire_get_u32(buf, len, off, &u32)) return false; f->v.i = (int32_t)u32; return true;
-    case 'i': if (!wire_get_u32(buf, len, off, &u32)) return false; f->v.i = u32; return true;
-    default: /* 'l', 'T' */
-        if (!wire_get_u64(buf, len, off, &u64))
-            return false;
-        f->v.i = (int64_t)u64;
-        return true;
+    case 't': f->v.i = u != 0; break;
+    case 'b': f->v.i = (int8_t)u; break;
+    case 's': f->v.i = (int16_t)u; break;
+    case 'I': f->v.i = (int32_t)u; break;
+    default: f->v.i = (int64_t)u; break;
     }
+    return true;
 }
 
 /* Reads one tagged value at *off; false (and *off unchanged) when the tag is

@@ -248,8 +248,8 @@ def bit_groups(spec, args):
 
 def gen_decoder(spec, c, m, o):
     name = member(c, m)
-    o.append("static bool decode_%s(const uint8_t *buf, size_t len, size_t *off, amqp_%s *m)\n{\n"
-             % (name, name))
+    o.append("static bool decode_%s(const uint8_t *buf, size_t len, size_t *off,\n" % name)
+    o.append("%s amqp_%s *m)\n{\n" % (" " * (len("static bool decode_%s(" % name) - 1), name))
     groups = list(bit_groups(spec, m["arguments"]))
     if any(kind == "bits" for kind, _ in groups):
         o.append("    uint8_t bits;\n\n")
@@ -278,36 +278,51 @@ def gen_encoder(spec, c, m, o):
 
 
 def gen_decode_dispatch(spec, o):
-    o.append("/* Decodes the arguments of a known method; false when malformed. -1 when\n")
-    o.append(" * the id is unknown. */\n")
-    o.append("static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len, size_t *off,\n")
-    o.append("                            amqp_method *out)\n{\n    switch (id) {\n")
+    o.append("/* Decodes the arguments of method `id`: 1 when well formed, 0 when\n")
+    o.append(" * malformed, -1 when the id is unknown. */\n")
+    o.append("static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len,\n")
+    o.append("                            size_t *off, amqp_method *out)\n{\n")
+    o.append("    switch (id) {\n")
     for c, m in spec.methods():
+        o.append("    case %s:\n" % method_macro(c, m))
         if m["arguments"]:
-            o.append("    case %s:\n        return decode_%s(buf, len, off, &out->%s);\n"
-                     % (method_macro(c, m), member(c, m), member(c, m)))
+            o.append("        return decode_%s(buf, len, off,\n" % member(c, m))
+            o.append("                         &out->%s);\n" % member(c, m))
         else:
-            o.append("    case %s:\n" % method_macro(c, m))
             o.append("        return true;\n")
     o.append("    default:\n        return -1;\n    }\n}\n\n")
-    o.append("int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out, amqp_error *err)\n")
-    o.append("{\n    size_t off = 0;\n    uint16_t class_id, method_index;\n\n")
-    o.append("    memset(out, 0, sizeof *out);\n")
-    o.append("    if (!wire_get_u16(buf, len, &off, &class_id) ||\n")
-    o.append("        !wire_get_u16(buf, len, &off, &method_index))\n")
-    o.append('        return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "method frame too short (%zu bytes)", len);\n')
-    o.append("    out->id = (uint32_t)class_id << 16 | method_index;\n")
-    o.append("    int ok = decode_arguments(out->id, buf, len, &off, out);\n")
-    o.append("    if (ok < 0)\n")
-    o.append("        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id, \"unknown method %u/%u\",\n")
-    o.append("                         class_id, method_index);\n")
-    o.append("    if (!ok)\n")
-    o.append('        return amqp_fail(err, AMQP_SYNTAX_ERROR, out->id, "malformed %s arguments",\n')
-    o.append("                         amqp_method_name(out->id));\n")
-    o.append("    if (off != len)\n")
-    o.append('        return amqp_fail(err, AMQP_SYNTAX_ERROR, out->id, "%zu trailing bytes after %s",\n')
-    o.append("                         len - off, amqp_method_name(out->id));\n")
-    o.append("    return AMQP_OK;\n}\n\n")
+    o.append(METHOD_DECODE)
+
+
+METHOD_DECODE = """\
+int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
+                       amqp_error *err)
+{
+    size_t off = 0;
+    uint16_t class_id, method_index;
+    int ok;
+
+    memset(out, 0, sizeof *out);
+    if (!wire_get_u16(buf, len, &off, &class_id) ||
+        !wire_get_u16(buf, len, &off, &method_index))
+        return amqp_fail(err, AMQP_FRAME_ERROR, 0,
+                         "method frame too short (%zu bytes)", len);
+    out->id = (uint32_t)class_id << 16 | method_index;
+    ok = decode_arguments(out->id, buf, len, &off, out);
+    if (ok < 0)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id,
+                         "unknown method %u/%u", class_id, method_index);
+    if (!ok)
+        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
+                         "cannot decode %s arguments", amqp_method_name(out->id));
+    if (off != len)
+        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
+                         "cannot decode %s: %zu trailing bytes", amqp_method_name(out->id),
+                         len - off);
+    return AMQP_OK;
+}
+
+"""
 
 
 def gen_encode_dispatch(spec, o):
@@ -332,10 +347,12 @@ def gen_properties(spec, o):
     o.append("                                 amqp_basic_properties *p)\n{\n")
     for p in props:
         flag = "AMQP_BASIC_%s_FLAG" % upper(p["name"])
-        o.append("    if ((p->flags & %s) && !%s(buf, len, off, &p->%s))\n        return false;\n"
+        o.append("    if ((p->flags & %s) &&\n        !%s(buf, len, off, &p->%s))\n"
                  % (flag, READERS[spec.resolve(p)], c_name(p["name"])))
+        o.append("        return false;\n")
     o.append("    return true;\n}\n\n")
-    o.append("static void encode_property_list(amqp_writer *w, const amqp_basic_properties *p)\n{\n")
+    o.append("static void encode_property_list(amqp_writer *w,\n")
+    o.append("                                 const amqp_basic_properties *p)\n{\n")
     for p in props:
         flag = "AMQP_BASIC_%s_FLAG" % upper(p["name"])
         o.append("    if (p->flags & %s)\n        %s(w, p->%s);\n"

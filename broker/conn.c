@@ -59,6 +59,7 @@ struct conn {
     uint64_t opened_ms, last_recv_ms, last_send_ms, close_deadline_ms;
     chan **chans;
     uint32_t nchans;
+    uint32_t nopen; /* channels open, against channel_max */
 };
 
 static void teardown(conn *c);
@@ -182,14 +183,21 @@ static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
     return true;
 }
 
+/* Frees the channel in slot n, leaving `marker` (NULL or CHAN_CLOSING). */
+static void close_channel(conn *c, uint16_t n, chan *marker)
+{
+    chan *ch = c->chans[n];
+    c->chans[n] = marker;
+    if (ch && ch != CHAN_CLOSING) {
+        c->nopen--;
+        chan_free(ch);
+    }
+}
+
 static void free_channels(conn *c)
 {
-    for (uint32_t i = 0; i < c->nchans; i++) {
-        chan *ch = c->chans[i];
-        c->chans[i] = NULL;
-        if (ch && ch != CHAN_CLOSING)
-            chan_free(ch);
-    }
+    for (uint32_t i = 0; i < c->nchans; i++)
+        close_channel(c, (uint16_t)i, NULL);
 }
 
 /* ---- errors and closing ------------------------------------------------- */
@@ -235,11 +243,8 @@ void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
         conn_close(c, err->code, err->text, err->method_id);
         return;
     }
-    chan *ch = chan_slot(c, channel);
-    if (ch && ch != CHAN_CLOSING) {
-        chan_free(ch);
-        c->chans[channel] = CHAN_CLOSING;
-    }
+    if (chan_slot(c, channel))
+        close_channel(c, channel, CHAN_CLOSING);
     send_close(c, channel, err);
 }
 
@@ -482,9 +487,16 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
     if (!ch) {
         if (m->id != AMQP_CHANNEL_OPEN)
             return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "expected 'channel.open'");
+        /* RabbitMQ limits how many channels are open, not their numbers. */
+        if (c->nopen >= c->channel_max)
+            return amqp_fail(err, AMQP_NOT_ALLOWED, m->id,
+                             "number of channels opened (%u) has reached the negotiated "
+                             "channel_max (%u)",
+                             c->nopen, c->channel_max);
         ch = chan_new(c, n);
         if (!ch || !set_chan_slot(c, n, ch))
             return amqp_fail(err, AMQP_INTERNAL_ERROR, m->id, "out of memory");
+        c->nopen++;
         amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
         conn_send_method(c, n, &ok);
         return AMQP_OK;
@@ -496,8 +508,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
                          "expected content header for class 60, got non content header frame "
                          "instead");
     if (m->id == AMQP_CHANNEL_CLOSE) {
-        chan_free(ch);
-        c->chans[n] = NULL;
+        close_channel(c, n, NULL);
         amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
         conn_send_method(c, n, &ok);
         return AMQP_OK;
@@ -586,8 +597,7 @@ static void read_frames(conn *c)
         amqp_frame f;
         amqp_error err = {0};
         uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : cfg->frame_max;
-        uint16_t channel_max = c->state >= S_OPEN_WAIT ? c->channel_max : cfg->channel_max;
-        int r = amqp_frame_read(in, frame_max, channel_max, &f, &err);
+        int r = amqp_frame_read(in, frame_max, 0, &f, &err);
         if (r == AMQP_NEED_MORE)
             break;
         if (r == AMQP_OK) {

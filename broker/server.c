@@ -211,17 +211,37 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
+/* Fills `ss` from the configured host (an IPv4 or IPv6 literal) and port. */
+static bool listener_address(const config *cfg, struct sockaddr_storage *ss, int *sslen)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, cfg->listen_host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)cfg->listen_port);
+        *sslen = sizeof *in;
+        return true;
+    }
+    if (inet_pton(AF_INET6, cfg->listen_host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)cfg->listen_port);
+        *sslen = sizeof *in6;
+        return true;
+    }
+    return false;
+}
+
 static bool listen_on(server *s)
 {
     struct sockaddr_storage ss;
-    int sslen = sizeof ss;
+    int sslen;
     char addr[128];
-    snprintf(addr, sizeof addr, strchr(s->cfg.listen_host, ':') ? "[%s]:%d" : "%s:%d",
-             s->cfg.listen_host, s->cfg.listen_port);
-    if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
-        log_msg(LOG_ERROR, "bad listener address %s", addr);
+    if (!listener_address(&s->cfg, &ss, &sslen)) {
+        log_msg(LOG_ERROR, "bad listener address '%s'", s->cfg.listen_host);
         return false;
     }
+    snprintf(addr, sizeof addr, "%s:%d", s->cfg.listen_host, s->cfg.listen_port);
     s->listener = evconnlistener_new_bind(s->base, accept_cb, s,
                                           LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 1024,
                                           (struct sockaddr *)&ss, sslen);

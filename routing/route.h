@@ -27,7 +27,8 @@ typedef struct route_hooks {
     /* The queue named `name` in this vhost, or NULL. */
     void *(*queue_lookup)(void *ctx, amqp_bytes name);
     /* An exchange is about to be freed (deleted, or auto-deleted when its
-     * last binding went); lets the store forget a durable one. May be NULL. */
+     * last binding went); lets the store forget a durable one. May be NULL.
+     * Must not call back into the table. Not called by route_table_free. */
     void (*exchange_deleted)(void *ctx, const route_exchange *ex);
 } route_hooks;
 
@@ -40,25 +41,31 @@ typedef struct route_exchange_spec {
 } route_exchange_spec;
 
 /* Creates the table with the default exchange "" and amq.direct,
- * amq.fanout, amq.topic, amq.headers and amq.match. `vhost` is used in error
- * texts and copied. Returns NULL only on out-of-memory. */
+ * amq.fanout, amq.topic, amq.headers, amq.match and amq.rabbitmq.trace
+ * (topic, internal), all durable, as RabbitMQ creates them in every vhost.
+ * `vhost` is used in error texts and copied. Returns NULL only on
+ * out-of-memory. route_table_free frees every exchange and binding without
+ * calling exchange_deleted. */
 route_table *route_table_new(const char *vhost, const route_hooks *hooks, void *ctx);
 void route_table_free(route_table *t);
 
 /* ---- exchanges ---------------------------------------------------------- */
 
 /* exchange.declare. On success *out (may be NULL) is the new or existing
- * exchange. Fails with 503 COMMAND_INVALID (connection) for an unknown type,
- * 403 for "" or a new "amq." name, 404 for a passive declare of a missing
- * exchange, 406 when an existing exchange differs in type, durable,
- * auto_delete, internal or alternate-exchange. */
+ * exchange. Fails with 503 COMMAND_INVALID (connection) "invalid exchange
+ * type 'foo'" for an unknown type (checked first; passive declares ignore
+ * the type), 403 for "" (passive too) or a new "amq." name, 404 for a
+ * passive declare of a missing exchange, 406 for a new exchange whose
+ * alternate-exchange is not a longstr, and 406 when an existing exchange
+ * differs in type, durable, auto_delete, internal or alternate-exchange. */
 int route_exchange_declare(route_table *t, const route_exchange_spec *spec, route_exchange **out,
                            amqp_error *err);
 
-/* exchange.delete. 403 for the default exchange and amq.* exchanges, 406
- * with if_unused when the exchange is the source of any binding. Deleting a
- * missing exchange succeeds, as in RabbitMQ 3.x. Removes every binding to
- * and from it. */
+/* exchange.delete. 403 for the default exchange and any amq.* name (even a
+ * missing one), 406 with if_unused when the exchange is the source of any
+ * binding. Deleting a missing exchange succeeds, as in RabbitMQ 3.x.
+ * Removes every binding to and from it, then auto-deletes sources left
+ * without bindings. */
 int route_exchange_delete(route_table *t, amqp_bytes name, bool if_unused, amqp_error *err);
 
 /* The exchange named `name`, or NULL. The default exchange is "". */
@@ -92,15 +99,20 @@ typedef struct route_dest {
 } route_dest;
 
 /* queue.bind / exchange.bind. Idempotent: binding twice with the same key
- * and arguments keeps one binding. 404 when the source is missing, 403 when
- * it is the default exchange, 406 for invalid headers-exchange arguments
- * (x-match not all/any/all-with-x/any-with-x). `args` is a validated table. */
+ * and arguments (in any order) keeps one binding. 403 when the source or
+ * the destination is the default exchange (checked before existence), 404
+ * when the source is missing, 406 for invalid headers-exchange arguments
+ * (x-match not all/any/all-with-x/any-with-x). `args` is a validated table;
+ * the binding keeps its own copy of key and args. RabbitMQ reports a
+ * missing source before a missing destination queue. */
 int route_bind(route_table *t, amqp_bytes source, route_dest dest, amqp_bytes key,
                amqp_bytes args, uint32_t method_id, amqp_error *err);
 
 /* queue.unbind / exchange.unbind. Unbinding something not bound succeeds,
- * as in RabbitMQ. An auto-delete source exchange left with no bindings is
- * deleted. 404 when the source is missing, 403 for the default exchange. */
+ * and so does unbinding from a missing source exchange (RabbitMQ 3.10 does
+ * not 404 there, nor for a missing queue). An auto-delete source exchange
+ * left with no bindings is deleted. 403 for the default exchange as source
+ * or destination. */
 int route_unbind(route_table *t, amqp_bytes source, route_dest dest, amqp_bytes key,
                  amqp_bytes args, uint32_t method_id, amqp_error *err);
 
@@ -108,7 +120,8 @@ int route_unbind(route_table *t, amqp_bytes source, route_dest dest, amqp_bytes 
  * deleted); auto-deletes source exchanges left with no bindings. */
 void route_unbind_queue(route_table *t, void *queue);
 
-/* One binding, for listings (management API, definitions export). */
+/* One binding, for listings (management API, definitions export). `args`
+ * has its entries sorted by key, as RabbitMQ stores binding arguments. */
 typedef struct route_binding_view {
     const route_exchange *source;
     route_dest dest;

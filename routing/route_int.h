@@ -198,7 +198,7 @@ struct route_table {
     size_t work_cap;
     route_word *words;
     size_t words_cap;
-    route_header *headers, *headers_tmp;
+    route_header *headers; /* sorted message headers, then sort scratch */
     size_t headers_cap;
 };
 

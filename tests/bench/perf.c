@@ -527,6 +527,7 @@ typedef struct perf_result {
     double p50_us, p99_us, p999_us, max_us;
     uint64_t samples;
     double cpu_max, cpu_total, broker_cpu, bind_rate;
+    char busiest[24]; /* name of the busiest worker thread */
     int errors;
 } perf_result;
 
@@ -551,9 +552,7 @@ static void result_compute(perf_result *r, const perf_threads *th, const perf_sn
     r->cpu_total = 100.0 * (double)(b->process_cpu - a->process_cpu) / (dt * 1e9);
     r->broker_cpu = broker_pid > 0
                         ? 100.0 * (double)(b->broker_cpu - a->broker_cpu) / (dt * 1e9) : -1;
-    if (th->n && r->cpu_max > 90.0)
-        fprintf(stderr, "WARNING: tool-limited: %s used %.0f%% CPU; this figure measures "
-                        "warren-perf, not the broker\n", th->name[which], r->cpu_max);
+    snprintf(r->busiest, sizeof r->busiest, "%s", th->n ? th->name[which] : "-");
 }
 
 static void result_print(const perf_result *r, const perf_options *o)
@@ -568,8 +567,11 @@ static void result_print(const perf_result *r, const perf_options *o)
                r->p50_us, r->p99_us, r->p999_us, r->max_us, (unsigned long long)r->samples);
     if (r->bind_rate > 0)
         printf("bindings  %12.0f /s (pipelined queue.bind)\n", r->bind_rate);
-    printf("tool cpu  busiest thread %.0f%%, whole process %.0f%%%s\n", r->cpu_max,
-           r->cpu_total, r->cpu_max > 90.0 ? "  WARNING: tool-limited" : "");
+    printf("tool cpu  busiest thread %.0f%% (%s), whole process %.0f%%\n", r->cpu_max,
+           r->busiest, r->cpu_total);
+    if (r->cpu_max > 90.0)
+        printf("WARNING: tool-limited: %s used %.0f%% of a core; this figure measures "
+               "warren-perf, not the broker\n", r->busiest, r->cpu_max);
     if (r->broker_cpu >= 0)
         printf("broker cpu %.0f%% (pid %d)\n", r->broker_cpu, o->broker_pid);
     printf("RESULT mode=throughput sent_rate=%.0f recv_rate=%.0f confirm_rate=%.0f "
@@ -775,4 +777,421 @@ static int run_throughput(const perf_options *o)
     run_free(&run);
     free(snap);
     return r.errors ? 1 : 0;
+}
+
+/* ---- other modes ----------------------------------------------------- */
+
+/* Opens N connections with channel 1 each, prints READY, holds them for
+ * --duration, closes them. The caller measures the broker's memory. */
+static int run_idle(const perf_options *o)
+{
+    unsigned n = o->idle_connections, opened = 0;
+    perf_conn *c = calloc(n, sizeof *c);
+    raise_fd_limit();
+    uint64_t t0 = stats_now_ns();
+    for (; c && opened < n; opened++) {
+        if (conn_open(&c[opened]) != 0) {
+            conn_close(&c[opened]);
+            fprintf(stderr, "warren-perf: connection %u of %u failed\n", opened + 1, n);
+            break;
+        }
+    }
+    double secs = (double)(stats_now_ns() - t0) / 1e9;
+    if (opened == n) {
+        printf("READY connections=%u open_rate=%.0f\n", n, n / (secs > 0 ? secs : 1e-9));
+        fflush(stdout);
+        sleep_ns((uint64_t)(o->duration * 1e9));
+    }
+    for (unsigned i = 0; i < opened; i++)
+        conn_close(&c[i]);
+    free(c);
+    printf("RESULT mode=idle connections=%u opened=%u open_seconds=%.2f errors=%d\n", n,
+           opened, secs, opened != n);
+    return opened == n ? 0 : 1;
+}
+
+/* Times N pipelined queue.binds of topic patterns to one queue. */
+static int run_bindings(const perf_options *o)
+{
+    perf_options topic = *o;
+    topic.exchange_type = "topic";
+    topology t = {0};
+    perf_conn ctl = {0};
+    int rc = topology_names(&t, 1) != 0 || conn_open(&ctl) != 0 ||
+             topology_declare(&t, &ctl, &topic, o->declare_bindings) != 0;
+    double rate = rc ? 0 : o->declare_bindings / (t.bind_seconds > 0 ? t.bind_seconds : 1e-9);
+    if (!rc)
+        printf("declared %u topic bindings in %.3f s: %.0f bindings/s (window %u)\n",
+               o->declare_bindings, t.bind_seconds, rate, o->bind_window);
+    printf("RESULT mode=bindings bindings=%u bind_rate=%.0f seconds=%.3f errors=%d\n",
+           o->declare_bindings, rate, rc ? 0 : t.bind_seconds, rc);
+    topology_delete(&t, &ctl);
+    conn_close(&ctl);
+    topology_free(&t);
+    return rc;
+}
+
+/* A connected TCP pair on 127.0.0.1 (client in fds[0]), both with the same
+ * timeouts as broker sockets. Returns 0 or -1. */
+static int tcp_pair(int fds[2])
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    if (l < 0 || fds[0] < 0 || bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(l, 1) != 0 || getsockname(l, (struct sockaddr *)&sa, &len) != 0 ||
+        connect(fds[0], (struct sockaddr *)&sa, sizeof sa) != 0)
+        return -1;
+    fds[1] = accept(l, NULL, NULL);
+    close(l);
+    struct timeval tv = {0, 100000};
+    for (int i = 0; i < 2; i++) {
+        setsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    return fds[1] < 0 ? -1 : 0;
+}
+
+typedef struct selftest_peer {
+    int fd;
+    int busy;
+    worker_shared *shared;
+    uint8_t *data; /* source: deliveries to send round and round */
+    size_t len;
+} selftest_peer;
+
+/* Reads and discards until the producer closes or stop. A busy sink reads
+ * only every 200 us, so the producer's sends find it awake with data queued
+ * (no wakeup per packet), as a loaded broker would be. */
+static void *sink_main(void *arg)
+{
+    selftest_peer *s = arg;
+    size_t cap = 1 << 20;
+    uint8_t *buf = malloc(cap);
+    while (buf) {
+        ssize_t n = recv(s->fd, buf, cap, 0);
+        if (s->busy)
+            sleep_ns(200000); /* like a loaded broker: read every 200 us */
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            break;
+        if (n < 0 && atomic_load(&s->shared->stop))
+            break;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Writes pre-encoded deliveries until stop. */
+static void *source_main(void *arg)
+{
+    selftest_peer *s = arg;
+    while (!atomic_load(&s->shared->stop))
+        if (send(s->fd, s->data, s->len, MSG_NOSIGNAL) < 0 && errno != EAGAIN && errno != EINTR)
+            break;
+    return NULL;
+}
+
+enum { PUBLISH_TO_IDLE_SINK, PUBLISH_TO_BUSY_SINK, CONSUME_FROM_SOURCE };
+
+/* One self-test phase: n workers of one kind against in-process peers.
+ * Returns the worker message rate and sets *cpu to the busiest worker's CPU. */
+static double selftest_phase(const perf_options *o, int phase, unsigned n, double *cpu)
+{
+    int publish = phase != CONSUME_FROM_SOURCE;
+    worker_shared sh = {.route_factor = 1};
+    perf_threads th = {.n = 0}, peers = {.n = 0};
+    selftest_peer peer[64];
+    void *worker[64];
+    perf_snapshot *snap = calloc(2, sizeof *snap);
+    uint8_t *deliveries = malloc(1 << 20);
+    size_t dlen = 0;
+    const char *key = "perf.key";
+    for (uint64_t tag = 1; deliveries && dlen + o->size + 1024 < (1u << 19); tag++)
+        dlen += wire_encode_deliver(deliveries + dlen, (1u << 20) - dlen, 1, tag, key,
+                                    o->size, FRAME_MAX);
+    int fds[64][2], rc = !snap || !deliveries;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        rc = tcp_pair(fds[i]);
+        peer[i] = (selftest_peer){fds[i][1], phase == PUBLISH_TO_BUSY_SINK, &sh, deliveries, dlen};
+        producer_config pc = {fds[i][0], FRAME_MAX, "perf.x", &key, 1, o->size, 0, o->batch, 0, 0};
+        consumer_config cc = {fds[i][0], FRAME_MAX, NULL, 0, 1};
+        worker[i] = publish ? (void *)producer_new(&pc, &sh) : (void *)consumer_new(&cc, &sh);
+        rc = rc || !worker[i] ||
+             add_thread(&peers, publish ? sink_main : source_main, &peer[i], "peer", i) ||
+             add_thread(&th, publish ? producer_main : consumer_main, worker[i],
+                        publish ? "producer" : "consumer", i);
+    }
+    if (!rc)
+        rc = measure(&sh, &th, o, &snap[0], &snap[1]);
+    atomic_store(&sh.stop, 1);
+    for (unsigned i = 0; i < th.n; i++) {
+        pthread_join(th.id[i], NULL);
+        shutdown(fds[i][0], SHUT_RDWR);
+    }
+    for (unsigned i = 0; i < peers.n; i++)
+        pthread_join(peers.id[i], NULL);
+    perf_result r = {0};
+    if (!rc)
+        result_compute(&r, &th, &snap[0], &snap[1], NULL, 0);
+    for (unsigned i = 0; i < th.n; i++) {
+        if (publish)
+            producer_free(worker[i]);
+        else
+            consumer_free(worker[i]);
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+    free(snap);
+    free(deliveries);
+    *cpu = r.cpu_max;
+    return rc ? -1 : (publish ? r.sent_rate : r.recv_rate);
+}
+
+static int run_selftest(const perf_options *o)
+{
+    unsigned np = o->producers > 64 ? 64 : o->producers;
+    unsigned nc = o->consumers > 64 ? 64 : o->consumers;
+    double cpu[3] = {0}, rate[3];
+    static const char *const what[3] = {
+        "publish -> TCP sink blocked in recv (a wakeup per send)",
+        "publish -> TCP sink reading every 200 us (like a loaded broker)",
+        "TCP source of deliveries -> consume (parse only, autoack)"};
+    printf("self-test: %u producer(s) / %u consumer(s), batch %u, %zu-byte bodies, "
+           "in-process peers over 127.0.0.1\n", np, nc, o->batch, o->size);
+    for (int phase = 0; phase < 3; phase++) {
+        rate[phase] = selftest_phase(o, phase, phase == CONSUME_FROM_SOURCE ? nc : np,
+                                     &cpu[phase]);
+        printf("  %-64s %10.0f msg/s  (busiest thread %.0f%% CPU)\n", what[phase],
+               rate[phase], cpu[phase]);
+    }
+    int err = rate[0] < 0 || rate[1] < 0 || rate[2] < 0;
+    printf("RESULT mode=selftest batch=%u publish_rate=%.0f publish_cpu=%.0f "
+           "publish_busy_sink_rate=%.0f publish_busy_sink_cpu=%.0f consume_rate=%.0f "
+           "consume_cpu=%.0f errors=%d\n", o->batch, rate[0], cpu[0], rate[1], cpu[1],
+           rate[2], cpu[2], err);
+    return err;
+}
+
+static int run_check(void)
+{
+    perf_conn c;
+    int rc = conn_open(&c);
+    conn_close(&c);
+    printf("RESULT mode=check errors=%d\n", rc != 0);
+    return rc != 0;
+}
+
+/* ---- options --------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fputs(
+        "usage: warren-perf [options]\n"
+        "  --uri URI               amqp://user:pass@127.0.0.1:PORT[/vhost]\n"
+        "                          (default amqp://guest:guest@127.0.0.1:5672)\n"
+        "  --producers N           producer connections, one thread each (1)\n"
+        "  --consumers N           consumer connections, one thread each (1)\n"
+        "  --queues N              queues, declared per run, auto-delete, deleted at end (1)\n"
+        "                          consumer i reads queue i %% N; direct: producer i\n"
+        "                          publishes to queue i %% N\n"
+        "  --size BYTES            body size; >= 8 carries the send timestamp (16)\n"
+        "  --exchange-type T       direct | fanout | topic (direct)\n"
+        "  --bindings N            topic: N bindings using * and # patterns, each\n"
+        "                          message matching exactly one (default: one per queue)\n"
+        "  --fanout-queues N       fanout to N queues, a consumer on each; rates are\n"
+        "                          deliveries/s over all queues\n"
+        "  --persistent            delivery-mode 2, durable queues\n"
+        "  --confirm WINDOW        publisher confirms, at most WINDOW unconfirmed\n"
+        "  --prefetch N            basic.qos prefetch-count per consumer (0 = none)\n"
+        "  --ack auto|manual       manual: ack with multiple=true every --multi-ack-every\n"
+        "  --multi-ack-every N     (default prefetch/2, or 64 without prefetch)\n"
+        "  --batch K               publishes per socket write (1)\n"
+        "  --rate R                fixed rate, msgs/s PER PRODUCER (0 = unlimited)\n"
+        "  --inflight CAP          max published-but-not-consumed messages, all producers\n"
+        "                          together (20000; 0 = no cap)\n"
+        "  --duration S            measured window in seconds (5)\n"
+        "  --warmup S              unmeasured seconds before it (1)\n"
+        "  --broker-pid PID        also report that process's CPU over the window\n"
+        "  --idle-connections N    hold N connections with a channel open each; print\n"
+        "                          READY when all are open, hold for --duration\n"
+        "  --declare-bindings N    time N pipelined topic queue.binds, report bindings/s\n"
+        "  --bind-window W         unanswered queue.binds at a time (256)\n"
+        "  --selftest              the tool's own ceiling: publish into an in-process\n"
+        "                          socket sink, parse deliveries from a socket source\n"
+        "  --check                 log in and out; exit 0 if the broker answers\n"
+        "  --quiet                 no per-second lines\n"
+        "Output ends with one line: RESULT key=value ...\n",
+        out);
+}
+
+static int parse_num(const char *name, const char *arg, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "warren-perf: --%s wants a number in [%g, %g], got '%s'\n", name, lo,
+                hi, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+enum {
+    OPT_URI = 256, OPT_PRODUCERS, OPT_CONSUMERS, OPT_QUEUES, OPT_SIZE, OPT_EXTYPE,
+    OPT_BINDINGS, OPT_PERSISTENT, OPT_CONFIRM, OPT_PREFETCH, OPT_ACK, OPT_ACK_EVERY,
+    OPT_BATCH, OPT_RATE, OPT_INFLIGHT, OPT_DURATION, OPT_WARMUP, OPT_FANOUT, OPT_IDLE,
+    OPT_DECLARE, OPT_BIND_WINDOW, OPT_BROKER_PID, OPT_SELFTEST, OPT_CHECK, OPT_QUIET,
+    OPT_HELP,
+};
+
+static const struct option long_options[] = {
+    {"uri", 1, 0, OPT_URI}, {"producers", 1, 0, OPT_PRODUCERS},
+    {"consumers", 1, 0, OPT_CONSUMERS}, {"queues", 1, 0, OPT_QUEUES},
+    {"size", 1, 0, OPT_SIZE}, {"exchange-type", 1, 0, OPT_EXTYPE},
+    {"bindings", 1, 0, OPT_BINDINGS}, {"persistent", 0, 0, OPT_PERSISTENT},
+    {"confirm", 1, 0, OPT_CONFIRM}, {"prefetch", 1, 0, OPT_PREFETCH},
+    {"ack", 1, 0, OPT_ACK}, {"multi-ack-every", 1, 0, OPT_ACK_EVERY},
+    {"batch", 1, 0, OPT_BATCH}, {"rate", 1, 0, OPT_RATE},
+    {"inflight", 1, 0, OPT_INFLIGHT}, {"duration", 1, 0, OPT_DURATION},
+    {"warmup", 1, 0, OPT_WARMUP}, {"fanout-queues", 1, 0, OPT_FANOUT},
+    {"idle-connections", 1, 0, OPT_IDLE}, {"declare-bindings", 1, 0, OPT_DECLARE},
+    {"bind-window", 1, 0, OPT_BIND_WINDOW}, {"broker-pid", 1, 0, OPT_BROKER_PID},
+    {"selftest", 0, 0, OPT_SELFTEST}, {"check", 0, 0, OPT_CHECK},
+    {"quiet", 0, 0, OPT_QUIET}, {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
+};
+
+/* Applies one numeric option; returns 0 or -1. */
+static int set_numeric(perf_options *o, int opt, const char *arg)
+{
+    double v;
+    const char *name = long_options[opt - OPT_URI].name;
+    static const double max[] = {
+        [OPT_PRODUCERS - OPT_URI] = 200, [OPT_CONSUMERS - OPT_URI] = 200,
+        [OPT_QUEUES - OPT_URI] = 10000, [OPT_SIZE - OPT_URI] = 64 << 20,
+        [OPT_BINDINGS - OPT_URI] = 1000000, [OPT_CONFIRM - OPT_URI] = 1 << 20,
+        [OPT_PREFETCH - OPT_URI] = 65535, [OPT_ACK_EVERY - OPT_URI] = 65535,
+        [OPT_BATCH - OPT_URI] = 4096, [OPT_RATE - OPT_URI] = 1e9,
+        [OPT_INFLIGHT - OPT_URI] = 1e9, [OPT_DURATION - OPT_URI] = 3600,
+        [OPT_WARMUP - OPT_URI] = 600, [OPT_FANOUT - OPT_URI] = 200,
+        [OPT_IDLE - OPT_URI] = 100000, [OPT_DECLARE - OPT_URI] = 1000000,
+        [OPT_BIND_WINDOW - OPT_URI] = 4096, [OPT_BROKER_PID - OPT_URI] = 1 << 22,
+    };
+    if (parse_num(name, arg, 0, max[opt - OPT_URI], &v) != 0)
+        return -1;
+    switch (opt) {
+    case OPT_PRODUCERS: o->producers = (unsigned)v; break;
+    case OPT_CONSUMERS: o->consumers = (unsigned)v; break;
+    case OPT_QUEUES: o->queues = (unsigned)v; break;
+    case OPT_SIZE: o->size = (size_t)v; break;
+    case OPT_BINDINGS: o->bindings = (unsigned)v; break;
+    case OPT_CONFIRM: o->confirm = (unsigned)v; break;
+    case OPT_PREFETCH: o->prefetch = (unsigned)v; break;
+    case OPT_ACK_EVERY: o->ack_every = (unsigned)v; break;
+    case OPT_BATCH: o->batch = (unsigned)v; break;
+    case OPT_RATE: o->rate = v; break;
+    case OPT_INFLIGHT: o->inflight = (uint64_t)v; break;
+    case OPT_DURATION: o->duration = v; break;
+    case OPT_WARMUP: o->warmup = v; break;
+    case OPT_FANOUT: o->fanout_queues = (unsigned)v; break;
+    case OPT_IDLE: o->idle_connections = (unsigned)v; break;
+    case OPT_DECLARE: o->declare_bindings = (unsigned)v; break;
+    case OPT_BIND_WINDOW: o->bind_window = (unsigned)v; break;
+    case OPT_BROKER_PID: o->broker_pid = (int)v; break;
+    }
+    return 0;
+}
+
+/* Makes the options consistent (fanout shorthand, batch within the confirm
+ * window, cap at least one batch). Returns 0 or -1. */
+static int options_settle(perf_options *o)
+{
+    if (strcmp(o->exchange_type, "direct") && strcmp(o->exchange_type, "fanout") &&
+        strcmp(o->exchange_type, "topic")) {
+        fprintf(stderr, "warren-perf: --exchange-type is direct, fanout or topic\n");
+        return -1;
+    }
+    if (o->fanout_queues) {
+        o->exchange_type = "fanout";
+        o->queues = o->consumers = o->fanout_queues;
+    }
+    if (o->producers + o->consumers > MAX_WORKERS || o->queues == 0 || o->batch == 0 ||
+        o->bind_window == 0) {
+        fprintf(stderr, "warren-perf: need --queues, --batch, --bind-window >= 1 and at "
+                        "most %d workers\n", MAX_WORKERS);
+        return -1;
+    }
+    if (o->confirm && o->batch > o->confirm)
+        o->batch = o->confirm;
+    if (o->inflight && o->inflight < o->batch)
+        o->inflight = o->batch;
+    if (o->ack_every == 0)
+        o->ack_every = o->prefetch ? (o->prefetch / 2 ? o->prefetch / 2 : 1) : 64;
+    return 0;
+}
+
+static int options_parse(perf_options *o, int argc, char **argv)
+{
+    *o = (perf_options){.uri = "amqp://guest:guest@127.0.0.1:5672", .producers = 1,
+                        .consumers = 1, .queues = 1, .size = 16, .exchange_type = "direct",
+                        .batch = 1, .inflight = 20000, .duration = 5, .warmup = 1,
+                        .bind_window = 256};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_URI: o->uri = optarg; break;
+        case OPT_EXTYPE: o->exchange_type = optarg; break;
+        case OPT_PERSISTENT: o->persistent = 1; break;
+        case OPT_SELFTEST: o->selftest = 1; break;
+        case OPT_CHECK: o->check = 1; break;
+        case OPT_QUIET: o->quiet = 1; break;
+        case OPT_ACK:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "manual")) {
+                fprintf(stderr, "warren-perf: --ack is auto or manual\n");
+                return -1;
+            }
+            o->manual_ack = strcmp(optarg, "manual") == 0;
+            break;
+        case 'h':
+        case OPT_HELP: usage(stdout); exit(0);
+        default:
+            if (opt < OPT_URI || opt >= OPT_HELP || set_numeric(o, opt, optarg) != 0) {
+                usage(stderr);
+                return -1;
+            }
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "warren-perf: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return options_settle(o);
+}
+
+int main(int argc, char **argv)
+{
+    perf_options o;
+    signal(SIGPIPE, SIG_IGN);
+    if (options_parse(&o, argc, argv) != 0)
+        return 2;
+    /* every mode ends by itself; this only catches a broker that hangs */
+    double budget = o.warmup + o.duration + 120 + (o.bindings + o.declare_bindings) / 100.0 +
+                    o.idle_connections / 20.0;
+    signal(SIGALRM, watchdog_fired);
+    alarm((unsigned)budget);
+    srandom((unsigned)stats_now_ns() ^ (unsigned)getpid());
+    if (o.selftest)
+        return run_selftest(&o);
+    if (parse_uri(o.uri) != 0)
+        return 2;
+    if (o.check)
+        return run_check();
+    if (o.idle_connections)
+        return run_idle(&o);
+    if (o.declare_bindings)
+        return run_bindings(&o);
+    return run_throughput(&o);
 }

@@ -198,8 +198,14 @@ def connect(addr=None, **kw):
 
 
 def drain(conn, seconds):
-    """Processes I/O and callbacks for `seconds` seconds."""
-    conn.process_data_events(time_limit=seconds)
+    """Processes I/O and callbacks for the full `seconds` (pika's own
+    time_limit returns as soon as something was processed)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        conn.process_data_events(time_limit=left)
 
 
 def wait_for(conn, predicate, timeout=5.0, step=0.05):
@@ -219,6 +225,28 @@ def get_all(ch, queue, limit=1000, auto_ack=True):
             break
         out.append((m, p, b))
     return out
+
+
+class Collector:
+    """A pika consumer callback that records (method, properties, body) and
+    optionally acks each delivery."""
+
+    def __init__(self, ack=False):
+        self.ack = ack
+        self.msgs = []
+
+    def __call__(self, ch, method, props, body):
+        self.msgs.append((method, props, body))
+        if self.ack:
+            ch.basic_ack(method.delivery_tag)
+
+    @property
+    def bodies(self):
+        return [b for _, _, b in self.msgs]
+
+    @property
+    def tags(self):
+        return [m.delivery_tag for m, _, _ in self.msgs]
 
 
 def sync(ch):
@@ -545,6 +573,7 @@ class RawContent:
         self.method = method_frame.method
         self.channel = method_frame.channel_number
         self.props = header_frame.properties
+        self.header_raw = getattr(header_frame, "raw", None)  # RawHeader: undecoded property bytes
         self.body_size = header_frame.body_size
         self.body_frames = body_frames
         self.body = b"".join(f.fragment for f in body_frames)

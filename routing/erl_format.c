@@ -1,0 +1,241 @@
+/* erl_format: field values printed the way RabbitMQ's error texts print
+ * them, which is Erlang's ~p (and ~s for binaries) over the terms
+ * rabbit_binary_parser makes: a longstr is <<"abc">>, a bool true, a
+ * decimal {Scale,Value}, void undefined, a table a list of
+ * {Key,Type,Value} and an array a list of {Type,Value}.
+ *
+ * Only error paths use this. Output is truncated to the caller's buffer;
+ * ~p's line breaking of long terms is not reproduced.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route_int.h"
+
+typedef struct out {
+    char *buf;
+    size_t cap, len; /* len < cap; buf[len] == 0 */
+} out;
+
+static void put(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(out *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
+}
+
+const char *route_erl_type_name(uint8_t tag)
+{
+    switch (tag) {
+    case 'b': return "byte";
+    case 'B': return "unsignedbyte";
+    case 's': return "short";
+    case 'u': return "unsignedshort";
+    case 'I': return "signedint";
+    case 'i': return "unsignedint";
+    case 'l': return "long";
+    case 'f': return "float";
+    case 'd': return "double";
+    case 'D': return "decimal";
+    case 't': return "bool";
+    case 'S': return "longstr";
+    case 'x': return "binary";
+    case 'F': return "table";
+    case 'A': return "array";
+    case 'T': return "timestamp";
+    case 'V': return "void";
+    default: return "unknown";
+    }
+}
+
+/* ---- binaries ----------------------------------------------------------- */
+
+static const char *escape_of(uint8_t c)
+{
+    switch (c) {
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    case '\v': return "\\v";
+    case '\b': return "\\b";
+    case '\f': return "\\f";
+    case 27: return "\\e";
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    default: return NULL;
+    }
+}
+
+static bool printable(amqp_bytes b)
+{
+    uint32_t i;
+
+    for (i = 0; i < b.len; i++)
+        if ((b.ptr[i] < 32 || b.ptr[i] > 126) && escape_of(b.ptr[i]) == NULL)
+            return false;
+    return true;
+}
+
+static void put_binary(out *o, amqp_bytes b)
+{
+    uint32_t i;
+
+    if (b.len == 0 || !printable(b)) {
+        put(o, "<<");
+        for (i = 0; i < b.len; i++)
+            put(o, i ? ",%u" : "%u", b.ptr[i]);
+        put(o, ">>");
+        return;
+    }
+    put(o, "<<\"");
+    for (i = 0; i < b.len; i++) {
+        const char *e = escape_of(b.ptr[i]);
+        if (e != NULL)
+            put(o, "%s", e);
+        else
+            put(o, "%c", b.ptr[i]);
+    }
+    put(o, "\">>");
+}
+
+/* ---- floats ------------------------------------------------------------- */
+
+/* The shortest decimal digits that read back as d, without dot or
+ * trailing zeros; *exp10 is the exponent of the first digit. */
+static int shortest_digits(double d, char digits[20], int *exp10)
+{
+    char tmp[40];
+    const char *p;
+    int prec, len = 0;
+
+    for (prec = 1; prec < 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, d);
+        if (strtod(tmp, NULL) == d)
+            break;
+    }
+    snprintf(tmp, sizeof tmp, "%.*e", prec - 1, d);
+    for (p = tmp; *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9')
+            digits[len++] = *p;
+    *exp10 = atoi(p + 1);
+    while (len > 1 && digits[len - 1] == '0')
+        len--;
+    digits[len] = 0;
+    return len;
+}
+
+static void put_zeros(out *o, int n)
+{
+    while (n-- > 0)
+        put(o, "0");
+}
+
+/* io_lib_format's shortest round-trip form (insert_decimal/3): "1.5",
+ * "0.1", "100.0", "1.0e10", "1.2345e-7", whichever of plain and exponent
+ * notation is shorter. The value is digits * 10^place. */
+static void put_float(out *o, double d)
+{
+    char digits[20], expl[16];
+    int exp10, len, place, exp_cost;
+
+    if (d == 0) {
+        put(o, "%s", signbit(d) ? "-0.0" : "0.0");
+        return;
+    }
+    len = shortest_digits(d, digits, &exp10);
+    place = exp10 - (len - 1);
+    snprintf(expl, sizeof expl, "%d", exp10);
+    exp_cost = (int)strlen(expl) + 2;
+    if (d < 0)
+        put(o, "-");
+    if (place < 0 && exp10 >= 0) {
+        put(o, "%.*s.%s", len + place, digits, digits + len + place);
+    } else if (place < 0 && 2 - place - len <= exp_cost) {
+        put(o, "0.");
+        put_zeros(o, -place - len);
+        put(o, "%s", digits);
+    } else if (place >= 0 && exp_cost + (len == 1) >= place + 2 && fabs(d) < 9007199254740992.0) {
+        put(o, "%s", digits);
+        put_zeros(o, place);
+        put(o, ".0");
+    } else if (len == 1) {
+        put(o, "%s.0e%s", digits, expl);
+    } else {
+        put(o, "%c.%se%s", digits[0], digits + 1, expl);
+    }
+}
+
+/* ---- terms -------------------------------------------------------------- */
+
+static void put_term(out *o, const amqp_field *f);
+
+static void put_container(out *o, const amqp_field *f)
+{
+    amqp_iter it;
+    amqp_bytes key;
+    amqp_field v;
+    bool first = true;
+
+    put(o, "[");
+    amqp_iter_init(&it, f->v.bytes);
+    while (f->type == 'F' ? amqp_table_next(&it, &key, &v) : amqp_array_next(&it, &v)) {
+        put(o, first ? "{" : ",{");
+        first = false;
+        if (f->type == 'F') {
+            put_binary(o, key);
+            put(o, ",");
+        }
+        put(o, "%s,", route_erl_type_name(v.type));
+        put_term(o, &v);
+        put(o, "}");
+    }
+    put(o, "]");
+}
+
+static void put_term(out *o, const amqp_field *f)
+{
+    switch (f->type) {
+    case 'S': case 'x': put_binary(o, f->v.bytes); break;
+    case 't': put(o, "%s", f->v.i ? "true" : "false"); break;
+    case 'f': put_float(o, f->v.f); break;
+    case 'd': put_float(o, f->v.d); break;
+    case 'D': put(o, "{%u,%u}", f->v.decimal.scale, (unsigned)f->v.decimal.value); break;
+    case 'V': put(o, "undefined"); break;
+    case 'F': case 'A': put_container(o, f); break;
+    case 'T': put(o, "%llu", (unsigned long long)f->v.i); break;
+    default: put(o, "%lld", (long long)f->v.i); break;
+    }
+}
+
+char *route_erl_term(const amqp_field *f, char *buf, size_t cap)
+{
+    out o = {buf, cap, 0};
+
+    assert(cap > 0);
+    buf[0] = 0;
+    put_term(&o, f);
+    return buf;
+}
+
+char *route_erl_value(const amqp_field *f, char *buf, size_t cap)
+{
+    out o = {buf, cap, 0};
+
+    assert(cap > 0);
+    buf[0] = 0;
+    if (f->type == 'S' || f->type == 'x')
+        put(&o, "%.*s", (int)f->v.bytes.len, (const char *)f->v.bytes.ptr);
+    else
+        put_term(&o, f);
+    return buf;
+}

@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# run.sh -- `make bench`: Warren against RabbitMQ on a fixed scenario set.
+#
+# Starts Warren (build/release/warren) on an ephemeral port in a temp data
+# dir, finds RabbitMQ on 127.0.0.1:5672 (its column is "n/a" if absent), and
+# runs every scenario on both brokers INTERLEAVED, round after round (odd
+# rounds Warren first, even rounds RabbitMQ first), taking the median of each
+# figure. This machine is small and noisy: only ratios from one run count.
+# Prints `scenario | Warren | RabbitMQ | ratio | target` and saves it, with the
+# raw RESULT lines, to tests/bench/last-run.txt.
+#
+# Environment:
+#   ROUNDS=3 DURATION=4 WARMUP=1    rounds; measured / warm-up seconds per run
+#   WARREN_URI=amqp://...           use a broker already running instead of
+#                                   starting Warren (e.g. RabbitMQ, to validate
+#                                   the tool); WARREN_PID=pid for its memory/CPU
+#   RABBIT_URI=amqp://guest:guest@127.0.0.1:5672   RABBIT_PID=pid (beam.smp)
+#   IDLE_CONNECTIONS=N              memory scenario size (default: 1000, less
+#                                   if RabbitMQ's open-files limit is lower)
+#   SELFTEST=0                      skip the tool-ceiling self-test
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+
+PERF=${PERF:-build/release/warren-perf}
+WARREN_BIN=${WARREN_BIN:-build/release/warren}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-4}
+WARMUP=${WARMUP:-1}
+RABBIT_URI=${RABBIT_URI:-amqp://guest:guest@127.0.0.1:5672}
+OUT=tests/bench/last-run.txt
+RAW=$(mktemp /tmp/warren-bench-raw.XXXXXX)
+WORK=$(mktemp -d /tmp/warren-bench.XXXXXX)
+RUN_TIMEOUT=300     # seconds; warren-perf has its own watchdog, this is a backstop
+SETTLE=1            # seconds between runs, so one broker's GC does not hit the next
+
+# The idle-connection scenario and Warren's own sockets need descriptors.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 65536 2>/dev/null || true
+
+[ -x "$PERF" ] || { echo "run.sh: $PERF missing; run 'make bench'" >&2; exit 1; }
+
+WARREN_STARTED_PID=""
+cleanup() {
+    if [ -n "$WARREN_STARTED_PID" ]; then
+        kill "$WARREN_STARTED_PID" 2>/dev/null
+        for _ in $(seq 1 50); do kill -0 "$WARREN_STARTED_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$WARREN_STARTED_PID" 2>/dev/null
+        wait "$WARREN_STARTED_PID" 2>/dev/null
+    fi
+    rm -rf "$WORK" "$RAW"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Starts Warren on port 0 and parses "... AMQP listening on 127.0.0.1:PORT"
+# from its stderr. Sets WARREN_URI and WARREN_PID, or leaves them empty.
+start_warren() {
+    if [ ! -x "$WARREN_BIN" ]; then
+        echo "run.sh: $WARREN_BIN not built; Warren column is n/a" >&2
+        return
+    fi
+    mkdir -p "$WORK/warren-data"
+    "$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:0 \
+        --set data_dir="$WORK/warren-data" >"$WORK/warren.out" 2>"$WORK/warren.log" &
+    WARREN_STARTED_PID=$!
+    local port=""
+    for _ in $(seq 1 100); do
+        port=$(sed -n 's/.*AMQP listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' \
+            "$WORK/warren.log" | head -n 1)
+        [ -n "$port" ] && break
+        kill -0 "$WARREN_STARTED_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -z "$port" ]; then
+        echo "run.sh: Warren did not report 'AMQP listening on 127.0.0.1:PORT'; log:" >&2
+        tail -n 20 "$WORK/warren.log" >&2
+        return
+    fi
+    WARREN_URI="amqp://guest:guest@127.0.0.1:$port"
+    WARREN_PID=$WARREN_STARTED_PID
+}
+
+broker_up() { timeout 30 "$PERF" --uri "$1" --check >/dev/null 2>&1; }
+
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+
+# Waits (at most 15 s) until the broker's RSS holds within 1% for a second,
+# so garbage from the previous run does not count as connection memory.
+settle_rss() {
+    local prev cur
+    prev=$(rss_kb "$1")
+    for _ in $(seq 1 15); do
+        sleep 1
+        cur=$(rss_kb "$1")
+        [ -z "$cur" ] && return
+        awk -v a="$prev" -v b="$cur" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d * 100 <= b) }' && return
+        prev=$cur
+    done
+}
+
+median3() { # median of the RSS read 3 times, 0.5 s apart
+    local pid=$1
+    for _ in 1 2 3; do rss_kb "$pid"; sleep 0.5; done | sort -n | sed -n 2p
+}
+
+# Memory per idle connection with one open channel: (RSS while N are held -
+# RSS before) / N, in KB. Prints "RESULT mode=idle kb_per_conn=..." lines.
+run_idle() {
+    local uri=$1 pid=$2 n=$3 out=$WORK/idle.out
+    if [ -z "$pid" ] || [ ! -r "/proc/$pid/status" ]; then
+        echo "RESULT mode=idle errors=1 error=no-broker-pid"
+        return
+    fi
+    settle_rss "$pid"
+    local before during
+    before=$(rss_kb "$pid")
+    timeout "$RUN_TIMEOUT" "$PERF" --uri "$uri" --idle-connections "$n" --duration 6 >"$out" 2>&1 &
+    local tool=$!
+    for _ in $(seq 1 600); do
+        grep -q '^READY' "$out" && break
+        kill -0 "$tool" 2>/dev/null || break
+        sleep 0.2
+    done
+    if ! grep -q '^READY' "$out"; then
+        wait "$tool"
+        cat "$out"
+        echo "RESULT mode=idle errors=1 error=not-ready"
+        return
+    fi
+    sleep 2
+    during=$(median3 "$pid")
+    wait "$tool"
+    grep -v '^RESULT' "$out"
+    awk -v b="$before" -v d="$during" -v n="$n" 'BEGIN {
+        printf "RESULT mode=idle connections=%d rss_before_kb=%d rss_during_kb=%d kb_per_conn=%.1f errors=0\n",
+               n, b, d, (d - b) / n }'
+}
+
+# ---- scenarios ---------------------------------------------------------
+# id|label|warren-perf args|RESULT key|better (hi/lo)|target ratio
+COMMON="--size 16 --duration $DURATION --warmup $WARMUP --quiet"
+SCENARIOS=(
+"1|1p-1q-1c 16B autoack, batch 16 (msg/s)|--batch 16 --inflight 10000|recv_rate|hi|10"
+"2|same, batch 1 (msg/s)|--batch 1 --inflight 10000|recv_rate|hi|6"
+"3|manual ack, prefetch 100 (msg/s)|--batch 16 --inflight 10000 --ack manual --prefetch 100|recv_rate|hi|5"
+"4|4p-4q-4c (msg/s)|--batch 16 --inflight 10000 --producers 4 --consumers 4 --queues 4|recv_rate|hi|6"
+"5|fanout to 10 queues (deliveries/s)|--batch 16 --inflight 2000 --fanout-queues 10|recv_rate|hi|8"
+"6|topic, 10k bindings * and # (msg/s)|--batch 16 --inflight 10000 --exchange-type topic --bindings 10000|recv_rate|hi|30"
+"6b|topic binding declaration (binds/s)|--declare-bindings 10000|bind_rate|hi|10"
+"7|fixed 1000 msg/s: p99 latency (us)|--batch 1 --rate 1000 --inflight 10000|p99_us|lo|5"
+"8|memory per idle connection+channel (KB)|IDLE|kb_per_conn|lo|10"
+)
+
+# run_one BROKER URI PID SCENARIO-ARGS: runs one measurement, appends its
+# RESULT line (tagged) to $RAW and prints the figure's line.
+run_one() {
+    local broker=$1 uri=$2 pid=$3 id=$4 args=$5 round=$6 out=$WORK/run.out
+    if [ "$args" = IDLE ]; then
+        run_idle "$uri" "$pid" "$IDLE_N" >"$out" 2>&1
+    else
+        local pidarg=""
+        [ -n "$pid" ] && pidarg="--broker-pid $pid"
+        # shellcheck disable=SC2086
+        timeout "$RUN_TIMEOUT" "$PERF" --uri "$uri" $COMMON $args $pidarg >"$out" 2>&1
+    fi
+    local line
+    line=$(grep '^RESULT' "$out" | tail -n 1)
+    [ -z "$line" ] && line="RESULT errors=1 error=no-result"
+    if grep -q 'WARNING: tool-limited' "$out"; then line="$line tool_limited=1"; fi
+    echo "round=$round scenario=$id broker=$broker $line" >>"$RAW"
+    if ! echo "$line" | grep -q 'errors=0'; then
+        echo "    $broker: FAILED" >&2
+        grep -v '^RESULT' "$out" | tail -n 5 | sed 's/^/      /' >&2
+    fi
+    sleep "$SETTLE"
+}
+
+# field SCENARIO BROKER KEY: the median over rounds of KEY (runs with errors
+# left out), with '*' if any run was tool-limited; "err" if none succeeded.
+field() {
+    grep " scenario=$1 broker=$2 " "$RAW" | awk -v key="$3" '
+        { ok = 0; v = ""; lim = 0
+          for (i = 1; i <= NF; i++) {
+              split($i, kv, "=")
+              if (kv[1] == "errors" && kv[2] == "0") ok = 1
+              if (kv[1] == key) v = kv[2]
+              if (kv[1] == "tool_limited" && kv[2] == "1") lim = 1
+          }
+          if (ok && v != "") { vals[n++] = v + 0; if (lim) anylim = 1 }
+          runs++ }
+        END {
+          if (runs == 0) { print "n/a"; exit }
+          if (n == 0) { print "err"; exit }
+          for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (vals[j] < vals[i]) { t = vals[i]; vals[i] = vals[j]; vals[j] = t }
+          m = (n % 2) ? vals[(n - 1) / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2
+          printf "%s%s\n", m, anylim ? "*" : "" }'
+}
+
+fmt() { # pretty value: integers with thousands separators, one decimal below 100
+    case $1 in n/a|err) echo "$1"; return ;; esac
+    local star=""; [ "${1%\*}" != "$1" ] && star="*"
+    awk -v v="${1%\*}" -v s="$star" 'BEGIN {
+        if (v < 100) { printf "%.1f%s\n", v, s; exit }
+        x = sprintf("%.0f", v); out = ""
+        while (length(x) > 3) { out = "," substr(x, length(x) - 2) out; x = substr(x, 1, length(x) - 3) }
+        printf "%s%s%s\n", x, out, s }'
+}
+
+ratio() { # ratio W/R (hi) or R/W (lo), and whether it meets the target
+    local w=${1%\*} r=${2%\*} better=$3 target=$4
+    case "$w$r" in *n/a*|*err*) echo "-|≥${target}x"; return ;; esac
+    awk -v w="$w" -v r="$r" -v b="$better" -v t="$target" 'BEGIN {
+        if (b == "hi") x = (r > 0) ? w / r : 0; else x = (w > 0) ? r / w : 0
+        printf "%.1fx|≥%sx %s\n", x, t, (x >= t) ? "met" : "MISSED" }'
+}
+
+# ---- main ----------------------------------------------------------------
+WARREN_URI=${WARREN_URI:-}
+WARREN_PID=${WARREN_PID:-}
+if [ -z "$WARREN_URI" ]; then
+    start_warren
+else
+    echo "run.sh: Warren column uses WARREN_URI=$WARREN_URI (not starting Warren)"
+fi
+if [ -n "$WARREN_URI" ] && ! broker_up "$WARREN_URI"; then
+    echo "run.sh: no AMQP login at $WARREN_URI; Warren column is n/a" >&2
+    WARREN_URI=""
+fi
+RABBIT_PID=${RABBIT_PID:-$(pgrep -x beam.smp | head -n 1)}
+if ! broker_up "$RABBIT_URI"; then
+    echo "run.sh: RabbitMQ not reachable at $RABBIT_URI; its column is n/a" >&2
+    RABBIT_URI=""
+fi
+
+# RabbitMQ refuses sockets near its open-files limit (1024 here by default):
+# hold at most 80% of it so both brokers are measured with the same N.
+IDLE_N=${IDLE_CONNECTIONS:-1000}
+if [ -z "${IDLE_CONNECTIONS:-}" ] && [ -n "$RABBIT_PID" ] && [ -r "/proc/$RABBIT_PID/limits" ]; then
+    lim=$(awk '/Max open files/ {print $4}' "/proc/$RABBIT_PID/limits")
+    if [ -n "$lim" ] && [ "$lim" -lt 1250 ]; then IDLE_N=$(( lim * 8 / 10 / 100 * 100 )); fi
+fi
+
+BROKERS=()
+[ -n "$WARREN_URI" ] && BROKERS+=(warren)
+[ -n "$RABBIT_URI" ] && BROKERS+=(rabbitmq)
+[ ${#BROKERS[@]} -eq 0 ] && { echo "run.sh: no broker to measure" >&2; exit 1; }
+uri_of() { if [ "$1" = warren ]; then echo "$WARREN_URI"; else echo "$RABBIT_URI"; fi; }
+pid_of() { if [ "$1" = warren ]; then echo "$WARREN_PID"; else echo "$RABBIT_PID"; fi; }
+
+START=$(date +%s)
+echo "warren-perf bench: ${#SCENARIOS[@]} scenarios x ${#BROKERS[@]} brokers x $ROUNDS rounds," \
+     "${WARMUP}+${DURATION} s per run"
+echo "  Warren:   ${WARREN_URI:-n/a} (pid ${WARREN_PID:-?})"
+echo "  RabbitMQ: ${RABBIT_URI:-n/a} (pid ${RABBIT_PID:-?})"
+
+SELFTEST_LINES=""
+if [ "${SELFTEST:-1}" != 0 ]; then
+    echo "tool ceiling (self-test, no broker):"
+    for b in 1 16; do
+        line=$(timeout 120 "$PERF" --selftest --batch "$b" --duration 1.5 --warmup 0.5 --quiet 2>/dev/null | grep '^RESULT')
+        SELFTEST_LINES="$SELFTEST_LINES$line"$'\n'
+        echo "  $line"
+    done
+fi
+
+for round in $(seq 1 "$ROUNDS"); do
+    order=("${BROKERS[@]}")
+    if [ $((round % 2)) -eq 0 ] && [ ${#BROKERS[@]} -eq 2 ]; then order=("${BROKERS[1]}" "${BROKERS[0]}"); fi
+    # memory first in each round, while the brokers are quiet
+    for s in "${SCENARIOS[8]}" "${SCENARIOS[@]:0:8}"; do
+        IFS='|' read -r id label args key better target <<<"$s"
+        echo "round $round/$ROUNDS  scenario $id: $label"
+        for b in "${order[@]}"; do
+            run_one "$b" "$(uri_of "$b")" "$(pid_of "$b")" "$id" "$args" "$round"
+            v=$(grep "^round=$round scenario=$id broker=$b " "$RAW" | tail -n 1 | grep 'errors=0' |
+                grep -o " $key=[0-9.]*" | cut -d= -f2)
+            echo "    $b: $(fmt "${v:-err}")"
+        done
+    done
+done
+
+# ---- table -----------------------------------------------------------------
+{
+    echo "Warren vs RabbitMQ -- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, kernel $(uname -r)"
+    echo "medians of $ROUNDS interleaved rounds, ${WARMUP}+${DURATION} s per run, 16-byte transient" \
+         "messages unless noted; idle connections: $IDLE_N"
+    echo "Warren: ${WARREN_URI:-n/a}   RabbitMQ: ${RABBIT_URI:-n/a}"
+    echo
+    printf "%-42s | %14s | %14s | %7s | %s\n" scenario Warren RabbitMQ ratio target
+    printf "%-42s-+-%14s-+-%14s-+-%7s-+-%s\n" "$(printf '%.0s-' {1..42})" "$(printf '%.0s-' {1..14})" \
+        "$(printf '%.0s-' {1..14})" "-------" "------------"
+    for s in "${SCENARIOS[@]}"; do
+        IFS='|' read -r id label args key better target <<<"$s"
+        w=n/a; r=n/a
+        [ -n "$WARREN_URI" ] && w=$(field "$id" warren "$key")
+        [ -n "$RABBIT_URI" ] && r=$(field "$id" rabbitmq "$key")
+        IFS='|' read -r rat tgt <<<"$(ratio "$w" "$r" "$better" "$target")"
+        printf "%-42s | %14s | %14s | %7s | %s\n" "$id. $label" "$(fmt "$w")" "$(fmt "$r")" "$rat" "$tgt"
+    done
+    echo
+    echo "ratio: Warren/RabbitMQ for rates, RabbitMQ/Warren for latency and memory (higher is better)."
+    echo "* = warren-perf itself was CPU-bound (>90% of a core) in at least one run: a floor, not the broker's figure."
+    echo "Run time $(( $(date +%s) - START )) s."
+    echo
+    echo "tool ceiling (warren-perf --selftest, in-process socket peers, no broker):"
+    printf '%s' "$SELFTEST_LINES" | sed 's/^/  /'
+    echo
+    echo "raw results:"
+    cat "$RAW"
+} >"$WORK/table.txt"
+cp "$WORK/table.txt" "$OUT"
+echo
+sed -n '1,/^Run time/p' "$OUT"
+echo "saved to $OUT"
