@@ -94,7 +94,8 @@ size_t amqp_properties_encode(const amqp_basic_properties *p, uint8_t *buf, size
 /* ---- field tables and arrays -------------------------------------------- */
 
 /* One decoded field value. `type` is the wire tag, one of
- * t b B s u I i l f d D S A T F V x. Integers of every width and t/T are in
+ * t b B s u I i l L f d D S A T F V x ('L', unsigned 64-bit, is RabbitMQ's
+ * extension). Integers of every width and t/T are in
  * `i` (B/u/i zero-extended, b/s/I/l sign-extended -- 'I' is signed and 'i'
  * unsigned, as RabbitMQ and pika encode them; t is 0 or 1; T is seconds
  * since the epoch, stored as its 64 bits); S and x are in

@@ -46,7 +46,7 @@ int amqp_fail(amqp_error *err, uint16_t code, uint32_t method_id, const char *fm
 
 static bool field_type_known(uint8_t t)
 {
-    return t != 0 && strchr("tbBsuIilfdDSATFVx", t) != NULL;
+    return t != 0 && strchr("tbBsuIilLfdDSATFVx", t) != NULL;
 }
 
 static size_t integer_width(uint8_t type)
@@ -55,7 +55,7 @@ static size_t integer_width(uint8_t type)
     case 't': case 'b': case 'B': return 1;
     case 's': case 'u': return 2;
     case 'I': case 'i': return 4;
-    default: return 8; /* 'l', 'T' */
+    default: return 8; /* 'l', 'L', 'T' */
     }
 }
 
@@ -95,7 +95,8 @@ static bool field_read(const uint8_t *buf, size_t len, size_t *off, amqp_field *
     if (!wire_get_u8(buf, len, &at, &f->type))
         return false;
     switch (f->type) {
-    case 't': case 'b': case 'B': case 's': case 'u': case 'I': case 'i': case 'l': case 'T':
+    case 't': case 'b': case 'B': case 's': case 'u': case 'I': case 'i': case 'l': case 'L':
+    case 'T':
         ok = read_integer(buf, len, &at, f);
         break;
     case 'f':
@@ -259,7 +260,7 @@ bool amqp_table_get(amqp_bytes table, const char *key, amqp_field *value)
 
 static bool is_integer_type(uint8_t t)
 {
-    return t != 0 && strchr("bBsuIilT", t) != NULL;
+    return t != 0 && strchr("bBsuIilLT", t) != NULL;
 }
 
 bool amqp_field_int(const amqp_field *f, int64_t *out)
@@ -270,10 +271,10 @@ bool amqp_field_int(const amqp_field *f, int64_t *out)
     return true;
 }
 
-/* A timestamp is unsigned 64-bit; above INT64_MAX it sits in `i` negative. */
+/* T and L are unsigned 64-bit; above INT64_MAX they sit in `i` negative. */
 static bool is_huge(const amqp_field *f)
 {
-    return f->type == 'T' && f->v.i < 0;
+    return (f->type == 'T' || f->type == 'L') && f->v.i < 0;
 }
 
 static double as_double(const amqp_field *f)
@@ -498,7 +499,7 @@ void amqp_put_field(amqp_writer *w, const amqp_field *f)
     case 'b': case 'B': amqp_put_u8(w, (uint8_t)f->v.i); break;
     case 's': case 'u': amqp_put_u16(w, (uint16_t)f->v.i); break;
     case 'I': case 'i': amqp_put_u32(w, (uint32_t)f->v.i); break;
-    case 'l': case 'T': amqp_put_u64(w, (uint64_t)f->v.i); break;
+    case 'l': case 'L': case 'T': amqp_put_u64(w, (uint64_t)f->v.i); break;
     case 'f': case 'd': put_float_bits(w, f); break;
     case 'D':
         amqp_put_u8(w, f->v.decimal.scale);

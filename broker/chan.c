@@ -32,7 +32,6 @@ chan *chan_new(conn *c, uint16_t number)
         return NULL;
     ch->c = c;
     ch->number = number;
-    ch->flow_active = true;
     return ch;
 }
 
@@ -239,7 +238,7 @@ static void forget_consumer(chan *ch, consumer *cons)
 
 bool chan_can_deliver(const chan *ch, const consumer *cons)
 {
-    if (!ch->flow_active || conn_output_full(ch->c))
+    if (conn_output_full(ch->c))
         return false;
     if (cons->no_ack)
         return true;
@@ -593,14 +592,14 @@ static int tx_end(chan *ch, const amqp_method *m, amqp_error *err)
     return AMQP_OK;
 }
 
-static int channel_flow(chan *ch, const amqp_channel_flow *f)
+/* RabbitMQ 3.x refuses client-side flow control (active=false) with 540. */
+static int channel_flow(chan *ch, const amqp_channel_flow *f, amqp_error *err)
 {
-    ch->flow_active = f->active;
+    if (!f->active)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_CHANNEL_FLOW, "active=false");
     amqp_method ok = {.id = AMQP_CHANNEL_FLOW_OK};
-    ok.channel_flow_ok.active = f->active;
+    ok.channel_flow_ok.active = true;
     conn_send_method(ch->c, ch->number, &ok);
-    if (f->active)
-        chan_resume(ch);
     return AMQP_OK;
 }
 
@@ -635,9 +634,7 @@ int chan_handle(chan *ch, const amqp_method *m, amqp_error *err)
     case AMQP_TX_ROLLBACK:
         return tx_end(ch, m, err);
     case AMQP_CHANNEL_FLOW:
-        return channel_flow(ch, &m->channel_flow);
-    case AMQP_CHANNEL_FLOW_OK:
-        return AMQP_OK;
+        return channel_flow(ch, &m->channel_flow, err);
     default:
         return chan_handle_declaration(ch, m, err);
     }

@@ -31,7 +31,6 @@ enum { MODE_NONE, MODE_CONFIRM, MODE_TX };
 struct chan {
     conn *c;
     uint16_t number;
-    bool flow_active;
     uint8_t mode;
     uint8_t content;
     uint64_t delivery_tag; /* last one issued */

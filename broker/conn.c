@@ -47,6 +47,7 @@ struct conn {
     conn_state state;
     bool loopback;
     bool cancel_notify;
+    bool auth_failure_close; /* client asked for connection.close on bad login */
     bool reading_paused;
     bool output_blocked;
     bool free_scheduled;
@@ -240,6 +241,13 @@ void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
 {
     if (channel == 0 || amqp_reply_is_hard(err->code)) {
         log_msg(LOG_WARNING, "connection %s closed: %s", c->peer, err->text);
+        /* Before tune-ok RabbitMQ answers errors with a TCP close; a failed
+         * login gets connection.close only if the client asked for it. */
+        if (c->state < S_OPEN_WAIT &&
+            !(err->code == AMQP_ACCESS_REFUSED && c->auth_failure_close)) {
+            teardown(c);
+            return;
+        }
         conn_close(c, err->code, err->text, err->method_id);
         return;
     }
@@ -360,9 +368,12 @@ static bool parse_credentials(amqp_bytes mech, amqp_bytes resp, amqp_bytes *user
 static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_error *err)
 {
     amqp_field caps, f;
-    if (amqp_table_get(s->client_properties, "capabilities", &caps) && caps.type == 'F' &&
-        amqp_table_get(caps.v.bytes, "consumer_cancel_notify", &f) && f.type == 't')
-        c->cancel_notify = f.v.i != 0;
+    if (amqp_table_get(s->client_properties, "capabilities", &caps) && caps.type == 'F') {
+        c->cancel_notify = amqp_table_get(caps.v.bytes, "consumer_cancel_notify", &f) &&
+                           f.type == 't' && f.v.i;
+        c->auth_failure_close = amqp_table_get(caps.v.bytes, "authentication_failure_close",
+                                               &f) && f.type == 't' && f.v.i;
+    }
     if (!amqp_bytes_equal_cstr(s->mechanism, "PLAIN") &&
         !amqp_bytes_equal_cstr(s->mechanism, "AMQPLAIN"))
         return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
@@ -372,7 +383,7 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
     if (!parse_credentials(s->mechanism, s->response, &user, &pass) ||
         !server_authenticate(c->srv, user, pass, c->loopback)) {
         log_msg(LOG_WARNING, "connection %s: login refused", c->peer);
-        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, 0,
                          "Login was refused using authentication mechanism %.*s. For details "
                          "see the broker logfile.",
                          (int)s->mechanism.len, (const char *)s->mechanism.ptr);
@@ -388,30 +399,30 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
     return AMQP_OK;
 }
 
-/* The client may lower each limit; 0 means "no limit" on its side. */
-static uint32_t negotiate(uint32_t server_value, uint32_t client_value)
+/* RabbitMQ's rule for each tune-ok value: at least `min` unless 0, and not
+ * above the server's value -- 0 meaning "no limit" is above it too. */
+static int check_tuned(const char *field, uint32_t min, uint32_t server_value,
+                       uint32_t client_value, amqp_error *err)
 {
-    if (client_value == 0)
-        return server_value;
-    if (server_value == 0)
-        return client_value;
-    return client_value < server_value ? client_value : server_value;
+    if (client_value != 0 && client_value < min)
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                         "negotiated %s = %u is lower than the minimum allowed value (%u)", field,
+                         client_value, min);
+    if (server_value != 0 && (client_value == 0 || client_value > server_value))
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                         "negotiated %s = %u is higher than the maximum allowed value (%u)", field,
+                         client_value, server_value);
+    return AMQP_OK;
 }
 
 static int handle_tune_ok(conn *c, const amqp_connection_tune_ok *t, amqp_error *err)
 {
     const config *cfg = server_config(c->srv);
-    if (t->frame_max && t->frame_max < AMQP_FRAME_MIN_SIZE)
-        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                         "frame_max=%u < %u min size", t->frame_max, AMQP_FRAME_MIN_SIZE);
-    if (t->frame_max > cfg->frame_max)
-        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                         "frame_max=%u > %u max size", t->frame_max, cfg->frame_max);
-    if (t->channel_max > cfg->channel_max)
-        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                         "channel_max=%u > %u max", t->channel_max, cfg->channel_max);
-    c->frame_max = negotiate(cfg->frame_max, t->frame_max);
-    c->channel_max = (uint16_t)negotiate(cfg->channel_max, t->channel_max);
+    if (check_tuned("frame_max", AMQP_FRAME_MIN_SIZE, cfg->frame_max, t->frame_max, err) ||
+        check_tuned("channel_max", 1, cfg->channel_max, t->channel_max, err))
+        return AMQP_ERROR;
+    c->frame_max = t->frame_max;
+    c->channel_max = t->channel_max;
     c->heartbeat = t->heartbeat;
     c->state = S_OPEN_WAIT;
     return AMQP_OK;
@@ -463,8 +474,10 @@ static int handle_connection_method(conn *c, const amqp_method *m, amqp_error *e
         return AMQP_OK;
     }
     default:
-        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unexpected method %s on channel 0",
-                         amqp_method_name(m->id) ? amqp_method_name(m->id) : "?");
+        if ((m->id >> 16) != AMQP_CLASS_CONNECTION)
+            return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id,
+                             "unexpected method in connection state running");
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
     }
 }
 
@@ -489,7 +502,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
             return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "expected 'channel.open'");
         /* RabbitMQ limits how many channels are open, not their numbers. */
         if (c->nopen >= c->channel_max)
-            return amqp_fail(err, AMQP_NOT_ALLOWED, m->id,
+            return amqp_fail(err, AMQP_NOT_ALLOWED, 0,
                              "number of channels opened (%u) has reached the negotiated "
                              "channel_max (%u)",
                              c->nopen, c->channel_max);

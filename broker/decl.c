@@ -166,8 +166,12 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
     char generated[64];
     amqp_bytes name = d->queue;
     if (d->passive) {
-        queue *q = find_queue(ch, &name, AMQP_QUEUE_DECLARE, err);
+        /* no "" shortcut here: RabbitMQ looks for a queue named '' */
+        queue *q = vhost_queue_find(v, name);
         if (!q)
+            return amqp_fail(err, AMQP_NOT_FOUND, AMQP_QUEUE_DECLARE,
+                             "no queue '%.*s' in vhost '%s'", PRINTABLE(name), vname(ch));
+        if (check_exclusive(ch, q, AMQP_QUEUE_DECLARE, err) != AMQP_OK)
             return AMQP_ERROR;
         declare_ok(ch, q, d->nowait);
         return AMQP_OK;
@@ -203,7 +207,9 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
 }
 
 /* queue.bind and queue.unbind; "" for both queue and key means the last
- * declared queue's name for both. */
+ * declared queue's name for both. RabbitMQ's order of checks: the default
+ * exchange (403), the source exchange (404), then the queue (404) -- but
+ * unbinding anything missing succeeds. */
 static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
 {
     bool bind = m->id == AMQP_QUEUE_BIND;
@@ -211,18 +217,31 @@ static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
     amqp_bytes key = bind ? m->queue_bind.routing_key : m->queue_unbind.routing_key;
     amqp_bytes exchange = bind ? m->queue_bind.exchange : m->queue_unbind.exchange;
     amqp_bytes args = bind ? m->queue_bind.arguments : m->queue_unbind.arguments;
+    route_table *routes = vhost_routes(conn_vhost(ch->c));
     bool shortcut_key = qname.len == 0 && key.len == 0;
-    queue *q = find_queue(ch, &qname, m->id, err);
-    if (!q)
+    if (expand_queue_name(ch, &qname, m->id, err) != AMQP_OK)
         return AMQP_ERROR;
     if (shortcut_key)
         key = qname;
-    route_table *routes = vhost_routes(conn_vhost(ch->c));
-    route_dest d = {.queue = q};
-    int r = bind ? route_bind(routes, exchange, d, key, args, m->id, err)
-                 : route_unbind(routes, exchange, d, key, args, m->id, err);
-    if (r != AMQP_OK)
+    if (exchange.len == 0)
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, m->id,
+                         "operation not permitted on the default exchange");
+    queue *q = vhost_queue_find(conn_vhost(ch->c), qname);
+    if (bind && !route_exchange_lookup(routes, exchange, m->id, err))
         return AMQP_ERROR;
+    if (!q) {
+        if (bind)
+            return amqp_fail(err, AMQP_NOT_FOUND, m->id, "no queue '%.*s' in vhost '%s'",
+                             PRINTABLE(qname), vname(ch));
+    } else {
+        if (check_exclusive(ch, q, m->id, err) != AMQP_OK)
+            return AMQP_ERROR;
+        route_dest d = {.queue = q};
+        int r = bind ? route_bind(routes, exchange, d, key, args, m->id, err)
+                     : route_unbind(routes, exchange, d, key, args, m->id, err);
+        if (r != AMQP_OK)
+            return AMQP_ERROR;
+    }
     if (!bind || !m->queue_bind.nowait)
         reply(ch, bind ? AMQP_QUEUE_BIND_OK : AMQP_QUEUE_UNBIND_OK);
     return AMQP_OK;
@@ -258,7 +277,7 @@ static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error 
                              "queue '%.*s' in vhost '%s' in use", PRINTABLE(name), vname(ch));
         if (d->if_empty && queue_ready_count(q))
             return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DELETE,
-                             "queue '%.*s' in vhost '%s' is not empty", PRINTABLE(name),
+                             "queue '%.*s' in vhost '%s' not empty", PRINTABLE(name),
                              vname(ch));
         n = queue_ready_count(q);
         queue_delete(q);
@@ -376,7 +395,6 @@ int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err)
         return AMQP_OK;
     }
     default:
-        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unexpected method %s",
-                         amqp_method_name(m->id) ? amqp_method_name(m->id) : "?");
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
     }
 }

@@ -13,7 +13,7 @@
  * broker is shutting down, and durable exchanges must stay in the store.
  *
  * Error texts follow RabbitMQ 3.10 (checked against a live 3.10.8):
- * an unknown type is 503 "invalid exchange type 'foo'" (a connection
+ * an unknown type is 503 "unknown exchange type 'bogus'" (a connection
  * error, checked before anything else and ignored by passive declares),
  * "" is 403 for declare (passive too) and delete, deleting any "amq."
  * name is 403 even when it does not exist, deleting a missing exchange
@@ -361,7 +361,7 @@ int route_exchange_declare(route_table *t, const route_exchange_spec *spec, rout
 
     if (!spec->passive && (ops = type_ops(spec->type)) == NULL)
         return amqp_fail(err, AMQP_COMMAND_INVALID, AMQP_EXCHANGE_DECLARE,
-                         "invalid exchange type '%.*s'", (int)spec->type.len,
+                         "unknown exchange type '%.*s'", (int)spec->type.len,
                          (const char *)spec->type.ptr);
     if (spec->name.len == 0)
         return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_EXCHANGE_DECLARE, DEFAULT_EXCHANGE_TEXT);

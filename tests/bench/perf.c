@@ -293,10 +293,38 @@ static void topic_key(unsigned i, char *out, size_t n)
     snprintf(out, n, form[i % 4], i);
 }
 
-/* Sends n_bind queue.binds on a fresh raw connection, at most window
- * unanswered. Binding i: queue i % n_queues, topic_pattern(i) (fanout and
- * direct callers pass their own key through key_of). Returns seconds taken,
- * or -1 on error. */
+/* Reads what the broker answered to pipelined binds and counts bind-oks in
+ * *acked. Returns 0 (also when nothing arrived yet) or -1 on a close/error. */
+static int bind_replies(const perf_conn *c, uint8_t *in, size_t cap, size_t *have,
+                        unsigned *acked)
+{
+    ssize_t n = recv(c->fd, in + *have, cap - *have, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (n <= 0)
+        return -1;
+    *have += (size_t)n;
+    size_t off = 0;
+    wire_frame f;
+    while (wire_next_frame(in, *have, &off, c->frame_max, &f) == WIRE_OK) {
+        uint32_t id = wire_method_id(&f);
+        char why[300];
+        if (id == WIRE_QUEUE_BIND_OK) {
+            (*acked)++;
+        } else if (id == WIRE_CHANNEL_CLOSE || id == WIRE_CONNECTION_CLOSE) {
+            wire_describe_close(&f, why, sizeof why);
+            fprintf(stderr, "warren-perf: queue.bind: %s\n", why);
+            return -1;
+        }
+    }
+    memmove(in, in + off, *have - off);
+    *have -= off;
+    return 0;
+}
+
+/* Sends n_bind queue.binds of topic patterns on a fresh raw connection, at
+ * most window unanswered; binding i goes to queue i % n_queues with
+ * topic_pattern(i). Returns the seconds taken, or -1 on error. */
 static double bind_pipelined(const topology *t, unsigned n_bind, unsigned window)
 {
     perf_conn c;
@@ -317,29 +345,8 @@ static double bind_pipelined(const topology *t, unsigned n_bind, unsigned window
             len += wire_encode_queue_bind(out + len, 600, 1, t->queue[sent % t->n_queues],
                                           t->exchange, pattern);
         }
-        if (len && worker_write_all(c.fd, out, len, deadline) != 0)
-            err = 1;
-        ssize_t n = err ? -1 : recv(c.fd, in + have, sizeof in - have, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-            err = 1;
-        if (n <= 0)
-            continue;
-        have += (size_t)n;
-        size_t off = 0;
-        wire_frame f;
-        while (!err && wire_next_frame(in, have, &off, c.frame_max, &f) == WIRE_OK) {
-            uint32_t id = wire_method_id(&f);
-            char why[300];
-            if (id == WIRE_QUEUE_BIND_OK) {
-                acked++;
-            } else if (id == WIRE_CHANNEL_CLOSE || id == WIRE_CONNECTION_CLOSE) {
-                wire_describe_close(&f, why, sizeof why);
-                fprintf(stderr, "warren-perf: queue.bind: %s\n", why);
-                err = 1;
-            }
-        }
-        memmove(in, in + off, have - off);
-        have -= off;
+        err = (len && worker_write_all(c.fd, out, len, deadline) != 0) ||
+              bind_replies(&c, in, sizeof in, &have, &acked) != 0;
     }
     double secs = (double)(stats_now_ns() - t0) / 1e9;
     free(out);
@@ -994,8 +1001,8 @@ static void usage(FILE *out)
         "  --producers N           producer connections, one thread each (1)\n"
         "  --consumers N           consumer connections, one thread each (1)\n"
         "  --queues N              queues, declared per run, auto-delete, deleted at end (1)\n"
-        "                          consumer i reads queue i %% N; direct: producer i\n"
-        "                          publishes to queue i %% N\n"
+        "                          consumer i reads queue i % N; direct: producer i\n"
+        "                          publishes to queue i % N\n"
         "  --size BYTES            body size; >= 8 carries the send timestamp (16)\n"
         "  --exchange-type T       direct | fanout | topic (direct)\n"
         "  --bindings N            topic: N bindings using * and # patterns, each\n"

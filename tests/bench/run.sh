@@ -165,7 +165,6 @@ run_one() {
     local line
     line=$(grep '^RESULT' "$out" | tail -n 1)
     [ -z "$line" ] && line="RESULT errors=1 error=no-result"
-    if grep -q 'WARNING: tool-limited' "$out"; then line="$line tool_limited=1"; fi
     echo "round=$round scenario=$id broker=$broker $line" >>"$RAW"
     if ! echo "$line" | grep -q 'errors=0'; then
         echo "    $broker: FAILED" >&2

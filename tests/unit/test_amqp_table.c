@@ -383,7 +383,7 @@ static void test_malformed_cases(void **state)
         {"key without value", {1, 'k'}, 2, "SYNTAX_ERROR - no value for table key 'k'"},
         {"unknown type Z", {1, 'k', 'Z', 0}, 4,
          "SYNTAX_ERROR - unknown field type 'Z' (0x5a) in table key 'k'"},
-        {"type L is not RabbitMQ's", {1, 'k', 'L', 0, 0, 0, 0, 0, 0, 0, 1}, 11, NULL},
+        {"short L (RabbitMQ's unsigned 64-bit)", {1, 'k', 'L', 0, 0, 0, 0, 0, 0, 0}, 10, NULL},
         {"type U is not RabbitMQ's", {1, 'k', 'U', 0, 1}, 5, NULL},
         {"type 0", {1, 'k', 0}, 3, NULL},
         {"short b", {1, 'k', 'b'}, 3, "SYNTAX_ERROR - truncated 'b' value in table key 'k'"},

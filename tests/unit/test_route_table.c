@@ -124,13 +124,13 @@ static void test_declare_refusals(void **state)
 
     /* The type is checked first, even for "" (RMQ); a connection error. */
     expect_declare_error(f, &s, AMQP_COMMAND_INVALID,
-                         "COMMAND_INVALID - invalid exchange type 'foo'");
+                         "COMMAND_INVALID - unknown exchange type 'foo'");
     assert_true(amqp_reply_is_hard(AMQP_COMMAND_INVALID));
     s = spec_of("", "foo");
     expect_declare_error(f, &s, AMQP_COMMAND_INVALID,
-                         "COMMAND_INVALID - invalid exchange type 'foo'");
+                         "COMMAND_INVALID - unknown exchange type 'foo'");
     s = spec_of("x", "");
-    expect_declare_error(f, &s, AMQP_COMMAND_INVALID, "COMMAND_INVALID - invalid exchange type ''");
+    expect_declare_error(f, &s, AMQP_COMMAND_INVALID, "COMMAND_INVALID - unknown exchange type ''");
     s = spec_of("", "direct");
     expect_declare_error(f, &s, AMQP_ACCESS_REFUSED,
                          "ACCESS_REFUSED - operation not permitted on the default exchange");

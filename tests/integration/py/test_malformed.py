@@ -1,0 +1,360 @@
+"""Malformed input, as exact bytes on a raw socket. Each expectation is what
+RabbitMQ 3.10.8 really answers (reply code, and text where it is stable);
+after every case a fresh client must still connect and work."""
+import socket
+import struct
+import time
+import unittest
+
+import pika
+import pika.frame
+import pika.spec as S
+
+import harness as h
+
+PUBLISH = pika.frame.Method(1, S.Basic.Publish(exchange="", routing_key="itest-nowhere")).marshal()
+
+
+def header(channel, size, class_id=60, weight=0, props=b"\x00\x00"):
+    return h.raw_frame(h.FRAME_HEADER, channel, struct.pack(">HHQ", class_id, weight, size) + props)
+
+
+def body(channel, data):
+    return pika.frame.Body(channel, data).marshal()
+
+
+class MalformedTest(unittest.TestCase):
+    # Frame errors: RabbitMQ sends connection.close, then ignores all input
+    # (even close-ok) and closes the socket about 3 s later.
+    CLOSE_WAIT = 10
+
+    def setUp(self):
+        self.r = h.RawClient()
+        self.addCleanup(self.r.close)
+
+    def tearDown(self):
+        # The broker keeps serving other clients after every malformed input.
+        c = h.connect()
+        try:
+            ch = c.channel()
+            q = ch.queue_declare("", exclusive=True).method.queue
+            ch.basic_publish("", q, b"alive")
+            self.assertEqual(ch.basic_get(q, auto_ack=True)[2], b"alive")
+        finally:
+            c.close()
+
+    def open(self, **kw):
+        self.r.handshake(**kw)
+        self.r.open_channel(1)
+
+    def expect_close(self, code, ids=None, text=None, text_start=None):
+        close = self.r.expect_connection_close(code, timeout=self.CLOSE_WAIT)
+        if ids is not None:
+            self.assertEqual((close.class_id, close.method_id), ids)
+        if text is not None:
+            self.assertEqual(close.reply_text, text)
+        if text_start is not None:
+            self.assertTrue(close.reply_text.startswith(text_start), close.reply_text)
+        return close
+
+    def expect_silent_close(self):
+        """RabbitMQ closes the socket without any connection.close."""
+        with self.assertRaises(h.Closed):
+            f = self.r.recv_method(timeout=self.CLOSE_WAIT)
+            self.fail("expected a bare TCP close, got %r" % (f,))
+
+
+class Framing(MalformedTest):
+    def test_unknown_frame_type(self):
+        self.open()
+        self.r.send(b"\x63\x00\x00\x00\x00\x00\x00\xce")
+        self.expect_close(h.FRAME_ERROR, (0, 0), "FRAME_ERROR - type 99, all octets = <<>>: unknown_frame")
+
+    def test_bad_frame_end_octet(self):
+        self.open()
+        self.r.send(h.raw_frame(h.FRAME_METHOD, 1, h.method_payload(S.Basic.Qos(prefetch_count=1)), end=0x00))
+        close = self.expect_close(h.FRAME_ERROR, (0, 0), text_start="FRAME_ERROR - type 1, all octets = ")
+        self.assertIn("invalid_frame_end_marker", close.reply_text)
+
+    def test_frame_end_off_by_one(self):
+        self.open()
+        self.r.send(h.raw_frame(h.FRAME_METHOD, 1, h.method_payload(S.Basic.Qos(prefetch_count=1)), end=0xCF))
+        self.expect_close(h.FRAME_ERROR, (0, 0))
+
+    def test_frame_larger_than_negotiated_frame_max(self):
+        self.open(frame_max=4096)
+        self.r.send(h.raw_frame(h.FRAME_METHOD, 1, b"\0" * 5000))
+        self.expect_close(h.FRAME_ERROR, (0, 0),
+                          "FRAME_ERROR - type 1, all octets = <<>>: {frame_too_large,5000,4088}")
+
+    def test_oversize_rejected_from_header_alone(self):
+        # Only the 7-byte header of a 1 MB frame: refused before the payload.
+        self.open()
+        self.r.send(struct.pack(">BHL", h.FRAME_METHOD, 0, 1000000))
+        self.expect_close(h.FRAME_ERROR, (0, 0),
+                          "FRAME_ERROR - type 1, all octets = <<>>: {frame_too_large,1000000,131064}")
+
+    def test_body_frame_of_exactly_frame_max_accepted(self):
+        self.open(frame_max=4096)
+        data = b"a" * 4088  # 4088 + 8 octets of framing = 4096
+        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + body(1, data))
+        self.r.rpc(1, S.Basic.Qos(prefetch_count=1), S.Basic.QosOk)
+        self.r.close_cleanly()
+
+    def test_payload_of_frame_max_accepted(self):
+        # RabbitMQ's leniency: it compares the payload (not the whole frame)
+        # with frame_max, so payloads up to frame_max octets pass.
+        self.open(frame_max=4096)
+        data = b"a" * 4096
+        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + body(1, data))
+        self.r.rpc(1, S.Basic.Qos(prefetch_count=1), S.Basic.QosOk)
+        self.r.close_cleanly()
+
+    def test_payload_over_frame_max_501(self):
+        self.open(frame_max=4096)
+        data = b"a" * 4097
+        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + body(1, data))
+        self.expect_close(h.FRAME_ERROR, (0, 0),
+                          "FRAME_ERROR - type 3, all octets = <<>>: {frame_too_large,4097,4088}")
+
+    def test_empty_method_frame(self):
+        self.open()
+        self.r.send_frame(h.FRAME_METHOD, 1, b"")
+        self.expect_close(h.FRAME_ERROR, (0, 0), "FRAME_ERROR - type 1, all octets = <<>>: unknown_frame")
+
+    def test_method_frame_with_only_class_id(self):
+        self.open()
+        self.r.send_frame(h.FRAME_METHOD, 1, b"\x00\x3c")
+        self.expect_close(h.FRAME_ERROR, (0, 0), "FRAME_ERROR - type 1, all octets = <<0,60>>: unknown_frame")
+
+    def test_heartbeat_with_payload(self):
+        self.open()
+        self.r.send_frame(h.FRAME_HEARTBEAT, 0, b"xx")
+        self.expect_close(h.FRAME_ERROR, (0, 0), 'FRAME_ERROR - type 8, all octets = <<"xx">>: unknown_frame')
+
+    def test_heartbeat_on_channel_one(self):
+        self.open()
+        self.r.send_frame(h.FRAME_HEARTBEAT, 1, b"")
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), "UNEXPECTED_FRAME - type 8, all octets = <<>>")
+
+    def test_frame_split_byte_by_byte_is_fine(self):
+        self.open()
+        data = pika.frame.Method(1, S.Basic.Qos(prefetch_count=3)).marshal()
+        for i in range(len(data)):
+            self.r.send(data[i:i + 1])
+            time.sleep(0.005)
+        self.r.expect(S.Basic.QosOk, 1)
+        self.r.close_cleanly()
+
+    def test_frame_instead_of_protocol_header(self):
+        self.r.send(h.raw_frame(h.FRAME_HEARTBEAT, 0, b""))
+        self.assertEqual(self.r.recv_bytes(timeout=5), b"AMQP\x00\x00\x09\x01")
+        self.assertTrue(self.r.wait_closed(5))
+
+
+class Content(MalformedTest):
+    NON_METHOD = "UNEXPECTED_FRAME - expected method frame, got non method frame instead"
+
+    def test_header_without_method(self):
+        self.open()
+        self.r.send(header(1, 5))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
+
+    def test_body_without_header(self):
+        self.open()
+        self.r.send(body(1, b"hello"))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
+
+    def test_header_on_channel_zero(self):
+        self.open()
+        self.r.send(header(0, 3))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), text_start="UNEXPECTED_FRAME - type 2, all octets = ")
+
+    def test_body_on_channel_zero(self):
+        self.open()
+        self.r.send(body(0, b"abc"))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), 'UNEXPECTED_FRAME - type 3, all octets = <<"abc">>')
+
+    def test_header_on_unopened_channel(self):
+        self.open()
+        self.r.send(header(2, 1))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
+
+    def test_header_after_non_content_method(self):
+        self.open()
+        self.r.send(pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal() + header(1, 1))
+        self.r.expect(S.Basic.QosOk, 1)
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
+
+    def test_header_for_wrong_class(self):
+        self.open()
+        self.r.send(PUBLISH + header(1, 3, class_id=50))
+        self.expect_close(h.UNEXPECTED_FRAME, (60, 40), "UNEXPECTED_FRAME - expected content header for class "
+                                                        "60, got one for class 50 instead")
+
+    def test_header_with_nonzero_weight(self):
+        self.open()
+        self.r.send(PUBLISH + header(1, 0, weight=7))
+        self.expect_close(h.UNEXPECTED_FRAME, (60, 40), "UNEXPECTED_FRAME - expected content header for class "
+                                                        "60, got non content header frame instead")
+
+    def test_method_instead_of_header(self):
+        self.open()
+        self.r.send(PUBLISH + pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
+        self.expect_close(h.UNEXPECTED_FRAME, (60, 40), "UNEXPECTED_FRAME - expected content header for class "
+                                                        "60, got non content header frame instead")
+
+    def test_method_instead_of_body(self):
+        self.open()
+        self.r.send(PUBLISH + header(1, 10) + pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
+        self.expect_close(h.UNEXPECTED_FRAME, (60, 40),
+                          "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
+
+    def test_body_longer_than_declared_in_one_frame(self):
+        self.open()
+        self.r.send(PUBLISH + header(1, 3) + body(1, b"abcd"))
+        self.expect_close(h.UNEXPECTED_FRAME, (60, 40),
+                          "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
+
+    def test_extra_body_frame_after_complete_content(self):
+        self.open()
+        self.r.send(PUBLISH + header(1, 3) + body(1, b"abc") + body(1, b"extra"))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
+
+    def test_empty_body_frame_after_empty_content(self):
+        # body-size 0 means no body frame at all; an empty one is unexpected.
+        self.open()
+        self.r.send(PUBLISH + header(1, 0) + body(1, b""))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
+
+    def test_body_on_other_channel(self):
+        self.open()
+        self.r.open_channel(2)
+        self.r.send(PUBLISH + body(2, b"abc"))
+        self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
+
+    def test_interleaved_content_on_two_channels_is_legal(self):
+        self.open()
+        self.r.open_channel(2)
+        q = self.r.rpc(1, S.Queue.Declare(queue="", exclusive=True), S.Queue.DeclareOk).queue
+        pub = lambda ch: pika.frame.Method(ch, S.Basic.Publish(exchange="", routing_key=q)).marshal()  # noqa: E731
+        self.r.send(pub(1) + pub(2) + header(1, 2) + header(2, 2) + body(2, b"22") + body(1, b"11"))
+        self.r.rpc(1, S.Basic.Qos(prefetch_count=0), S.Basic.QosOk)
+        self.r.rpc(2, S.Basic.Qos(prefetch_count=0), S.Basic.QosOk)
+        self.assertEqual(self.r.rpc(1, S.Queue.Declare(queue=q, passive=True), S.Queue.DeclareOk).message_count, 2)
+        self.r.close_cleanly()
+
+    def test_property_flags_continuation_541(self):
+        # The continuation bit in the property flags (not used by 0-9-1's
+        # 14 basic properties) makes RabbitMQ fail decoding: 541.
+        self.open()
+        self.r.send(PUBLISH + header(1, 0, props=b"\x00\x01\x00\x00"))
+        self.expect_close(h.INTERNAL_ERROR, (0, 0), "INTERNAL_ERROR")
+
+    def test_truncated_properties_541(self):
+        self.open()
+        self.r.send(PUBLISH + header(1, 0, props=b"\x80\x00\x05"))  # content-type of 5 octets, none there
+        self.expect_close(h.INTERNAL_ERROR, (0, 0), "INTERNAL_ERROR")
+
+    def test_properties_with_trailing_bytes_541(self):
+        self.open()
+        self.r.send(PUBLISH + header(1, 0, props=b"\x80\x00\x01ajunk"))
+        self.expect_close(h.INTERNAL_ERROR, (0, 0), "INTERNAL_ERROR")
+
+    def test_huge_declared_body_does_not_hurt_broker(self):
+        # A header announcing a 1 TiB body: RabbitMQ just waits for the body
+        # (no error); the broker must not try to allocate it. tearDown then
+        # checks that other clients are served.
+        self.open()
+        self.r.send(PUBLISH + header(1, 1 << 40))
+        with self.assertRaises(socket.timeout):
+            self.r.recv_method(timeout=1)
+
+
+class Arguments(MalformedTest):
+    def send_declare_payload(self, payload):
+        self.open()
+        self.r.send_frame(h.FRAME_METHOD, 1, payload)
+
+    def test_truncated_shortstr(self):
+        # queue.declare whose queue name claims 80 octets but has 3.
+        self.send_declare_payload(struct.pack(">HH", 50, 10) + b"\x00\x00\x50abc")
+        self.expect_close(h.FRAME_ERROR, (50, 10), "FRAME_ERROR - cannot decode <<0,0,80,97,98,99>>")
+
+    def test_truncated_table(self):
+        payload = h.method_payload(S.Queue.Declare(queue="a"))[:-4]  # drop the table length
+        self.send_declare_payload(payload)
+        self.expect_close(h.FRAME_ERROR, (50, 10), "FRAME_ERROR - cannot decode <<0,0,1,97,0>>")
+
+    def test_table_length_past_end(self):
+        payload = h.method_payload(S.Queue.Declare(queue="a"))[:-4] + struct.pack(">I", 1000) + b"\x01aSx"
+        self.send_declare_payload(payload)
+        self.expect_close(h.FRAME_ERROR, (50, 10), text_start="FRAME_ERROR - cannot decode ")
+
+    def test_trailing_bytes_after_arguments(self):
+        self.send_declare_payload(h.method_payload(S.Queue.Declare(queue="a")) + b"junkjunk")
+        self.expect_close(h.FRAME_ERROR, (50, 10), text_start="FRAME_ERROR - cannot decode ")
+
+    def test_longstr_length_past_end_in_start_ok(self):
+        # A truncated connection.start-ok is a handshake error: bare close.
+        self.r.send(h.PROTOCOL_HEADER)
+        self.r.expect(S.Connection.Start, 0)
+        self.r.send_frame(h.FRAME_METHOD, 0, b"\x00\x0a\x00\x0b\x00")
+        self.expect_silent_close()
+
+    def test_unknown_field_type_in_table(self):
+        # RabbitMQ's decoder crashes the connection: bare TCP close.
+        payload = (h.method_payload(S.Queue.Declare(queue=h.unique("q"), exclusive=True))[:-4]
+                   + struct.pack(">I", 3) + b"\x01aZ")
+        self.send_declare_payload(payload)
+        self.expect_silent_close()
+
+
+class Methods(MalformedTest):
+    def test_unknown_method_id(self):
+        # RabbitMQ 3.10 answers an unknown class/method with a bare TCP close
+        # (no connection.close; its reader exits with unknown_method_id).
+        self.open()
+        self.r.send_frame(h.FRAME_METHOD, 1, struct.pack(">HH", 60, 999))
+        self.expect_silent_close()
+
+    def test_unknown_class_id(self):
+        self.open()
+        self.r.send_frame(h.FRAME_METHOD, 1, struct.pack(">HH", 999, 10))
+        self.expect_silent_close()
+
+    def test_unknown_class_on_channel_zero(self):
+        self.open()
+        self.r.send_frame(h.FRAME_METHOD, 0, struct.pack(">HH", 999, 10))
+        self.expect_silent_close()
+
+    def test_channel_method_on_channel_zero(self):
+        self.open()
+        self.r.send_method(0, S.Queue.Declare(queue="x"))
+        self.expect_close(h.CHANNEL_ERROR, (50, 10), "CHANNEL_ERROR - unexpected method in connection state running")
+
+    def test_connection_open_twice(self):
+        self.open()
+        self.r.send_method(0, S.Connection.Open(virtual_host="/"))
+        self.expect_close(h.CHANNEL_ERROR, (10, 40), "CHANNEL_ERROR - unexpected method in connection state running")
+
+    def test_tune_ok_after_open(self):
+        self.open()
+        self.r.send_method(0, S.Connection.TuneOk(channel_max=10, frame_max=4096, heartbeat=0))
+        self.expect_close(h.CHANNEL_ERROR, (10, 31))
+
+    def test_connection_close_ok_on_channel_one(self):
+        self.open()
+        self.r.send_method(1, S.Connection.CloseOk())
+        self.expect_close(h.COMMAND_INVALID, (10, 51), "COMMAND_INVALID - unimplemented method")
+
+    def test_heartbeat_before_start_ok_is_ignored(self):
+        self.r.send(h.PROTOCOL_HEADER)
+        self.r.expect(S.Connection.Start, 0)
+        self.r.send(h.raw_frame(h.FRAME_HEARTBEAT, 0, b""))
+        with self.assertRaises(socket.timeout):
+            self.r.recv_method(timeout=1)
+
+
+if __name__ == "__main__":
+    unittest.main()
