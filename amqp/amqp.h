@@ -141,6 +141,14 @@ bool amqp_field_int(const amqp_field *f, int64_t *out);
 /* Type-and-value equality, as RabbitMQ's headers exchange compares. */
 bool amqp_field_equal(const amqp_field *a, const amqp_field *b);
 
+/* Field values as RabbitMQ's error texts print them (Erlang terms):
+ * the type name ("longstr", "signedint", ...), ~p of the value and ~s of it
+ * (binaries bare). Each writes at most cap bytes, NUL-terminated, and
+ * returns buf. For error paths only. */
+const char *amqp_erl_type_name(uint8_t tag);
+char *amqp_erl_term(const amqp_field *f, char *buf, size_t cap);
+char *amqp_erl_value(const amqp_field *f, char *buf, size_t cap);
+
 /* Byte-wise helpers. */
 bool amqp_bytes_equal(amqp_bytes a, amqp_bytes b);
 bool amqp_bytes_equal_cstr(amqp_bytes a, const char *s);

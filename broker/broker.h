@@ -92,8 +92,22 @@ const uint8_t *msg_body(const msg *m);
 uint64_t msg_body_size(const msg *m);
 /* Bytes of RAM the message holds (for statistics and limits). */
 size_t msg_memory(const msg *m);
+/* Copies a message with new exchange, routing key and properties (used to
+ * dead-letter); NULL on OOM. */
+msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
+                   amqp_bytes properties);
 
 /* ---- objects ------------------------------------------------------------ */
+
+/* One message in a queue, or delivered from it: the shared message, how
+ * often it was delivered before, and when it expires (0 = never; ms on the
+ * server's monotonic clock). Requeueing keeps the expiry, as RabbitMQ does. */
+typedef struct queue_item {
+    msg *m;
+    uint32_t delivery_count;
+    uint64_t expires_at;
+} queue_item;
+
 
 typedef struct server server;
 typedef struct vhost vhost;
@@ -130,10 +144,17 @@ void server_touch_clock(server *s);
 vhost *vhost_new(server *s, const char *name);
 void vhost_free(vhost *v);
 const char *vhost_name(const vhost *v);
+server *vhost_server(vhost *v);
 route_table *vhost_routes(vhost *v);
 queue *vhost_queue_find(vhost *v, amqp_bytes name);
 void vhost_queue_add(vhost *v, queue *q);
 void vhost_queue_remove(vhost *v, queue *q);
+/* Routes a message published to `ex` and copies the queues it goes to into
+ * `buf` (cap entries) or, when more, a malloc'd array; *out is whichever,
+ * to be freed by the caller when it is not `buf`. A copy, because
+ * enqueueing may route again (dead-lettering) and reuse the table's array. */
+size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
+                   queue **buf, size_t cap, queue ***out);
 /* Deletes the exclusive queues owned by `c`, whose connection is closing. */
 void vhost_drop_exclusive(vhost *v, conn *c);
 
@@ -188,8 +209,7 @@ void chan_flush_confirms(chan *ch);
 /* Whether this channel can take one more delivery for `cons`. */
 bool chan_can_deliver(const chan *ch, const consumer *cons);
 /* Delivers one message from `q` to consumer `cons` on this channel. */
-void chan_deliver(chan *ch, consumer *cons, queue *q, msg *m, bool redelivered,
-                  uint32_t delivery_count);
+void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it);
 /* The queue `cons` consumes from was deleted: tell the client and forget it. */
 void chan_consumer_cancelled(chan *ch, consumer *cons);
 /* Lets the queues this channel consumes from deliver again (capacity or
@@ -197,6 +217,23 @@ void chan_consumer_cancelled(chan *ch, consumer *cons);
 void chan_resume(chan *ch);
 
 /* ---- queues ------------------------------------------------------------- */
+
+
+/* Parsed queue arguments (x-...). Slices point into the table parsed. */
+enum { QUEUE_DROP_HEAD, QUEUE_REJECT_PUBLISH, QUEUE_REJECT_PUBLISH_DLX };
+typedef struct queue_args {
+    int64_t message_ttl, expires, max_length, max_length_bytes; /* -1 = none */
+    uint8_t overflow;
+    bool has_dlx, has_dlrk;
+    amqp_bytes dlx, dlrk;
+} queue_args;
+
+/* Validates declare arguments (406 with RabbitMQ's texts) and parses them. */
+int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost, queue_args *out,
+                     amqp_error *err);
+/* 406 unless the arguments RabbitMQ compares on redeclare are the same. */
+int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qname,
+                          const char *vhost, amqp_error *err);
 
 typedef struct queue_spec {
     amqp_bytes name;
@@ -219,13 +256,21 @@ uint32_t queue_ready_count(const queue *q);
 uint32_t queue_consumer_count(const queue *q);
 bool queue_has_exclusive_consumer(const queue *q);
 
-/* Appends a message (takes a new reference). Delivers at once if a
- * consumer can take it. */
-void queue_publish(queue *q, msg *m);
-/* Puts a delivered message back near the head, marked redelivered. */
-void queue_requeue(queue *q, msg *m, uint32_t delivery_count);
-/* Takes the head for basic.get; NULL when empty. Caller owns the ref. */
-msg *queue_get(queue *q, bool *redelivered, uint32_t *delivery_count);
+/* Appends a message (takes a new reference) with the message's own
+ * expiration (ms, -1 = none). Delivers at once if a consumer can take it.
+ * Returns false when the queue refuses it (x-overflow reject-publish). */
+bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
+/* Puts a delivered message back at the head (takes a new reference). */
+void queue_requeue(queue *q, queue_item it);
+/* Takes the head for basic.get; false when empty. Caller owns it.m's ref. */
+bool queue_get(queue *q, queue_item *it);
+/* Dead-letters `it` (reason "rejected", "expired", "maxlen") to the queue's
+ * x-dead-letter-exchange, or drops it; takes over it.m's reference. */
+void queue_dead_letter(queue *q, queue_item it, const char *reason);
+/* Restarts the x-expires idle timer (declare, basic.get). */
+void queue_touch(queue *q);
+const queue_args *queue_get_args(const queue *q);
+vhost *queue_vhost(queue *q);
 uint32_t queue_purge(queue *q);
 /* Tries to deliver ready messages to consumers with capacity. */
 void queue_dispatch(queue *q);

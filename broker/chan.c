@@ -85,7 +85,7 @@ static void ua_compact(chan *ch)
     uint32_t live = 0;
     for (uint32_t i = 0; i < ch->ua_count; i++) {
         unacked *e = ua_at(ch, i);
-        if (e->m)
+        if (e->it.m)
             *ua_at(ch, live++) = *e;
     }
     ch->ua_count = live;
@@ -93,7 +93,7 @@ static void ua_compact(chan *ch)
 
 static void ua_pop_holes(chan *ch)
 {
-    while (ch->ua_count && !ua_at(ch, 0)->m) {
+    while (ch->ua_count && !ua_at(ch, 0)->it.m) {
         ch->ua_head = (ch->ua_head + 1) & (ch->ua_cap - 1);
         ch->ua_count--;
     }
@@ -113,7 +113,7 @@ static int64_t ua_find(chan *ch, uint64_t tag)
         uint32_t mid = lo + (hi - lo) / 2;
         uint64_t t = ua_at(ch, mid)->tag;
         if (t == tag)
-            return ua_at(ch, mid)->m ? (int64_t)mid : -1;
+            return ua_at(ch, mid)->it.m ? (int64_t)mid : -1;
         if (t < tag)
             lo = mid + 1;
         else
@@ -122,32 +122,39 @@ static int64_t ua_find(chan *ch, uint64_t tag)
     return -1;
 }
 
-static void ua_push(chan *ch, uint64_t tag, msg *m, queue *q, consumer *cons, uint32_t count)
+static void ua_push(chan *ch, uint64_t tag, queue *q, consumer *cons, queue_item it)
 {
     if (ch->ua_count == ch->ua_cap && !ua_grow(ch)) {
         /* Out of memory: the message goes back rather than being lost. */
-        queue_requeue(q, m, count);
+        queue_requeue(q, it);
+        msg_unref(it.m);
         return;
     }
     unacked *e = ua_at(ch, ch->ua_count++);
-    *e = (unacked){.tag = tag, .m = m, .q = q, .cons = cons, .delivery_count = count};
+    *e = (unacked){.tag = tag, .it = it, .q = q, .cons = cons};
     ch->ua_live++;
     queue_hold(q);
     if (cons)
         cons->unacked++;
 }
 
-/* Settles one entry: ack drops the message, requeue puts it back. Queues
- * whose consumers gained capacity are dispatched by the caller. */
-static void ua_settle(chan *ch, unacked *e, bool requeue)
+/* Settles one entry: ack drops the message, requeue puts it back, reject
+ * dead-letters it. Queues whose consumers gained capacity are dispatched by
+ * the caller. */
+static void ua_settle(chan *ch, unacked *e, settle_mode mode)
 {
     if (e->cons)
         e->cons->unacked--;
-    if (requeue && !queue_is_deleted(e->q))
-        queue_requeue(e->q, e->m, e->delivery_count);
-    msg_unref(e->m);
+    if (queue_is_deleted(e->q) || mode == SETTLE_ACK) {
+        msg_unref(e->it.m);
+    } else if (mode == SETTLE_REQUEUE) {
+        queue_requeue(e->q, e->it);
+        msg_unref(e->it.m);
+    } else {
+        queue_dead_letter(e->q, e->it, "rejected");
+    }
     queue_release(e->q);
-    e->m = NULL;
+    e->it.m = NULL;
     ch->ua_live--;
 }
 
@@ -182,7 +189,7 @@ static void dispatch_touched(chan *ch, touched *t)
 
 /* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
  * means all). 406 for a tag that is not outstanding. */
-static int settle(chan *ch, uint64_t tag, bool multiple, bool requeue, uint32_t method_id,
+static int settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_t method_id,
                   amqp_error *err)
 {
     touched t = {.n = 0};
@@ -194,9 +201,9 @@ static int settle(chan *ch, uint64_t tag, bool multiple, bool requeue, uint32_t 
         /* Requeue back to front so the queue gets them in their old order. */
         for (int64_t i = last; i >= 0; i--) {
             unacked *e = ua_at(ch, (uint32_t)i);
-            if (e->m) {
+            if (e->it.m) {
                 touch(&t, e->q);
-                ua_settle(ch, e, requeue);
+                ua_settle(ch, e, mode);
             }
         }
     } else {
@@ -206,7 +213,7 @@ static int settle(chan *ch, uint64_t tag, bool multiple, bool requeue, uint32_t 
                              "unknown delivery tag %llu", (unsigned long long)tag);
         unacked *e = ua_at(ch, (uint32_t)i);
         touch(&t, e->q);
-        ua_settle(ch, e, requeue);
+        ua_settle(ch, e, mode);
     }
     ua_pop_holes(ch);
     dispatch_touched(ch, &t);
@@ -215,15 +222,21 @@ static int settle(chan *ch, uint64_t tag, bool multiple, bool requeue, uint32_t 
 
 void chan_requeue_all(chan *ch)
 {
+    touched t = {.n = 0};
     for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
         unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->m) {
+        if (e->it.m) {
             e->cons = NULL; /* consumers are gone or going */
-            ua_settle(ch, e, true);
+            touch(&t, e->q);
+            ua_settle(ch, e, SETTLE_REQUEUE);
         }
     }
     ch->ua_count = 0;
     ch->ua_head = 0;
+    /* other consumers of these queues may take the messages now */
+    for (int i = 0; i < t.n; i++)
+        if (!queue_is_deleted(t.q[i]))
+            queue_dispatch(t.q[i]);
 }
 
 /* A cancelled consumer's deliveries stay on the channel, unowned. */
@@ -247,20 +260,21 @@ bool chan_can_deliver(const chan *ch, const consumer *cons)
     return !ch->prefetch_global || ch->ua_live < ch->prefetch_global;
 }
 
-void chan_deliver(chan *ch, consumer *cons, queue *q, msg *m, bool redelivered, uint32_t count)
+void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
 {
     uint64_t tag = ++ch->delivery_tag;
     amqp_method d = {.id = AMQP_BASIC_DELIVER};
     d.basic_deliver.consumer_tag = AMQP_CSTR(cons->tag);
     d.basic_deliver.delivery_tag = tag;
-    d.basic_deliver.redelivered = redelivered;
-    d.basic_deliver.exchange = msg_exchange(m);
-    d.basic_deliver.routing_key = msg_routing_key(m);
-    conn_send_content(ch->c, ch->number, &d, m);
+    d.basic_deliver.redelivered = it.delivery_count > 0;
+    d.basic_deliver.exchange = msg_exchange(it.m);
+    d.basic_deliver.routing_key = msg_routing_key(it.m);
+    conn_send_content(ch->c, ch->number, &d, it.m);
+    it.delivery_count++;
     if (cons->no_ack)
-        msg_unref(m);
+        msg_unref(it.m);
     else
-        ua_push(ch, tag, m, q, cons, count);
+        ua_push(ch, tag, q, cons, it);
 }
 
 /* Lets every queue this channel consumes from deliver again. */
@@ -382,20 +396,47 @@ static void send_return(chan *ch, msg *m)
     conn_send_content(ch->c, ch->number, &r, m);
 }
 
-/* Checks the validated user-id and returns the headers table for routing. */
-static int check_properties(chan *ch, msg *m, amqp_bytes *headers, amqp_error *err)
+/* What publishing needs from the properties. */
+typedef struct publish_props {
+    amqp_bytes headers;    /* for headers exchanges */
+    int64_t expiration_ms; /* per-message TTL, -1 = none */
+} publish_props;
+
+/* RabbitMQ's expiration: a string of decimal digits (milliseconds). */
+static int parse_expiration(amqp_bytes s, int64_t *out, amqp_error *err)
+{
+    int64_t v = 0;
+    for (uint32_t i = 0; i < s.len; i++) {
+        if (s.ptr[i] < '0' || s.ptr[i] > '9' || v > INT64_MAX / 10 - 10)
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                             "invalid expiration '%.*s': %s", (int)s.len, (const char *)s.ptr,
+                             i ? "{leftover_string}" : "no_integer");
+        v = v * 10 + (s.ptr[i] - '0');
+    }
+    if (s.len == 0)
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                         "invalid expiration '': no_integer");
+    *out = v;
+    return AMQP_OK;
+}
+
+/* Decodes the properties publishing acts on (only when their flags are set,
+ * so the common message costs two byte reads) and checks user-id. */
+static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *err)
 {
     amqp_bytes raw = msg_properties(m);
-    *headers = (amqp_bytes){NULL, 0};
-    if (raw.len < 2)
-        return AMQP_OK;
-    uint16_t flags = (uint16_t)(raw.ptr[0] << 8 | raw.ptr[1]);
-    if (!(flags & (AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG)))
+    *out = (publish_props){.expiration_ms = -1};
+    uint16_t flags = raw.len < 2 ? 0 : (uint16_t)(raw.ptr[0] << 8 | raw.ptr[1]);
+    if (!(flags & (AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG |
+                   AMQP_BASIC_EXPIRATION_FLAG)))
         return AMQP_OK;
     amqp_basic_properties props;
     if (amqp_properties_decode(raw, &props, err) != AMQP_OK)
         return AMQP_ERROR;
-    *headers = props.headers;
+    out->headers = props.headers;
+    if ((flags & AMQP_BASIC_EXPIRATION_FLAG) &&
+        parse_expiration(props.expiration, &out->expiration_ms, err) != AMQP_OK)
+        return AMQP_ERROR;
     const char *user = conn_user(ch->c);
     if ((flags & AMQP_BASIC_USER_ID_FLAG) && !amqp_bytes_equal_cstr(props.user_id, user))
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
@@ -404,15 +445,35 @@ static int check_properties(chan *ch, msg *m, amqp_bytes *headers, amqp_error *e
     return AMQP_OK;
 }
 
-/* Routes and enqueues; returns whether any queue took the message. */
-static bool route_and_enqueue(chan *ch, route_exchange *ex, msg *m, amqp_bytes headers)
+/* Routes and enqueues `m`; returns how many queues it was routed to and
+ * sets *refused when one of them refused it (x-overflow reject-publish). */
+static size_t route_and_enqueue(chan *ch, route_exchange *ex, msg *m, const publish_props *pp,
+                                bool *refused)
 {
-    void **queues;
-    size_t n = route_message(vhost_routes(conn_vhost(ch->c)), ex, msg_routing_key(m), headers,
-                             &queues);
+    queue *local[16], **queues;
+    size_t n = vhost_route(conn_vhost(ch->c), ex, msg_routing_key(m), pp->headers, local, 16,
+                           &queues);
     for (size_t i = 0; i < n; i++)
-        queue_publish(queues[i], m);
-    return n > 0;
+        if (!queue_publish(queues[i], m, pp->expiration_ms))
+            *refused = true;
+    if (queues != local)
+        free(queues);
+    return n;
+}
+
+/* Publisher confirms: acks go out in batches (chan_flush_confirms); a nack
+ * first flushes the acks before it, so the client sees them in order. */
+static void confirm_next(chan *ch, bool ok)
+{
+    if (ok) {
+        ch->confirm_seq++;
+        return;
+    }
+    chan_flush_confirms(ch);
+    amqp_method n = {.id = AMQP_BASIC_NACK};
+    n.basic_nack.delivery_tag = ++ch->confirm_seq;
+    conn_send_method(ch->c, ch->number, &n);
+    ch->confirm_sent = ch->confirm_seq;
 }
 
 int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
@@ -428,15 +489,18 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
                          "cannot publish to internal exchange '%.*s' in vhost '%s'",
                          (int)p->exchange.len, (const char *)p->exchange.ptr,
                          vhost_name(conn_vhost(ch->c)));
-    amqp_bytes headers;
-    if (check_properties(ch, m, &headers, err) != AMQP_OK)
+    publish_props pp;
+    if (check_properties(ch, m, &pp, err) != AMQP_OK)
         return AMQP_ERROR;
-    if (ch->mode == MODE_TX)
-        return chan_tx_add_publish(ch, p->mandatory, m, err);
-    if (!route_and_enqueue(ch, ex, m, headers) && p->mandatory)
+    if (ch->mode == MODE_TX) {
+        tx_publish t = {.m = m, .mandatory = p->mandatory, .expiration_ms = pp.expiration_ms};
+        return chan_tx_add_publish(ch, &t, err);
+    }
+    bool refused = false;
+    if (route_and_enqueue(ch, ex, m, &pp, &refused) == 0 && p->mandatory)
         send_return(ch, m);
     if (ch->mode == MODE_CONFIRM)
-        ch->confirm_seq++;
+        confirm_next(ch, !refused);
     return AMQP_OK;
 }
 
@@ -453,7 +517,7 @@ void chan_flush_confirms(chan *ch)
 
 /* ---- transactions ------------------------------------------------------- */
 
-int chan_tx_add_publish(chan *ch, bool mandatory, msg *m, amqp_error *err)
+int chan_tx_add_publish(chan *ch, const tx_publish *p, amqp_error *err)
 {
     if (ch->tx_npubs == ch->tx_pubs_cap) {
         size_t cap = ch->tx_pubs_cap ? ch->tx_pubs_cap * 2 : 16;
@@ -463,8 +527,8 @@ int chan_tx_add_publish(chan *ch, bool mandatory, msg *m, amqp_error *err)
         ch->tx_pubs = n;
         ch->tx_pubs_cap = cap;
     }
-    msg_ref(m);
-    ch->tx_pubs[ch->tx_npubs++] = (tx_publish){.m = m, .mandatory = mandatory};
+    msg_ref(p->m);
+    ch->tx_pubs[ch->tx_npubs++] = *p;
     return AMQP_OK;
 }
 
@@ -487,42 +551,48 @@ static int tx_add_ack(chan *ch, const tx_ack *a, amqp_error *err)
     return AMQP_OK;
 }
 
-static int tx_commit(chan *ch, amqp_error *err)
+/* Publishes and settles what the transaction holds, in order. Messages
+ * whose exchange went away meanwhile are unroutable. */
+static void tx_commit(chan *ch)
 {
     route_table *routes = vhost_routes(conn_vhost(ch->c));
     for (size_t i = 0; i < ch->tx_npubs; i++) {
-        msg *m = ch->tx_pubs[i].m;
-        route_exchange *ex = route_exchange_find(routes, msg_exchange(m));
-        amqp_bytes headers;
+        tx_publish *t = &ch->tx_pubs[i];
+        route_exchange *ex = route_exchange_find(routes, msg_exchange(t->m));
+        publish_props pp;
         amqp_error ignored;
-        if (ex && check_properties(ch, m, &headers, &ignored) == AMQP_OK &&
-            !route_and_enqueue(ch, ex, m, headers) && ch->tx_pubs[i].mandatory)
-            send_return(ch, m);
-        else if (!ex && ch->tx_pubs[i].mandatory)
-            send_return(ch, m);
+        bool refused = false;
+        size_t routed = 0;
+        if (ex && check_properties(ch, t->m, &pp, &ignored) == AMQP_OK)
+            routed = route_and_enqueue(ch, ex, t->m, &pp, &refused);
+        if (!routed && t->mandatory)
+            send_return(ch, t->m);
     }
     for (size_t i = 0; i < ch->tx_nacks; i++) {
         tx_ack *a = &ch->tx_acks[i];
         /* Acks validated when they arrived; one may have been covered since
          * by an earlier `multiple`, which is not an error at commit. */
         amqp_error ignored;
-        settle(ch, a->tag, a->multiple, a->requeue, a->method_id, &ignored);
+        settle(ch, a->tag, a->multiple, a->mode, a->method_id, &ignored);
     }
     tx_clear(ch);
-    (void)err;
-    return AMQP_OK;
 }
 
 /* ---- basic.* methods ---------------------------------------------------- */
 
-static int ack_like(chan *ch, uint32_t id, uint64_t tag, bool multiple, bool requeue,
+static int ack_like(chan *ch, uint32_t id, uint64_t tag, bool multiple, settle_mode mode,
                     amqp_error *err)
 {
     if (ch->mode == MODE_TX) {
-        tx_ack a = {.tag = tag, .multiple = multiple, .requeue = requeue, .method_id = id};
+        tx_ack a = {.tag = tag, .multiple = multiple, .mode = mode, .method_id = id};
         return tx_add_ack(ch, &a, err);
     }
-    return settle(ch, tag, multiple, requeue, id, err);
+    return settle(ch, tag, multiple, mode, id, err);
+}
+
+static settle_mode requeue_or_reject(bool requeue)
+{
+    return requeue ? SETTLE_REQUEUE : SETTLE_REJECT;
 }
 
 static int basic_qos(chan *ch, const amqp_basic_qos *q, amqp_error *err)
@@ -550,8 +620,8 @@ static int basic_recover(chan *ch, const amqp_method *m, amqp_error *err)
     touched t = {.overflow = true};
     for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
         unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->m)
-            ua_settle(ch, e, true);
+        if (e->it.m)
+            ua_settle(ch, e, SETTLE_REQUEUE);
     }
     ua_pop_holes(ch);
     if (m->id == AMQP_BASIC_RECOVER) {
@@ -582,8 +652,7 @@ static int tx_end(chan *ch, const amqp_method *m, amqp_error *err)
     if (ch->mode != MODE_TX)
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, m->id, "channel is not transactional");
     if (m->id == AMQP_TX_COMMIT) {
-        if (tx_commit(ch, err) != AMQP_OK)
-            return AMQP_ERROR;
+        tx_commit(ch);
     } else {
         tx_clear(ch);
     }
@@ -609,13 +678,14 @@ int chan_handle(chan *ch, const amqp_method *m, amqp_error *err)
     case AMQP_BASIC_PUBLISH:
         return begin_publish(ch, &m->basic_publish);
     case AMQP_BASIC_ACK:
-        return ack_like(ch, m->id, m->basic_ack.delivery_tag, m->basic_ack.multiple, false, err);
+        return ack_like(ch, m->id, m->basic_ack.delivery_tag, m->basic_ack.multiple, SETTLE_ACK,
+                        err);
     case AMQP_BASIC_NACK:
         return ack_like(ch, m->id, m->basic_nack.delivery_tag, m->basic_nack.multiple,
-                        m->basic_nack.requeue, err);
+                        requeue_or_reject(m->basic_nack.requeue), err);
     case AMQP_BASIC_REJECT:
-        return ack_like(ch, m->id, m->basic_reject.delivery_tag, false, m->basic_reject.requeue,
-                        err);
+        return ack_like(ch, m->id, m->basic_reject.delivery_tag, false,
+                        requeue_or_reject(m->basic_reject.requeue), err);
     case AMQP_BASIC_QOS:
         return basic_qos(ch, &m->basic_qos, err);
     case AMQP_BASIC_CONSUME:
@@ -641,18 +711,19 @@ int chan_handle(chan *ch, const amqp_method *m, amqp_error *err)
 }
 
 /* basic.get: the delivery is unacked (unless no_ack) with no consumer. */
-void chan_deliver_get(chan *ch, queue *q, msg *m, bool redelivered, uint32_t count, bool no_ack)
+void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
 {
     uint64_t tag = ++ch->delivery_tag;
     amqp_method g = {.id = AMQP_BASIC_GET_OK};
     g.basic_get_ok.delivery_tag = tag;
-    g.basic_get_ok.redelivered = redelivered;
-    g.basic_get_ok.exchange = msg_exchange(m);
-    g.basic_get_ok.routing_key = msg_routing_key(m);
+    g.basic_get_ok.redelivered = it.delivery_count > 0;
+    g.basic_get_ok.exchange = msg_exchange(it.m);
+    g.basic_get_ok.routing_key = msg_routing_key(it.m);
     g.basic_get_ok.message_count = queue_ready_count(q);
-    conn_send_content(ch->c, ch->number, &g, m);
+    conn_send_content(ch->c, ch->number, &g, it.m);
+    it.delivery_count++;
     if (no_ack)
-        msg_unref(m);
+        msg_unref(it.m);
     else
-        ua_push(ch, tag, m, q, NULL, count);
+        ua_push(ch, tag, q, NULL, it);
 }

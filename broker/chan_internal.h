@@ -8,20 +8,24 @@
 
 typedef struct unacked {
     uint64_t tag;
-    msg *m; /* NULL once settled (a hole) */
+    queue_item it; /* it.m is NULL once settled (a hole) */
     queue *q;
     consumer *cons; /* NULL for basic.get or once the consumer is cancelled */
-    uint32_t delivery_count;
 } unacked;
+
+/* How a delivery is settled. */
+typedef enum settle_mode { SETTLE_ACK, SETTLE_REQUEUE, SETTLE_REJECT } settle_mode;
 
 typedef struct tx_publish {
     msg *m;
     bool mandatory;
+    int64_t expiration_ms;
 } tx_publish;
 
 typedef struct tx_ack {
     uint64_t tag;
-    bool multiple, requeue;
+    bool multiple;
+    settle_mode mode;
     uint32_t method_id;
 } tx_ack;
 
@@ -59,8 +63,8 @@ struct chan {
 void chan_cancel_consumer(chan *ch, consumer *cons, bool notify);
 void chan_requeue_all(chan *ch);
 consumer *chan_find_consumer(chan *ch, amqp_bytes tag);
-int chan_tx_add_publish(chan *ch, bool mandatory, msg *m, amqp_error *err);
-void chan_deliver_get(chan *ch, queue *q, msg *m, bool redelivered, uint32_t count, bool no_ack);
+int chan_tx_add_publish(chan *ch, const tx_publish *p, amqp_error *err);
+void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack);
 
 /* decl.c */
 int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err);

@@ -115,13 +115,6 @@ static int exchange_binding(chan *ch, const amqp_method *m, amqp_error *err)
 
 /* ---- queues ------------------------------------------------------------- */
 
-/* The arguments RabbitMQ compares on redeclare. */
-static const char *const equivalent_args[] = {
-    "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-expires", "x-max-length",
-    "x-max-length-bytes", "x-max-priority", "x-message-ttl", "x-overflow", "x-queue-mode",
-    "x-queue-type", "x-single-active-consumer", "x-delivery-limit",
-};
-
 static int check_equivalent(chan *ch, queue *q, const amqp_queue_declare *d, amqp_error *err)
 {
     const char *flag = NULL;
@@ -136,16 +129,7 @@ static int check_equivalent(chan *ch, queue *q, const amqp_queue_declare *d, amq
                          "but current is '%s'",
                          flag, PRINTABLE(queue_name(q)), vname(ch), received ? "true" : "false",
                          received ? "false" : "true");
-    for (size_t i = 0; i < sizeof equivalent_args / sizeof equivalent_args[0]; i++) {
-        amqp_field a, b;
-        bool has_a = amqp_table_get(queue_arguments(q), equivalent_args[i], &a);
-        bool has_b = amqp_table_get(d->arguments, equivalent_args[i], &b);
-        if (has_a != has_b || (has_a && !amqp_field_equal(&a, &b)))
-            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
-                             "inequivalent arg '%s' for queue '%.*s' in vhost '%s'",
-                             equivalent_args[i], PRINTABLE(queue_name(q)), vname(ch));
-    }
-    return AMQP_OK;
+    return queue_args_equivalent(queue_arguments(q), d->arguments, queue_name(q), vname(ch), err);
 }
 
 static void declare_ok(chan *ch, queue *q, bool nowait)
@@ -173,6 +157,7 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
                              "no queue '%.*s' in vhost '%s'", PRINTABLE(name), vname(ch));
         if (check_exclusive(ch, q, AMQP_QUEUE_DECLARE, err) != AMQP_OK)
             return AMQP_ERROR;
+        queue_touch(q);
         declare_ok(ch, q, d->nowait);
         return AMQP_OK;
     }
@@ -189,9 +174,13 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
             return locked(ch, name, AMQP_QUEUE_DECLARE, err);
         if (check_equivalent(ch, q, d, err) != AMQP_OK)
             return AMQP_ERROR;
+        queue_touch(q);
         declare_ok(ch, q, d->nowait);
         return AMQP_OK;
     }
+    queue_args args;
+    if (queue_args_parse(d->arguments, name, vname(ch), &args, err) != AMQP_OK)
+        return AMQP_ERROR;
     queue_spec spec = {.name = name,
                        .durable = d->durable,
                        .exclusive = d->exclusive,
@@ -358,14 +347,12 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
     queue *q = find_queue(ch, &name, AMQP_BASIC_GET, err);
     if (!q)
         return AMQP_ERROR;
-    bool redelivered;
-    uint32_t count;
-    msg *m = queue_get(q, &redelivered, &count);
-    if (!m) {
+    queue_item it;
+    if (!queue_get(q, &it)) {
         reply(ch, AMQP_BASIC_GET_EMPTY);
         return AMQP_OK;
     }
-    chan_deliver_get(ch, q, m, redelivered, count, g->no_ack);
+    chan_deliver_get(ch, q, it, g->no_ack);
     return AMQP_OK;
 }
 

@@ -141,3 +141,12 @@ size_t msg_memory(const msg *m)
 {
     return m->size_class == NO_CLASS ? m->alloc_size : class_sizes[m->size_class];
 }
+
+msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
+                   amqp_bytes properties)
+{
+    msg *n = msg_new(exchange, routing_key, properties, m->body_size);
+    if (n)
+        msg_append_body(n, msg_body(m), m->body_size);
+    return n;
+}

@@ -6,6 +6,13 @@
  * redelivered=true. Requeues go to the head: a channel requeues its
  * deliveries newest first, so they come back in their old order.
  *
+ * Arguments: x-message-ttl and per-message expiration give each item an
+ * expiry; expired items are dropped (or dead-lettered) from the head, as
+ * RabbitMQ's classic queues do, by a timer armed for the head's expiry.
+ * x-max-length / x-max-length-bytes apply after each publish: drop-head
+ * dead-letters the oldest, reject-publish refuses the new message.
+ * x-expires deletes the queue after that long without consumers or use.
+ *
  * Lifetime: the vhost holds one reference, every unacked delivery another
  * (queue_hold/queue_release). queue_delete unlinks the queue from the vhost
  * and its bindings, cancels its consumers and drops ready messages; the
@@ -15,13 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "broker.h"
 #include "queue_internal.h"
 
-typedef struct qentry {
-    msg *m;
-    uint32_t delivery_count;
-} qentry;
+typedef queue_item qentry;
 
 struct queue {
     struct queue_link link; /* vhost bookkeeping; first member */
@@ -31,6 +37,9 @@ struct queue {
     conn *owner;
     uint8_t *args;
     uint32_t args_len;
+    queue_args limits; /* parsed from args */
+    struct event *ttl_timer, *idle_timer;
+    uint64_t bytes; /* body bytes of ready messages */
     uint32_t refs;
     qentry *ring;
     uint32_t head, count, cap; /* cap is a power of two */
@@ -62,11 +71,19 @@ queue *queue_new(vhost *v, const queue_spec *spec)
         memcpy(q->args, spec->arguments.ptr, spec->arguments.len);
         q->args_len = spec->arguments.len;
     }
+    /* validated by the caller; parsed again so slices point into q->args */
+    queue_args_parse(queue_arguments(q), queue_name(q), vhost_name(v), &q->limits, NULL);
+    if (q->limits.expires >= 0)
+        queue_touch(q);
     return q;
 }
 
 static void queue_free(queue *q)
 {
+    if (q->ttl_timer)
+        event_free(q->ttl_timer);
+    if (q->idle_timer)
+        event_free(q->idle_timer);
     free(q->ring);
     free(q->args);
     free(q);
@@ -93,6 +110,10 @@ uint32_t queue_ready_count(const queue *q) { return q->count; }
 uint32_t queue_consumer_count(const queue *q) { return q->nconsumers; }
 bool queue_has_exclusive_consumer(const queue *q) { return q->exclusive_consumers > 0; }
 bool queue_is_deleted(const queue *q) { return q->deleted; }
+const queue_args *queue_get_args(const queue *q) { return &q->limits; }
+vhost *queue_vhost(queue *q) { return q->v; }
+
+static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
 /* ---- the ring ----------------------------------------------------------- */
 
@@ -113,21 +134,23 @@ static bool grow(queue *q)
     return true;
 }
 
-static bool push_back(queue *q, msg *m, uint32_t count)
+static bool push_back(queue *q, qentry e)
 {
     if (q->count == q->cap && !grow(q))
         return false;
-    *at(q, q->count++) = (qentry){m, count};
+    *at(q, q->count++) = e;
+    q->bytes += msg_body_size(e.m);
     return true;
 }
 
-static bool push_front(queue *q, msg *m, uint32_t count)
+static bool push_front(queue *q, qentry e)
 {
     if (q->count == q->cap && !grow(q))
         return false;
     q->head = (q->head - 1) & (q->cap - 1);
     q->count++;
-    *at(q, 0) = (qentry){m, count};
+    *at(q, 0) = e;
+    q->bytes += msg_body_size(e.m);
     return true;
 }
 
@@ -136,7 +159,68 @@ static qentry pop_front(queue *q)
     qentry e = *at(q, 0);
     q->head = (q->head + 1) & (q->cap - 1);
     q->count--;
+    q->bytes -= msg_body_size(e.m);
     return e;
+}
+
+/* ---- expiry ------------------------------------------------------------- */
+
+static void ttl_fired(evutil_socket_t fd, short what, void *arg);
+
+/* Drops expired items at the head, then arms the timer for the next one. */
+static void expire_head(queue *q)
+{
+    uint64_t now = now_ms(q);
+    while (q->count && at(q, 0)->expires_at && at(q, 0)->expires_at <= now)
+        queue_dead_letter(q, pop_front(q), "expired");
+    if (!q->count || !at(q, 0)->expires_at || q->deleted)
+        return;
+    if (!q->ttl_timer)
+        q->ttl_timer = evtimer_new(server_base(vhost_server(q->v)), ttl_fired, q);
+    uint64_t wait = at(q, 0)->expires_at - now;
+    struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
+    if (q->ttl_timer)
+        evtimer_add(q->ttl_timer, &tv);
+}
+
+static void ttl_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    queue *q = arg;
+    server_touch_clock(vhost_server(q->v));
+    expire_head(q);
+}
+
+/* The expiry of a message published now: the shorter of the queue's
+ * x-message-ttl and the message's expiration; 0 = never. */
+static uint64_t expiry_for(queue *q, int64_t expiration_ms)
+{
+    int64_t ttl = q->limits.message_ttl;
+    if (expiration_ms >= 0 && (ttl < 0 || expiration_ms < ttl))
+        ttl = expiration_ms;
+    return ttl < 0 ? 0 : now_ms(q) + (uint64_t)ttl;
+}
+
+static void idle_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    queue *q = arg;
+    if (q->nconsumers == 0 && !q->deleted) {
+        log_msg(LOG_INFO, "queue '%s' expired (x-expires)", q->link.name);
+        queue_delete(q);
+    }
+}
+
+void queue_touch(queue *q)
+{
+    if (q->limits.expires < 0 || q->deleted)
+        return;
+    if (!q->idle_timer)
+        q->idle_timer = evtimer_new(server_base(vhost_server(q->v)), idle_fired, q);
+    struct timeval tv = {(time_t)(q->limits.expires / 1000),
+                         (suseconds_t)(q->limits.expires % 1000) * 1000};
+    if (q->idle_timer)
+        evtimer_add(q->idle_timer, &tv);
 }
 
 /* ---- consumers and dispatch --------------------------------------------- */
@@ -160,10 +244,10 @@ static consumer *pick(queue *q)
     return best;
 }
 
-static void deliver_to(queue *q, consumer *c, msg *m, uint32_t count)
+static void deliver_to(queue *q, consumer *c, qentry e)
 {
     q->consumers = c->q_next; /* round-robin: the next one goes first next time */
-    chan_deliver(c->ch, c, q, m, count > 0, count + 1);
+    chan_deliver(c->ch, c, q, e);
 }
 
 void queue_dispatch(queue *q)
@@ -171,49 +255,81 @@ void queue_dispatch(queue *q)
     if (q->dispatching || q->deleted)
         return;
     q->dispatching = true;
+    expire_head(q);
     while (q->count) {
         consumer *c = pick(q);
         if (!c)
             break;
-        qentry e = pop_front(q);
-        deliver_to(q, c, e.m, e.delivery_count);
+        deliver_to(q, c, pop_front(q));
+        expire_head(q);
     }
     q->dispatching = false;
 }
 
-void queue_publish(queue *q, msg *m)
+static bool over_limit(const queue *q)
+{
+    return (q->limits.max_length >= 0 && q->count > (uint64_t)q->limits.max_length) ||
+           (q->limits.max_length_bytes >= 0 && q->bytes > (uint64_t)q->limits.max_length_bytes);
+}
+
+bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 {
     msg_ref(m);
+    qentry e = {.m = m, .expires_at = expiry_for(q, expiration_ms)};
     if (q->count == 0 && !q->dispatching) {
         consumer *c = pick(q);
         if (c) {
-            deliver_to(q, c, m, 0);
-            return;
+            deliver_to(q, c, e);
+            return true;
         }
     }
-    if (!push_back(q, m, 0)) {
-        log_msg(LOG_ERROR, "queue '%s': out of memory, message dropped", q->link.name);
-        msg_unref(m);
+    if (e.expires_at && e.expires_at <= now_ms(q)) { /* TTL 0 and nobody to take it */
+        queue_dead_letter(q, e, "expired");
+        return true;
     }
+    if (!push_back(q, e)) {
+        log_msg(LOG_ERROR, "queue '%s': out of memory, message refused", q->link.name);
+        msg_unref(m);
+        return false;
+    }
+    while (over_limit(q)) {
+        if (q->limits.overflow == QUEUE_DROP_HEAD) {
+            queue_dead_letter(q, pop_front(q), "maxlen");
+            continue;
+        }
+        /* reject-publish: the newest message (the tail) goes */
+        qentry last = *at(q, q->count - 1);
+        q->count--;
+        q->bytes -= msg_body_size(m);
+        if (q->limits.overflow == QUEUE_REJECT_PUBLISH_DLX)
+            queue_dead_letter(q, last, "maxlen");
+        else
+            msg_unref(last.m);
+        return false;
+    }
+    if (q->count == 1)
+        expire_head(q);
+    return true;
 }
 
-void queue_requeue(queue *q, msg *m, uint32_t delivery_count)
+void queue_requeue(queue *q, qentry e)
 {
-    msg_ref(m);
-    if (!push_front(q, m, delivery_count)) {
+    msg_ref(e.m);
+    if (!push_front(q, e)) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
-        msg_unref(m);
+        msg_unref(e.m);
     }
 }
 
-msg *queue_get(queue *q, bool *redelivered, uint32_t *delivery_count)
+bool queue_get(queue *q, qentry *out)
 {
+    queue_touch(q);
+    expire_head(q);
     if (!q->count)
-        return NULL;
-    qentry e = pop_front(q);
-    *redelivered = e.delivery_count > 0;
-    *delivery_count = e.delivery_count + 1;
-    return e.m;
+        return false;
+    *out = pop_front(q);
+    expire_head(q);
+    return true;
 }
 
 uint32_t queue_purge(queue *q)
@@ -267,6 +383,8 @@ void queue_remove_consumer(queue *q, consumer *cons)
     if (cons->exclusive)
         q->exclusive_consumers--;
     update_priorities(q);
+    if (q->nconsumers == 0)
+        queue_touch(q);
     if (q->auto_delete && q->nconsumers == 0 && !q->deleted)
         queue_delete(q);
 }
@@ -284,5 +402,9 @@ void queue_delete(queue *q)
         chan_consumer_cancelled(c->ch, c);
     }
     queue_purge(q);
+    if (q->ttl_timer)
+        event_del(q->ttl_timer);
+    if (q->idle_timer)
+        event_del(q->idle_timer);
     queue_release(q);
 }

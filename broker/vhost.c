@@ -130,3 +130,20 @@ void vhost_drop_exclusive(vhost *v, conn *c)
         }
     }
 }
+
+size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
+                   queue **buf, size_t cap, queue ***out)
+{
+    void **found;
+    size_t n = route_message(v->routes, ex, key, headers, &found);
+    queue **dst = n <= cap ? buf : malloc(n * sizeof *dst);
+    if (!dst) {
+        log_msg(LOG_ERROR, "out of memory routing a message to %zu queues", n);
+        n = 0;
+        dst = buf;
+    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = found[i];
+    *out = dst;
+    return n;
+}

@@ -55,7 +55,7 @@ static int headers_validate(amqp_bytes args, uint32_t method_id, amqp_error *err
         return AMQP_OK;
     if (f.type == 'S' && match_kind(f.v.bytes) != MATCH_NONE)
         return AMQP_OK;
-    route_erl_term(&f, term, sizeof term);
+    amqp_erl_term(&f, term, sizeof term);
     if (f.type == 'S')
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
                          "Invalid x-match field value %s; expected all, any, all-with-x, or "
@@ -63,7 +63,7 @@ static int headers_validate(amqp_bytes args, uint32_t method_id, amqp_error *err
                          term);
     return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
                      "Invalid x-match field type %s (value %s); expected longstr",
-                     route_erl_type_name(f.type), term);
+                     amqp_erl_type_name(f.type), term);
 }
 
 static bool is_x_key(amqp_bytes k)

@@ -267,10 +267,4 @@ bool route_table_reserve(route_table *t);
 void route_headers_sort(route_header *h, route_header *tmp, size_t n);
 int route_key_compare(amqp_bytes a, amqp_bytes b);
 
-/* Erlang-style text for error messages (erl_format.c). Each writes at most
- * cap bytes, NUL-terminated, and returns buf. */
-const char *route_erl_type_name(uint8_t tag);
-char *route_erl_term(const amqp_field *f, char *buf, size_t cap);   /* ~p */
-char *route_erl_value(const amqp_field *f, char *buf, size_t cap);  /* ~s for binaries, else ~p */
-
 #endif

@@ -254,7 +254,7 @@ static int create_checked(route_table *t, const route_exchange_spec *spec,
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_EXCHANGE_DECLARE,
                          "invalid type '%s' for arg 'alternate-exchange' in exchange '%.*s' in "
                          "vhost '%s'",
-                         route_erl_type_name(ae.type), (int)spec->name.len,
+                         amqp_erl_type_name(ae.type), (int)spec->name.len,
                          (const char *)spec->name.ptr, t->vhost);
     if ((*out = exchange_new(t, spec->name, ops, spec)) == NULL)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_EXCHANGE_DECLARE, "out of memory");
@@ -288,9 +288,9 @@ static const char *describe_arg(const amqp_field *f, bool with_type, char *buf, 
 
     if (f == NULL || (!with_type && f->type == 'V'))
         return "none";
-    route_erl_value(f, value, sizeof value);
+    amqp_erl_value(f, value, sizeof value);
     if (with_type)
-        snprintf(buf, cap, "the value '%s' of type '%s'", value, route_erl_type_name(f->type));
+        snprintf(buf, cap, "the value '%s' of type '%s'", value, amqp_erl_type_name(f->type));
     else
         snprintf(buf, cap, "'%s'", value);
     return buf;

@@ -39,25 +39,33 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 65536 2>/dev/null || true
 [ -x "$PERF" ] || { echo "run.sh: $PERF missing; run 'make bench'" >&2; exit 1; }
 
 WARREN_STARTED_PID=""
+stop_warren() {
+    [ -z "$WARREN_STARTED_PID" ] && return
+    kill "$WARREN_STARTED_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$WARREN_STARTED_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$WARREN_STARTED_PID" 2>/dev/null
+    wait "$WARREN_STARTED_PID" 2>/dev/null
+    WARREN_STARTED_PID=""
+}
 cleanup() {
-    if [ -n "$WARREN_STARTED_PID" ]; then
-        kill "$WARREN_STARTED_PID" 2>/dev/null
-        for _ in $(seq 1 50); do kill -0 "$WARREN_STARTED_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$WARREN_STARTED_PID" 2>/dev/null
-        wait "$WARREN_STARTED_PID" 2>/dev/null
-    fi
+    stop_warren
     rm -rf "$WORK" "$RAW"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Starts Warren on port 0 and parses "... AMQP listening on 127.0.0.1:PORT"
-# from its stderr. Sets WARREN_URI and WARREN_PID, or leaves them empty.
+# Starts Warren on port 0 in a fresh data dir and parses "... AMQP listening
+# on 127.0.0.1:PORT" from its stderr. Sets WARREN_URI and WARREN_PID, or
+# leaves them empty. Restarted each round: a heap that earlier scenarios grew
+# would hide the memory new connections take.
 start_warren() {
+    WARREN_URI=""
+    WARREN_PID=""
     if [ ! -x "$WARREN_BIN" ]; then
         echo "run.sh: $WARREN_BIN not built; Warren column is n/a" >&2
         return
     fi
+    rm -rf "$WORK/warren-data"
     mkdir -p "$WORK/warren-data"
     "$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:0 \
         --set data_dir="$WORK/warren-data" >"$WORK/warren.out" 2>"$WORK/warren.log" &
@@ -208,8 +216,9 @@ ratio() { # ratio W/R (hi) or R/W (lo), and whether it meets the target
     local w=${1%\*} r=${2%\*} better=$3 target=$4
     case "$w$r" in *n/a*|*err*) echo "-|≥${target}x"; return ;; esac
     awk -v w="$w" -v r="$r" -v b="$better" -v t="$target" 'BEGIN {
-        if (b == "hi") x = (r > 0) ? w / r : 0; else x = (w > 0) ? r / w : 0
-        printf "%.1fx|≥%sx %s\n", x, t, (x >= t) ? "met" : "MISSED" }'
+        if (b == "hi") x = (r > 0) ? w / r : 1e9; else x = (w > 0) ? r / w : 1e9
+        printf (x >= 1e9) ? "inf|" : "%.1fx|", x
+        printf "≥%sx %s\n", t, (x >= t) ? "met" : "MISSED" }'
 }
 
 # ---- main ----------------------------------------------------------------
@@ -261,7 +270,16 @@ if [ "${SELFTEST:-1}" != 0 ]; then
     done
 fi
 
+WARREN_CRASHES=0
 for round in $(seq 1 "$ROUNDS"); do
+    if [ "$round" -gt 1 ] && [ -n "$WARREN_STARTED_PID" ]; then
+        stop_warren
+        start_warren
+        if [ -z "$WARREN_URI" ]; then
+            echo "run.sh: Warren did not restart; stopping here" >&2
+            break
+        fi
+    fi
     order=("${BROKERS[@]}")
     if [ $((round % 2)) -eq 0 ] && [ ${#BROKERS[@]} -eq 2 ]; then order=("${BROKERS[1]}" "${BROKERS[0]}"); fi
     # memory first in each round, while the brokers are quiet
@@ -270,6 +288,16 @@ for round in $(seq 1 "$ROUNDS"); do
         echo "round $round/$ROUNDS  scenario $id: $label"
         for b in "${order[@]}"; do
             run_one "$b" "$(uri_of "$b")" "$(pid_of "$b")" "$id" "$args" "$round"
+            if [ "$b" = warren ] && [ -n "$WARREN_STARTED_PID" ] &&
+                ! kill -0 "$WARREN_STARTED_PID" 2>/dev/null; then
+                WARREN_CRASHES=$((WARREN_CRASHES + 1))
+                echo "    Warren exited during scenario $id; last log lines:" >&2
+                tail -n 5 "$WORK/warren.log" | sed 's/^/      /' >&2
+                cp "$WORK/warren.log" "$WORK/warren-crash-$WARREN_CRASHES.log"
+                wait "$WARREN_STARTED_PID" 2>/dev/null
+                WARREN_STARTED_PID=""
+                start_warren
+            fi
             v=$(grep "^round=$round scenario=$id broker=$b " "$RAW" | tail -n 1 | grep 'errors=0' |
                 grep -o " $key=[0-9.]*" | cut -d= -f2)
             echo "    $b: $(fmt "${v:-err}")"
@@ -282,7 +310,7 @@ done
     echo "Warren vs RabbitMQ -- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, kernel $(uname -r)"
     echo "medians of $ROUNDS interleaved rounds, ${WARMUP}+${DURATION} s per run, 16-byte transient" \
          "messages unless noted; idle connections: $IDLE_N"
-    echo "Warren: ${WARREN_URI:-n/a}   RabbitMQ: ${RABBIT_URI:-n/a}"
+    echo "Warren: ${WARREN_STARTED_PID:+started by run.sh, fresh each round, }${WARREN_URI:-n/a}   RabbitMQ: ${RABBIT_URI:-n/a}"
     echo
     printf "%-42s | %14s | %14s | %7s | %s\n" scenario Warren RabbitMQ ratio target
     printf "%-42s-+-%14s-+-%14s-+-%7s-+-%s\n" "$(printf '%.0s-' {1..42})" "$(printf '%.0s-' {1..14})" \
@@ -298,6 +326,7 @@ done
     echo
     echo "ratio: Warren/RabbitMQ for rates, RabbitMQ/Warren for latency and memory (higher is better)."
     echo "* = warren-perf itself was CPU-bound (>90% of a core) in at least one run: a floor, not the broker's figure."
+    [ "$WARREN_CRASHES" -gt 0 ] && echo "Warren exited unexpectedly $WARREN_CRASHES time(s) and was restarted."
     echo "Run time $(( $(date +%s) - START )) s."
     echo
     echo "tool ceiling (warren-perf --selftest, in-process socket peers, no broker):"

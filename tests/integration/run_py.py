@@ -118,6 +118,10 @@ def main(argv):
                 result.status, result.detail = "fail", traceback.format_exc()
             finally:
                 signal.alarm(0)
+            crash = harness.shared_broker_crash()
+            if crash:  # blame this test, restart Warren for the next ones
+                result.status = "fail"
+                result.detail = (result.detail + "\n" if result.detail else "") + crash
             if result.status == "skip":
                 report(True, name, directive=" # SKIP " + result.detail)
             else:

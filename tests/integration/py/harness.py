@@ -161,6 +161,18 @@ def stop_shared_broker():
     return proc.stop() if proc else None
 
 
+def shared_broker_crash():
+    """If the shared Warren we started has exited, a report of it (and the
+    next broker_address() starts a fresh one); otherwise None."""
+    proc = _shared["proc"]
+    if proc is None or proc.proc.poll() is None:
+        return None
+    report = "Warren exited unexpectedly with status %r; log tail:\n%s" % (proc.proc.returncode, proc.log_tail())
+    proc.stop()
+    _shared["proc"] = _shared["addr"] = None
+    return report
+
+
 atexit.register(stop_shared_broker)
 
 

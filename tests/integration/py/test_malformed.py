@@ -211,8 +211,11 @@ class Content(MalformedTest):
                           "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
 
     def test_body_longer_than_declared_in_one_frame(self):
+        # RabbitMQ does not complete the content (3 - 4 != 0) and keeps
+        # waiting for body frames; the next method is then unexpected.
         self.open()
-        self.r.send(PUBLISH + header(1, 3) + body(1, b"abcd"))
+        self.r.send(PUBLISH + header(1, 3) + body(1, b"abcd")
+                    + pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
         self.expect_close(h.UNEXPECTED_FRAME, (60, 40),
                           "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
 

@@ -7,13 +7,14 @@
  * Only error paths use this. Output is truncated to the caller's buffer;
  * ~p's line breaking of long terms is not reproduced.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "route_int.h"
+#include "amqp.h"
 
 typedef struct out {
     char *buf;
@@ -34,7 +35,7 @@ static void put(out *o, const char *fmt, ...)
         o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
 }
 
-const char *route_erl_type_name(uint8_t tag)
+const char *amqp_erl_type_name(uint8_t tag)
 {
     switch (tag) {
     case 'b': return "byte";
@@ -44,6 +45,7 @@ const char *route_erl_type_name(uint8_t tag)
     case 'I': return "signedint";
     case 'i': return "unsignedint";
     case 'l': return "long";
+    case 'L': return "unsignedlong";
     case 'f': return "float";
     case 'd': return "double";
     case 'D': return "decimal";
@@ -195,7 +197,7 @@ static void put_container(out *o, const amqp_field *f)
             put_binary(o, key);
             put(o, ",");
         }
-        put(o, "%s,", route_erl_type_name(v.type));
+        put(o, "%s,", amqp_erl_type_name(v.type));
         put_term(o, &v);
         put(o, "}");
     }
@@ -217,7 +219,7 @@ static void put_term(out *o, const amqp_field *f)
     }
 }
 
-char *route_erl_term(const amqp_field *f, char *buf, size_t cap)
+char *amqp_erl_term(const amqp_field *f, char *buf, size_t cap)
 {
     out o = {buf, cap, 0};
 
@@ -227,7 +229,7 @@ char *route_erl_term(const amqp_field *f, char *buf, size_t cap)
     return buf;
 }
 
-char *route_erl_value(const amqp_field *f, char *buf, size_t cap)
+char *amqp_erl_value(const amqp_field *f, char *buf, size_t cap)
 {
     out o = {buf, cap, 0};
 

@@ -1,0 +1,174 @@
+/* Dead-lettering: a message rejected without requeue, expired, or dropped
+ * by a length limit is republished to the queue's x-dead-letter-exchange
+ * with x-death history, as RabbitMQ 3.10 does:
+ *
+ *   x-death: array of tables, newest first, one per (queue, reason):
+ *     count, reason, queue, time, exchange, routing-keys[, original-expiration]
+ *   x-first-death-reason / -queue / -exchange: set once, never changed
+ *
+ * The expiration property is removed (kept as original-expiration) so the
+ * copy does not expire again. A message that would cycle back to a queue it
+ * already died in is dropped unless a rejection is part of the cycle. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker.h"
+
+/* Writes one x-death table for this death, count `count`. */
+static void put_death(amqp_writer *w, queue *q, const msg *m, const char *reason, int64_t count,
+                      const amqp_basic_properties *p)
+{
+    amqp_put_u8(w, 'F');
+    size_t mark = amqp_table_begin(w);
+    amqp_put_field_long(w, "count", count);
+    amqp_put_field_str(w, "reason", AMQP_CSTR(reason));
+    amqp_put_field_str(w, "queue", queue_name(q));
+    amqp_put_key(w, "time");
+    amqp_put_u8(w, 'T');
+    amqp_put_u64(w, (uint64_t)time(NULL));
+    amqp_put_field_str(w, "exchange", msg_exchange(m));
+    amqp_put_key(w, "routing-keys");
+    amqp_put_u8(w, 'A');
+    size_t keys = amqp_table_begin(w);
+    amqp_put_u8(w, 'S');
+    amqp_put_longstr(w, msg_routing_key(m));
+    amqp_table_end(w, keys);
+    if (p->flags & AMQP_BASIC_EXPIRATION_FLAG)
+        amqp_put_field_str(w, "original-expiration", p->expiration);
+    amqp_table_end(w, mark);
+}
+
+static bool field_is(amqp_bytes table, const char *key, amqp_bytes value)
+{
+    amqp_field f;
+    return amqp_table_get(table, key, &f) && f.type == 'S' && amqp_bytes_equal(f.v.bytes, value);
+}
+
+/* The new x-death array: this death first (its count carried over from an
+ * earlier entry for the same queue and reason), then the other entries. */
+static void put_x_death(amqp_writer *w, queue *q, const msg *m, const char *reason,
+                        const amqp_basic_properties *p, amqp_field *old)
+{
+    int64_t count = 1;
+    amqp_iter it;
+    amqp_field e;
+    if (old) {
+        amqp_iter_init(&it, old->v.bytes);
+        while (amqp_array_next(&it, &e))
+            if (e.type == 'F' && field_is(e.v.bytes, "queue", queue_name(q)) &&
+                field_is(e.v.bytes, "reason", AMQP_CSTR(reason))) {
+                amqp_field c;
+                if (amqp_table_get(e.v.bytes, "count", &c) && amqp_field_int(&c, &count))
+                    count++;
+            }
+    }
+    amqp_put_key(w, "x-death");
+    amqp_put_u8(w, 'A');
+    size_t mark = amqp_table_begin(w);
+    put_death(w, q, m, reason, count, p);
+    if (old) {
+        amqp_iter_init(&it, old->v.bytes);
+        while (amqp_array_next(&it, &e))
+            if (!(e.type == 'F' && field_is(e.v.bytes, "queue", queue_name(q)) &&
+                  field_is(e.v.bytes, "reason", AMQP_CSTR(reason))))
+                amqp_put_field(w, &e);
+    }
+    amqp_table_end(w, mark);
+}
+
+/* New properties for the dead-lettered copy; returns its length or 0. */
+static size_t dead_properties(queue *q, const msg *m, const char *reason, uint8_t *buf,
+                              size_t cap, uint8_t *hdrbuf, size_t hdrcap)
+{
+    amqp_basic_properties p;
+    if (amqp_properties_decode(msg_properties(m), &p, NULL) != AMQP_OK)
+        return 0;
+    amqp_writer w;
+    amqp_writer_init(&w, hdrbuf, hdrcap);
+    size_t mark = amqp_table_begin(&w);
+    amqp_field old, f;
+    bool had = (p.flags & AMQP_BASIC_HEADERS_FLAG) && amqp_table_get(p.headers, "x-death", &old) &&
+               old.type == 'A';
+    put_x_death(&w, q, m, reason, &p, had ? &old : NULL);
+    bool first = (p.flags & AMQP_BASIC_HEADERS_FLAG) &&
+                 amqp_table_get(p.headers, "x-first-death-reason", &f);
+    if (!first) {
+        amqp_put_field_str(&w, "x-first-death-reason", AMQP_CSTR(reason));
+        amqp_put_field_str(&w, "x-first-death-queue", queue_name(q));
+        amqp_put_field_str(&w, "x-first-death-exchange", msg_exchange(m));
+    }
+    amqp_iter it;
+    amqp_bytes key;
+    amqp_iter_init(&it, (p.flags & AMQP_BASIC_HEADERS_FLAG) ? p.headers : (amqp_bytes){0});
+    while (amqp_table_next(&it, &key, &f)) {
+        if (amqp_bytes_equal_cstr(key, "x-death"))
+            continue;
+        amqp_put_shortstr(&w, key);
+        amqp_put_field(&w, &f);
+    }
+    amqp_table_end(&w, mark);
+    if (w.overflow)
+        return 0;
+    p.headers = (amqp_bytes){hdrbuf + 4, (uint32_t)w.len - 4};
+    p.flags |= AMQP_BASIC_HEADERS_FLAG;
+    p.flags &= (uint16_t)~AMQP_BASIC_EXPIRATION_FLAG;
+    return amqp_properties_encode(&p, buf, cap);
+}
+
+/* Whether `target` already saw this message die for a reason other than
+ * rejection -- routing there again would loop forever. */
+static bool would_cycle(msg *copy, queue *target, const char *reason)
+{
+    if (strcmp(reason, "rejected") == 0)
+        return false;
+    amqp_basic_properties p;
+    amqp_field deaths, e;
+    if (amqp_properties_decode(msg_properties(copy), &p, NULL) != AMQP_OK ||
+        !amqp_table_get(p.headers, "x-death", &deaths) || deaths.type != 'A')
+        return false;
+    amqp_iter it;
+    amqp_iter_init(&it, deaths.v.bytes);
+    bool seen = false;
+    while (amqp_array_next(&it, &e)) {
+        if (e.type != 'F')
+            continue;
+        if (field_is(e.v.bytes, "reason", AMQP_CSTR("rejected")))
+            return false;
+        seen |= field_is(e.v.bytes, "queue", queue_name(target));
+    }
+    return seen;
+}
+
+void queue_dead_letter(queue *q, queue_item it, const char *reason)
+{
+    const queue_args *a = queue_get_args(q);
+    route_table *routes = vhost_routes(queue_vhost(q));
+    route_exchange *ex = a->has_dlx ? route_exchange_find(routes, a->dlx) : NULL;
+    if (!ex) {
+        msg_unref(it.m);
+        return;
+    }
+    size_t cap = msg_properties(it.m).len + 4096, hdrcap = cap;
+    uint8_t *buf = malloc(cap + hdrcap);
+    size_t n = buf ? dead_properties(q, it.m, reason, buf, cap, buf + cap, hdrcap) : 0;
+    amqp_bytes key = a->has_dlrk ? a->dlrk : msg_routing_key(it.m);
+    msg *copy = n ? msg_copy_with(it.m, a->dlx, key, (amqp_bytes){buf, (uint32_t)n}) : NULL;
+    free(buf);
+    msg_unref(it.m);
+    if (!copy) {
+        log_msg(LOG_WARNING, "queue '%.*s': could not dead-letter a message",
+                (int)queue_name(q).len, (const char *)queue_name(q).ptr);
+        return;
+    }
+    amqp_basic_properties p;
+    amqp_properties_decode(msg_properties(copy), &p, NULL);
+    queue *local[16], **targets;
+    size_t nt = vhost_route(queue_vhost(q), ex, key, p.headers, local, 16, &targets);
+    for (size_t i = 0; i < nt; i++)
+        if (!would_cycle(copy, targets[i], reason))
+            queue_publish(targets[i], copy, -1);
+    if (targets != local)
+        free(targets);
+    msg_unref(copy);
+}

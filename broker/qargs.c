@@ -1,0 +1,157 @@
+/* Queue arguments: validated on declare as RabbitMQ 3.10's
+ * rabbit_amqqueue:declare_args does, compared on redeclare with its texts,
+ * and parsed into queue_args for the queue to act on. */
+#include <stdio.h>
+#include <string.h>
+
+#include "broker.h"
+
+typedef enum arg_kind { ARG_INT, ARG_NON_NEG, ARG_POSITIVE, ARG_STR, ARG_DLRK, ARG_OVERFLOW,
+                        ARG_PRIORITY, ARG_BOOL, ARG_ANY } arg_kind;
+
+/* The keys RabbitMQ validates and compares, in its order. */
+static const struct {
+    const char *key;
+    arg_kind kind;
+} known[] = {
+    {"x-expires", ARG_POSITIVE},
+    {"x-message-ttl", ARG_NON_NEG},
+    {"x-dead-letter-exchange", ARG_STR},
+    {"x-dead-letter-routing-key", ARG_DLRK},
+    {"x-max-length", ARG_NON_NEG},
+    {"x-max-length-bytes", ARG_NON_NEG},
+    {"x-max-in-memory-length", ARG_NON_NEG},
+    {"x-max-in-memory-bytes", ARG_NON_NEG},
+    {"x-max-priority", ARG_PRIORITY},
+    {"x-overflow", ARG_OVERFLOW},
+    {"x-queue-mode", ARG_ANY},
+    {"x-single-active-consumer", ARG_BOOL},
+    {"x-queue-type", ARG_ANY},
+    {"x-delivery-limit", ARG_NON_NEG},
+};
+#define NKNOWN (sizeof known / sizeof known[0])
+
+static const char *const overflow_names[] = {"drop-head", "reject-publish", "reject-publish-dlx"};
+
+static bool is_int_type(uint8_t t) { return t && strchr("bsIlBui", t); }
+
+/* The Erlang term RabbitMQ prints for a rejected value, or NULL if fine. */
+static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes args, char *why,
+                               size_t whylen)
+{
+    char v[64];
+    switch (kind) {
+    case ARG_INT:
+    case ARG_NON_NEG:
+    case ARG_POSITIVE:
+    case ARG_PRIORITY:
+        if (!is_int_type(f->type)) {
+            snprintf(why, whylen, "\"expected integer, got %s\"", amqp_erl_type_name(f->type));
+            return why;
+        }
+        amqp_erl_term(f, v, sizeof v);
+        if (kind != ARG_INT && f->v.i < 0)
+            snprintf(why, whylen, "{value_negative,%s}", v);
+        else if (kind == ARG_POSITIVE && f->v.i == 0)
+            snprintf(why, whylen, "{value_zero,%s}", v);
+        else if (kind == ARG_PRIORITY && f->v.i > 255)
+            snprintf(why, whylen, "{value_too_big,%s}", v);
+        else
+            return NULL;
+        return why;
+    case ARG_STR:
+    case ARG_DLRK:
+        if (f->type != 'S') {
+            snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
+            return why;
+        }
+        if (kind == ARG_DLRK && !amqp_table_get(args, "x-dead-letter-exchange", &(amqp_field){0})) {
+            snprintf(why, whylen, "routing_key_but_no_dlx_defined");
+            return why;
+        }
+        return NULL;
+    case ARG_OVERFLOW:
+        for (size_t i = 0; f->type == 'S' && i < 3; i++)
+            if (amqp_bytes_equal_cstr(f->v.bytes, overflow_names[i]))
+                return NULL;
+        amqp_erl_term(f, v, sizeof v);
+        snprintf(why, whylen, "{invalid_overflow_value,%s}", v);
+        return why;
+    case ARG_BOOL:
+        if (f->type == 't')
+            return NULL;
+        snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
+        return why;
+    case ARG_ANY:
+        return NULL;
+    }
+    return NULL;
+}
+
+int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label, queue_args *out,
+                     amqp_error *err)
+{
+    *out = (queue_args){.message_ttl = -1, .expires = -1, .max_length = -1,
+                        .max_length_bytes = -1};
+    char why[160];
+    for (size_t i = 0; i < NKNOWN; i++) {
+        amqp_field f;
+        if (!amqp_table_get(args, known[i].key, &f))
+            continue;
+        if (check_value(known[i].kind, &f, args, why, sizeof why))
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                             "invalid arg '%s' for queue '%.*s' in vhost '%s': %s", known[i].key,
+                             (int)qname.len, (const char *)qname.ptr, vhost_label, why);
+    }
+    amqp_field f;
+    if (amqp_table_get(args, "x-message-ttl", &f))
+        out->message_ttl = f.v.i;
+    if (amqp_table_get(args, "x-expires", &f))
+        out->expires = f.v.i;
+    if (amqp_table_get(args, "x-max-length", &f))
+        out->max_length = f.v.i;
+    if (amqp_table_get(args, "x-max-length-bytes", &f))
+        out->max_length_bytes = f.v.i;
+    if (amqp_table_get(args, "x-overflow", &f))
+        for (uint8_t i = 0; i < 3; i++)
+            if (amqp_bytes_equal_cstr(f.v.bytes, overflow_names[i]))
+                out->overflow = i;
+    out->has_dlx = amqp_table_get(args, "x-dead-letter-exchange", &f);
+    if (out->has_dlx)
+        out->dlx = f.v.bytes;
+    out->has_dlrk = amqp_table_get(args, "x-dead-letter-routing-key", &f);
+    if (out->has_dlrk)
+        out->dlrk = f.v.bytes;
+    return AMQP_OK;
+}
+
+/* "the value '1000' of type 'signedint'" or "none" */
+static void describe(const amqp_field *f, bool present, char *out, size_t cap)
+{
+    char v[96];
+    if (!present)
+        snprintf(out, cap, "none");
+    else
+        snprintf(out, cap, "the value '%s' of type '%s'", amqp_erl_value(f, v, sizeof v),
+                 amqp_erl_type_name(f->type));
+}
+
+int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qname,
+                          const char *vhost_label, amqp_error *err)
+{
+    for (size_t i = 0; i < NKNOWN; i++) {
+        amqp_field a, b;
+        bool has_a = amqp_table_get(current, known[i].key, &a);
+        bool has_b = amqp_table_get(received, known[i].key, &b);
+        if (has_a == has_b && (!has_a || (a.type == b.type && amqp_field_equal(&a, &b))))
+            continue;
+        char cur[128], rec[128];
+        describe(&a, has_a, cur, sizeof cur);
+        describe(&b, has_b, rec, sizeof rec);
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                         "inequivalent arg '%s' for queue '%.*s' in vhost '%s': received %s but "
+                         "current is %s",
+                         known[i].key, (int)qname.len, (const char *)qname.ptr, vhost_label, rec, cur);
+    }
+    return AMQP_OK;
+}
