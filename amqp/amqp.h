@@ -216,6 +216,10 @@ int amqp_frame_parse(const uint8_t *buf, size_t len, uint32_t frame_max, uint16_
 int amqp_frame_read(struct evbuffer *in, uint32_t frame_max, uint16_t channel_max,
                     amqp_frame *f, amqp_error *err);
 
+/* The method id (class << 16 | method) a method frame carries; 0 if its
+ * payload is shorter than 4 bytes. */
+uint32_t amqp_frame_method_id(const amqp_frame *f);
+
 /* Writes a 7-byte frame header. */
 void amqp_frame_header_put(uint8_t *buf, uint8_t type, uint16_t channel, uint32_t size);
 

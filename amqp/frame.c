@@ -128,3 +128,11 @@ void amqp_frame_header_put(uint8_t *buf, uint8_t type, uint16_t channel, uint32_
     buf[5] = (uint8_t)(size >> 8);
     buf[6] = (uint8_t)size;
 }
+
+uint32_t amqp_frame_method_id(const amqp_frame *f)
+{
+    if (f->type != AMQP_FRAME_METHOD || f->size < 4)
+        return 0;
+    const uint8_t *p = f->payload;
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}

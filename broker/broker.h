@@ -55,6 +55,8 @@ typedef struct config {
     char data_dir[512];
     unsigned handshake_timeout_ms;
     size_t conn_output_limit; /* bytes queued for a client before we stop delivering */
+    double memory_high_watermark;      /* vm_memory_high_watermark.relative */
+    uint64_t memory_high_watermark_abs; /* .absolute, bytes; 0 = use relative */
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -92,6 +94,8 @@ const uint8_t *msg_body(const msg *m);
 uint64_t msg_body_size(const msg *m);
 /* Bytes of RAM the message holds (for statistics and limits). */
 size_t msg_memory(const msg *m);
+/* Bytes of RAM held by all live messages (the memory alarm's measure). */
+size_t msg_total_memory(void);
 /* Copies a message with new exchange, routing key and properties (used to
  * dead-letter); NULL on OOM. */
 msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
@@ -135,6 +139,8 @@ bool server_authenticate(server *s, amqp_bytes user, amqp_bytes pass, bool loopb
 /* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
 void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
 void server_conn_opened(server *s, conn *c);
+/* Whether the memory alarm is on (new connections start blocked too). */
+bool server_memory_alarm(const server *s);
 void server_conn_closed(server *s, conn *c);
 /* Refreshes the cached clock that server_now_ms returns. */
 void server_touch_clock(server *s);
@@ -149,6 +155,13 @@ route_table *vhost_routes(vhost *v);
 queue *vhost_queue_find(vhost *v, amqp_bytes name);
 void vhost_queue_add(vhost *v, queue *q);
 void vhost_queue_remove(vhost *v, queue *q);
+/* Direct reply-to addresses of this vhost's channels. */
+bool vhost_reply_register(vhost *v, chan *ch);
+void vhost_reply_unregister(vhost *v, chan *ch);
+chan *vhost_reply_find(vhost *v, amqp_bytes token);
+/* The token part of a channel's reply address (reply.c). */
+const char *chan_reply_token(const chan *ch);
+
 /* Routes a message published to `ex` and copies the queues it goes to into
  * `buf` (cap entries) or, when more, a malloc'd array; *out is whichever,
  * to be freed by the caller when it is not `buf`. A copy, because
@@ -166,6 +179,10 @@ void conn_accept(server *s, int fd, bool loopback, const char *peer);
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
 /* Called by the server's housekeeping timer: heartbeats and timeouts. */
 void conn_tick(conn *c, uint64_t now_ms);
+/* The memory alarm went on or off: tell clients that asked (connection.
+ * blocked / unblocked); while on, a connection that publishes is no longer
+ * read, as RabbitMQ blocks publishers. */
+void conn_set_alarm(conn *c, bool on);
 /* Frees at once (server shutdown, after the loop has stopped). */
 void conn_free_now(conn *c);
 

@@ -51,6 +51,7 @@ void chan_free(chan *ch)
 {
     while (ch->consumers)
         chan_cancel_consumer(ch, ch->consumers, false);
+    chan_reply_cancel(ch, (amqp_bytes){NULL, 0});
     chan_requeue_all(ch);
     free(ch->ua);
     tx_clear(ch);
@@ -400,6 +401,7 @@ static void send_return(chan *ch, msg *m)
 typedef struct publish_props {
     amqp_bytes headers;    /* for headers exchanges */
     int64_t expiration_ms; /* per-message TTL, -1 = none */
+    bool direct_reply;     /* reply_to is amq.rabbitmq.reply-to */
 } publish_props;
 
 /* RabbitMQ's expiration: a string of decimal digits (milliseconds). */
@@ -428,12 +430,13 @@ static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *er
     *out = (publish_props){.expiration_ms = -1};
     uint16_t flags = raw.len < 2 ? 0 : (uint16_t)(raw.ptr[0] << 8 | raw.ptr[1]);
     if (!(flags & (AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG |
-                   AMQP_BASIC_EXPIRATION_FLAG)))
+                   AMQP_BASIC_EXPIRATION_FLAG | AMQP_BASIC_REPLY_TO_FLAG)))
         return AMQP_OK;
     amqp_basic_properties props;
     if (amqp_properties_decode(raw, &props, err) != AMQP_OK)
         return AMQP_ERROR;
     out->headers = props.headers;
+    out->direct_reply = chan_is_reply_queue(props.reply_to);
     if ((flags & AMQP_BASIC_EXPIRATION_FLAG) &&
         parse_expiration(props.expiration, &out->expiration_ms, err) != AMQP_OK)
         return AMQP_ERROR;
@@ -450,6 +453,9 @@ static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *er
 static size_t route_and_enqueue(chan *ch, route_exchange *ex, msg *m, const publish_props *pp,
                                 bool *refused)
 {
+    if (route_exchange_name(ex).len == 0 &&
+        chan_reply_route(conn_vhost(ch->c), msg_routing_key(m), m))
+        return 1;
     queue *local[16], **queues;
     size_t n = vhost_route(conn_vhost(ch->c), ex, msg_routing_key(m), pp->headers, local, 16,
                            &queues);
@@ -476,6 +482,22 @@ static void confirm_next(chan *ch, bool ok)
     ch->confirm_sent = ch->confirm_seq;
 }
 
+/* Publishes a message whose properties passed the checks. */
+static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange *ex, msg *m,
+                           const publish_props *pp, amqp_error *err)
+{
+    if (ch->mode == MODE_TX) {
+        tx_publish t = {.m = m, .mandatory = p->mandatory, .expiration_ms = pp->expiration_ms};
+        return chan_tx_add_publish(ch, &t, err);
+    }
+    bool refused = false;
+    if (route_and_enqueue(ch, ex, m, pp, &refused) == 0 && p->mandatory)
+        send_return(ch, m);
+    if (ch->mode == MODE_CONFIRM)
+        confirm_next(ch, !refused);
+    return AMQP_OK;
+}
+
 int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
 {
     if (p->immediate)
@@ -492,16 +514,15 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
     publish_props pp;
     if (check_properties(ch, m, &pp, err) != AMQP_OK)
         return AMQP_ERROR;
-    if (ch->mode == MODE_TX) {
-        tx_publish t = {.m = m, .mandatory = p->mandatory, .expiration_ms = pp.expiration_ms};
-        return chan_tx_add_publish(ch, &t, err);
+    if (pp.direct_reply) {
+        msg *copy = chan_reply_rewrite(ch, m, err);
+        if (!copy)
+            return AMQP_ERROR;
+        int r = publish_checked(ch, p, ex, copy, &pp, err);
+        msg_unref(copy);
+        return r;
     }
-    bool refused = false;
-    if (route_and_enqueue(ch, ex, m, &pp, &refused) == 0 && p->mandatory)
-        send_return(ch, m);
-    if (ch->mode == MODE_CONFIRM)
-        confirm_next(ch, !refused);
-    return AMQP_OK;
+    return publish_checked(ch, p, ex, m, &pp, err);
 }
 
 void chan_flush_confirms(chan *ch)

@@ -58,6 +58,9 @@ struct chan {
     size_t tx_nacks, tx_acks_cap;
     /* the last queue declared, for "" shortcuts in later methods */
     char last_queue[256];
+    /* direct reply-to: the reply consumer's tag ("" = none) and address */
+    char reply_tag[256];
+    char reply_token[32];
 };
 
 void chan_cancel_consumer(chan *ch, consumer *cons, bool notify);
@@ -65,6 +68,14 @@ void chan_requeue_all(chan *ch);
 consumer *chan_find_consumer(chan *ch, amqp_bytes tag);
 int chan_tx_add_publish(chan *ch, const tx_publish *p, amqp_error *err);
 void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack);
+
+/* reply.c: direct reply-to */
+bool chan_is_reply_queue(amqp_bytes name);
+int chan_reply_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err);
+/* Cancels the reply consumer if `tag` is its tag (any tag if tag.ptr is NULL). */
+bool chan_reply_cancel(chan *ch, amqp_bytes tag);
+msg *chan_reply_rewrite(chan *ch, msg *m, amqp_error *err);
+bool chan_reply_route(vhost *v, amqp_bytes key, msg *m);
 
 /* decl.c */
 int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err);

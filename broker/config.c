@@ -159,10 +159,29 @@ static bool set_handshake_timeout(config *c, const char *v, char *why, size_t n)
     return true;
 }
 
+static bool set_watermark_relative(config *c, const char *v, char *why, size_t n)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || !(x > 0 && x <= 1)) {
+        snprintf(why, n, "'%s' is not a fraction in (0, 1]", v);
+        return false;
+    }
+    c->memory_high_watermark = x;
+    return true;
+}
+
+static bool set_watermark_absolute(config *c, const char *v, char *why, size_t n)
+{
+    return parse_uint(v, 1, UINT64_MAX / 2, &c->memory_high_watermark_abs, why, n);
+}
+
 static const struct {
     const char *key;
     key_parser parse;
 } keys[] = {
+    {"vm_memory_high_watermark.relative", set_watermark_relative},
+    {"vm_memory_high_watermark.absolute", set_watermark_absolute},
     {"listeners.tcp.default", set_listener},
     {"default_user", set_default_user},
     {"default_pass", set_default_pass},
@@ -196,6 +215,7 @@ void config_defaults(config *c)
     strcpy(c->data_dir, "./var");
     c->handshake_timeout_ms = 10000;
     c->conn_output_limit = 4u << 20;
+    c->memory_high_watermark = 0.4;
 }
 
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,

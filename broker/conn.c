@@ -48,6 +48,10 @@ struct conn {
     bool loopback;
     bool cancel_notify;
     bool auth_failure_close; /* client asked for connection.close on bad login */
+    bool blocked_capable;    /* client handles connection.blocked */
+    bool alarm;              /* the memory alarm is on */
+    bool blocked_sent;       /* connection.blocked sent, unblocked not yet */
+    bool reading_blocked;    /* stopped reading: published during the alarm */
     bool reading_paused;
     bool output_blocked;
     bool free_scheduled;
@@ -296,8 +300,9 @@ static void send_start(conn *c)
     amqp_put_u8(&w, 'F');
     size_t caps = amqp_table_begin(&w);
     static const char *const capabilities[] = {
-        "publisher_confirms",  "exchange_exchange_bindings", "basic.nack",
-        "consumer_cancel_notify", "authentication_failure_close", "per_consumer_qos",
+        "publisher_confirms",     "exchange_exchange_bindings",   "basic.nack",
+        "consumer_cancel_notify", "connection.blocked",           "consumer_priorities",
+        "authentication_failure_close", "per_consumer_qos",      "direct_reply_to",
     };
     for (size_t i = 0; i < sizeof capabilities / sizeof capabilities[0]; i++)
         amqp_put_field_bool(&w, capabilities[i], true);
@@ -373,6 +378,8 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
                            f.type == 't' && f.v.i;
         c->auth_failure_close = amqp_table_get(caps.v.bytes, "authentication_failure_close",
                                                &f) && f.type == 't' && f.v.i;
+        c->blocked_capable = amqp_table_get(caps.v.bytes, "connection.blocked", &f) &&
+                             f.type == 't' && f.v.i;
     }
     if (!amqp_bytes_equal_cstr(s->mechanism, "PLAIN") &&
         !amqp_bytes_equal_cstr(s->mechanism, "AMQPLAIN"))
@@ -440,6 +447,7 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
     conn_send_method(c, 0, &m);
     log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,
             vhost_name(v));
+    conn_set_alarm(c, server_memory_alarm(c->srv));
     return AMQP_OK;
 }
 
@@ -615,8 +623,14 @@ static void read_frames(conn *c)
             break;
         if (r == AMQP_OK) {
             uint16_t channel = f.channel;
+            bool publish = c->alarm && amqp_frame_method_id(&f) == AMQP_BASIC_PUBLISH;
             r = handle_frame(c, &f, &err);
             evbuffer_drain(in, (size_t)f.size + AMQP_FRAME_OVERHEAD);
+            if (r == AMQP_OK && publish) {
+                bufferevent_disable(c->bev, EV_READ);
+                c->reading_blocked = true;
+                break;
+            }
             if (r == AMQP_OK)
                 continue;
             conn_raise(c, (f.type == AMQP_FRAME_METHOD || f.type == AMQP_FRAME_HEADER ||
@@ -675,7 +689,8 @@ static void write_cb(struct bufferevent *bev, void *arg)
     size_t limit = server_config(c->srv)->conn_output_limit;
     if (c->reading_paused && pending <= limit) {
         c->reading_paused = false;
-        bufferevent_enable(c->bev, EV_READ);
+        if (!c->reading_blocked)
+            bufferevent_enable(c->bev, EV_READ);
     }
     if (c->output_blocked && pending <= limit / 2)
         resume_deliveries(c);
@@ -778,4 +793,27 @@ void conn_free_now(conn *c)
     if (c->vh)
         vhost_drop_exclusive(c->vh, c);
     free_conn(-1, 0, c);
+}
+
+void conn_set_alarm(conn *c, bool on)
+{
+    if (c->state != S_OPEN || c->alarm == on)
+        return;
+    c->alarm = on;
+    amqp_method m = {.id = on ? AMQP_CONNECTION_BLOCKED : AMQP_CONNECTION_UNBLOCKED};
+    if (on && c->blocked_capable) {
+        m.connection_blocked.reason = AMQP_CSTR("low on memory");
+        conn_send_method(c, 0, &m);
+        c->blocked_sent = true;
+    } else if (!on && c->blocked_sent) {
+        conn_send_method(c, 0, &m);
+        c->blocked_sent = false;
+    }
+    if (!on && c->reading_blocked) {
+        c->reading_blocked = false;
+        if (!c->reading_paused) {
+            bufferevent_enable(c->bev, EV_READ);
+            read_cb(c->bev, c); /* frames may be waiting in the input buffer */
+        }
+    }
 }

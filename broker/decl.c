@@ -149,6 +149,13 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
     vhost *v = conn_vhost(ch->c);
     char generated[64];
     amqp_bytes name = d->queue;
+    if (d->passive && chan_is_reply_queue(name)) {
+        amqp_method ok = {.id = AMQP_QUEUE_DECLARE_OK};
+        ok.queue_declare_ok.queue = name;
+        if (!d->nowait)
+            conn_send_method(ch->c, ch->number, &ok);
+        return AMQP_OK;
+    }
     if (d->passive) {
         /* no "" shortcut here: RabbitMQ looks for a queue named '' */
         queue *q = vhost_queue_find(v, name);
@@ -283,6 +290,8 @@ static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error 
 
 int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
 {
+    if (chan_is_reply_queue(b->queue))
+        return chan_reply_consume(ch, b, err);
     amqp_bytes name = b->queue;
     queue *q = find_queue(ch, &name, AMQP_BASIC_CONSUME, err);
     if (!q)
@@ -338,6 +347,8 @@ int chan_basic_cancel(chan *ch, const amqp_basic_cancel *b, amqp_error *err)
         conn_send_method(ch->c, ch->number, &ok);
     if (cons)
         chan_cancel_consumer(ch, cons, false);
+    else
+        chan_reply_cancel(ch, b->consumer_tag);
     return AMQP_OK;
 }
 

@@ -39,6 +39,9 @@ static struct {
 } pools[NCLASSES];
 
 static uint64_t next_id = 1;
+static size_t live_bytes; /* RAM held by live messages, for the memory alarm */
+
+size_t msg_memory(const msg *m);
 
 static msg *alloc_block(size_t total, uint8_t *cls)
 {
@@ -60,6 +63,7 @@ static msg *alloc_block(size_t total, uint8_t *cls)
 
 static void free_block_of(msg *m)
 {
+    live_bytes -= msg_memory(m);
     uint8_t cls = m->size_class;
     if (cls != NO_CLASS && pools[cls].count < POOL_KEEP) {
         free_block *b = (free_block *)m;
@@ -90,6 +94,7 @@ msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
     m->ex_len = (uint8_t)exchange.len;
     m->rk_len = (uint8_t)routing_key.len;
     m->size_class = cls;
+    live_bytes += msg_memory(m);
     uint8_t *p = m->data;
     if (exchange.len)
         memcpy(p, exchange.ptr, exchange.len);
@@ -150,3 +155,5 @@ msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
         msg_append_body(n, msg_body(m), m->body_size);
     return n;
 }
+
+size_t msg_total_memory(void) { return live_bytes; }

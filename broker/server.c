@@ -37,6 +37,8 @@ struct server {
     uint64_t now_ms;
     uint64_t name_seed;
     bool shutting_down;
+    bool memory_alarm;
+    size_t memory_limit; /* bytes of message memory that raise the alarm */
 };
 
 static uint64_t monotonic_ms(void)
@@ -50,6 +52,7 @@ const config *server_config(const server *s) { return &s->cfg; }
 struct event_base *server_base(server *s) { return s->base; }
 uint64_t server_now_ms(const server *s) { return s->now_ms; }
 void server_touch_clock(server *s) { s->now_ms = monotonic_ms(); }
+bool server_memory_alarm(const server *s) { return s->memory_alarm; }
 
 vhost *server_vhost(server *s, amqp_bytes name)
 {
@@ -166,6 +169,20 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
 /* ---- timers and signals ------------------------------------------------- */
 
+/* RabbitMQ's memory alarm, measured as the RAM messages hold. */
+static void check_memory(server *s)
+{
+    size_t used = msg_total_memory();
+    bool alarm = used > s->memory_limit;
+    if (alarm == s->memory_alarm)
+        return;
+    s->memory_alarm = alarm;
+    log_msg(LOG_WARNING, "memory resource limit alarm %s (messages use %zu bytes, limit %zu)",
+            alarm ? "set" : "cleared", used, s->memory_limit);
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_set_alarm(s->conns[i], alarm);
+}
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -175,6 +192,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
      * array is stable during the walk. */
     for (size_t i = 0; i < s->nconns; i++)
         conn_tick(s->conns[i], s->now_ms);
+    check_memory(s);
 }
 
 static void shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -263,6 +281,10 @@ server *server_new(const config *cfg)
         return NULL;
     s->cfg = *cfg;
     s->now_ms = monotonic_ms();
+    s->memory_limit = cfg->memory_high_watermark_abs
+                          ? cfg->memory_high_watermark_abs
+                          : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
+                                     cfg->memory_high_watermark);
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
     s->base = event_base_new();

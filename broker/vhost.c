@@ -12,6 +12,8 @@ struct vhost {
     route_table *routes;
     struct queue_link **buckets;
     uint32_t nbuckets, nqueues;
+    chan **replies; /* channels with a direct reply-to consumer */
+    size_t nreplies, replies_cap;
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -55,6 +57,7 @@ void vhost_free(vhost *v)
     if (v->routes)
         route_table_free(v->routes);
     free(v->buckets);
+    free(v->replies);
     free(v->name);
     free(v);
 }
@@ -146,4 +149,36 @@ size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes head
         dst[i] = found[i];
     *out = dst;
     return n;
+}
+
+bool vhost_reply_register(vhost *v, chan *ch)
+{
+    if (v->nreplies == v->replies_cap) {
+        size_t cap = v->replies_cap ? v->replies_cap * 2 : 16;
+        chan **n = realloc(v->replies, cap * sizeof *n);
+        if (!n)
+            return false;
+        v->replies = n;
+        v->replies_cap = cap;
+    }
+    v->replies[v->nreplies++] = ch;
+    return true;
+}
+
+void vhost_reply_unregister(vhost *v, chan *ch)
+{
+    for (size_t i = 0; i < v->nreplies; i++)
+        if (v->replies[i] == ch) {
+            v->replies[i] = v->replies[--v->nreplies];
+            return;
+        }
+}
+
+/* A linear scan: reply consumers are few (one per RPC client channel). */
+chan *vhost_reply_find(vhost *v, amqp_bytes token)
+{
+    for (size_t i = 0; i < v->nreplies; i++)
+        if (amqp_bytes_equal_cstr(token, chan_reply_token(v->replies[i])))
+            return v->replies[i];
+    return NULL;
 }

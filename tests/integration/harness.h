@@ -74,7 +74,9 @@ enum {
     ITEST_NOT_IMPLEMENTED = 540,
 };
 
+#ifndef ITEST_TEST_TIMEOUT_S
 #define ITEST_TEST_TIMEOUT_S 30   /* per test: a hung broker fails the test */
+#endif
 #define ITEST_RPC_TIMEOUT_S 10    /* per RPC through rabbitmq-c */
 #define ITEST_START_TIMEOUT_MS 10000
 #define ITEST_STOP_TIMEOUT_MS 10000
@@ -288,8 +290,8 @@ HARNESS_FN int itest_targeting_external(void)
 
 /* ------------------------------------------------------------------ names */
 
-static char itest_names_q[ITEST_MAX_NAMES][128];
-static char itest_names_x[ITEST_MAX_NAMES][128];
+static char itest_names_q[ITEST_MAX_NAMES][256]; /* a shortstr fits */
+static char itest_names_x[ITEST_MAX_NAMES][256];
 static int itest_nq, itest_nx;
 
 /* A unique name "itest.c.<kind>.<pid>.<n>" in buf. */
@@ -303,17 +305,24 @@ HARNESS_FN const char *itest_name(char *buf, size_t cap, const char *kind)
     return buf;
 }
 
+HARNESS_FN void itest_copy_name(char dst[256], const char *name)
+{
+    size_t n = strnlen(name, 255);
+    memcpy(dst, name, n);
+    dst[n] = '\0';
+}
+
 /* Remembers a queue/exchange to delete after the test. */
 HARNESS_FN void itest_track_queue(const char *name)
 {
     if (itest_nq < ITEST_MAX_NAMES)
-        snprintf(itest_names_q[itest_nq++], sizeof itest_names_q[0], "%s", name);
+        itest_copy_name(itest_names_q[itest_nq++], name);
 }
 
 HARNESS_FN void itest_track_exchange(const char *name)
 {
     if (itest_nx < ITEST_MAX_NAMES)
-        snprintf(itest_names_x[itest_nx++], sizeof itest_names_x[0], "%s", name);
+        itest_copy_name(itest_names_x[itest_nx++], name);
 }
 
 /* -------------------------------------------------------------- connections */
