@@ -33,6 +33,7 @@ enum { AMQP_OK = 0, AMQP_NEED_MORE = 1, AMQP_ERROR = -1 };
 typedef struct amqp_error {
     uint16_t code;
     uint32_t method_id;
+    bool silent; /* RabbitMQ's decoder crashes here: close the socket, no close frame */
     char text[256];
 } amqp_error;
 
@@ -58,9 +59,10 @@ bool amqp_method_has_content(uint32_t method_id);
 bool amqp_method_is_synchronous(uint32_t method_id);
 
 /* Decodes a method frame payload into `out`. Slices point into `buf`.
- * Fails with 540 NOT_IMPLEMENTED for an unknown class or method and, as
- * RabbitMQ does, 501 FRAME_ERROR for a payload that is short, has bad lengths, a malformed
- * table, or trailing bytes. */
+ * Fails as RabbitMQ 3.10 does: 501 FRAME_ERROR "cannot decode <<octets>>"
+ * for arguments that are short, have bad lengths, a malformed table or
+ * trailing bytes; an unknown class or method (540) or an unknown field type
+ * in a table sets err->silent (RabbitMQ drops the connection). */
 int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out, amqp_error *err);
 
 /* Encodes `m` (class id, method id, arguments) into `buf`. Returns the byte

@@ -175,13 +175,13 @@ bool amqp_method_is_synchronous(uint32_t method_id)
 }
 
 static bool decode_connection_start(const uint8_t *buf, size_t len, size_t *off,
-                                    amqp_connection_start *m)
+                                    amqp_connection_start *m, amqp_error *err)
 {
     if (!wire_get_u8(buf, len, off, &m->version_major))
         return false;
     if (!wire_get_u8(buf, len, off, &m->version_minor))
         return false;
-    if (!wire_get_table(buf, len, off, &m->server_properties))
+    if (!wire_get_table(buf, len, off, &m->server_properties, err))
         return false;
     if (!wire_get_longstr(buf, len, off, &m->mechanisms))
         return false;
@@ -200,9 +200,9 @@ static void encode_connection_start(amqp_writer *w, const amqp_connection_start 
 }
 
 static bool decode_connection_start_ok(const uint8_t *buf, size_t len, size_t *off,
-                                       amqp_connection_start_ok *m)
+                                       amqp_connection_start_ok *m, amqp_error *err)
 {
-    if (!wire_get_table(buf, len, off, &m->client_properties))
+    if (!wire_get_table(buf, len, off, &m->client_properties, err))
         return false;
     if (!wire_get_shortstr(buf, len, off, &m->mechanism))
         return false;
@@ -222,10 +222,11 @@ static void encode_connection_start_ok(amqp_writer *w, const amqp_connection_sta
 }
 
 static bool decode_connection_secure(const uint8_t *buf, size_t len, size_t *off,
-                                     amqp_connection_secure *m)
+                                     amqp_connection_secure *m, amqp_error *err)
 {
     if (!wire_get_longstr(buf, len, off, &m->challenge))
         return false;
+    (void)err;
     return true;
 }
 
@@ -235,10 +236,11 @@ static void encode_connection_secure(amqp_writer *w, const amqp_connection_secur
 }
 
 static bool decode_connection_secure_ok(const uint8_t *buf, size_t len, size_t *off,
-                                        amqp_connection_secure_ok *m)
+                                        amqp_connection_secure_ok *m, amqp_error *err)
 {
     if (!wire_get_longstr(buf, len, off, &m->response))
         return false;
+    (void)err;
     return true;
 }
 
@@ -248,7 +250,7 @@ static void encode_connection_secure_ok(amqp_writer *w, const amqp_connection_se
 }
 
 static bool decode_connection_tune(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_connection_tune *m)
+                                   amqp_connection_tune *m, amqp_error *err)
 {
     if (!wire_get_u16(buf, len, off, &m->channel_max))
         return false;
@@ -256,6 +258,7 @@ static bool decode_connection_tune(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_u16(buf, len, off, &m->heartbeat))
         return false;
+    (void)err;
     return true;
 }
 
@@ -267,7 +270,7 @@ static void encode_connection_tune(amqp_writer *w, const amqp_connection_tune *m
 }
 
 static bool decode_connection_tune_ok(const uint8_t *buf, size_t len, size_t *off,
-                                      amqp_connection_tune_ok *m)
+                                      amqp_connection_tune_ok *m, amqp_error *err)
 {
     if (!wire_get_u16(buf, len, off, &m->channel_max))
         return false;
@@ -275,6 +278,7 @@ static bool decode_connection_tune_ok(const uint8_t *buf, size_t len, size_t *of
         return false;
     if (!wire_get_u16(buf, len, off, &m->heartbeat))
         return false;
+    (void)err;
     return true;
 }
 
@@ -286,7 +290,7 @@ static void encode_connection_tune_ok(amqp_writer *w, const amqp_connection_tune
 }
 
 static bool decode_connection_open(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_connection_open *m)
+                                   amqp_connection_open *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -297,6 +301,7 @@ static bool decode_connection_open(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->insist = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -308,10 +313,11 @@ static void encode_connection_open(amqp_writer *w, const amqp_connection_open *m
 }
 
 static bool decode_connection_open_ok(const uint8_t *buf, size_t len, size_t *off,
-                                      amqp_connection_open_ok *m)
+                                      amqp_connection_open_ok *m, amqp_error *err)
 {
     if (!wire_get_shortstr(buf, len, off, &m->known_hosts))
         return false;
+    (void)err;
     return true;
 }
 
@@ -321,7 +327,7 @@ static void encode_connection_open_ok(amqp_writer *w, const amqp_connection_open
 }
 
 static bool decode_connection_close(const uint8_t *buf, size_t len, size_t *off,
-                                    amqp_connection_close *m)
+                                    amqp_connection_close *m, amqp_error *err)
 {
     if (!wire_get_u16(buf, len, off, &m->reply_code))
         return false;
@@ -331,6 +337,7 @@ static bool decode_connection_close(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_u16(buf, len, off, &m->method_id))
         return false;
+    (void)err;
     return true;
 }
 
@@ -343,10 +350,11 @@ static void encode_connection_close(amqp_writer *w, const amqp_connection_close 
 }
 
 static bool decode_connection_blocked(const uint8_t *buf, size_t len, size_t *off,
-                                      amqp_connection_blocked *m)
+                                      amqp_connection_blocked *m, amqp_error *err)
 {
     if (!wire_get_shortstr(buf, len, off, &m->reason))
         return false;
+    (void)err;
     return true;
 }
 
@@ -356,12 +364,13 @@ static void encode_connection_blocked(amqp_writer *w, const amqp_connection_bloc
 }
 
 static bool decode_connection_update_secret(const uint8_t *buf, size_t len, size_t *off,
-                                            amqp_connection_update_secret *m)
+                                            amqp_connection_update_secret *m, amqp_error *err)
 {
     if (!wire_get_longstr(buf, len, off, &m->new_secret))
         return false;
     if (!wire_get_shortstr(buf, len, off, &m->reason))
         return false;
+    (void)err;
     return true;
 }
 
@@ -372,10 +381,11 @@ static void encode_connection_update_secret(amqp_writer *w, const amqp_connectio
 }
 
 static bool decode_channel_open(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_channel_open *m)
+                                amqp_channel_open *m, amqp_error *err)
 {
     if (!wire_get_shortstr(buf, len, off, &m->out_of_band))
         return false;
+    (void)err;
     return true;
 }
 
@@ -385,10 +395,11 @@ static void encode_channel_open(amqp_writer *w, const amqp_channel_open *m)
 }
 
 static bool decode_channel_open_ok(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_channel_open_ok *m)
+                                   amqp_channel_open_ok *m, amqp_error *err)
 {
     if (!wire_get_longstr(buf, len, off, &m->channel_id))
         return false;
+    (void)err;
     return true;
 }
 
@@ -398,13 +409,14 @@ static void encode_channel_open_ok(amqp_writer *w, const amqp_channel_open_ok *m
 }
 
 static bool decode_channel_flow(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_channel_flow *m)
+                                amqp_channel_flow *m, amqp_error *err)
 {
     uint8_t bits;
 
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->active = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -414,13 +426,14 @@ static void encode_channel_flow(amqp_writer *w, const amqp_channel_flow *m)
 }
 
 static bool decode_channel_flow_ok(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_channel_flow_ok *m)
+                                   amqp_channel_flow_ok *m, amqp_error *err)
 {
     uint8_t bits;
 
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->active = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -430,7 +443,7 @@ static void encode_channel_flow_ok(amqp_writer *w, const amqp_channel_flow_ok *m
 }
 
 static bool decode_channel_close(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_channel_close *m)
+                                 amqp_channel_close *m, amqp_error *err)
 {
     if (!wire_get_u16(buf, len, off, &m->reply_code))
         return false;
@@ -440,6 +453,7 @@ static bool decode_channel_close(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_u16(buf, len, off, &m->method_id))
         return false;
+    (void)err;
     return true;
 }
 
@@ -452,7 +466,7 @@ static void encode_channel_close(amqp_writer *w, const amqp_channel_close *m)
 }
 
 static bool decode_access_request(const uint8_t *buf, size_t len, size_t *off,
-                                  amqp_access_request *m)
+                                  amqp_access_request *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -465,6 +479,7 @@ static bool decode_access_request(const uint8_t *buf, size_t len, size_t *off,
     m->active = (bits & 0x04) != 0;
     m->write = (bits & 0x08) != 0;
     m->read = (bits & 0x10) != 0;
+    (void)err;
     return true;
 }
 
@@ -479,10 +494,11 @@ static void encode_access_request(amqp_writer *w, const amqp_access_request *m)
 }
 
 static bool decode_access_request_ok(const uint8_t *buf, size_t len, size_t *off,
-                                     amqp_access_request_ok *m)
+                                     amqp_access_request_ok *m, amqp_error *err)
 {
     if (!wire_get_u16(buf, len, off, &m->ticket))
         return false;
+    (void)err;
     return true;
 }
 
@@ -492,7 +508,7 @@ static void encode_access_request_ok(amqp_writer *w, const amqp_access_request_o
 }
 
 static bool decode_exchange_declare(const uint8_t *buf, size_t len, size_t *off,
-                                    amqp_exchange_declare *m)
+                                    amqp_exchange_declare *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -509,7 +525,7 @@ static bool decode_exchange_declare(const uint8_t *buf, size_t len, size_t *off,
     m->auto_delete = (bits & 0x04) != 0;
     m->internal = (bits & 0x08) != 0;
     m->nowait = (bits & 0x10) != 0;
-    if (!wire_get_table(buf, len, off, &m->arguments))
+    if (!wire_get_table(buf, len, off, &m->arguments, err))
         return false;
     return true;
 }
@@ -528,7 +544,7 @@ static void encode_exchange_declare(amqp_writer *w, const amqp_exchange_declare 
 }
 
 static bool decode_exchange_delete(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_exchange_delete *m)
+                                   amqp_exchange_delete *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -540,6 +556,7 @@ static bool decode_exchange_delete(const uint8_t *buf, size_t len, size_t *off,
         return false;
     m->if_unused = (bits & 0x01) != 0;
     m->nowait = (bits & 0x02) != 0;
+    (void)err;
     return true;
 }
 
@@ -552,7 +569,7 @@ static void encode_exchange_delete(amqp_writer *w, const amqp_exchange_delete *m
 }
 
 static bool decode_exchange_bind(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_exchange_bind *m)
+                                 amqp_exchange_bind *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -567,7 +584,7 @@ static bool decode_exchange_bind(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->nowait = (bits & 0x01) != 0;
-    if (!wire_get_table(buf, len, off, &m->arguments))
+    if (!wire_get_table(buf, len, off, &m->arguments, err))
         return false;
     return true;
 }
@@ -583,7 +600,7 @@ static void encode_exchange_bind(amqp_writer *w, const amqp_exchange_bind *m)
 }
 
 static bool decode_exchange_unbind(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_exchange_unbind *m)
+                                   amqp_exchange_unbind *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -598,7 +615,7 @@ static bool decode_exchange_unbind(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->nowait = (bits & 0x01) != 0;
-    if (!wire_get_table(buf, len, off, &m->arguments))
+    if (!wire_get_table(buf, len, off, &m->arguments, err))
         return false;
     return true;
 }
@@ -614,7 +631,7 @@ static void encode_exchange_unbind(amqp_writer *w, const amqp_exchange_unbind *m
 }
 
 static bool decode_queue_declare(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_queue_declare *m)
+                                 amqp_queue_declare *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -629,7 +646,7 @@ static bool decode_queue_declare(const uint8_t *buf, size_t len, size_t *off,
     m->exclusive = (bits & 0x04) != 0;
     m->auto_delete = (bits & 0x08) != 0;
     m->nowait = (bits & 0x10) != 0;
-    if (!wire_get_table(buf, len, off, &m->arguments))
+    if (!wire_get_table(buf, len, off, &m->arguments, err))
         return false;
     return true;
 }
@@ -647,7 +664,7 @@ static void encode_queue_declare(amqp_writer *w, const amqp_queue_declare *m)
 }
 
 static bool decode_queue_declare_ok(const uint8_t *buf, size_t len, size_t *off,
-                                    amqp_queue_declare_ok *m)
+                                    amqp_queue_declare_ok *m, amqp_error *err)
 {
     if (!wire_get_shortstr(buf, len, off, &m->queue))
         return false;
@@ -655,6 +672,7 @@ static bool decode_queue_declare_ok(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_u32(buf, len, off, &m->consumer_count))
         return false;
+    (void)err;
     return true;
 }
 
@@ -666,7 +684,7 @@ static void encode_queue_declare_ok(amqp_writer *w, const amqp_queue_declare_ok 
 }
 
 static bool decode_queue_bind(const uint8_t *buf, size_t len, size_t *off,
-                              amqp_queue_bind *m)
+                              amqp_queue_bind *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -681,7 +699,7 @@ static bool decode_queue_bind(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->nowait = (bits & 0x01) != 0;
-    if (!wire_get_table(buf, len, off, &m->arguments))
+    if (!wire_get_table(buf, len, off, &m->arguments, err))
         return false;
     return true;
 }
@@ -697,7 +715,7 @@ static void encode_queue_bind(amqp_writer *w, const amqp_queue_bind *m)
 }
 
 static bool decode_queue_purge(const uint8_t *buf, size_t len, size_t *off,
-                               amqp_queue_purge *m)
+                               amqp_queue_purge *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -708,6 +726,7 @@ static bool decode_queue_purge(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->nowait = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -719,10 +738,11 @@ static void encode_queue_purge(amqp_writer *w, const amqp_queue_purge *m)
 }
 
 static bool decode_queue_purge_ok(const uint8_t *buf, size_t len, size_t *off,
-                                  amqp_queue_purge_ok *m)
+                                  amqp_queue_purge_ok *m, amqp_error *err)
 {
     if (!wire_get_u32(buf, len, off, &m->message_count))
         return false;
+    (void)err;
     return true;
 }
 
@@ -732,7 +752,7 @@ static void encode_queue_purge_ok(amqp_writer *w, const amqp_queue_purge_ok *m)
 }
 
 static bool decode_queue_delete(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_queue_delete *m)
+                                amqp_queue_delete *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -745,6 +765,7 @@ static bool decode_queue_delete(const uint8_t *buf, size_t len, size_t *off,
     m->if_unused = (bits & 0x01) != 0;
     m->if_empty = (bits & 0x02) != 0;
     m->nowait = (bits & 0x04) != 0;
+    (void)err;
     return true;
 }
 
@@ -758,10 +779,11 @@ static void encode_queue_delete(amqp_writer *w, const amqp_queue_delete *m)
 }
 
 static bool decode_queue_delete_ok(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_queue_delete_ok *m)
+                                   amqp_queue_delete_ok *m, amqp_error *err)
 {
     if (!wire_get_u32(buf, len, off, &m->message_count))
         return false;
+    (void)err;
     return true;
 }
 
@@ -771,7 +793,7 @@ static void encode_queue_delete_ok(amqp_writer *w, const amqp_queue_delete_ok *m
 }
 
 static bool decode_queue_unbind(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_queue_unbind *m)
+                                amqp_queue_unbind *m, amqp_error *err)
 {
     if (!wire_get_u16(buf, len, off, &m->ticket))
         return false;
@@ -781,7 +803,7 @@ static bool decode_queue_unbind(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_shortstr(buf, len, off, &m->routing_key))
         return false;
-    if (!wire_get_table(buf, len, off, &m->arguments))
+    if (!wire_get_table(buf, len, off, &m->arguments, err))
         return false;
     return true;
 }
@@ -796,7 +818,7 @@ static void encode_queue_unbind(amqp_writer *w, const amqp_queue_unbind *m)
 }
 
 static bool decode_basic_qos(const uint8_t *buf, size_t len, size_t *off,
-                             amqp_basic_qos *m)
+                             amqp_basic_qos *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -807,6 +829,7 @@ static bool decode_basic_qos(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->global = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -818,7 +841,7 @@ static void encode_basic_qos(amqp_writer *w, const amqp_basic_qos *m)
 }
 
 static bool decode_basic_consume(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_basic_consume *m)
+                                 amqp_basic_consume *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -834,7 +857,7 @@ static bool decode_basic_consume(const uint8_t *buf, size_t len, size_t *off,
     m->no_ack = (bits & 0x02) != 0;
     m->exclusive = (bits & 0x04) != 0;
     m->nowait = (bits & 0x08) != 0;
-    if (!wire_get_table(buf, len, off, &m->arguments))
+    if (!wire_get_table(buf, len, off, &m->arguments, err))
         return false;
     return true;
 }
@@ -852,10 +875,11 @@ static void encode_basic_consume(amqp_writer *w, const amqp_basic_consume *m)
 }
 
 static bool decode_basic_consume_ok(const uint8_t *buf, size_t len, size_t *off,
-                                    amqp_basic_consume_ok *m)
+                                    amqp_basic_consume_ok *m, amqp_error *err)
 {
     if (!wire_get_shortstr(buf, len, off, &m->consumer_tag))
         return false;
+    (void)err;
     return true;
 }
 
@@ -865,7 +889,7 @@ static void encode_basic_consume_ok(amqp_writer *w, const amqp_basic_consume_ok 
 }
 
 static bool decode_basic_cancel(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_basic_cancel *m)
+                                amqp_basic_cancel *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -874,6 +898,7 @@ static bool decode_basic_cancel(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->nowait = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -884,10 +909,11 @@ static void encode_basic_cancel(amqp_writer *w, const amqp_basic_cancel *m)
 }
 
 static bool decode_basic_cancel_ok(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_basic_cancel_ok *m)
+                                   amqp_basic_cancel_ok *m, amqp_error *err)
 {
     if (!wire_get_shortstr(buf, len, off, &m->consumer_tag))
         return false;
+    (void)err;
     return true;
 }
 
@@ -897,7 +923,7 @@ static void encode_basic_cancel_ok(amqp_writer *w, const amqp_basic_cancel_ok *m
 }
 
 static bool decode_basic_publish(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_basic_publish *m)
+                                 amqp_basic_publish *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -911,6 +937,7 @@ static bool decode_basic_publish(const uint8_t *buf, size_t len, size_t *off,
         return false;
     m->mandatory = (bits & 0x01) != 0;
     m->immediate = (bits & 0x02) != 0;
+    (void)err;
     return true;
 }
 
@@ -924,7 +951,7 @@ static void encode_basic_publish(amqp_writer *w, const amqp_basic_publish *m)
 }
 
 static bool decode_basic_return(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_basic_return *m)
+                                amqp_basic_return *m, amqp_error *err)
 {
     if (!wire_get_u16(buf, len, off, &m->reply_code))
         return false;
@@ -934,6 +961,7 @@ static bool decode_basic_return(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_shortstr(buf, len, off, &m->routing_key))
         return false;
+    (void)err;
     return true;
 }
 
@@ -946,7 +974,7 @@ static void encode_basic_return(amqp_writer *w, const amqp_basic_return *m)
 }
 
 static bool decode_basic_deliver(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_basic_deliver *m)
+                                 amqp_basic_deliver *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -961,6 +989,7 @@ static bool decode_basic_deliver(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_shortstr(buf, len, off, &m->routing_key))
         return false;
+    (void)err;
     return true;
 }
 
@@ -974,7 +1003,7 @@ static void encode_basic_deliver(amqp_writer *w, const amqp_basic_deliver *m)
 }
 
 static bool decode_basic_get(const uint8_t *buf, size_t len, size_t *off,
-                             amqp_basic_get *m)
+                             amqp_basic_get *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -985,6 +1014,7 @@ static bool decode_basic_get(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->no_ack = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -996,7 +1026,7 @@ static void encode_basic_get(amqp_writer *w, const amqp_basic_get *m)
 }
 
 static bool decode_basic_get_ok(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_basic_get_ok *m)
+                                amqp_basic_get_ok *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -1011,6 +1041,7 @@ static bool decode_basic_get_ok(const uint8_t *buf, size_t len, size_t *off,
         return false;
     if (!wire_get_u32(buf, len, off, &m->message_count))
         return false;
+    (void)err;
     return true;
 }
 
@@ -1024,10 +1055,11 @@ static void encode_basic_get_ok(amqp_writer *w, const amqp_basic_get_ok *m)
 }
 
 static bool decode_basic_get_empty(const uint8_t *buf, size_t len, size_t *off,
-                                   amqp_basic_get_empty *m)
+                                   amqp_basic_get_empty *m, amqp_error *err)
 {
     if (!wire_get_shortstr(buf, len, off, &m->cluster_id))
         return false;
+    (void)err;
     return true;
 }
 
@@ -1037,7 +1069,7 @@ static void encode_basic_get_empty(amqp_writer *w, const amqp_basic_get_empty *m
 }
 
 static bool decode_basic_ack(const uint8_t *buf, size_t len, size_t *off,
-                             amqp_basic_ack *m)
+                             amqp_basic_ack *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -1046,6 +1078,7 @@ static bool decode_basic_ack(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->multiple = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -1056,7 +1089,7 @@ static void encode_basic_ack(amqp_writer *w, const amqp_basic_ack *m)
 }
 
 static bool decode_basic_reject(const uint8_t *buf, size_t len, size_t *off,
-                                amqp_basic_reject *m)
+                                amqp_basic_reject *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -1065,6 +1098,7 @@ static bool decode_basic_reject(const uint8_t *buf, size_t len, size_t *off,
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->requeue = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -1075,13 +1109,14 @@ static void encode_basic_reject(amqp_writer *w, const amqp_basic_reject *m)
 }
 
 static bool decode_basic_recover_async(const uint8_t *buf, size_t len, size_t *off,
-                                       amqp_basic_recover_async *m)
+                                       amqp_basic_recover_async *m, amqp_error *err)
 {
     uint8_t bits;
 
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->requeue = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -1091,13 +1126,14 @@ static void encode_basic_recover_async(amqp_writer *w, const amqp_basic_recover_
 }
 
 static bool decode_basic_recover(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_basic_recover *m)
+                                 amqp_basic_recover *m, amqp_error *err)
 {
     uint8_t bits;
 
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->requeue = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -1107,7 +1143,7 @@ static void encode_basic_recover(amqp_writer *w, const amqp_basic_recover *m)
 }
 
 static bool decode_basic_nack(const uint8_t *buf, size_t len, size_t *off,
-                              amqp_basic_nack *m)
+                              amqp_basic_nack *m, amqp_error *err)
 {
     uint8_t bits;
 
@@ -1117,6 +1153,7 @@ static bool decode_basic_nack(const uint8_t *buf, size_t len, size_t *off,
         return false;
     m->multiple = (bits & 0x01) != 0;
     m->requeue = (bits & 0x02) != 0;
+    (void)err;
     return true;
 }
 
@@ -1128,13 +1165,14 @@ static void encode_basic_nack(amqp_writer *w, const amqp_basic_nack *m)
 }
 
 static bool decode_confirm_select(const uint8_t *buf, size_t len, size_t *off,
-                                  amqp_confirm_select *m)
+                                  amqp_confirm_select *m, amqp_error *err)
 {
     uint8_t bits;
 
     if (!wire_get_u8(buf, len, off, &bits))
         return false;
     m->nowait = (bits & 0x01) != 0;
+    (void)err;
     return true;
 }
 
@@ -1146,171 +1184,171 @@ static void encode_confirm_select(amqp_writer *w, const amqp_confirm_select *m)
 /* Decodes the arguments of method `id`: 1 when well formed, 0 when
  * malformed, -1 when the id is unknown. */
 static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len,
-                            size_t *off, amqp_method *out)
+                            size_t *off, amqp_method *out, amqp_error *err)
 {
     switch (id) {
     case AMQP_CONNECTION_START:
         return decode_connection_start(buf, len, off,
-                         &out->connection_start);
+                         &out->connection_start, err);
     case AMQP_CONNECTION_START_OK:
         return decode_connection_start_ok(buf, len, off,
-                         &out->connection_start_ok);
+                         &out->connection_start_ok, err);
     case AMQP_CONNECTION_SECURE:
         return decode_connection_secure(buf, len, off,
-                         &out->connection_secure);
+                         &out->connection_secure, err);
     case AMQP_CONNECTION_SECURE_OK:
         return decode_connection_secure_ok(buf, len, off,
-                         &out->connection_secure_ok);
+                         &out->connection_secure_ok, err);
     case AMQP_CONNECTION_TUNE:
         return decode_connection_tune(buf, len, off,
-                         &out->connection_tune);
+                         &out->connection_tune, err);
     case AMQP_CONNECTION_TUNE_OK:
         return decode_connection_tune_ok(buf, len, off,
-                         &out->connection_tune_ok);
+                         &out->connection_tune_ok, err);
     case AMQP_CONNECTION_OPEN:
         return decode_connection_open(buf, len, off,
-                         &out->connection_open);
+                         &out->connection_open, err);
     case AMQP_CONNECTION_OPEN_OK:
         return decode_connection_open_ok(buf, len, off,
-                         &out->connection_open_ok);
+                         &out->connection_open_ok, err);
     case AMQP_CONNECTION_CLOSE:
         return decode_connection_close(buf, len, off,
-                         &out->connection_close);
+                         &out->connection_close, err);
     case AMQP_CONNECTION_CLOSE_OK:
         return true;
     case AMQP_CONNECTION_BLOCKED:
         return decode_connection_blocked(buf, len, off,
-                         &out->connection_blocked);
+                         &out->connection_blocked, err);
     case AMQP_CONNECTION_UNBLOCKED:
         return true;
     case AMQP_CONNECTION_UPDATE_SECRET:
         return decode_connection_update_secret(buf, len, off,
-                         &out->connection_update_secret);
+                         &out->connection_update_secret, err);
     case AMQP_CONNECTION_UPDATE_SECRET_OK:
         return true;
     case AMQP_CHANNEL_OPEN:
         return decode_channel_open(buf, len, off,
-                         &out->channel_open);
+                         &out->channel_open, err);
     case AMQP_CHANNEL_OPEN_OK:
         return decode_channel_open_ok(buf, len, off,
-                         &out->channel_open_ok);
+                         &out->channel_open_ok, err);
     case AMQP_CHANNEL_FLOW:
         return decode_channel_flow(buf, len, off,
-                         &out->channel_flow);
+                         &out->channel_flow, err);
     case AMQP_CHANNEL_FLOW_OK:
         return decode_channel_flow_ok(buf, len, off,
-                         &out->channel_flow_ok);
+                         &out->channel_flow_ok, err);
     case AMQP_CHANNEL_CLOSE:
         return decode_channel_close(buf, len, off,
-                         &out->channel_close);
+                         &out->channel_close, err);
     case AMQP_CHANNEL_CLOSE_OK:
         return true;
     case AMQP_ACCESS_REQUEST:
         return decode_access_request(buf, len, off,
-                         &out->access_request);
+                         &out->access_request, err);
     case AMQP_ACCESS_REQUEST_OK:
         return decode_access_request_ok(buf, len, off,
-                         &out->access_request_ok);
+                         &out->access_request_ok, err);
     case AMQP_EXCHANGE_DECLARE:
         return decode_exchange_declare(buf, len, off,
-                         &out->exchange_declare);
+                         &out->exchange_declare, err);
     case AMQP_EXCHANGE_DECLARE_OK:
         return true;
     case AMQP_EXCHANGE_DELETE:
         return decode_exchange_delete(buf, len, off,
-                         &out->exchange_delete);
+                         &out->exchange_delete, err);
     case AMQP_EXCHANGE_DELETE_OK:
         return true;
     case AMQP_EXCHANGE_BIND:
         return decode_exchange_bind(buf, len, off,
-                         &out->exchange_bind);
+                         &out->exchange_bind, err);
     case AMQP_EXCHANGE_BIND_OK:
         return true;
     case AMQP_EXCHANGE_UNBIND:
         return decode_exchange_unbind(buf, len, off,
-                         &out->exchange_unbind);
+                         &out->exchange_unbind, err);
     case AMQP_EXCHANGE_UNBIND_OK:
         return true;
     case AMQP_QUEUE_DECLARE:
         return decode_queue_declare(buf, len, off,
-                         &out->queue_declare);
+                         &out->queue_declare, err);
     case AMQP_QUEUE_DECLARE_OK:
         return decode_queue_declare_ok(buf, len, off,
-                         &out->queue_declare_ok);
+                         &out->queue_declare_ok, err);
     case AMQP_QUEUE_BIND:
         return decode_queue_bind(buf, len, off,
-                         &out->queue_bind);
+                         &out->queue_bind, err);
     case AMQP_QUEUE_BIND_OK:
         return true;
     case AMQP_QUEUE_PURGE:
         return decode_queue_purge(buf, len, off,
-                         &out->queue_purge);
+                         &out->queue_purge, err);
     case AMQP_QUEUE_PURGE_OK:
         return decode_queue_purge_ok(buf, len, off,
-                         &out->queue_purge_ok);
+                         &out->queue_purge_ok, err);
     case AMQP_QUEUE_DELETE:
         return decode_queue_delete(buf, len, off,
-                         &out->queue_delete);
+                         &out->queue_delete, err);
     case AMQP_QUEUE_DELETE_OK:
         return decode_queue_delete_ok(buf, len, off,
-                         &out->queue_delete_ok);
+                         &out->queue_delete_ok, err);
     case AMQP_QUEUE_UNBIND:
         return decode_queue_unbind(buf, len, off,
-                         &out->queue_unbind);
+                         &out->queue_unbind, err);
     case AMQP_QUEUE_UNBIND_OK:
         return true;
     case AMQP_BASIC_QOS:
         return decode_basic_qos(buf, len, off,
-                         &out->basic_qos);
+                         &out->basic_qos, err);
     case AMQP_BASIC_QOS_OK:
         return true;
     case AMQP_BASIC_CONSUME:
         return decode_basic_consume(buf, len, off,
-                         &out->basic_consume);
+                         &out->basic_consume, err);
     case AMQP_BASIC_CONSUME_OK:
         return decode_basic_consume_ok(buf, len, off,
-                         &out->basic_consume_ok);
+                         &out->basic_consume_ok, err);
     case AMQP_BASIC_CANCEL:
         return decode_basic_cancel(buf, len, off,
-                         &out->basic_cancel);
+                         &out->basic_cancel, err);
     case AMQP_BASIC_CANCEL_OK:
         return decode_basic_cancel_ok(buf, len, off,
-                         &out->basic_cancel_ok);
+                         &out->basic_cancel_ok, err);
     case AMQP_BASIC_PUBLISH:
         return decode_basic_publish(buf, len, off,
-                         &out->basic_publish);
+                         &out->basic_publish, err);
     case AMQP_BASIC_RETURN:
         return decode_basic_return(buf, len, off,
-                         &out->basic_return);
+                         &out->basic_return, err);
     case AMQP_BASIC_DELIVER:
         return decode_basic_deliver(buf, len, off,
-                         &out->basic_deliver);
+                         &out->basic_deliver, err);
     case AMQP_BASIC_GET:
         return decode_basic_get(buf, len, off,
-                         &out->basic_get);
+                         &out->basic_get, err);
     case AMQP_BASIC_GET_OK:
         return decode_basic_get_ok(buf, len, off,
-                         &out->basic_get_ok);
+                         &out->basic_get_ok, err);
     case AMQP_BASIC_GET_EMPTY:
         return decode_basic_get_empty(buf, len, off,
-                         &out->basic_get_empty);
+                         &out->basic_get_empty, err);
     case AMQP_BASIC_ACK:
         return decode_basic_ack(buf, len, off,
-                         &out->basic_ack);
+                         &out->basic_ack, err);
     case AMQP_BASIC_REJECT:
         return decode_basic_reject(buf, len, off,
-                         &out->basic_reject);
+                         &out->basic_reject, err);
     case AMQP_BASIC_RECOVER_ASYNC:
         return decode_basic_recover_async(buf, len, off,
-                         &out->basic_recover_async);
+                         &out->basic_recover_async, err);
     case AMQP_BASIC_RECOVER:
         return decode_basic_recover(buf, len, off,
-                         &out->basic_recover);
+                         &out->basic_recover, err);
     case AMQP_BASIC_RECOVER_OK:
         return true;
     case AMQP_BASIC_NACK:
         return decode_basic_nack(buf, len, off,
-                         &out->basic_nack);
+                         &out->basic_nack, err);
     case AMQP_TX_SELECT:
         return true;
     case AMQP_TX_SELECT_OK:
@@ -1325,12 +1363,27 @@ static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len,
         return true;
     case AMQP_CONFIRM_SELECT:
         return decode_confirm_select(buf, len, off,
-                         &out->confirm_select);
+                         &out->confirm_select, err);
     case AMQP_CONFIRM_SELECT_OK:
         return true;
     default:
         return -1;
     }
+}
+
+/* Errors follow RabbitMQ 3.10's reader: a payload too short for the ids is
+ * an unknown frame, malformed arguments are 501 "cannot decode" with the
+ * argument octets, and an unknown method or field type is a crash on its
+ * side -- a bare TCP close, which `silent` asks for. */
+static int cannot_decode(amqp_error *err, uint32_t id, const uint8_t *args, size_t n)
+{
+    char octets[200];
+    amqp_field f = {.type = 'x', .v.bytes = {args, (uint32_t)n}};
+
+    if (err && err->silent)
+        return AMQP_ERROR;
+    return amqp_fail(err, AMQP_FRAME_ERROR, id, "cannot decode %s",
+                     amqp_erl_term(&f, octets, sizeof octets));
 }
 
 int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
@@ -1341,22 +1394,26 @@ int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
     int ok;
 
     memset(out, 0, sizeof *out);
+    if (err)
+        err->silent = false;
     if (!wire_get_u16(buf, len, &off, &class_id) ||
-        !wire_get_u16(buf, len, &off, &method_index))
-        return amqp_fail(err, AMQP_FRAME_ERROR, 0,
-                         "method frame too short (%zu bytes)", len);
+        !wire_get_u16(buf, len, &off, &method_index)) {
+        char octets[32];
+        amqp_field f = {.type = 'x', .v.bytes = {buf, (uint32_t)len}};
+        return amqp_fail(err, AMQP_FRAME_ERROR, 0, "type 1, all octets = %s: unknown_frame",
+                         amqp_erl_term(&f, octets, sizeof octets));
+    }
     out->id = (uint32_t)class_id << 16 | method_index;
-    ok = decode_arguments(out->id, buf, len, &off, out);
-    if (ok < 0)
-        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id,
-                         "unknown method %u/%u", class_id, method_index);
-    if (!ok)
-        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
-                         "cannot decode %s arguments", amqp_method_name(out->id));
-    if (off != len)
-        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
-                         "cannot decode %s: %zu trailing bytes", amqp_method_name(out->id),
-                         len - off);
+    ok = decode_arguments(out->id, buf, len, &off, out, err);
+    if (ok < 0) {
+        amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id, "unknown method %u/%u", class_id,
+                  method_index);
+        if (err)
+            err->silent = true;
+        return AMQP_ERROR;
+    }
+    if (!ok || off != len)
+        return cannot_decode(err, out->id, buf + 4, len - 4);
     return AMQP_OK;
 }
 
@@ -1528,7 +1585,7 @@ static bool decode_property_list(const uint8_t *buf, size_t len, size_t *off,
         !wire_get_shortstr(buf, len, off, &p->content_encoding))
         return false;
     if ((p->flags & AMQP_BASIC_HEADERS_FLAG) &&
-        !wire_get_table(buf, len, off, &p->headers))
+        !wire_get_table(buf, len, off, &p->headers, NULL))
         return false;
     if ((p->flags & AMQP_BASIC_DELIVERY_MODE_FLAG) &&
         !wire_get_u8(buf, len, off, &p->delivery_mode))

@@ -105,12 +105,14 @@ static inline bool wire_get_longstr(const uint8_t *buf, size_t len, size_t *off,
     return true;
 }
 
-/* A table argument: its content as a slice, checked well formed. */
-static inline bool wire_get_table(const uint8_t *buf, size_t len, size_t *off, amqp_bytes *v)
+/* A table argument: its content as a slice, checked well formed (`err`
+ * says why not, and may be NULL). */
+static inline bool wire_get_table(const uint8_t *buf, size_t len, size_t *off, amqp_bytes *v,
+                                  amqp_error *err)
 {
     size_t at = *off;
 
-    if (!wire_get_longstr(buf, len, &at, v) || amqp_table_validate(*v, NULL) != AMQP_OK)
+    if (!wire_get_longstr(buf, len, &at, v) || amqp_table_validate(*v, err) != AMQP_OK)
         return false;
     *off = at;
     return true;

@@ -33,6 +33,7 @@ int amqp_fail(amqp_error *err, uint16_t code, uint32_t method_id, const char *fm
         return AMQP_ERROR;
     err->code = code;
     err->method_id = method_id;
+    err->silent = false;
     n = snprintf(err->text, sizeof err->text, "%s - ", amqp_reply_name(code));
     if (n < 0 || (size_t)n >= sizeof err->text)
         return AMQP_ERROR;
@@ -138,10 +139,14 @@ static int value_check(amqp_bytes data, size_t *off, int depth, amqp_error *err,
     amqp_field f;
     uint8_t tag = data.ptr[*off];
 
-    if (!field_type_known(tag))
-        return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "unknown field type '%c' (0x%02x) in %s '%.*s'",
-                         tag >= 0x20 && tag < 0x7f ? tag : '?', tag, what, (int)key.len,
-                         (const char *)key.ptr);
+    if (!field_type_known(tag)) {
+        amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "unknown field type '%c' (0x%02x) in %s '%.*s'",
+                  tag >= 0x20 && tag < 0x7f ? tag : '?', tag, what, (int)key.len,
+                  (const char *)key.ptr);
+        if (err)
+            err->silent = true; /* RabbitMQ's parser has no clause for it */
+        return AMQP_ERROR;
+    }
     if (!field_read(data.ptr, data.len, off, &f))
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "truncated '%c' value in %s '%.*s'", tag,
                          what, (int)key.len, (const char *)key.ptr);

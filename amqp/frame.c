@@ -60,13 +60,18 @@ static int header_check(const uint8_t *h, uint32_t frame_max, uint16_t channel_m
     return AMQP_OK;
 }
 
-static int end_check(const amqp_frame *f, uint8_t end, amqp_error *err)
+/* `frame` is the whole frame, header to end octet. */
+static int end_check(const amqp_frame *f, const uint8_t *frame, amqp_error *err)
 {
-    if (end != AMQP_FRAME_END)
-        return amqp_fail(err, AMQP_FRAME_ERROR, 0,
-                         "type %u, channel %u: {invalid_frame_end_marker,%u}", f->type,
-                         f->channel, end);
-    return AMQP_OK;
+    uint8_t end = frame[AMQP_FRAME_HEADER_SIZE + f->size];
+    char octets[160];
+    amqp_field payload = {.type = 'x', .v.bytes = {frame + AMQP_FRAME_HEADER_SIZE, f->size}};
+
+    if (end == AMQP_FRAME_END)
+        return AMQP_OK;
+    return amqp_fail(err, AMQP_FRAME_ERROR, 0,
+                     "type %u, all octets = %s: {invalid_frame_end_marker,%u}", f->type,
+                     amqp_erl_term(&payload, octets, sizeof octets), end);
 }
 
 int amqp_frame_parse(const uint8_t *buf, size_t len, uint32_t frame_max, uint16_t channel_max,
@@ -82,7 +87,7 @@ int amqp_frame_parse(const uint8_t *buf, size_t len, uint32_t frame_max, uint16_
     whole = (size_t)f->size + AMQP_FRAME_OVERHEAD;
     if (!wire_has(len, 0, whole))
         return AMQP_NEED_MORE;
-    if (end_check(f, buf[whole - 1], err) != AMQP_OK)
+    if (end_check(f, buf, err) != AMQP_OK)
         return AMQP_ERROR;
     f->payload = buf + AMQP_FRAME_HEADER_SIZE;
     *consumed = whole;
@@ -112,7 +117,7 @@ int amqp_frame_read(struct evbuffer *in, uint32_t frame_max, uint16_t channel_ma
     if (p == NULL)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, 0, "out of memory reading a %zu byte frame",
                          whole);
-    if (end_check(f, p[whole - 1], err) != AMQP_OK)
+    if (end_check(f, p, err) != AMQP_OK)
         return AMQP_ERROR;
     f->payload = p + AMQP_FRAME_HEADER_SIZE;
     return AMQP_OK;

@@ -249,7 +249,8 @@ def bit_groups(spec, args):
 def gen_decoder(spec, c, m, o):
     name = member(c, m)
     o.append("static bool decode_%s(const uint8_t *buf, size_t len, size_t *off,\n" % name)
-    o.append("%s amqp_%s *m)\n{\n" % (" " * (len("static bool decode_%s(" % name) - 1), name))
+    o.append("%s amqp_%s *m, amqp_error *err)\n{\n"
+             % (" " * (len("static bool decode_%s(" % name) - 1), name))
     groups = list(bit_groups(spec, m["arguments"]))
     if any(kind == "bits" for kind, _ in groups):
         o.append("    uint8_t bits;\n\n")
@@ -258,9 +259,14 @@ def gen_decoder(spec, c, m, o):
             o.append("    if (!wire_get_u8(buf, len, off, &bits))\n        return false;\n")
             for i, f in enumerate(x):
                 o.append("    m->%s = (bits & 0x%02X) != 0;\n" % (f, 1 << i))
+        elif spec.resolve(x) == "table":
+            o.append("    if (!wire_get_table(buf, len, off, &m->%s, err))\n        return false;\n"
+                     % c_name(x["name"]))
         else:
             o.append("    if (!%s(buf, len, off, &m->%s))\n        return false;\n"
                      % (READERS[spec.resolve(x)], c_name(x["name"])))
+    if not any(kind != "bits" and spec.resolve(x) == "table" for kind, x in groups):
+        o.append("    (void)err;\n")
     o.append("    return true;\n}\n\n")
 
 
@@ -281,13 +287,13 @@ def gen_decode_dispatch(spec, o):
     o.append("/* Decodes the arguments of method `id`: 1 when well formed, 0 when\n")
     o.append(" * malformed, -1 when the id is unknown. */\n")
     o.append("static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len,\n")
-    o.append("                            size_t *off, amqp_method *out)\n{\n")
+    o.append("                            size_t *off, amqp_method *out, amqp_error *err)\n{\n")
     o.append("    switch (id) {\n")
     for c, m in spec.methods():
         o.append("    case %s:\n" % method_macro(c, m))
         if m["arguments"]:
             o.append("        return decode_%s(buf, len, off,\n" % member(c, m))
-            o.append("                         &out->%s);\n" % member(c, m))
+            o.append("                         &out->%s, err);\n" % member(c, m))
         else:
             o.append("        return true;\n")
     o.append("    default:\n        return -1;\n    }\n}\n\n")
@@ -295,6 +301,21 @@ def gen_decode_dispatch(spec, o):
 
 
 METHOD_DECODE = """\
+/* Errors follow RabbitMQ 3.10's reader: a payload too short for the ids is
+ * an unknown frame, malformed arguments are 501 "cannot decode" with the
+ * argument octets, and an unknown method or field type is a crash on its
+ * side -- a bare TCP close, which `silent` asks for. */
+static int cannot_decode(amqp_error *err, uint32_t id, const uint8_t *args, size_t n)
+{
+    char octets[200];
+    amqp_field f = {.type = 'x', .v.bytes = {args, (uint32_t)n}};
+
+    if (err && err->silent)
+        return AMQP_ERROR;
+    return amqp_fail(err, AMQP_FRAME_ERROR, id, "cannot decode %s",
+                     amqp_erl_term(&f, octets, sizeof octets));
+}
+
 int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
                        amqp_error *err)
 {
@@ -303,22 +324,26 @@ int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
     int ok;
 
     memset(out, 0, sizeof *out);
+    if (err)
+        err->silent = false;
     if (!wire_get_u16(buf, len, &off, &class_id) ||
-        !wire_get_u16(buf, len, &off, &method_index))
-        return amqp_fail(err, AMQP_FRAME_ERROR, 0,
-                         "method frame too short (%zu bytes)", len);
+        !wire_get_u16(buf, len, &off, &method_index)) {
+        char octets[32];
+        amqp_field f = {.type = 'x', .v.bytes = {buf, (uint32_t)len}};
+        return amqp_fail(err, AMQP_FRAME_ERROR, 0, "type 1, all octets = %s: unknown_frame",
+                         amqp_erl_term(&f, octets, sizeof octets));
+    }
     out->id = (uint32_t)class_id << 16 | method_index;
-    ok = decode_arguments(out->id, buf, len, &off, out);
-    if (ok < 0)
-        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id,
-                         "unknown method %u/%u", class_id, method_index);
-    if (!ok)
-        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
-                         "cannot decode %s arguments", amqp_method_name(out->id));
-    if (off != len)
-        return amqp_fail(err, AMQP_FRAME_ERROR, out->id,
-                         "cannot decode %s: %zu trailing bytes", amqp_method_name(out->id),
-                         len - off);
+    ok = decode_arguments(out->id, buf, len, &off, out, err);
+    if (ok < 0) {
+        amqp_fail(err, AMQP_NOT_IMPLEMENTED, out->id, "unknown method %u/%u", class_id,
+                  method_index);
+        if (err)
+            err->silent = true;
+        return AMQP_ERROR;
+    }
+    if (!ok || off != len)
+        return cannot_decode(err, out->id, buf + 4, len - 4);
     return AMQP_OK;
 }
 
@@ -347,8 +372,9 @@ def gen_properties(spec, o):
     o.append("                                 amqp_basic_properties *p)\n{\n")
     for p in props:
         flag = "AMQP_BASIC_%s_FLAG" % upper(p["name"])
-        o.append("    if ((p->flags & %s) &&\n        !%s(buf, len, off, &p->%s))\n"
-                 % (flag, READERS[spec.resolve(p)], c_name(p["name"])))
+        extra = ", NULL" if spec.resolve(p) == "table" else ""
+        o.append("    if ((p->flags & %s) &&\n        !%s(buf, len, off, &p->%s%s))\n"
+                 % (flag, READERS[spec.resolve(p)], c_name(p["name"]), extra))
         o.append("        return false;\n")
     o.append("    return true;\n}\n\n")
     o.append("static void encode_property_list(amqp_writer *w,\n")

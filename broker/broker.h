@@ -221,6 +221,8 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
 int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err);
 int chan_content_body(chan *ch, const uint8_t *p, size_t n, amqp_error *err);
 bool chan_expecting_content(const chan *ch);
+/* 505 for a frame other than the content the channel is waiting for. */
+int chan_content_expected(chan *ch, amqp_error *err);
 /* Called once per read batch: sends pending publisher confirms. */
 void chan_flush_confirms(chan *ch);
 /* Whether this channel can take one more delivery for `cons`. */

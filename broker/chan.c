@@ -337,6 +337,13 @@ static int begin_publish(chan *ch, const amqp_basic_publish *p)
 
 static int finish_publish(chan *ch, amqp_error *err)
 {
+    if (!ch->pub_msg) {
+        ch->content = CONTENT_IDLE;
+        uint64_t max = server_config(conn_server(ch->c))->max_message_size;
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                         "message size %llu is larger than configured max size %llu",
+                         (unsigned long long)ch->body_size, (unsigned long long)max);
+    }
     amqp_basic_publish p = {
         .exchange = {ch->pub_exchange, ch->pub_exchange_len},
         .routing_key = {ch->pub_rkey, ch->pub_rkey_len},
@@ -351,40 +358,51 @@ static int finish_publish(chan *ch, amqp_error *err)
     return r;
 }
 
+/* The error for a frame that is not the content this channel waits for,
+ * as RabbitMQ's command assembler words it. */
+int chan_content_expected(chan *ch, amqp_error *err)
+{
+    if (ch->content == CONTENT_HEADER)
+        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                         "expected content header for class 60, got non content header frame "
+                         "instead");
+    return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                     "expected content body, got non content body frame instead");
+}
+
+/* A body over max_message_size is not stored: its frames are counted and
+ * dropped, and the 406 comes once it is complete, as RabbitMQ checks the
+ * size of the whole message. */
 int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err)
 {
     if (ch->content != CONTENT_HEADER)
-        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
-                         "expected content body, got content header");
-    if (h->class_id != AMQP_CLASS_BASIC)
-        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
-                         "expected content header for class 60, got one for class %u",
-                         h->class_id);
-    uint64_t max = server_config(conn_server(ch->c))->max_message_size;
-    if (h->body_size > max) {
-        ch->content = CONTENT_IDLE;
-        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
-                         "message size %llu is larger than configured max size %llu",
-                         (unsigned long long)h->body_size, (unsigned long long)max);
-    }
-    amqp_bytes ex = {ch->pub_exchange, ch->pub_exchange_len};
-    amqp_bytes rk = {ch->pub_rkey, ch->pub_rkey_len};
-    ch->pub_msg = msg_new(ex, rk, h->properties, h->body_size);
-    if (!ch->pub_msg)
-        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+        return chan_content_expected(ch, err);
+    ch->body_size = ch->body_left = h->body_size;
     ch->content = CONTENT_BODY;
+    if (h->body_size <= server_config(conn_server(ch->c))->max_message_size) {
+        amqp_bytes ex = {ch->pub_exchange, ch->pub_exchange_len};
+        amqp_bytes rk = {ch->pub_rkey, ch->pub_rkey_len};
+        ch->pub_msg = msg_new(ex, rk, h->properties, h->body_size);
+        if (!ch->pub_msg)
+            return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+    }
     return h->body_size == 0 ? finish_publish(ch, err) : AMQP_OK;
 }
 
+/* A body frame longer than what is left never completes the message, as in
+ * RabbitMQ: the channel keeps waiting, and the next method is unexpected. */
 int chan_content_body(chan *ch, const uint8_t *p, size_t n, amqp_error *err)
 {
     if (ch->content != CONTENT_BODY)
-        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
-                         "expected content header for class 60, got content body");
-    if (!msg_append_body(ch->pub_msg, p, n))
-        return amqp_fail(err, AMQP_FRAME_ERROR, AMQP_BASIC_PUBLISH,
-                         "content body larger than the size in its header");
-    return msg_complete(ch->pub_msg) ? finish_publish(ch, err) : AMQP_OK;
+        return chan_content_expected(ch, err);
+    if (n > ch->body_left) {
+        ch->body_left = UINT64_MAX;
+        return AMQP_OK;
+    }
+    ch->body_left -= n;
+    if (ch->pub_msg)
+        msg_append_body(ch->pub_msg, p, n);
+    return ch->body_left == 0 ? finish_publish(ch, err) : AMQP_OK;
 }
 
 static void send_return(chan *ch, msg *m)

@@ -44,8 +44,10 @@ struct chan {
     consumer *consumers;
     uint32_t prefetch_consumer; /* basic.qos global=false: for new consumers */
     uint32_t prefetch_global;   /* basic.qos global=true: the whole channel */
-    /* the publish being assembled */
+    /* the publish being assembled; pub_msg is NULL while an oversize body
+     * is being dropped */
     msg *pub_msg;
+    uint64_t body_size, body_left;
     bool pub_mandatory, pub_immediate;
     uint8_t pub_exchange_len, pub_rkey_len;
     uint8_t pub_exchange[255], pub_rkey[255];

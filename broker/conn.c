@@ -243,6 +243,11 @@ void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id)
 
 void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
 {
+    if (err->silent) {
+        log_msg(LOG_WARNING, "connection %s dropped: %s", c->peer, err->text);
+        teardown(c);
+        return;
+    }
     if (channel == 0 || amqp_reply_is_hard(err->code)) {
         log_msg(LOG_WARNING, "connection %s closed: %s", c->peer, err->text);
         /* Before tune-ok RabbitMQ answers errors with a TCP close; a failed
@@ -465,11 +470,17 @@ static int handle_connection_method(conn *c, const amqp_method *m, amqp_error *e
                          amqp_method_name(expected[c->state]), amqp_method_name(m->id));
     switch (m->id) {
     case AMQP_CONNECTION_START_OK:
-        return handle_start_ok(c, &m->connection_start_ok, err);
+        if (c->state == S_START_OK)
+            return handle_start_ok(c, &m->connection_start_ok, err);
+        break;
     case AMQP_CONNECTION_TUNE_OK:
-        return handle_tune_ok(c, &m->connection_tune_ok, err);
+        if (c->state == S_TUNE_OK)
+            return handle_tune_ok(c, &m->connection_tune_ok, err);
+        break;
     case AMQP_CONNECTION_OPEN:
-        return handle_open(c, &m->connection_open, err);
+        if (c->state == S_OPEN_WAIT)
+            return handle_open(c, &m->connection_open, err);
+        break;
     case AMQP_CONNECTION_CLOSE: {
         amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
         conn_send_method(c, 0, &ok);
@@ -481,12 +492,10 @@ static int handle_connection_method(conn *c, const amqp_method *m, amqp_error *e
         conn_send_method(c, 0, &ok);
         return AMQP_OK;
     }
-    default:
-        if ((m->id >> 16) != AMQP_CLASS_CONNECTION)
-            return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id,
-                             "unexpected method in connection state running");
-        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
     }
+    /* the handshake's methods again, or another class on channel 0 */
+    return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id,
+                     "unexpected method in connection state running");
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -525,9 +534,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
     if (m->id == AMQP_CHANNEL_OPEN)
         return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "second 'channel.open' seen");
     if (chan_expecting_content(ch))
-        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, m->id,
-                         "expected content header for class 60, got non content header frame "
-                         "instead");
+        return chan_content_expected(ch, err);
     if (m->id == AMQP_CHANNEL_CLOSE) {
         close_channel(c, n, NULL);
         amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
@@ -535,7 +542,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
         return AMQP_OK;
     }
     if ((m->id >> 16) == AMQP_CLASS_CONNECTION)
-        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "connection method on channel %u", n);
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
     return chan_handle(ch, m, err);
 }
 
@@ -564,24 +571,45 @@ static int handle_method_frame(conn *c, const amqp_frame *f, amqp_error *err)
 
 /* Content frames go to a channel that is waiting for them; anything else is
  * 505 UNEXPECTED_FRAME. */
+/* RabbitMQ's text for a frame it cannot place: "type 3, all octets = <<...>>". */
+static int misplaced_frame(const amqp_frame *f, const char *reason, amqp_error *err)
+{
+    char octets[160];
+    amqp_field payload = {.type = 'x', .v.bytes = {f->payload, f->size}};
+    uint16_t code = reason ? AMQP_FRAME_ERROR : AMQP_UNEXPECTED_FRAME;
+    return amqp_fail(err, code, 0, "type %u, all octets = %s%s%s", f->type,
+                     amqp_erl_term(&payload, octets, sizeof octets), reason ? ": " : "",
+                     reason ? reason : "");
+}
+
+/* Content frames go to a channel that is waiting for them; anything else is
+ * 505 UNEXPECTED_FRAME, with RabbitMQ's texts. */
 static int handle_content_frame(conn *c, const amqp_frame *f, amqp_error *err)
 {
     if (c->state == S_CLOSING)
         return AMQP_OK;
+    if (f->channel == 0)
+        return misplaced_frame(f, NULL, err);
     chan *ch = c->state == S_OPEN ? chan_slot(c, f->channel) : NULL;
     if (ch == CHAN_CLOSING)
         return AMQP_OK;
     if (!ch || !chan_expecting_content(ch))
-        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, 0, "%s frame on channel %u",
-                         f->type == AMQP_FRAME_HEADER ? "content header" : "content body",
-                         f->channel);
-    if (f->type == AMQP_FRAME_HEADER) {
-        amqp_content_header h;
-        if (amqp_content_header_decode(f->payload, f->size, &h, err) != AMQP_OK)
-            return AMQP_ERROR;
+        return amqp_fail(err, AMQP_UNEXPECTED_FRAME, 0,
+                         "expected method frame, got non method frame instead");
+    if (f->type == AMQP_FRAME_BODY)
+        return chan_content_body(ch, f->payload, f->size, err);
+    amqp_content_header h;
+    if (amqp_content_header_decode(f->payload, f->size, &h, err) == AMQP_OK)
         return chan_content_header(ch, &h, err);
+    if (err->code == AMQP_UNEXPECTED_FRAME) {
+        err->method_id = AMQP_BASIC_PUBLISH;
+        return AMQP_ERROR;
     }
-    return chan_content_body(ch, f->payload, f->size, err);
+    /* Malformed properties crash RabbitMQ's channel: a bare 541. */
+    err->code = AMQP_INTERNAL_ERROR;
+    err->method_id = 0;
+    snprintf(err->text, sizeof err->text, "INTERNAL_ERROR");
+    return AMQP_ERROR;
 }
 
 static int handle_frame(conn *c, const amqp_frame *f, amqp_error *err)
@@ -593,9 +621,9 @@ static int handle_frame(conn *c, const amqp_frame *f, amqp_error *err)
     case AMQP_FRAME_BODY:
         return handle_content_frame(c, f, err);
     case AMQP_FRAME_HEARTBEAT:
-        if (f->channel != 0)
-            return amqp_fail(err, AMQP_FRAME_ERROR, 0, "heartbeat on channel %u", f->channel);
-        return AMQP_OK;
+        if (f->size != 0)
+            return misplaced_frame(f, "unknown_frame", err);
+        return f->channel == 0 ? AMQP_OK : misplaced_frame(f, NULL, err);
     default:
         return amqp_fail(err, AMQP_FRAME_ERROR, 0, "unknown frame type %u", f->type);
     }

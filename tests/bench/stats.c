@@ -8,8 +8,8 @@
  * one, for 2^63 <= v, is 57*64 + 127. */
 #include "stats.h"
 
+#include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #define SUB_BITS 6
@@ -108,4 +108,20 @@ uint64_t stats_process_cpu_ns(void)
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
         return 0;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t stats_thread_wait_ns(pid_t tid)
+{
+    char path[64];
+    unsigned long long run_ns = 0, wait_ns = 0;
+    if (tid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu %llu", &run_ns, &wait_ns) != 2)
+        wait_ns = 0;
+    fclose(f);
+    return wait_ns;
 }

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct stats_hist stats_hist;
 
@@ -37,5 +38,11 @@ uint64_t stats_now_ns(void);
  * if the clock cannot be read. */
 uint64_t stats_thread_cpu_ns(pthread_t t);
 uint64_t stats_process_cpu_ns(void);
+
+/* Time thread tid (of this process) spent runnable but waiting for a CPU,
+ * in ns, from /proc/self/task/TID/schedstat. Returns 0 if unavailable. On
+ * an oversubscribed machine a thread that got 70% of a core and waited 25%
+ * wanted 95%: it was the bottleneck even though it never hit 90% CPU. */
+uint64_t stats_thread_wait_ns(pid_t tid);
 
 #endif

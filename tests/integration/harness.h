@@ -520,6 +520,19 @@ HARNESS_FN int itest_message_count(amqp_connection_state_t c, amqp_channel_t ch,
     return amqp_get_rpc_reply(c).reply_type == AMQP_RESPONSE_NORMAL ? (int)ok->message_count : -1;
 }
 
+/* Polls the ready count until it equals want (requeues after a channel
+ * close are asynchronous in RabbitMQ) or timeout_ms passes; returns it. */
+HARNESS_FN int itest_wait_message_count(amqp_connection_state_t c, amqp_channel_t ch, const char *queue, int want,
+                                        int timeout_ms)
+{
+    int n = itest_message_count(c, ch, queue);
+    for (int waited = 0; n != want && waited < timeout_ms; waited += 20) {
+        usleep(20 * 1000);
+        n = itest_message_count(c, ch, queue);
+    }
+    return n;
+}
+
 /* basic.get + read_message. 1 = got a message into *msg (free with
  * amqp_destroy_message), 0 = get-empty; fails the test on errors. */
 HARNESS_FN int itest_get(amqp_connection_state_t c, amqp_channel_t ch, const char *queue, int no_ack,

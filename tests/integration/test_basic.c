@@ -166,7 +166,7 @@ static void test_ack_multiple(void **state)
     assert_int_equal(amqp_basic_ack(conn, 1, 3, 1), AMQP_STATUS_OK);
     itest_assert_ok(amqp_channel_close(conn, 1, AMQP_REPLY_SUCCESS), "channel.close");
     itest_open_channel(conn, 2);
-    assert_int_equal(itest_message_count(conn, 2, queue), 1); /* only tag 4 went back */
+    assert_int_equal(itest_wait_message_count(conn, 2, queue, 1, 5000), 1); /* only tag 4 went back */
 }
 
 static void test_channel_close_requeues_unacked(void **state)
@@ -178,6 +178,7 @@ static void test_channel_close_requeues_unacked(void **state)
     assert_int_equal(itest_get(conn, 2, queue, 0, &msg, NULL, NULL), 1);
     amqp_destroy_message(&msg);
     itest_assert_ok(amqp_channel_close(conn, 2, AMQP_REPLY_SUCCESS), "channel.close");
+    assert_int_equal(itest_wait_message_count(conn, 1, queue, 1, 5000), 1);
     int redelivered = 0;
     assert_int_equal(itest_get(conn, 1, queue, 1, &msg, NULL, &redelivered), 1);
     assert_true(redelivered);
@@ -304,7 +305,7 @@ static void test_tx_rolled_back_ack_leaves_unacked(void **state)
     amqp_tx_rollback(conn, 2);
     itest_assert_ok(amqp_get_rpc_reply(conn), "tx.rollback");
     itest_assert_ok(amqp_channel_close(conn, 2, AMQP_REPLY_SUCCESS), "channel.close");
-    assert_int_equal(itest_message_count(conn, 1, queue), 1); /* requeued: the ack never happened */
+    assert_int_equal(itest_wait_message_count(conn, 1, queue, 1, 5000), 1); /* the ack never happened */
 }
 
 int main(void)

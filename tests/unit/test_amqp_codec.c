@@ -304,7 +304,7 @@ static void test_trailing_bytes_every_method(void **state)
         assert_int_equal(decode_exact(enc, n + 1, &d, &err), AMQP_ERROR);
         assert_int_equal(err.code, AMQP_FRAME_ERROR);
         assert_int_equal(err.method_id, METHODS[i]);
-        assert_non_null(strstr(err.text, "trailing"));
+        assert_non_null(strstr(err.text, "FRAME_ERROR - cannot decode <<"));
     }
 }
 
@@ -327,6 +327,7 @@ static void test_unknown_methods(void **state)
         assert_int_equal(err.code, AMQP_NOT_IMPLEMENTED);
         assert_int_equal(err.method_id, unknown[i]);
         assert_true(has_prefix(err.text, "NOT_IMPLEMENTED - unknown method "));
+        assert_true(err.silent); /* RabbitMQ drops the connection without a close */
         assert_true(amqp_reply_is_hard(err.code));
     }
     assert_int_equal(amqp_method_encode(&m, enc, sizeof enc), 0);
@@ -470,9 +471,13 @@ static void test_method_with_bad_table(void **state)
     assert_int_equal(decode_exact(bad, sizeof bad, &m, &err), AMQP_ERROR);
     assert_int_equal(err.code, AMQP_FRAME_ERROR);
     assert_int_equal(err.method_id, AMQP_QUEUE_DECLARE);
-    assert_string_equal(err.text, "FRAME_ERROR - cannot decode queue.declare arguments");
+    /* RabbitMQ prints the argument octets as an Erlang binary */
+    assert_string_equal(err.text, "FRAME_ERROR - cannot decode "
+                                  "<<0,0,1,113,0,0,0,0,9,1,107,83,255,255,255,240,97,98>>");
+    assert_false(err.silent);
+    /* an unknown field type crashes RabbitMQ's parser: a bare TCP close */
     assert_int_equal(decode_exact(unknown_type, sizeof unknown_type, &m, &err), AMQP_ERROR);
-    assert_int_equal(err.code, AMQP_FRAME_ERROR);
+    assert_true(err.silent);
     assert_int_equal(decode_exact(huge, sizeof huge, &m, &err), AMQP_ERROR);
     assert_int_equal(err.code, AMQP_FRAME_ERROR);
 }
@@ -808,7 +813,7 @@ static void test_mutations(void **state)
             if (amqp_method_decode(b, len, &d, &err) == AMQP_OK)
                 assert_fields_equal(&d, &d, b, b + len);
             else
-                assert_true(err.code == AMQP_FRAME_ERROR || err.code == AMQP_NOT_IMPLEMENTED);
+                assert_true(err.code == AMQP_FRAME_ERROR || err.silent);
             free(b);
         }
     }

@@ -135,7 +135,8 @@ static void test_bad_frame_end(void **state)
     }
     n = make_frame(buf, 1, 1, 13, 0);
     parse_exact(buf, n, 4096, 0, &f, &consumed, &err);
-    assert_string_equal(err.text, "FRAME_ERROR - type 1, channel 1: {invalid_frame_end_marker,0}");
+    assert_string_equal(err.text, "FRAME_ERROR - type 1, all octets = "
+                                  "<<0,1,2,3,4,5,6,7,8,9,10,11,12>>: {invalid_frame_end_marker,0}");
 }
 
 /* Unknown types fail on the 7 header bytes alone (RabbitMQ: 501). */

@@ -329,6 +329,32 @@ class BrokerTest(unittest.TestCase):
         """Message count from a passive declare."""
         return (ch or self.ch).queue_declare(queue, passive=True).method.message_count
 
+    def wait_count(self, queue, n, ch=None, timeout=5.0):
+        """Waits until queue holds n ready messages (requeues after a channel
+        or connection close are asynchronous in RabbitMQ); returns the count."""
+        ch = ch or self.ch
+        deadline = time.monotonic() + timeout
+        while True:
+            c = self.count(queue, ch=ch)
+            if c == n or time.monotonic() > deadline:
+                return c
+            time.sleep(0.02)
+
+    def assert_queue_gone(self, queue, timeout=5.0):
+        """The queue must disappear (404 on passive declare) within timeout;
+        deletions caused by a close or cancel may lag behind its reply."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ch = self.conn.channel()
+            try:
+                ch.queue_declare(queue, passive=True)
+            except pex.ChannelClosedByBroker as e:
+                self.assertEqual(e.reply_code, NOT_FOUND, e.reply_text)
+                return
+            ch.close()
+            time.sleep(0.02)
+        self.fail("queue %s still exists after %.0f s" % (queue, timeout))
+
     def assert_channel_error(self, code, fn, *args, conn=None, **kw):
         """fn() must make the broker close the channel (not the connection)
         with reply code `code`. Returns the exception."""

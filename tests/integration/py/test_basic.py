@@ -529,13 +529,14 @@ class Ack(h.BrokerTest):
         m = self.get_n(1)[0]
         self.ch.basic_ack(m.delivery_tag)
         self.ch.close()
-        self.assertEqual(self.count(self.q, ch=self.conn.channel()), 4)
+        self.assertEqual(self.wait_count(self.q, 4, ch=self.conn.channel()), 4)
 
     def test_ack_multiple(self):
         self.get_n(5)
         self.ch.basic_ack(3, multiple=True)
         self.ch.close()  # 4 and 5 go back
         ch = self.conn.channel()
+        self.assertEqual(self.wait_count(self.q, 2, ch=ch), 2)
         self.assertEqual([(m.redelivered, b) for m, _, b in h.get_all(ch, self.q)], [(True, b"4"), (True, b"5")])
 
     def test_ack_zero_multiple_acks_everything(self):
@@ -626,6 +627,7 @@ class Ack(h.BrokerTest):
         ch2 = self.conn.channel()
         self.get_n(2, ch=ch2)
         ch2.close()
+        self.assertEqual(self.wait_count(self.q, 5), 5)
         got = [(m.redelivered, b) for m, _, b in h.get_all(self.ch, self.q)]
         self.assertEqual(got, [(True, b"1"), (True, b"2"), (False, b"3"), (False, b"4"), (False, b"5")])
 
@@ -636,7 +638,7 @@ class Ack(h.BrokerTest):
         ch2.basic_consume(self.q, got)
         self.assertTrue(h.wait_for(c2, lambda: len(got.msgs) == 5))
         c2.close()
-        self.assertTrue(h.wait_for(self.conn, lambda: self.count(self.q) == 5))
+        self.assertEqual(self.wait_count(self.q, 5), 5)
         self.assertTrue(all(m.redelivered for m, _, _ in h.get_all(self.ch, self.q)))
 
     def test_abrupt_disconnect_requeues_unacked(self):
@@ -645,7 +647,7 @@ class Ack(h.BrokerTest):
             r.open_channel(1)
             r.send_method(1, S.Basic.Get(queue=self.q))
             h.recv_content(r)
-        self.assertTrue(h.wait_for(self.conn, lambda: self.count(self.q) == 5))
+        self.assertEqual(self.wait_count(self.q, 5), 5)
         m, _, b = self.ch.basic_get(self.q, auto_ack=True)
         self.assertEqual((b, m.redelivered), (b"1", True))
 
@@ -653,6 +655,7 @@ class Ack(h.BrokerTest):
         ch2 = self.conn.channel()
         self.get_n(1, ch=ch2)
         ch2.close()
+        self.assertEqual(self.wait_count(self.q, 5), 5)
         got = h.Collector(ack=True)
         self.ch.basic_consume(self.q, got)
         self.assertTrue(h.wait_for(self.conn, lambda: len(got.msgs) == 5))

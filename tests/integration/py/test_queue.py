@@ -159,7 +159,7 @@ class Exclusive(h.BrokerTest):
         c = self.connect()
         q = c.channel().queue_declare("", exclusive=True).method.queue
         c.close()
-        self.assert_channel_error(h.NOT_FOUND, self.ch.queue_declare, q, passive=True)
+        self.assert_queue_gone(q)
 
     def test_survives_channel_close(self):
         ch2 = self.conn.channel()
@@ -176,14 +176,14 @@ class AutoDelete(h.BrokerTest):
         self.ch.basic_cancel(t1)
         self.assertEqual(self.ch.queue_declare(q, passive=True).method.consumer_count, 1)
         self.ch.basic_cancel(t2)
-        self.assert_channel_error(h.NOT_FOUND, self.ch.queue_declare, q, passive=True)
+        self.assert_queue_gone(q)
 
     def test_deleted_when_consumer_channel_closes(self):
         q = self.queue(auto_delete=True)
         ch2 = self.conn.channel()
         ch2.basic_consume(q, lambda *a: None)
         ch2.close()
-        self.assert_channel_error(h.NOT_FOUND, self.ch.queue_declare, q, passive=True)
+        self.assert_queue_gone(q)
 
     def test_never_consumed_survives(self):
         q = self.queue(auto_delete=True)
@@ -198,7 +198,7 @@ class AutoDelete(h.BrokerTest):
         tag = self.ch.basic_consume(q, lambda *a: None, auto_ack=False)
         h.wait_for(self.conn, lambda: self.count(q) == 0)
         self.ch.basic_cancel(tag)
-        self.assert_channel_error(h.NOT_FOUND, self.ch.queue_declare, q, passive=True)
+        self.assert_queue_gone(q)
 
 
 class Bind(h.BrokerTest):
@@ -269,7 +269,7 @@ class PurgeDelete(h.BrokerTest):
         m, _, _ = self.ch.basic_get(q)
         self.assertEqual(self.ch.queue_purge(q).method.message_count, 2)
         self.ch.basic_reject(m.delivery_tag, requeue=True)
-        self.assertTrue(h.wait_for(self.conn, lambda: self.count(q) == 1))
+        self.assertEqual(self.wait_count(q, 1), 1)
 
     def test_purge_missing_404(self):
         self.assert_channel_error(h.NOT_FOUND, self.ch.queue_purge, h.unique("missing"))

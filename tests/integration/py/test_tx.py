@@ -66,6 +66,7 @@ class Tx(h.BrokerTest):
         self.tx.basic_ack(m.delivery_tag)
         self.tx.tx_rollback()
         self.tx.close()  # requeues the still-unacked message
+        self.assertEqual(self.wait_count(self.q, 1), 1)
         m2, _, b = self.ch.basic_get(self.q, auto_ack=True)
         self.assertEqual((b, m2.redelivered), (b"a", True))
 
@@ -75,7 +76,7 @@ class Tx(h.BrokerTest):
         self.tx.basic_ack(m.delivery_tag)
         h.sync(self.tx)
         self.tx.close()
-        self.assertEqual(self.count(self.q), 1)
+        self.assertEqual(self.wait_count(self.q, 1), 1)
 
     def test_rollback_reject(self):
         self.put(b"r")
