@@ -159,33 +159,49 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
     ch->ua_live--;
 }
 
-/* Queues that may deliver again after settlements, deduplicated. */
+/* Queues that may deliver again after settlements, deduplicated. Each
+ * holds a reference: settling the last delivery of a deleted queue would
+ * otherwise free it before it is looked at again. */
 typedef struct touched {
-    queue *q[8];
-    int n;
-    bool overflow;
+    queue *local[8];
+    queue **q;
+    int n, cap;
 } touched;
+
+#define TOUCHED_INIT(t) {.q = (t).local, .cap = 8}
 
 static void touch(touched *t, queue *q)
 {
     for (int i = 0; i < t->n; i++)
         if (t->q[i] == q)
             return;
-    if (t->n < 8)
-        t->q[t->n++] = q;
-    else
-        t->overflow = true;
+    if (t->n == t->cap) {
+        queue **grown = malloc((size_t)t->cap * 2 * sizeof *grown);
+        if (!grown)
+            return; /* that queue dispatches at its next publish or consume */
+        memcpy(grown, t->q, (size_t)t->n * sizeof *grown);
+        if (t->q != t->local)
+            free(t->q);
+        t->q = grown;
+        t->cap *= 2;
+    }
+    queue_hold(q);
+    t->q[t->n++] = q;
 }
 
+/* Lets the touched queues deliver again, then drops the references. With a
+ * channel-wide prefetch, every queue the channel consumes from may go on. */
 static void dispatch_touched(chan *ch, touched *t)
 {
-    if (t->overflow || ch->prefetch_global) {
-        chan_resume(ch);
-        return;
-    }
-    for (int i = 0; i < t->n; i++)
+    for (int i = 0; i < t->n; i++) {
         if (!queue_is_deleted(t->q[i]))
             queue_dispatch(t->q[i]);
+        queue_release(t->q[i]);
+    }
+    if (t->q != t->local)
+        free(t->q);
+    if (ch && ch->prefetch_global)
+        chan_resume(ch);
 }
 
 /* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
@@ -193,7 +209,7 @@ static void dispatch_touched(chan *ch, touched *t)
 static int settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_t method_id,
                   amqp_error *err)
 {
-    touched t = {.n = 0};
+    touched t = TOUCHED_INIT(t);
     if (multiple) {
         int64_t last = tag == 0 ? (int64_t)ch->ua_count - 1 : ua_find(ch, tag);
         if (last < 0 && tag != 0)
@@ -223,7 +239,7 @@ static int settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint3
 
 void chan_requeue_all(chan *ch)
 {
-    touched t = {.n = 0};
+    touched t = TOUCHED_INIT(t);
     for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
         unacked *e = ua_at(ch, (uint32_t)i);
         if (e->it.m) {
@@ -235,9 +251,7 @@ void chan_requeue_all(chan *ch)
     ch->ua_count = 0;
     ch->ua_head = 0;
     /* other consumers of these queues may take the messages now */
-    for (int i = 0; i < t.n; i++)
-        if (!queue_is_deleted(t.q[i]))
-            queue_dispatch(t.q[i]);
+    dispatch_touched(NULL, &t);
 }
 
 /* A cancelled consumer's deliveries stay on the channel, unowned. */
@@ -656,11 +670,13 @@ static int basic_recover(chan *ch, const amqp_method *m, amqp_error *err)
                                                 : m->basic_recover_async.requeue;
     if (!requeue)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, m->id, "requeue=false");
-    touched t = {.overflow = true};
+    touched t = TOUCHED_INIT(t);
     for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
         unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->it.m)
+        if (e->it.m) {
+            touch(&t, e->q);
             ua_settle(ch, e, SETTLE_REQUEUE);
+        }
     }
     ua_pop_holes(ch);
     if (m->id == AMQP_BASIC_RECOVER) {

@@ -50,7 +50,7 @@ for variant in release asan; do
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     fi
     run_layer "unit ($variant)" run_binaries build/$variant/tests/unit
-    run_layer "integration ($variant)" env VARIANT=$variant WARREN_BIN=build/$variant/warren \
+    run_layer "integration ($variant)" env VARIANT=$variant WARREN_BIN="$PWD/build/$variant/warren" \
         scripts/itest.sh
 done
 
