@@ -838,6 +838,27 @@ HARNESS_FN int itest_group_teardown(void **state)
     return rc == 0 ? 0 : -1;
 }
 
+/* Fixtures most tests share: itest_conn (channel 1 open) and, for
+ * ITEST_Q, a fresh non-exclusive queue named itest_queue. */
+static amqp_connection_state_t itest_conn;
+static char itest_queue[256];
+
+HARNESS_FN int itest_setup_conn(void **state)
+{
+    itest_setup(state);
+    itest_conn = itest_connect();
+    return 0;
+}
+
+HARNESS_FN int itest_setup_conn_queue(void **state)
+{
+    itest_setup_conn(state);
+    itest_declare_queue(itest_conn, 1, itest_queue, sizeof itest_queue, 0, amqp_empty_table);
+    return 0;
+}
+
 #define ITEST(fn) cmocka_unit_test_setup_teardown(fn, itest_setup, itest_teardown)
+#define ITEST_C(fn) cmocka_unit_test_setup_teardown(fn, itest_setup_conn, itest_teardown)
+#define ITEST_Q(fn) cmocka_unit_test_setup_teardown(fn, itest_setup_conn_queue, itest_teardown)
 
 #endif /* WARREN_ITEST_HARNESS_H */

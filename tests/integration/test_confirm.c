@@ -1,23 +1,10 @@
 /* Publisher confirms through rabbitmq-c. */
 #include "harness.h"
 
-static amqp_connection_state_t conn;
-static char queue[128];
-
-static int setup(void **state)
-{
-    itest_setup(state);
-    conn = itest_connect();
-    itest_declare_queue(conn, 1, queue, sizeof queue, 0, amqp_empty_table);
-    return 0;
-}
-
-#define CONFIRM_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, itest_teardown)
-
 static void select_confirms(amqp_channel_t ch)
 {
-    amqp_confirm_select(conn, ch);
-    itest_assert_ok(amqp_get_rpc_reply(conn), "confirm.select");
+    amqp_confirm_select(itest_conn, ch);
+    itest_assert_ok(amqp_get_rpc_reply(itest_conn), "confirm.select");
 }
 
 /* Reads acks/nacks until every tag <= upto is confirmed; marks each
@@ -29,7 +16,7 @@ static int read_confirms(uint64_t upto, unsigned char *seen)
     int multiples = 0;
     while (covered < upto) {
         amqp_frame_t f;
-        int rc = itest_wait_frame(conn, &f, 5000);
+        int rc = itest_wait_frame(itest_conn, &f, 5000);
         if (rc != AMQP_STATUS_OK)
             fail_msg("waiting for confirms up to %llu (have %llu): %s", (unsigned long long)upto,
                      (unsigned long long)covered, amqp_error_string2(rc));
@@ -63,7 +50,7 @@ static void test_acks_sequential_tags(void **state)
     select_confirms(1);
     unsigned char seen[4] = {0};
     for (int i = 1; i <= 3; i++) {
-        assert_int_equal(itest_publish(conn, 1, "", queue, "m", 1, 0, NULL), AMQP_STATUS_OK);
+        assert_int_equal(itest_publish(itest_conn, 1, "", itest_queue, "m", 1, 0, NULL), AMQP_STATUS_OK);
         read_confirms((uint64_t)i, seen);
         assert_int_equal(seen[i], 1);
     }
@@ -77,12 +64,12 @@ static void test_burst_each_tag_acked_once(void **state)
     memset(seen, 0, sizeof seen);
     select_confirms(1);
     for (int i = 0; i < N; i++)
-        assert_int_equal(itest_publish(conn, 1, "", queue, "b", 1, 0, NULL), AMQP_STATUS_OK);
+        assert_int_equal(itest_publish(itest_conn, 1, "", itest_queue, "b", 1, 0, NULL), AMQP_STATUS_OK);
     int multiples = read_confirms(N, seen);
     for (int i = 1; i <= N; i++)
         assert_int_equal(seen[i], 1);
     assert_true(multiples > 0); /* RabbitMQ batches the confirms of a burst */
-    assert_int_equal(itest_message_count(conn, 1, queue), N);
+    assert_int_equal(itest_message_count(itest_conn, 1, itest_queue), N);
 }
 
 static void test_unroutable_mandatory_return_then_ack(void **state)
@@ -91,12 +78,12 @@ static void test_unroutable_mandatory_return_then_ack(void **state)
     char missing[128];
     itest_name(missing, sizeof missing, "missing");
     select_confirms(1);
-    assert_int_equal(itest_publish(conn, 1, "", missing, "m", 1, 1, NULL), AMQP_STATUS_OK);
+    assert_int_equal(itest_publish(itest_conn, 1, "", missing, "m", 1, 1, NULL), AMQP_STATUS_OK);
     amqp_frame_t f;
-    assert_int_equal(itest_wait_frame(conn, &f, 5000), AMQP_STATUS_OK);
+    assert_int_equal(itest_wait_frame(itest_conn, &f, 5000), AMQP_STATUS_OK);
     assert_int_equal(f.payload.method.id, AMQP_BASIC_RETURN_METHOD);
     amqp_message_t msg;
-    itest_assert_ok(amqp_read_message(conn, 1, &msg, 0), "returned content");
+    itest_assert_ok(amqp_read_message(itest_conn, 1, &msg, 0), "returned content");
     amqp_destroy_message(&msg);
     unsigned char seen[2] = {0};
     read_confirms(1, seen);
@@ -106,13 +93,13 @@ static void test_unroutable_mandatory_return_then_ack(void **state)
 static void test_publish_before_select_not_counted(void **state)
 {
     (void)state;
-    assert_int_equal(itest_publish(conn, 1, "", queue, "early", 5, 0, NULL), AMQP_STATUS_OK);
+    assert_int_equal(itest_publish(itest_conn, 1, "", itest_queue, "early", 5, 0, NULL), AMQP_STATUS_OK);
     select_confirms(1);
-    assert_int_equal(itest_publish(conn, 1, "", queue, "late", 4, 0, NULL), AMQP_STATUS_OK);
+    assert_int_equal(itest_publish(itest_conn, 1, "", itest_queue, "late", 4, 0, NULL), AMQP_STATUS_OK);
     unsigned char seen[2] = {0};
     read_confirms(1, seen); /* the first confirmed publish has tag 1 */
     assert_int_equal(seen[1], 1);
-    assert_int_equal(itest_message_count(conn, 1, queue), 2);
+    assert_int_equal(itest_message_count(itest_conn, 1, itest_queue), 2);
 }
 
 static void test_reject_publish_nacked(void **state)
@@ -127,10 +114,10 @@ static void test_reject_publish_nacked(void **state)
     args[1].value.kind = AMQP_FIELD_KIND_UTF8;
     args[1].value.value.bytes = amqp_cstring_bytes("reject-publish");
     amqp_table_t table = {2, args};
-    itest_declare_queue(conn, 1, q, sizeof q, 0, table);
+    itest_declare_queue(itest_conn, 1, q, sizeof q, 0, table);
     select_confirms(1);
     for (int i = 0; i < 2; i++)
-        assert_int_equal(itest_publish(conn, 1, "", q, "x", 1, 0, NULL), AMQP_STATUS_OK);
+        assert_int_equal(itest_publish(itest_conn, 1, "", q, "x", 1, 0, NULL), AMQP_STATUS_OK);
     unsigned char seen[3] = {0};
     read_confirms(2, seen);
     assert_int_equal(seen[1], 1);
@@ -140,11 +127,11 @@ static void test_reject_publish_nacked(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        CONFIRM_TEST(test_acks_sequential_tags),
-        CONFIRM_TEST(test_burst_each_tag_acked_once),
-        CONFIRM_TEST(test_unroutable_mandatory_return_then_ack),
-        CONFIRM_TEST(test_publish_before_select_not_counted),
-        CONFIRM_TEST(test_reject_publish_nacked),
+        ITEST_Q(test_acks_sequential_tags),
+        ITEST_Q(test_burst_each_tag_acked_once),
+        ITEST_Q(test_unroutable_mandatory_return_then_ack),
+        ITEST_Q(test_publish_before_select_not_counted),
+        ITEST_Q(test_reject_publish_nacked),
     };
     return cmocka_run_group_tests_name("confirm", tests, itest_group_setup, itest_group_teardown);
 }

@@ -2,22 +2,11 @@
  * RabbitMQ closes the channel (connection survives) or the connection. */
 #include "harness.h"
 
-static amqp_connection_state_t conn;
-
-static int setup(void **state)
-{
-    itest_setup(state);
-    conn = itest_connect();
-    return 0;
-}
-
-#define ERROR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, itest_teardown)
-
 /* After a channel error: channel 1 is closed, the connection works. */
 static void assert_connection_alive(void)
 {
-    itest_open_channel(conn, 1);
-    itest_assert_ok(itest_sync(conn, 1), "connection still usable");
+    itest_open_channel(itest_conn, 1);
+    itest_assert_ok(itest_sync(itest_conn, 1), "connection still usable");
 }
 
 static void test_passive_missing_queue_404(void **state)
@@ -25,8 +14,8 @@ static void test_passive_missing_queue_404(void **state)
     (void)state;
     char name[128], text[256], want[256];
     itest_name(name, sizeof name, "missing");
-    amqp_queue_declare(conn, 1, amqp_cstring_bytes(name), 1, 0, 0, 0, amqp_empty_table);
-    itest_expect_channel_close(conn, 1, amqp_get_rpc_reply(conn), ITEST_NOT_FOUND, text, sizeof text);
+    amqp_queue_declare(itest_conn, 1, amqp_cstring_bytes(name), 1, 0, 0, 0, amqp_empty_table);
+    itest_expect_channel_close(itest_conn, 1, amqp_get_rpc_reply(itest_conn), ITEST_NOT_FOUND, text, sizeof text);
     snprintf(want, sizeof want, "NOT_FOUND - no queue '%s' in vhost '/'", name);
     assert_string_equal(text, want);
     assert_connection_alive();
@@ -36,10 +25,10 @@ static void test_exchange_redeclare_other_type_406(void **state)
 {
     (void)state;
     char x[128];
-    itest_declare_exchange(conn, 1, x, sizeof x, "direct");
-    amqp_exchange_declare(conn, 1, amqp_cstring_bytes(x), amqp_cstring_bytes("fanout"), 0, 0, 0, 0,
+    itest_declare_exchange(itest_conn, 1, x, sizeof x, "direct");
+    amqp_exchange_declare(itest_conn, 1, amqp_cstring_bytes(x), amqp_cstring_bytes("fanout"), 0, 0, 0, 0,
                           amqp_empty_table);
-    itest_expect_channel_close(conn, 1, amqp_get_rpc_reply(conn), ITEST_PRECONDITION_FAILED, NULL, 0);
+    itest_expect_channel_close(itest_conn, 1, amqp_get_rpc_reply(itest_conn), ITEST_PRECONDITION_FAILED, NULL, 0);
     assert_connection_alive();
 }
 
@@ -49,18 +38,18 @@ static void test_unknown_exchange_type_503(void **state)
     char x[128], text[256];
     itest_name(x, sizeof x, "x");
     itest_track_exchange(x);
-    amqp_exchange_declare(conn, 1, amqp_cstring_bytes(x), amqp_cstring_bytes("bogus"), 0, 0, 0, 0,
+    amqp_exchange_declare(itest_conn, 1, amqp_cstring_bytes(x), amqp_cstring_bytes("bogus"), 0, 0, 0, 0,
                           amqp_empty_table);
-    itest_expect_connection_close(conn, amqp_get_rpc_reply(conn), ITEST_COMMAND_INVALID, text, sizeof text);
+    itest_expect_connection_close(itest_conn, amqp_get_rpc_reply(itest_conn), ITEST_COMMAND_INVALID, text, sizeof text);
     assert_string_equal(text, "COMMAND_INVALID - unknown exchange type 'bogus'");
-    itest_drop(conn);
+    itest_drop(itest_conn);
 }
 
 static void test_exclusive_queue_other_connection_405(void **state)
 {
     (void)state;
     char q[128];
-    itest_declare_queue(conn, 1, q, sizeof q, 1, amqp_empty_table);
+    itest_declare_queue(itest_conn, 1, q, sizeof q, 1, amqp_empty_table);
     amqp_connection_state_t other = itest_connect();
     amqp_basic_consume(other, 1, amqp_cstring_bytes(q), amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
     itest_expect_channel_close(other, 1, amqp_get_rpc_reply(other), ITEST_RESOURCE_LOCKED, NULL, 0);
@@ -72,8 +61,8 @@ static void test_unknown_delivery_tag_406(void **state)
 {
     (void)state;
     char text[256];
-    assert_int_equal(amqp_basic_ack(conn, 1, 99, 0), AMQP_STATUS_OK);
-    itest_expect_channel_close(conn, 1, itest_sync(conn, 1), ITEST_PRECONDITION_FAILED, text, sizeof text);
+    assert_int_equal(amqp_basic_ack(itest_conn, 1, 99, 0), AMQP_STATUS_OK);
+    itest_expect_channel_close(itest_conn, 1, itest_sync(itest_conn, 1), ITEST_PRECONDITION_FAILED, text, sizeof text);
     assert_string_equal(text, "PRECONDITION_FAILED - unknown delivery tag 99");
     assert_connection_alive();
 }
@@ -82,12 +71,12 @@ static void test_immediate_540_connection_close(void **state)
 {
     (void)state;
     amqp_bytes_t body = {1, "x"};
-    assert_int_equal(amqp_basic_publish(conn, 1, amqp_cstring_bytes(""), amqp_cstring_bytes("q"), 0, 1, NULL, body),
+    assert_int_equal(amqp_basic_publish(itest_conn, 1, amqp_cstring_bytes(""), amqp_cstring_bytes("q"), 0, 1, NULL, body),
                      AMQP_STATUS_OK);
     char text[256];
-    itest_expect_connection_close(conn, itest_sync(conn, 1), ITEST_NOT_IMPLEMENTED, text, sizeof text);
+    itest_expect_connection_close(itest_conn, itest_sync(itest_conn, 1), ITEST_NOT_IMPLEMENTED, text, sizeof text);
     assert_string_equal(text, "NOT_IMPLEMENTED - immediate=true");
-    itest_drop(conn);
+    itest_drop(itest_conn);
 }
 
 static void test_internal_exchange_publish_403(void **state)
@@ -96,11 +85,11 @@ static void test_internal_exchange_publish_403(void **state)
     char x[128];
     itest_name(x, sizeof x, "internal");
     itest_track_exchange(x);
-    amqp_exchange_declare(conn, 1, amqp_cstring_bytes(x), amqp_cstring_bytes("fanout"), 0, 0, 0, 1,
+    amqp_exchange_declare(itest_conn, 1, amqp_cstring_bytes(x), amqp_cstring_bytes("fanout"), 0, 0, 0, 1,
                           amqp_empty_table);
-    itest_assert_ok(amqp_get_rpc_reply(conn), "exchange.declare internal");
-    assert_int_equal(itest_publish(conn, 1, x, "", "x", 1, 0, NULL), AMQP_STATUS_OK);
-    itest_expect_channel_close(conn, 1, itest_sync(conn, 1), ITEST_ACCESS_REFUSED, NULL, 0);
+    itest_assert_ok(amqp_get_rpc_reply(itest_conn), "exchange.declare internal");
+    assert_int_equal(itest_publish(itest_conn, 1, x, "", "x", 1, 0, NULL), AMQP_STATUS_OK);
+    itest_expect_channel_close(itest_conn, 1, itest_sync(itest_conn, 1), ITEST_ACCESS_REFUSED, NULL, 0);
     assert_connection_alive();
 }
 
@@ -108,8 +97,8 @@ static void test_tx_commit_without_select_406(void **state)
 {
     (void)state;
     char text[256];
-    amqp_tx_commit(conn, 1);
-    itest_expect_channel_close(conn, 1, amqp_get_rpc_reply(conn), ITEST_PRECONDITION_FAILED, text, sizeof text);
+    amqp_tx_commit(itest_conn, 1);
+    itest_expect_channel_close(itest_conn, 1, amqp_get_rpc_reply(itest_conn), ITEST_PRECONDITION_FAILED, text, sizeof text);
     assert_string_equal(text, "PRECONDITION_FAILED - channel is not transactional");
     assert_connection_alive();
 }
@@ -118,12 +107,12 @@ static void test_duplicate_consumer_tag_530(void **state)
 {
     (void)state;
     char q[128];
-    itest_declare_queue(conn, 1, q, sizeof q, 0, amqp_empty_table);
-    amqp_basic_consume(conn, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("dup"), 0, 0, 0, amqp_empty_table);
-    itest_assert_ok(amqp_get_rpc_reply(conn), "first consume");
-    amqp_basic_consume(conn, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("dup"), 0, 0, 0, amqp_empty_table);
-    itest_expect_connection_close(conn, amqp_get_rpc_reply(conn), ITEST_NOT_ALLOWED, NULL, 0);
-    itest_drop(conn);
+    itest_declare_queue(itest_conn, 1, q, sizeof q, 0, amqp_empty_table);
+    amqp_basic_consume(itest_conn, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("dup"), 0, 0, 0, amqp_empty_table);
+    itest_assert_ok(amqp_get_rpc_reply(itest_conn), "first consume");
+    amqp_basic_consume(itest_conn, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("dup"), 0, 0, 0, amqp_empty_table);
+    itest_expect_connection_close(itest_conn, amqp_get_rpc_reply(itest_conn), ITEST_NOT_ALLOWED, NULL, 0);
+    itest_drop(itest_conn);
 }
 
 static void test_reserved_amq_prefix_403(void **state)
@@ -132,9 +121,9 @@ static void test_reserved_amq_prefix_403(void **state)
     char name[160], text[256];
     snprintf(name, sizeof name, "amq.itest-%x", (unsigned)getpid());
     itest_track_exchange(name);
-    amqp_exchange_declare(conn, 1, amqp_cstring_bytes(name), amqp_cstring_bytes("direct"), 0, 0, 0, 0,
+    amqp_exchange_declare(itest_conn, 1, amqp_cstring_bytes(name), amqp_cstring_bytes("direct"), 0, 0, 0, 0,
                           amqp_empty_table);
-    itest_expect_channel_close(conn, 1, amqp_get_rpc_reply(conn), ITEST_ACCESS_REFUSED, text, sizeof text);
+    itest_expect_channel_close(itest_conn, 1, amqp_get_rpc_reply(itest_conn), ITEST_ACCESS_REFUSED, text, sizeof text);
     assert_non_null(strstr(text, "contains reserved prefix 'amq.*'"));
     assert_connection_alive();
 }
@@ -169,18 +158,18 @@ static void test_raw_body_without_header_505(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        ERROR_TEST(test_passive_missing_queue_404),
-        ERROR_TEST(test_exchange_redeclare_other_type_406),
-        ERROR_TEST(test_unknown_exchange_type_503),
-        ERROR_TEST(test_exclusive_queue_other_connection_405),
-        ERROR_TEST(test_unknown_delivery_tag_406),
-        ERROR_TEST(test_immediate_540_connection_close),
-        ERROR_TEST(test_internal_exchange_publish_403),
-        ERROR_TEST(test_tx_commit_without_select_406),
-        ERROR_TEST(test_duplicate_consumer_tag_530),
-        ERROR_TEST(test_reserved_amq_prefix_403),
-        ERROR_TEST(test_raw_bad_frame_end_501),
-        ERROR_TEST(test_raw_body_without_header_505),
+        ITEST_C(test_passive_missing_queue_404),
+        ITEST_C(test_exchange_redeclare_other_type_406),
+        ITEST_C(test_unknown_exchange_type_503),
+        ITEST_C(test_exclusive_queue_other_connection_405),
+        ITEST_C(test_unknown_delivery_tag_406),
+        ITEST_C(test_immediate_540_connection_close),
+        ITEST_C(test_internal_exchange_publish_403),
+        ITEST_C(test_tx_commit_without_select_406),
+        ITEST_C(test_duplicate_consumer_tag_530),
+        ITEST_C(test_reserved_amq_prefix_403),
+        ITEST_C(test_raw_bad_frame_end_501),
+        ITEST_C(test_raw_body_without_header_505),
     };
     return cmocka_run_group_tests_name("errors", tests, itest_group_setup, itest_group_teardown);
 }

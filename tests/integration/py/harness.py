@@ -11,7 +11,6 @@ import contextlib
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import socket
@@ -184,12 +183,23 @@ def needs_own_broker(fn):
 
 @contextlib.contextmanager
 def own_broker(*settings):
-    """Starts a private Warren with extra --set options; yields (host, port)."""
+    """Starts a private Warren with extra --set options; yields (host, port).
+    It must then exit 0 on SIGTERM like the shared one."""
     proc = WarrenProcess(settings)
     try:
-        yield proc.start()
-    finally:
+        addr = proc.start()
+    except Exception:
         proc.stop()
+        raise
+    try:
+        yield addr
+    except BaseException:
+        proc.stop()
+        raise
+    log = proc.log_tail()
+    rc = proc.stop()
+    if rc != 0:
+        raise AssertionError("private Warren exited with %r on SIGTERM; log tail:\n%s" % (rc, log))
 
 
 # ---------------------------------------------------------------- pika helpers
@@ -679,23 +689,3 @@ def shortstr(b):
 
 def longstr(b):
     return struct.pack(">I", len(b)) + b
-
-
-def encode_table(table):
-    """pika's table encoder (length-prefixed)."""
-    pieces = []
-    pika.data.encode_table(pieces, table)
-    return b"".join(pieces)
-
-
-def free_port():
-    """A loopback port nothing listens on (for negative tests)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def readable(sock, timeout):
-    return bool(select.select([sock], [], [], timeout)[0])

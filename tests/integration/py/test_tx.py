@@ -2,7 +2,6 @@
 import unittest
 
 import pika.spec as S
-from pika import exceptions as pex
 
 import harness as h
 

@@ -1,0 +1,63 @@
+/* Logins: the default user, and RabbitMQ's loopback_users rule that the
+ * guest user may only connect from loopback (which integration tests,
+ * bound to 127.0.0.1, cannot show). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../broker/broker.h"
+
+static server *start(const char *user, bool loopback_only)
+{
+    config c;
+    config_defaults(&c);
+    strcpy(c.listen_host, "127.0.0.1");
+    c.listen_port = 0;
+    strcpy(c.default_user, user);
+    c.guest_loopback_only = loopback_only;
+    log_set_level(LOG_NONE);
+    server *s = server_new(&c);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_guest_only_from_loopback(void **state)
+{
+    (void)state;
+    server *s = start("guest", true);
+    assert_true(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("guest"), true));
+    assert_false(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("guest"), false));
+    assert_false(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("wrong"), true));
+    assert_false(server_authenticate(s, AMQP_CSTR("nobody"), AMQP_CSTR("guest"), true));
+    server_free(s);
+}
+
+static void test_loopback_users_none(void **state)
+{
+    (void)state;
+    server *s = start("guest", false);
+    assert_true(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("guest"), false));
+    server_free(s);
+}
+
+static void test_other_users_from_anywhere(void **state)
+{
+    (void)state;
+    server *s = start("app", true);
+    assert_true(server_authenticate(s, AMQP_CSTR("app"), AMQP_CSTR("guest"), false));
+    assert_false(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("guest"), true));
+    server_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_guest_only_from_loopback),
+        cmocka_unit_test(test_loopback_users_none),
+        cmocka_unit_test(test_other_users_from_anywhere),
+    };
+    return cmocka_run_group_tests_name("broker_auth", tests, NULL, NULL);
+}
