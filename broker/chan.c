@@ -510,6 +510,7 @@ static void confirm_next(chan *ch, bool ok)
     chan_flush_confirms(ch);
     amqp_method n = {.id = AMQP_BASIC_NACK};
     n.basic_nack.delivery_tag = ++ch->confirm_seq;
+    n.basic_nack.requeue = true; /* as RabbitMQ sends it */
     conn_send_method(ch->c, ch->number, &n);
     ch->confirm_sent = ch->confirm_seq;
 }

@@ -511,6 +511,8 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
             amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
             conn_send_method(c, n, &ok);
             c->chans[n] = NULL;
+        } else if (m->id == AMQP_CHANNEL_OPEN) {
+            return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "second 'channel.open' seen");
         }
         return AMQP_OK;
     }
