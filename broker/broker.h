@@ -120,6 +120,36 @@ typedef struct chan chan;
 typedef struct queue queue;
 typedef struct consumer consumer;
 
+/* ---- transports --------------------------------------------------------- */
+
+/* A client socket with input and output buffers (transport.c). Output is
+ * appended during a loop turn and written once at its end, one writev per
+ * socket; the owner hears about input, drained output and a vanished peer
+ * through these handlers. A future TLS or in-memory transport keeps the
+ * same interface. */
+typedef struct transport transport;
+typedef struct transport_flusher transport_flusher;
+typedef struct transport_handlers {
+    void (*on_read)(void *ctx);                   /* new bytes in transport_input */
+    void (*on_drained)(void *ctx, size_t pending); /* a write happened; bytes left */
+    void (*on_closed)(void *ctx);                 /* EOF or error: peer gone */
+} transport_handlers;
+
+transport_flusher *transport_flusher_new(struct event_base *base);
+void transport_flusher_free(transport_flusher *fl);
+/* Takes over `fd` (closed by transport_free); NULL on failure, fd untouched. */
+transport *transport_new(transport_flusher *fl, struct event_base *base, int fd,
+                         const transport_handlers *h, void *ctx);
+void transport_free(transport *t);
+struct evbuffer *transport_input(transport *t);
+struct evbuffer *transport_output(transport *t);
+/* Queues the output for the end-of-turn write. */
+void transport_flush_later(transport *t);
+size_t transport_pending(const transport *t);
+void transport_pause_reading(transport *t, bool paused);
+/* Drops unsent output and stops reading (the peer is gone or too slow). */
+void transport_abort(transport *t);
+
 /* ---- server ------------------------------------------------------------- */
 
 /* Creates the listener and vhosts from `cfg` (copied). NULL on failure
@@ -131,6 +161,7 @@ void server_free(server *s);
 
 const config *server_config(const server *s);
 struct event_base *server_base(server *s);
+transport_flusher *server_flusher(server *s);
 /* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
 uint64_t server_now_ms(const server *s);
 vhost *server_vhost(server *s, amqp_bytes name);

@@ -11,15 +11,14 @@
  * A channel that we closed with an error keeps the CHAN_CLOSING marker in its
  * slot until the client's close-ok, and frames for it are ignored meanwhile.
  *
- * Output goes to the bufferevent's output buffer; libevent writes it once per
- * loop turn, so every frame produced while handling one read is sent with
+ * Output goes to the transport's output buffer, written once at the end of
+ * the loop turn, so every frame produced while handling reads is sent with
  * one writev. Past conn_output_limit bytes, queues stop delivering to this
  * connection, and past four times that it stops reading the client.
  * A connection is never freed on the stack of its own callbacks: teardown
  * marks it CLOSED and the free runs from a zero-delay event.
  */
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +38,10 @@ typedef enum conn_state {
 
 #define CHAN_CLOSING ((chan *)1)
 #define CLOSE_OK_TIMEOUT_MS 3000
-#define MAX_SINGLE_READ (256 * 1024)
 
 struct conn {
     server *srv;
-    struct bufferevent *bev;
+    transport *t;
     conn_state state;
     bool loopback;
     bool cancel_notify;
@@ -68,13 +66,16 @@ struct conn {
 };
 
 static void teardown(conn *c);
-static void read_cb(struct bufferevent *bev, void *arg);
-static void write_cb(struct bufferevent *bev, void *arg);
-static void event_cb(struct bufferevent *bev, short what, void *arg);
+static void on_read(void *arg);
+static void update_reading(conn *c);
 
 /* ---- output ------------------------------------------------------------- */
 
-static struct evbuffer *output(conn *c) { return bufferevent_get_output(c->bev); }
+static struct evbuffer *output(conn *c)
+{
+    transport_flush_later(c->t);
+    return transport_output(c->t);
+}
 
 static void put_frame_end(uint8_t *p) { *p = AMQP_FRAME_END; }
 
@@ -270,9 +271,17 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     conn *c = arg;
     server_conn_closed(c->srv, c);
-    bufferevent_free(c->bev);
+    transport_free(c->t);
     free(c->chans);
     free(c);
+}
+
+static void schedule_free(conn *c)
+{
+    if (c->free_scheduled)
+        return;
+    c->free_scheduled = true;
+    event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
 }
 
 /* Ends the connection: channels and exclusive queues go now, the socket once
@@ -283,14 +292,12 @@ static void teardown(conn *c)
         return;
     free_channels(c);
     c->state = S_CLOSED;
-    bufferevent_disable(c->bev, EV_READ);
+    transport_pause_reading(c->t, true);
     if (c->vh)
         vhost_drop_exclusive(c->vh, c);
-    if (evbuffer_get_length(output(c)) == 0 || !(bufferevent_get_enabled(c->bev) & EV_WRITE)) {
-        c->free_scheduled = true;
-        event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
-    }
-    /* else write_cb frees it once drained; conn_tick bounds the wait. */
+    if (transport_pending(c->t) == 0)
+        schedule_free(c);
+    /* else on_drained frees it once written; conn_tick bounds the wait. */
 }
 
 /* ---- handshake ---------------------------------------------------------- */
@@ -331,7 +338,7 @@ static void send_start(conn *c)
 
 static void handle_protocol_header(conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *in = transport_input(c->t);
     if (evbuffer_get_length(in) < 8)
         return;
     uint8_t hdr[8];
@@ -642,7 +649,7 @@ static void flush_confirms(conn *c)
 
 static void read_frames(conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *in = transport_input(c->t);
     const config *cfg = server_config(c->srv);
     while (c->state != S_CLOSED) {
         amqp_frame f;
@@ -657,8 +664,8 @@ static void read_frames(conn *c)
             r = handle_frame(c, &f, &err);
             evbuffer_drain(in, (size_t)f.size + AMQP_FRAME_OVERHEAD);
             if (r == AMQP_OK && publish) {
-                bufferevent_disable(c->bev, EV_READ);
                 c->reading_blocked = true;
+                update_reading(c);
                 break;
             }
             if (r == AMQP_OK)
@@ -672,9 +679,14 @@ static void read_frames(conn *c)
     }
 }
 
-static void read_cb(struct bufferevent *bev, void *arg)
+static void update_reading(conn *c)
 {
-    (void)bev;
+    transport_pause_reading(c->t, c->reading_paused || c->reading_blocked ||
+                                      c->state == S_CLOSED);
+}
+
+static void on_read(void *arg)
+{
     conn *c = arg;
     server_touch_clock(c->srv);
     c->last_recv_ms = server_now_ms(c->srv);
@@ -687,9 +699,9 @@ static void read_cb(struct bufferevent *bev, void *arg)
     if (c->state == S_OPEN)
         flush_confirms(c);
     if (c->state != S_CLOSED &&
-        evbuffer_get_length(output(c)) > 4 * server_config(c->srv)->conn_output_limit) {
-        bufferevent_disable(c->bev, EV_READ);
+        transport_pending(c->t) > 4 * server_config(c->srv)->conn_output_limit) {
         c->reading_paused = true;
+        update_reading(c);
     }
 }
 
@@ -705,74 +717,57 @@ static void resume_deliveries(conn *c)
     }
 }
 
-static void write_cb(struct bufferevent *bev, void *arg)
+static void on_drained(void *arg, size_t pending)
 {
     conn *c = arg;
-    size_t pending = evbuffer_get_length(bufferevent_get_output(bev));
     if (c->state == S_CLOSED) {
-        if (pending == 0 && !c->free_scheduled) {
-            c->free_scheduled = true;
-            event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
-        }
+        if (pending == 0)
+            schedule_free(c);
         return;
     }
     size_t limit = server_config(c->srv)->conn_output_limit;
     if (c->reading_paused && pending <= limit) {
         c->reading_paused = false;
-        if (!c->reading_blocked)
-            bufferevent_enable(c->bev, EV_READ);
+        update_reading(c);
     }
     if (c->output_blocked && pending <= limit / 2)
         resume_deliveries(c);
 }
 
-static void event_cb(struct bufferevent *bev, short what, void *arg)
+static void on_closed(void *arg)
 {
-    (void)bev;
     conn *c = arg;
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        if (c->state != S_CLOSED && c->state != S_CLOSING && c->state >= S_OPEN)
-            log_msg(LOG_WARNING, "connection %s: client closed the socket without "
-                                 "connection.close", c->peer);
-        bufferevent_disable(c->bev, EV_WRITE);
-        evbuffer_drain(output(c), evbuffer_get_length(output(c)));
-        if (c->state == S_CLOSED) {
-            if (!c->free_scheduled) {
-                c->free_scheduled = true;
-                event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
-            }
-            return;
-        }
-        teardown(c);
+    if (c->state == S_CLOSED) {
+        schedule_free(c);
+        return;
     }
+    if (c->state != S_CLOSING && c->state >= S_OPEN)
+        log_msg(LOG_WARNING, "connection %s: client closed the socket without "
+                             "connection.close", c->peer);
+    teardown(c);
 }
+
+static const transport_handlers handlers = {on_read, on_drained, on_closed};
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
 void conn_accept(server *s, int fd, bool loopback, const char *peer)
 {
     conn *c = calloc(1, sizeof *c);
-    struct bufferevent *bev = c ? bufferevent_socket_new(server_base(s), fd,
-                                                         BEV_OPT_CLOSE_ON_FREE)
-                                : NULL;
-    if (!bev) {
+    transport *t = c ? transport_new(server_flusher(s), server_base(s), fd, &handlers, c) : NULL;
+    if (!t) {
         free(c);
         evutil_closesocket(fd);
         return;
     }
     c->srv = s;
-    c->bev = bev;
+    c->t = t;
     c->state = S_HEADER;
     c->loopback = loopback;
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     c->frame_max = server_config(s)->frame_max;
     c->channel_max = server_config(s)->channel_max;
     c->opened_ms = c->last_recv_ms = c->last_send_ms = server_now_ms(s);
-    bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
-    bufferevent_set_max_single_read(bev, MAX_SINGLE_READ);
-    /* write_cb runs once the backlog is down to half the limit */
-    bufferevent_setwatermark(bev, EV_WRITE, server_config(s)->conn_output_limit / 2, 0);
-    bufferevent_enable(bev, EV_READ | EV_WRITE);
     server_conn_opened(s, c);
 }
 
@@ -780,9 +775,9 @@ void conn_tick(conn *c, uint64_t now)
 {
     const config *cfg = server_config(c->srv);
     if (c->state == S_CLOSED) {
-        if (!c->free_scheduled && now - c->last_send_ms > CLOSE_OK_TIMEOUT_MS) {
-            c->free_scheduled = true;
-            event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
+        if (now - c->last_send_ms > CLOSE_OK_TIMEOUT_MS) {
+            transport_abort(c->t); /* a client that does not read its close */
+            schedule_free(c);
         }
         return;
     }
@@ -804,8 +799,7 @@ void conn_tick(conn *c, uint64_t now)
     if (now - c->last_recv_ms > 2 * interval) {
         log_msg(LOG_WARNING, "connection %s: missed heartbeats from client, timeout: %us",
                 c->peer, c->heartbeat);
-        bufferevent_disable(c->bev, EV_WRITE);
-        evbuffer_drain(output(c), evbuffer_get_length(output(c)));
+        transport_abort(c->t);
         teardown(c);
         return;
     }
@@ -841,9 +835,8 @@ void conn_set_alarm(conn *c, bool on)
     }
     if (!on && c->reading_blocked) {
         c->reading_blocked = false;
-        if (!c->reading_paused) {
-            bufferevent_enable(c->bev, EV_READ);
-            read_cb(c->bev, c); /* frames may be waiting in the input buffer */
-        }
+        update_reading(c);
+        if (!c->reading_paused)
+            on_read(c); /* frames may be waiting in the input buffer */
     }
 }

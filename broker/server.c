@@ -31,6 +31,7 @@ struct server {
     struct event_base *base;
     struct evconnlistener *listener;
     struct event *sigterm, *sigint, *tick, *shutdown_timer;
+    transport_flusher *flusher;
     vhost *default_vhost;
     conn **conns;
     size_t nconns, conns_cap;
@@ -50,6 +51,7 @@ static uint64_t monotonic_ms(void)
 
 const config *server_config(const server *s) { return &s->cfg; }
 struct event_base *server_base(server *s) { return s->base; }
+transport_flusher *server_flusher(server *s) { return s->flusher; }
 uint64_t server_now_ms(const server *s) { return s->now_ms; }
 void server_touch_clock(server *s) { s->now_ms = monotonic_ms(); }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
@@ -288,7 +290,8 @@ server *server_new(const config *cfg)
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
     s->base = event_base_new();
-    if (!s->base || !(s->default_vhost = vhost_new(s, cfg->default_vhost)) || !listen_on(s)) {
+    if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
+        !(s->default_vhost = vhost_new(s, cfg->default_vhost)) || !listen_on(s)) {
         server_free(s);
         return NULL;
     }
@@ -326,6 +329,7 @@ void server_free(server *s)
         event_free(s->sigint);
     if (s->shutdown_timer)
         event_free(s->shutdown_timer);
+    transport_flusher_free(s->flusher);
     if (s->base)
         event_base_free(s->base);
     free(s->conns);

@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -73,6 +72,7 @@ typedef struct perf_conn {
     amqp_connection_state_t amqp;
     int fd;
     uint32_t frame_max;
+    int logged_in; /* connection.close is worth sending */
     int raw;
 } perf_conn;
 
@@ -193,6 +193,7 @@ static int conn_open(perf_conn *c)
         return -1;
     }
     c->frame_max = (uint32_t)amqp_get_frame_max(c->amqp);
+    c->logged_in = 1;
     amqp_channel_open(c->amqp, 1);
     return check_rpc(c, "channel.open");
 }
@@ -224,7 +225,7 @@ static void conn_close(perf_conn *c)
         return;
     if (c->raw)
         worker_close_raw(c->fd, c->frame_max, 2000);
-    else
+    else if (c->logged_in)
         amqp_connection_close(c->amqp, AMQP_REPLY_SUCCESS);
     amqp_destroy_connection(c->amqp);
     c->amqp = NULL;
@@ -483,9 +484,10 @@ static void print_progress(uint64_t t, const perf_snapshot *prev, const perf_sna
 
 /* Sleeps through the warm-up and the measured window, printing a line a
  * second; a and b are taken at the window's edges, while consumers record
- * latency. Returns 0, or -1 as soon as a worker failed. */
+ * latency; *stalls counts seconds of the window without a delivery. Returns
+ * 0, or -1 as soon as a worker failed. */
 static int measure(worker_shared *sh, const perf_threads *th, const perf_options *o,
-                   perf_snapshot *a, perf_snapshot *b)
+                   perf_snapshot *a, perf_snapshot *b, unsigned *stalls)
 {
     uint64_t start = stats_now_ns();
     uint64_t win_start = start + (uint64_t)(o->warmup * 1e9);
@@ -502,7 +504,10 @@ static int measure(worker_shared *sh, const perf_threads *th, const perf_options
     }
     for (uint64_t now = start; now < end && !atomic_load(&sh->failed); now = stats_now_ns()) {
         uint64_t next = in_window ? end : win_start;
-        sleep_ns((tick < next ? tick : next) - now);
+        if (tick < next)
+            next = tick;
+        if (next > now)
+            sleep_ns(next - now);
         now = stats_now_ns();
         if (!in_window && now >= win_start) {
             snapshot_take(a, sh, th, o->broker_pid);
@@ -511,6 +516,8 @@ static int measure(worker_shared *sh, const perf_threads *th, const perf_options
         }
         if (now >= tick) {
             snapshot_take(cur, sh, th, 0);
+            if (in_window && cur->received == last->received)
+                (*stalls)++; /* a whole second without one delivery */
             if (!o->quiet)
                 print_progress(now - start, last, cur, sh->route_factor);
             *last = *cur;
@@ -555,6 +562,7 @@ typedef struct perf_result {
     double cpu_total, broker_cpu, bind_rate;
     char busiest[24]; /* the worker with demand_max */
     int tool_limited;
+    unsigned stalls;
     int errors;
 } perf_result;
 
@@ -603,13 +611,16 @@ static void result_print(const perf_result *r, const perf_options *o)
                "limit\n", r->busiest, r->demand_max);
     if (r->broker_cpu >= 0)
         printf("broker cpu %.0f%% (pid %d)\n", r->broker_cpu, o->broker_pid);
+    if (r->stalls)
+        printf("WARNING: stalled: %u second(s) of the window had no delivery at all\n",
+               r->stalls);
     printf("RESULT mode=throughput sent_rate=%.0f recv_rate=%.0f confirm_rate=%.0f "
            "p50_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f lat_samples=%llu "
            "bind_rate=%.0f tool_cpu_max=%.0f tool_demand_max=%.0f tool_cpu_total=%.0f "
-           "broker_cpu=%.0f tool_limited=%d errors=%d\n",
+           "broker_cpu=%.0f stalls=%u tool_limited=%d errors=%d\n",
            r->sent_rate, r->recv_rate, r->confirm_rate, r->p50_us, r->p99_us, r->p999_us,
            r->max_us, (unsigned long long)r->samples, r->bind_rate, r->cpu_max,
-           r->demand_max, r->cpu_total, r->broker_cpu, r->tool_limited, r->errors);
+           r->demand_max, r->cpu_total, r->broker_cpu, r->stalls, r->tool_limited, r->errors);
     fflush(stdout);
 }
 
@@ -807,7 +818,7 @@ static int run_throughput(const perf_options *o)
     if (!rc)
         rc = start_consumers(&run) != 0 || start_producers(&run) != 0;
     if (!rc)
-        rc = measure(&run.shared, &run.threads, o, &snap[0], &snap[1]) != 0;
+        rc = measure(&run.shared, &run.threads, o, &snap[0], &snap[1], &r.stalls) != 0;
     r.errors = stop_workers(&run) + rc;
     stats_hist *lat = stats_hist_new();
     for (unsigned i = 0; lat && i < run.n_cons; i++)
@@ -956,6 +967,7 @@ static double selftest_phase(const perf_options *o, int phase, unsigned n, doubl
         dlen += wire_encode_deliver(deliveries + dlen, (1u << 20) - dlen, 1, tag, key,
                                     o->size, FRAME_MAX);
     int fds[64][2], rc = !snap || !deliveries;
+    unsigned stalls = 0;
     for (unsigned i = 0; i < n && !rc; i++) {
         rc = tcp_pair(fds[i]);
         peer[i] = (selftest_peer){fds[i][1], phase == PUBLISH_TO_BUSY_SINK, &sh, deliveries, dlen};
@@ -968,7 +980,7 @@ static double selftest_phase(const perf_options *o, int phase, unsigned n, doubl
                         publish ? "producer" : "consumer", i);
     }
     if (!rc)
-        rc = measure(&sh, &th, o, &snap[0], &snap[1]);
+        rc = measure(&sh, &th, o, &snap[0], &snap[1], &stalls);
     atomic_store(&sh.stop, 1);
     for (unsigned i = 0; i < th.n; i++) {
         pthread_join(th.id[i], NULL);

@@ -30,6 +30,7 @@ RABBIT_URI=${RABBIT_URI:-amqp://guest:guest@127.0.0.1:5672}
 OUT=tests/bench/last-run.txt
 RAW=$(mktemp /tmp/warren-bench-raw.XXXXXX)
 WORK=$(mktemp -d /tmp/warren-bench.XXXXXX)
+LOGS=${BENCH_LOGS:-/tmp/warren-bench-logs}   # every run's full output, kept
 RUN_TIMEOUT=300     # seconds; warren-perf has its own watchdog, this is a backstop
 SETTLE=1            # seconds between runs, so one broker's GC does not hit the next
 
@@ -37,6 +38,7 @@ SETTLE=1            # seconds between runs, so one broker's GC does not hit the 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 65536 2>/dev/null || true
 
 [ -x "$PERF" ] || { echo "run.sh: $PERF missing; run 'make bench'" >&2; exit 1; }
+rm -rf "$LOGS" && mkdir -p "$LOGS"
 
 WARREN_STARTED_PID=""
 stop_warren() {
@@ -160,7 +162,7 @@ SCENARIOS=(
 "5|fanout to 10 queues (deliveries/s)|--batch 16 --inflight 1000 --fanout-queues 10|recv_rate|hi|8"
 "6|topic, 10k bindings * and # (msg/s)|--batch 16 --inflight 5000 --exchange-type topic --bindings 10000|recv_rate|hi|30"
 "6b|topic binding declaration (binds/s)|--declare-bindings 10000|bind_rate|hi|10"
-"7|fixed 1000 msg/s: p99 latency (us)|--batch 1 --rate 1000 --inflight 5000|p99_us|lo|5"
+"7|fixed 1000 msg/s: p99 latency (us)|--batch 1 --rate 1000 --inflight 5000 --duration 10|p99_us|lo|5"
 "8|memory per idle connection+channel (KB)|IDLE|kb_per_conn|lo|10"
 )
 
@@ -176,6 +178,7 @@ run_one() {
         # shellcheck disable=SC2086
         timeout "$RUN_TIMEOUT" "$PERF" --uri "$uri" $COMMON $args $pidarg >"$out" 2>&1
     fi
+    cp "$out" "$LOGS/round$round-scenario$id-$broker.txt"
     local line
     line=$(grep '^RESULT' "$out" | tail -n 1)
     [ -z "$line" ] && line="RESULT errors=1 error=no-result"
@@ -184,6 +187,7 @@ run_one() {
         echo "    $broker: FAILED" >&2
         grep -v '^RESULT' "$out" | tail -n 5 | sed 's/^/      /' >&2
     fi
+    grep -h '^WARNING: stalled' "$out" | sed "s/^/    $broker: /" >&2
     sleep "$SETTLE"
 }
 
@@ -299,7 +303,7 @@ for round in $(seq 1 "$ROUNDS"); do
                 WARREN_CRASHES=$((WARREN_CRASHES + 1))
                 echo "    Warren exited during scenario $id; last log lines:" >&2
                 tail -n 5 "$WORK/warren.log" | sed 's/^/      /' >&2
-                cp "$WORK/warren.log" "$WORK/warren-crash-$WARREN_CRASHES.log"
+                cp "$WORK/warren.log" "$LOGS/warren-crash-$WARREN_CRASHES.log"
                 wait "$WARREN_STARTED_PID" 2>/dev/null
                 WARREN_STARTED_PID=""
                 start_warren
@@ -335,7 +339,7 @@ done
     echo "* = warren-perf was the bottleneck in at least one run (a worker thread busy or waiting for a CPU"
     echo "    >90% of the time): the figure is a floor set by the tool on this machine, not the broker's limit."
     [ "$WARREN_CRASHES" -gt 0 ] && echo "Warren exited unexpectedly $WARREN_CRASHES time(s) and was restarted."
-    echo "Run time $(( $(date +%s) - START )) s."
+    echo "Run time $(( $(date +%s) - START )) s. Full output of every run: $LOGS/"
     echo
     echo "tool ceiling (warren-perf --selftest, in-process socket peers, no broker):"
     printf '%s' "$SELFTEST_LINES" | sed 's/^/  /'

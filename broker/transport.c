@@ -1,0 +1,247 @@
+/* Transport: a client socket with an input and an output buffer.
+ *
+ * Reads: one readv into the input buffer per readiness event (no FIONREAD
+ * ioctl, unlike evbuffer_read), then the owner's on_read parses what is
+ * there. Writes: output is only appended to while the loop turn runs; the
+ * flusher, one event activated when the first transport of a turn has
+ * output, then writes every pending transport with one writev each. EV_WRITE
+ * is registered only while a socket is full, so a client that keeps up
+ * costs no epoll_ctl per turn.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "broker.h"
+
+#define READ_CHUNK (128 * 1024)
+
+struct transport_flusher {
+    struct event *ev;
+    transport **pending; /* NULL entries are freed transports */
+    size_t n, cap;
+};
+
+struct transport {
+    transport_flusher *fl;
+    int fd;
+    struct event *rev, *wev;
+    struct evbuffer *in, *out;
+    const transport_handlers *h;
+    void *ctx;
+    bool reading, paused, wev_added, flush_queued, closed;
+};
+
+static void write_now(transport *t);
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    transport_flusher *fl = arg;
+    /* on_drained may queue more transports: the array can grow meanwhile */
+    for (size_t i = 0; i < fl->n; i++) {
+        transport *t = fl->pending[i];
+        if (!t)
+            continue;
+        t->flush_queued = false;
+        write_now(t);
+    }
+    fl->n = 0;
+}
+
+transport_flusher *transport_flusher_new(struct event_base *base)
+{
+    transport_flusher *fl = calloc(1, sizeof *fl);
+    if (fl && !(fl->ev = event_new(base, -1, 0, flush_cb, fl))) {
+        free(fl);
+        fl = NULL;
+    }
+    return fl;
+}
+
+void transport_flusher_free(transport_flusher *fl)
+{
+    if (!fl)
+        return;
+    event_free(fl->ev);
+    free(fl->pending);
+    free(fl);
+}
+
+void transport_flush_later(transport *t)
+{
+    transport_flusher *fl = t->fl;
+    if (t->flush_queued || t->closed)
+        return;
+    if (fl->n == fl->cap) {
+        size_t cap = fl->cap ? fl->cap * 2 : 64;
+        transport **n = realloc(fl->pending, cap * sizeof *n);
+        if (!n) {
+            write_now(t); /* no room to defer: write at once */
+            return;
+        }
+        fl->pending = n;
+        fl->cap = cap;
+    }
+    fl->pending[fl->n++] = t;
+    t->flush_queued = true;
+    if (fl->n == 1)
+        event_active(fl->ev, EV_WRITE, 0);
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static void update_reading(transport *t)
+{
+    bool want = !t->paused && !t->closed;
+    if (want == t->reading)
+        return;
+    t->reading = want;
+    if (want)
+        event_add(t->rev, NULL);
+    else
+        event_del(t->rev);
+}
+
+static void peer_gone(transport *t)
+{
+    if (t->closed)
+        return;
+    t->closed = true;
+    update_reading(t);
+    if (t->wev_added) {
+        event_del(t->wev);
+        t->wev_added = false;
+    }
+    evbuffer_drain(t->out, evbuffer_get_length(t->out));
+    t->h->on_closed(t->ctx);
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    transport *t = arg;
+    struct evbuffer_iovec v[2];
+    int nv = evbuffer_reserve_space(t->in, READ_CHUNK, v, 2);
+    if (nv < 1)
+        return;
+    struct iovec iov[2];
+    for (int i = 0; i < nv; i++)
+        iov[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+    ssize_t n = readv(fd, iov, nv);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        evbuffer_commit_space(t->in, v, 0);
+        return;
+    }
+    if (n <= 0) {
+        evbuffer_commit_space(t->in, v, 0);
+        peer_gone(t);
+        return;
+    }
+    size_t left = (size_t)n;
+    for (int i = 0; i < nv; i++) {
+        v[i].iov_len = left < v[i].iov_len ? left : v[i].iov_len;
+        left -= v[i].iov_len;
+    }
+    evbuffer_commit_space(t->in, v, nv);
+    t->h->on_read(t->ctx);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void write_now(transport *t)
+{
+    if (t->closed)
+        return;
+    if (evbuffer_get_length(t->out)) {
+        int r = evbuffer_write(t->out, t->fd);
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            peer_gone(t);
+            return;
+        }
+    }
+    size_t pending = evbuffer_get_length(t->out);
+    if (pending && !t->wev_added) {
+        event_add(t->wev, NULL);
+        t->wev_added = true;
+    } else if (!pending && t->wev_added) {
+        event_del(t->wev);
+        t->wev_added = false;
+    }
+    t->h->on_drained(t->ctx, pending);
+}
+
+static void write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    write_now(arg);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+transport *transport_new(transport_flusher *fl, struct event_base *base, int fd,
+                         const transport_handlers *h, void *ctx)
+{
+    transport *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->fl = fl;
+    t->fd = fd;
+    t->h = h;
+    t->ctx = ctx;
+    evutil_make_socket_nonblocking(fd);
+    t->rev = event_new(base, fd, EV_READ | EV_PERSIST, read_cb, t);
+    t->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, write_cb, t);
+    t->in = evbuffer_new();
+    t->out = evbuffer_new();
+    if (!t->rev || !t->wev || !t->in || !t->out) {
+        t->fd = -1; /* the caller still owns fd on failure */
+        transport_free(t);
+        return NULL;
+    }
+    update_reading(t);
+    return t;
+}
+
+void transport_free(transport *t)
+{
+    if (!t)
+        return;
+    if (t->flush_queued)
+        for (size_t i = 0; i < t->fl->n; i++)
+            if (t->fl->pending[i] == t)
+                t->fl->pending[i] = NULL;
+    if (t->rev)
+        event_free(t->rev);
+    if (t->wev)
+        event_free(t->wev);
+    if (t->in)
+        evbuffer_free(t->in);
+    if (t->out)
+        evbuffer_free(t->out);
+    if (t->fd >= 0)
+        close(t->fd);
+    free(t);
+}
+
+struct evbuffer *transport_input(transport *t) { return t->in; }
+struct evbuffer *transport_output(transport *t) { return t->out; }
+size_t transport_pending(const transport *t) { return evbuffer_get_length(t->out); }
+
+void transport_pause_reading(transport *t, bool paused)
+{
+    t->paused = paused;
+    update_reading(t);
+}
+
+/* Drops unsent output and stops reading; the owner frees later. */
+void transport_abort(transport *t)
+{
+    t->paused = true;
+    update_reading(t);
+    evbuffer_drain(t->out, evbuffer_get_length(t->out));
+}
