@@ -31,7 +31,8 @@ BENCH_SRCS = $(wildcard tests/bench/*.c)
 
 WARREN    = $(B)/warren
 
-.PHONY: all run test unit integration bench deps codegen check-codegen clean conformance
+.PHONY: all run test unit integration bench deps codegen check-codegen clean conformance \
+        peer-suites unit-bins integration-bins
 
 all: deps $(WARREN) bin/warren
 
@@ -101,8 +102,11 @@ bench: deps
 	@$(MAKE) --no-print-directory VARIANT=release $(WARREN) $(B)/warren-perf
 	@tests/bench/run.sh
 
-conformance: deps
+conformance: deps all
 	@conformance/run.sh
+
+peer-suites: deps all
+	@conformance/peer/run.sh
 
 clean:
 	rm -rf build bin

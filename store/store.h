@@ -1,0 +1,199 @@
+/* store: durability -- the append-only message journal (segment files with
+ * CRC32C-checked records, group commit by a sync thread, read-back of
+ * bodies, segment GC, replay) and the sqlite3 metadata of durable
+ * exchanges, queues and bindings.
+ *
+ * Threads: every function here is called on the broker's loop thread. The
+ * journal owns one sync thread that writes and fdatasyncs batches; it
+ * reports progress back to the loop through an event on the loop's base.
+ */
+#ifndef WARREN_STORE_H
+#define WARREN_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../amqp/amqp.h"
+
+struct event_base;
+
+/* ======================================================================
+ * Journal
+ * ====================================================================== */
+
+typedef struct journal journal;
+
+typedef enum journal_sync_mode {
+    JOURNAL_SYNC_BATCH,  /* group commit: one fdatasync per batch (default) */
+    JOURNAL_SYNC_ALWAYS, /* one write + fdatasync per record batch of one turn, no batching across turns */
+    JOURNAL_SYNC_NONE    /* write, never fdatasync (tests, benchmarks) */
+} journal_sync_mode;
+
+typedef struct journal_config {
+    const char *dir;        /* data_dir/journal is created inside it */
+    uint64_t segment_size;  /* bytes; a segment is closed once it passes this */
+    journal_sync_mode sync;
+} journal_config;
+
+/* Where a message record lives: segment number, offset of the record in it,
+ * and the record's total length. Stable until the segment is deleted. */
+typedef struct journal_loc {
+    uint32_t segment;
+    uint32_t offset;
+    uint32_t length;
+} journal_loc;
+
+/* Record sequence numbers: every append returns the next one; the journal
+ * reports the highest sequence that is on disk. */
+typedef uint64_t journal_seq;
+
+typedef enum journal_settle_kind {
+    JOURNAL_ACK = 1,         /* consumed and acknowledged */
+    JOURNAL_DROP = 2,        /* dropped (expired, max-length, rejected without DLX) */
+    JOURNAL_DEAD_LETTER = 3, /* moved to a dead-letter exchange */
+} journal_settle_kind;
+
+/* Opens (creating if needed) the journal in cfg->dir. Does not replay:
+ * call journal_replay before appending. `on_synced` runs on the loop thread
+ * whenever the synced sequence advances. NULL with `err` on failure. */
+journal *journal_open(const journal_config *cfg, struct event_base *base,
+                      void (*on_synced)(void *ctx, journal_seq synced), void *ctx, char *err,
+                      size_t errlen);
+
+/* Syncs everything appended, writes a checkpoint (so the next open does not
+ * rescan), stops the sync thread and frees. */
+void journal_close(journal *j);
+
+/* ---- appends (loop thread; never block on the disk) ---- */
+
+/* A persistent message: stored once however many queues it goes to. *loc
+ * says where it will be readable once synced. */
+journal_seq journal_append_message(journal *j, uint64_t msg_id, amqp_bytes exchange,
+                                   amqp_bytes routing_key, amqp_bytes properties, amqp_bytes body,
+                                   journal_loc *loc);
+/* The message `loc` (id msg_id) is now in durable queue `queue_id`. */
+journal_seq journal_append_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id,
+                                   journal_loc loc);
+/* It left the queue. For a dead-letter, `reason` and `target` (exchange)
+ * are recorded; otherwise pass empty slices. */
+journal_seq journal_append_settle(journal *j, uint64_t queue_id, uint64_t msg_id,
+                                  journal_loc loc, journal_settle_kind kind, amqp_bytes reason,
+                                  amqp_bytes target);
+/* It was delivered (again): its delivery count is now `count`. */
+journal_seq journal_append_delivered(journal *j, uint64_t queue_id, uint64_t msg_id,
+                                     uint32_t count);
+/* Every message of the queue left it (queue.purge), or the queue is gone. */
+journal_seq journal_append_purge(journal *j, uint64_t queue_id);
+journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id);
+
+/* The highest sequence known to be on disk (all of it with sync = none,
+ * once written). */
+journal_seq journal_synced(const journal *j);
+
+/* ---- reading back ---- */
+
+/* A message record read back: slices into `buf`, valid while it lives. */
+typedef struct journal_message {
+    uint64_t msg_id;
+    amqp_bytes exchange, routing_key, properties, body;
+} journal_message;
+
+/* Reads the message record at `loc` into `buf` (at least loc.length bytes)
+ * with pread, checks its CRC, and decodes it. false on I/O error or a bad
+ * record (logged). Works for records not yet synced too. */
+bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_message *out);
+
+/* ---- recovery ---- */
+
+/* Called for each record, in append order, during replay. Any may be NULL. */
+typedef struct journal_replay_handlers {
+    void (*message)(void *ctx, uint64_t msg_id, journal_loc loc);
+    void (*enqueue)(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_loc loc);
+    void (*settle)(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_settle_kind kind);
+    void (*delivered)(void *ctx, uint64_t queue_id, uint64_t msg_id, uint32_t count);
+    void (*purge)(void *ctx, uint64_t queue_id);
+    void (*queue_delete)(void *ctx, uint64_t queue_id);
+} journal_replay_handlers;
+
+typedef struct journal_replay_stats {
+    uint64_t records, segments, bytes;
+    uint64_t corrupt_records; /* bad CRC or length in the middle: skipped */
+    uint64_t torn_tail_bytes; /* an incomplete last record: truncated */
+    bool from_checkpoint;     /* a clean-shutdown checkpoint was used */
+} journal_replay_stats;
+
+/* Replays the journal. A torn record at the tail is truncated with a
+ * warning; a corrupt record in the middle is skipped (error log, counter)
+ * and the rest recovered. Never fails because of bad data; false only for
+ * I/O errors (err filled). */
+bool journal_replay(journal *j, const journal_replay_handlers *h, void *ctx,
+                    journal_replay_stats *stats, char *err, size_t errlen);
+
+/* ---- space ---- */
+
+/* Segment GC is driven by the journal itself from the enqueue and settle
+ * records it is given: a segment whose messages are all settled in every
+ * queue is deleted (the active one too, once idle and fully settled). */
+
+typedef struct journal_stats {
+    uint64_t segments, bytes_on_disk, live_messages;
+    uint64_t appended_records, syncs;
+} journal_stats;
+
+void journal_get_stats(const journal *j, journal_stats *out);
+
+/* Housekeeping (call every few hundred ms): closes an idle fully-settled
+ * active segment, deletes dead segments. */
+void journal_tick(journal *j);
+
+/* ======================================================================
+ * Metadata (sqlite3, WAL mode): durable exchanges, queues and bindings.
+ * ====================================================================== */
+
+typedef struct meta meta;
+
+/* Opens data_dir/metadata.db, creating or migrating the schema (it carries a
+ * version). NULL with `err` on failure. */
+meta *meta_open(const char *dir, char *err, size_t errlen);
+void meta_close(meta *m);
+
+typedef struct meta_exchange {
+    const char *vhost, *name, *type;
+    bool auto_delete, internal;
+    amqp_bytes arguments; /* encoded table content */
+} meta_exchange;
+
+typedef struct meta_queue {
+    uint64_t id; /* assigned by meta_put_queue; the journal's queue_id */
+    const char *vhost, *name;
+    bool auto_delete;
+    amqp_bytes arguments;
+} meta_queue;
+
+typedef struct meta_binding {
+    const char *vhost, *source, *destination;
+    bool destination_is_exchange;
+    amqp_bytes routing_key, arguments;
+} meta_binding;
+
+/* Each returns false (and logs) on a database error. */
+bool meta_put_exchange(meta *m, const meta_exchange *e);
+bool meta_delete_exchange(meta *m, const char *vhost, const char *name);
+/* Inserts or updates; sets q->id (a new id for a new queue). */
+bool meta_put_queue(meta *m, meta_queue *q);
+bool meta_delete_queue(meta *m, const char *vhost, const char *name);
+bool meta_put_binding(meta *m, const meta_binding *b);
+bool meta_delete_binding(meta *m, const meta_binding *b);
+
+/* Loads everything, calling the handlers (exchanges first, then queues, then
+ * bindings). Slices are valid during the call only. */
+typedef struct meta_load_handlers {
+    void (*exchange)(void *ctx, const meta_exchange *e);
+    void (*queue)(void *ctx, const meta_queue *q);
+    void (*binding)(void *ctx, const meta_binding *b);
+} meta_load_handlers;
+
+bool meta_load(meta *m, const meta_load_handlers *h, void *ctx);
+
+#endif
