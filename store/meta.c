@@ -1,0 +1,685 @@
+/* meta: durable exchanges, queues and bindings in sqlite3 (<dir>/metadata.db).
+ *
+ * Durability. The database is in WAL mode with synchronous=FULL: every
+ * commit appends to the WAL and fsyncs it before sqlite3_step returns, so
+ * once a put or delete has returned true the change survives a crash or a
+ * power loss, and the broker may send declare-ok / bind-ok / delete-ok.
+ * (synchronous=NORMAL in WAL mode syncs only at checkpoints: a process crash
+ * loses nothing, but a power loss may roll back the last commits -- a
+ * durable queue the client was told exists would be gone, which RabbitMQ
+ * never allows.) The cost is one fsync per declaration on the loop thread;
+ * declarations are rare next to publishes, which go to the journal. SQLite
+ * also fsyncs the directory when it creates the WAL, so a new database's
+ * directory entry is durable too.
+ *
+ * Schema (version 1, kept in PRAGMA user_version). Every row carries its
+ * vhost; names are TEXT, routing keys and encoded argument tables are BLOBs
+ * (never NULL: an empty table is a zero-length blob). Tables are STRICT, so
+ * a value of the wrong type is an error rather than a silent conversion.
+ *
+ *   exchanges (vhost, name, type, auto_delete, internal, arguments)
+ *             PRIMARY KEY (vhost, name)
+ *   queues    (id INTEGER PRIMARY KEY AUTOINCREMENT, vhost, name,
+ *             auto_delete, arguments)  UNIQUE (vhost, name)
+ *   bindings  (vhost, source, destination, destination_is_exchange,
+ *             routing_key, arguments)  UNIQUE over all six columns
+ *             + index (vhost, destination, destination_is_exchange)
+ *
+ * Invariants:
+ * - A queue's id is the journal's queue_id. Puts are upserts (INSERT ... ON
+ *   CONFLICT DO UPDATE), which keep the row and so the id; AUTOINCREMENT
+ *   means an id is never handed out again, even after the queue with the
+ *   highest id is deleted, so old journal records can never be mistaken for
+ *   a new queue's.
+ * - Upserts also keep each row's rowid, so meta_load's "ORDER BY rowid" is
+ *   first-insertion order. (VACUUM may renumber rowids; we never run it.)
+ * - No binding outlives its source or destination: deleting an exchange or
+ *   a queue deletes the bindings that name it (as source, or as destination
+ *   of the right kind) and the row itself in one transaction.
+ * - Puts and deletes are idempotent: a repeated put changes nothing, a
+ *   delete of something absent succeeds.
+ *
+ * Migrations. migrations[v] takes a database from version v to v + 1; each
+ * step runs in its own IMMEDIATE transaction together with the bump of
+ * user_version, so a failed step leaves the database at version v. Version 0
+ * is a database Warren has never written (a new or empty file). Adding
+ * version 2 (users, permissions, policies, ...) is one function appended to
+ * the table. A database newer than this broker is refused.
+ *
+ * Every statement is prepared once at open and kept in m->st; each call
+ * binds, steps to the end and resets. All calls are on the loop thread.
+ */
+#include <assert.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* STRICT tables need 3.37, RETURNING 3.35. */
+#define META_MIN_SQLITE 3037000
+#if SQLITE_VERSION_NUMBER < META_MIN_SQLITE
+#error "store/meta.c needs sqlite 3.37 or newer"
+#endif
+
+/* How long a statement waits for a lock held by another process (say, the
+ * sqlite3 shell reading the file) before failing. It blocks the loop. */
+#define META_BUSY_TIMEOUT_MS 1000
+
+enum {
+    ST_BEGIN,
+    ST_BEGIN_READ,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_PUT_EXCHANGE,
+    ST_DELETE_EXCHANGE,
+    ST_UNBIND_EXCHANGE,
+    ST_PUT_QUEUE,
+    ST_DELETE_QUEUE,
+    ST_UNBIND_QUEUE,
+    ST_PUT_BINDING,
+    ST_DELETE_BINDING,
+    ST_LOAD_EXCHANGES,
+    ST_LOAD_QUEUES,
+    ST_LOAD_BINDINGS,
+    ST_COUNT
+};
+
+/* The four delete statements share their parameters: ?1 vhost, ?2 name. */
+static const char *const statement_sql[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_BEGIN_READ] = "BEGIN",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_PUT_EXCHANGE] =
+        "INSERT INTO exchanges (vhost, name, type, auto_delete, internal, arguments)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        " ON CONFLICT (vhost, name) DO UPDATE SET type = excluded.type,"
+        " auto_delete = excluded.auto_delete, internal = excluded.internal,"
+        " arguments = excluded.arguments",
+    [ST_DELETE_EXCHANGE] = "DELETE FROM exchanges WHERE vhost = ?1 AND name = ?2",
+    /* Written as two index searches: with "source = ?2 OR destination = ?2"
+     * the planner scans the whole vhost. */
+    [ST_UNBIND_EXCHANGE] =
+        "DELETE FROM bindings WHERE rowid IN ("
+        " SELECT rowid FROM bindings WHERE vhost = ?1 AND source = ?2"
+        " UNION ALL SELECT rowid FROM bindings"
+        " WHERE vhost = ?1 AND destination = ?2 AND destination_is_exchange = 1)",
+    [ST_PUT_QUEUE] =
+        "INSERT INTO queues (vhost, name, auto_delete, arguments) VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (vhost, name) DO UPDATE SET auto_delete = excluded.auto_delete,"
+        " arguments = excluded.arguments"
+        " RETURNING id",
+    [ST_DELETE_QUEUE] = "DELETE FROM queues WHERE vhost = ?1 AND name = ?2",
+    [ST_UNBIND_QUEUE] =
+        "DELETE FROM bindings WHERE vhost = ?1 AND destination = ?2"
+        " AND destination_is_exchange = 0",
+    /* DO NOTHING, not OR IGNORE: OR IGNORE would also swallow a NOT NULL
+     * or CHECK failure and report success. */
+    [ST_PUT_BINDING] =
+        "INSERT INTO bindings (vhost, source, destination, destination_is_exchange,"
+        " routing_key, arguments) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        " ON CONFLICT DO NOTHING",
+    [ST_DELETE_BINDING] =
+        "DELETE FROM bindings WHERE vhost = ?1 AND source = ?2 AND destination = ?3"
+        " AND destination_is_exchange = ?4 AND routing_key = ?5 AND arguments = ?6",
+    [ST_LOAD_EXCHANGES] =
+        "SELECT vhost, name, type, auto_delete, internal, arguments"
+        " FROM exchanges ORDER BY rowid",
+    [ST_LOAD_QUEUES] =
+        "SELECT id, vhost, name, auto_delete, arguments FROM queues ORDER BY id",
+    [ST_LOAD_BINDINGS] =
+        "SELECT vhost, source, destination, destination_is_exchange, routing_key, arguments"
+        " FROM bindings ORDER BY rowid",
+};
+
+struct meta {
+    sqlite3 *db;
+    bool loading; /* inside meta_load: handlers must not call back into meta */
+    sqlite3_stmt *st[ST_COUNT];
+};
+
+/* ---- logging ------------------------------------------------------------ */
+
+/* The broker's log format, "YYYY-MM-DD hh:mm:ss.mmm [error] text", written
+ * with one write(2) so lines never interleave. store does not link the
+ * broker, hence its own copy. */
+static void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_error(const char *fmt, ...)
+{
+    char line[1024];
+    struct timeval tv;
+    struct tm tm;
+    va_list ap;
+
+    gettimeofday(&tv, NULL);
+    localtime_r(&tv.tv_sec, &tm);
+    int n = (int)strftime(line, sizeof line, "%Y-%m-%d %H:%M:%S", &tm);
+    n += snprintf(line + n, sizeof line - (size_t)n, ".%03d [error] ", (int)(tv.tv_usec / 1000));
+    va_start(ap, fmt);
+    int k = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    n = (k < 0) ? n : (n + k < (int)sizeof line - 1 ? n + k : (int)sizeof line - 2);
+    line[n++] = '\n';
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    (void)w;
+}
+
+/* Logs "meta: <what>: <sqlite message>" and returns false. */
+static bool db_error(meta *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool db_error(meta *m, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    log_error("meta: %s: %s", what, sqlite3_errmsg(m->db));
+    return false;
+}
+
+static const char *str(const char *s) { return s ? s : "(null)"; }
+
+/* ---- statements --------------------------------------------------------- */
+
+/* A NULL string binds SQL NULL, which every NOT NULL column refuses: a
+ * logged error, not a crash. */
+static void bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* Always a blob, never NULL: a NULL pointer would bind SQL NULL. */
+static void bind_bytes(sqlite3_stmt *st, int i, amqp_bytes b)
+{
+    assert(b.ptr != NULL || b.len == 0);
+    sqlite3_bind_blob64(st, i, b.ptr ? (const void *)b.ptr : "", b.len, SQLITE_STATIC);
+}
+
+static void bind_names(sqlite3_stmt *st, const char *vhost, const char *name)
+{
+    bind_text(st, 1, vhost);
+    bind_text(st, 2, name);
+}
+
+/* Steps a bound statement to its end, then resets it and drops its bindings
+ * (they point at the caller's memory). Returns SQLITE_DONE on success, else
+ * the error code; sqlite3_errmsg still describes the error afterwards. */
+static int run(sqlite3_stmt *st)
+{
+    int rc;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+static void rollback(meta *m)
+{
+    if (!sqlite3_get_autocommit(m->db) && run(m->st[ST_ROLLBACK]) != SQLITE_DONE)
+        db_error(m, "rollback");
+}
+
+/* Deletes the bindings naming an exchange or queue, then its row, in one
+ * transaction, so a crash cannot leave bindings to something gone. */
+static bool delete_with_bindings(meta *m, int unbind, int remove, const char *kind,
+                                 const char *vhost, const char *name)
+{
+    assert(!m->loading);
+    if (run(m->st[ST_BEGIN]) != SQLITE_DONE)
+        return db_error(m, "delete %s '%s' in vhost '%s'", kind, str(name), str(vhost));
+    bind_names(m->st[unbind], vhost, name);
+    bool ok = run(m->st[unbind]) == SQLITE_DONE;
+    if (ok) {
+        bind_names(m->st[remove], vhost, name);
+        ok = run(m->st[remove]) == SQLITE_DONE;
+    }
+    if (ok)
+        ok = run(m->st[ST_COMMIT]) == SQLITE_DONE;
+    if (!ok) {
+        db_error(m, "delete %s '%s' in vhost '%s'", kind, str(name), str(vhost));
+        rollback(m);
+    }
+    return ok;
+}
+
+/* ---- schema ------------------------------------------------------------- */
+
+static int migrate_0_to_1(sqlite3 *db)
+{
+    static const char sql[] =
+        "CREATE TABLE exchanges ("
+        "  vhost       TEXT    NOT NULL,"
+        "  name        TEXT    NOT NULL,"
+        "  type        TEXT    NOT NULL,"
+        "  auto_delete INTEGER NOT NULL CHECK (auto_delete IN (0, 1)),"
+        "  internal    INTEGER NOT NULL CHECK (internal IN (0, 1)),"
+        "  arguments   BLOB    NOT NULL,"
+        "  PRIMARY KEY (vhost, name)"
+        ") STRICT;"
+        "CREATE TABLE queues ("
+        "  id          INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  vhost       TEXT    NOT NULL,"
+        "  name        TEXT    NOT NULL,"
+        "  auto_delete INTEGER NOT NULL CHECK (auto_delete IN (0, 1)),"
+        "  arguments   BLOB    NOT NULL,"
+        "  UNIQUE (vhost, name)"
+        ") STRICT;"
+        "CREATE TABLE bindings ("
+        "  vhost                   TEXT    NOT NULL,"
+        "  source                  TEXT    NOT NULL,"
+        "  destination             TEXT    NOT NULL,"
+        "  destination_is_exchange INTEGER NOT NULL CHECK (destination_is_exchange IN (0, 1)),"
+        "  routing_key             BLOB    NOT NULL,"
+        "  arguments               BLOB    NOT NULL,"
+        "  UNIQUE (vhost, source, destination, destination_is_exchange, routing_key, arguments)"
+        ") STRICT;"
+        /* The unique index serves lookups by source; this one the cascades
+         * by destination. */
+        "CREATE INDEX bindings_by_destination"
+        "  ON bindings (vhost, destination, destination_is_exchange);";
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+/* migrations[v] takes the schema from version v to v + 1, inside a
+ * transaction the caller opens and commits. Returns an sqlite result code. */
+static int (*const migrations[])(sqlite3 *db) = {
+    migrate_0_to_1,
+};
+
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+    char reason[512];
+    va_list ap;
+
+    if (err == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    snprintf(err, errlen, "%s: %s", path, reason);
+}
+
+/* The single integer a pragma returns, or -1 on error. */
+static int pragma_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int v = -1;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    if (sqlite3_finalize(st) != SQLITE_OK)
+        v = -1;
+    return v;
+}
+
+/* Runs one migration step, reading the version inside the transaction so
+ * two processes opening at once cannot both migrate. *version is where the
+ * database is afterwards; a version at or past SCHEMA_VERSION is left
+ * alone (the caller refuses a newer one). */
+static bool migrate_step(sqlite3 *db, const char *path, int *version, char *err, size_t errlen)
+{
+    char bump[64];
+    int from = *version;
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+    if (rc == SQLITE_OK) {
+        from = pragma_int(db, "PRAGMA user_version");
+        rc = from < 0 ? SQLITE_ERROR : SQLITE_OK;
+    }
+    if (rc == SQLITE_OK && from < SCHEMA_VERSION) {
+        rc = migrations[from](db);
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", from + 1);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(db, bump, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        set_err(err, errlen, path, "migrating schema from version %d to %d: %s", from, from + 1,
+                sqlite3_errmsg(db));
+        if (!sqlite3_get_autocommit(db))
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return false;
+    }
+    *version = from < SCHEMA_VERSION ? from + 1 : from;
+    return true;
+}
+
+static bool migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    int version = pragma_int(db, "PRAGMA user_version");
+
+    if (version < 0) {
+        set_err(err, errlen, path, "reading schema version: %s", sqlite3_errmsg(db));
+        return false;
+    }
+    while (version < SCHEMA_VERSION)
+        if (!migrate_step(db, path, &version, err, errlen))
+            return false;
+    if (version > SCHEMA_VERSION) {
+        set_err(err, errlen, path,
+                "schema version %d is newer than this broker's (%d); refusing to open", version,
+                SCHEMA_VERSION);
+        return false;
+    }
+    return true;
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+/* WAL with synchronous=FULL (see the top of the file). The journal_mode
+ * pragma is the first read of the file, so a file that is not a database
+ * fails here with "file is not a database". */
+static bool configure(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    char mode[16] = "";
+
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, META_BUSY_TIMEOUT_MS);
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK) {
+        set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+        return false;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
+        snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
+    if (sqlite3_finalize(st) != SQLITE_OK) {
+        set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+        return false;
+    }
+    if (strcmp(mode, "wal") != 0) {
+        set_err(err, errlen, path, "cannot use WAL mode (journal mode is '%s')", mode);
+        return false;
+    }
+    if (sqlite3_exec(db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) != SQLITE_OK) {
+        set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+        return false;
+    }
+    return true;
+}
+
+/* PRAGMA quick_check reads every page once (O(size), milliseconds for
+ * metadata) so a damaged file is refused at open, not mid-declaration. */
+static bool check_integrity(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    char first[256] = "";
+    int rc;
+
+    if (sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK) {
+        set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+        return false;
+    }
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
+        snprintf(first, sizeof first, "%s", (const char *)sqlite3_column_text(st, 0));
+    if (sqlite3_finalize(st) != SQLITE_OK) {
+        set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+        return false;
+    }
+    if (strcmp(first, "ok") != 0) {
+        for (char *c = first; *c; c++) /* sqlite's report is multi-line */
+            if (*c == '\n')
+                *c = ' ';
+        set_err(err, errlen, path, "database is corrupt: %s", first);
+        return false;
+    }
+    return true;
+}
+
+static bool prepare_all(meta *m, const char *path, char *err, size_t errlen)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        assert(statement_sql[i] != NULL);
+        if (sqlite3_prepare_v3(m->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &m->st[i],
+                               NULL) != SQLITE_OK) {
+            set_err(err, errlen, path, "preparing \"%s\": %s", statement_sql[i],
+                    sqlite3_errmsg(m->db));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Returns a handle the caller owns (meta_close), or NULL with err set to
+ * "<path>: <reason>" when the file cannot be opened, is not a database, is
+ * corrupt, is newer than this broker, or cannot be migrated. */
+meta *meta_open(const char *dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    meta *m;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/metadata.db", dir) >= sizeof path) {
+        set_err(err, errlen, dir, "path too long");
+        return NULL;
+    }
+    if (sqlite3_libversion_number() < META_MIN_SQLITE) {
+        set_err(err, errlen, path, "sqlite %s is too old (3.37 or newer needed)",
+                sqlite3_libversion());
+        return NULL;
+    }
+    m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        set_err(err, errlen, path, "out of memory");
+        return NULL;
+    }
+    if (sqlite3_open_v2(path, &m->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        set_err(err, errlen, path, "%s", m->db ? sqlite3_errmsg(m->db) : "out of memory");
+        meta_close(m);
+        return NULL;
+    }
+    if (!configure(m->db, path, err, errlen) || !check_integrity(m->db, path, err, errlen) ||
+        !migrate(m->db, path, err, errlen) || !prepare_all(m, path, err, errlen)) {
+        meta_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Finalizes the statements and closes the database, which checkpoints the
+ * WAL into the main file. NULL is a no-op. */
+void meta_close(meta *m)
+{
+    if (m == NULL)
+        return;
+    assert(!m->loading);
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(m->st[i]);
+    if (m->db != NULL && sqlite3_close(m->db) != SQLITE_OK)
+        log_error("meta: close: %s", sqlite3_errmsg(m->db));
+    free(m);
+}
+
+/* ---- writes ------------------------------------------------------------- */
+
+/* Inserts or updates (type, flags, arguments) by (vhost, name). */
+bool meta_put_exchange(meta *m, const meta_exchange *e)
+{
+    sqlite3_stmt *st = m->st[ST_PUT_EXCHANGE];
+
+    assert(!m->loading);
+    bind_names(st, e->vhost, e->name);
+    bind_text(st, 3, e->type);
+    sqlite3_bind_int(st, 4, e->auto_delete);
+    sqlite3_bind_int(st, 5, e->internal);
+    bind_bytes(st, 6, e->arguments);
+    if (run(st) != SQLITE_DONE)
+        return db_error(m, "put exchange '%s' in vhost '%s'", str(e->name), str(e->vhost));
+    return true;
+}
+
+/* Also deletes every binding from the exchange and to it. */
+bool meta_delete_exchange(meta *m, const char *vhost, const char *name)
+{
+    return delete_with_bindings(m, ST_UNBIND_EXCHANGE, ST_DELETE_EXCHANGE, "exchange", vhost,
+                                name);
+}
+
+/* One statement (an upsert with RETURNING id): a new queue gets a fresh id,
+ * an existing one keeps its id and takes the new flags and arguments.
+ * q->id is written only on success. */
+bool meta_put_queue(meta *m, meta_queue *q)
+{
+    sqlite3_stmt *st = m->st[ST_PUT_QUEUE];
+    sqlite3_int64 id = 0;
+    int rc;
+
+    assert(!m->loading);
+    bind_names(st, q->vhost, q->name);
+    sqlite3_bind_int(st, 3, q->auto_delete);
+    bind_bytes(st, 4, q->arguments);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        id = sqlite3_column_int64(st, 0);
+        rc = sqlite3_step(st); /* the autocommit happens on this step */
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_DONE)
+        return db_error(m, "put queue '%s' in vhost '%s'", str(q->name), str(q->vhost));
+    assert(id > 0);
+    q->id = (uint64_t)id;
+    return true;
+}
+
+/* Also deletes every binding to the queue. Its id is never reused. */
+bool meta_delete_queue(meta *m, const char *vhost, const char *name)
+{
+    return delete_with_bindings(m, ST_UNBIND_QUEUE, ST_DELETE_QUEUE, "queue", vhost, name);
+}
+
+static void bind_binding(sqlite3_stmt *st, const meta_binding *b)
+{
+    bind_names(st, b->vhost, b->source);
+    bind_text(st, 3, b->destination);
+    sqlite3_bind_int(st, 4, b->destination_is_exchange);
+    bind_bytes(st, 5, b->routing_key);
+    bind_bytes(st, 6, b->arguments);
+}
+
+/* A binding equal in all six fields to a stored one is not added again. */
+bool meta_put_binding(meta *m, const meta_binding *b)
+{
+    assert(!m->loading);
+    bind_binding(m->st[ST_PUT_BINDING], b);
+    if (run(m->st[ST_PUT_BINDING]) != SQLITE_DONE)
+        return db_error(m, "put binding from '%s' to %s '%s' in vhost '%s'", str(b->source),
+                        b->destination_is_exchange ? "exchange" : "queue", str(b->destination),
+                        str(b->vhost));
+    return true;
+}
+
+/* Deletes the binding equal in all six fields, if there is one. */
+bool meta_delete_binding(meta *m, const meta_binding *b)
+{
+    assert(!m->loading);
+    bind_binding(m->st[ST_DELETE_BINDING], b);
+    if (run(m->st[ST_DELETE_BINDING]) != SQLITE_DONE)
+        return db_error(m, "delete binding from '%s' to %s '%s' in vhost '%s'", str(b->source),
+                        b->destination_is_exchange ? "exchange" : "queue", str(b->destination),
+                        str(b->vhost));
+    return true;
+}
+
+/* ---- load --------------------------------------------------------------- */
+
+static amqp_bytes col_bytes(sqlite3_stmt *st, int i)
+{
+    const void *p = sqlite3_column_blob(st, i); /* before _bytes, as sqlite asks */
+    return (amqp_bytes){p, (uint32_t)sqlite3_column_bytes(st, i)};
+}
+
+#define COL_TEXT(st, i) ((const char *)sqlite3_column_text((st), (i)))
+
+/* Hands one row to its handler. false only when sqlite could not produce a
+ * column (out of memory): every text column is NOT NULL. */
+static bool emit_row(int which, sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    switch (which) {
+    case ST_LOAD_EXCHANGES: {
+        meta_exchange e = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
+                           sqlite3_column_int(st, 3) != 0, sqlite3_column_int(st, 4) != 0,
+                           col_bytes(st, 5)};
+        if (!e.vhost || !e.name || !e.type)
+            return false;
+        h->exchange(ctx, &e);
+        return true;
+    }
+    case ST_LOAD_QUEUES: {
+        meta_queue q = {(uint64_t)sqlite3_column_int64(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
+                        sqlite3_column_int(st, 3) != 0, col_bytes(st, 4)};
+        if (!q.vhost || !q.name)
+            return false;
+        h->queue(ctx, &q);
+        return true;
+    }
+    default: {
+        assert(which == ST_LOAD_BINDINGS);
+        meta_binding b = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
+                          sqlite3_column_int(st, 3) != 0, col_bytes(st, 4), col_bytes(st, 5)};
+        if (!b.vhost || !b.source || !b.destination)
+            return false;
+        h->binding(ctx, &b);
+        return true;
+    }
+    }
+}
+
+static bool load_table(meta *m, int which, const char *table, const meta_load_handlers *h,
+                       void *ctx)
+{
+    sqlite3_stmt *st = m->st[which];
+    int rc;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (!emit_row(which, st, h, ctx)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    sqlite3_reset(st);
+    if (rc == SQLITE_NOMEM)
+        return db_error(m, "load %s: reading a row", table);
+    if (rc != SQLITE_DONE)
+        return db_error(m, "load %s", table);
+    return true;
+}
+
+/* One read transaction, so the three tables are one snapshot. A NULL
+ * handler skips its table. Handlers must not call meta functions. */
+bool meta_load(meta *m, const meta_load_handlers *h, void *ctx)
+{
+    bool ok;
+
+    assert(!m->loading);
+    if (run(m->st[ST_BEGIN_READ]) != SQLITE_DONE)
+        return db_error(m, "load: begin");
+    m->loading = true;
+    ok = (!h->exchange || load_table(m, ST_LOAD_EXCHANGES, "exchanges", h, ctx)) &&
+         (!h->queue || load_table(m, ST_LOAD_QUEUES, "queues", h, ctx)) &&
+         (!h->binding || load_table(m, ST_LOAD_BINDINGS, "bindings", h, ctx));
+    m->loading = false;
+    if (ok && run(m->st[ST_COMMIT]) != SQLITE_DONE)
+        ok = db_error(m, "load: commit");
+    if (!ok)
+        rollback(m);
+    return ok;
+}
