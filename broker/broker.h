@@ -142,7 +142,16 @@ transport *transport_new(transport_flusher *fl, struct event_base *base, int fd,
                          const transport_handlers *h, void *ctx);
 void transport_free(transport *t);
 struct evbuffer *transport_input(transport *t);
-struct evbuffer *transport_output(transport *t);
+/* Output. reserve: room for n contiguous bytes (NULL on OOM), valid until
+ * the next output call; commit: n of them were written. write: copies.
+ * write_reference: appends memory that stays owned by the caller until
+ * cleanup runs. Each queues the end-of-turn write. */
+uint8_t *transport_reserve(transport *t, size_t n);
+void transport_commit(transport *t, size_t n);
+void transport_write(transport *t, const void *p, size_t n);
+void transport_write_reference(transport *t, const void *p, size_t n,
+                               void (*cleanup)(const void *data, size_t len, void *arg),
+                               void *arg);
 /* Queues the output for the end-of-turn write. */
 void transport_flush_later(transport *t);
 size_t transport_pending(const transport *t);

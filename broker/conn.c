@@ -71,12 +71,6 @@ static void update_reading(conn *c);
 
 /* ---- output ------------------------------------------------------------- */
 
-static struct evbuffer *output(conn *c)
-{
-    transport_flush_later(c->t);
-    return transport_output(c->t);
-}
-
 static void put_frame_end(uint8_t *p) { *p = AMQP_FRAME_END; }
 
 void conn_send_method(conn *c, uint16_t channel, const amqp_method *m)
@@ -91,7 +85,7 @@ void conn_send_method(conn *c, uint16_t channel, const amqp_method *m)
     }
     amqp_frame_header_put(buf, AMQP_FRAME_METHOD, channel, (uint32_t)n);
     put_frame_end(buf + AMQP_FRAME_HEADER_SIZE + n);
-    evbuffer_add(output(c), buf, n + AMQP_FRAME_OVERHEAD);
+    transport_write(c->t, buf, n + AMQP_FRAME_OVERHEAD);
     c->last_send_ms = server_now_ms(c->srv);
 }
 
@@ -101,29 +95,26 @@ static void unref_cleanup(const void *data, size_t len, void *arg)
     msg_unref(arg);
 }
 
-/* Bodies up to this size are copied into the output buffer with the
- * headers (one contiguous write); larger ones are added by reference. */
-#define COPY_BODY_MAX 16384
+/* Bodies up to this size are copied into the output with the headers (one
+ * contiguous write); larger ones are sent from the message by reference. */
+#define COPY_BODY_MAX (128 * 1024)
 
-void conn_send_content(conn *c, uint16_t channel, const amqp_method *m, msg *body)
+/* Method and header frames (and a small body) straight into the output. */
+static void put_content_frames(conn *c, uint16_t channel, const uint8_t *method, size_t mlen,
+                               msg *body, bool with_body)
 {
-    if (c->state == S_CLOSED)
-        return;
     amqp_bytes props = msg_properties(body);
     uint64_t size = msg_body_size(body);
     uint32_t chunk = c->frame_max - AMQP_FRAME_OVERHEAD;
-    bool copy = size <= COPY_BODY_MAX;
     size_t nbody_frames = size ? (size_t)((size + chunk - 1) / chunk) : 0;
-    size_t need = AMQP_FRAME_OVERHEAD + 1024 + AMQP_FRAME_OVERHEAD + 14 + props.len +
-                  (copy ? size + nbody_frames * AMQP_FRAME_OVERHEAD : 0);
-    struct evbuffer *out = output(c);
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(out, (ev_ssize_t)need, &v, 1) < 1)
+    size_t need = AMQP_FRAME_OVERHEAD + mlen + AMQP_FRAME_OVERHEAD + 12 + props.len +
+                  (with_body ? size + nbody_frames * AMQP_FRAME_OVERHEAD : 0);
+    uint8_t *start = transport_reserve(c->t, need), *p = start;
+    if (!p)
         return;
-    uint8_t *p = v.iov_base;
-    size_t n = amqp_method_encode(m, p + AMQP_FRAME_HEADER_SIZE, 1024);
-    amqp_frame_header_put(p, AMQP_FRAME_METHOD, channel, (uint32_t)n);
-    p += AMQP_FRAME_HEADER_SIZE + n;
+    amqp_frame_header_put(p, AMQP_FRAME_METHOD, channel, (uint32_t)mlen);
+    memcpy(p + AMQP_FRAME_HEADER_SIZE, method, mlen);
+    p += AMQP_FRAME_HEADER_SIZE + mlen;
     put_frame_end(p++);
     amqp_frame_header_put(p, AMQP_FRAME_HEADER, channel, 12 + props.len);
     amqp_writer w;
@@ -135,26 +126,39 @@ void conn_send_content(conn *c, uint16_t channel, const amqp_method *m, msg *bod
     p += AMQP_FRAME_HEADER_SIZE + w.len;
     put_frame_end(p++);
     const uint8_t *b = msg_body(body);
-    for (uint64_t off = 0; copy && off < size; off += chunk) {
+    for (uint64_t off = 0; with_body && off < size; off += chunk) {
         uint32_t len = (uint32_t)(size - off < chunk ? size - off : chunk);
         amqp_frame_header_put(p, AMQP_FRAME_BODY, channel, len);
         memcpy(p + AMQP_FRAME_HEADER_SIZE, b + off, len);
         p += AMQP_FRAME_HEADER_SIZE + len;
         put_frame_end(p++);
     }
-    v.iov_len = (size_t)(p - (uint8_t *)v.iov_base);
-    evbuffer_commit_space(out, &v, 1);
+    transport_commit(c->t, (size_t)(p - start));
+}
+
+void conn_send_content(conn *c, uint16_t channel, const amqp_method *m, msg *body)
+{
+    if (c->state == S_CLOSED)
+        return;
+    uint8_t method[1024];
+    size_t mlen = amqp_method_encode(m, method, sizeof method);
+    uint64_t size = msg_body_size(body);
+    bool copy = size <= COPY_BODY_MAX;
+    put_content_frames(c, channel, method, mlen, body, copy);
+    uint32_t chunk = c->frame_max - AMQP_FRAME_OVERHEAD;
+    const uint8_t *b = msg_body(body);
     for (uint64_t off = 0; !copy && off < size; off += chunk) {
         uint32_t len = (uint32_t)(size - off < chunk ? size - off : chunk);
-        uint8_t hdr[AMQP_FRAME_HEADER_SIZE], end = AMQP_FRAME_END;
+        uint8_t hdr[AMQP_FRAME_HEADER_SIZE];
+        static const uint8_t end = AMQP_FRAME_END;
         amqp_frame_header_put(hdr, AMQP_FRAME_BODY, channel, len);
-        evbuffer_add(out, hdr, sizeof hdr);
+        transport_write(c->t, hdr, sizeof hdr);
         msg_ref(body);
-        evbuffer_add_reference(out, b + off, len, unref_cleanup, body);
-        evbuffer_add(out, &end, 1);
+        transport_write_reference(c->t, b + off, len, unref_cleanup, body);
+        transport_write(c->t, &end, 1);
     }
     c->last_send_ms = server_now_ms(c->srv);
-    if (evbuffer_get_length(out) > server_config(c->srv)->conn_output_limit)
+    if (transport_pending(c->t) > server_config(c->srv)->conn_output_limit)
         c->output_blocked = true;
 }
 
@@ -344,7 +348,7 @@ static void handle_protocol_header(conn *c)
     uint8_t hdr[8];
     evbuffer_remove(in, hdr, 8);
     if (memcmp(hdr, AMQP_PROTOCOL_HEADER, 8) != 0) {
-        evbuffer_add(output(c), AMQP_PROTOCOL_HEADER, 8);
+        transport_write(c->t, AMQP_PROTOCOL_HEADER, 8);
         log_msg(LOG_WARNING, "connection %s: bad protocol header, closing", c->peer);
         teardown(c);
         return;
@@ -805,7 +809,7 @@ void conn_tick(conn *c, uint64_t now)
     }
     if (now - c->last_send_ms >= interval / 2) {
         static const uint8_t hb[8] = {AMQP_FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, AMQP_FRAME_END};
-        evbuffer_add(output(c), hb, sizeof hb);
+        transport_write(c->t, hb, sizeof hb);
         c->last_send_ms = now;
     }
 }

@@ -2,7 +2,11 @@
  *
  * Reads: one readv into the input buffer per readiness event (no FIONREAD
  * ioctl, unlike evbuffer_read), then the owner's on_read parses what is
- * there. Writes: output is only appended to while the loop turn runs; the
+ * there. Writes: frames are encoded straight into a staging block (64 KiB,
+ * malloc'd when a turn first writes); a full block, or the last one at
+ * flush time, is handed to the output evbuffer by reference, so output
+ * costs one malloc per block rather than one evbuffer chain per frame.
+ * Output is only appended to while the loop turn runs; the
  * flusher, one event activated when the first transport of a turn has
  * output, then writes every pending transport with one writev each. EV_WRITE
  * is registered only while a socket is full, so a client that keeps up
@@ -19,6 +23,7 @@
 #include "broker.h"
 
 #define READ_CHUNK (128 * 1024)
+#define BLOCK_SIZE (64 * 1024)
 
 struct transport_flusher {
     struct event *ev;
@@ -33,10 +38,13 @@ struct transport {
     struct evbuffer *in, *out;
     const transport_handlers *h;
     void *ctx;
+    uint8_t *block; /* staging block, not yet in `out` */
+    size_t block_used, block_cap;
     bool reading, paused, wev_added, flush_queued, closed;
 };
 
 static void write_now(transport *t);
+static void seal(transport *t, bool keep);
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -117,6 +125,7 @@ static void peer_gone(transport *t)
         event_del(t->wev);
         t->wev_added = false;
     }
+    seal(t, false);
     evbuffer_drain(t->out, evbuffer_get_length(t->out));
     t->h->on_closed(t->ctx);
 }
@@ -153,10 +162,75 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- writing ------------------------------------------------------------ */
 
+static void free_block(const void *data, size_t len, void *arg)
+{
+    (void)data, (void)len;
+    free(arg);
+}
+
+/* Hands what the staging block holds to the output buffer: a well-filled
+ * block by reference; a few bytes by copy, keeping the block for more when
+ * `keep` (frame headers between bodies sent by reference). */
+static void seal(transport *t, bool keep)
+{
+    if (!t->block)
+        return;
+    if (t->block_used * 4 < t->block_cap) {
+        evbuffer_add(t->out, t->block, t->block_used);
+        t->block_used = 0;
+        if (keep)
+            return;
+        free(t->block);
+    } else if (evbuffer_add_reference(t->out, t->block, t->block_used, free_block, t->block) !=
+               0) {
+        free(t->block);
+    }
+    t->block = NULL;
+    t->block_used = t->block_cap = 0;
+}
+
+uint8_t *transport_reserve(transport *t, size_t n)
+{
+    if (t->block && t->block_cap - t->block_used >= n)
+        return t->block + t->block_used;
+    seal(t, false);
+    size_t cap = n > BLOCK_SIZE ? n : BLOCK_SIZE;
+    if (!(t->block = malloc(cap)))
+        return NULL;
+    t->block_cap = cap;
+    return t->block;
+}
+
+void transport_commit(transport *t, size_t used)
+{
+    t->block_used += used;
+    transport_flush_later(t);
+}
+
+void transport_write(transport *t, const void *p, size_t n)
+{
+    uint8_t *dst = transport_reserve(t, n);
+    if (dst) {
+        memcpy(dst, p, n);
+        transport_commit(t, n);
+    }
+}
+
+void transport_write_reference(transport *t, const void *p, size_t n,
+                               void (*cleanup)(const void *data, size_t len, void *arg),
+                               void *arg)
+{
+    seal(t, true);
+    if (evbuffer_add_reference(t->out, p, n, cleanup, arg) != 0)
+        cleanup(p, n, arg);
+    transport_flush_later(t);
+}
+
 static void write_now(transport *t)
 {
     if (t->closed)
         return;
+    seal(t, false);
     if (evbuffer_get_length(t->out)) {
         int r = evbuffer_write(t->out, t->fd);
         if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -223,14 +297,17 @@ void transport_free(transport *t)
         evbuffer_free(t->in);
     if (t->out)
         evbuffer_free(t->out);
+    free(t->block);
     if (t->fd >= 0)
         close(t->fd);
     free(t);
 }
 
 struct evbuffer *transport_input(transport *t) { return t->in; }
-struct evbuffer *transport_output(transport *t) { return t->out; }
-size_t transport_pending(const transport *t) { return evbuffer_get_length(t->out); }
+size_t transport_pending(const transport *t)
+{
+    return evbuffer_get_length(t->out) + t->block_used;
+}
 
 void transport_pause_reading(transport *t, bool paused)
 {
@@ -243,5 +320,6 @@ void transport_abort(transport *t)
 {
     t->paused = true;
     update_reading(t);
+    seal(t, false);
     evbuffer_drain(t->out, evbuffer_get_length(t->out));
 }
