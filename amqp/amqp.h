@@ -188,6 +188,8 @@ void amqp_put_field(amqp_writer *w, const amqp_field *f); /* F and A: raw conten
 void amqp_put_field_bool(amqp_writer *w, const char *key, bool v);
 void amqp_put_field_str(amqp_writer *w, const char *key, amqp_bytes v);
 void amqp_put_field_long(amqp_writer *w, const char *key, int64_t v);
+/* Copies every entry of a validated table except those keyed `skip`. */
+void amqp_put_entries_except(amqp_writer *w, amqp_bytes table, const char *skip);
 
 /* ---- frames ------------------------------------------------------------- */
 

@@ -563,3 +563,18 @@ int amqp_content_header_decode(const uint8_t *buf, size_t len, amqp_content_head
     out->properties.len = (uint32_t)(len - off);
     return amqp_properties_decode(out->properties, &props, err);
 }
+
+void amqp_put_entries_except(amqp_writer *w, amqp_bytes table, const char *skip)
+{
+    amqp_iter it;
+    amqp_bytes key;
+    amqp_field f;
+
+    amqp_iter_init(&it, table);
+    while (amqp_table_next(&it, &key, &f)) {
+        if (amqp_bytes_equal_cstr(key, skip))
+            continue;
+        amqp_put_shortstr(w, key);
+        amqp_put_field(w, &f);
+    }
+}

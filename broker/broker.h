@@ -100,6 +100,9 @@ size_t msg_total_memory(void);
  * dead-letter); NULL on OOM. */
 msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
                    amqp_bytes properties);
+/* The same message with other properties (headers changed by the broker);
+ * NULL on OOM. Properties slices need only live during the call. */
+msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -205,7 +208,9 @@ const char *chan_reply_token(const chan *ch);
 /* Routes a message published to `ex` and copies the queues it goes to into
  * `buf` (cap entries) or, when more, a malloc'd array; *out is whichever,
  * to be freed by the caller when it is not `buf`. A copy, because
- * enqueueing may route again (dead-lettering) and reuse the table's array. */
+ * enqueueing may route again (dead-lettering) and reuse the table's array.
+ * The CC and BCC headers (arrays of strings) route the message with those
+ * keys too -- RabbitMQ's sender-selected distribution. */
 size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                    queue **buf, size_t cap, queue ***out);
 /* Deletes the exclusive queues owned by `c`, whose connection is closing. */
@@ -283,6 +288,8 @@ enum { QUEUE_DROP_HEAD, QUEUE_REJECT_PUBLISH, QUEUE_REJECT_PUBLISH_DLX };
 typedef struct queue_args {
     int64_t message_ttl, expires, max_length, max_length_bytes; /* -1 = none */
     uint8_t overflow;
+    uint8_t max_priority; /* 0 = not a priority queue */
+    bool single_active;
     bool has_dlx, has_dlrk;
     amqp_bytes dlx, dlrk;
 } queue_args;

@@ -434,6 +434,7 @@ typedef struct publish_props {
     amqp_bytes headers;    /* for headers exchanges */
     int64_t expiration_ms; /* per-message TTL, -1 = none */
     bool direct_reply;     /* reply_to is amq.rabbitmq.reply-to */
+    bool bcc;              /* a BCC header, to be removed before delivery */
 } publish_props;
 
 /* RabbitMQ's expiration: a string of decimal digits (milliseconds). */
@@ -469,6 +470,8 @@ static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *er
         return AMQP_ERROR;
     out->headers = props.headers;
     out->direct_reply = chan_is_reply_queue(props.reply_to);
+    amqp_field f;
+    out->bcc = amqp_table_get(props.headers, "BCC", &f);
     if ((flags & AMQP_BASIC_EXPIRATION_FLAG) &&
         parse_expiration(props.expiration, &out->expiration_ms, err) != AMQP_OK)
         return AMQP_ERROR;
@@ -515,6 +518,27 @@ static void confirm_next(chan *ch, bool ok)
     ch->confirm_sent = ch->confirm_seq;
 }
 
+/* The message as delivered: BCC recipients are not shown (RabbitMQ's
+ * sender-selected distribution). `headers` still routes with BCC. */
+static msg *without_bcc(msg *m, amqp_bytes headers)
+{
+    amqp_basic_properties p;
+    if (amqp_properties_decode(msg_properties(m), &p, NULL) != AMQP_OK)
+        return NULL;
+    uint8_t *buf = malloc(headers.len + 4);
+    if (!buf)
+        return NULL;
+    amqp_writer w;
+    amqp_writer_init(&w, buf, headers.len + 4);
+    size_t mark = amqp_table_begin(&w);
+    amqp_put_entries_except(&w, headers, "BCC");
+    amqp_table_end(&w, mark);
+    p.headers = (amqp_bytes){buf + 4, (uint32_t)w.len - 4};
+    msg *copy = msg_with_properties(m, &p);
+    free(buf);
+    return copy;
+}
+
 /* Publishes a message whose properties passed the checks. */
 static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange *ex, msg *m,
                            const publish_props *pp, amqp_error *err)
@@ -547,8 +571,8 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
     publish_props pp;
     if (check_properties(ch, m, &pp, err) != AMQP_OK)
         return AMQP_ERROR;
-    if (pp.direct_reply) {
-        msg *copy = chan_reply_rewrite(ch, m, err);
+    if (pp.direct_reply || pp.bcc) {
+        msg *copy = pp.direct_reply ? chan_reply_rewrite(ch, m, err) : without_bcc(m, pp.headers);
         if (!copy)
             return AMQP_ERROR;
         int r = publish_checked(ch, p, ex, copy, &pp, err);

@@ -98,15 +98,8 @@ static size_t dead_properties(queue *q, const msg *m, const char *reason, uint8_
         amqp_put_field_str(&w, "x-first-death-queue", queue_name(q));
         amqp_put_field_str(&w, "x-first-death-exchange", msg_exchange(m));
     }
-    amqp_iter it;
-    amqp_bytes key;
-    amqp_iter_init(&it, (p.flags & AMQP_BASIC_HEADERS_FLAG) ? p.headers : (amqp_bytes){0});
-    while (amqp_table_next(&it, &key, &f)) {
-        if (amqp_bytes_equal_cstr(key, "x-death"))
-            continue;
-        amqp_put_shortstr(&w, key);
-        amqp_put_field(&w, &f);
-    }
+    amqp_put_entries_except(&w, (p.flags & AMQP_BASIC_HEADERS_FLAG) ? p.headers : (amqp_bytes){0},
+                            "x-death");
     amqp_table_end(&w, mark);
     if (w.overflow)
         return 0;

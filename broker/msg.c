@@ -157,3 +157,15 @@ msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
 }
 
 size_t msg_total_memory(void) { return live_bytes; }
+
+msg *msg_with_properties(const msg *m, const amqp_basic_properties *p)
+{
+    size_t cap = m->props_len + 1024; /* room for one changed shortstr and more */
+    uint8_t *buf = malloc(cap);
+    size_t n = buf ? amqp_properties_encode(p, buf, cap) : 0;
+    msg *copy = n ? msg_copy_with(m, msg_exchange(m), msg_routing_key(m),
+                                  (amqp_bytes){buf, (uint32_t)n})
+                  : NULL;
+    free(buf);
+    return copy;
+}

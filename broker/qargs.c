@@ -116,6 +116,9 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
         for (uint8_t i = 0; i < 3; i++)
             if (amqp_bytes_equal_cstr(f.v.bytes, overflow_names[i]))
                 out->overflow = i;
+    if (amqp_table_get(args, "x-max-priority", &f))
+        out->max_priority = (uint8_t)f.v.i;
+    out->single_active = amqp_table_get(args, "x-single-active-consumer", &f) && f.v.i;
     out->has_dlx = amqp_table_get(args, "x-dead-letter-exchange", &f);
     if (out->has_dlx)
         out->dlx = f.v.bytes;
@@ -143,7 +146,8 @@ int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qn
         amqp_field a, b;
         bool has_a = amqp_table_get(current, known[i].key, &a);
         bool has_b = amqp_table_get(received, known[i].key, &b);
-        if (has_a == has_b && (!has_a || (a.type == b.type && amqp_field_equal(&a, &b))))
+        /* RabbitMQ compares by value: 5 as a byte equals 5 as a signed int */
+        if (has_a == has_b && (!has_a || amqp_field_equal(&a, &b)))
             continue;
         char cur[128], rec[128];
         describe(&a, has_a, cur, sizeof cur);

@@ -1,6 +1,10 @@
 /* Queues: ready messages in a ring (head = next to deliver), consumers in a
  * circular list served round-robin, highest priority first.
  *
+ * With x-max-priority there is one ring per priority level and the highest
+ * non-empty level is the head; x-single-active-consumer delivers only to the
+ * oldest consumer until it goes.
+ *
  * A ring entry is a message reference plus its delivery count; the count
  * says how often the message was delivered before, so a requeued one is
  * redelivered=true. Requeues go to the head: a channel requeues its
@@ -29,6 +33,12 @@
 
 typedef queue_item qentry;
 
+/* A FIFO of items; cap is a power of two. */
+typedef struct ring {
+    qentry *buf;
+    uint32_t head, count, cap;
+} ring;
+
 struct queue {
     struct queue_link link; /* vhost bookkeeping; first member */
     vhost *v;
@@ -41,9 +51,11 @@ struct queue {
     struct event *ttl_timer, *idle_timer;
     uint64_t bytes; /* body bytes of ready messages */
     uint32_t refs;
-    qentry *ring;
-    uint32_t head, count, cap; /* cap is a power of two */
-    consumer *consumers;       /* circular; the next to serve */
+    ring *levels;    /* one ring per priority, 0 lowest; one without x-max-priority */
+    uint32_t nlevels;
+    uint32_t count;  /* ready messages over all levels */
+    consumer *consumers; /* circular; the next to serve */
+    consumer *active;    /* x-single-active-consumer: the one that gets messages */
     uint32_t nconsumers;
     uint32_t exclusive_consumers;
 };
@@ -73,6 +85,13 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     }
     /* validated by the caller; parsed again so slices point into q->args */
     queue_args_parse(queue_arguments(q), queue_name(q), vhost_name(v), &q->limits, NULL);
+    q->nlevels = q->limits.max_priority + 1u;
+    q->levels = calloc(q->nlevels, sizeof *q->levels);
+    if (!q->levels) {
+        free(q->args);
+        free(q);
+        return NULL;
+    }
     if (q->limits.expires >= 0)
         queue_touch(q);
     return q;
@@ -84,7 +103,9 @@ static void queue_free(queue *q)
         event_free(q->ttl_timer);
     if (q->idle_timer)
         event_free(q->idle_timer);
-    free(q->ring);
+    for (uint32_t i = 0; i < q->nlevels; i++)
+        free(q->levels[i].buf);
+    free(q->levels);
     free(q->args);
     free(q);
 }
@@ -117,47 +138,86 @@ static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
 /* ---- the ring ----------------------------------------------------------- */
 
-static qentry *at(queue *q, uint32_t i) { return &q->ring[(q->head + i) & (q->cap - 1)]; }
+static qentry *ring_at(ring *r, uint32_t i) { return &r->buf[(r->head + i) & (r->cap - 1)]; }
 
-static bool grow(queue *q)
+static bool ring_grow(ring *r)
 {
-    uint32_t cap = q->cap ? q->cap * 2 : 16;
+    uint32_t cap = r->cap ? r->cap * 2 : 16;
     qentry *n = malloc(cap * sizeof *n);
     if (!n)
         return false;
-    for (uint32_t i = 0; i < q->count; i++)
-        n[i] = *at(q, i);
-    free(q->ring);
-    q->ring = n;
-    q->cap = cap;
-    q->head = 0;
+    for (uint32_t i = 0; i < r->count; i++)
+        n[i] = *ring_at(r, i);
+    free(r->buf);
+    r->buf = n;
+    r->cap = cap;
+    r->head = 0;
     return true;
 }
 
+/* The level a message goes to: its priority property, capped at the
+ * queue's maximum (0 when unset, as in RabbitMQ). */
+static uint8_t level_of(const queue *q, const msg *m)
+{
+    amqp_bytes raw = msg_properties(m);
+    amqp_basic_properties p;
+    if (q->nlevels == 1 || raw.len < 2 || !(raw.ptr[0] << 8 & AMQP_BASIC_PRIORITY_FLAG) ||
+        amqp_properties_decode(raw, &p, NULL) != AMQP_OK)
+        return 0;
+    return p.priority < q->nlevels ? p.priority : (uint8_t)(q->nlevels - 1);
+}
+
+/* The ring holding the head: the highest non-empty level. */
+static ring *top(queue *q)
+{
+    for (uint32_t i = q->nlevels; i-- > 0;)
+        if (q->levels[i].count)
+            return &q->levels[i];
+    return &q->levels[0];
+}
+
+static qentry *head_item(queue *q) { return q->count ? ring_at(top(q), 0) : NULL; }
+
 static bool push_back(queue *q, qentry e)
 {
-    if (q->count == q->cap && !grow(q))
+    ring *r = &q->levels[level_of(q, e.m)];
+    if (r->count == r->cap && !ring_grow(r))
         return false;
-    *at(q, q->count++) = e;
+    *ring_at(r, r->count++) = e;
+    q->count++;
     q->bytes += msg_body_size(e.m);
     return true;
 }
 
 static bool push_front(queue *q, qentry e)
 {
-    if (q->count == q->cap && !grow(q))
+    ring *r = &q->levels[level_of(q, e.m)];
+    if (r->count == r->cap && !ring_grow(r))
         return false;
-    q->head = (q->head - 1) & (q->cap - 1);
+    r->head = (r->head - 1) & (r->cap - 1);
+    r->count++;
+    *ring_at(r, 0) = e;
     q->count++;
-    *at(q, 0) = e;
     q->bytes += msg_body_size(e.m);
     return true;
 }
 
 static qentry pop_front(queue *q)
 {
-    qentry e = *at(q, 0);
-    q->head = (q->head + 1) & (q->cap - 1);
+    ring *r = top(q);
+    qentry e = *ring_at(r, 0);
+    r->head = (r->head + 1) & (r->cap - 1);
+    r->count--;
+    q->count--;
+    q->bytes -= msg_body_size(e.m);
+    return e;
+}
+
+/* Takes back the item push_back just added (reject-publish). */
+static qentry pop_newest(queue *q, const msg *m)
+{
+    ring *r = &q->levels[level_of(q, m)];
+    qentry e = *ring_at(r, --r->count);
     q->count--;
     q->bytes -= msg_body_size(e.m);
     return e;
@@ -171,13 +231,14 @@ static void ttl_fired(evutil_socket_t fd, short what, void *arg);
 static void expire_head(queue *q)
 {
     uint64_t now = now_ms(q);
-    while (q->count && at(q, 0)->expires_at && at(q, 0)->expires_at <= now)
+    qentry *h;
+    while ((h = head_item(q)) && h->expires_at && h->expires_at <= now)
         queue_dead_letter(q, pop_front(q), "expired");
-    if (!q->count || !at(q, 0)->expires_at || q->deleted)
+    if (!(h = head_item(q)) || !h->expires_at || q->deleted)
         return;
     if (!q->ttl_timer)
         q->ttl_timer = evtimer_new(server_base(vhost_server(q->v)), ttl_fired, q);
-    uint64_t wait = at(q, 0)->expires_at - now;
+    uint64_t wait = h->expires_at - now;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
     if (q->ttl_timer)
         evtimer_add(q->ttl_timer, &tv);
@@ -232,6 +293,8 @@ static consumer *pick(queue *q)
     consumer *start = q->consumers, *best = NULL;
     if (!start)
         return NULL;
+    if (q->limits.single_active)
+        return chan_can_deliver(q->active->ch, q->active) ? q->active : NULL;
     consumer *c = start;
     do {
         if ((!best || c->priority > best->priority) && chan_can_deliver(c->ch, c)) {
@@ -246,7 +309,8 @@ static consumer *pick(queue *q)
 
 static void deliver_to(queue *q, consumer *c, qentry e)
 {
-    q->consumers = c->q_next; /* round-robin: the next one goes first next time */
+    if (!q->limits.single_active)
+        q->consumers = c->q_next; /* round-robin: the next one goes first next time */
     chan_deliver(c->ch, c, q, e);
 }
 
@@ -297,10 +361,8 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
             queue_dead_letter(q, pop_front(q), "maxlen");
             continue;
         }
-        /* reject-publish: the newest message (the tail) goes */
-        qentry last = *at(q, q->count - 1);
-        q->count--;
-        q->bytes -= msg_body_size(m);
+        /* reject-publish: the newest message goes */
+        qentry last = pop_newest(q, m);
         if (q->limits.overflow == QUEUE_REJECT_PUBLISH_DLX)
             queue_dead_letter(q, last, "maxlen");
         else
@@ -364,6 +426,8 @@ void queue_add_consumer(queue *q, consumer *cons)
     }
     q->nconsumers++;
     q->had_consumer = true;
+    if (!q->active)
+        q->active = cons;
     if (cons->exclusive)
         q->exclusive_consumers++;
     update_priorities(q);
@@ -371,6 +435,8 @@ void queue_add_consumer(queue *q, consumer *cons)
 
 void queue_remove_consumer(queue *q, consumer *cons)
 {
+    if (q->active == cons) /* the next oldest takes over */
+        q->active = cons->q_next != cons ? cons->q_next : NULL;
     if (cons->q_next == cons) {
         q->consumers = NULL;
     } else {

@@ -6,7 +6,6 @@
  * the client's reply consumer -- no queue, no ack. Tokens are random and
  * registered in the vhost while the consumer exists. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "broker.h"
@@ -70,13 +69,7 @@ msg *chan_reply_rewrite(chan *ch, msg *m, amqp_error *err)
     char reply_to[96];
     snprintf(reply_to, sizeof reply_to, REPLY_PREFIX "%s", ch->reply_token);
     p.reply_to = AMQP_CSTR(reply_to);
-    size_t cap = msg_properties(m).len + sizeof reply_to;
-    uint8_t *buf = malloc(cap);
-    size_t n = buf ? amqp_properties_encode(&p, buf, cap) : 0;
-    msg *copy = n ? msg_copy_with(m, msg_exchange(m), msg_routing_key(m),
-                                  (amqp_bytes){buf, (uint32_t)n})
-                  : NULL;
-    free(buf);
+    msg *copy = msg_with_properties(m, &p);
     if (!copy)
         amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
     return copy;

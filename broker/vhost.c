@@ -134,23 +134,69 @@ void vhost_drop_exclusive(vhost *v, conn *c)
     }
 }
 
+/* Adds `found` to the result; with `dedup`, leaves out queues already in it
+ * (route_message's own result has no duplicates). */
+static bool add_targets(void **found, size_t n, bool dedup, queue ***dst, size_t *len,
+                        size_t *cap, queue **buf)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t j = 0; dedup && j < *len && !dup; j++)
+            dup = (*dst)[j] == found[i];
+        if (dup)
+            continue;
+        if (*len == *cap) {
+            size_t ncap = *cap * 2 + 16;
+            queue **grown = malloc(ncap * sizeof *grown);
+            if (!grown)
+                return false;
+            memcpy(grown, *dst, *len * sizeof *grown);
+            if (*dst != buf)
+                free(*dst);
+            *dst = grown;
+            *cap = ncap;
+        }
+        (*dst)[(*len)++] = found[i];
+    }
+    return true;
+}
+
+/* Routes again with each string of the CC and BCC header arrays. */
+static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, queue ***dst,
+                     size_t *len, size_t *cap, queue **buf)
+{
+    static const char *const keys[] = {"CC", "BCC"};
+    for (int k = 0; k < 2; k++) {
+        amqp_field list, key;
+        if (!amqp_table_get(headers, keys[k], &list) || list.type != 'A')
+            continue;
+        amqp_iter it;
+        amqp_iter_init(&it, list.v.bytes);
+        while (amqp_array_next(&it, &key)) {
+            void **found;
+            if (key.type != 'S')
+                continue;
+            size_t n = route_message(v->routes, ex, key.v.bytes, headers, &found);
+            if (!add_targets(found, n, true, dst, len, cap, buf))
+                return;
+        }
+    }
+}
+
 size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                    queue **buf, size_t cap, queue ***out)
 {
     void **found;
     size_t n = route_message(v->routes, ex, key, headers, &found);
-    queue **dst = n <= cap ? buf : malloc(n * sizeof *dst);
-    if (!dst) {
+    queue **dst = buf;
+    size_t len = 0;
+    if (!add_targets(found, n, false, &dst, &len, &cap, buf))
         log_msg(LOG_ERROR, "out of memory routing a message to %zu queues", n);
-        n = 0;
-        dst = buf;
-    }
-    for (size_t i = 0; i < n; i++)
-        dst[i] = found[i];
+    if (headers.len)
+        route_cc(v, ex, headers, &dst, &len, &cap, buf);
     *out = dst;
-    return n;
+    return len;
 }
-
 bool vhost_reply_register(vhost *v, chan *ch)
 {
     if (v->nreplies == v->replies_cap) {

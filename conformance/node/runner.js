@@ -91,6 +91,10 @@ async function main() {
   for (const s of selected) {
     if ((await runOne(s, cleaner)) === 'pass') pass++; else fail++;
   }
+  if (process.env.CONF_NODE_VERIFY_CLEAN === '1') {
+    const left = await cleaner.leaks();
+    process.stderr.write(`node conformance: ${left.length} leftover resources${left.length ? ': ' + left.join(', ') : ''}\n`);
+  }
   await cleaner.close();
   process.stderr.write(`node conformance: ${pass} passed, ${fail} failed in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
 }

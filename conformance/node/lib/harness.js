@@ -188,7 +188,7 @@ class Context {
 
 // One long-lived admin connection used to delete scenario resources.
 class Cleaner {
-  constructor(uri) { this.uri = uri; this.conn = null; }
+  constructor(uri) { this.uri = uri; this.conn = null; this.all = []; }
 
   async _conn() {
     if (this.conn && !this.conn.dead) return this.conn;
@@ -199,22 +199,44 @@ class Cleaner {
     return c;
   }
 
+  // Run fn on a reusable channel; a failed op costs only that channel.
   async _do(fn) {
-    let ch;
     try {
       const c = await this._conn();
-      ch = await within(c.createChannel(), 3000, 'cleanup channel');
-      ch.on('error', () => {});
-      await within(fn(ch), 3000, 'cleanup op');
-      await within(ch.close(), 3000, 'cleanup channel close').catch(() => {});
+      if (!this.ch || this.ch.dead) {
+        const ch = await within(c.createChannel(), 3000, 'cleanup channel');
+        ch.on('error', () => {});
+        ch.on('close', () => { ch.dead = true; });
+        this.ch = ch;
+      }
+      await within(fn(this.ch), 3000, 'cleanup op');
     } catch (e) {
-      /* best effort */
+      if (this.ch) this.ch.dead = true;
     }
   }
 
   async clean(ctx) {
+    for (const q of ctx.queues) this.all.push(['queue', q]);
+    for (const x of ctx.exchanges) this.all.push(['exchange', x]);
+    if (!ctx.queues.size && !ctx.exchanges.size) return;
+    try { await this._conn(); } catch (e) { return; } // broker unreachable: nothing to clean
     for (const q of ctx.queues) await this._do((ch) => ch.deleteQueue(q));
     for (const x of ctx.exchanges) await this._do((ch) => ch.deleteExchange(x));
+  }
+
+  // Debug aid (CONF_NODE_VERIFY_CLEAN=1): every tracked name must be gone.
+  async leaks() {
+    const left = [];
+    for (const [kind, n] of this.all) {
+      if (/^amq\./.test(n)) continue;
+      let exists = false;
+      await this._do(async (ch) => {
+        if (kind === 'queue') await ch.checkQueue(n); else await ch.checkExchange(n);
+        exists = true;
+      });
+      if (exists) left.push(`${kind} ${n}`);
+    }
+    return left;
   }
 
   async close() {
