@@ -4,7 +4,9 @@
  *   HEADER --proto header--> START_OK --start-ok--> TUNE_OK --tune-ok-->
  *   OPEN_WAIT --connection.open--> OPEN
  *   any --hard error / shutdown--> CLOSING (close sent, await close-ok)
- *   any --close-ok / client close / EOF--> CLOSED (flush output, then free)
+ *   OPEN --client's connection.close--> LINGER (close-ok sent; answer any
+ *         further close, wait for the client to close the socket)
+ *   any --close-ok / EOF / timeout--> CLOSED (flush output, then free)
  *
  * Channels live in `chans`, indexed by channel number and grown on demand
  * (clients number channels from 1 up), so an idle connection stays small.
@@ -33,11 +35,13 @@ typedef enum conn_state {
     S_OPEN_WAIT,
     S_OPEN,
     S_CLOSING,
+    S_LINGER,
     S_CLOSED
 } conn_state;
 
 #define CHAN_CLOSING ((chan *)1)
 #define CLOSE_OK_TIMEOUT_MS 3000
+#define LINGER_TIMEOUT_MS 10000
 
 struct conn {
     server *srv;
@@ -235,7 +239,7 @@ static void send_close(conn *c, uint16_t channel, const amqp_error *err)
 
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id)
 {
-    if (c->state == S_CLOSING || c->state == S_CLOSED)
+    if (c->state >= S_CLOSING)
         return;
     amqp_error err = {.code = code, .method_id = method_id};
     snprintf(err.text, sizeof err.text, "%s", text);
@@ -278,6 +282,21 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     transport_free(c->t);
     free(c->chans);
     free(c);
+}
+
+/* The client closed the connection: answer, drop its channels and
+ * exclusive queues, and wait for it to close the socket. */
+static void linger(conn *c)
+{
+    amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
+    conn_send_method(c, 0, &ok);
+    if (c->state == S_LINGER)
+        return;
+    free_channels(c);
+    if (c->vh)
+        vhost_drop_exclusive(c->vh, c);
+    c->state = S_LINGER;
+    c->close_deadline_ms = server_now_ms(c->srv) + LINGER_TIMEOUT_MS;
 }
 
 static void schedule_free(conn *c)
@@ -492,12 +511,9 @@ static int handle_connection_method(conn *c, const amqp_method *m, amqp_error *e
         if (c->state == S_OPEN_WAIT)
             return handle_open(c, &m->connection_open, err);
         break;
-    case AMQP_CONNECTION_CLOSE: {
-        amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
-        conn_send_method(c, 0, &ok);
-        teardown(c);
+    case AMQP_CONNECTION_CLOSE:
+        linger(c);
         return AMQP_OK;
-    }
     case AMQP_CONNECTION_UPDATE_SECRET: {
         amqp_method ok = {.id = AMQP_CONNECTION_UPDATE_SECRET_OK};
         conn_send_method(c, 0, &ok);
@@ -519,9 +535,9 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
         if (m->id == AMQP_CHANNEL_CLOSE_OK) {
             c->chans[n] = NULL;
         } else if (m->id == AMQP_CHANNEL_CLOSE) {
+            /* the client's close crossed ours: answer it, still await close-ok */
             amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
             conn_send_method(c, n, &ok);
-            c->chans[n] = NULL;
         } else if (m->id == AMQP_CHANNEL_OPEN) {
             return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "second 'channel.open' seen");
         }
@@ -564,13 +580,15 @@ static int handle_method_frame(conn *c, const amqp_frame *f, amqp_error *err)
     amqp_method m;
     if (amqp_method_decode(f->payload, f->size, &m, err) != AMQP_OK)
         return AMQP_ERROR;
-    if (c->state == S_CLOSING) {
-        if (m.id == AMQP_CONNECTION_CLOSE_OK) {
+    if (c->state == S_CLOSING || c->state == S_LINGER) {
+        /* closing: only the close handshake matters now */
+        if (m.id == AMQP_CONNECTION_CLOSE_OK && c->state == S_CLOSING) {
             teardown(c);
         } else if (m.id == AMQP_CONNECTION_CLOSE) {
-            amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
-            conn_send_method(c, 0, &ok);
-            teardown(c);
+            bool ours = c->state == S_CLOSING;
+            linger(c);
+            if (ours)
+                teardown(c);
         }
         return AMQP_OK;
     }
@@ -599,7 +617,7 @@ static int misplaced_frame(const amqp_frame *f, const char *reason, amqp_error *
  * 505 UNEXPECTED_FRAME, with RabbitMQ's texts. */
 static int handle_content_frame(conn *c, const amqp_frame *f, amqp_error *err)
 {
-    if (c->state == S_CLOSING)
+    if (c->state == S_CLOSING || c->state == S_LINGER)
         return AMQP_OK;
     if (f->channel == 0)
         return misplaced_frame(f, NULL, err);
@@ -745,7 +763,7 @@ static void on_closed(void *arg)
         schedule_free(c);
         return;
     }
-    if (c->state != S_CLOSING && c->state >= S_OPEN)
+    if (c->state == S_OPEN)
         log_msg(LOG_WARNING, "connection %s: client closed the socket without "
                              "connection.close", c->peer);
     teardown(c);
@@ -785,7 +803,7 @@ void conn_tick(conn *c, uint64_t now)
         }
         return;
     }
-    if (c->state == S_CLOSING) {
+    if (c->state == S_CLOSING || c->state == S_LINGER) {
         if (now > c->close_deadline_ms)
             teardown(c);
         return;

@@ -58,7 +58,7 @@ typedef struct conf_scenario {
     conf_scenario_fn fn;
 } conf_scenario;
 
-/* Each scenario file exports a NULL-terminated table (see main.c). */
+/* Each scenario file exports a NULL-terminated table; main.c lists them. */
 extern const conf_scenario conf_connection_scenarios[];
 extern const conf_scenario conf_exchange_scenarios[];
 extern const conf_scenario conf_queue_scenarios[];
@@ -66,6 +66,7 @@ extern const conf_scenario conf_basic_scenarios[];
 extern const conf_scenario conf_delivery_scenarios[];
 extern const conf_scenario conf_errors_scenarios[];
 extern const conf_scenario conf_extensions_scenarios[];
+extern const conf_scenario conf_edges_scenarios[];
 
 /* ------------------------------------------------------------ failing */
 
@@ -78,9 +79,6 @@ void conf_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *conf_detail(void);
 
 #define CHECK(cond, ...) do { if (!(cond)) return conf_fail(__VA_ARGS__); } while (0)
-/* Checks the reply of the last synchronous rabbitmq-c call. */
-#define CHECK_RPC(conn, what) do { if (conf_rpc_failed((conn), (what))) return 1; } while (0)
-#define CHECK_OK(expr, what) do { if ((expr) != 0) return conf_fail("%s failed", (what)); } while (0)
 
 /* ------------------------------------------------------------ environment */
 
@@ -203,7 +201,7 @@ int conf_expect_quiet(amqp_connection_state_t conn);
 void conf_event_free(conf_event *ev);
 
 /* basic.get: 1 = got a message (ev filled, free it), 0 = empty, -1 = error
- * (reply text recorded in ev->reply_text; *reply set when non-NULL). */
+ * (described in ev->reply_text). */
 int conf_get(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue, int no_ack,
              conf_event *ev);
 /* Gets one message and checks its body; 0 or a recorded failure. */
@@ -214,6 +212,12 @@ int conf_get_empty(amqp_connection_state_t conn, amqp_channel_t ch, const char *
 
 /* 1 when the message body equals the text. */
 int conf_body_is(const amqp_message_t *m, const char *text);
+
+/* Puts channel ch in confirm mode; 0 or a recorded failure. */
+int conf_confirm_select(amqp_connection_state_t conn, amqp_channel_t ch);
+/* Waits until basic.ack covers every tag from first_tag to last_tag (fails
+ * on a nack or anything else arriving); 0 or a recorded failure. */
+int conf_wait_confirms(amqp_connection_state_t conn, uint64_t first_tag, uint64_t last_tag);
 
 /* Starts a consumer (no_ack flag, server-named tag when tag is NULL); the
  * tag actually used is copied into tag_out when non-NULL (256 bytes). */

@@ -640,6 +640,30 @@ int conf_body_is(const amqp_message_t *m, const char *text)
     return m->body.len == n && (n == 0 || memcmp(m->body.bytes, text, n) == 0);
 }
 
+int conf_confirm_select(amqp_connection_state_t conn, amqp_channel_t ch)
+{
+    amqp_confirm_select(conn, ch);
+    return conf_rpc_failed(conn, "confirm.select");
+}
+
+int conf_wait_confirms(amqp_connection_state_t conn, uint64_t first_tag, uint64_t last_tag)
+{
+    uint64_t acked = first_tag - 1;
+    while (acked < last_tag) {
+        conf_event ev;
+        conf_wait_event(conn, CONF_WAIT_MS, &ev);
+        conf_event_free(&ev);
+        if (ev.kind != CONF_EV_ACK)
+            return conf_fail("waiting for confirm of tag %llu: got %s",
+                             (unsigned long long)last_tag, event_name(&ev));
+        if (ev.delivery_tag <= acked || (!ev.multiple && ev.delivery_tag != acked + 1))
+            return conf_fail("confirm tags out of order: ack %llu (multiple=%d) after %llu",
+                             (unsigned long long)ev.delivery_tag, ev.multiple, (unsigned long long)acked);
+        acked = ev.delivery_tag;
+    }
+    return 0;
+}
+
 int conf_consume(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue,
                  const char *tag, int no_ack, int exclusive, char *tag_out)
 {

@@ -28,7 +28,7 @@
 static const conf_scenario *const all_tables[] = {
     conf_connection_scenarios, conf_exchange_scenarios, conf_queue_scenarios,
     conf_basic_scenarios,      conf_delivery_scenarios, conf_errors_scenarios,
-    conf_extensions_scenarios, NULL,
+    conf_extensions_scenarios, conf_edges_scenarios, NULL,
 };
 
 typedef struct run_options {
