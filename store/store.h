@@ -34,6 +34,11 @@ typedef struct journal_config {
     const char *dir;        /* data_dir/journal is created inside it */
     uint64_t segment_size;  /* bytes; a segment is closed once it passes this */
     journal_sync_mode sync;
+    /* Optional: receives the journal's warnings and errors, one line of text
+     * each; level 2 = warning, 3 = error (broker/broker.h's log_level
+     * numbers). May be called from the sync thread. NULL: they go to stderr
+     * as "YYYY-MM-DD hh:mm:ss.mmm [warning] journal: text". */
+    void (*log)(int level, const char *text);
 } journal_config;
 
 /* Where a message record lives: segment number, offset of the record in it,
@@ -55,8 +60,9 @@ typedef enum journal_settle_kind {
 } journal_settle_kind;
 
 /* Opens (creating if needed) the journal in cfg->dir. Does not replay:
- * call journal_replay before appending. `on_synced` runs on the loop thread
- * whenever the synced sequence advances. NULL with `err` on failure. */
+ * call journal_replay before appending (until then nothing is collected).
+ * `on_synced` runs on the loop thread whenever the synced sequence advances
+ * (it must not call journal_close). NULL with `err` on failure. */
 journal *journal_open(const journal_config *cfg, struct event_base *base,
                       void (*on_synced)(void *ctx, journal_seq synced), void *ctx, char *err,
                       size_t errlen);
@@ -72,7 +78,10 @@ void journal_close(journal *j);
 journal_seq journal_append_message(journal *j, uint64_t msg_id, amqp_bytes exchange,
                                    amqp_bytes routing_key, amqp_bytes properties, amqp_bytes body,
                                    journal_loc *loc);
-/* The message `loc` (id msg_id) is now in durable queue `queue_id`. */
+/* The message `loc` (id msg_id) is now in durable queue `queue_id`. Append
+ * it in the same loop callback as the message, or while another queue still
+ * holds the message (dead-lettering): a message no queue holds may be
+ * collected at the next journal_tick. */
 journal_seq journal_append_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id,
                                    journal_loc loc);
 /* It left the queue. For a dead-letter, `reason` and `target` (exchange)
@@ -106,7 +115,13 @@ bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_mes
 
 /* ---- recovery ---- */
 
-/* Called for each record, in append order, during replay. Any may be NULL. */
+/* Called for each record, in append order, during replay. Any may be NULL.
+ * An enqueue comes only after the message handler had that message; a
+ * settle or delivered only for an entry whose enqueue the handler had
+ * (records about collected or damaged data are left out). After a clean
+ * close (or a periodic checkpoint) only what is still live is replayed:
+ * messages with live entries, their enqueues and delivered counts. A
+ * message that ends up in no queue can be dropped by the caller. */
 typedef struct journal_replay_handlers {
     void (*message)(void *ctx, uint64_t msg_id, journal_loc loc);
     void (*enqueue)(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_loc loc);
@@ -117,16 +132,17 @@ typedef struct journal_replay_handlers {
 } journal_replay_handlers;
 
 typedef struct journal_replay_stats {
-    uint64_t records, segments, bytes;
+    uint64_t records, segments, bytes; /* valid records, files and bytes read */
     uint64_t corrupt_records; /* bad CRC or length in the middle: skipped */
     uint64_t torn_tail_bytes; /* an incomplete last record: truncated */
-    bool from_checkpoint;     /* a clean-shutdown checkpoint was used */
+    bool from_checkpoint;     /* a checkpoint (clean close or periodic) was used */
 } journal_replay_stats;
 
-/* Replays the journal. A torn record at the tail is truncated with a
- * warning; a corrupt record in the middle is skipped (error log, counter)
- * and the rest recovered. Never fails because of bad data; false only for
- * I/O errors (err filled). */
+/* Replays the journal, once, before any append. A torn record at the tail
+ * is truncated with a warning; a corrupt record in the middle is skipped
+ * (error log, counter) and the rest recovered. Never fails because of bad
+ * data; false only for I/O errors or misuse (err filled). Afterwards
+ * journal_synced() is the last replayed sequence. */
 bool journal_replay(journal *j, const journal_replay_handlers *h, void *ctx,
                     journal_replay_stats *stats, char *err, size_t errlen);
 
@@ -134,17 +150,21 @@ bool journal_replay(journal *j, const journal_replay_handlers *h, void *ctx,
 
 /* Segment GC is driven by the journal itself from the enqueue and settle
  * records it is given: a segment whose messages are all settled in every
- * queue is deleted (the active one too, once idle and fully settled). */
+ * queue is deleted (the active one too, once idle and fully settled). A
+ * segment also stays while it holds settles that replay would still need;
+ * a checkpoint, taken when such segments pile up, makes them unnecessary. */
 
 typedef struct journal_stats {
-    uint64_t segments, bytes_on_disk, live_messages;
-    uint64_t appended_records, syncs;
+    uint64_t segments, bytes_on_disk;
+    uint64_t live_messages; /* live (queue, message) entries */
+    uint64_t appended_records;
+    uint64_t syncs; /* sync rounds (one write + fdatasync each, except with none) */
 } journal_stats;
 
 void journal_get_stats(const journal *j, journal_stats *out);
 
 /* Housekeeping (call every few hundred ms): closes an idle fully-settled
- * active segment, deletes dead segments. */
+ * active segment, deletes dead segments, takes a checkpoint if needed. */
 void journal_tick(journal *j);
 
 /* ======================================================================
