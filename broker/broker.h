@@ -17,6 +17,7 @@
 
 #include "../amqp/amqp.h"
 #include "../routing/route.h"
+#include "../store/store.h"
 
 struct event_base;
 struct evbuffer;
@@ -174,6 +175,8 @@ void server_free(server *s);
 const config *server_config(const server *s);
 struct event_base *server_base(server *s);
 transport_flusher *server_flusher(server *s);
+/* The durable metadata store (data_dir/metadata.db). */
+meta *server_meta(server *s);
 /* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
 uint64_t server_now_ms(const server *s);
 vhost *server_vhost(server *s, amqp_bytes name);
@@ -191,7 +194,9 @@ void server_touch_clock(server *s);
 /* ---- virtual hosts ------------------------------------------------------ */
 
 vhost *vhost_new(server *s, const char *name);
+/* Frees at shutdown: queues are freed, not deleted (durable ones stay). */
 void vhost_free(vhost *v);
+bool vhost_closing(const vhost *v);
 const char *vhost_name(const vhost *v);
 server *vhost_server(vhost *v);
 route_table *vhost_routes(vhost *v);
@@ -336,6 +341,9 @@ void queue_dead_letter(queue *q, queue_item it, const char *reason);
 /* Restarts the x-expires idle timer (declare, basic.get). */
 void queue_touch(queue *q);
 const queue_args *queue_get_args(const queue *q);
+/* The id the store knows a durable queue by (0 = none). */
+uint64_t queue_store_id(const queue *q);
+void queue_set_store_id(queue *q, uint64_t id);
 vhost *queue_vhost(queue *q);
 uint32_t queue_purge(queue *q);
 /* Tries to deliver ready messages to consumers with capacity. */
@@ -364,5 +372,21 @@ struct consumer {
 void queue_add_consumer(queue *q, consumer *cons);
 /* Removes it; an auto-delete queue left without consumers is deleted. */
 void queue_remove_consumer(queue *q, consumer *cons);
+
+/* ---- durable topology (durable.c) -------------------------------------- */
+
+/* Each writes the change to the metadata store when it concerns durable
+ * things; they do nothing while the vhost is closing. */
+void durable_exchange_declared(vhost *v, const route_exchange *ex);
+void durable_exchange_deleted(vhost *v, const route_exchange *ex);
+/* A durable queue that is not exclusive (exclusive ones die with their
+ * connection, so RabbitMQ never brings them back). */
+bool durable_queue(const queue *q);
+void durable_queue_declared(vhost *v, queue *q);
+void durable_queue_deleted(vhost *v, queue *q);
+void durable_binding(vhost *v, const route_exchange *source, route_dest dest, amqp_bytes key,
+                     amqp_bytes args, bool bound);
+/* Restores durable exchanges, queues and bindings at start. */
+bool durable_load(server *s);
 
 #endif

@@ -75,8 +75,13 @@ static int exchange_declare(chan *ch, const amqp_exchange_declare *d, amqp_error
         .internal = d->internal,
         .arguments = d->arguments,
     };
-    if (route_exchange_declare(vhost_routes(conn_vhost(ch->c)), &spec, NULL, err) != AMQP_OK)
+    route_table *routes = vhost_routes(conn_vhost(ch->c));
+    bool existed = route_exchange_find(routes, d->exchange) != NULL;
+    route_exchange *ex;
+    if (route_exchange_declare(routes, &spec, &ex, err) != AMQP_OK)
         return AMQP_ERROR;
+    if (!existed)
+        durable_exchange_declared(conn_vhost(ch->c), ex);
     if (!d->nowait)
         reply(ch, AMQP_EXCHANGE_DECLARE_OK);
     return AMQP_OK;
@@ -108,6 +113,11 @@ static int exchange_binding(chan *ch, const amqp_method *m, amqp_error *err)
                  : route_unbind(routes, u->source, d, u->routing_key, u->arguments, m->id, err);
     if (r != AMQP_OK)
         return AMQP_ERROR;
+    route_exchange *src = route_exchange_find(routes, bind ? b->source : u->source);
+    if (src)
+        durable_binding(conn_vhost(ch->c), src, d,
+                        bind ? b->routing_key : u->routing_key,
+                        bind ? b->arguments : u->arguments, bind);
     if (!(bind ? b->nowait : u->nowait))
         reply(ch, bind ? AMQP_EXCHANGE_BIND_OK : AMQP_EXCHANGE_UNBIND_OK);
     return AMQP_OK;
@@ -198,6 +208,7 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
     if (!q)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_QUEUE_DECLARE, "out of memory");
     vhost_queue_add(v, q);
+    durable_queue_declared(v, q);
     declare_ok(ch, q, d->nowait);
     return AMQP_OK;
 }
@@ -237,6 +248,9 @@ static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
                      : route_unbind(routes, exchange, d, key, args, m->id, err);
         if (r != AMQP_OK)
             return AMQP_ERROR;
+        route_exchange *src = route_exchange_find(routes, exchange);
+        if (src)
+            durable_binding(conn_vhost(ch->c), src, d, key, args, bind);
     }
     if (!bind || !m->queue_bind.nowait)
         reply(ch, bind ? AMQP_QUEUE_BIND_OK : AMQP_QUEUE_UNBIND_OK);

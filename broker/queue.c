@@ -50,6 +50,7 @@ struct queue {
     queue_args limits; /* parsed from args */
     struct event *ttl_timer, *idle_timer;
     uint64_t bytes; /* body bytes of ready messages */
+    uint64_t store_id; /* the metadata row of a durable queue */
     uint32_t refs;
     ring *levels;    /* one ring per priority, 0 lowest; one without x-max-priority */
     uint32_t nlevels;
@@ -133,6 +134,8 @@ bool queue_has_exclusive_consumer(const queue *q) { return q->exclusive_consumer
 bool queue_is_deleted(const queue *q) { return q->deleted; }
 const queue_args *queue_get_args(const queue *q) { return &q->limits; }
 vhost *queue_vhost(queue *q) { return q->v; }
+uint64_t queue_store_id(const queue *q) { return q->store_id; }
+void queue_set_store_id(queue *q, uint64_t id) { q->store_id = id; }
 
 static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
@@ -460,6 +463,7 @@ void queue_delete(queue *q)
     if (q->deleted)
         return;
     q->deleted = true;
+    durable_queue_deleted(q->v, q);
     route_unbind_queue(vhost_routes(q->v), q);
     vhost_queue_remove(q->v, q);
     while (q->consumers) {

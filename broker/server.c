@@ -32,6 +32,7 @@ struct server {
     struct evconnlistener *listener;
     struct event *sigterm, *sigint, *tick, *shutdown_timer;
     transport_flusher *flusher;
+    meta *meta;
     vhost *default_vhost;
     conn **conns;
     size_t nconns, conns_cap;
@@ -52,6 +53,7 @@ static uint64_t monotonic_ms(void)
 const config *server_config(const server *s) { return &s->cfg; }
 struct event_base *server_base(server *s) { return s->base; }
 transport_flusher *server_flusher(server *s) { return s->flusher; }
+meta *server_meta(server *s) { return s->meta; }
 uint64_t server_now_ms(const server *s) { return s->now_ms; }
 void server_touch_clock(server *s) { s->now_ms = monotonic_ms(); }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
@@ -290,8 +292,18 @@ server *server_new(const config *cfg)
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
     s->base = event_base_new();
+    char err[600];
     if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
-        !(s->default_vhost = vhost_new(s, cfg->default_vhost)) || !listen_on(s)) {
+        !(s->default_vhost = vhost_new(s, cfg->default_vhost))) {
+        server_free(s);
+        return NULL;
+    }
+    if (!(s->meta = meta_open(cfg->data_dir, err, sizeof err))) {
+        log_msg(LOG_ERROR, "cannot open the metadata store: %s", err);
+        server_free(s);
+        return NULL;
+    }
+    if (!durable_load(s) || !listen_on(s)) {
         server_free(s);
         return NULL;
     }
@@ -321,6 +333,7 @@ void server_free(server *s)
     while (s->nconns)
         conn_free_now(s->conns[s->nconns - 1]);
     vhost_free(s->default_vhost);
+    meta_close(s->meta);
     if (s->tick)
         event_free(s->tick);
     if (s->sigterm)

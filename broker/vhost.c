@@ -12,6 +12,7 @@ struct vhost {
     route_table *routes;
     struct queue_link **buckets;
     uint32_t nbuckets, nqueues;
+    bool closing;   /* being freed at shutdown */
     chan **replies; /* channels with a direct reply-to consumer */
     size_t nreplies, replies_cap;
 };
@@ -26,12 +27,18 @@ static uint32_t hash_name(amqp_bytes name)
 
 static void *lookup_hook(void *ctx, amqp_bytes name) { return vhost_queue_find(ctx, name); }
 
+static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
+{
+    durable_exchange_deleted(ctx, ex);
+}
+
 vhost *vhost_new(server *s, const char *name)
 {
     vhost *v = calloc(1, sizeof *v);
     if (!v)
         return NULL;
-    static const route_hooks hooks = {.queue_lookup = lookup_hook};
+    static const route_hooks hooks = {.queue_lookup = lookup_hook,
+                                      .exchange_deleted = exchange_deleted_hook};
     v->srv = s;
     v->name = strdup(name);
     v->nbuckets = 64;
@@ -48,6 +55,7 @@ void vhost_free(vhost *v)
 {
     if (!v)
         return;
+    v->closing = true;
     for (uint32_t i = 0; i < v->nbuckets && v->buckets; i++) {
         while (v->buckets[i]) {
             queue *q = (queue *)v->buckets[i];
@@ -63,6 +71,7 @@ void vhost_free(vhost *v)
 }
 
 const char *vhost_name(const vhost *v) { return v->name; }
+bool vhost_closing(const vhost *v) { return v->closing; }
 route_table *vhost_routes(vhost *v) { return v->routes; }
 server *vhost_server(vhost *v) { return v->srv; }
 
