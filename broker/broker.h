@@ -58,6 +58,8 @@ typedef struct config {
     size_t conn_output_limit; /* bytes queued for a client before we stop delivering */
     double memory_high_watermark;      /* vm_memory_high_watermark.relative */
     uint64_t memory_high_watermark_abs; /* .absolute, bytes; 0 = use relative */
+    journal_sync_mode journal_sync;     /* journal.sync */
+    uint64_t journal_segment_size;      /* journal.segment_size */
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -95,6 +97,16 @@ const uint8_t *msg_body(const msg *m);
 uint64_t msg_body_size(const msg *m);
 /* Bytes of RAM the message holds (for statistics and limits). */
 size_t msg_memory(const msg *m);
+/* delivery-mode 2 */
+bool msg_persistent(const msg *m);
+/* Journal location of a journaled message; false (and *loc unset) if not. */
+bool msg_journaled(const msg *m);
+bool msg_journal_loc(const msg *m, journal_loc *loc);
+void msg_set_journal_loc(msg *m, journal_loc loc);
+/* Recovery: the message keeps the id and location it had before. */
+void msg_restore_identity(msg *m, uint64_t id, journal_loc loc);
+/* New ids start above `max_used`. */
+void msg_reserve_ids(uint64_t max_used);
 /* Bytes of RAM held by all live messages (the memory alarm's measure). */
 size_t msg_total_memory(void);
 /* Copies a message with new exchange, routing key and properties (used to
@@ -175,8 +187,11 @@ void server_free(server *s);
 const config *server_config(const server *s);
 struct event_base *server_base(server *s);
 transport_flusher *server_flusher(server *s);
-/* The durable metadata store (data_dir/metadata.db). */
+/* The durable metadata store (data_dir/metadata.db) and message journal. */
 meta *server_meta(server *s);
+journal *server_journal(server *s);
+/* The durable queue the store knows by `id`, or NULL. */
+queue *server_queue_by_store_id(server *s, uint64_t id);
 /* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
 uint64_t server_now_ms(const server *s);
 vhost *server_vhost(server *s, amqp_bytes name);
@@ -218,6 +233,8 @@ const char *chan_reply_token(const chan *ch);
  * keys too -- RabbitMQ's sender-selected distribution. */
 size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                    queue **buf, size_t cap, queue ***out);
+/* The queue with this store id, or NULL. */
+queue *vhost_queue_by_store_id(vhost *v, uint64_t id);
 /* Deletes the exclusive queues owned by `c`, whose connection is closing. */
 void vhost_drop_exclusive(vhost *v, conn *c);
 
@@ -235,6 +252,8 @@ void conn_tick(conn *c, uint64_t now_ms);
 void conn_set_alarm(conn *c, bool on);
 /* Frees at once (server shutdown, after the loop has stopped). */
 void conn_free_now(conn *c);
+/* The journal synced more: confirms waiting for it can go out. */
+void conn_journal_synced(conn *c);
 
 server *conn_server(conn *c);
 vhost *conn_vhost(conn *c);
@@ -273,7 +292,8 @@ int chan_content_body(chan *ch, const uint8_t *p, size_t n, amqp_error *err);
 bool chan_expecting_content(const chan *ch);
 /* 505 for a frame other than the content the channel is waiting for. */
 int chan_content_expected(chan *ch, amqp_error *err);
-/* Called once per read batch: sends pending publisher confirms. */
+/* Called once per read batch and after journal syncs: sends the publisher
+ * confirms (and tx.commit-ok) whose messages are safe. */
 void chan_flush_confirms(chan *ch);
 /* Whether this channel can take one more delivery for `cons`. */
 bool chan_can_deliver(const chan *ch, const consumer *cons);
@@ -333,6 +353,8 @@ bool queue_has_exclusive_consumer(const queue *q);
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
 /* Puts a delivered message back at the head (takes a new reference). */
 void queue_requeue(queue *q, queue_item it);
+/* Recovery: appends a message from the journal (takes a new reference). */
+void queue_restore(queue *q, msg *m, uint32_t delivery_count);
 /* Takes the head for basic.get; false when empty. Caller owns it.m's ref. */
 bool queue_get(queue *q, queue_item *it);
 /* Dead-letters `it` (reason "rejected", "expired", "maxlen") to the queue's
@@ -388,5 +410,20 @@ void durable_binding(vhost *v, const route_exchange *source, route_dest dest, am
                      amqp_bytes args, bool bound);
 /* Restores durable exchanges, queues and bindings at start. */
 bool durable_load(server *s);
+
+/* ---- persistent messages (persist.c) ----------------------------------- */
+
+/* Journals a persistent message routed to `queues` (once, plus an enqueue
+ * per durable queue). Returns the journal sequence to wait for before
+ * confirming, or 0 when nothing was journaled. */
+journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n);
+/* `m` left durable queue `q` (ack, drop or dead-letter). */
+void persist_settle(queue *q, const msg *m, journal_settle_kind kind);
+/* `m` was delivered from `q`; it has now been delivered `count` times. */
+void persist_delivered(queue *q, const msg *m, uint32_t count);
+/* Every message left `q`: purged, or the queue deleted. */
+void persist_queue_emptied(queue *q, bool deleted);
+/* Replays the journal into the (already loaded) durable queues. */
+bool persist_recover(server *s, journal *j);
 
 #endif

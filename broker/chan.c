@@ -54,6 +54,7 @@ void chan_free(chan *ch)
     chan_reply_cancel(ch, (amqp_bytes){NULL, 0});
     chan_requeue_all(ch);
     free(ch->ua);
+    free(ch->pending);
     tx_clear(ch);
     free(ch->tx_pubs);
     free(ch->tx_acks);
@@ -147,6 +148,8 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
     if (e->cons)
         e->cons->unacked--;
     if (queue_is_deleted(e->q) || mode == SETTLE_ACK) {
+        if (mode == SETTLE_ACK)
+            persist_settle(e->q, e->it.m, JOURNAL_ACK);
         msg_unref(e->it.m);
     } else if (mode == SETTLE_REQUEUE) {
         queue_requeue(e->q, e->it);
@@ -286,10 +289,13 @@ void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
     d.basic_deliver.routing_key = msg_routing_key(it.m);
     conn_send_content(ch->c, ch->number, &d, it.m);
     it.delivery_count++;
-    if (cons->no_ack)
+    if (cons->no_ack) {
+        persist_settle(q, it.m, JOURNAL_ACK);
         msg_unref(it.m);
-    else
+    } else {
+        persist_delivered(q, it.m, it.delivery_count);
         ua_push(ch, tag, q, cons, it);
+    }
 }
 
 /* Lets every queue this channel consumes from deliver again. */
@@ -483,39 +489,66 @@ static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *er
     return AMQP_OK;
 }
 
-/* Routes and enqueues `m`; returns how many queues it was routed to and
- * sets *refused when one of them refused it (x-overflow reject-publish). */
-static size_t route_and_enqueue(chan *ch, route_exchange *ex, msg *m, const publish_props *pp,
-                                bool *refused)
+/* What enqueueing a message did. */
+typedef struct routed {
+    size_t queues;     /* how many queues it was routed to */
+    bool refused;      /* one refused it (x-overflow reject-publish) */
+    journal_seq wait;  /* journal sequence that makes it safe (0: nothing) */
+} routed;
+
+/* Routes, journals (persistent messages in durable queues) and enqueues. */
+static routed route_and_enqueue(chan *ch, route_exchange *ex, msg *m, const publish_props *pp)
 {
+    routed r = {0};
     if (route_exchange_name(ex).len == 0 &&
-        chan_reply_route(conn_vhost(ch->c), msg_routing_key(m), m))
-        return 1;
+        chan_reply_route(conn_vhost(ch->c), msg_routing_key(m), m)) {
+        r.queues = 1;
+        return r;
+    }
     queue *local[16], **queues;
-    size_t n = vhost_route(conn_vhost(ch->c), ex, msg_routing_key(m), pp->headers, local, 16,
+    r.queues = vhost_route(conn_vhost(ch->c), ex, msg_routing_key(m), pp->headers, local, 16,
                            &queues);
-    for (size_t i = 0; i < n; i++)
-        if (!queue_publish(queues[i], m, pp->expiration_ms))
-            *refused = true;
+    r.wait = persist_publish(conn_server(ch->c), m, queues, r.queues);
+    for (size_t i = 0; i < r.queues; i++)
+        if (!queue_publish(queues[i], m, pp->expiration_ms)) {
+            persist_settle(queues[i], m, JOURNAL_DROP);
+            r.refused = true;
+        }
     if (queues != local)
         free(queues);
-    return n;
+    return r;
 }
 
-/* Publisher confirms: acks go out in batches (chan_flush_confirms); a nack
- * first flushes the acks before it, so the client sees them in order. */
-static void confirm_next(chan *ch, bool ok)
+static journal_seq synced_seq(chan *ch)
 {
-    if (ok) {
-        ch->confirm_seq++;
+    journal *j = server_journal(conn_server(ch->c));
+    return j ? journal_synced(j) : UINT64_MAX;
+}
+
+/* Publisher confirms: a publish that must wait for the journal, or be
+ * nacked, is remembered in `pending`; the others are acked in batches by
+ * chan_flush_confirms, each ack covering everything before the first
+ * pending one. */
+static void confirm_next(chan *ch, const routed *r)
+{
+    uint64_t seq = ++ch->confirm_seq;
+    bool wait = r->wait && r->wait > synced_seq(ch);
+    if (!r->refused && !wait)
         return;
+    if (ch->pending_n == ch->pending_cap) {
+        uint32_t cap = ch->pending_cap ? ch->pending_cap * 2 : 64;
+        pending_confirm *n = malloc(cap * sizeof *n);
+        if (!n)
+            return; /* acked with the batch: better late than a stuck channel */
+        for (uint32_t i = 0; i < ch->pending_n; i++)
+            n[i] = ch->pending[(ch->pending_head + i) & (ch->pending_cap - 1)];
+        free(ch->pending);
+        ch->pending = n;
+        ch->pending_cap = cap;
+        ch->pending_head = 0;
     }
-    chan_flush_confirms(ch);
-    amqp_method n = {.id = AMQP_BASIC_NACK};
-    n.basic_nack.delivery_tag = ++ch->confirm_seq;
-    n.basic_nack.requeue = true; /* as RabbitMQ sends it */
-    conn_send_method(ch->c, ch->number, &n);
-    ch->confirm_sent = ch->confirm_seq;
+    ch->pending[(ch->pending_head + ch->pending_n++) & (ch->pending_cap - 1)] =
+        (pending_confirm){seq, r->refused ? 0 : r->wait};
 }
 
 /* The message as delivered: BCC recipients are not shown (RabbitMQ's
@@ -547,11 +580,11 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
         tx_publish t = {.m = m, .mandatory = p->mandatory, .expiration_ms = pp->expiration_ms};
         return chan_tx_add_publish(ch, &t, err);
     }
-    bool refused = false;
-    if (route_and_enqueue(ch, ex, m, pp, &refused) == 0 && p->mandatory)
+    routed r = route_and_enqueue(ch, ex, m, pp);
+    if (r.queues == 0 && p->mandatory)
         send_return(ch, m);
     if (ch->mode == MODE_CONFIRM)
-        confirm_next(ch, !refused);
+        confirm_next(ch, &r);
     return AMQP_OK;
 }
 
@@ -582,15 +615,45 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
     return publish_checked(ch, p, ex, m, &pp, err);
 }
 
-void chan_flush_confirms(chan *ch)
+/* Acks everything not yet confirmed up to `upto`, in one frame. */
+static void ack_upto(chan *ch, uint64_t upto)
 {
-    if (ch->confirm_seq == ch->confirm_sent)
+    if (upto <= ch->confirm_sent)
         return;
     amqp_method a = {.id = AMQP_BASIC_ACK};
-    a.basic_ack.delivery_tag = ch->confirm_seq;
-    a.basic_ack.multiple = ch->confirm_seq - ch->confirm_sent > 1;
+    a.basic_ack.delivery_tag = upto;
+    a.basic_ack.multiple = upto - ch->confirm_sent > 1;
     conn_send_method(ch->c, ch->number, &a);
-    ch->confirm_sent = ch->confirm_seq;
+    ch->confirm_sent = upto;
+}
+
+void chan_flush_confirms(chan *ch)
+{
+    journal_seq synced = synced_seq(ch);
+    while (ch->pending_n) {
+        pending_confirm *p = &ch->pending[ch->pending_head];
+        if (p->wait > synced) {
+            ack_upto(ch, p->seq - 1);
+            break;
+        }
+        if (p->wait == 0) { /* refused: nacked on its own, after the acks before it */
+            ack_upto(ch, p->seq - 1);
+            amqp_method n = {.id = AMQP_BASIC_NACK};
+            n.basic_nack.delivery_tag = p->seq;
+            n.basic_nack.requeue = true; /* as RabbitMQ sends it */
+            conn_send_method(ch->c, ch->number, &n);
+            ch->confirm_sent = p->seq;
+        }
+        ch->pending_head = (ch->pending_head + 1) & (ch->pending_cap - 1);
+        ch->pending_n--;
+    }
+    if (!ch->pending_n)
+        ack_upto(ch, ch->confirm_seq);
+    if (ch->commit_wait && ch->commit_wait <= synced) {
+        ch->commit_wait = 0;
+        amqp_method ok = {.id = AMQP_TX_COMMIT_OK};
+        conn_send_method(ch->c, ch->number, &ok);
+    }
 }
 
 /* ---- transactions ------------------------------------------------------- */
@@ -630,20 +693,23 @@ static int tx_add_ack(chan *ch, const tx_ack *a, amqp_error *err)
 }
 
 /* Publishes and settles what the transaction holds, in order. Messages
- * whose exchange went away meanwhile are unroutable. */
-static void tx_commit(chan *ch)
+ * whose exchange went away meanwhile are unroutable. Returns the journal
+ * sequence commit-ok must wait for (0: none). */
+static journal_seq tx_commit(chan *ch)
 {
+    journal_seq wait = 0;
     route_table *routes = vhost_routes(conn_vhost(ch->c));
     for (size_t i = 0; i < ch->tx_npubs; i++) {
         tx_publish *t = &ch->tx_pubs[i];
         route_exchange *ex = route_exchange_find(routes, msg_exchange(t->m));
         publish_props pp;
         amqp_error ignored;
-        bool refused = false;
-        size_t routed = 0;
+        routed r = {0};
         if (ex && check_properties(ch, t->m, &pp, &ignored) == AMQP_OK)
-            routed = route_and_enqueue(ch, ex, t->m, &pp, &refused);
-        if (!routed && t->mandatory)
+            r = route_and_enqueue(ch, ex, t->m, &pp);
+        if (r.wait > wait)
+            wait = r.wait;
+        if (!r.queues && t->mandatory)
             send_return(ch, t->m);
     }
     for (size_t i = 0; i < ch->tx_nacks; i++) {
@@ -654,6 +720,7 @@ static void tx_commit(chan *ch)
         settle(ch, a->tag, a->multiple, a->mode, a->method_id, &ignored);
     }
     tx_clear(ch);
+    return wait;
 }
 
 /* ---- basic.* methods ---------------------------------------------------- */
@@ -732,7 +799,11 @@ static int tx_end(chan *ch, const amqp_method *m, amqp_error *err)
     if (ch->mode != MODE_TX)
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, m->id, "channel is not transactional");
     if (m->id == AMQP_TX_COMMIT) {
-        tx_commit(ch);
+        journal_seq wait = tx_commit(ch);
+        if (wait > synced_seq(ch)) { /* commit-ok once the disk has it */
+            ch->commit_wait = wait;
+            return AMQP_OK;
+        }
     } else {
         tx_clear(ch);
     }
@@ -802,8 +873,11 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
     g.basic_get_ok.message_count = queue_ready_count(q);
     conn_send_content(ch->c, ch->number, &g, it.m);
     it.delivery_count++;
-    if (no_ack)
+    if (no_ack) {
+        persist_settle(q, it.m, JOURNAL_ACK);
         msg_unref(it.m);
-    else
+    } else {
+        persist_delivered(q, it.m, it.delivery_count);
         ua_push(ch, tag, q, NULL, it);
+    }
 }

@@ -16,6 +16,11 @@ typedef struct unacked {
 /* How a delivery is settled. */
 typedef enum settle_mode { SETTLE_ACK, SETTLE_REQUEUE, SETTLE_REJECT } settle_mode;
 
+typedef struct pending_confirm {
+    uint64_t seq;
+    journal_seq wait; /* 0 for a nack */
+} pending_confirm;
+
 typedef struct tx_publish {
     msg *m;
     bool mandatory;
@@ -51,8 +56,12 @@ struct chan {
     bool pub_mandatory, pub_immediate;
     uint8_t pub_exchange_len, pub_rkey_len;
     uint8_t pub_exchange[255], pub_rkey[255];
-    /* publisher confirms */
+    /* publisher confirms: confirm_seq numbers publishes; those that must
+     * wait for the journal, or be nacked, queue up in `pending` (a ring) */
     uint64_t confirm_seq, confirm_sent;
+    struct pending_confirm *pending;
+    uint32_t pending_head, pending_n, pending_cap;
+    journal_seq commit_wait; /* tx.commit-ok waits for this journal sequence */
     /* transactions */
     tx_publish *tx_pubs;
     size_t tx_npubs, tx_pubs_cap;

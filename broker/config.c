@@ -176,10 +176,29 @@ static bool set_watermark_absolute(config *c, const char *v, char *why, size_t n
     return parse_uint(v, 1, UINT64_MAX / 2, &c->memory_high_watermark_abs, why, n);
 }
 
+static bool set_journal_sync(config *c, const char *v, char *why, size_t n)
+{
+    static const char *const modes[] = {"batch", "always", "none"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, modes[i]) == 0) {
+            c->journal_sync = (journal_sync_mode)i;
+            return true;
+        }
+    snprintf(why, n, "'%s' is not one of batch, always, none", v);
+    return false;
+}
+
+static bool set_segment_size(config *c, const char *v, char *why, size_t n)
+{
+    return parse_uint(v, 1u << 20, 1u << 30, &c->journal_segment_size, why, n);
+}
+
 static const struct {
     const char *key;
     key_parser parse;
 } keys[] = {
+    {"journal.sync", set_journal_sync},
+    {"journal.segment_size", set_segment_size},
     {"vm_memory_high_watermark.relative", set_watermark_relative},
     {"vm_memory_high_watermark.absolute", set_watermark_absolute},
     {"listeners.tcp.default", set_listener},
@@ -216,6 +235,8 @@ void config_defaults(config *c)
     c->handshake_timeout_ms = 10000;
     c->conn_output_limit = 4u << 20;
     c->memory_high_watermark = 0.4;
+    c->journal_sync = JOURNAL_SYNC_BATCH;
+    c->journal_segment_size = 64u << 20;
 }
 
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,

@@ -862,3 +862,12 @@ void conn_set_alarm(conn *c, bool on)
             on_read(c); /* frames may be waiting in the input buffer */
     }
 }
+
+void conn_journal_synced(conn *c)
+{
+    for (uint32_t i = 0; c->state == S_OPEN && i < c->nchans; i++) {
+        chan *ch = c->chans[i];
+        if (ch && ch != CHAN_CLOSING)
+            chan_flush_confirms(ch);
+    }
+}

@@ -138,6 +138,7 @@ void queue_dead_letter(queue *q, queue_item it, const char *reason)
     const queue_args *a = queue_get_args(q);
     route_table *routes = vhost_routes(queue_vhost(q));
     route_exchange *ex = a->has_dlx ? route_exchange_find(routes, a->dlx) : NULL;
+    persist_settle(q, it.m, ex ? JOURNAL_DEAD_LETTER : JOURNAL_DROP);
     if (!ex) {
         msg_unref(it.m);
         return;

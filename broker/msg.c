@@ -12,6 +12,8 @@
 #include "broker.h"
 
 struct msg {
+    journal_loc loc; /* where the journal keeps it, when journaled */
+    bool journaled;
     uint32_t refs;
     uint32_t props_len;
     uint64_t id;
@@ -86,6 +88,7 @@ msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
     if (!m)
         return NULL;
     m->refs = 1;
+    m->journaled = false;
     m->props_len = properties.len;
     m->id = next_id++;
     m->body_size = body_size;
@@ -168,4 +171,39 @@ msg *msg_with_properties(const msg *m, const amqp_basic_properties *p)
                   : NULL;
     free(buf);
     return copy;
+}
+
+bool msg_persistent(const msg *m)
+{
+    amqp_bytes raw = msg_properties(m);
+    amqp_basic_properties p;
+    if (raw.len < 2 || !((raw.ptr[0] << 8 | raw.ptr[1]) & AMQP_BASIC_DELIVERY_MODE_FLAG))
+        return false;
+    return amqp_properties_decode(raw, &p, NULL) == AMQP_OK && p.delivery_mode == 2;
+}
+
+bool msg_journaled(const msg *m) { return m->journaled; }
+
+bool msg_journal_loc(const msg *m, journal_loc *loc)
+{
+    *loc = m->loc;
+    return m->journaled;
+}
+
+void msg_set_journal_loc(msg *m, journal_loc loc)
+{
+    m->loc = loc;
+    m->journaled = true;
+}
+
+void msg_restore_identity(msg *m, uint64_t id, journal_loc loc)
+{
+    m->id = id;
+    msg_set_journal_loc(m, loc);
+}
+
+void msg_reserve_ids(uint64_t max_used)
+{
+    if (next_id <= max_used)
+        next_id = max_used + 1;
 }

@@ -397,9 +397,20 @@ bool queue_get(queue *q, qentry *out)
     return true;
 }
 
+/* Recovery appends in journal order; limits and TTLs apply from now. */
+void queue_restore(queue *q, msg *m, uint32_t delivery_count)
+{
+    msg_ref(m);
+    qentry e = {.m = m, .delivery_count = delivery_count, .expires_at = expiry_for(q, -1)};
+    if (!push_back(q, e))
+        msg_unref(m);
+}
+
 uint32_t queue_purge(queue *q)
 {
     uint32_t n = q->count;
+    if (n && !q->deleted && !vhost_closing(q->v))
+        persist_queue_emptied(q, false);
     while (q->count)
         msg_unref(pop_front(q).m);
     return n;
@@ -463,6 +474,8 @@ void queue_delete(queue *q)
     if (q->deleted)
         return;
     q->deleted = true;
+    if (!vhost_closing(q->v))
+        persist_queue_emptied(q, true);
     durable_queue_deleted(q->v, q);
     route_unbind_queue(vhost_routes(q->v), q);
     vhost_queue_remove(q->v, q);

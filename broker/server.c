@@ -33,6 +33,7 @@ struct server {
     struct event *sigterm, *sigint, *tick, *shutdown_timer;
     transport_flusher *flusher;
     meta *meta;
+    journal *journal;
     vhost *default_vhost;
     conn **conns;
     size_t nconns, conns_cap;
@@ -54,6 +55,41 @@ const config *server_config(const server *s) { return &s->cfg; }
 struct event_base *server_base(server *s) { return s->base; }
 transport_flusher *server_flusher(server *s) { return s->flusher; }
 meta *server_meta(server *s) { return s->meta; }
+journal *server_journal(server *s) { return s->journal; }
+
+queue *server_queue_by_store_id(server *s, uint64_t id)
+{
+    return vhost_queue_by_store_id(s->default_vhost, id);
+}
+
+/* Confirms and commit-oks waiting for the disk can go now. */
+static void journal_synced_cb(void *ctx, journal_seq synced)
+{
+    (void)synced;
+    server *s = ctx;
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_journal_synced(s->conns[i]);
+}
+
+static void journal_log(int level, const char *text)
+{
+    log_msg(level == 3 ? LOG_ERROR : LOG_WARNING, "journal: %s", text);
+}
+
+static bool open_journal(server *s)
+{
+    char err[600];
+    journal_config jc = {.dir = s->cfg.data_dir,
+                         .segment_size = s->cfg.journal_segment_size,
+                         .sync = s->cfg.journal_sync,
+                         .log = journal_log};
+    s->journal = journal_open(&jc, s->base, journal_synced_cb, s, err, sizeof err);
+    if (!s->journal) {
+        log_msg(LOG_ERROR, "cannot open the journal: %s", err);
+        return false;
+    }
+    return persist_recover(s, s->journal);
+}
 uint64_t server_now_ms(const server *s) { return s->now_ms; }
 void server_touch_clock(server *s) { s->now_ms = monotonic_ms(); }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
@@ -303,7 +339,7 @@ server *server_new(const config *cfg)
         server_free(s);
         return NULL;
     }
-    if (!durable_load(s) || !listen_on(s)) {
+    if (!durable_load(s) || !open_journal(s) || !listen_on(s)) {
         server_free(s);
         return NULL;
     }
@@ -333,6 +369,8 @@ void server_free(server *s)
     while (s->nconns)
         conn_free_now(s->conns[s->nconns - 1]);
     vhost_free(s->default_vhost);
+    if (s->journal)
+        journal_close(s->journal);
     meta_close(s->meta);
     if (s->tick)
         event_free(s->tick);

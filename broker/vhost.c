@@ -237,3 +237,13 @@ chan *vhost_reply_find(vhost *v, amqp_bytes token)
             return v->replies[i];
     return NULL;
 }
+
+/* A scan: recovery looks each queue up once per run of its messages. */
+queue *vhost_queue_by_store_id(vhost *v, uint64_t id)
+{
+    for (uint32_t i = 0; i < v->nbuckets; i++)
+        for (struct queue_link *l = v->buckets[i]; l; l = l->hash_next)
+            if (queue_store_id((queue *)l) == id)
+                return (queue *)l;
+    return NULL;
+}

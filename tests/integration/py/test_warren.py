@@ -65,9 +65,12 @@ class Config(unittest.TestCase):
         p = subprocess.Popen([h.WARREN_BIN, "--config", conf, "--set", "listeners.tcp.default=127.0.0.1:0",
                               "--set", "data_dir=%s" % d], stderr=subprocess.PIPE, text=True)
         try:
-            line = p.stderr.readline()
-            self.assertIn("AMQP listening on 127.0.0.1:", line)
-            m = h.LISTEN_RE.search(line)
+            m = None
+            for _ in range(20):  # start-up logs a few lines first
+                m = h.LISTEN_RE.search(p.stderr.readline())
+                if m:
+                    break
+            self.assertIsNotNone(m, "no 'AMQP listening on' line")
             c = h.connect((m.group(1), int(m.group(2))))
             c.close()
         finally:

@@ -1,0 +1,297 @@
+/* Persistence of messages: a persistent message (delivery mode 2) routed to
+ * durable queues is written to the journal once, with an enqueue record per
+ * durable queue; every way it leaves such a queue (ack, drop, dead-letter,
+ * purge, queue deletion) is a settle record, and every delivery a delivered
+ * record, so its delivery count survives a restart. Publisher confirms and
+ * tx.commit-ok for such messages wait for the journal's sync (chan.c).
+ *
+ * Recovery replays the journal into per-queue lists of live entries, in
+ * append order, then loads each message once (shared by every queue that
+ * holds it) and puts it back in its queue with its delivery count, so a
+ * message that was delivered but not acked comes back redelivered.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+static journal *journal_of(queue *q) { return server_journal(vhost_server(queue_vhost(q))); }
+
+/* Whether this queue keeps `m` in the journal. */
+static bool journaled_in(queue *q, const msg *m)
+{
+    return msg_journaled(m) && durable_queue(q) && queue_store_id(q) && journal_of(q);
+}
+
+journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n)
+{
+    journal *j = server_journal(s);
+    journal_seq seq = 0;
+    if (!j || !msg_persistent(m))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        queue *q = queues[i];
+        if (!durable_queue(q) || !queue_store_id(q))
+            continue;
+        journal_loc loc;
+        if (!msg_journaled(m)) {
+            seq = journal_append_message(j, msg_id(m), msg_exchange(m), msg_routing_key(m),
+                                         msg_properties(m),
+                                         (amqp_bytes){msg_body(m), (uint32_t)msg_body_size(m)},
+                                         &loc);
+            msg_set_journal_loc(m, loc);
+        }
+        msg_journal_loc(m, &loc);
+        seq = journal_append_enqueue(j, queue_store_id(q), msg_id(m), loc);
+    }
+    return seq;
+}
+
+void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
+{
+    if (!journaled_in(q, m))
+        return;
+    journal_loc loc;
+    msg_journal_loc(m, &loc);
+    amqp_bytes reason = {0}, target = {0};
+    if (kind == JOURNAL_DEAD_LETTER)
+        target = queue_get_args(q)->dlx;
+    journal_append_settle(journal_of(q), queue_store_id(q), msg_id(m), loc, kind, reason, target);
+}
+
+void persist_delivered(queue *q, const msg *m, uint32_t count)
+{
+    if (journaled_in(q, m))
+        journal_append_delivered(journal_of(q), queue_store_id(q), msg_id(m), count);
+}
+
+void persist_queue_emptied(queue *q, bool deleted)
+{
+    journal *j = journal_of(q);
+    if (!j || !durable_queue(q) || !queue_store_id(q))
+        return;
+    if (deleted)
+        journal_append_queue_delete(j, queue_store_id(q));
+    else
+        journal_append_purge(j, queue_store_id(q));
+}
+
+/* ---- recovery ----------------------------------------------------------- */
+
+/* A live (queue, message) entry found by replay. */
+typedef struct entry {
+    uint64_t queue_id, msg_id;
+    journal_loc loc;
+    uint32_t count;
+    bool live;
+} entry;
+
+/* Open addressing from a key to an index; keys are never 0. */
+typedef struct index_map {
+    uint64_t *keys;
+    uint32_t *vals;
+    size_t cap, n;
+} index_map;
+
+static uint64_t mix(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    return k ^ (k >> 33);
+}
+
+static bool map_put(index_map *m, uint64_t key, uint32_t val);
+
+static bool map_grow(index_map *m)
+{
+    index_map g = {.cap = m->cap ? m->cap * 2 : 1024};
+    g.keys = calloc(g.cap, sizeof *g.keys);
+    g.vals = calloc(g.cap, sizeof *g.vals);
+    if (!g.keys || !g.vals) {
+        free(g.keys);
+        free(g.vals);
+        return false;
+    }
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i])
+            map_put(&g, m->keys[i], m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    *m = g;
+    return true;
+}
+
+static bool map_put(index_map *m, uint64_t key, uint32_t val)
+{
+    if ((m->n + 1) * 2 > m->cap && !map_grow(m))
+        return false;
+    size_t i = mix(key) & (m->cap - 1);
+    while (m->keys[i] && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    m->n += !m->keys[i];
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return true;
+}
+
+static bool map_get(const index_map *m, uint64_t key, uint32_t *val)
+{
+    if (!m->cap)
+        return false;
+    size_t i = mix(key) & (m->cap - 1);
+    for (; m->keys[i]; i = (i + 1) & (m->cap - 1))
+        if (m->keys[i] == key) {
+            *val = m->vals[i];
+            return true;
+        }
+    return false;
+}
+
+typedef struct replay {
+    entry *entries;
+    size_t n, cap;
+    index_map by_entry; /* (queue, message) -> entry index */
+    uint64_t max_msg_id;
+    bool oom;
+} replay;
+
+static uint64_t entry_key(uint64_t queue_id, uint64_t msg_id)
+{
+    return mix(queue_id * 0x9E3779B97F4A7C15ull) ^ msg_id ^ 1;
+}
+
+static entry *find_entry(replay *r, uint64_t queue_id, uint64_t msg_id)
+{
+    uint32_t i;
+    return map_get(&r->by_entry, entry_key(queue_id, msg_id), &i) ? &r->entries[i] : NULL;
+}
+
+static void on_enqueue(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_loc loc)
+{
+    replay *r = ctx;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 1024;
+        entry *e = realloc(r->entries, cap * sizeof *e);
+        if (!e) {
+            r->oom = true;
+            return;
+        }
+        r->entries = e;
+        r->cap = cap;
+    }
+    r->entries[r->n] = (entry){queue_id, msg_id, loc, 0, true};
+    if (!map_put(&r->by_entry, entry_key(queue_id, msg_id), (uint32_t)r->n))
+        r->oom = true;
+    r->n++;
+    if (msg_id > r->max_msg_id)
+        r->max_msg_id = msg_id;
+}
+
+static void on_settle(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_settle_kind kind)
+{
+    (void)kind;
+    entry *e = find_entry(ctx, queue_id, msg_id);
+    if (e)
+        e->live = false;
+}
+
+static void on_delivered(void *ctx, uint64_t queue_id, uint64_t msg_id, uint32_t count)
+{
+    entry *e = find_entry(ctx, queue_id, msg_id);
+    if (e)
+        e->count = count;
+}
+
+static void on_queue_emptied(void *ctx, uint64_t queue_id)
+{
+    replay *r = ctx;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->entries[i].queue_id == queue_id)
+            r->entries[i].live = false;
+}
+
+/* Reads the message of `e` back from the journal. */
+static msg *load_message(journal *j, const entry *e)
+{
+    uint8_t *buf = malloc(e->loc.length);
+    journal_message jm;
+    msg *m = NULL;
+    if (buf && journal_read_message(j, e->loc, buf, &jm)) {
+        m = msg_new(jm.exchange, jm.routing_key, jm.properties, jm.body.len);
+        if (m) {
+            msg_append_body(m, jm.body.ptr, jm.body.len);
+            msg_restore_identity(m, e->msg_id, e->loc);
+        }
+    }
+    free(buf);
+    return m;
+}
+
+/* Puts every live entry back in its queue, in journal order; a message in
+ * several queues is loaded once and shared. */
+static size_t restore(server *s, journal *j, replay *r)
+{
+    index_map loaded = {0}; /* msg id -> index into msgs */
+    msg **msgs = calloc(r->n ? r->n : 1, sizeof *msgs);
+    size_t restored = 0;
+    uint64_t last_id = 0;
+    queue *q = NULL;
+    for (size_t i = 0; msgs && i < r->n; i++) {
+        entry *e = &r->entries[i];
+        if (!e->live)
+            continue;
+        if (e->queue_id != last_id) {
+            last_id = e->queue_id;
+            q = server_queue_by_store_id(s, e->queue_id);
+        }
+        if (!q)
+            continue;
+        uint32_t k;
+        msg *m = map_get(&loaded, e->msg_id, &k) ? msgs[k] : NULL;
+        if (!m && (m = load_message(j, e))) {
+            msgs[i] = m;
+            map_put(&loaded, e->msg_id, (uint32_t)i);
+        }
+        if (!m)
+            continue;
+        queue_restore(q, m, e->count);
+        restored++;
+    }
+    for (size_t i = 0; msgs && i < r->n; i++)
+        msg_unref(msgs[i]);
+    free(msgs);
+    free(loaded.keys);
+    free(loaded.vals);
+    return restored;
+}
+
+bool persist_recover(server *s, journal *j)
+{
+    static const journal_replay_handlers h = {
+        .enqueue = on_enqueue,
+        .settle = on_settle,
+        .delivered = on_delivered,
+        .purge = on_queue_emptied,
+        .queue_delete = on_queue_emptied,
+    };
+    replay r = {0};
+    journal_replay_stats st;
+    char err[256];
+    bool ok = journal_replay(j, &h, &r, &st, err, sizeof err);
+    if (!ok)
+        log_msg(LOG_ERROR, "journal replay failed: %s", err);
+    else if (r.oom)
+        log_msg(LOG_ERROR, "out of memory replaying the journal");
+    size_t restored = ok && !r.oom ? restore(s, j, &r) : 0;
+    msg_reserve_ids(r.max_msg_id);
+    log_msg(LOG_INFO,
+            "journal: %llu records in %llu segments replayed%s, %zu messages restored, "
+            "%llu corrupt records skipped, %llu torn bytes truncated",
+            (unsigned long long)st.records, (unsigned long long)st.segments,
+            st.from_checkpoint ? " from a checkpoint" : "", restored,
+            (unsigned long long)st.corrupt_records, (unsigned long long)st.torn_tail_bytes);
+    free(r.entries);
+    free(r.by_entry.keys);
+    free(r.by_entry.vals);
+    return ok && !r.oom;
+}
