@@ -125,6 +125,7 @@ msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
 typedef struct queue_item {
     msg *m;
     uint32_t delivery_count;
+    bool maybe_delivered; /* recovered after a crash: delivered or not, we can't tell */
     uint64_t expires_at;
 } queue_item;
 
@@ -354,7 +355,7 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
 /* Puts a delivered message back at the head (takes a new reference). */
 void queue_requeue(queue *q, queue_item it);
 /* Recovery: appends a message from the journal (takes a new reference). */
-void queue_restore(queue *q, msg *m, uint32_t delivery_count);
+void queue_restore(queue *q, msg *m, uint32_t delivery_count, bool maybe_delivered);
 /* Takes the head for basic.get; false when empty. Caller owns it.m's ref. */
 bool queue_get(queue *q, queue_item *it);
 /* Dead-letters `it` (reason "rejected", "expired", "maxlen") to the queue's
@@ -423,7 +424,10 @@ void persist_settle(queue *q, const msg *m, journal_settle_kind kind);
 void persist_delivered(queue *q, const msg *m, uint32_t count);
 /* Every message left `q`: purged, or the queue deleted. */
 void persist_queue_emptied(queue *q, bool deleted);
-/* Replays the journal into the (already loaded) durable queues. */
-bool persist_recover(server *s, journal *j);
+/* Replays the journal into the (already loaded) durable queues. After an
+ * unclean stop (`clean` false) the delivered record of the last moments may
+ * be missing, so every recovered message is marked maybe-delivered and goes
+ * out with redelivered=true. */
+bool persist_recover(server *s, journal *j, bool clean);
 
 #endif

@@ -284,7 +284,7 @@ void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
     amqp_method d = {.id = AMQP_BASIC_DELIVER};
     d.basic_deliver.consumer_tag = AMQP_CSTR(cons->tag);
     d.basic_deliver.delivery_tag = tag;
-    d.basic_deliver.redelivered = it.delivery_count > 0;
+    d.basic_deliver.redelivered = it.delivery_count > 0 || it.maybe_delivered;
     d.basic_deliver.exchange = msg_exchange(it.m);
     d.basic_deliver.routing_key = msg_routing_key(it.m);
     conn_send_content(ch->c, ch->number, &d, it.m);
@@ -867,7 +867,7 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
     uint64_t tag = ++ch->delivery_tag;
     amqp_method g = {.id = AMQP_BASIC_GET_OK};
     g.basic_get_ok.delivery_tag = tag;
-    g.basic_get_ok.redelivered = it.delivery_count > 0;
+    g.basic_get_ok.redelivered = it.delivery_count > 0 || it.maybe_delivered;
     g.basic_get_ok.exchange = msg_exchange(it.m);
     g.basic_get_ok.routing_key = msg_routing_key(it.m);
     g.basic_get_ok.message_count = queue_ready_count(q);

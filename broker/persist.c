@@ -229,7 +229,7 @@ static msg *load_message(journal *j, const entry *e)
 
 /* Puts every live entry back in its queue, in journal order; a message in
  * several queues is loaded once and shared. */
-static size_t restore(server *s, journal *j, replay *r)
+static size_t restore(server *s, journal *j, replay *r, bool clean)
 {
     index_map loaded = {0}; /* msg id -> index into msgs */
     msg **msgs = calloc(r->n ? r->n : 1, sizeof *msgs);
@@ -254,7 +254,7 @@ static size_t restore(server *s, journal *j, replay *r)
         }
         if (!m)
             continue;
-        queue_restore(q, m, e->count);
+        queue_restore(q, m, e->count, !clean);
         restored++;
     }
     for (size_t i = 0; msgs && i < r->n; i++)
@@ -265,7 +265,7 @@ static size_t restore(server *s, journal *j, replay *r)
     return restored;
 }
 
-bool persist_recover(server *s, journal *j)
+bool persist_recover(server *s, journal *j, bool clean)
 {
     static const journal_replay_handlers h = {
         .enqueue = on_enqueue,
@@ -282,13 +282,14 @@ bool persist_recover(server *s, journal *j)
         log_msg(LOG_ERROR, "journal replay failed: %s", err);
     else if (r.oom)
         log_msg(LOG_ERROR, "out of memory replaying the journal");
-    size_t restored = ok && !r.oom ? restore(s, j, &r) : 0;
+    size_t restored = ok && !r.oom ? restore(s, j, &r, clean) : 0;
     msg_reserve_ids(r.max_msg_id);
     log_msg(LOG_INFO,
-            "journal: %llu records in %llu segments replayed%s, %zu messages restored, "
+            "journal: %llu records in %llu segments replayed%s, %zu messages restored%s, "
             "%llu corrupt records skipped, %llu torn bytes truncated",
             (unsigned long long)st.records, (unsigned long long)st.segments,
             st.from_checkpoint ? " from a checkpoint" : "", restored,
+            clean ? "" : " after an unclean stop",
             (unsigned long long)st.corrupt_records, (unsigned long long)st.torn_tail_bytes);
     free(r.entries);
     free(r.by_entry.keys);

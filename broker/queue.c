@@ -398,10 +398,13 @@ bool queue_get(queue *q, qentry *out)
 }
 
 /* Recovery appends in journal order; limits and TTLs apply from now. */
-void queue_restore(queue *q, msg *m, uint32_t delivery_count)
+void queue_restore(queue *q, msg *m, uint32_t delivery_count, bool maybe_delivered)
 {
     msg_ref(m);
-    qentry e = {.m = m, .delivery_count = delivery_count, .expires_at = expiry_for(q, -1)};
+    qentry e = {.m = m,
+                .delivery_count = delivery_count,
+                .maybe_delivered = maybe_delivered,
+                .expires_at = expiry_for(q, -1)};
     if (!push_back(q, e))
         msg_unref(m);
 }

@@ -76,9 +76,28 @@ static void journal_log(int level, const char *text)
     log_msg(level == 3 ? LOG_ERROR : LOG_WARNING, "journal: %s", text);
 }
 
+/* A file written after a clean stop, removed at start: its absence means
+ * the last run was killed. */
+static bool take_clean_marker(const config *cfg)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/clean-shutdown", cfg->data_dir);
+    return unlink(path) == 0;
+}
+
+static void leave_clean_marker(const config *cfg)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/clean-shutdown", cfg->data_dir);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+}
+
 static bool open_journal(server *s)
 {
     char err[600];
+    bool clean = take_clean_marker(&s->cfg);
     journal_config jc = {.dir = s->cfg.data_dir,
                          .segment_size = s->cfg.journal_segment_size,
                          .sync = s->cfg.journal_sync,
@@ -88,7 +107,7 @@ static bool open_journal(server *s)
         log_msg(LOG_ERROR, "cannot open the journal: %s", err);
         return false;
     }
-    return persist_recover(s, s->journal);
+    return persist_recover(s, s->journal, clean);
 }
 uint64_t server_now_ms(const server *s) { return s->now_ms; }
 void server_touch_clock(server *s) { s->now_ms = monotonic_ms(); }
@@ -233,6 +252,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < s->nconns; i++)
         conn_tick(s->conns[i], s->now_ms);
     check_memory(s);
+    if (s->journal)
+        journal_tick(s->journal);
 }
 
 static void shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -369,8 +390,10 @@ void server_free(server *s)
     while (s->nconns)
         conn_free_now(s->conns[s->nconns - 1]);
     vhost_free(s->default_vhost);
-    if (s->journal)
+    if (s->journal) {
         journal_close(s->journal);
+        leave_clean_marker(&s->cfg);
+    }
     meta_close(s->meta);
     if (s->tick)
         event_free(s->tick);

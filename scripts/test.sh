@@ -1,7 +1,8 @@
 #!/bin/bash
 # `make test`: every layer -- codegen check, unit tests, integration tests
-# (pika and rabbitmq-c against a broker started on an ephemeral port), then
-# unit and integration tests again under AddressSanitizer + UBSan.
+# (pika and rabbitmq-c against a broker started on an ephemeral port), the
+# crash test (SIGKILL at random moments, CRASH_TRIALS=20), then unit and
+# integration tests again under AddressSanitizer + UBSan.
 # Each layer prints TAP lines; this script counts them and ends with one
 # line "N passed, M failed" (exit 1 on any failure).
 set -u
@@ -52,6 +53,10 @@ for variant in release asan; do
     run_layer "unit ($variant)" run_binaries build/$variant/tests/unit
     run_layer "integration ($variant)" env VARIANT=$variant WARREN_BIN="$PWD/build/$variant/warren" \
         scripts/itest.sh
+    if [ "$variant" = release ]; then
+        run_layer "crash (kill -9, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \
+            timeout 600 /usr/bin/python3 tests/crash/crash_test.py "${CRASH_TRIALS:-20}"
+    fi
 done
 
 passed=$(grep -c '^ok ' "$log/all" || true)
