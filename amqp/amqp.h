@@ -42,7 +42,9 @@ typedef struct amqp_error {
 #include "amqp_spec.h"
 
 /* Fills `err` (code, method, "CODE_NAME - " + formatted text) and returns
- * AMQP_ERROR, so callers can `return amqp_fail(...)`. `err` may be NULL. */
+ * AMQP_ERROR, so callers can `return amqp_fail(...)`. `err` may be NULL.
+ * A text over 255 octets (a shortstr) is cut to 252 plus "...", as
+ * RabbitMQ does. */
 int amqp_fail(amqp_error *err, uint16_t code, uint32_t method_id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

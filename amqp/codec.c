@@ -38,8 +38,11 @@ int amqp_fail(amqp_error *err, uint16_t code, uint32_t method_id, const char *fm
     if (n < 0 || (size_t)n >= sizeof err->text)
         return AMQP_ERROR;
     va_start(ap, fmt);
-    vsnprintf(err->text + n, sizeof err->text - (size_t)n, fmt, ap);
+    int k = vsnprintf(err->text + n, sizeof err->text - (size_t)n, fmt, ap);
     va_end(ap);
+    /* A reply-text is a shortstr: RabbitMQ keeps 252 octets and adds "...". */
+    if (k > 0 && (size_t)n + (size_t)k > 255)
+        memcpy(err->text + 252, "...", 4);
     return AMQP_ERROR;
 }
 

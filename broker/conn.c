@@ -232,8 +232,6 @@ static void send_close(conn *c, uint16_t channel, const amqp_error *err)
         m.channel_close.class_id = (uint16_t)(err->method_id >> 16);
         m.channel_close.method_id = (uint16_t)err->method_id;
     }
-    if (strlen(err->text) > 255)
-        m.connection_close.reply_text.len = m.channel_close.reply_text.len = 255;
     conn_send_method(c, channel, &m);
 }
 

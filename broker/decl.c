@@ -159,9 +159,10 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
     vhost *v = conn_vhost(ch->c);
     char generated[64];
     amqp_bytes name = d->queue;
-    if (d->passive && chan_is_reply_queue(name)) {
+    if (chan_is_reply_queue(name)) { /* the pseudo-queue always "exists" */
         amqp_method ok = {.id = AMQP_QUEUE_DECLARE_OK};
         ok.queue_declare_ok.queue = name;
+        ok.queue_declare_ok.consumer_count = 1; /* as RabbitMQ reports it */
         if (!d->nowait)
             conn_send_method(ch->c, ch->number, &ok);
         return AMQP_OK;
