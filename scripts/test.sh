@@ -1,8 +1,9 @@
 #!/bin/bash
 # `make test`: every layer -- codegen check, unit tests, integration tests
 # (pika and rabbitmq-c against a broker started on an ephemeral port), the
-# crash test (SIGKILL at random moments, CRASH_TRIALS=20), then unit and
-# integration tests again under AddressSanitizer + UBSan.
+# crash test (SIGKILL at random moments, CRASH_TRIALS=20), the conformance
+# suite's quick subset (every client library), then unit and integration
+# tests again under AddressSanitizer + UBSan.
 # Each layer prints TAP lines; this script counts them and ends with one
 # line "N passed, M failed" (exit 1 on any failure).
 set -u
@@ -56,6 +57,8 @@ for variant in release asan; do
     if [ "$variant" = release ]; then
         run_layer "crash (kill -9, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \
             timeout 600 /usr/bin/python3 tests/crash/crash_test.py "${CRASH_TRIALS:-20}"
+        run_layer "conformance quick subset ($variant)" env QUICK=1 FORMAT=tap \
+            WARREN_BIN="$PWD/build/$variant/warren" timeout 900 conformance/run.sh
     fi
 done
 

@@ -82,6 +82,13 @@ def check(cond, what):
         raise Fail(what)
 
 
+def reply_text(s):
+    """A reply text as it arrives: a shortstr, which RabbitMQ cuts to 252
+    octets plus "..." when longer than 255."""
+    b = s.encode()
+    return s if len(b) <= 255 else b[:252].decode("utf-8", "ignore") + "..."
+
+
 def short(v, limit=300):
     s = repr(v)
     return s if len(s) <= limit else s[:limit] + "...(%d chars)" % len(s)
@@ -121,6 +128,12 @@ class Ctx:
         """A name no other run, scenario or client uses."""
         self._n += 1
         return "conf.%s.%s.%s.%s%d" % (self.run_id, self.sc.client, self.sc.id, kind, self._n)
+
+    def short_name(self, kind="q"):
+        """A short unique name (conf.<run_id>.<pid>.<kind><n>), for scenarios
+        whose reply texts must stay under the 255-octet shortstr limit."""
+        self._n += 1
+        return "conf.%s.%d.%s%d" % (self.run_id, os.getpid(), kind, self._n)
 
     def track_queue(self, name):
         self.queues.append(name)
@@ -382,11 +395,21 @@ def finish(r, broker, emit):
         os.close(rfd)
 
 
+BREAKER = 5  # consecutive timeouts after which the broker counts as hung
+
+
 def run(scenarios, broker, run_id, timeout, jobs, emit):
-    """Runs scenarios, at most `jobs` at once, each in its own child."""
+    """Runs scenarios, at most `jobs` at once, each in its own child. After
+    BREAKER consecutive timeouts the rest are reported as failed without
+    running, so a hung broker costs minutes, not hours."""
     pending = list(scenarios)
     running = {}
     current = {"pids": running}
+    timeouts = [0]
+
+    def emit_counting(sc, status, millis, detail):
+        timeouts[0] = timeouts[0] + 1 if detail.startswith("timeout:") else 0
+        emit(sc, status, millis, detail)
 
     def on_term(signum, frame):
         for r in list(current["pids"].values()):
@@ -396,13 +419,19 @@ def run(scenarios, broker, run_id, timeout, jobs, emit):
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     while pending or running:
+        if timeouts[0] >= BREAKER and pending:
+            for sc in pending:
+                emit(sc, "fail", 0, "not run: the broker is unresponsive (%d consecutive scenario timeouts)"
+                     % timeouts[0])
+            pending = []
         while pending and len(running) < jobs:
             sc = pending.pop(0)
             limit = sc.timeout or timeout
             pid, rfd = fork_child(child_main, sc, broker, run_id, limit)
             running[rfd] = Running(sc, pid, rfd, time.monotonic() + limit, limit)
         now = time.monotonic()
-        wait = max(0.0, min(r.deadline for r in running.values()) - now)
+        wait = max(0.0, min(min(r.deadline, r.finished + 10 if r.result else r.deadline)
+                             for r in running.values()) - now)
         ready, _, _ = select.select(list(running), [], [], wait)
         for rfd in ready:
             r = running[rfd]
@@ -421,7 +450,7 @@ def run(scenarios, broker, run_id, timeout, jobs, emit):
                 reap(r.pid)
                 os.close(rfd)
                 del running[rfd]
-                finish(r, broker, emit)
+                finish(r, broker, emit_counting)
 
 
 def main(modules):
@@ -431,13 +460,15 @@ def main(modules):
     run_id = os.environ.get("CONF_RUN_ID") or "%x" % (os.getpid() ^ int(time.time()))
     quick = os.environ.get("CONF_QUICK") == "1"
     only = os.environ.get("CONF_ONLY") or ""
+    clients = os.environ.get("CONF_CLIENTS") or ""  # extra, for development: regex on the client
     timeout = float(os.environ.get("CONF_TIMEOUT") or 20)
     jobs = max(1, int(os.environ.get("CONF_JOBS") or 1))
     broker = Broker(uri)
     for m in modules:
         __import__(m)
     chosen = [s for s in SCENARIOS
-              if (not quick or s.quick) and (not only or re.search(only, s.id))]
+              if (not quick or s.quick) and (not only or re.search(only, s.id))
+              and (not clients or re.search(clients, s.client))]
     print_versions()
     sys.stdout.flush()
 

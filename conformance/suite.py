@@ -1,0 +1,571 @@
+#!/usr/bin/python3
+"""The conformance suite driver behind conformance/run.sh (`make conformance`).
+
+It finds or starts the broker(s), runs every family runner
+(conformance/<family>/run) with the CONF_* environment of the contract,
+reads their `RESULT <group> <id> <client> <pass|fail> <millis> <detail>`
+lines, prints one line per scenario, and writes conformance/out/ (JUnit XML,
+summary, logs) and, with COMPARE=1, conformance/RESULTS.md. See README.md.
+"""
+import datetime
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+FAMILY_ORDER = ["python", "node", "c"]
+LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
+RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) (\S+) (pass|fail) (\d+) ?(.*)$")
+VERSION_RE = re.compile(r"^VERSION (\S+) (.+)$")
+GROUPS = ["connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content", "consumer",
+          "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions", "framework"]
+
+
+def env(name, default=""):
+    v = os.environ.get(name)
+    return default if v is None or v == "" else v
+
+
+def truthy(name):
+    return env(name) not in ("", "0", "no", "false")
+
+
+# ---------------------------------------------------------------- output
+
+class Printer:
+    """Scenario lines as `PASS|FAIL <id> <client> <ms> <detail>` or TAP."""
+
+    def __init__(self, tap):
+        self.tap = tap
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def note(self, text):
+        with self.lock:
+            for line in text.splitlines() or [""]:
+                print(("# " + line) if self.tap else line, flush=True)
+
+    def result(self, r, show=True):
+        if not show:
+            return
+        with self.lock:
+            if self.tap:
+                self.n += 1
+                ok = "ok" if r["status"] == "pass" else "not ok"
+                print("%s %d - conformance/%s: %s" % (ok, self.n, r["client"], r["id"]), flush=True)
+                if r["status"] != "pass" and r["detail"]:
+                    print("# " + r["detail"], flush=True)
+            else:
+                print(("%s %s %s %d %s" % ("PASS" if r["status"] == "pass" else "FAIL", r["id"], r["client"],
+                                           r["millis"], r["detail"])).rstrip(), flush=True)
+
+    def plan(self):
+        if self.tap:
+            print("1..%d" % self.n, flush=True)
+
+
+# ---------------------------------------------------------------- brokers
+
+class Warren:
+    """Warren on 127.0.0.1:<ephemeral> in a temp data dir; its log goes to out/."""
+
+    def __init__(self, binary, log_path):
+        self.binary, self.log_path = binary, log_path
+        self.proc = self.tmpdir = self.port = None
+        self.found = threading.Event()
+        self.tail = []
+
+    def start(self, timeout=15):
+        self.tmpdir = tempfile.mkdtemp(prefix="warren-conf-")
+        argv = [self.binary, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=%s" % self.tmpdir]
+        self.found.clear()
+        self.port = None
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, cwd=self.tmpdir)
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        if not self.found.wait(timeout) or self.port is None:
+            self.stop()
+            raise RuntimeError("Warren did not report 'AMQP listening on' within %d s; log tail:\n%s"
+                               % (timeout, "\n".join(self.tail[-20:])))
+        return self.port
+
+    def _drain(self, proc):
+        with open(self.log_path, "ab") as log:
+            for raw in iter(proc.stderr.readline, b""):
+                log.write(raw)
+                log.flush()
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                self.tail = (self.tail + [line])[-50:]
+                m = LISTEN_RE.search(line)
+                if m and self.port is None:
+                    self.port = int(m.group(2))
+                    self.found.set()
+        self.found.set()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        """SIGTERM, SIGKILL after 15 s. Returns the exit status (None if not started)."""
+        rc = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    rc = self.proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(5)
+                    rc = "killed after SIGTERM timeout"
+            else:
+                rc = self.proc.returncode
+            self.proc = None
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+        return rc
+
+
+def shown_path(path):
+    """A path relative to the repository when inside it, else absolute."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
+
+
+def parse_uri(uri):
+    u = urllib.parse.urlparse(uri)
+    if u.scheme != "amqp" or not u.hostname:
+        raise SystemExit("run.sh: TARGET must look like amqp://user:pass@host:port, got %r" % uri)
+    return u.hostname, u.port or 5672
+
+
+def redact(uri):
+    u = urllib.parse.urlparse(uri)
+    if u.password:
+        netloc = "%s:***@%s" % (u.username, u.hostname) + (":%d" % u.port if u.port else "")
+        return urllib.parse.urlunparse(u._replace(netloc=netloc))
+    return uri
+
+
+def server_properties(host, port, timeout=5):
+    """product/version/platform from connection.start, read with a bare socket."""
+    try:
+        s = socket.create_connection((host, port), timeout=timeout)
+    except OSError as e:
+        return {"error": str(e)}
+    try:
+        s.sendall(b"AMQP\x00\x00\x09\x01")
+        buf = b""
+        while len(buf) < 7 or len(buf) < 8 + struct.unpack(">I", buf[3:7])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                return {"error": "connection closed before connection.start"}
+            buf += chunk
+        size = struct.unpack(">I", buf[3:7])[0]
+        payload = buf[7:7 + size]
+        # class, method, version major/minor, then the server-properties table
+        tlen = struct.unpack(">I", payload[6:10])[0]
+        return decode_table(payload[10:10 + tlen])
+    except (OSError, struct.error, ValueError) as e:
+        return {"error": str(e)}
+    finally:
+        s.close()
+
+
+def decode_table(b):
+    out, off = {}, 0
+    while off < len(b):
+        klen = b[off]
+        key = b[off + 1:off + 1 + klen].decode("utf-8", "replace")
+        off += 1 + klen
+        tag = b[off:off + 1]
+        off += 1
+        if tag == b"S":
+            n = struct.unpack(">I", b[off:off + 4])[0]
+            out[key] = b[off + 4:off + 4 + n].decode("utf-8", "replace")
+            off += 4 + n
+        elif tag == b"F":
+            n = struct.unpack(">I", b[off:off + 4])[0]
+            out[key] = decode_table(b[off + 4:off + 4 + n])
+            off += 4 + n
+        elif tag == b"t":
+            out[key] = b[off] != 0
+            off += 1
+        else:
+            break  # server properties use only these; stop at anything else
+    return out
+
+
+# ---------------------------------------------------------------- families
+
+def families():
+    """[(name, path)] of every conformance/<family>/run, in FAMILY_ORDER first."""
+    found = {n: os.path.join(HERE, n, "run") for n in FAMILY_ORDER}
+    for name in sorted(os.listdir(HERE)):
+        path = os.path.join(HERE, name, "run")
+        if name not in found and name != "out" and os.path.isfile(path):
+            found[name] = path
+    ordered = [n for n in FAMILY_ORDER if n in found] + [n for n in found if n not in FAMILY_ORDER]
+    only = env("FAMILIES")
+    if only:
+        wanted = only.replace(",", " ").split()
+        ordered = [n for n in ordered if n in wanted]
+    return [(n, found[n]) for n in ordered]
+
+
+class BrokerRun:
+    """Everything learned from running the suite against one broker."""
+
+    def __init__(self, label, uri, mgmt):
+        self.label, self.uri, self.mgmt = label, uri, mgmt
+        self.results = {}     # (id, client) -> record
+        self.versions = {}    # client -> version
+        self.server = {}
+        self.notes = []
+        self.started = time.monotonic()
+        self.seconds = 0.0
+        self.lock = threading.Lock()
+        self.shadow = False   # the comparison broker: no TAP lines of its own
+
+    def add(self, rec):
+        with self.lock:
+            self.results[(rec["id"], rec["client"])] = rec
+
+    def failed(self):
+        return [r for r in self.results.values() if r["status"] != "pass"]
+
+
+def synthetic(group, sid, client, detail):
+    return {"group": group, "id": sid, "client": client, "status": "fail", "millis": 0, "detail": detail}
+
+
+def run_family(name, path, br, conf_env, printer, timeout, warren):
+    """Runs one family runner to completion (or its timeout) against br."""
+    if not os.access(path, os.X_OK):
+        printer.note("skip family %s: %s is missing or not executable" % (name, os.path.relpath(path, ROOT)))
+        br.notes.append("family %s skipped: no executable %s" % (name, os.path.relpath(path, ROOT)))
+        return
+    log_path = os.path.join(OUT, "%s-%s.log" % (br.label.lower(), name))
+    printer.note("== family %s against %s (log: %s)" % (name, br.label, os.path.relpath(log_path, ROOT)))
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([path], cwd=os.path.dirname(path), env=conf_env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        timer = threading.Timer(timeout, lambda: kill_tree(proc))
+        timer.start()
+        count = 0
+        try:
+            for raw in iter(proc.stdout.readline, b""):
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                log.write(b"stdout: " + raw)
+                m = RESULT_RE.match(line)
+                if m:
+                    rec = {"group": m.group(1), "id": m.group(2), "client": m.group(3), "status": m.group(4),
+                           "millis": int(m.group(5)), "detail": m.group(6).strip(), "family": name}
+                    br.add(rec)
+                    printer.result(rec, show=not (printer.tap and br.shadow))
+                    count += 1
+                    continue
+                m = VERSION_RE.match(line)
+                if m:
+                    br.versions[m.group(1)] = m.group(2).strip()
+            rc = proc.wait()
+        finally:
+            timer.cancel()
+    elapsed = time.monotonic() - t0
+    if elapsed >= timeout:
+        rec = synthetic("suite", "suite.%s_family" % name, name,
+                        "family runner killed after its %d s budget (%d results reported)" % (timeout, count))
+        br.add(rec)
+        printer.result(rec, show=not (printer.tap and br.shadow))
+    elif rc != 0:
+        rec = synthetic("suite", "suite.%s_family" % name, name,
+                        "family runner exited with status %s after %d results; see %s"
+                        % (rc, count, os.path.relpath(log_path, ROOT)))
+        br.add(rec)
+        printer.result(rec, show=not (printer.tap and br.shadow))
+    if warren is not None and not warren.alive():
+        rec = synthetic("suite", "suite.broker_alive_after_%s" % name, name,
+                        "Warren exited during the %s family (status %s); log tail: %s"
+                        % (name, warren.proc.returncode if warren.proc else "?", " / ".join(warren.tail[-3:])))
+        br.add(rec)
+        printer.result(rec, show=not (printer.tap and br.shadow))
+    printer.note("-- family %s: %d results in %.1f s" % (name, count, elapsed))
+
+
+def kill_tree(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False):
+    br = BrokerRun(label, uri, mgmt)
+    br.shadow = shadow
+    warren = None
+    if start_warren:
+        binary = env("WARREN_BIN", os.path.join(ROOT, "build", "release", "warren"))
+        if not os.path.isabs(binary):
+            binary = os.path.join(ROOT, binary)
+        if not os.access(binary, os.X_OK):
+            raise SystemExit("run.sh: Warren binary %s not found (build it: make build/release/warren)" % binary)
+        warren = Warren(binary, os.path.join(OUT, "warren.log"))
+        open(warren.log_path, "wb").close()
+        port = warren.start()
+        br.uri = uri = "amqp://guest:guest@127.0.0.1:%d" % port
+        br.binary = binary
+        printer.note("started Warren %s on 127.0.0.1:%d (log: %s)"
+                     % (shown_path(binary), port, os.path.relpath(warren.log_path, ROOT)))
+    host, port = parse_uri(uri)
+    br.server = server_properties(host, port)
+    printer.note("== broker %s at %s: %s %s" % (label, redact(uri), br.server.get("product", "?"),
+                                                 br.server.get("version", br.server.get("error", ""))))
+    quick = truthy("QUICK")
+    conf_env = dict(os.environ, CONF_URI=uri, CONF_MGMT=mgmt or "", CONF_RUN_ID=run_id,
+                    CONF_QUICK="1" if quick else "0", CONF_ONLY=env("ONLY"),
+                    CONF_TIMEOUT=env("TIMEOUT", env("CONF_TIMEOUT", "20")))
+    conf_env.setdefault("CONF_JOBS", env("JOBS", "1"))
+    budget = int(env("FAMILY_TIMEOUT", "90" if quick else "3600"))
+    fams = families()
+    parallel = int(env("FAMILY_JOBS", "3" if quick else "1"))
+    try:
+        if parallel > 1:
+            threads = [threading.Thread(target=run_family, args=(n, p, br, conf_env, printer, budget, warren))
+                       for n, p in fams]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        else:
+            for n, p in fams:
+                run_family(n, p, br, conf_env, printer, budget, warren)
+                if warren is not None and not warren.alive():
+                    printer.note("Warren died; restarting it for the next family")
+                    warren.stop()
+                    new_port = warren.start()
+                    br.uri = conf_env["CONF_URI"] = "amqp://guest:guest@127.0.0.1:%d" % new_port
+    finally:
+        if warren is not None:
+            rc = warren.stop()
+            if rc not in (0, None):
+                rec = synthetic("suite", "suite.broker_shutdown", "warren",
+                                "Warren exited with %s on SIGTERM (expected 0); see conformance/out/warren.log" % rc)
+                br.add(rec)
+                printer.result(rec, show=not (printer.tap and br.shadow))
+    br.seconds = time.monotonic() - br.started
+    return br
+
+
+# ---------------------------------------------------------------- reports
+
+def group_order(groups):
+    return [g for g in GROUPS if g in groups] + sorted(g for g in groups if g not in GROUPS)
+
+
+def summary_rows(br):
+    rows = {}
+    for r in br.results.values():
+        row = rows.setdefault(r["group"], [0, 0])
+        row[0] += 1
+        row[1] += r["status"] == "pass"
+    return rows
+
+
+def summary_table(br):
+    rows = summary_rows(br)
+    lines = ["| group | scenarios | passed | failed |", "| --- | ---: | ---: | ---: |"]
+    tot = [0, 0]
+    for g in group_order(rows):
+        n, p = rows[g]
+        tot[0] += n
+        tot[1] += p
+        lines.append("| %s | %d | %d | %d |" % (g, n, p, n - p))
+    lines.append("| **total** | %d | %d | %d |" % (tot[0], tot[1], tot[0] - tot[1]))
+    return "\n".join(lines)
+
+
+def junit(br, path):
+    by_group = {}
+    for r in br.results.values():
+        by_group.setdefault(r["group"], []).append(r)
+    fails = len(br.failed())
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           '<testsuites name="conformance" tests="%d" failures="%d" time="%.3f">' % (len(br.results), fails, br.seconds)]
+    for g in group_order(by_group):
+        rs = sorted(by_group[g], key=lambda r: (r["id"], r["client"]))
+        out.append('  <testsuite name="%s" tests="%d" failures="%d">'
+                   % (html.escape(br.label.lower() + "." + g), len(rs), sum(r["status"] != "pass" for r in rs)))
+        for r in rs:
+            attrs = 'classname="%s" name="%s" time="%.3f"' % (html.escape(g), html.escape("%s [%s]" % (r["id"], r["client"])),
+                                                             r["millis"] / 1000.0)
+            if r["status"] == "pass":
+                out.append("    <testcase %s/>" % attrs)
+            else:
+                out.append('    <testcase %s><failure message="%s"/></testcase>'
+                           % (attrs, html.escape(xml_safe(r["detail"]) or "failed")))
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def xml_safe(s):
+    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "?", s)
+
+
+def client_versions(runs):
+    vers = {}
+    for br in runs:
+        for k, v in br.versions.items():
+            vers.setdefault(k, v)
+    node_mods = os.path.join(HERE, "node", "node_modules")
+    for client, pkg in (("amqplib", "amqplib"), ("cloudamqp", "@cloudamqp/amqp-client")):
+        if client not in vers:
+            try:
+                with open(os.path.join(node_mods, pkg, "package.json")) as f:
+                    vers[client] = json.load(f)["version"]
+            except (OSError, ValueError, KeyError):
+                pass
+    if "rabbitmq-c" not in vers:
+        try:
+            v = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "librabbitmq4"], capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+            if v:
+                vers["rabbitmq-c"] = v + " (librabbitmq4)"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return vers
+
+
+def md(s, limit=240):
+    s = s.replace("|", "\\|").replace("\n", " ")
+    return s if len(s) <= limit else s[:limit] + "…"
+
+
+def results_md(warren, rabbit, argv_note):
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    keys = sorted(set(warren.results) | set(rabbit.results))
+    rows = {}
+    for key in keys:
+        w, r = warren.results.get(key), rabbit.results.get(key)
+        g = (w or r)["group"]
+        row = rows.setdefault(g, [0, 0, 0])
+        row[0] += 1
+        row[1] += bool(w and w["status"] == "pass")
+        row[2] += bool(r and r["status"] == "pass")
+    vers = client_versions([warren, rabbit])
+    lines = ["# Conformance results", "",
+             "Latest run: %s, `%s`. Regenerate with `make conformance COMPARE=1` (RabbitMQ at RABBIT_URI, "
+             "default amqp://guest:guest@127.0.0.1:5672)." % (now, argv_note), ""]
+    lines += ["| broker | product | version | where | run time |", "| --- | --- | --- | --- | ---: |"]
+    for br in (warren, rabbit):
+        where = ("started by run.sh from `%s`" % shown_path(br.binary)) if getattr(br, "binary", None) \
+            else redact(br.uri)
+        lines.append("| %s | %s | %s | %s | %.0f s |" % (br.label, br.server.get("product", "?"),
+                                                        br.server.get("version", br.server.get("error", "?")),
+                                                        where, br.seconds))
+    lines += ["", "Client libraries: " + ", ".join("%s %s" % (k, v) for k, v in sorted(vers.items())) + ".", ""]
+    lines += ["A scenario is counted once per client it runs in (an id run by pika, py-amqp and kombu counts "
+              "three times).", ""]
+    lines += ["| group | scenarios | Warren passed | RabbitMQ passed |", "| --- | ---: | ---: | ---: |"]
+    tot = [0, 0, 0]
+    for g in group_order(rows):
+        n, w, r = rows[g]
+        tot = [tot[0] + n, tot[1] + w, tot[2] + r]
+        lines.append("| %s | %d | %d | %d |" % (g, n, w, r))
+    lines.append("| **total** | **%d** | **%d** | **%d** |" % tuple(tot))
+    by_client = {}
+    for key in keys:
+        w, r = warren.results.get(key), rabbit.results.get(key)
+        row = by_client.setdefault(key[1], [0, 0, 0])
+        row[0] += 1
+        row[1] += bool(w and w["status"] == "pass")
+        row[2] += bool(r and r["status"] == "pass")
+    lines += ["", "| client | scenarios | Warren passed | RabbitMQ passed |", "| --- | ---: | ---: | ---: |"]
+    for c in sorted(by_client):
+        lines.append("| %s | %d | %d | %d |" % ((c,) + tuple(by_client[c])))
+    failing = [k for k in keys
+               if not (warren.results.get(k, {}).get("status") == "pass"
+                       and rabbit.results.get(k, {}).get("status") == "pass")]
+    lines += ["", "## Scenarios failing on either side (%d)" % len(failing), ""]
+    if failing:
+        lines += ["| scenario | client | Warren | RabbitMQ |", "| --- | --- | --- | --- |"]
+
+        def cell(rec):
+            if rec is None:
+                return "not run"
+            return "pass" if rec["status"] == "pass" else "FAIL: " + md(rec["detail"] or "failed")
+        for k in failing:
+            lines.append("| %s | %s | %s | %s |" % (k[0], k[1], cell(warren.results.get(k)), cell(rabbit.results.get(k))))
+    else:
+        lines.append("None.")
+    notes = warren.notes + [n for n in rabbit.notes if n not in warren.notes]
+    if notes:
+        lines += ["", "Notes:", ""] + ["- " + n for n in notes]
+    lines.append("")
+    with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def write_outputs(br, suffix, printer):
+    junit(br, os.path.join(OUT, "junit%s.xml" % suffix))
+    table = summary_table(br)
+    with open(os.path.join(OUT, "summary%s.md" % suffix), "w") as f:
+        f.write("Conformance against %s (%s %s), %.0f s\n\n%s\n"
+                % (br.label, br.server.get("product", "?"), br.server.get("version", ""), br.seconds, table))
+    with open(os.path.join(OUT, "results%s.txt" % suffix), "w") as f:
+        for r in sorted(br.results.values(), key=lambda r: (r["group"], r["id"], r["client"])):
+            f.write(("%s %s %s %d %s\n" % ("PASS" if r["status"] == "pass" else "FAIL", r["id"], r["client"],
+                                           r["millis"], r["detail"])).rstrip() + "\n")
+    printer.note("")
+    printer.note("Summary for %s (%s %s) in %.0f s:" % (br.label, br.server.get("product", "?"),
+                                                         br.server.get("version", ""), br.seconds))
+    printer.note(table)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    printer = Printer(env("FORMAT") == "tap")
+    run_id = "%s%s" % (time.strftime("%H%M%S"), os.urandom(2).hex())
+    target, mgmt = env("TARGET"), env("MGMT")
+    if truthy("COMPARE"):
+        warren = run_broker("Warren", target, mgmt, not target, printer, run_id)
+        write_outputs(warren, "", printer)
+        rabbit = run_broker("RabbitMQ", env("RABBIT_URI", "amqp://guest:guest@127.0.0.1:5672"), env("RABBIT_MGMT"),
+                            False, printer, run_id + "r", shadow=True)
+        write_outputs(rabbit, "-rabbitmq", printer)
+        note = "COMPARE=1%s conformance/run.sh" % (" QUICK=1" if truthy("QUICK") else "")
+        if env("ONLY"):
+            note += " (ONLY=%s)" % env("ONLY")
+        results_md(warren, rabbit, note)
+        printer.note("wrote %s" % os.path.relpath(os.path.join(HERE, "RESULTS.md"), ROOT))
+        under_test = warren
+    else:
+        under_test = run_broker("target" if target else "Warren", target, mgmt, not target, printer, run_id)
+        write_outputs(under_test, "", printer)
+    printer.note("JUnit: %s" % os.path.relpath(os.path.join(OUT, "junit.xml"), ROOT))
+    n, f = len(under_test.results), len(under_test.failed())
+    if not printer.tap:
+        print("%d passed, %d failed" % (n - f, f), flush=True)
+    printer.plan()
+    return 1 if f or n == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
