@@ -4,11 +4,23 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "../../broker/broker.h"
+
+static char dir[64];
+
+static void stop(server *s)
+{
+    char cmd[96];
+    server_free(s);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
 
 static server *start(const char *user, bool loopback_only)
 {
@@ -18,6 +30,10 @@ static server *start(const char *user, bool loopback_only)
     c.listen_port = 0;
     strcpy(c.default_user, user);
     c.guest_loopback_only = loopback_only;
+    /* a fresh data directory: the server opens its stores there */
+    strcpy(dir, "/tmp/warren-unit-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    strcpy(c.data_dir, dir);
     log_set_level(LOG_NONE);
     server *s = server_new(&c);
     assert_non_null(s);
@@ -32,7 +48,7 @@ static void test_guest_only_from_loopback(void **state)
     assert_false(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("guest"), false));
     assert_false(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("wrong"), true));
     assert_false(server_authenticate(s, AMQP_CSTR("nobody"), AMQP_CSTR("guest"), true));
-    server_free(s);
+    stop(s);
 }
 
 static void test_loopback_users_none(void **state)
@@ -40,7 +56,7 @@ static void test_loopback_users_none(void **state)
     (void)state;
     server *s = start("guest", false);
     assert_true(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("guest"), false));
-    server_free(s);
+    stop(s);
 }
 
 static void test_other_users_from_anywhere(void **state)
@@ -49,7 +65,7 @@ static void test_other_users_from_anywhere(void **state)
     server *s = start("app", true);
     assert_true(server_authenticate(s, AMQP_CSTR("app"), AMQP_CSTR("guest"), false));
     assert_false(server_authenticate(s, AMQP_CSTR("guest"), AMQP_CSTR("guest"), true));
-    server_free(s);
+    stop(s);
 }
 
 int main(void)

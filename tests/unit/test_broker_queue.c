@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -11,6 +12,7 @@
 #include "../../broker/broker.h"
 
 static server *srv;
+static char dir[64];
 
 static int setup(void **state)
 {
@@ -19,6 +21,10 @@ static int setup(void **state)
     config_defaults(&c);
     strcpy(c.listen_host, "127.0.0.1");
     c.listen_port = 0;
+    /* a fresh data directory: the server opens its stores there */
+    strcpy(dir, "/tmp/warren-unit-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    strcpy(c.data_dir, dir);
     log_set_level(LOG_NONE);
     srv = server_new(&c);
     return srv ? 0 : -1;
@@ -27,8 +33,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    char cmd[96];
     server_free(srv);
-    return 0;
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
 }
 
 static queue *make_queue(vhost *v, const char *name, amqp_bytes args)
