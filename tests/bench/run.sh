@@ -153,6 +153,7 @@ run_idle() {
 
 # ---- scenarios ---------------------------------------------------------
 # id|label|warren-perf args|RESULT key|better (hi/lo)|target ratio
+# (9 is the durability issue's: Warren syncs before confirming)
 COMMON="--size 16 --duration $DURATION --warmup $WARMUP --quiet"
 SCENARIOS=(
 "1|1p-1q-1c 16B autoack, batch 16 (msg/s)|--batch 16 --inflight 5000|recv_rate|hi|10"
@@ -164,6 +165,7 @@ SCENARIOS=(
 "6b|topic binding declaration (binds/s)|--declare-bindings 10000|bind_rate|hi|10"
 "7|fixed 1000 msg/s: p99 latency (us)|--batch 1 --rate 1000 --inflight 5000 --duration 10|p99_us|lo|5"
 "8|memory per idle connection+channel (KB)|IDLE|kb_per_conn|lo|10"
+"9|persistent 1 KiB, durable queue, confirm 100, manual ack (msg/s)|--size 1024 --persistent --confirm 100 --ack manual --prefetch 100 --inflight 5000|recv_rate|hi|6"
 )
 
 # run_one BROKER URI PID SCENARIO-ARGS: runs one measurement, appends its
@@ -293,7 +295,7 @@ for round in $(seq 1 "$ROUNDS"); do
     order=("${BROKERS[@]}")
     if [ $((round % 2)) -eq 0 ] && [ ${#BROKERS[@]} -eq 2 ]; then order=("${BROKERS[1]}" "${BROKERS[0]}"); fi
     # memory first in each round, while the brokers are quiet
-    for s in "${SCENARIOS[8]}" "${SCENARIOS[@]:0:8}"; do
+    for s in "${SCENARIOS[8]}" "${SCENARIOS[@]:0:8}" "${SCENARIOS[@]:9}"; do
         IFS='|' read -r id label args key better target <<<"$s"
         echo "round $round/$ROUNDS  scenario $id: $label"
         for b in "${order[@]}"; do
