@@ -201,6 +201,9 @@ bool server_authenticate(server *s, amqp_bytes user, amqp_bytes pass, bool loopb
 /* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
 void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
 void server_conn_opened(server *s, conn *c);
+/* A confirm or commit-ok waits for journal sequence `seq` (the loop does
+ * not spin while the disk is what it waits for). */
+void server_journal_wait(server *s, journal_seq seq);
 /* Whether the memory alarm is on (new connections start blocked too). */
 bool server_memory_alarm(const server *s);
 void server_conn_closed(server *s, conn *c);

@@ -535,6 +535,8 @@ static void confirm_next(chan *ch, const routed *r)
     bool wait = r->wait && r->wait > synced_seq(ch);
     if (!r->refused && !wait)
         return;
+    if (wait)
+        server_journal_wait(conn_server(ch->c), r->wait);
     if (ch->pending_n == ch->pending_cap) {
         uint32_t cap = ch->pending_cap ? ch->pending_cap * 2 : 64;
         pending_confirm *n = malloc(cap * sizeof *n);
@@ -802,6 +804,7 @@ static int tx_end(chan *ch, const amqp_method *m, amqp_error *err)
         journal_seq wait = tx_commit(ch);
         if (wait > synced_seq(ch)) { /* commit-ok once the disk has it */
             ch->commit_wait = wait;
+            server_journal_wait(conn_server(ch->c), wait);
             return AMQP_OK;
         }
     } else {

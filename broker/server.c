@@ -42,6 +42,7 @@ struct server {
     bool shutting_down;
     bool memory_alarm;
     uint64_t activity; /* bumped by each read, for the loop's polling window */
+    journal_seq journal_wait; /* highest sequence a confirm or commit waits for */
     size_t memory_limit; /* bytes of message memory that raise the alarm */
 };
 
@@ -117,6 +118,12 @@ void server_touch_clock(server *s)
     s->activity++;
 }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
+
+void server_journal_wait(server *s, journal_seq seq)
+{
+    if (seq > s->journal_wait)
+        s->journal_wait = seq;
+}
 
 vhost *server_vhost(server *s, amqp_bytes name)
 {
@@ -400,7 +407,10 @@ int server_run(server *s)
             seen = s->activity;
             quiet_since = monotonic_ns();
         }
-        bool spin = monotonic_ns() - quiet_since < SPIN_NS;
+        /* waiting for the disk: the answer comes after an fdatasync, far
+         * beyond the window, and spinning would take the CPU it needs */
+        bool disk_wait = s->journal && journal_synced(s->journal) < s->journal_wait;
+        bool spin = !disk_wait && monotonic_ns() - quiet_since < SPIN_NS;
         if (event_base_loop(s->base, EVLOOP_ONCE | (spin ? EVLOOP_NONBLOCK : 0)) < 0)
             break;
     }
