@@ -357,8 +357,17 @@ bool queue_has_exclusive_consumer(const queue *q);
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
 /* Puts a delivered message back at the head (takes a new reference). */
 void queue_requeue(queue *q, queue_item it);
-/* Recovery: appends a message from the journal (takes a new reference). */
-void queue_restore(queue *q, msg *m, uint32_t delivery_count, bool maybe_delivered);
+/* A message recovery found in the journal, left there until delivered. */
+typedef struct queue_paged {
+    uint64_t id;
+    journal_loc loc;
+    uint32_t body_size;
+    uint8_t priority;
+    uint32_t delivery_count;
+    bool maybe_delivered;
+} queue_paged;
+/* Recovery: appends a message from the journal, in journal order. */
+void queue_restore(queue *q, const queue_paged *p);
 /* Takes the head for basic.get; false when empty. Caller owns it.m's ref. */
 bool queue_get(queue *q, queue_item *it);
 /* Dead-letters `it` (reason "rejected", "expired", "maxlen") to the queue's
@@ -427,6 +436,17 @@ void persist_settle(queue *q, const msg *m, journal_settle_kind kind);
 void persist_delivered(queue *q, const msg *m, uint32_t count);
 /* Every message left `q`: purged, or the queue deleted. */
 void persist_queue_emptied(queue *q, bool deleted);
+/* Paging: a queue keeps only the head of its backlog in RAM. A message the
+ * journal holds for it is dropped from RAM further back and read again
+ * when its turn comes. Whether `q` may page `m` out: */
+bool persist_pageable(queue *q, const msg *m);
+/* Reads paged-out messages back (ids[i] at locs[i], the queue's next ones):
+ * as many as one read of the journal gives, up to PAGE_IN_MAX, into out[].
+ * Returns how many; 0 if the first cannot be read (logged, and its entry
+ * settled as dropped). */
+enum { PAGE_IN_MAX = 64 };
+size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, size_t n,
+                       msg **out);
 /* Replays the journal into the (already loaded) durable queues. After an
  * unclean stop (`clean` false) the delivered record of the last moments may
  * be missing, so every recovered message is marked maybe-delivered and goes

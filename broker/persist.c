@@ -5,10 +5,13 @@
  * record, so its delivery count survives a restart. Publisher confirms and
  * tx.commit-ok for such messages wait for the journal's sync (chan.c).
  *
- * Recovery replays the journal into per-queue lists of live entries, in
- * append order, then loads each message once (shared by every queue that
- * holds it) and puts it back in its queue with its delivery count, so a
- * message that was delivered but not acked comes back redelivered.
+ * Recovery replays the journal into a list of live entries, in append
+ * order, and puts each back in its queue paged out (queue.c), with its
+ * delivery count, so a message that was delivered but not acked comes back
+ * redelivered. Bodies are not read: a message's size and priority are
+ * noted while its record is replayed.
+ *
+ * Paging reads a message back when its queue is about to deliver it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -47,16 +50,19 @@ journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n)
     return seq;
 }
 
-void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
+static void settle(queue *q, uint64_t id, journal_loc loc, journal_settle_kind kind)
 {
-    if (!journaled_in(q, m))
-        return;
-    journal_loc loc;
-    msg_journal_loc(m, &loc);
     amqp_bytes reason = {0}, target = {0};
     if (kind == JOURNAL_DEAD_LETTER)
         target = queue_get_args(q)->dlx;
-    journal_append_settle(journal_of(q), queue_store_id(q), msg_id(m), loc, kind, reason, target);
+    journal_append_settle(journal_of(q), queue_store_id(q), id, loc, kind, reason, target);
+}
+
+void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
+{
+    journal_loc loc;
+    if (journaled_in(q, m) && msg_journal_loc(m, &loc))
+        settle(q, msg_id(m), loc, kind);
 }
 
 void persist_delivered(queue *q, const msg *m, uint32_t count)
@@ -76,20 +82,67 @@ void persist_queue_emptied(queue *q, bool deleted)
         journal_append_purge(j, queue_store_id(q));
 }
 
+/* ---- paging ------------------------------------------------------------- */
+
+bool persist_pageable(queue *q, const msg *m) { return journaled_in(q, m); }
+
+/* A message record read back: a new message with its old identity. */
+static msg *message_of(const journal_message *jm, uint64_t id, journal_loc loc)
+{
+    msg *m = msg_new(jm->exchange, jm->routing_key, jm->properties, jm->body.len);
+    if (m) {
+        msg_append_body(m, jm->body.ptr, jm->body.len);
+        msg_restore_identity(m, id, loc);
+    }
+    return m;
+}
+
+enum { PAGE_IN_SPAN = 256 * 1024 }; /* bytes read at once when paging in */
+
+size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, size_t n,
+                       msg **out)
+{
+    static uint8_t *buf; /* loop thread only; grows for records above the span */
+    static size_t cap;
+    size_t want = locs[0].length > PAGE_IN_SPAN ? locs[0].length : PAGE_IN_SPAN;
+    if (want > cap) {
+        uint8_t *b = realloc(buf, want);
+        if (b) {
+            buf = b;
+            cap = want;
+        }
+    }
+    journal_message jm[PAGE_IN_MAX];
+    size_t got = buf ? journal_read_messages(journal_of(q), locs, n < PAGE_IN_MAX ? n : PAGE_IN_MAX,
+                                             buf, cap, jm)
+                     : 0;
+    size_t made = 0;
+    while (made < got && jm[made].msg_id == ids[made] &&
+           (out[made] = message_of(&jm[made], ids[made], locs[made])))
+        made++;
+    if (made == 0) {
+        log_msg(LOG_ERROR, "queue '%s': message %llu could not be read back from the journal; "
+                "it is dropped", (const char *)queue_name(q).ptr, (unsigned long long)ids[0]);
+        settle(q, ids[0], locs[0], JOURNAL_DROP);
+    }
+    return made;
+}
+
 /* ---- recovery ----------------------------------------------------------- */
 
 /* A live (queue, message) entry found by replay. */
 typedef struct entry {
     uint64_t queue_id, msg_id;
     journal_loc loc;
-    uint32_t count;
+    uint32_t count, body_size;
+    uint8_t priority;
     bool live;
 } entry;
 
-/* Open addressing from a key to an index; keys are never 0. */
+/* Open addressing from a key to a value; keys are never 0. */
 typedef struct index_map {
     uint64_t *keys;
-    uint32_t *vals;
+    uint64_t *vals;
     size_t cap, n;
 } index_map;
 
@@ -100,7 +153,7 @@ static uint64_t mix(uint64_t k)
     return k ^ (k >> 33);
 }
 
-static bool map_put(index_map *m, uint64_t key, uint32_t val);
+static bool map_put(index_map *m, uint64_t key, uint64_t val);
 
 static bool map_grow(index_map *m)
 {
@@ -121,7 +174,7 @@ static bool map_grow(index_map *m)
     return true;
 }
 
-static bool map_put(index_map *m, uint64_t key, uint32_t val)
+static bool map_put(index_map *m, uint64_t key, uint64_t val)
 {
     if ((m->n + 1) * 2 > m->cap && !map_grow(m))
         return false;
@@ -134,7 +187,7 @@ static bool map_put(index_map *m, uint64_t key, uint32_t val)
     return true;
 }
 
-static bool map_get(const index_map *m, uint64_t key, uint32_t *val)
+static bool map_get(const index_map *m, uint64_t key, uint64_t *val)
 {
     if (!m->cap)
         return false;
@@ -151,6 +204,7 @@ typedef struct replay {
     entry *entries;
     size_t n, cap;
     index_map by_entry; /* (queue, message) -> entry index */
+    index_map sizes;    /* message -> body size | priority << 32 */
     uint64_t max_msg_id;
     bool oom;
 } replay;
@@ -162,8 +216,21 @@ static uint64_t entry_key(uint64_t queue_id, uint64_t msg_id)
 
 static entry *find_entry(replay *r, uint64_t queue_id, uint64_t msg_id)
 {
-    uint32_t i;
+    uint64_t i;
     return map_get(&r->by_entry, entry_key(queue_id, msg_id), &i) ? &r->entries[i] : NULL;
+}
+
+static void on_message(void *ctx, uint64_t msg_id, journal_loc loc, const journal_message *m)
+{
+    (void)loc;
+    replay *r = ctx;
+    amqp_basic_properties p;
+    uint64_t priority = 0;
+    if (m->properties.len >= 2 && (m->properties.ptr[0] << 8 & AMQP_BASIC_PRIORITY_FLAG) &&
+        amqp_properties_decode(m->properties, &p, NULL) == AMQP_OK)
+        priority = p.priority;
+    if (!map_put(&r->sizes, msg_id, m->body.len | priority << 32))
+        r->oom = true;
 }
 
 static void on_enqueue(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_loc loc)
@@ -179,8 +246,15 @@ static void on_enqueue(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_lo
         r->entries = e;
         r->cap = cap;
     }
-    r->entries[r->n] = (entry){queue_id, msg_id, loc, 0, true};
-    if (!map_put(&r->by_entry, entry_key(queue_id, msg_id), (uint32_t)r->n))
+    uint64_t size = 0;
+    map_get(&r->sizes, msg_id, &size);
+    r->entries[r->n] = (entry){.queue_id = queue_id,
+                               .msg_id = msg_id,
+                               .loc = loc,
+                               .body_size = (uint32_t)size,
+                               .priority = (uint8_t)(size >> 32),
+                               .live = true};
+    if (!map_put(&r->by_entry, entry_key(queue_id, msg_id), r->n))
         r->oom = true;
     r->n++;
     if (msg_id > r->max_msg_id)
@@ -210,33 +284,13 @@ static void on_queue_emptied(void *ctx, uint64_t queue_id)
             r->entries[i].live = false;
 }
 
-/* Reads the message of `e` back from the journal. */
-static msg *load_message(journal *j, const entry *e)
+/* Puts every live entry back in its queue, in journal order. */
+static size_t restore(server *s, replay *r, bool clean)
 {
-    uint8_t *buf = malloc(e->loc.length);
-    journal_message jm;
-    msg *m = NULL;
-    if (buf && journal_read_message(j, e->loc, buf, &jm)) {
-        m = msg_new(jm.exchange, jm.routing_key, jm.properties, jm.body.len);
-        if (m) {
-            msg_append_body(m, jm.body.ptr, jm.body.len);
-            msg_restore_identity(m, e->msg_id, e->loc);
-        }
-    }
-    free(buf);
-    return m;
-}
-
-/* Puts every live entry back in its queue, in journal order; a message in
- * several queues is loaded once and shared. */
-static size_t restore(server *s, journal *j, replay *r, bool clean)
-{
-    index_map loaded = {0}; /* msg id -> index into msgs */
-    msg **msgs = calloc(r->n ? r->n : 1, sizeof *msgs);
     size_t restored = 0;
     uint64_t last_id = 0;
     queue *q = NULL;
-    for (size_t i = 0; msgs && i < r->n; i++) {
+    for (size_t i = 0; i < r->n; i++) {
         entry *e = &r->entries[i];
         if (!e->live)
             continue;
@@ -246,28 +300,22 @@ static size_t restore(server *s, journal *j, replay *r, bool clean)
         }
         if (!q)
             continue;
-        uint32_t k;
-        msg *m = map_get(&loaded, e->msg_id, &k) ? msgs[k] : NULL;
-        if (!m && (m = load_message(j, e))) {
-            msgs[i] = m;
-            map_put(&loaded, e->msg_id, (uint32_t)i);
-        }
-        if (!m)
-            continue;
-        queue_restore(q, m, e->count, !clean);
+        queue_paged p = {.id = e->msg_id,
+                         .loc = e->loc,
+                         .body_size = e->body_size,
+                         .priority = e->priority,
+                         .delivery_count = e->count,
+                         .maybe_delivered = !clean};
+        queue_restore(q, &p);
         restored++;
     }
-    for (size_t i = 0; msgs && i < r->n; i++)
-        msg_unref(msgs[i]);
-    free(msgs);
-    free(loaded.keys);
-    free(loaded.vals);
     return restored;
 }
 
 bool persist_recover(server *s, journal *j, bool clean)
 {
     static const journal_replay_handlers h = {
+        .message = on_message,
         .enqueue = on_enqueue,
         .settle = on_settle,
         .delivered = on_delivered,
@@ -282,7 +330,7 @@ bool persist_recover(server *s, journal *j, bool clean)
         log_msg(LOG_ERROR, "journal replay failed: %s", err);
     else if (r.oom)
         log_msg(LOG_ERROR, "out of memory replaying the journal");
-    size_t restored = ok && !r.oom ? restore(s, j, &r, clean) : 0;
+    size_t restored = ok && !r.oom ? restore(s, &r, clean) : 0;
     msg_reserve_ids(r.max_msg_id);
     log_msg(LOG_INFO,
             "journal: %llu records in %llu segments replayed%s, %zu messages restored%s, "
@@ -294,5 +342,7 @@ bool persist_recover(server *s, journal *j, bool clean)
     free(r.entries);
     free(r.by_entry.keys);
     free(r.by_entry.vals);
+    free(r.sizes.keys);
+    free(r.sizes.vals);
     return ok && !r.oom;
 }

@@ -5,10 +5,16 @@
  * non-empty level is the head; x-single-active-consumer delivers only to the
  * oldest consumer until it goes.
  *
- * A ring entry is a message reference plus its delivery count; the count
+ * A ring slot is a message reference plus its delivery count; the count
  * says how often the message was delivered before, so a requeued one is
  * redelivered=true. Requeues go to the head: a channel requeues its
  * deliveries newest first, so they come back in their old order.
+ *
+ * Paging: only the first RESIDENT_SLOTS slots of a ring keep their message
+ * in RAM. A message published further back that the journal holds for this
+ * queue is dropped from RAM at once, leaving its id, journal location and
+ * size in the slot, and is read back when it reaches the head. Recovery
+ * restores every message that way, without reading bodies.
  *
  * Arguments: x-message-ttl and per-message expiration give each item an
  * expiry; expired items are dropped (or dead-lettered) from the head, as
@@ -31,11 +37,28 @@
 #include "broker.h"
 #include "queue_internal.h"
 
-typedef queue_item qentry;
+/* Messages this close to the head of a ring stay in RAM, so a consumer
+ * that keeps up never waits for a read. */
+#define RESIDENT_SLOTS 64
 
-/* A FIFO of items; cap is a power of two. */
+/* A ring slot: a message in RAM (paged false), or one the journal holds
+ * (paged true: `id`, `loc`). body_size serves x-max-length-bytes either way. */
+typedef struct qslot {
+    union {
+        msg *m;
+        uint64_t id;
+    };
+    uint64_t expires_at;
+    journal_loc loc;
+    uint32_t body_size;
+    uint32_t delivery_count : 31;
+    uint32_t maybe_delivered : 1;
+    bool paged;
+} qslot;
+
+/* A FIFO of slots; cap is a power of two. */
 typedef struct ring {
-    qentry *buf;
+    qslot *buf;
     uint32_t head, count, cap;
 } ring;
 
@@ -141,12 +164,12 @@ static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
 /* ---- the ring ----------------------------------------------------------- */
 
-static qentry *ring_at(ring *r, uint32_t i) { return &r->buf[(r->head + i) & (r->cap - 1)]; }
+static qslot *ring_at(ring *r, uint32_t i) { return &r->buf[(r->head + i) & (r->cap - 1)]; }
 
 static bool ring_grow(ring *r)
 {
     uint32_t cap = r->cap ? r->cap * 2 : 16;
-    qentry *n = malloc(cap * sizeof *n);
+    qslot *n = malloc(cap * sizeof *n);
     if (!n)
         return false;
     for (uint32_t i = 0; i < r->count; i++)
@@ -158,8 +181,13 @@ static bool ring_grow(ring *r)
     return true;
 }
 
-/* The level a message goes to: its priority property, capped at the
- * queue's maximum (0 when unset, as in RabbitMQ). */
+/* The level a message of priority `p` goes to: capped at the queue's
+ * maximum (0 when unset, as in RabbitMQ). */
+static uint8_t level_for(const queue *q, uint8_t p)
+{
+    return p < q->nlevels ? p : (uint8_t)(q->nlevels - 1);
+}
+
 static uint8_t level_of(const queue *q, const msg *m)
 {
     amqp_bytes raw = msg_properties(m);
@@ -167,7 +195,7 @@ static uint8_t level_of(const queue *q, const msg *m)
     if (q->nlevels == 1 || raw.len < 2 || !(raw.ptr[0] << 8 & AMQP_BASIC_PRIORITY_FLAG) ||
         amqp_properties_decode(raw, &p, NULL) != AMQP_OK)
         return 0;
-    return p.priority < q->nlevels ? p.priority : (uint8_t)(q->nlevels - 1);
+    return level_for(q, p.priority);
 }
 
 /* The ring holding the head: the highest non-empty level. */
@@ -179,51 +207,128 @@ static ring *top(queue *q)
     return &q->levels[0];
 }
 
-static qentry *head_item(queue *q) { return q->count ? ring_at(top(q), 0) : NULL; }
+static qslot *head_slot(queue *q) { return q->count ? ring_at(top(q), 0) : NULL; }
 
-static bool push_back(queue *q, qentry e)
+static qslot slot_of(queue_item it)
 {
-    ring *r = &q->levels[level_of(q, e.m)];
+    return (qslot){.m = it.m,
+                   .expires_at = it.expires_at,
+                   .body_size = (uint32_t)msg_body_size(it.m),
+                   .delivery_count = it.delivery_count,
+                   .maybe_delivered = it.maybe_delivered};
+}
+
+/* Leaves only what the journal needs to give `s`'s message back. */
+static void page_out(qslot *s)
+{
+    msg *m = s->m;
+    msg_journal_loc(m, &s->loc);
+    s->id = msg_id(m);
+    s->paged = true;
+    msg_unref(m);
+}
+
+static bool push_back(queue *q, qslot s, uint8_t level)
+{
+    ring *r = &q->levels[level];
     if (r->count == r->cap && !ring_grow(r))
         return false;
-    *ring_at(r, r->count++) = e;
+    *ring_at(r, r->count++) = s;
     q->count++;
-    q->bytes += msg_body_size(e.m);
+    q->bytes += s.body_size;
     return true;
 }
 
-static bool push_front(queue *q, qentry e)
+static bool push_front(queue *q, qslot s)
 {
-    ring *r = &q->levels[level_of(q, e.m)];
+    ring *r = &q->levels[level_of(q, s.m)];
     if (r->count == r->cap && !ring_grow(r))
         return false;
     r->head = (r->head - 1) & (r->cap - 1);
     r->count++;
-    *ring_at(r, 0) = e;
+    *ring_at(r, 0) = s;
     q->count++;
-    q->bytes += msg_body_size(e.m);
+    q->bytes += s.body_size;
     return true;
 }
 
-static qentry pop_front(queue *q)
+static qslot pop_slot(queue *q, ring *r, uint32_t i)
 {
-    ring *r = top(q);
-    qentry e = *ring_at(r, 0);
-    r->head = (r->head + 1) & (r->cap - 1);
+    qslot s = *ring_at(r, i);
+    if (i == 0)
+        r->head = (r->head + 1) & (r->cap - 1);
     r->count--;
     q->count--;
-    q->bytes -= msg_body_size(e.m);
-    return e;
+    q->bytes -= s.body_size;
+    return s;
 }
 
-/* Takes back the item push_back just added (reject-publish). */
-static qentry pop_newest(queue *q, const msg *m)
+/* Pages out the newest slot of `m`'s level if it is far from the head. */
+static void page_tail(queue *q, const msg *m)
 {
     ring *r = &q->levels[level_of(q, m)];
-    qentry e = *ring_at(r, --r->count);
-    q->count--;
-    q->bytes -= msg_body_size(e.m);
-    return e;
+    qslot *last = r->count ? ring_at(r, r->count - 1) : NULL;
+    if (r->count > RESIDENT_SLOTS && last->m == m && !last->paged && persist_pageable(q, m))
+        page_out(last);
+}
+
+/* Reads the paged-out slots at the head of `r` back, as many as one read
+ * gives. false if the first cannot be read (it is dropped). */
+static bool page_in_head(queue *q, ring *r)
+{
+    uint64_t ids[PAGE_IN_MAX];
+    journal_loc locs[PAGE_IN_MAX];
+    msg *got[PAGE_IN_MAX];
+    size_t n = 0;
+    for (qslot *s; n < PAGE_IN_MAX && n < r->count && (s = ring_at(r, (uint32_t)n))->paged; n++) {
+        ids[n] = s->id;
+        locs[n] = s->loc;
+    }
+    n = persist_page_in(q, ids, locs, n, got);
+    for (size_t i = 0; i < n; i++) {
+        qslot *s = ring_at(r, (uint32_t)i);
+        s->m = got[i];
+        s->paged = false;
+    }
+    return n > 0;
+}
+
+/* Takes the head, reading it back if it was paged out; false when the
+ * queue is empty. A message the journal cannot give back is skipped. */
+static bool pop_front(queue *q, queue_item *out)
+{
+    while (q->count) {
+        ring *r = top(q);
+        if (ring_at(r, 0)->paged && !page_in_head(q, r)) {
+            pop_slot(q, r, 0);
+            continue;
+        }
+        qslot s = pop_slot(q, r, 0);
+        *out = (queue_item){.m = s.m,
+                            .delivery_count = s.delivery_count,
+                            .maybe_delivered = s.maybe_delivered,
+                            .expires_at = s.expires_at};
+        return true;
+    }
+    return false;
+}
+
+/* Drops every slot without reading anything back. */
+static void drop_all(queue *q)
+{
+    while (q->count) {
+        qslot s = pop_slot(q, top(q), 0);
+        if (!s.paged)
+            msg_unref(s.m);
+    }
+}
+
+/* Takes back the slot push_back just added (reject-publish). */
+static queue_item pop_newest(queue *q, msg *m)
+{
+    ring *r = &q->levels[level_of(q, m)];
+    qslot s = pop_slot(q, r, r->count - 1);
+    return (queue_item){.m = s.m, .expires_at = s.expires_at};
 }
 
 /* ---- expiry ------------------------------------------------------------- */
@@ -234,10 +339,12 @@ static void ttl_fired(evutil_socket_t fd, short what, void *arg);
 static void expire_head(queue *q)
 {
     uint64_t now = now_ms(q);
-    qentry *h;
-    while ((h = head_item(q)) && h->expires_at && h->expires_at <= now)
-        queue_dead_letter(q, pop_front(q), "expired");
-    if (!(h = head_item(q)) || !h->expires_at || q->deleted)
+    qslot *h;
+    queue_item it;
+    while ((h = head_slot(q)) && h->expires_at && h->expires_at <= now)
+        if (pop_front(q, &it))
+            queue_dead_letter(q, it, "expired");
+    if (!(h = head_slot(q)) || !h->expires_at || q->deleted)
         return;
     if (!q->ttl_timer)
         q->ttl_timer = evtimer_new(server_base(vhost_server(q->v)), ttl_fired, q);
@@ -310,7 +417,7 @@ static consumer *pick(queue *q)
     return best;
 }
 
-static void deliver_to(queue *q, consumer *c, qentry e)
+static void deliver_to(queue *q, consumer *c, queue_item e)
 {
     if (!q->limits.single_active)
         q->consumers = c->q_next; /* round-robin: the next one goes first next time */
@@ -323,11 +430,12 @@ void queue_dispatch(queue *q)
         return;
     q->dispatching = true;
     expire_head(q);
+    queue_item it;
     while (q->count) {
         consumer *c = pick(q);
-        if (!c)
+        if (!c || !pop_front(q, &it))
             break;
-        deliver_to(q, c, pop_front(q));
+        deliver_to(q, c, it);
         expire_head(q);
     }
     q->dispatching = false;
@@ -342,7 +450,7 @@ static bool over_limit(const queue *q)
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 {
     msg_ref(m);
-    qentry e = {.m = m, .expires_at = expiry_for(q, expiration_ms)};
+    queue_item e = {.m = m, .expires_at = expiry_for(q, expiration_ms)};
     if (q->count == 0 && !q->dispatching) {
         consumer *c = pick(q);
         if (c) {
@@ -354,59 +462,63 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
         queue_dead_letter(q, e, "expired");
         return true;
     }
-    if (!push_back(q, e)) {
+    if (!push_back(q, slot_of(e), level_of(q, m))) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, message refused", q->link.name);
         msg_unref(m);
         return false;
     }
+    queue_item it;
     while (over_limit(q)) {
         if (q->limits.overflow == QUEUE_DROP_HEAD) {
-            queue_dead_letter(q, pop_front(q), "maxlen");
+            if (pop_front(q, &it))
+                queue_dead_letter(q, it, "maxlen");
             continue;
         }
         /* reject-publish: the newest message goes */
-        qentry last = pop_newest(q, m);
+        it = pop_newest(q, m);
         if (q->limits.overflow == QUEUE_REJECT_PUBLISH_DLX)
-            queue_dead_letter(q, last, "maxlen");
+            queue_dead_letter(q, it, "maxlen");
         else
-            msg_unref(last.m);
+            msg_unref(it.m);
         return false;
     }
+    page_tail(q, m);
     if (q->count == 1)
         expire_head(q);
     return true;
 }
 
-void queue_requeue(queue *q, qentry e)
+void queue_requeue(queue *q, queue_item e)
 {
     msg_ref(e.m);
-    if (!push_front(q, e)) {
+    if (!push_front(q, slot_of(e))) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
         msg_unref(e.m);
     }
 }
 
-bool queue_get(queue *q, qentry *out)
+bool queue_get(queue *q, queue_item *out)
 {
     queue_touch(q);
     expire_head(q);
-    if (!q->count)
+    if (!pop_front(q, out))
         return false;
-    *out = pop_front(q);
     expire_head(q);
     return true;
 }
 
 /* Recovery appends in journal order; limits and TTLs apply from now. */
-void queue_restore(queue *q, msg *m, uint32_t delivery_count, bool maybe_delivered)
+void queue_restore(queue *q, const queue_paged *p)
 {
-    msg_ref(m);
-    qentry e = {.m = m,
-                .delivery_count = delivery_count,
-                .maybe_delivered = maybe_delivered,
-                .expires_at = expiry_for(q, -1)};
-    if (!push_back(q, e))
-        msg_unref(m);
+    qslot s = {.id = p->id,
+               .paged = true,
+               .loc = p->loc,
+               .body_size = p->body_size,
+               .delivery_count = p->delivery_count & 0x7fffffff,
+               .maybe_delivered = p->maybe_delivered,
+               .expires_at = expiry_for(q, -1)};
+    if (!push_back(q, s, level_for(q, p->priority)))
+        log_msg(LOG_ERROR, "queue '%s': out of memory restoring a message", q->link.name);
 }
 
 uint32_t queue_purge(queue *q)
@@ -414,8 +526,7 @@ uint32_t queue_purge(queue *q)
     uint32_t n = q->count;
     if (n && !q->deleted && !vhost_closing(q->v))
         persist_queue_emptied(q, false);
-    while (q->count)
-        msg_unref(pop_front(q).m);
+    drop_all(q);
     return n;
 }
 

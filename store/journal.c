@@ -977,34 +977,86 @@ static bool pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
     return true;
 }
 
-bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_message *out)
+/* Decodes the message record at `loc`, read into `rec`. */
+static bool decode_message(journal *j, journal_loc loc, const uint8_t *rec, journal_message *out)
 {
-    jseg *s = journal_seg_find(j, loc.segment);
-    if (s == NULL || loc.length < REC_HEADER_SIZE + MSG_FIXED || loc.offset > s->size ||
-        loc.length > s->size - loc.offset) {
-        journal_log(j, JLOG_ERROR, "read of a message at segment %u offset %u length %u: "
-                    "no such record", loc.segment, loc.offset, loc.length);
-        return false;
-    }
-    if (!copy_unwritten(j, loc, buf)) {
-        errno = 0;
-        int fd = read_fd(j, s);
-        if (fd < 0 || !pread_full(fd, buf, loc.length, loc.offset)) {
-            journal_log(j, JLOG_ERROR, "reading segment %u offset %u: %s", loc.segment,
-                        loc.offset, fd < 0 || errno ? strerror(errno) : "short file");
-            return false;
-        }
-    }
     uint32_t len = 0;
     jrec r;
-    if (journal_rec_check(buf, loc.length, &len) != REC_OK || len != loc.length ||
-        buf[4] != REC_MESSAGE || !journal_rec_decode(buf, len, &r)) {
+    if (journal_rec_check(rec, loc.length, &len) != REC_OK || len != loc.length ||
+        rec[4] != REC_MESSAGE || !journal_rec_decode(rec, len, &r)) {
         journal_log(j, JLOG_ERROR, "segment %u offset %u: not a valid message record",
                     loc.segment, loc.offset);
         return false;
     }
     *out = r.msg;
     return true;
+}
+
+static jseg *message_segment(journal *j, journal_loc loc)
+{
+    jseg *s = journal_seg_find(j, loc.segment);
+    if (s == NULL || loc.length < REC_HEADER_SIZE + MSG_FIXED || loc.offset > s->size ||
+        loc.length > s->size - loc.offset) {
+        journal_log(j, JLOG_ERROR, "read of a message at segment %u offset %u length %u: "
+                    "no such record", loc.segment, loc.offset, loc.length);
+        return NULL;
+    }
+    return s;
+}
+
+static bool read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t off)
+{
+    errno = 0;
+    int fd = read_fd(j, s);
+    if (fd < 0 || !pread_full(fd, buf, len, off)) {
+        journal_log(j, JLOG_ERROR, "reading segment %u offset %llu: %s", s->num,
+                    (unsigned long long)off, fd < 0 || errno ? strerror(errno) : "short file");
+        return false;
+    }
+    return true;
+}
+
+bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_message *out)
+{
+    jseg *s = message_segment(j, loc);
+    if (s == NULL)
+        return false;
+    if (!copy_unwritten(j, loc, buf) && !read_span(j, s, buf, loc.length, loc.offset))
+        return false;
+    return decode_message(j, loc, buf, out);
+}
+
+/* Whether the file holds everything before `end` in segment `seg`. */
+static bool written_before(journal *j, uint32_t seg, uint64_t end)
+{
+    pthread_mutex_lock(&j->mu);
+    bool written = seg < j->written_seg || (seg == j->written_seg && end <= j->written_off);
+    pthread_mutex_unlock(&j->mu);
+    return written;
+}
+
+size_t journal_read_messages(journal *j, const journal_loc *locs, size_t n, uint8_t *buf,
+                             size_t cap, journal_message *out)
+{
+    if (n == 0 || locs[0].length > cap)
+        return 0;
+    size_t k = 1;
+    uint64_t start = locs[0].offset, end = start + locs[0].length;
+    while (k < n && locs[k].segment == locs[0].segment && locs[k].offset >= end &&
+           locs[k].offset + (uint64_t)locs[k].length - start <= cap) {
+        end = locs[k].offset + (uint64_t)locs[k].length;
+        k++;
+    }
+    jseg *s = message_segment(j, (journal_loc){locs[0].segment, (uint32_t)start,
+                                               (uint32_t)(end - start)});
+    if (k == 1 || s == NULL || !written_before(j, s->num, end))
+        return journal_read_message(j, locs[0], buf, out) ? 1 : 0;
+    if (!read_span(j, s, buf, end - start, start))
+        return 0;
+    for (size_t i = 0; i < k; i++)
+        if (!decode_message(j, locs[i], buf + (locs[i].offset - start), &out[i]))
+            return i;
+    return k;
 }
 
 /* ---- space ---------------------------------------------------------------- */

@@ -131,7 +131,7 @@ static void replay_message(replay *rp, const jrec *r, journal_loc at, bool filte
     if (!set_add(&rp->seen, r->msg_id))
         journal_oom(rp->j, "the replay message set");
     if (rp->h->message)
-        rp->h->message(rp->ctx, r->msg_id, at);
+        rp->h->message(rp->ctx, r->msg_id, at, &r->msg);
 }
 
 static void replay_enqueue(replay *rp, const jrec *r, uint32_t seg, bool filtered)

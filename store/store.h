@@ -112,6 +112,13 @@ typedef struct journal_message {
  * with pread, checks its CRC, and decodes it. false on I/O error or a bad
  * record (logged). Works for records not yet synced too. */
 bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_message *out);
+/* Reads several message records (a queue's next ones) into `buf` (`cap`
+ * bytes): the longest prefix of `locs` that lies in one written stretch of
+ * a segment, in ascending order, within `cap` bytes, with one pread --
+ * else just the first, as journal_read_message. Returns how many were read
+ * into out[0..]; 0 if the first could not be (logged). */
+size_t journal_read_messages(journal *j, const journal_loc *locs, size_t n, uint8_t *buf,
+                             size_t cap, journal_message *out);
 
 /* ---- recovery ---- */
 
@@ -123,7 +130,8 @@ bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_mes
  * messages with live entries, their enqueues and delivered counts. A
  * message that ends up in no queue can be dropped by the caller. */
 typedef struct journal_replay_handlers {
-    void (*message)(void *ctx, uint64_t msg_id, journal_loc loc);
+    /* `m` slices the record, valid during the call */
+    void (*message)(void *ctx, uint64_t msg_id, journal_loc loc, const journal_message *m);
     void (*enqueue)(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_loc loc);
     void (*settle)(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_settle_kind kind);
     void (*delivered)(void *ctx, uint64_t queue_id, uint64_t msg_id, uint32_t count);

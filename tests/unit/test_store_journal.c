@@ -154,6 +154,42 @@ static void test_append_read_before_and_after_sync(void **state)
     fx_free(f);
 }
 
+/* Several records in one read: a written stretch of one segment in
+ * ascending order, bounded by the buffer; else one at a time. */
+static void test_read_several_in_one_read(void **state)
+{
+    jfx *f = fx_new(0, JOURNAL_SYNC_BATCH);
+    journal_loc loc[8];
+    journal_seq last = 0;
+    for (uint64_t i = 0; i < 8; i++)
+        last = append_msg(f->j, 200 + i, 50 + 300 * i, &loc[i]);
+    uint8_t buf[8192];
+    journal_message m[8];
+    /* not written yet: one at a time, from the batch */
+    assert_int_equal(journal_read_messages(f->j, loc, 8, buf, sizeof buf, m), 1);
+    assert_int_equal(m[0].msg_id, 200);
+    fx_wait_synced(f, last);
+    size_t got = journal_read_messages(f->j, loc, 8, buf, sizeof buf, m);
+    uint64_t span = loc[got - 1].offset + loc[got - 1].length - loc[0].offset;
+    assert_true(got > 2 && got < 8); /* the buffer ends the stretch */
+    assert_true(span <= sizeof buf);
+    assert_true(loc[got].offset + loc[got].length - loc[0].offset > sizeof buf);
+    for (size_t i = 0; i < got; i++) {
+        uint8_t want[2200];
+        assert_int_equal(m[i].msg_id, 200 + i);
+        fill_body(want, 50 + 300 * i, 200 + i);
+        assert_int_equal(m[i].body.len, 50 + 300 * i);
+        assert_memory_equal(m[i].body.ptr, want, m[i].body.len);
+    }
+    /* out of order: the stretch stops where the order breaks */
+    journal_loc swapped[3] = {loc[1], loc[3], loc[2]};
+    assert_int_equal(journal_read_messages(f->j, swapped, 3, buf, sizeof buf, m), 2);
+    assert_int_equal(m[1].msg_id, 203);
+    /* a first record that does not fit the buffer is not read */
+    assert_int_equal(journal_read_messages(f->j, &loc[7], 1, buf, 100, m), 0);
+    fx_free(f);
+}
+
 static void test_sync_callback_sequence(void **state)
 {
     jfx *f = fx_new(0, JOURNAL_SYNC_BATCH);
@@ -763,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_crc32c_hw_matches_sw),
         cmocka_unit_test(test_record_check_rejects),
         cmocka_unit_test(test_append_read_before_and_after_sync),
+        cmocka_unit_test(test_read_several_in_one_read),
         cmocka_unit_test(test_sync_callback_sequence),
         cmocka_unit_test(test_sync_mode_always),
         cmocka_unit_test(test_sync_mode_none),

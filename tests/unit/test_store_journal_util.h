@@ -296,8 +296,9 @@ static inline void rlog_push(rlog *l, rrec r)
     l->v[l->n++] = r;
 }
 
-static inline void r_message(void *c, uint64_t m, journal_loc loc)
+static inline void r_message(void *c, uint64_t m, journal_loc loc, const journal_message *jm)
 {
+    assert_int_equal(jm->msg_id, m); /* the handler sees the record it names */
     rlog_push(c, (rrec){.type = 'M', .m = m, .loc = loc});
 }
 static inline void r_enqueue(void *c, uint64_t q, uint64_t m, journal_loc loc)
