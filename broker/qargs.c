@@ -128,12 +128,16 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
     return AMQP_OK;
 }
 
-/* "the value '1000' of type 'signedint'" or "none" */
-static void describe(const amqp_field *f, bool present, char *out, size_t cap)
+/* As RabbitMQ words it: "'1000'" when both sides have the argument, else
+ * "the value '1000' of type 'signedint'" for the side that has it and
+ * "none" for the other. */
+static void describe(const amqp_field *f, bool present, bool both, char *out, size_t cap)
 {
     char v[96];
     if (!present)
         snprintf(out, cap, "none");
+    else if (both)
+        snprintf(out, cap, "'%s'", amqp_erl_value(f, v, sizeof v));
     else
         snprintf(out, cap, "the value '%s' of type '%s'", amqp_erl_value(f, v, sizeof v),
                  amqp_erl_type_name(f->type));
@@ -150,8 +154,8 @@ int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qn
         if (has_a == has_b && (!has_a || amqp_field_equal(&a, &b)))
             continue;
         char cur[128], rec[128];
-        describe(&a, has_a, cur, sizeof cur);
-        describe(&b, has_b, rec, sizeof rec);
+        describe(&a, has_a, has_a && has_b, cur, sizeof cur);
+        describe(&b, has_b, has_a && has_b, rec, sizeof rec);
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
                          "inequivalent arg '%s' for queue '%.*s' in vhost '%s': received %s but "
                          "current is %s",

@@ -12,6 +12,11 @@
 #   FAMILIES="python node"             restrict to these families
 #   TIMEOUT=20                         seconds per scenario
 #   WARREN_BIN=path                    Warren binary (default build/release/warren)
+#   RESTART=cmd                        restarts TARGET for the restart scenarios (durability.*);
+#                                      default: run.sh restarts the Warren it started, and a
+#                                      RabbitMQ on 127.0.0.1 with rabbitmqctl stop_app/start_app;
+#                                      RESTART=none: no restart (those scenarios then fail)
+#   RABBIT_RESTART=cmd                 the same for the RabbitMQ side of COMPARE=1
 #
 # Output: one line per scenario, a summary table, conformance/out/junit.xml;
 # exit status 1 if any scenario failed on the broker under test.

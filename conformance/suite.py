@@ -12,6 +12,7 @@ import html
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -23,6 +24,8 @@ import threading
 import time
 import urllib.parse
 
+from restart import wait_amqp
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out")
@@ -31,7 +34,7 @@ LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) (\S+) (pass|fail) (\d+) ?(.*)$")
 VERSION_RE = re.compile(r"^VERSION (\S+) (.+)$")
 GROUPS = ["connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content", "consumer",
-          "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions", "framework"]
+          "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions", "durability", "framework"]
 
 
 def env(name, default=""):
@@ -80,45 +83,73 @@ class Printer:
 # ---------------------------------------------------------------- brokers
 
 class Warren:
-    """Warren on 127.0.0.1:<ephemeral> in a temp data dir; its log goes to out/."""
+    """Warren on 127.0.0.1:<ephemeral> in a temp data dir; its log goes to out/.
+    restart() stops it with SIGTERM and starts it again on the same data dir,
+    settings and port, for the restart scenarios (RestartServer)."""
 
     def __init__(self, binary, log_path):
         self.binary, self.log_path = binary, log_path
         self.proc = self.tmpdir = self.port = None
-        self.found = threading.Event()
+        self.drainer = None
         self.tail = []
+        self.lock = threading.RLock()   # start/stop/restart/alive, from the main and restart threads
 
     def start(self, timeout=15):
-        self.tmpdir = tempfile.mkdtemp(prefix="warren-conf-")
-        argv = [self.binary, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=%s" % self.tmpdir]
-        self.found.clear()
-        self.port = None
+        """Starts Warren on a new data dir and a free port; returns the port."""
+        with self.lock:
+            self.tmpdir = tempfile.mkdtemp(prefix="warren-conf-")
+            self.port = None
+            err = self._launch(0, timeout)
+            if err:
+                self.stop()
+                raise RuntimeError(err)
+            return self.port
+
+    def _launch(self, port, timeout):
+        """Starts the binary on self.tmpdir and 127.0.0.1:port (0 = any) and
+        waits for `AMQP listening on`; returns None or why it failed."""
+        argv = [self.binary, "--set", "listeners.tcp.default=127.0.0.1:%d" % port,
+                "--set", "data_dir=%s" % self.tmpdir]
+        found, seen = threading.Event(), {}
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.tmpdir)
-        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
-        if not self.found.wait(timeout) or self.port is None:
-            self.stop()
-            raise RuntimeError("Warren did not report 'AMQP listening on' within %d s; log tail:\n%s"
-                               % (timeout, "\n".join(self.tail[-20:])))
-        return self.port
+        self.drainer = threading.Thread(target=self._drain, args=(self.proc, found, seen), daemon=True)
+        self.drainer.start()
+        if not found.wait(timeout) or "port" not in seen:
+            try:
+                rc = self.proc.wait(1)   # stderr closed: the exit follows
+            except subprocess.TimeoutExpired:
+                rc = None
+            why = ("exited with status %s" % rc) if rc is not None else "did not start within %d s" % timeout
+            return ("Warren %s before reporting 'AMQP listening on'; its log:\n%s"
+                    % (why, "\n".join(seen.get("lines", [])[-20:])))
+        if port and seen["port"] != port:
+            return "Warren restarted on port %d instead of %d" % (seen["port"], port)
+        self.port = seen["port"]
+        return None
 
-    def _drain(self, proc):
+    def _drain(self, proc, found, seen):
+        """Copies one process's stderr to the log; sets found at its listening
+        line, or at its end (so a failed start does not wait the full timeout)."""
         with open(self.log_path, "ab") as log:
             for raw in iter(proc.stderr.readline, b""):
                 log.write(raw)
                 log.flush()
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 self.tail = (self.tail + [line])[-50:]
+                if "port" not in seen:
+                    seen["lines"] = (seen.get("lines", []) + [line])[-20:]
                 m = LISTEN_RE.search(line)
-                if m and self.port is None:
-                    self.port = int(m.group(2))
-                    self.found.set()
-        self.found.set()
+                if m and "port" not in seen:
+                    seen["port"] = int(m.group(2))
+                    found.set()
+        found.set()
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        with self.lock:
+            return self.proc is not None and self.proc.poll() is None
 
-    def stop(self):
+    def _terminate(self):
         """SIGTERM, SIGKILL after 15 s. Returns the exit status (None if not started)."""
         rc = None
         if self.proc is not None:
@@ -133,10 +164,82 @@ class Warren:
             else:
                 rc = self.proc.returncode
             self.proc = None
-        if self.tmpdir:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-            self.tmpdir = None
+            if self.drainer is not None:
+                self.drainer.join(5)   # the old process's last log lines before the new one's
         return rc
+
+    def stop(self):
+        """Stops Warren and removes its data dir. Returns the exit status (None if not started)."""
+        with self.lock:
+            rc = self._terminate()
+            if self.tmpdir:
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
+                self.tmpdir = None
+            return rc
+
+    def restart(self, timeout=15):
+        """SIGTERM, wait for the exit, start again on the same data dir, settings
+        and port, wait until it serves AMQP. Returns None, or what went wrong
+        (then Warren is running afresh on an empty data dir, so that later
+        scenarios still have a broker; the old data dir is kept for a look)."""
+        with self.lock:
+            port = self.port
+            with open(self.log_path, "ab") as log:
+                log.write(b"---- conformance suite: restart (SIGTERM, then start on the same data dir)\n")
+            rc = self._terminate()
+            err = None if rc == 0 else "Warren exited with %s on SIGTERM (expected 0)" % rc
+            failed = self._launch(port, timeout) or (None if wait_amqp("127.0.0.1", port)
+                                                     else "Warren does not serve AMQP after its restart")
+            if failed:
+                self._terminate()
+                kept, self.tmpdir = self.tmpdir, tempfile.mkdtemp(prefix="warren-conf-")
+                if self._launch(port, timeout):
+                    self._terminate()    # no broker any more: later scenarios fail fast
+                    shutil.rmtree(self.tmpdir, ignore_errors=True)
+                    self.tmpdir = None
+                return "Warren did not come back on its data dir (kept at %s): %s" % (kept, failed)
+            return err
+
+
+class RestartServer:
+    """A Unix socket on which `restart.py warren SOCKET` asks for a restart of
+    the Warren run.sh started (a scenario runs in a grandchild process and
+    cannot restart it itself). One request at a time; answers `ok` or
+    `error: <reason>`."""
+
+    def __init__(self, warren):
+        self.warren = warren
+        self.dir = tempfile.mkdtemp(prefix="warren-conf-ctl-")
+        self.path = os.path.join(self.dir, "restart.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(4)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def command(self):
+        return shlex.join([sys.executable, os.path.join(HERE, "restart.py"), "warren", self.path])
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return   # closed
+            with conn:
+                try:
+                    conn.settimeout(10)
+                    if not conn.recv(64).startswith(b"restart"):
+                        conn.sendall(b"error: unknown request\n")
+                        continue
+                    conn.settimeout(None)
+                    err = self.warren.restart()
+                    conn.sendall(b"ok\n" if err is None else ("error: %s\n" % " ".join(err.split())).encode())
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def shown_path(path):
@@ -315,10 +418,27 @@ def kill_tree(proc):
         pass
 
 
-def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False):
+def restart_command(var, uri, server):
+    """(command, how) for CONF_RESTART when run.sh did not start the broker:
+    $var if set (`none`: no restart), else for a RabbitMQ on this machine
+    `restart.py rabbitmqctl HOST:PORT`, else none (restart scenarios fail)."""
+    given = env(var)
+    if given == "none":
+        return "", "none (%s=none)" % var
+    if given:
+        return given, "%s=%s" % (var, given)
+    host, port = parse_uri(uri)
+    if server.get("product") == "RabbitMQ" and host in ("127.0.0.1", "localhost", "::1") \
+            and shutil.which(os.environ.get("RABBITMQCTL") or "rabbitmqctl"):
+        return (shlex.join([sys.executable, os.path.join(HERE, "restart.py"), "rabbitmqctl", "%s:%d" % (host, port)]),
+                "rabbitmqctl stop_app + start_app")
+    return "", "none: set %s to a command that restarts %s" % (var, redact(uri))
+
+
+def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, restart_var="RESTART"):
     br = BrokerRun(label, uri, mgmt)
     br.shadow = shadow
-    warren = None
+    warren = restarter = None
     if start_warren:
         binary = env("WARREN_BIN", os.path.join(ROOT, "build", "release", "warren"))
         if not os.path.isabs(binary):
@@ -336,14 +456,23 @@ def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False):
     br.server = server_properties(host, port)
     printer.note("== broker %s at %s: %s %s" % (label, redact(uri), br.server.get("product", "?"),
                                                  br.server.get("version", br.server.get("error", ""))))
+    if warren is not None:
+        restarter = RestartServer(warren)
+        restart_cmd, how = restarter.command(), "run.sh restarts the Warren it started"
+    else:
+        restart_cmd, how = restart_command(restart_var, uri, br.server)
+    printer.note("restart scenarios: %s" % how)
     quick = truthy("QUICK")
     conf_env = dict(os.environ, CONF_URI=uri, CONF_MGMT=mgmt or "", CONF_RUN_ID=run_id,
                     CONF_QUICK="1" if quick else "0", CONF_ONLY=env("ONLY"),
-                    CONF_TIMEOUT=env("TIMEOUT", env("CONF_TIMEOUT", "20")))
+                    CONF_TIMEOUT=env("TIMEOUT", env("CONF_TIMEOUT", "20")), CONF_RESTART=restart_cmd)
     conf_env.setdefault("CONF_JOBS", env("JOBS", "1"))
     budget = int(env("FAMILY_TIMEOUT", "90" if quick else "3600"))
     fams = families()
     parallel = int(env("FAMILY_JOBS", "3" if quick else "1"))
+    if parallel > 1 and not quick and restart_cmd:
+        printer.note("warning: FAMILY_JOBS=%d: a restart scenario restarts the broker under the other families' "
+                     "scenarios too" % parallel)
     try:
         if parallel > 1:
             threads = [threading.Thread(target=run_family, args=(n, p, br, conf_env, printer, budget, warren))
@@ -361,6 +490,8 @@ def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False):
                     new_port = warren.start()
                     br.uri = conf_env["CONF_URI"] = "amqp://guest:guest@127.0.0.1:%d" % new_port
     finally:
+        if restarter is not None:
+            restarter.close()
         if warren is not None:
             rc = warren.stop()
             if rc not in (0, None):
@@ -548,7 +679,7 @@ def main():
         warren = run_broker("Warren", target, mgmt, not target, printer, run_id)
         write_outputs(warren, "", printer)
         rabbit = run_broker("RabbitMQ", env("RABBIT_URI", "amqp://guest:guest@127.0.0.1:5672"), env("RABBIT_MGMT"),
-                            False, printer, run_id + "r", shadow=True)
+                            False, printer, run_id + "r", shadow=True, restart_var="RABBIT_RESTART")
         write_outputs(rabbit, "-rabbitmq", printer)
         note = "COMPARE=1%s conformance/run.sh" % (" QUICK=1" if truthy("QUICK") else "")
         if env("ONLY"):

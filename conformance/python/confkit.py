@@ -14,6 +14,7 @@ import re
 import select
 import signal
 import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -22,7 +23,7 @@ import urllib.parse
 CLIENTS = ("pika", "py-amqp", "kombu", "celery", "raw")
 GROUPS = ("connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content",
           "consumer", "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions",
-          "framework")
+          "durability", "framework")
 ID_RE = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
 
 # Reply codes (amqp-rabbitmq-0.9.1.json).
@@ -42,26 +43,33 @@ INTERNAL_ERROR = 541
 
 
 class Scenario:
-    def __init__(self, sid, client, fn, quick, timeout):
+    def __init__(self, sid, client, fn, quick, timeout, exclusive=False):
         self.id, self.client, self.fn, self.quick, self.timeout = sid, client, fn, quick, timeout
+        self.exclusive = exclusive
         self.group = sid.split(".", 1)[0]
 
 
 SCENARIOS = []
+RESTART_TIMEOUT = 120  # a restart scenario's default timeout: RabbitMQ takes several seconds per restart
 
 
-def scenario(sid, client, quick=False, timeout=None):
+def scenario(sid, client, quick=False, timeout=None, restart=False):
     """Registers fn as scenario `sid` for `client`. timeout (seconds)
-    overrides CONF_TIMEOUT for scenarios that wait on purpose (heartbeats)."""
+    overrides CONF_TIMEOUT for scenarios that wait on purpose (heartbeats).
+    restart=True: the scenario calls t.restart(); it runs alone (no other
+    scenario of this family at the same time), never in the quick subset."""
     if not ID_RE.match(sid) or sid.split(".", 1)[0] not in GROUPS:
         raise ValueError("bad scenario id %r" % sid)
     if client not in CLIENTS:
         raise ValueError("bad client %r" % client)
+    if restart and quick:
+        raise ValueError("restart scenario %s cannot be quick" % sid)
 
     def register(fn):
         if any(s.id == sid and s.client == client for s in SCENARIOS):
             raise ValueError("duplicate scenario %s/%s" % (sid, client))
-        SCENARIOS.append(Scenario(sid, client, fn, quick, timeout))
+        SCENARIOS.append(Scenario(sid, client, fn, quick, timeout or (RESTART_TIMEOUT if restart else None),
+                                  exclusive=restart))
         return fn
     return register
 
@@ -151,6 +159,27 @@ class Ctx:
 
     def defer(self, fn, *args):
         self._closers.append((fn, args))
+
+    def restart(self):
+        """Restarts the broker under test with the CONF_RESTART command and
+        returns once it serves AMQP again (connections opened before are dead
+        afterwards). A scenario that needs this fails, never skips, when no
+        restart command is configured or the restart fails."""
+        cmd = os.environ.get("CONF_RESTART") or ""
+        if not cmd:
+            raise Fail("this scenario restarts the broker, but CONF_RESTART is empty (run.sh sets it for the "
+                       "Warren it starts and for a RabbitMQ on 127.0.0.1; set RESTART=<command> otherwise)")
+        self.step("restart")
+        # Its own session: a scenario killed on timeout must not kill a
+        # half-done restart (rabbitmqctl stop_app without start_app).
+        try:
+            p = subprocess.run(cmd, shell=True, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               start_new_session=True, timeout=max(30, self.timeout - 5))
+        except subprocess.TimeoutExpired:
+            raise Fail("restart command did not finish within %d s: %s" % (max(30, self.timeout - 5), cmd))
+        if p.returncode != 0:
+            raise Fail("restart failed (exit %d): %s" % (p.returncode, one_line(p.stderr or p.stdout)[:500]))
+        self.step("restarted")
 
     # clients
     def pika_params(self, **kw):
@@ -425,6 +454,9 @@ def run(scenarios, broker, run_id, timeout, jobs, emit):
                      % timeouts[0])
             pending = []
         while pending and len(running) < jobs:
+            # A restart scenario runs alone: it would break the others' connections.
+            if (pending[0].exclusive and running) or any(r.sc.exclusive for r in running.values()):
+                break
             sc = pending.pop(0)
             limit = sc.timeout or timeout
             pid, rfd = fork_child(child_main, sc, broker, run_id, limit)

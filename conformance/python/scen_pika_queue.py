@@ -94,6 +94,17 @@ def _(t):
                      "received the value '1000' of type 'signedint' but current is none" % q, "reply text")
 
 
+@scenario("queue.redeclare_other_x_argument_value_406", "pika")
+def _(t):
+    # Both sides have the argument: RabbitMQ shows the bare values, without
+    # "the value ... of type ..." (that form is for a side that lacks it).
+    c, ch = setup(t)
+    q = queue(t, ch, arguments={"x-max-length": 10})
+    e = channel_error(PRECONDITION_FAILED, ch.queue_declare, q, arguments={"x-max-length": 11})
+    eq(e.reply_text, "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue '%s' in vhost '/': "
+                     "received '11' but current is '10'" % q, "reply text")
+
+
 @scenario("queue.redeclare_with_plain_argument", "pika")
 def _(t):
     c, ch = setup(t)

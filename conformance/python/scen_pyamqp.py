@@ -845,3 +845,38 @@ def _(t):
     sync(ch)
     eq(bodies(ch, q), ["routed"], "main queue")
     eq(bodies(ch, aq), ["unrouted"], "alternate queue")
+
+
+# ---------------------------------------------------------------- durability (restarts the broker)
+
+@scenario("durability.confirmed_messages_survive_restart", C, restart=True)
+def _(t):
+    # Unlike pika's blocking channel, py-amqp lets the publishes pipeline:
+    # 1000 in flight, confirmed by (multiple) acks as the broker syncs them.
+    c, ch = setup(t)
+    q = queue(t, ch, durable=True)
+    acks, nacks = [], []
+    ch.events["basic_ack"].add(lambda tag, multiple: acks.append((tag, multiple)))
+    ch.events["basic_nack"].add(lambda tag, multiple: nacks.append(tag))
+    ch.confirm_select()
+    n = 1000
+    for i in range(n):
+        ch.basic_publish(msg(b"%d" % i, delivery_mode=2), "", q)
+    check(wait_for(c, lambda: nacks or (acks and acks[-1][0] == n), timeout=30), "acks up to %r of %d"
+          % (acks[-1:] or None, n))
+    eq(nacks, [], "nacked tags")
+    covered, last = set(), 0
+    for tag, multiple in acks:
+        covered.update(range(last + 1 if multiple else tag, tag + 1))
+        last = max(last, tag)
+    eq(covered, set(range(1, n + 1)), "confirmed tags")
+    t.restart()
+
+    c, ch = setup(t)
+    eq(count(ch, q), n, "queue.declare-ok message_count after the restart")
+    got = []
+    ch.basic_qos(0, 100, False)
+    ch.basic_consume(q, callback=lambda m: (got.append(m), ch.basic_ack(m.delivery_tag)))
+    check(wait_for(c, lambda: len(got) >= n, timeout=30), "consumed %d of %d" % (len(got), n))
+    eq([m.body for m in got], [b"%d" % i for i in range(n)], "bodies in publish order")
+    check(not any(m.delivery_info["redelivered"] for m in got), "a never-delivered message came back redelivered")

@@ -64,6 +64,13 @@ class Declare(h.BrokerTest):
                                        "vhost '/': received the value '1000' of type 'signedint' but current is "
                                        "none" % q)
 
+    def test_redeclare_other_x_argument_value_406(self):
+        q = self.queue(arguments={"x-max-length": 3})
+        e = self.assert_channel_error(h.PRECONDITION_FAILED, self.ch.queue_declare, q,
+                                      arguments={"x-max-length": 4})
+        self.assertEqual(e.reply_text, "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue '%s' in "
+                                       "vhost '/': received '4' but current is '3'" % q)
+
     def test_redeclare_with_plain_argument_is_ok(self):
         q = self.queue()
         self.ch.queue_declare(q, arguments={"foo": 1})
