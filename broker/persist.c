@@ -113,12 +113,10 @@ size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, s
         }
     }
     journal_message jm[PAGE_IN_MAX];
-    size_t got = buf ? journal_read_messages(journal_of(q), locs, n < PAGE_IN_MAX ? n : PAGE_IN_MAX,
-                                             buf, cap, jm)
-                     : 0;
+    n = n < PAGE_IN_MAX ? n : PAGE_IN_MAX;
+    size_t got = buf ? journal_read_messages(journal_of(q), ids, locs, n, buf, cap, jm) : 0;
     size_t made = 0;
-    while (made < got && jm[made].msg_id == ids[made] &&
-           (out[made] = message_of(&jm[made], ids[made], locs[made])))
+    while (made < got && (out[made] = message_of(&jm[made], ids[made], locs[made])))
         made++;
     if (made == 0) {
         log_msg(LOG_ERROR, "queue '%s': message %llu could not be read back from the journal; "
@@ -206,6 +204,7 @@ typedef struct replay {
     index_map by_entry; /* (queue, message) -> entry index */
     index_map sizes;    /* message -> body size | priority << 32 */
     uint64_t max_msg_id;
+    bool unordered; /* an entry came after a newer message's: restore sorts */
     bool oom;
 } replay;
 
@@ -236,6 +235,12 @@ static void on_message(void *ctx, uint64_t msg_id, journal_loc loc, const journa
 static void on_enqueue(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_loc loc)
 {
     replay *r = ctx;
+    entry *moved = find_entry(r, queue_id, msg_id);
+    if (moved && moved->live) { /* compaction moved it: same place in the queue */
+        moved->loc = loc;
+        return;
+    }
+    r->unordered |= msg_id < r->max_msg_id;
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 1024;
         entry *e = realloc(r->entries, cap * sizeof *e);
@@ -284,9 +289,20 @@ static void on_queue_emptied(void *ctx, uint64_t queue_id)
             r->entries[i].live = false;
 }
 
-/* Puts every live entry back in its queue, in journal order. */
+static int by_queue_and_id(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->queue_id != y->queue_id)
+        return x->queue_id < y->queue_id ? -1 : 1;
+    return (x->msg_id > y->msg_id) - (x->msg_id < y->msg_id);
+}
+
+/* Puts every live entry back in its queue, in journal order -- or in
+ * message id order when compaction moved entries (ids grow with time). */
 static size_t restore(server *s, replay *r, bool clean)
 {
+    if (r->unordered)
+        qsort(r->entries, r->n, sizeof *r->entries, by_queue_and_id);
     size_t restored = 0;
     uint64_t last_id = 0;
     queue *q = NULL;

@@ -54,6 +54,13 @@
  *   8  8 msg_id        0  8 queue_id
  *   16 4 delivery count
  *
+ * Compaction (journal_compact.c) copies the live records of a sparse
+ * segment to the active one: a message record again with the same msg_id,
+ * an enqueue for an entry already live -- which moves it to the new
+ * location -- and its delivered count. Replay therefore meets a moved
+ * entry's enqueue after entries enqueued later; the broker restores queues
+ * in msg_id order.
+ *
  * Checkpoint (written to checkpoint.tmp, fsynced, renamed):
  *   offset size field
  *   0      8    magic "WARRENCK"
@@ -64,7 +71,7 @@
  *   28     4    reserved, 0
  *   32     8    next sequence number
  *   40     8    reserved, 0
- *   48     16*S segments:    0 4 number, 4 4 reserved, 8 8 size
+ *   48     16*S segments:    0 4 number, 4 4 message records, 8 8 size
  *   ..     12*R references:  0 4 from (enqueue segment), 4 4 to (settle
  *                            segment, the last listed one), 8 4 count
  *   ..     32*E live entries: 0 8 queue_id, 8 8 msg_id, 16 4 message
@@ -138,6 +145,7 @@ enum {
     IOV_BATCH = 64,
     MAX_READ_FDS = 64,
     IDLE_MS = 1000,
+    READ_MAX = 64, /* records journal_read_messages reads at once */
 };
 
 /* ---- logging ----------------------------------------------------------- */
@@ -387,6 +395,7 @@ journal_seq journal_append_message(journal *j, uint64_t msg_id, amqp_bytes excha
                    properties.len + body.len;
     journal_loc at;
     uint8_t *rec = reserve(j, REC_MESSAGE, len, &at);
+    j->active->msgs++;
     uint8_t *p = rec + REC_HEADER_SIZE;
     put64(p, msg_id);
     put16(p + 8, (uint16_t)exchange.len);
@@ -451,7 +460,7 @@ journal_seq journal_append_delivered(journal *j, uint64_t queue_id, uint64_t msg
     put64(p, queue_id);
     put64(p + 8, msg_id);
     put32(p + 16, count);
-    journal_account_delivered(j, queue_id, msg_id, at.segment);
+    journal_account_delivered(j, queue_id, msg_id, count, at.segment);
     return finish(j, rec, REC_DELIVERED, at.length);
 }
 
@@ -836,6 +845,7 @@ static void journal_free(journal *j)
         next = b->next;
         batch_free(b);
     }
+    journal_compact_free(j);
     journal_queue_map_free(&j->queues);
     journal_checkpoint_free(j->ck);
     pthread_mutex_destroy(&j->mu);
@@ -1004,7 +1014,7 @@ static jseg *message_segment(journal *j, journal_loc loc)
     return s;
 }
 
-static bool read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t off)
+bool journal_read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t off)
 {
     errno = 0;
     int fd = read_fd(j, s);
@@ -1021,9 +1031,18 @@ bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_mes
     jseg *s = message_segment(j, loc);
     if (s == NULL)
         return false;
-    if (!copy_unwritten(j, loc, buf) && !read_span(j, s, buf, loc.length, loc.offset))
+    if (!copy_unwritten(j, loc, buf) && !journal_read_span(j, s, buf, loc.length, loc.offset))
         return false;
     return decode_message(j, loc, buf, out);
+}
+
+static bool is_message(journal *j, const journal_message *m, uint64_t id)
+{
+    if (m->msg_id == id)
+        return true;
+    journal_log(j, JLOG_ERROR, "message %llu expected, %llu found", (unsigned long long)id,
+                (unsigned long long)m->msg_id);
+    return false;
 }
 
 /* Whether the file holds everything before `end` in segment `seg`. */
@@ -1035,9 +1054,13 @@ static bool written_before(journal *j, uint32_t seg, uint64_t end)
     return written;
 }
 
-size_t journal_read_messages(journal *j, const journal_loc *locs, size_t n, uint8_t *buf,
-                             size_t cap, journal_message *out)
+size_t journal_read_messages(journal *j, const uint64_t *ids, const journal_loc *was, size_t n,
+                             uint8_t *buf, size_t cap, journal_message *out)
 {
+    journal_loc locs[READ_MAX];
+    n = n < READ_MAX ? n : READ_MAX;
+    for (size_t i = 0; i < n; i++)
+        locs[i] = journal_moved_loc(j, ids[i], was[i]);
     if (n == 0 || locs[0].length > cap)
         return 0;
     size_t k = 1;
@@ -1050,11 +1073,12 @@ size_t journal_read_messages(journal *j, const journal_loc *locs, size_t n, uint
     jseg *s = message_segment(j, (journal_loc){locs[0].segment, (uint32_t)start,
                                                (uint32_t)(end - start)});
     if (k == 1 || s == NULL || !written_before(j, s->num, end))
-        return journal_read_message(j, locs[0], buf, out) ? 1 : 0;
-    if (!read_span(j, s, buf, end - start, start))
+        return journal_read_message(j, locs[0], buf, out) && is_message(j, out, ids[0]) ? 1 : 0;
+    if (!journal_read_span(j, s, buf, end - start, start))
         return 0;
     for (size_t i = 0; i < k; i++)
-        if (!decode_message(j, locs[i], buf + (locs[i].offset - start), &out[i]))
+        if (!decode_message(j, locs[i], buf + (locs[i].offset - start), &out[i]) ||
+            !is_message(j, &out[i], ids[i]))
             return i;
     return k;
 }
@@ -1164,6 +1188,8 @@ void journal_tick(journal *j)
     apply_durable_checkpoint(j);
     gc_pass(j, now - j->idle_since_ms >= IDLE_MS);
     maybe_checkpoint(j);
+    journal_moved_sweep(j);
+    journal_compact_maybe_start(j);
 }
 
 void journal_get_stats(const journal *j, journal_stats *out)

@@ -369,12 +369,19 @@ bool journal_account_settle(journal *j, uint64_t queue_id, uint64_t msg_id, uint
     return true;
 }
 
-bool journal_account_delivered(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t at)
+jentry *journal_entry_of(const journal *j, uint64_t queue_id, uint64_t msg_id)
 {
     jqueue *q = journal_queue_find(&j->queues, queue_id);
-    jentry *e = q ? journal_entry_find(&q->entries, msg_id) : NULL;
+    return q ? journal_entry_find(&q->entries, msg_id) : NULL;
+}
+
+bool journal_account_delivered(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t count,
+                               uint32_t at)
+{
+    jentry *e = journal_entry_of(j, queue_id, msg_id);
     if (e == NULL)
         return false;
+    e->count = count & 0x7fffffff;
     if (e->dlv_seg != at) {
         if (e->dlv_seg)
             unpin(j, e->dlv_seg);

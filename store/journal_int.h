@@ -2,7 +2,8 @@
  * journal_index.c, journal_replay.c, crc32c.c): the journal object, the
  * record codec, CRC32C, the live-entry index and the segment scanner. The
  * on-disk formats are described in journal.c's opening comment. Nothing
- * outside store/ (except the journal's own unit tests) includes this. */
+ * outside store/ (except the journal's own unit tests) includes this.
+ * journal_compact.c compacts sparse segments. */
 #ifndef WARREN_JOURNAL_INT_H
 #define WARREN_JOURNAL_INT_H
 
@@ -124,11 +125,12 @@ bool journal_seg_header_decode(const uint8_t *p, uint64_t avail, uint32_t *num,
 
 /* A live queue entry: message msg_id is in the queue. It pins the segment
  * of its message record (seg), of its enqueue record (enq_seg) and of its
- * newest delivered record (dlv_seg, 0 = none). */
+ * newest delivered record (dlv_seg, 0 = none, then count is 0). */
 typedef struct jentry {
     uint64_t msg_id;
     uint32_t seg, enq_seg, dlv_seg;
-    uint32_t flags; /* ENTRY_REPLAYED: its enqueue went to the replay handler */
+    uint32_t flags : 1; /* ENTRY_REPLAYED: its enqueue went to the replay handler */
+    uint32_t count : 31; /* the delivery count of its newest delivered record */
 } jentry;
 
 enum { ENTRY_REPLAYED = 1 };
@@ -177,12 +179,14 @@ typedef struct jseg {
     uint32_t num;
     uint64_t size;  /* bytes appended to it (written or still in a batch) */
     uint64_t pins;  /* live-entry references (see jentry) */
+    uint32_t msgs;  /* message records in it (compaction's measure of density) */
     uint64_t refs;  /* settles here of entries enqueued in older segments still present */
     jseg_ref *refd_by; /* later segments holding settles of entries enqueued here */
     uint32_t nrefd_by, caprefd_by;
     int rfd;           /* read fd, -1 until journal_read_message needs it */
     bool scanned;      /* its records are accounted (replayed or appended here) */
     bool refs_changed; /* refs dropped during the current GC pass */
+    bool compacted;    /* compaction ran on it (it is not tried again) */
     uint64_t first_seq;
 } jseg;
 
@@ -212,7 +216,7 @@ typedef struct jbatch {
 /* ---- checkpoint (journal_replay.c) ------------------------------------- */
 
 typedef struct jck_seg {
-    uint32_t num;
+    uint32_t num, msgs;
     uint64_t size;
 } jck_seg;
 
@@ -266,6 +270,12 @@ struct journal {
     bool ck_in_flight;       /* a periodic checkpoint is on its way to disk */
     uint64_t ck_sent;        /* periodic checkpoints handed to the sync thread */
     uint32_t ck_applied_seg; /* refs into segments below this were dropped */
+    struct jcompact *compact; /* the compaction under way, or NULL */
+    struct event *compact_ev; /* runs its next step */
+    struct jmoved_map {       /* message id -> where compaction moved its record */
+        struct jmoved *slots;
+        uint32_t mask, count, swept_at;
+    } moved;
 
     /* shared: mu guards these */
     pthread_mutex_t mu;
@@ -306,7 +316,8 @@ void journal_seg_remove(journal *j, jseg *s);    /* unlinks from the table, free
 void journal_account_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t msg_seg,
                              uint32_t at);
 bool journal_account_settle(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t at);
-bool journal_account_delivered(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t at);
+bool journal_account_delivered(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t count,
+                               uint32_t at);
 void journal_account_purge(journal *j, uint64_t queue_id, uint32_t at);
 void journal_account_queue_delete(journal *j, uint64_t queue_id, uint32_t at);
 /* Records that `to` holds `count` settles for entries enqueued in `from`. */
@@ -325,6 +336,25 @@ uint8_t *journal_checkpoint_image(journal *j, size_t *len);
 /* Writes an image to <path>/checkpoint atomically and durably (tmp file,
  * fsync, rename, directory fsync). Either thread; logs failures. */
 bool journal_checkpoint_store(journal *j, const uint8_t *image, size_t len);
+
+/* Compaction (journal_compact.c). A sparse segment -- closed, written, its
+ * live entries pinning at most a quarter of its messages -- is read a step
+ * at a time; the message, enqueue and delivered records of its live entries
+ * are appended again (an enqueue of a live entry moves it), so it no longer
+ * pins anything and GC deletes it once the copies are on disk. Readers of
+ * old locations find the new ones through `moved`. */
+/* Starts compacting one sparse segment if none is under way (journal_tick). */
+void journal_compact_maybe_start(journal *j);
+/* Where message msg_id's record is now, given where it was. */
+journal_loc journal_moved_loc(const journal *j, uint64_t msg_id, journal_loc was);
+/* Forgets moves of messages no queue holds any more (journal_tick). */
+void journal_moved_sweep(journal *j);
+/* Frees compaction state (journal_close). */
+void journal_compact_free(journal *j);
+/* Reads `len` bytes of segment s at `off` (pread on its read fd); logs failures. */
+bool journal_read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t off);
+/* The live entry (queue_id, msg_id), or NULL (journal_index.c). */
+jentry *journal_entry_of(const journal *j, uint64_t queue_id, uint64_t msg_id);
 
 /* Segment file names: <path>/<%08u>.seg */
 void journal_seg_path(const journal *j, uint32_t num, char *out, size_t outlen);

@@ -114,15 +114,10 @@ typedef struct replay {
 typedef struct scan_out {
     uint64_t valid_end; /* where a torn tail starts */
     uint64_t records, corrupt, torn;
+    uint32_t msgs; /* message records not covered by the checkpoint */
     uint64_t first_seq;
     bool header_ok, remove;
 } scan_out;
-
-static jentry *entry_of(journal *j, uint64_t queue_id, uint64_t msg_id)
-{
-    jqueue *q = journal_queue_find(&j->queues, queue_id);
-    return q ? journal_entry_find(&q->entries, msg_id) : NULL;
-}
 
 static void replay_message(replay *rp, const jrec *r, journal_loc at, bool filtered)
 {
@@ -141,12 +136,12 @@ static void replay_enqueue(replay *rp, const jrec *r, uint32_t seg, bool filtere
         return; /* its message record is gone (collected or damaged) */
     jentry *e;
     if (filtered) {
-        e = entry_of(j, r->queue_id, r->msg_id);
+        e = journal_entry_of(j, r->queue_id, r->msg_id);
         if (e == NULL || e->enq_seg != seg || (e->flags & ENTRY_REPLAYED))
             return;
     } else {
         journal_account_enqueue(j, r->queue_id, r->msg_id, r->loc.segment, seg);
-        e = entry_of(j, r->queue_id, r->msg_id);
+        e = journal_entry_of(j, r->queue_id, r->msg_id);
     }
     e->flags |= ENTRY_REPLAYED;
     if (rp->h->enqueue)
@@ -164,17 +159,19 @@ static void dispatch(replay *rp, const jrec *r, journal_loc at, bool filtered)
     case REC_SETTLE:
         if (filtered)
             return;
-        e = entry_of(j, r->queue_id, r->msg_id);
+        e = journal_entry_of(j, r->queue_id, r->msg_id);
         if (e && (e->flags & ENTRY_REPLAYED) &&
             journal_account_settle(j, r->queue_id, r->msg_id, at.segment) && h->settle)
             h->settle(rp->ctx, r->queue_id, r->msg_id, r->kind);
         return;
     case REC_DELIVERED:
-        e = entry_of(j, r->queue_id, r->msg_id);
+        e = journal_entry_of(j, r->queue_id, r->msg_id);
         if (e == NULL || !(e->flags & ENTRY_REPLAYED))
             return;
         if (!filtered)
-            journal_account_delivered(j, r->queue_id, r->msg_id, at.segment);
+            journal_account_delivered(j, r->queue_id, r->msg_id, r->count, at.segment);
+        else if (e->dlv_seg == at.segment)
+            e->count = r->count & 0x7fffffff; /* the checkpoint has the pin, not the count */
         if (h->delivered)
             h->delivered(rp->ctx, r->queue_id, r->msg_id, r->count);
         return;
@@ -257,6 +254,7 @@ static void scan(replay *rp, const jseg *s, const uint8_t *map, uint64_t size, b
         if (record_at(map, size, off, &r, &len)) {
             dispatch(rp, &r, (journal_loc){s->num, (uint32_t)off, len}, off < covered);
             o->records++;
+            o->msgs += r.type == REC_MESSAGE && off >= covered;
             off += align8(len);
             continue;
         }
@@ -299,7 +297,7 @@ static bool cut_tail(replay *rp, jseg *s, int fd, const char *path, const scan_o
 }
 
 /* Replays one segment file; records before `covered` are the checkpoint's. */
-static bool replay_segment(replay *rp, jseg *s, bool last, uint64_t covered, uint64_t *next_seq,
+static bool replay_segment(replay *rp, jseg *s, bool last, const jck_seg *ck, uint64_t *next_seq,
                            char *err, size_t errlen)
 {
     journal *j = rp->j;
@@ -324,7 +322,7 @@ static bool replay_segment(replay *rp, jseg *s, bool last, uint64_t covered, uin
         map = m;
     }
     scan_out o = {0};
-    scan(rp, s, map, size, last, covered, &o);
+    scan(rp, s, map, size, last, ck ? ck->size : 0, &o);
     if (size > 0)
         munmap((void *)map, size);
     rp->stats->segments++;
@@ -335,6 +333,7 @@ static bool replay_segment(replay *rp, jseg *s, bool last, uint64_t covered, uin
     if (o.header_ok && o.first_seq + o.records > *next_seq)
         *next_seq = o.first_seq + o.records;
     s->size = size;
+    s->msgs = (ck ? ck->msgs : 0) + o.msgs;
     s->scanned = true;
     bool ok = o.torn == 0 && !o.remove ? true : cut_tail(rp, s, fd, path, &o, err, errlen);
     close(fd);
@@ -343,8 +342,8 @@ static bool replay_segment(replay *rp, jseg *s, bool last, uint64_t covered, uin
 
 /* ---- checkpoint: use ------------------------------------------------------ */
 
-/* Whether the checkpoint lists segment num; *size: its size then. */
-static bool ck_seg_size(const jcheckpoint *ck, uint32_t num, uint64_t *size)
+/* The checkpoint's entry for segment num, or NULL. */
+static const jck_seg *ck_seg(const jcheckpoint *ck, uint32_t num)
 {
     uint32_t lo = 0, hi = ck->nsegs;
     while (lo < hi) {
@@ -354,10 +353,7 @@ static bool ck_seg_size(const jcheckpoint *ck, uint32_t num, uint64_t *size)
         else
             hi = mid;
     }
-    if (lo >= ck->nsegs || ck->segs[lo].num != num)
-        return false;
-    *size = ck->segs[lo].size;
-    return true;
+    return lo < ck->nsegs && ck->segs[lo].num == num ? &ck->segs[lo] : NULL;
 }
 
 /* Whether the checkpoint is consistent, and with the segment files: each
@@ -366,20 +362,19 @@ static bool ck_seg_size(const jcheckpoint *ck, uint32_t num, uint64_t *size)
  * was collected before it, its unlink lost: replay skips it.) */
 static bool checkpoint_matches(journal *j, const jcheckpoint *ck)
 {
-    uint64_t size;
     for (size_t i = 0; i < j->nsegs; i++) {
-        if (ck_seg_size(ck, j->segs[i]->num, &size) && j->segs[i]->size < size)
+        const jck_seg *c = ck_seg(ck, j->segs[i]->num);
+        if (c && j->segs[i]->size < c->size)
             return false;
     }
     for (uint32_t i = 0; i < ck->nrefs; i++) {
         const jck_ref *r = &ck->refs[i];
-        if (r->from >= r->to || !ck_seg_size(ck, r->from, &size) || !ck_seg_size(ck, r->to, &size))
+        if (r->from >= r->to || !ck_seg(ck, r->from) || !ck_seg(ck, r->to))
             return false;
     }
     for (uint64_t i = 0; i < ck->nentries; i++) {
         const jck_entry *e = &ck->entries[i];
-        if (!ck_seg_size(ck, e->seg, &size) || !ck_seg_size(ck, e->enq_seg, &size) ||
-            (e->dlv_seg && !ck_seg_size(ck, e->dlv_seg, &size)))
+        if (!ck_seg(ck, e->seg) || !ck_seg(ck, e->enq_seg) || (e->dlv_seg && !ck_seg(ck, e->dlv_seg)))
             return false;
     }
     return true;
@@ -396,7 +391,7 @@ static void checkpoint_apply(replay *rp, const jcheckpoint *ck)
         const jck_entry *e = &ck->entries[i];
         journal_account_enqueue(j, e->queue_id, e->msg_id, e->seg, e->enq_seg);
         if (e->dlv_seg)
-            journal_account_delivered(j, e->queue_id, e->msg_id, e->dlv_seg);
+            journal_account_delivered(j, e->queue_id, e->msg_id, 0, e->dlv_seg);
         if (!set_add(&rp->ck_msgs, e->msg_id))
             journal_oom(j, "the replay message set");
     }
@@ -440,15 +435,14 @@ static bool replay_segments(replay *rp, bool use_ck, uint64_t *next_seq, char *e
     bool ok = true;
     for (size_t i = 0; ok && i < n; i++) {
         jseg *s = journal_seg_find(j, nums[i]);
-        uint64_t covered = 0;
         if (s == NULL)
             continue;
-        bool listed = use_ck && ck_seg_size(j->ck, s->num, &covered);
-        if ((listed && s->pins == 0 && s->size == covered) || (!listed && s->num < ck_last)) {
+        const jck_seg *listed = use_ck ? ck_seg(j->ck, s->num) : NULL;
+        if ((listed && s->pins == 0 && s->size == listed->size) || (!listed && s->num < ck_last)) {
             s->scanned = true; /* nothing live: kept for its settles, or collected */
             continue;
         }
-        ok = replay_segment(rp, s, i == n - 1, covered, next_seq, err, errlen);
+        ok = replay_segment(rp, s, i == n - 1, listed, next_seq, err, errlen);
     }
     free(nums);
     return ok;
@@ -539,6 +533,7 @@ uint8_t *journal_checkpoint_image(journal *j, size_t *len)
     put64(b + 32, j->next_seq);
     for (size_t i = 0; i < j->nsegs; i++, p += CK_SEG_SIZE) {
         put32(p, j->segs[i]->num);
+        put32(p + 4, j->segs[i]->msgs);
         put64(p + 8, j->segs[i]->size);
     }
     for (size_t i = 0; i < j->nsegs; i++) {
@@ -639,7 +634,7 @@ static jcheckpoint *ck_parse(const uint8_t *b, uint64_t size, const char **why)
     const uint8_t *p = b + CK_HEADER_SIZE;
     *why = "segments out of order";
     for (uint32_t i = 0; i < nsegs; i++, p += CK_SEG_SIZE) {
-        ck->segs[i] = (jck_seg){get32(p), get64(p + 8)};
+        ck->segs[i] = (jck_seg){get32(p), get32(p + 4), get64(p + 8)};
         if (ck->segs[i].num == 0 || (i > 0 && ck->segs[i].num <= ck->segs[i - 1].num)) {
             journal_checkpoint_free(ck);
             return NULL;

@@ -112,13 +112,14 @@ typedef struct journal_message {
  * with pread, checks its CRC, and decodes it. false on I/O error or a bad
  * record (logged). Works for records not yet synced too. */
 bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_message *out);
-/* Reads several message records (a queue's next ones) into `buf` (`cap`
- * bytes): the longest prefix of `locs` that lies in one written stretch of
- * a segment, in ascending order, within `cap` bytes, with one pread --
- * else just the first, as journal_read_message. Returns how many were read
- * into out[0..]; 0 if the first could not be (logged). */
-size_t journal_read_messages(journal *j, const journal_loc *locs, size_t n, uint8_t *buf,
-                             size_t cap, journal_message *out);
+/* Reads messages ids[i], found at locs[i] when they were appended (a
+ * queue's next ones), into `buf` (`cap` bytes): the longest prefix (up to
+ * 64) that lies in one written stretch of a segment, in ascending order,
+ * within `cap` bytes, with one pread -- else just the first. Compaction may
+ * have moved a record since: its new place is found by id. Returns how many
+ * were read into out[0..]; 0 if the first could not be (logged). */
+size_t journal_read_messages(journal *j, const uint64_t *ids, const journal_loc *locs, size_t n,
+                             uint8_t *buf, size_t cap, journal_message *out);
 
 /* ---- recovery ---- */
 

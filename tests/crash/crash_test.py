@@ -10,6 +10,12 @@ every queue is drained and checked:
   - the remaining messages of each queue keep their publish order;
   - messages seen again (delivered before the crash) carry redelivered=true.
 
+Consumers ack most messages at once and hold some back, acking those later
+and out of order. Every other trial runs the journal with 1 MiB segments,
+so segments fill, are collected, and sparse ones (held-back messages among
+acked ones) are compacted while the broker is killed; their messages
+carry 1 KiB bodies so that segments fill.
+
 Usage: crash_test.py [TRIALS]   (default 20; CRASH_TRIALS=500 for the long
 mode). Prints TAP lines, one per trial, then "N trials, M lost".
 Environment: WARREN_BIN (default build/release/warren).
@@ -35,9 +41,11 @@ PUBLISHERS, CONSUMERS = 2, 2
 LISTEN_RE = re.compile(r"AMQP listening on 127\.0\.0\.1:(\d+)")
 
 
-def start(data_dir):
-    proc = subprocess.Popen([WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
-                             "--set", "data_dir=" + data_dir],
+def start(data_dir, settings=()):
+    argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + data_dir]
+    for s in settings:
+        argv += ["--set", s]
+    proc = subprocess.Popen(argv,
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     for line in proc.stderr:
@@ -58,7 +66,9 @@ def connect(port):
 
 
 class Trial:
-    def __init__(self, seed):
+    def __init__(self, seed, settings=(), pad=0):
+        self.settings = settings
+        self.pad = b" " + b"p" * pad if pad else b""
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.attempted = set()   # (queue, n) publish begun
@@ -78,7 +88,7 @@ class Trial:
                 key = (q, pid * 10_000_000 + n)
                 with self.lock:
                     self.attempted.add(key)
-                ch.basic_publish("", q, str(key[1]).encode(),
+                ch.basic_publish("", q, str(key[1]).encode() + self.pad,
                                  pika.BasicProperties(delivery_mode=2))
                 with self.lock:
                     self.confirmed.add(key)
@@ -90,19 +100,30 @@ class Trial:
         try:
             c = connect(port)
             ch = c.channel()
-            ch.basic_qos(prefetch_count=20)
+            ch.basic_qos(prefetch_count=50)
+            held = []
             for method, _props, body in ch.consume(q, inactivity_timeout=0.2):
                 if self.stop.is_set():
                     break
                 if method is None:
                     continue
                 with self.lock:
-                    self.delivered.add((q, int(body)))
-                # ack some, leave others unacked for a while (they stay delivered)
+                    self.delivered.add((q, int(body.split()[0])))
+                # ack most at once; hold some back (they stay delivered) and
+                # ack them later, in random order
                 if self.rng.random() < 0.9:
-                    ch.basic_ack(method.delivery_tag)
+                    acks = [(method.delivery_tag, int(body.split()[0]))]
+                else:
+                    held.append((method.delivery_tag, int(body.split()[0])))
+                    acks = []
+                if len(held) >= 25:
+                    self.rng.shuffle(held)
+                    acks += held[:10]
+                    del held[:10]
+                for tag, n in acks:
+                    ch.basic_ack(tag)
                     with self.lock:
-                        self.acked.add((q, int(body)))
+                        self.acked.add((q, n))
         except Exception:
             pass
 
@@ -114,7 +135,7 @@ class Trial:
             shutil.rmtree(data_dir, ignore_errors=True)
 
     def _run(self, data_dir):
-        proc, port = start(data_dir)
+        proc, port = start(data_dir, self.settings)
         c = connect(port)
         for q in QUEUES:
             c.channel().queue_declare(q, durable=True)
@@ -131,7 +152,7 @@ class Trial:
         self.stop.set()
         for t in threads:
             t.join(10)
-        proc, port = start(data_dir)
+        proc, port = start(data_dir, self.settings)
         try:
             return self.check(port)
         finally:
@@ -149,7 +170,7 @@ class Trial:
                 method, props, body = ch.basic_get(q, auto_ack=True)
                 if method is None:
                     break
-                n = int(body)
+                n = int(body.split()[0])
                 remaining.add((q, n))
                 if (q, n) not in self.attempted:
                     problems.append("never published: %s %d" % (q, n))
@@ -170,7 +191,9 @@ def main():
     total_lost = failed = 0
     for i in range(trials):
         try:
-            lost, confirmed, problems = Trial(1000 + i).run()
+            small = i % 2 == 1
+            lost, confirmed, problems = Trial(1000 + i, ("journal.segment_size=1048576",) if small
+                                              else (), 1024 if small else 0).run()
         except Exception as e:  # a trial that cannot run is a failure
             lost, confirmed, problems = 0, 0, ["error: %r" % (e,)]
         total_lost += lost

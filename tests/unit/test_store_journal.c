@@ -165,11 +165,12 @@ static void test_read_several_in_one_read(void **state)
         last = append_msg(f->j, 200 + i, 50 + 300 * i, &loc[i]);
     uint8_t buf[8192];
     journal_message m[8];
+    uint64_t ids[8] = {200, 201, 202, 203, 204, 205, 206, 207};
     /* not written yet: one at a time, from the batch */
-    assert_int_equal(journal_read_messages(f->j, loc, 8, buf, sizeof buf, m), 1);
+    assert_int_equal(journal_read_messages(f->j, ids, loc, 8, buf, sizeof buf, m), 1);
     assert_int_equal(m[0].msg_id, 200);
     fx_wait_synced(f, last);
-    size_t got = journal_read_messages(f->j, loc, 8, buf, sizeof buf, m);
+    size_t got = journal_read_messages(f->j, ids, loc, 8, buf, sizeof buf, m);
     uint64_t span = loc[got - 1].offset + loc[got - 1].length - loc[0].offset;
     assert_true(got > 2 && got < 8); /* the buffer ends the stretch */
     assert_true(span <= sizeof buf);
@@ -183,10 +184,13 @@ static void test_read_several_in_one_read(void **state)
     }
     /* out of order: the stretch stops where the order breaks */
     journal_loc swapped[3] = {loc[1], loc[3], loc[2]};
-    assert_int_equal(journal_read_messages(f->j, swapped, 3, buf, sizeof buf, m), 2);
+    uint64_t swapped_ids[3] = {201, 203, 202};
+    assert_int_equal(journal_read_messages(f->j, swapped_ids, swapped, 3, buf, sizeof buf, m), 2);
+    /* a record that is not the message asked for is refused */
+    assert_int_equal(journal_read_messages(f->j, &ids[1], &loc[0], 1, buf, sizeof buf, m), 0);
     assert_int_equal(m[1].msg_id, 203);
     /* a first record that does not fit the buffer is not read */
-    assert_int_equal(journal_read_messages(f->j, &loc[7], 1, buf, 100, m), 0);
+    assert_int_equal(journal_read_messages(f->j, &ids[7], &loc[7], 1, buf, 100, m), 0);
     fx_free(f);
 }
 
@@ -612,6 +616,94 @@ static void test_gc_dead_letter_across_segments(void **state)
 
 /* Delivery counts survive a restart, the newest one winning, even after the
  * segments of the older delivered records are collected. */
+/* A sparse segment (a few long-unacked messages among settled ones) is
+ * compacted while appends go on: its live records are copied, it is
+ * deleted, readers of the old locations find the copies, and replay (with
+ * and without the checkpoint) gives the same live state and counts. */
+static void test_compaction_under_concurrent_appends(void **state)
+{
+    jfx *f = fx_new(16384, JOURNAL_SYNC_BATCH);
+    enum { N = 300 };
+    journal_loc loc[N];
+    journal_seq s = 0;
+    for (uint64_t i = 0; i < N; i++) {
+        append_msg(f->j, 1000 + i, 200, &loc[i]);
+        s = journal_append_enqueue(f->j, Q1, 1000 + i, loc[i]);
+        if (i % 50 == 0)
+            s = journal_append_enqueue(f->j, Q2, 1000 + i, loc[i]);
+    }
+    static const uint64_t kept[] = {3, 40, 150, 151};
+    for (uint64_t i = 0; i < N; i++) {
+        bool keep = i == 3 || i == 40 || i == 150 || i == 151;
+        if (!keep)
+            s = journal_append_settle(f->j, Q1, 1000 + i, loc[i], JOURNAL_ACK, (amqp_bytes){0},
+                                      (amqp_bytes){0});
+        if (i % 50 == 0 && i >= 100)
+            s = journal_append_settle(f->j, Q2, 1000 + i, loc[i], JOURNAL_DROP, (amqp_bytes){0},
+                                      (amqp_bytes){0});
+    }
+    s = journal_append_delivered(f->j, Q1, 1003, 3);
+    fx_wait_synced(f, s);
+    char seg1[400];
+    fx_seg_path(f, 1, seg1, sizeof seg1);
+    assert_true(fx_exists(seg1));
+
+    /* ticks with appends in between, as a busy broker would do */
+    uint64_t next = 5000;
+    for (int round = 0; round < 400 && fx_exists(seg1); round++) {
+        journal_loc l;
+        append_msg(f->j, next, 100, &l);
+        s = journal_append_enqueue(f->j, Q3, next++, l);
+        journal_tick(f->j);
+        fx_spin(f, 2);
+    }
+    fx_wait_synced(f, s);
+    assert_false(fx_exists(seg1));
+    journal_stats st;
+    journal_get_stats(f->j, &st);
+    assert_int_equal(st.live_messages, 4 + 2 + (next - 5000));
+
+    /* the old locations still lead to the messages */
+    for (size_t i = 0; i < 4; i++) {
+        uint64_t id = 1000 + kept[i];
+        uint8_t buf[1024];
+        journal_message m;
+        uint8_t want[200];
+        assert_int_equal(journal_read_messages(f->j, &id, &loc[kept[i]], 1, buf, sizeof buf, &m),
+                         1);
+        fill_body(want, 200, id);
+        assert_int_equal(m.body.len, 200);
+        assert_memory_equal(m.body.ptr, want, 200);
+    }
+
+    fx_close(f);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            char ck[400];
+            fx_checkpoint_path(f, ck, sizeof ck);
+            unlink(ck);
+        }
+        fx_open(f);
+        rlog l = {0};
+        journal_replay_stats rs;
+        fx_replay(f, &l, &rs);
+        live_set ls = live_from_log(&l);
+        for (size_t i = 0; i < 4; i++) {
+            const live_entry *e = live_get(&ls, Q1, 1000 + kept[i]);
+            assert_non_null(e);
+            assert_int_equal(e->count, kept[i] == 3 ? 3 : 0);
+            check_msg(f->j, e->loc, 1000 + kept[i], 200);
+        }
+        assert_true(live_has(&ls, Q2, 1000) && live_has(&ls, Q2, 1050));
+        assert_int_equal(ls.n, 4 + 2 + (next - 5000));
+        check_log_contract(&l);
+        free(ls.v);
+        free(l.v);
+        fx_close(f);
+    }
+    fx_free(f);
+}
+
 static void test_delivered_is_durable(void **state)
 {
     jfx *f = fx_new(4096, JOURNAL_SYNC_BATCH);
@@ -809,6 +901,7 @@ int main(void)
         cmocka_unit_test(test_gc_out_of_order_acks),
         cmocka_unit_test(test_gc_purge_and_delete),
         cmocka_unit_test(test_gc_dead_letter_across_segments),
+        cmocka_unit_test(test_compaction_under_concurrent_appends),
         cmocka_unit_test(test_delivered_is_durable),
         cmocka_unit_test(test_concurrent_appends),
         cmocka_unit_test(test_big_body),

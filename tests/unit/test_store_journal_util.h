@@ -354,8 +354,13 @@ static inline live_set live_from_log(const rlog *l)
         const rrec *r = &l->v[i];
         size_t k;
         switch (r->type) {
-        case 'E':
-            s.v[s.n++] = (live_entry){r->q, r->m, 0, r->loc};
+        case 'E': /* an enqueue of a live entry moves it (compaction) */
+            for (k = 0; k < s.n && !(s.v[k].q == r->q && s.v[k].m == r->m); k++) {
+            }
+            if (k == s.n)
+                s.v[s.n++] = (live_entry){r->q, r->m, 0, r->loc};
+            else
+                s.v[k].loc = r->loc;
             break;
         case 'S':
         case 'D':

@@ -39,9 +39,10 @@ class Paging(unittest.TestCase):
         self.data_dir = tempfile.mkdtemp(prefix="warren-itest-paging-")
         self.addCleanup(shutil.rmtree, self.data_dir, True)
         self.proc = None
+        self.settings = []
 
     def start(self):
-        self.proc = h.WarrenProcess(["data_dir=%s" % self.data_dir])
+        self.proc = h.WarrenProcess(["data_dir=%s" % self.data_dir] + self.settings)
         self.addr = self.proc.start()
         self.addCleanup(self.stop)
         conn = h.connect(self.addr)
@@ -179,6 +180,37 @@ class Paging(unittest.TestCase):
         got = self.consume_all(ch, "pg.purge", 1)
         self.assertEqual(got[0][1].headers["i"], 1000)
         self.assertEqual(ch.queue_declare("pg.purge", passive=True).method.message_count, 0)
+
+    @h.needs_own_broker
+    def test_sparse_segments_are_compacted_and_survive_a_crash(self):
+        self.settings = ["journal.segment_size=1048576"]
+        conn, ch = self.start()
+        ch.queue_declare("pg.cmp", durable=True)
+        n = 3000
+        for i in range(n):
+            ch.basic_publish("", "pg.cmp", body(i, 1000), persistent(i))
+        held = []  # every tenth stays unacked: the segments become sparse
+        for method, props, payload in ch.consume("pg.cmp", inactivity_timeout=5):
+            self.assertIsNotNone(method)
+            if props.headers["i"] % 10:
+                ch.basic_ack(method.delivery_tag)
+            else:
+                held.append(props.headers["i"])
+            if props.headers["i"] == n - 1:
+                break
+        self.assertEqual(len(held), n // 10)
+        seg1 = os.path.join(self.data_dir, "journal", "00000001.seg")
+        h.wait_for(conn, lambda: not os.path.exists(seg1), timeout=10)
+        self.assertTrue(any("segment 1 compacted" in line for line in self.proc.log_lines),
+                        self.proc.log_tail())
+        self.proc.proc.kill()  # SIGKILL: recovery from the compacted journal
+        self.proc.proc.wait(5)
+        self.proc = None
+        conn, ch = self.start()
+        got = self.consume_all(ch, "pg.cmp", len(held))
+        self.assertEqual([p.headers["i"] for _, p, _ in got], held)
+        self.assertTrue(all(m.redelivered for m, _, _ in got))
+        self.assertEqual([b for _, _, b in got], [body(i, 1000) for i in held])
 
 
 if __name__ == "__main__":
