@@ -206,6 +206,9 @@ void server_conn_opened(server *s, conn *c);
 void server_journal_wait(server *s, journal_seq seq);
 /* Whether the memory alarm is on (new connections start blocked too). */
 bool server_memory_alarm(const server *s);
+/* Whether the journal's unwritten backlog is so large that publishers
+ * should wait for the disk (with hysteresis; they resume on a sync). */
+bool server_journal_lagging(server *s);
 void server_conn_closed(server *s, conn *c);
 /* Refreshes the cached clock that server_now_ms returns. */
 void server_touch_clock(server *s);

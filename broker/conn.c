@@ -54,6 +54,7 @@ struct conn {
     bool alarm;              /* the memory alarm is on */
     bool blocked_sent;       /* connection.blocked sent, unblocked not yet */
     bool reading_blocked;    /* stopped reading: published during the alarm */
+    bool journal_blocked;    /* stopped reading: published while the journal lags */
     bool reading_paused;
     bool output_blocked;
     bool free_scheduled;
@@ -680,11 +681,12 @@ static void read_frames(conn *c)
             break;
         if (r == AMQP_OK) {
             uint16_t channel = f.channel;
-            bool publish = c->alarm && amqp_frame_method_id(&f) == AMQP_BASIC_PUBLISH;
+            bool publish = amqp_frame_method_id(&f) == AMQP_BASIC_PUBLISH;
             r = handle_frame(c, &f, &err);
             evbuffer_drain(in, (size_t)f.size + AMQP_FRAME_OVERHEAD);
-            if (r == AMQP_OK && publish) {
-                c->reading_blocked = true;
+            if (r == AMQP_OK && publish && (c->alarm || server_journal_lagging(c->srv))) {
+                c->reading_blocked |= c->alarm;
+                c->journal_blocked = !c->alarm;
                 update_reading(c);
                 break;
             }
@@ -701,7 +703,7 @@ static void read_frames(conn *c)
 
 static void update_reading(conn *c)
 {
-    transport_pause_reading(c->t, c->reading_paused || c->reading_blocked ||
+    transport_pause_reading(c->t, c->reading_paused || c->reading_blocked || c->journal_blocked ||
                                       c->state == S_CLOSED);
 }
 
@@ -863,6 +865,12 @@ void conn_set_alarm(conn *c, bool on)
 
 void conn_journal_synced(conn *c)
 {
+    if (c->journal_blocked && !server_journal_lagging(c->srv)) {
+        c->journal_blocked = false;
+        update_reading(c);
+        if (!c->reading_paused && !c->reading_blocked)
+            on_read(c); /* frames may be waiting in the input buffer */
+    }
     for (uint32_t i = 0; c->state == S_OPEN && i < c->nchans; i++) {
         chan *ch = c->chans[i];
         if (ch && ch != CHAN_CLOSING)

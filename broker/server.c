@@ -41,6 +41,7 @@ struct server {
     uint64_t name_seed;
     bool shutting_down;
     bool memory_alarm;
+    bool journal_lagging; /* see server_journal_lagging */
     uint64_t activity; /* bumped by each read, for the loop's polling window */
     journal_seq journal_wait; /* highest sequence a confirm or commit waits for */
     size_t memory_limit; /* bytes of message memory that raise the alarm */
@@ -75,7 +76,7 @@ static void journal_synced_cb(void *ctx, journal_seq synced)
 
 static void journal_log(int level, const char *text)
 {
-    log_msg(level == 3 ? LOG_ERROR : LOG_WARNING, "journal: %s", text);
+    log_msg(level >= LOG_ERROR ? LOG_ERROR : (log_level)level, "journal: %s", text);
 }
 
 /* A file written after a clean stop, removed at start: its absence means
@@ -118,6 +119,19 @@ void server_touch_clock(server *s)
     s->activity++;
 }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
+
+/* Publishers pause while the journal holds more than this unwritten, and
+ * go on once the disk has caught up to below a quarter of it. */
+#define JOURNAL_LAG_BYTES (64u << 20)
+
+bool server_journal_lagging(server *s)
+{
+    if (!s->journal)
+        return false;
+    uint64_t unwritten = journal_unwritten_bytes(s->journal);
+    s->journal_lagging = unwritten > (s->journal_lagging ? JOURNAL_LAG_BYTES / 4 : JOURNAL_LAG_BYTES);
+    return s->journal_lagging;
+}
 
 void server_journal_wait(server *s, journal_seq seq)
 {

@@ -334,6 +334,7 @@ static void start_segment(journal *j)
     journal_seg_header_encode(p, num, j->next_seq);
     batch_run(j, j->fill, num, 0)->len += SEG_HEADER_SIZE;
     j->fill->len += SEG_HEADER_SIZE;
+    j->appended_bytes += SEG_HEADER_SIZE;
     s->size = SEG_HEADER_SIZE;
 }
 
@@ -354,6 +355,7 @@ static uint8_t *reserve(journal *j, rec_type type, uint64_t len, journal_loc *lo
     batch_run(j, j->fill, s->num, s->size)->len += padded;
     *loc = (journal_loc){s->num, (uint32_t)s->size, (uint32_t)len};
     j->fill->len += padded;
+    j->appended_bytes += padded;
     s->size += padded;
     return p;
 }
@@ -487,6 +489,11 @@ journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id)
 }
 
 journal_seq journal_synced(const journal *j) { return atomic_load(&j->synced); }
+
+uint64_t journal_unwritten_bytes(const journal *j)
+{
+    return j->appended_bytes - atomic_load(&j->written_bytes);
+}
 
 /* ---- the sync thread ---------------------------------------------------- */
 
@@ -659,6 +666,7 @@ static journal_seq retire_round_locked(journal *j, size_t n, uint32_t ck_seg)
         if (b->last_seq)
             seq = b->last_seq;
         j->ck_attempts += b->ck_image != NULL;
+        atomic_fetch_add(&j->written_bytes, b->len);
         if (b->nruns > 0) {
             const jrun *r = &b->runs[b->nruns - 1];
             j->written_seg = r->seg;

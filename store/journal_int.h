@@ -262,7 +262,7 @@ struct journal {
     jseg **segs; /* sorted by num */
     size_t nsegs, capsegs;
     jqueue_map queues;
-    uint64_t live_entries, appended_records;
+    uint64_t live_entries, appended_records, appended_bytes;
     bool replayed, replay_called, appended_since_tick;
     uint64_t idle_since_ms;
     jcheckpoint *ck; /* loaded at open, consumed by replay */
@@ -290,6 +290,7 @@ struct journal {
     bool stop;
 
     /* either thread, lock-free */
+    _Atomic uint64_t written_bytes; /* of appended_bytes, what is in the files */
     _Atomic uint64_t synced;
     _Atomic uint64_t syncs;
     _Atomic bool failed;

@@ -99,6 +99,9 @@ journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id);
 /* The highest sequence known to be on disk (all of it with sync = none,
  * once written). */
 journal_seq journal_synced(const journal *j);
+/* Bytes appended that the sync thread has not written yet: what the
+ * journal holds in RAM (publishers are slowed down when it grows). */
+uint64_t journal_unwritten_bytes(const journal *j);
 
 /* ---- reading back ---- */
 
