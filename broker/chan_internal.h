@@ -1,6 +1,6 @@
-/* Private to broker/: the channel structure shared by chan.c (publishing,
- * deliveries, acks, confirms, transactions) and decl.c (exchange, queue and
- * consumer methods). */
+/* Private to broker/: the channel structure shared by chan.c (deliveries,
+ * acks, basic.* methods), publish.c (publishing, confirms, transactions),
+ * decl.c (exchange, queue and consumer methods) and reply.c. */
 #ifndef WARREN_CHAN_INTERNAL_H
 #define WARREN_CHAN_INTERNAL_H
 
@@ -77,8 +77,23 @@ struct chan {
 void chan_cancel_consumer(chan *ch, consumer *cons, bool notify);
 void chan_requeue_all(chan *ch);
 consumer *chan_find_consumer(chan *ch, amqp_bytes tag);
-int chan_tx_add_publish(chan *ch, const tx_publish *p, amqp_error *err);
 void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack);
+/* Settles tag (or all up to it), as basic.ack / nack / reject do. */
+int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_t method_id,
+                amqp_error *err);
+/* Index of the unacked delivery `tag` in the ring, -1 if unknown. */
+int64_t chan_ua_find(chan *ch, uint64_t tag);
+void chan_tx_clear(chan *ch);
+
+/* publish.c: publishing, confirms and transactions */
+int chan_begin_publish(chan *ch, const amqp_basic_publish *p);
+int chan_tx_add_publish(chan *ch, const tx_publish *p, amqp_error *err);
+int chan_tx_add_ack(chan *ch, const tx_ack *a, amqp_error *err);
+/* Publishes and settles what the transaction holds; returns the journal
+ * sequence commit-ok must wait for (0: none). */
+journal_seq chan_tx_commit(chan *ch);
+/* How far the journal has synced (everything, without a journal). */
+journal_seq chan_synced_seq(chan *ch);
 
 /* reply.c: direct reply-to */
 bool chan_is_reply_queue(amqp_bytes name);

@@ -1,4 +1,5 @@
-/* Connections: the frame loop, the handshake, errors, heartbeats and output.
+/* Connections: the frame loop, errors, heartbeats and output (the
+ * handshake and the connection class are in handshake.c).
  *
  * State diagram:
  *   HEADER --proto header--> START_OK --start-ok--> TUNE_OK --tune-ok-->
@@ -27,50 +28,8 @@
 #include <string.h>
 
 #include "broker.h"
+#include "conn_internal.h"
 
-typedef enum conn_state {
-    S_HEADER,
-    S_START_OK,
-    S_TUNE_OK,
-    S_OPEN_WAIT,
-    S_OPEN,
-    S_CLOSING,
-    S_LINGER,
-    S_CLOSED
-} conn_state;
-
-#define CHAN_CLOSING ((chan *)1)
-#define CLOSE_OK_TIMEOUT_MS 3000
-#define LINGER_TIMEOUT_MS 10000
-
-struct conn {
-    server *srv;
-    transport *t;
-    conn_state state;
-    bool loopback;
-    bool cancel_notify;
-    bool auth_failure_close; /* client asked for connection.close on bad login */
-    bool blocked_capable;    /* client handles connection.blocked */
-    bool alarm;              /* the memory alarm is on */
-    bool blocked_sent;       /* connection.blocked sent, unblocked not yet */
-    bool reading_blocked;    /* stopped reading: published during the alarm */
-    bool journal_blocked;    /* stopped reading: published while the journal lags */
-    bool reading_paused;
-    bool output_blocked;
-    bool free_scheduled;
-    char peer[64];
-    char user[64];
-    vhost *vh;
-    uint16_t channel_max;
-    uint32_t frame_max;
-    uint16_t heartbeat;
-    uint64_t opened_ms, last_recv_ms, last_send_ms, close_deadline_ms;
-    chan **chans;
-    uint32_t nchans;
-    uint32_t nopen; /* channels open, against channel_max */
-};
-
-static void teardown(conn *c);
 static void on_read(void *arg);
 static void update_reading(conn *c);
 
@@ -253,7 +212,7 @@ void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
 {
     if (err->silent) {
         log_msg(LOG_WARNING, "connection %s dropped: %s", c->peer, err->text);
-        teardown(c);
+        conn_teardown(c);
         return;
     }
     if (channel == 0 || amqp_reply_is_hard(err->code)) {
@@ -262,7 +221,7 @@ void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
          * login gets connection.close only if the client asked for it. */
         if (c->state < S_OPEN_WAIT &&
             !(err->code == AMQP_ACCESS_REFUSED && c->auth_failure_close)) {
-            teardown(c);
+            conn_teardown(c);
             return;
         }
         conn_close(c, err->code, err->text, err->method_id);
@@ -285,7 +244,7 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
 
 /* The client closed the connection: answer, drop its channels and
  * exclusive queues, and wait for it to close the socket. */
-static void linger(conn *c)
+void conn_linger(conn *c)
 {
     amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
     conn_send_method(c, 0, &ok);
@@ -308,7 +267,7 @@ static void schedule_free(conn *c)
 
 /* Ends the connection: channels and exclusive queues go now, the socket once
  * the output has been written (or at once if nothing is pending). */
-static void teardown(conn *c)
+void conn_teardown(conn *c)
 {
     if (c->state == S_CLOSED)
         return;
@@ -320,208 +279,6 @@ static void teardown(conn *c)
     if (transport_pending(c->t) == 0)
         schedule_free(c);
     /* else on_drained frees it once written; conn_tick bounds the wait. */
-}
-
-/* ---- handshake ---------------------------------------------------------- */
-
-static void send_start(conn *c)
-{
-    uint8_t props[1024];
-    amqp_writer w;
-    amqp_writer_init(&w, props, sizeof props);
-    size_t top = amqp_table_begin(&w);
-    amqp_put_key(&w, "capabilities");
-    amqp_put_u8(&w, 'F');
-    size_t caps = amqp_table_begin(&w);
-    static const char *const capabilities[] = {
-        "publisher_confirms",     "exchange_exchange_bindings",   "basic.nack",
-        "consumer_cancel_notify", "connection.blocked",           "consumer_priorities",
-        "authentication_failure_close", "per_consumer_qos",      "direct_reply_to",
-    };
-    for (size_t i = 0; i < sizeof capabilities / sizeof capabilities[0]; i++)
-        amqp_put_field_bool(&w, capabilities[i], true);
-    amqp_table_end(&w, caps);
-    amqp_put_field_str(&w, "cluster_name", AMQP_CSTR("warren@localhost"));
-    amqp_put_field_str(&w, "copyright", AMQP_CSTR("Copyright (c) Warren authors"));
-    amqp_put_field_str(&w, "information", AMQP_CSTR("Warren AMQP 0-9-1 broker"));
-    amqp_put_field_str(&w, "platform", AMQP_CSTR("C/libevent"));
-    amqp_put_field_str(&w, "product", AMQP_CSTR("Warren"));
-    amqp_put_field_str(&w, "version", AMQP_CSTR("0.1.0"));
-    amqp_table_end(&w, top);
-    amqp_method m = {.id = AMQP_CONNECTION_START};
-    m.connection_start.version_major = 0;
-    m.connection_start.version_minor = 9;
-    /* the table content, without the length prefix the writer put first */
-    m.connection_start.server_properties = (amqp_bytes){props + 4, (uint32_t)w.len - 4};
-    m.connection_start.mechanisms = AMQP_CSTR("PLAIN AMQPLAIN");
-    m.connection_start.locales = AMQP_CSTR("en_US");
-    conn_send_method(c, 0, &m);
-}
-
-static void handle_protocol_header(conn *c)
-{
-    struct evbuffer *in = transport_input(c->t);
-    if (evbuffer_get_length(in) < 8)
-        return;
-    uint8_t hdr[8];
-    evbuffer_remove(in, hdr, 8);
-    if (memcmp(hdr, AMQP_PROTOCOL_HEADER, 8) != 0) {
-        transport_write(c->t, AMQP_PROTOCOL_HEADER, 8);
-        log_msg(LOG_WARNING, "connection %s: bad protocol header, closing", c->peer);
-        teardown(c);
-        return;
-    }
-    send_start(c);
-    c->state = S_START_OK;
-}
-
-/* Extracts user and password from a PLAIN ("\0user\0pass") or AMQPLAIN
- * (LOGIN and PASSWORD in a table) response. */
-static bool parse_credentials(amqp_bytes mech, amqp_bytes resp, amqp_bytes *user, amqp_bytes *pass)
-{
-    if (amqp_bytes_equal_cstr(mech, "PLAIN")) {
-        const uint8_t *z1 = memchr(resp.ptr, 0, resp.len);
-        if (!z1)
-            return false;
-        const uint8_t *u = z1 + 1;
-        const uint8_t *z2 = memchr(u, 0, resp.len - (size_t)(u - resp.ptr));
-        if (!z2)
-            return false;
-        *user = (amqp_bytes){u, (uint32_t)(z2 - u)};
-        *pass = (amqp_bytes){z2 + 1, (uint32_t)(resp.len - (size_t)(z2 + 1 - resp.ptr))};
-        return true;
-    }
-    if (amqp_bytes_equal_cstr(mech, "AMQPLAIN")) {
-        amqp_field login, password;
-        if (amqp_table_validate(resp, NULL) != AMQP_OK ||
-            !amqp_table_get(resp, "LOGIN", &login) || !amqp_table_get(resp, "PASSWORD", &password) ||
-            login.type != 'S' || password.type != 'S')
-            return false;
-        *user = login.v.bytes;
-        *pass = password.v.bytes;
-        return true;
-    }
-    return false;
-}
-
-static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_error *err)
-{
-    amqp_field caps, f;
-    if (amqp_table_get(s->client_properties, "capabilities", &caps) && caps.type == 'F') {
-        c->cancel_notify = amqp_table_get(caps.v.bytes, "consumer_cancel_notify", &f) &&
-                           f.type == 't' && f.v.i;
-        c->auth_failure_close = amqp_table_get(caps.v.bytes, "authentication_failure_close",
-                                               &f) && f.type == 't' && f.v.i;
-        c->blocked_capable = amqp_table_get(caps.v.bytes, "connection.blocked", &f) &&
-                             f.type == 't' && f.v.i;
-    }
-    if (!amqp_bytes_equal_cstr(s->mechanism, "PLAIN") &&
-        !amqp_bytes_equal_cstr(s->mechanism, "AMQPLAIN"))
-        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
-                         "unsupported authentication mechanism '%.*s'", (int)s->mechanism.len,
-                         (const char *)s->mechanism.ptr);
-    amqp_bytes user, pass;
-    if (!parse_credentials(s->mechanism, s->response, &user, &pass) ||
-        !server_authenticate(c->srv, user, pass, c->loopback)) {
-        log_msg(LOG_WARNING, "connection %s: login refused", c->peer);
-        return amqp_fail(err, AMQP_ACCESS_REFUSED, 0,
-                         "Login was refused using authentication mechanism %.*s. For details "
-                         "see the broker logfile.",
-                         (int)s->mechanism.len, (const char *)s->mechanism.ptr);
-    }
-    snprintf(c->user, sizeof c->user, "%.*s", (int)user.len, (const char *)user.ptr);
-    const config *cfg = server_config(c->srv);
-    amqp_method m = {.id = AMQP_CONNECTION_TUNE};
-    m.connection_tune.channel_max = cfg->channel_max;
-    m.connection_tune.frame_max = cfg->frame_max;
-    m.connection_tune.heartbeat = (uint16_t)cfg->heartbeat;
-    conn_send_method(c, 0, &m);
-    c->state = S_TUNE_OK;
-    return AMQP_OK;
-}
-
-/* RabbitMQ's rule for each tune-ok value: at least `min` unless 0, and not
- * above the server's value -- 0 meaning "no limit" is above it too. */
-static int check_tuned(const char *field, uint32_t min, uint32_t server_value,
-                       uint32_t client_value, amqp_error *err)
-{
-    if (client_value != 0 && client_value < min)
-        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                         "negotiated %s = %u is lower than the minimum allowed value (%u)", field,
-                         client_value, min);
-    if (server_value != 0 && (client_value == 0 || client_value > server_value))
-        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                         "negotiated %s = %u is higher than the maximum allowed value (%u)", field,
-                         client_value, server_value);
-    return AMQP_OK;
-}
-
-static int handle_tune_ok(conn *c, const amqp_connection_tune_ok *t, amqp_error *err)
-{
-    const config *cfg = server_config(c->srv);
-    if (check_tuned("frame_max", AMQP_FRAME_MIN_SIZE, cfg->frame_max, t->frame_max, err) ||
-        check_tuned("channel_max", 1, cfg->channel_max, t->channel_max, err))
-        return AMQP_ERROR;
-    c->frame_max = t->frame_max;
-    c->channel_max = t->channel_max;
-    c->heartbeat = t->heartbeat;
-    c->state = S_OPEN_WAIT;
-    return AMQP_OK;
-}
-
-static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
-{
-    vhost *v = server_vhost(c->srv, o->virtual_host);
-    if (!v)
-        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost %.*s not found",
-                         (int)o->virtual_host.len, (const char *)o->virtual_host.ptr);
-    c->vh = v;
-    c->state = S_OPEN;
-    amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
-    conn_send_method(c, 0, &m);
-    log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,
-            vhost_name(v));
-    conn_set_alarm(c, server_memory_alarm(c->srv));
-    return AMQP_OK;
-}
-
-/* Methods on channel 0: the connection class, in the order the handshake
- * allows them. */
-static int handle_connection_method(conn *c, const amqp_method *m, amqp_error *err)
-{
-    static const uint32_t expected[] = {
-        [S_START_OK] = AMQP_CONNECTION_START_OK,
-        [S_TUNE_OK] = AMQP_CONNECTION_TUNE_OK,
-        [S_OPEN_WAIT] = AMQP_CONNECTION_OPEN,
-    };
-    if (c->state < S_OPEN && m->id != expected[c->state] && m->id != AMQP_CONNECTION_CLOSE)
-        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "expected '%s', got '%s'",
-                         amqp_method_name(expected[c->state]), amqp_method_name(m->id));
-    switch (m->id) {
-    case AMQP_CONNECTION_START_OK:
-        if (c->state == S_START_OK)
-            return handle_start_ok(c, &m->connection_start_ok, err);
-        break;
-    case AMQP_CONNECTION_TUNE_OK:
-        if (c->state == S_TUNE_OK)
-            return handle_tune_ok(c, &m->connection_tune_ok, err);
-        break;
-    case AMQP_CONNECTION_OPEN:
-        if (c->state == S_OPEN_WAIT)
-            return handle_open(c, &m->connection_open, err);
-        break;
-    case AMQP_CONNECTION_CLOSE:
-        linger(c);
-        return AMQP_OK;
-    case AMQP_CONNECTION_UPDATE_SECRET: {
-        amqp_method ok = {.id = AMQP_CONNECTION_UPDATE_SECRET_OK};
-        conn_send_method(c, 0, &ok);
-        return AMQP_OK;
-    }
-    }
-    /* the handshake's methods again, or another class on channel 0 */
-    return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id,
-                     "unexpected method in connection state running");
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -582,17 +339,17 @@ static int handle_method_frame(conn *c, const amqp_frame *f, amqp_error *err)
     if (c->state == S_CLOSING || c->state == S_LINGER) {
         /* closing: only the close handshake matters now */
         if (m.id == AMQP_CONNECTION_CLOSE_OK && c->state == S_CLOSING) {
-            teardown(c);
+            conn_teardown(c);
         } else if (m.id == AMQP_CONNECTION_CLOSE) {
             bool ours = c->state == S_CLOSING;
-            linger(c);
+            conn_linger(c);
             if (ours)
-                teardown(c);
+                conn_teardown(c);
         }
         return AMQP_OK;
     }
     if (f->channel == 0)
-        return handle_connection_method(c, &m, err);
+        return handshake_method(c, &m, err);
     if (c->state != S_OPEN)
         return amqp_fail(err, AMQP_CHANNEL_ERROR, m.id, "channel %u used before connection.open",
                          f->channel);
@@ -713,7 +470,7 @@ static void on_read(void *arg)
     server_touch_clock(c->srv);
     c->last_recv_ms = server_now_ms(c->srv);
     if (c->state == S_HEADER) {
-        handle_protocol_header(c);
+        handshake_header(c);
         if (c->state == S_HEADER)
             return;
     }
@@ -766,7 +523,7 @@ static void on_closed(void *arg)
     if (c->state == S_OPEN)
         log_msg(LOG_WARNING, "connection %s: client closed the socket without "
                              "connection.close", c->peer);
-    teardown(c);
+    conn_teardown(c);
 }
 
 static const transport_handlers handlers = {on_read, on_drained, on_closed};
@@ -805,13 +562,13 @@ void conn_tick(conn *c, uint64_t now)
     }
     if (c->state == S_CLOSING || c->state == S_LINGER) {
         if (now > c->close_deadline_ms)
-            teardown(c);
+            conn_teardown(c);
         return;
     }
     if (c->state < S_OPEN_WAIT) {
         if (now - c->opened_ms > cfg->handshake_timeout_ms) {
             log_msg(LOG_WARNING, "connection %s: handshake timeout", c->peer);
-            teardown(c);
+            conn_teardown(c);
         }
         return;
     }
@@ -822,7 +579,7 @@ void conn_tick(conn *c, uint64_t now)
         log_msg(LOG_WARNING, "connection %s: missed heartbeats from client, timeout: %us",
                 c->peer, c->heartbeat);
         transport_abort(c->t);
-        teardown(c);
+        conn_teardown(c);
         return;
     }
     if (now - c->last_send_ms >= interval / 2) {

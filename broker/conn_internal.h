@@ -1,0 +1,62 @@
+/* Private to broker/: the connection object, shared by conn.c (frame loop,
+ * errors, output, lifecycle) and handshake.c (protocol header, login,
+ * tuning, the connection class). */
+#ifndef WARREN_CONN_INTERNAL_H
+#define WARREN_CONN_INTERNAL_H
+
+#include "broker.h"
+
+typedef enum conn_state {
+    S_HEADER,
+    S_START_OK,
+    S_TUNE_OK,
+    S_OPEN_WAIT,
+    S_OPEN,
+    S_CLOSING,
+    S_LINGER,
+    S_CLOSED
+} conn_state;
+
+#define CHAN_CLOSING ((chan *)1)
+#define CLOSE_OK_TIMEOUT_MS 3000
+#define LINGER_TIMEOUT_MS 10000
+
+struct conn {
+    server *srv;
+    transport *t;
+    conn_state state;
+    bool loopback;
+    bool cancel_notify;
+    bool auth_failure_close; /* client asked for connection.close on bad login */
+    bool blocked_capable;    /* client handles connection.blocked */
+    bool alarm;              /* the memory alarm is on */
+    bool blocked_sent;       /* connection.blocked sent, unblocked not yet */
+    bool reading_blocked;    /* stopped reading: published during the alarm */
+    bool journal_blocked;    /* stopped reading: published while the journal lags */
+    bool reading_paused;
+    bool output_blocked;
+    bool free_scheduled;
+    char peer[64];
+    char user[64];
+    vhost *vh;
+    uint16_t channel_max;
+    uint32_t frame_max;
+    uint16_t heartbeat;
+    uint64_t opened_ms, last_recv_ms, last_send_ms, close_deadline_ms;
+    chan **chans;
+    uint32_t nchans;
+    uint32_t nopen; /* channels open, against channel_max */
+};
+
+/* The protocol header has arrived (or part of it): answer connection.start,
+ * or send our header back and close on a wrong one. */
+void handshake_header(conn *c);
+/* A method on channel 0: the handshake's, in the order it allows them,
+ * then close and update-secret. */
+int handshake_method(conn *c, const amqp_method *m, amqp_error *err);
+/* The client closed: close-ok sent, wait for it to close the socket. */
+void conn_linger(conn *c);
+/* Marks the connection CLOSED; it is freed from a zero-delay event. */
+void conn_teardown(conn *c);
+
+#endif

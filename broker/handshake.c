@@ -1,0 +1,208 @@
+/* The connection handshake: protocol header, connection.start / start-ok
+ * (SASL PLAIN and AMQPLAIN), tune / tune-ok (RabbitMQ's limits), open, and
+ * the connection class's other methods on channel 0. */
+#include <event2/buffer.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conn_internal.h"
+
+static void send_start(conn *c)
+{
+    uint8_t props[1024];
+    amqp_writer w;
+    amqp_writer_init(&w, props, sizeof props);
+    size_t top = amqp_table_begin(&w);
+    amqp_put_key(&w, "capabilities");
+    amqp_put_u8(&w, 'F');
+    size_t caps = amqp_table_begin(&w);
+    static const char *const capabilities[] = {
+        "publisher_confirms",     "exchange_exchange_bindings",   "basic.nack",
+        "consumer_cancel_notify", "connection.blocked",           "consumer_priorities",
+        "authentication_failure_close", "per_consumer_qos",      "direct_reply_to",
+    };
+    for (size_t i = 0; i < sizeof capabilities / sizeof capabilities[0]; i++)
+        amqp_put_field_bool(&w, capabilities[i], true);
+    amqp_table_end(&w, caps);
+    amqp_put_field_str(&w, "cluster_name", AMQP_CSTR("warren@localhost"));
+    amqp_put_field_str(&w, "copyright", AMQP_CSTR("Copyright (c) Warren authors"));
+    amqp_put_field_str(&w, "information", AMQP_CSTR("Warren AMQP 0-9-1 broker"));
+    amqp_put_field_str(&w, "platform", AMQP_CSTR("C/libevent"));
+    amqp_put_field_str(&w, "product", AMQP_CSTR("Warren"));
+    amqp_put_field_str(&w, "version", AMQP_CSTR("0.1.0"));
+    amqp_table_end(&w, top);
+    amqp_method m = {.id = AMQP_CONNECTION_START};
+    m.connection_start.version_major = 0;
+    m.connection_start.version_minor = 9;
+    /* the table content, without the length prefix the writer put first */
+    m.connection_start.server_properties = (amqp_bytes){props + 4, (uint32_t)w.len - 4};
+    m.connection_start.mechanisms = AMQP_CSTR("PLAIN AMQPLAIN");
+    m.connection_start.locales = AMQP_CSTR("en_US");
+    conn_send_method(c, 0, &m);
+}
+
+void handshake_header(conn *c)
+{
+    struct evbuffer *in = transport_input(c->t);
+    if (evbuffer_get_length(in) < 8)
+        return;
+    uint8_t hdr[8];
+    evbuffer_remove(in, hdr, 8);
+    if (memcmp(hdr, AMQP_PROTOCOL_HEADER, 8) != 0) {
+        transport_write(c->t, AMQP_PROTOCOL_HEADER, 8);
+        log_msg(LOG_WARNING, "connection %s: bad protocol header, closing", c->peer);
+        conn_teardown(c);
+        return;
+    }
+    send_start(c);
+    c->state = S_START_OK;
+}
+
+/* Extracts user and password from a PLAIN ("\0user\0pass") or AMQPLAIN
+ * (LOGIN and PASSWORD in a table) response. */
+static bool parse_credentials(amqp_bytes mech, amqp_bytes resp, amqp_bytes *user, amqp_bytes *pass)
+{
+    if (amqp_bytes_equal_cstr(mech, "PLAIN")) {
+        const uint8_t *z1 = memchr(resp.ptr, 0, resp.len);
+        if (!z1)
+            return false;
+        const uint8_t *u = z1 + 1;
+        const uint8_t *z2 = memchr(u, 0, resp.len - (size_t)(u - resp.ptr));
+        if (!z2)
+            return false;
+        *user = (amqp_bytes){u, (uint32_t)(z2 - u)};
+        *pass = (amqp_bytes){z2 + 1, (uint32_t)(resp.len - (size_t)(z2 + 1 - resp.ptr))};
+        return true;
+    }
+    if (amqp_bytes_equal_cstr(mech, "AMQPLAIN")) {
+        amqp_field login, password;
+        if (amqp_table_validate(resp, NULL) != AMQP_OK ||
+            !amqp_table_get(resp, "LOGIN", &login) || !amqp_table_get(resp, "PASSWORD", &password) ||
+            login.type != 'S' || password.type != 'S')
+            return false;
+        *user = login.v.bytes;
+        *pass = password.v.bytes;
+        return true;
+    }
+    return false;
+}
+
+static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_error *err)
+{
+    amqp_field caps, f;
+    if (amqp_table_get(s->client_properties, "capabilities", &caps) && caps.type == 'F') {
+        c->cancel_notify = amqp_table_get(caps.v.bytes, "consumer_cancel_notify", &f) &&
+                           f.type == 't' && f.v.i;
+        c->auth_failure_close = amqp_table_get(caps.v.bytes, "authentication_failure_close",
+                                               &f) && f.type == 't' && f.v.i;
+        c->blocked_capable = amqp_table_get(caps.v.bytes, "connection.blocked", &f) &&
+                             f.type == 't' && f.v.i;
+    }
+    if (!amqp_bytes_equal_cstr(s->mechanism, "PLAIN") &&
+        !amqp_bytes_equal_cstr(s->mechanism, "AMQPLAIN"))
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                         "unsupported authentication mechanism '%.*s'", (int)s->mechanism.len,
+                         (const char *)s->mechanism.ptr);
+    amqp_bytes user, pass;
+    if (!parse_credentials(s->mechanism, s->response, &user, &pass) ||
+        !server_authenticate(c->srv, user, pass, c->loopback)) {
+        log_msg(LOG_WARNING, "connection %s: login refused", c->peer);
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, 0,
+                         "Login was refused using authentication mechanism %.*s. For details "
+                         "see the broker logfile.",
+                         (int)s->mechanism.len, (const char *)s->mechanism.ptr);
+    }
+    snprintf(c->user, sizeof c->user, "%.*s", (int)user.len, (const char *)user.ptr);
+    const config *cfg = server_config(c->srv);
+    amqp_method m = {.id = AMQP_CONNECTION_TUNE};
+    m.connection_tune.channel_max = cfg->channel_max;
+    m.connection_tune.frame_max = cfg->frame_max;
+    m.connection_tune.heartbeat = (uint16_t)cfg->heartbeat;
+    conn_send_method(c, 0, &m);
+    c->state = S_TUNE_OK;
+    return AMQP_OK;
+}
+
+/* RabbitMQ's rule for each tune-ok value: at least `min` unless 0, and not
+ * above the server's value -- 0 meaning "no limit" is above it too. */
+static int check_tuned(const char *field, uint32_t min, uint32_t server_value,
+                       uint32_t client_value, amqp_error *err)
+{
+    if (client_value != 0 && client_value < min)
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                         "negotiated %s = %u is lower than the minimum allowed value (%u)", field,
+                         client_value, min);
+    if (server_value != 0 && (client_value == 0 || client_value > server_value))
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                         "negotiated %s = %u is higher than the maximum allowed value (%u)", field,
+                         client_value, server_value);
+    return AMQP_OK;
+}
+
+static int handle_tune_ok(conn *c, const amqp_connection_tune_ok *t, amqp_error *err)
+{
+    const config *cfg = server_config(c->srv);
+    if (check_tuned("frame_max", AMQP_FRAME_MIN_SIZE, cfg->frame_max, t->frame_max, err) ||
+        check_tuned("channel_max", 1, cfg->channel_max, t->channel_max, err))
+        return AMQP_ERROR;
+    c->frame_max = t->frame_max;
+    c->channel_max = t->channel_max;
+    c->heartbeat = t->heartbeat;
+    c->state = S_OPEN_WAIT;
+    return AMQP_OK;
+}
+
+static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
+{
+    vhost *v = server_vhost(c->srv, o->virtual_host);
+    if (!v)
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost %.*s not found",
+                         (int)o->virtual_host.len, (const char *)o->virtual_host.ptr);
+    c->vh = v;
+    c->state = S_OPEN;
+    amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
+    conn_send_method(c, 0, &m);
+    log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,
+            vhost_name(v));
+    conn_set_alarm(c, server_memory_alarm(c->srv));
+    return AMQP_OK;
+}
+
+/* Methods on channel 0: the connection class, in the order the handshake
+ * allows them. */
+int handshake_method(conn *c, const amqp_method *m, amqp_error *err)
+{
+    static const uint32_t expected[] = {
+        [S_START_OK] = AMQP_CONNECTION_START_OK,
+        [S_TUNE_OK] = AMQP_CONNECTION_TUNE_OK,
+        [S_OPEN_WAIT] = AMQP_CONNECTION_OPEN,
+    };
+    if (c->state < S_OPEN && m->id != expected[c->state] && m->id != AMQP_CONNECTION_CLOSE)
+        return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "expected '%s', got '%s'",
+                         amqp_method_name(expected[c->state]), amqp_method_name(m->id));
+    switch (m->id) {
+    case AMQP_CONNECTION_START_OK:
+        if (c->state == S_START_OK)
+            return handle_start_ok(c, &m->connection_start_ok, err);
+        break;
+    case AMQP_CONNECTION_TUNE_OK:
+        if (c->state == S_TUNE_OK)
+            return handle_tune_ok(c, &m->connection_tune_ok, err);
+        break;
+    case AMQP_CONNECTION_OPEN:
+        if (c->state == S_OPEN_WAIT)
+            return handle_open(c, &m->connection_open, err);
+        break;
+    case AMQP_CONNECTION_CLOSE:
+        conn_linger(c);
+        return AMQP_OK;
+    case AMQP_CONNECTION_UPDATE_SECRET: {
+        amqp_method ok = {.id = AMQP_CONNECTION_UPDATE_SECRET_OK};
+        conn_send_method(c, 0, &ok);
+        return AMQP_OK;
+    }
+    }
+    /* the handshake's methods again, or another class on channel 0 */
+    return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id,
+                     "unexpected method in connection state running");
+}
