@@ -38,12 +38,9 @@
 
 #include "journal_int.h"
 
-/* Entry tables: message ids are mostly consecutive and a FIFO queue
- * enqueues and settles them in order, so the hash keeps runs of ids in
- * neighbouring slots (cache lines) while folding higher bits down so that
- * strided ids still spread. */
-static uint32_t hash_msg(uint64_t k) { return (uint32_t)(k ^ (k >> 9) ^ (k >> 23) ^ (k >> 41)); }
-
+/* A full mix: message ids are mostly consecutive, and a hash that kept
+ * them in neighbouring slots would make one long run of occupied slots out
+ * of a backlog, which every backward-shift deletion scans to its end. */
 static uint32_t hash64(uint64_t k)
 {
     k ^= k >> 33;
@@ -66,7 +63,7 @@ jentry *journal_entry_find(const jentry_table *t, uint64_t msg_id)
 {
     if (t->slots == NULL)
         return NULL;
-    for (uint32_t i = hash_msg(msg_id) & t->mask;; i = (i + 1) & t->mask) {
+    for (uint32_t i = hash64(msg_id) & t->mask;; i = (i + 1) & t->mask) {
         jentry *e = &t->slots[i];
         if (e->seg == 0)
             return NULL;
@@ -84,7 +81,7 @@ static bool entry_table_grow(jentry_table *t)
     for (uint32_t i = 0; t->slots && i <= t->mask; i++) {
         if (t->slots[i].seg == 0)
             continue;
-        uint32_t k = hash_msg(t->slots[i].msg_id) & (cap - 1);
+        uint32_t k = hash64(t->slots[i].msg_id) & (cap - 1);
         while (slots[k].seg != 0)
             k = (k + 1) & (cap - 1);
         slots[k] = t->slots[i];
@@ -101,7 +98,7 @@ jentry *journal_entry_upsert(jentry_table *t, uint64_t msg_id, bool *created)
         if (!entry_table_grow(t))
             return NULL;
     }
-    uint32_t i = hash_msg(msg_id) & t->mask;
+    uint32_t i = hash64(msg_id) & t->mask;
     for (; t->slots[i].seg != 0; i = (i + 1) & t->mask) {
         if (t->slots[i].msg_id == msg_id) {
             *created = false;
@@ -118,7 +115,7 @@ void journal_entry_remove(jentry_table *t, jentry *e)
 {
     uint32_t i = (uint32_t)(e - t->slots);
     for (uint32_t k = (i + 1) & t->mask; t->slots[k].seg != 0; k = (k + 1) & t->mask) {
-        uint32_t home = hash_msg(t->slots[k].msg_id) & t->mask;
+        uint32_t home = hash64(t->slots[k].msg_id) & t->mask;
         if (!in_range(home, i, k)) {
             t->slots[i] = t->slots[k];
             i = k;

@@ -194,6 +194,33 @@ static void test_read_several_in_one_read(void **state)
     fx_free(f);
 }
 
+/* A FIFO backlog of consecutive ids: settling from the head must not
+ * scan the rest of the table each time (it did with a locality-keeping
+ * hash: one long run of occupied slots, quadratic overall). */
+static void test_entry_table_fifo_is_linear(void **state)
+{
+    enum { N = 300000 };
+    jentry_table t = {0};
+    double t0 = now_s();
+    for (uint64_t id = 1; id <= N; id++) {
+        bool created;
+        jentry *e = journal_entry_upsert(&t, id, &created);
+        assert_non_null(e);
+        assert_true(created);
+        e->seg = e->enq_seg = 1;
+    }
+    for (uint64_t id = 1; id <= N; id++) {
+        jentry *e = journal_entry_find(&t, id);
+        assert_non_null(e);
+        journal_entry_remove(&t, e);
+    }
+    double took = now_s() - t0;
+    print_message("%d consecutive ids in and out (FIFO): %.0f ms\n", N, took * 1000);
+    assert_int_equal(t.count, 0);
+    assert_true(took < 2.0); /* linear: tens of ms; quadratic: minutes */
+    journal_entry_table_free(&t);
+}
+
 static void test_sync_callback_sequence(void **state)
 {
     jfx *f = fx_new(0, JOURNAL_SYNC_BATCH);
@@ -892,6 +919,7 @@ int main(void)
         cmocka_unit_test(test_record_check_rejects),
         cmocka_unit_test(test_append_read_before_and_after_sync),
         cmocka_unit_test(test_read_several_in_one_read),
+        cmocka_unit_test(test_entry_table_fifo_is_linear),
         cmocka_unit_test(test_sync_callback_sequence),
         cmocka_unit_test(test_sync_mode_always),
         cmocka_unit_test(test_sync_mode_none),
