@@ -1,8 +1,13 @@
-"""A byte-exact AMQP 0-9-1 client on a plain socket, for the raw scenarios.
+"""A byte-exact AMQP 0-9-1 client on a plain socket, for the raw scenarios
+and for Warren's Python integration tests (tests/integration/py/harness.py
+puts this folder on sys.path and subclasses RawClient), so the frame, method
+and field-table bytes and the frame reader exist once. It needs only pika and
+the standard library: it must not import anything from either tree.
 
 Well-formed frames are encoded with pika's codec (pika.frame / pika.spec);
 malformed ones are built by hand with raw_frame(). Reading is tolerant:
-frames pika cannot decode come back as RawFrame objects instead of raising.
+frames pika cannot decode come back as RawFrame objects instead of raising
+(unless the client is STRICT).
 """
 import contextlib
 import socket
@@ -68,8 +73,11 @@ def amqplain_response(user, password):
             + shortstr(b"PASSWORD") + b"S" + longstr(password.encode()))
 
 
-def decode_frame(buf):
-    """(consumed, frame) from buf, or (0, None) when incomplete."""
+def decode_frame(buf, strict=False):
+    """(consumed, frame) from buf, or (0, None) when incomplete. A content
+    header also keeps its undecoded property bytes as frame.prop_bytes. A frame
+    pika cannot decode comes back as a RawFrame, or with strict raises pika's
+    error."""
     if len(buf) < 8:
         return 0, None
     ftype, channel, size = struct.unpack(">BHL", buf[:7])
@@ -83,8 +91,41 @@ def decode_frame(buf):
                 frame.prop_bytes = payload[12:]
             return consumed, frame
     except Exception:  # noqa: BLE001 - anything pika cannot decode stays raw
-        pass
+        if strict:
+            raise
     return 8 + size, RawFrame(ftype, channel, payload)
+
+
+def all_types_table():
+    """A field table holding every field type RabbitMQ 3.10 knows, as bytes
+    (pika can encode only some of them), plus the uncommon 'L'."""
+    def entry(key, tag, value):
+        return shortstr(key.encode()) + tag + value
+    inner = entry("k", b"S", longstr(b"v"))
+    array = b"I" + struct.pack(">i", 1) + b"S" + longstr(b"two") + b"V" + b"t\x00"
+    body = b"".join([
+        entry("bool", b"t", b"\x01"), entry("int8", b"b", struct.pack(">b", -5)),
+        entry("uint8", b"B", b"\xfe"), entry("int16", b"s", struct.pack(">h", -300)),
+        entry("uint16", b"u", struct.pack(">H", 65000)), entry("int32", b"I", struct.pack(">i", -70000)),
+        entry("uint32", b"i", struct.pack(">I", 4000000000)), entry("int64", b"l", struct.pack(">q", -2 ** 40)),
+        entry("uint64", b"L", struct.pack(">Q", 2 ** 63 + 5)),
+        entry("float", b"f", struct.pack(">f", 1.5)), entry("double", b"d", struct.pack(">d", 2.25)),
+        entry("decimal", b"D", b"\x02" + struct.pack(">i", 12345)),
+        entry("longstr", b"S", longstr("h\u00e9llo".encode())), entry("bytes", b"x", longstr(b"\x00\x01\xff")),
+        entry("timestamp", b"T", struct.pack(">Q", 1700000000)), entry("void", b"V", b""),
+        entry("table", b"F", longstr(inner)), entry("array", b"A", longstr(array)),
+        entry("empty-table", b"F", longstr(b"")), entry("empty-array", b"A", longstr(b"")),
+    ])
+    return longstr(body)
+
+
+def all_properties_bytes(user):
+    """Property flags and values with all 14 basic properties set; user_id is
+    `user` (the broker checks it against the connection's user)."""
+    ss = lambda s: shortstr(s.encode())  # noqa: E731
+    return (struct.pack(">H", 0xFFFC) + ss("application/json") + ss("gzip") + all_types_table()
+            + b"\x02" + b"\x07" + ss("corr-1") + ss("reply.q") + ss("60000") + ss("msg-1")
+            + struct.pack(">Q", 1700000001) + ss("kind") + ss(user) + ss("app") + ss("cluster"))
 
 
 class Content:
@@ -101,6 +142,17 @@ class Content:
 
 
 class RawClient:
+    """One socket to host:port. The class attributes are what a user of it
+    (the integration harness) may override: the client properties of
+    handshake(), the default wait of expect_*_close(), and STRICT, which
+    makes a frame pika cannot decode raise instead of coming back raw."""
+    CLIENT_PROPERTIES = {
+        "product": "warren-conformance",
+        "capabilities": {"authentication_failure_close": True, "consumer_cancel_notify": True,
+                         "basic.nack": True, "publisher_confirms": True}}
+    CLOSE_TIMEOUT = 10.0
+    STRICT = False
+
     def __init__(self, host, port, user="guest", password="guest", vhost="/", timeout=5.0):
         self.host, self.port = host, port
         self.user, self.password, self.vhost = user, password, vhost
@@ -131,20 +183,28 @@ class RawClient:
     def send_method(self, channel, method):
         self.send(method_bytes(channel, method))
 
-    def publish(self, channel, exchange, key, body=b"", props=None, mandatory=False, immediate=False,
-                frame_max=None):
-        """basic.publish with header and body frames split to fit frame_max."""
+    def send_content(self, channel, method, body=b"", props=None, frame_max=None, prop_bytes=None):
+        """A content method, its header and the body split to fit frame_max.
+        prop_bytes replaces the encoded property list (flags + values)."""
         frame_max = frame_max or self.frame_max
-        out = [method_bytes(channel, S.Basic.Publish(exchange=exchange, routing_key=key,
-                                                      mandatory=mandatory, immediate=immediate)),
-               pika.frame.Header(channel, len(body), props or S.BasicProperties()).marshal()]
+        out = [method_bytes(channel, method)]
+        if prop_bytes is None:
+            out.append(pika.frame.Header(channel, len(body), props or S.BasicProperties()).marshal())
+        else:
+            out.append(header_bytes(channel, len(body), props=prop_bytes))
         step = frame_max - 8
         for i in range(0, len(body), step):
             out.append(pika.frame.Body(channel, body[i:i + step]).marshal())
         self.send(b"".join(out))
 
+    def publish(self, channel, exchange, key, body=b"", props=None, mandatory=False, immediate=False, **kw):
+        """basic.publish through send_content (kw: frame_max, prop_bytes)."""
+        m = S.Basic.Publish(exchange=exchange, routing_key=key, mandatory=mandatory, immediate=immediate)
+        self.send_content(channel, m, body, props, **kw)
+
     # -- receiving
     def recv_bytes(self, n=65536, timeout=None):
+        """Raw bytes, buffered ones first (b'' at EOF); socket.timeout on silence."""
         if self.buf:
             data, self.buf = self.buf[:n], self.buf[n:]
             return data
@@ -158,7 +218,7 @@ class RawClient:
         """The next frame. Raises Closed at EOF, socket.timeout on silence."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
         while True:
-            consumed, frame = decode_frame(self.buf)
+            consumed, frame = decode_frame(self.buf, self.STRICT)
             if frame is not None:
                 self.buf = self.buf[consumed:]
                 return frame
@@ -173,6 +233,18 @@ class RawClient:
             if not data:
                 raise Closed("connection closed by peer (%d unparsed bytes)" % len(self.buf))
             self.buf += data
+
+    def recv_until_closed(self, timeout=5.0):
+        """Every byte the peer sends until it closes the socket; AssertionError
+        if it is still open after timeout, socket.timeout if it falls silent."""
+        data = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunk = self.recv_bytes(timeout=timeout)
+            if not chunk:
+                return data
+            data += chunk
+        raise AssertionError("socket still open after %.0f s" % timeout)
 
     def recv_method(self, timeout=None):
         """The next frame that is not a heartbeat."""
@@ -221,9 +293,11 @@ class RawClient:
                 return True
         return False
 
-    def expect_connection_close(self, code, timeout=10.0):
-        """The server must send connection.close(code); we answer close-ok and
-        the socket must then close. Returns the close method."""
+    def expect_connection_close(self, code, timeout=None):
+        """The server must send connection.close(code) within timeout (default
+        CLOSE_TIMEOUT); we answer close-ok and the socket must then close.
+        Returns the close method."""
+        timeout = self.CLOSE_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
             f = self.recv_method(max(0.01, deadline - time.monotonic()))
@@ -240,7 +314,10 @@ class RawClient:
             raise AssertionError("socket still open after connection.close-ok")
         return m
 
-    def expect_channel_close(self, channel, code, timeout=10.0):
+    def expect_channel_close(self, channel, code, timeout=None):
+        """The server must close `channel` with `code` (frames on other channels
+        are skipped); we answer close-ok. Returns the close method."""
+        timeout = self.CLOSE_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
             f = self.recv_method(max(0.01, deadline - time.monotonic()))
@@ -268,6 +345,9 @@ class RawClient:
     # -- handshake
     def handshake(self, mechanism="PLAIN", frame_max=None, channel_max=None, heartbeat=0, open_vhost=True,
                   client_properties=None, user=None, password=None, vhost=None):
+        """Header, start/start-ok, tune/tune-ok (our values, or the server's when
+        None), and connection.open unless open_vhost is False. user, password
+        and vhost default to the client's. Returns connection.tune."""
         user = self.user if user is None else user
         password = self.password if password is None else password
         self.send(PROTOCOL_HEADER)
@@ -278,10 +358,7 @@ class RawClient:
             response = amqplain_response(user, password)
         else:
             response = b""
-        props = client_properties if client_properties is not None else {
-            "product": "warren-conformance",
-            "capabilities": {"authentication_failure_close": True, "consumer_cancel_notify": True,
-                             "basic.nack": True, "publisher_confirms": True}}
+        props = client_properties if client_properties is not None else self.CLIENT_PROPERTIES
         self.send_method(0, S.Connection.StartOk(client_properties=props, mechanism=mechanism,
                                                  response=response, locale="en_US"))
         self.tune = self.expect(S.Connection.Tune, 0)

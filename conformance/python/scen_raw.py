@@ -45,16 +45,7 @@ def close_is(close, code_ids=None, text=None, text_start=None):
 def bad_header(t, data):
     r = t.raw()
     r.send(data)
-    got = b""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        chunk = r.recv_bytes(timeout=5)
-        if not chunk:
-            break
-        got += chunk
-    else:
-        raise AssertionError("socket still open after a bad protocol header")
-    eq(got, R.PROTOCOL_HEADER, "bytes the server sends back")
+    eq(r.recv_until_closed(timeout=5), R.PROTOCOL_HEADER, "bytes the server sends back")
     alive(t)
 
 
@@ -949,40 +940,11 @@ def _(t):
 
 # ---------------------------------------------------------------- properties, byte for byte
 
-def all_types_table():
-    """A field table with every field type RabbitMQ 3.10 knows."""
-    def entry(key, tag, value):
-        return R.shortstr(key.encode()) + tag + value
-    inner = entry("k", b"S", R.longstr(b"v"))
-    array = b"I" + struct.pack(">i", 1) + b"S" + R.longstr(b"two") + b"V" + b"t\x00"
-    body = b"".join([
-        entry("bool", b"t", b"\x01"), entry("int8", b"b", struct.pack(">b", -5)),
-        entry("uint8", b"B", b"\xfe"), entry("int16", b"s", struct.pack(">h", -300)),
-        entry("uint16", b"u", struct.pack(">H", 65000)), entry("int32", b"I", struct.pack(">i", -70000)),
-        entry("uint32", b"i", struct.pack(">I", 4000000000)), entry("int64", b"l", struct.pack(">q", -2 ** 40)),
-        entry("uint64", b"L", struct.pack(">Q", 2 ** 63 + 5)),
-        entry("float", b"f", struct.pack(">f", 1.5)), entry("double", b"d", struct.pack(">d", 2.25)),
-        entry("decimal", b"D", b"\x02" + struct.pack(">i", 12345)),
-        entry("longstr", b"S", R.longstr("h\u00e9llo".encode())), entry("bytes", b"x", R.longstr(b"\x00\x01\xff")),
-        entry("timestamp", b"T", struct.pack(">Q", 1700000000)), entry("void", b"V", b""),
-        entry("table", b"F", R.longstr(inner)), entry("array", b"A", R.longstr(array)),
-        entry("empty-table", b"F", R.longstr(b"")), entry("empty-array", b"A", R.longstr(b"")),
-    ])
-    return R.longstr(body)
-
-
-def all_properties_bytes(user):
-    ss = lambda s: R.shortstr(s.encode())  # noqa: E731
-    return (struct.pack(">H", 0xFFFC) + ss("application/json") + ss("gzip") + all_types_table()
-            + b"\x02" + b"\x07" + ss("corr-1") + ss("reply.q") + ss("60000") + ss("msg-1")
-            + struct.pack(">Q", 1700000001) + ss("kind") + ss(user) + ss("app") + ss("cluster"))
-
-
 @scenario("properties.all_fourteen_byte_exact", "raw", quick=True)
 def _(t):
     r = opened(t)
     q = r.rpc(1, S.Queue.Declare(queue="", exclusive=True), S.Queue.DeclareOk).queue
-    props = all_properties_bytes(t.broker.user)
+    props = R.all_properties_bytes(t.broker.user)
     r.send(R.method_bytes(1, S.Basic.Publish(exchange="", routing_key=q))
            + R.raw_frame(R.FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, 4) + props) + R.body_bytes(1, b"body"))
     r.send_method(1, S.Basic.Get(queue=q, no_ack=True))
@@ -1000,7 +962,7 @@ def _(t):
     x = exchange(t, ch, "headers")
     q = queue(t, ch)
     ch.queue_bind(q, x, "", arguments={"x-match": "all", "bool": True})
-    props = struct.pack(">H", 0x2000) + all_types_table()
+    props = struct.pack(">H", 0x2000) + R.all_types_table()
     r = opened(t)
     r.send(R.method_bytes(1, S.Basic.Publish(exchange=x, routing_key=""))
            + R.raw_frame(R.FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, 1) + props) + R.body_bytes(1, b"h"))

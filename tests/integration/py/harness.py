@@ -2,9 +2,10 @@
 
 It finds a broker (starts Warren on an ephemeral port in a fresh temp dir, or
 uses WARREN_TEST_TARGET=host:port), opens pika connections, makes unique names
-and cleans them up, and provides RawClient: a byte-exact AMQP client on a plain
-socket for protocol-error tests. Every expectation in these tests was checked
-against a real RabbitMQ 3.10; Warren must behave the same.
+and cleans them up, and provides RawClient: the conformance suite's byte-exact
+AMQP client on a plain socket (conformance/python/rawamqp.py) pointed at the
+broker under test, for protocol-error tests. Every expectation in these tests
+was checked against a real RabbitMQ 3.10; Warren must behave the same.
 """
 import atexit
 import contextlib
@@ -13,9 +14,8 @@ import random
 import re
 import shutil
 import signal
-import socket
-import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -23,12 +23,22 @@ import unittest
 from pathlib import Path
 
 import pika
-import pika.data
-import pika.frame
-import pika.spec
 from pika import exceptions as pex
 
 REPO = Path(__file__).resolve().parents[3]
+
+# The raw-socket client lives with the conformance suite, which runs on its
+# own from conformance/python; this tree borrows that one module from there
+# (appended, so the conformance folder shadows nothing of ours).
+_RAWAMQP_DIR = str(REPO / "conformance" / "python")
+if _RAWAMQP_DIR not in sys.path:
+    sys.path.append(_RAWAMQP_DIR)
+import rawamqp  # noqa: E402
+# Frame and field-table builders, re-exported for the tests (h.raw_frame, ...).
+from rawamqp import (FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD,  # noqa: E402,F401
+                     PROTOCOL_HEADER, Closed, all_properties_bytes, all_types_table, amqplain_response,
+                     body_bytes, header_bytes, longstr, method_payload, raw_frame, shortstr)
+
 TARGET = os.environ.get("WARREN_TEST_TARGET") or None
 WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "warren")
 USER, PASSWORD, VHOST = "guest", "guest", "/"
@@ -56,10 +66,6 @@ RESOURCE_ERROR = 506
 NOT_ALLOWED = 530
 NOT_IMPLEMENTED = 540
 INTERNAL_ERROR = 541
-
-PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
-FRAME_END = 0xCE
 
 
 # ---------------------------------------------------------------- names
@@ -413,279 +419,15 @@ def delete_names(queues, exchanges):
 
 # ---------------------------------------------------------------- raw AMQP
 
-class Closed(Exception):
-    """The peer closed the TCP connection."""
-
-
-class RawClient:
-    """A byte-exact AMQP 0-9-1 client on a plain socket (pika's codec for
-    well-formed frames, hand-made bytes for malformed ones)."""
+class RawClient(rawamqp.RawClient):
+    """rawamqp's byte-exact client (pika's codec for well-formed frames,
+    hand-made bytes for malformed ones) on the broker under test, with this
+    suite's client properties and close timeouts. It is strict: a frame pika
+    cannot decode fails the test instead of coming back as a RawFrame."""
+    CLIENT_PROPERTIES = {"product": "warren-itest", "capabilities": {"authentication_failure_close": True}}
+    CLOSE_TIMEOUT = 5.0
+    STRICT = True
 
     def __init__(self, addr=None, timeout=5.0):
         self.addr = addr or broker_address()
-        self.timeout = timeout
-        self.sock = socket.create_connection(self.addr, timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-        self.start = self.tune = None
-        self.frame_max = 131072
-
-    def close(self):
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    # -- sending
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def send_frame(self, ftype, channel, payload, end=FRAME_END):
-        self.send(raw_frame(ftype, channel, payload, end))
-
-    def send_method(self, channel, method):
-        self.send(pika.frame.Method(channel, method).marshal())
-
-    def send_content(self, channel, method, body=b"", props=None, frame_max=None, header_bytes=None):
-        """A content method, its header and the body split to fit frame_max.
-        header_bytes replaces the encoded property list (flags + values)."""
-        frame_max = frame_max or self.frame_max
-        out = [pika.frame.Method(channel, method).marshal()]
-        if header_bytes is None:
-            out.append(pika.frame.Header(channel, len(body), props or pika.spec.BasicProperties()).marshal())
-        else:
-            out.append(raw_frame(FRAME_HEADER, channel, struct.pack(">HHQ", 60, 0, len(body)) + header_bytes))
-        step = frame_max - 8
-        for i in range(0, len(body), step):
-            out.append(pika.frame.Body(channel, body[i:i + step]).marshal())
-        self.send(b"".join(out))
-
-    def publish(self, channel, exchange, key, body=b"", props=None, mandatory=False, immediate=False, **kw):
-        m = pika.spec.Basic.Publish(exchange=exchange, routing_key=key, mandatory=mandatory, immediate=immediate)
-        self.send_content(channel, m, body, props, **kw)
-
-    # -- receiving
-    def recv_bytes(self, n=65536, timeout=None):
-        """Raw bytes from the socket (b'' at EOF); socket.timeout on silence."""
-        if self.buf:
-            data, self.buf = self.buf[:n], self.buf[n:]
-            return data
-        self.sock.settimeout(timeout if timeout is not None else self.timeout)
-        try:
-            return self.sock.recv(n)
-        except ConnectionResetError:
-            return b""
-
-    def recv_frame(self, timeout=None):
-        """Next decoded pika frame. Raises Closed at EOF, socket.timeout on silence."""
-        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
-        while True:
-            if self.buf:
-                consumed, frame = decode_any_frame(self.buf)
-                if frame is not None:
-                    self.buf = self.buf[consumed:]
-                    return frame
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise socket.timeout("no frame")
-            self.sock.settimeout(left)
-            try:
-                data = self.sock.recv(262144)
-            except ConnectionResetError:
-                data = b""
-            if not data:
-                raise Closed("EOF with %d unparsed bytes" % len(self.buf))
-            self.buf += data
-
-    def recv_method(self, timeout=None, skip_heartbeats=True):
-        while True:
-            f = self.recv_frame(timeout)
-            if skip_heartbeats and isinstance(f, pika.frame.Heartbeat):
-                continue
-            return f
-
-    def expect(self, method_cls, channel=None, timeout=None):
-        """Next non-heartbeat frame must be method_cls (on channel); returns the method."""
-        f = self.recv_method(timeout)
-        got = getattr(f, "method", f)
-        if not isinstance(got, method_cls) or (channel is not None and f.channel_number != channel):
-            raise AssertionError("expected %s on channel %s, got %r on channel %s"
-                                 % (method_cls.NAME, channel, got, getattr(f, "channel_number", "?")))
-        return got
-
-    def wait_closed(self, timeout=5.0):
-        """True when the server closes the socket within timeout (pending
-        frames are discarded)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                data = self.sock.recv(65536)
-            except socket.timeout:
-                return False
-            except (ConnectionResetError, BrokenPipeError):
-                return True
-            if not data:
-                return True
-        return False
-
-    def expect_connection_close(self, code, timeout=5.0):
-        """The server must send connection.close with `code`; we answer
-        close-ok and the socket must then be closed. Returns the method."""
-        deadline = time.monotonic() + timeout
-        while True:
-            f = self.recv_method(max(0.01, deadline - time.monotonic()))
-            if isinstance(getattr(f, "method", None), pika.spec.Connection.Close):
-                break
-        m = f.method
-        if m.reply_code != code:
-            raise AssertionError("connection.close %d %r, expected %d" % (m.reply_code, m.reply_text, code))
-        if f.channel_number != 0:
-            raise AssertionError("connection.close on channel %d" % f.channel_number)
-        with contextlib.suppress(OSError):
-            self.send_method(0, pika.spec.Connection.CloseOk())
-        if not self.wait_closed(timeout):
-            raise AssertionError("socket still open after connection.close-ok")
-        return m
-
-    def expect_channel_close(self, channel, code, timeout=5.0):
-        """The server must close `channel` with `code` (skipping other frames on
-        other channels); we answer close-ok. Returns the method."""
-        deadline = time.monotonic() + timeout
-        while True:
-            f = self.recv_method(max(0.01, deadline - time.monotonic()))
-            m = getattr(f, "method", None)
-            if isinstance(m, pika.spec.Connection.Close):
-                raise AssertionError("connection closed %d %r, expected channel close %d"
-                                     % (m.reply_code, m.reply_text, code))
-            if isinstance(m, pika.spec.Channel.Close) and f.channel_number == channel:
-                break
-        if m.reply_code != code:
-            raise AssertionError("channel.close %d %r, expected %d" % (m.reply_code, m.reply_text, code))
-        self.send_method(channel, pika.spec.Channel.CloseOk())
-        return m
-
-    # -- handshake
-    def handshake(self, user=USER, password=PASSWORD, vhost=VHOST, mechanism="PLAIN",
-                  frame_max=None, channel_max=None, heartbeat=0, open_vhost=True, client_properties=None):
-        """Header, start/start-ok, tune/tune-ok (our values, or the server's when None),
-        and connection.open unless open_vhost is False. Returns connection.tune."""
-        self.send(PROTOCOL_HEADER)
-        self.start = self.expect(pika.spec.Connection.Start, 0)
-        if mechanism == "PLAIN":
-            response = b"\0" + user.encode() + b"\0" + password.encode()
-        elif mechanism == "AMQPLAIN":
-            response = amqplain_response(user, password)
-        else:
-            response = b""
-        props = client_properties if client_properties is not None else {
-            "product": "warren-itest", "capabilities": {"authentication_failure_close": True}}
-        self.send_method(0, pika.spec.Connection.StartOk(client_properties=props, mechanism=mechanism,
-                                                         response=response, locale="en_US"))
-        self.tune = self.expect(pika.spec.Connection.Tune, 0)
-        fm = self.tune.frame_max if frame_max is None else frame_max
-        cm = self.tune.channel_max if channel_max is None else channel_max
-        self.frame_max = fm
-        self.send_method(0, pika.spec.Connection.TuneOk(channel_max=cm, frame_max=fm, heartbeat=heartbeat))
-        if open_vhost:
-            self.send_method(0, pika.spec.Connection.Open(virtual_host=vhost))
-            self.expect(pika.spec.Connection.OpenOk, 0)
-        return self.tune
-
-    def open_channel(self, channel=1):
-        self.send_method(channel, pika.spec.Channel.Open())
-        self.expect(pika.spec.Channel.OpenOk, channel)
-        return channel
-
-    def rpc(self, channel, method, reply_cls):
-        self.send_method(channel, method)
-        return self.expect(reply_cls, channel)
-
-    def close_cleanly(self):
-        self.send_method(0, pika.spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
-        while True:
-            f = self.recv_method()
-            if isinstance(getattr(f, "method", None), pika.spec.Connection.CloseOk):
-                break
-        self.close()
-
-
-class RawContent:
-    """A delivered message as frames: method, header and the body frames."""
-
-    def __init__(self, method_frame, header_frame, body_frames):
-        self.method = method_frame.method
-        self.channel = method_frame.channel_number
-        self.props = header_frame.properties
-        self.header_raw = getattr(header_frame, "raw", None)  # RawHeader: undecoded property bytes
-        self.body_size = header_frame.body_size
-        self.body_frames = body_frames
-        self.body = b"".join(f.fragment for f in body_frames)
-
-
-def recv_content(raw, timeout=None):
-    """Reads the next deliver/get-ok/return and its content frames."""
-    mf = raw.recv_method(timeout)
-    if not isinstance(getattr(mf, "method", None),
-                      (pika.spec.Basic.Deliver, pika.spec.Basic.GetOk, pika.spec.Basic.Return)):
-        raise AssertionError("expected a content method, got %r" % (mf,))
-    hf = raw.recv_method(timeout)
-    bodies, got = [], 0
-    while got < hf.body_size:
-        bf = raw.recv_method(timeout)
-        bodies.append(bf)
-        got += len(bf.fragment)
-    return RawContent(mf, hf, bodies)
-
-
-class RawHeader:
-    """A content header frame whose property bytes are kept undecoded."""
-
-    def __init__(self, channel, class_id, body_size, prop_bytes):
-        self.channel_number, self.class_id = channel, class_id
-        self.body_size, self.prop_bytes = body_size, prop_bytes
-        self.properties = None
-
-
-def decode_any_frame(buf):
-    """Like pika.frame.decode_frame, but tolerant: unknown methods and
-    undecodable headers come back as raw objects instead of exceptions."""
-    if len(buf) < 7:
-        return 0, None
-    ftype, channel, size = struct.unpack(">BHL", buf[:7])
-    if len(buf) < 8 + size:
-        return 0, None
-    payload = buf[7:7 + size]
-    if ftype == FRAME_HEADER and size >= 12:
-        consumed, frame = pika.frame.decode_frame(buf)
-        class_id, _, body_size = struct.unpack(">HHQ", payload[:12])
-        frame.raw = RawHeader(channel, class_id, body_size, payload[12:])
-        return consumed, frame
-    return pika.frame.decode_frame(buf)
-
-
-def raw_frame(ftype, channel, payload, end=FRAME_END):
-    return struct.pack(">BHL", ftype, channel, len(payload)) + payload + bytes([end])
-
-
-def method_payload(method):
-    """The payload bytes (class id, method id, arguments) of a pika method."""
-    return pika.frame.Method(0, method).marshal()[7:-1]
-
-
-def amqplain_response(user, password):
-    """AMQPLAIN's response: a field table without its 4-byte length prefix."""
-    return (shortstr(b"LOGIN") + b"S" + longstr(user.encode())
-            + shortstr(b"PASSWORD") + b"S" + longstr(password.encode()))
-
-
-def shortstr(b):
-    return bytes([len(b)]) + b
-
-
-def longstr(b):
-    return struct.pack(">I", len(b)) + b
+        super().__init__(*self.addr, user=USER, password=PASSWORD, vhost=VHOST, timeout=timeout)

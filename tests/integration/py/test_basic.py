@@ -12,37 +12,6 @@ from pika import exceptions as pex
 import harness as h
 
 
-def all_types_table():
-    """A field table holding every field type RabbitMQ 3.10 knows, as bytes
-    (pika can encode only some of them), plus the uncommon 'L'."""
-    def entry(key, tag, value):
-        return h.shortstr(key.encode()) + tag + value
-    inner = entry("k", b"S", h.longstr(b"v"))
-    array = b"I" + struct.pack(">i", 1) + b"S" + h.longstr(b"two") + b"V" + b"t\x00"
-    body = b"".join([
-        entry("bool", b"t", b"\x01"), entry("int8", b"b", struct.pack(">b", -5)),
-        entry("uint8", b"B", b"\xfe"), entry("int16", b"s", struct.pack(">h", -300)),
-        entry("uint16", b"u", struct.pack(">H", 65000)), entry("int32", b"I", struct.pack(">i", -70000)),
-        entry("uint32", b"i", struct.pack(">I", 4000000000)), entry("int64", b"l", struct.pack(">q", -2 ** 40)),
-        entry("uint64", b"L", struct.pack(">Q", 2 ** 63 + 5)),
-        entry("float", b"f", struct.pack(">f", 1.5)), entry("double", b"d", struct.pack(">d", 2.25)),
-        entry("decimal", b"D", b"\x02" + struct.pack(">i", 12345)),
-        entry("longstr", b"S", h.longstr("h\u00e9llo".encode())), entry("bytes", b"x", h.longstr(b"\x00\x01\xff")),
-        entry("timestamp", b"T", struct.pack(">Q", 1700000000)), entry("void", b"V", b""),
-        entry("table", b"F", h.longstr(inner)), entry("array", b"A", h.longstr(array)),
-        entry("empty-table", b"F", h.longstr(b"")), entry("empty-array", b"A", h.longstr(b"")),
-    ])
-    return h.longstr(body)
-
-
-def all_properties_bytes():
-    """Property flags and values with all 14 basic properties set."""
-    ss = lambda s: h.shortstr(s.encode())  # noqa: E731
-    return (struct.pack(">H", 0xFFFC) + ss("application/json") + ss("gzip") + all_types_table()
-            + b"\x02" + b"\x07" + ss("corr-1") + ss("reply.q") + ss("60000") + ss("msg-1")
-            + struct.pack(">Q", 1700000001) + ss("kind") + ss("guest") + ss("app") + ss("cluster"))
-
-
 class Publish(h.BrokerTest):
     def test_round_trip_all_properties_pika(self):
         q = self.queue()
@@ -68,31 +37,31 @@ class Publish(h.BrokerTest):
     def test_property_bytes_preserved_exactly(self):
         # All 14 properties and every field type come back byte for byte.
         q = self.queue()
-        prop_bytes = all_properties_bytes()
+        prop_bytes = h.all_properties_bytes(h.USER)
         with h.RawClient() as r:
             r.handshake()
             r.open_channel(1)
-            r.send_content(1, S.Basic.Publish(exchange="", routing_key=q), b"body", header_bytes=prop_bytes)
+            r.send_content(1, S.Basic.Publish(exchange="", routing_key=q), b"body", prop_bytes=prop_bytes)
             r.send_method(1, S.Basic.Get(queue=q, no_ack=True))
-            msg = h.recv_content(r)
+            msg = r.recv_content()
             self.assertEqual(msg.body, b"body")
             r.close_cleanly()
         self.assertEqual(msg.props.content_type, "application/json")
-        self.assertEqual(msg_header_bytes(msg), prop_bytes)
+        self.assertEqual(msg.prop_bytes, prop_bytes)
 
     def test_property_bytes_preserved_through_headers_exchange(self):
         x = self.exchange("headers")
         q = self.queue()
         self.ch.queue_bind(q, x, "", arguments={"x-match": "all", "bool": True})
-        prop_bytes = struct.pack(">H", 0x2000) + all_types_table()
+        prop_bytes = struct.pack(">H", 0x2000) + h.all_types_table()
         with h.RawClient() as r:
             r.handshake()
             r.open_channel(1)
-            r.send_content(1, S.Basic.Publish(exchange=x, routing_key=""), b"h", header_bytes=prop_bytes)
+            r.send_content(1, S.Basic.Publish(exchange=x, routing_key=""), b"h", prop_bytes=prop_bytes)
             r.send_method(1, S.Basic.Get(queue=q, no_ack=True))
-            msg = h.recv_content(r)
+            msg = r.recv_content()
             r.close_cleanly()
-        self.assertEqual(msg_header_bytes(msg), prop_bytes)
+        self.assertEqual(msg.prop_bytes, prop_bytes)
 
     def test_no_properties(self):
         q = self.queue()
@@ -111,7 +80,7 @@ class Publish(h.BrokerTest):
             r.open_channel(1)
             r.publish(1, "", q, body)
             r.send_method(1, S.Basic.Get(queue=q, no_ack=True))
-            msg = h.recv_content(r, timeout=15)
+            msg = r.recv_content(timeout=15)
             r.close_cleanly()
         self.assertEqual(msg.body_size, len(body))
         self.assertEqual(msg.body, body)
@@ -216,11 +185,6 @@ class Publish(h.BrokerTest):
                 c.close()
 
 
-def msg_header_bytes(msg):
-    """The raw property bytes of a received content header."""
-    return msg.header_raw.prop_bytes
-
-
 class Returns(h.BrokerTest):
     def test_mandatory_unroutable_returned(self):
         returned = []
@@ -264,7 +228,7 @@ class Returns(h.BrokerTest):
             r.open_channel(1)
             body = b"r" * 10000
             r.publish(1, "", h.unique("missing"), body, mandatory=True)
-            msg = h.recv_content(r)
+            msg = r.recv_content()
             self.assertIsInstance(msg.method, S.Basic.Return)
             self.assertEqual(msg.body, body)
             r.close_cleanly()
@@ -368,7 +332,7 @@ class Consume(h.BrokerTest):
             r.open_channel(1)
             r.send_method(1, S.Basic.Consume(queue=q, consumer_tag="nw", no_ack=True, nowait=True))
             r.publish(1, "", q, b"hi")
-            msg = h.recv_content(r)
+            msg = r.recv_content()
             self.assertIsInstance(msg.method, S.Basic.Deliver)
             self.assertEqual((msg.method.consumer_tag, msg.body), ("nw", b"hi"))
             r.close_cleanly()
@@ -644,7 +608,7 @@ class Ack(h.BrokerTest):
             r.handshake()
             r.open_channel(1)
             r.send_method(1, S.Basic.Get(queue=self.q))
-            h.recv_content(r)
+            r.recv_content()
         self.assertEqual(self.wait_count(self.q, 5), 5)
         m, _, b = self.ch.basic_get(self.q, auto_ack=True)
         self.assertEqual((b, m.redelivered), (b"1", True))

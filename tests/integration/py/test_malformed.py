@@ -15,14 +15,6 @@ import harness as h
 PUBLISH = pika.frame.Method(1, S.Basic.Publish(exchange="", routing_key="itest-nowhere")).marshal()
 
 
-def header(channel, size, class_id=60, weight=0, props=b"\x00\x00"):
-    return h.raw_frame(h.FRAME_HEADER, channel, struct.pack(">HHQ", class_id, weight, size) + props)
-
-
-def body(channel, data):
-    return pika.frame.Body(channel, data).marshal()
-
-
 class MalformedTest(unittest.TestCase):
     # Frame errors: RabbitMQ sends connection.close, then ignores all input
     # (even close-ok) and closes the socket about 3 s later.
@@ -97,7 +89,7 @@ class Framing(MalformedTest):
     def test_body_frame_of_exactly_frame_max_accepted(self):
         self.open(frame_max=4096)
         data = b"a" * 4088  # 4088 + 8 octets of framing = 4096
-        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + body(1, data))
+        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + h.body_bytes(1, data))
         self.r.rpc(1, S.Basic.Qos(prefetch_count=1), S.Basic.QosOk)
         self.r.close_cleanly()
 
@@ -106,14 +98,14 @@ class Framing(MalformedTest):
         # with frame_max, so payloads up to frame_max octets pass.
         self.open(frame_max=4096)
         data = b"a" * 4096
-        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + body(1, data))
+        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + h.body_bytes(1, data))
         self.r.rpc(1, S.Basic.Qos(prefetch_count=1), S.Basic.QosOk)
         self.r.close_cleanly()
 
     def test_payload_over_frame_max_501(self):
         self.open(frame_max=4096)
         data = b"a" * 4097
-        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + body(1, data))
+        self.r.send(PUBLISH + pika.frame.Header(1, len(data), S.BasicProperties()).marshal() + h.body_bytes(1, data))
         self.expect_close(h.FRAME_ERROR, (0, 0),
                           "FRAME_ERROR - type 3, all octets = <<>>: {frame_too_large,4097,4088}")
 
@@ -157,44 +149,44 @@ class Content(MalformedTest):
 
     def test_header_without_method(self):
         self.open()
-        self.r.send(header(1, 5))
+        self.r.send(h.header_bytes(1, 5))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
 
     def test_body_without_header(self):
         self.open()
-        self.r.send(body(1, b"hello"))
+        self.r.send(h.body_bytes(1, b"hello"))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
 
     def test_header_on_channel_zero(self):
         self.open()
-        self.r.send(header(0, 3))
+        self.r.send(h.header_bytes(0, 3))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), text_start="UNEXPECTED_FRAME - type 2, all octets = ")
 
     def test_body_on_channel_zero(self):
         self.open()
-        self.r.send(body(0, b"abc"))
+        self.r.send(h.body_bytes(0, b"abc"))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), 'UNEXPECTED_FRAME - type 3, all octets = <<"abc">>')
 
     def test_header_on_unopened_channel(self):
         self.open()
-        self.r.send(header(2, 1))
+        self.r.send(h.header_bytes(2, 1))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
 
     def test_header_after_non_content_method(self):
         self.open()
-        self.r.send(pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal() + header(1, 1))
+        self.r.send(pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal() + h.header_bytes(1, 1))
         self.r.expect(S.Basic.QosOk, 1)
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
 
     def test_header_for_wrong_class(self):
         self.open()
-        self.r.send(PUBLISH + header(1, 3, class_id=50))
+        self.r.send(PUBLISH + h.header_bytes(1, 3, class_id=50))
         self.expect_close(h.UNEXPECTED_FRAME, (60, 40), "UNEXPECTED_FRAME - expected content header for class "
                                                         "60, got one for class 50 instead")
 
     def test_header_with_nonzero_weight(self):
         self.open()
-        self.r.send(PUBLISH + header(1, 0, weight=7))
+        self.r.send(PUBLISH + h.header_bytes(1, 0, weight=7))
         self.expect_close(h.UNEXPECTED_FRAME, (60, 40), "UNEXPECTED_FRAME - expected content header for class "
                                                         "60, got non content header frame instead")
 
@@ -206,7 +198,7 @@ class Content(MalformedTest):
 
     def test_method_instead_of_body(self):
         self.open()
-        self.r.send(PUBLISH + header(1, 10) + pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
+        self.r.send(PUBLISH + h.header_bytes(1, 10) + pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
         self.expect_close(h.UNEXPECTED_FRAME, (60, 40),
                           "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
 
@@ -214,26 +206,26 @@ class Content(MalformedTest):
         # RabbitMQ does not complete the content (3 - 4 != 0) and keeps
         # waiting for body frames; the next method is then unexpected.
         self.open()
-        self.r.send(PUBLISH + header(1, 3) + body(1, b"abcd")
+        self.r.send(PUBLISH + h.header_bytes(1, 3) + h.body_bytes(1, b"abcd")
                     + pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
         self.expect_close(h.UNEXPECTED_FRAME, (60, 40),
                           "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
 
     def test_extra_body_frame_after_complete_content(self):
         self.open()
-        self.r.send(PUBLISH + header(1, 3) + body(1, b"abc") + body(1, b"extra"))
+        self.r.send(PUBLISH + h.header_bytes(1, 3) + h.body_bytes(1, b"abc") + h.body_bytes(1, b"extra"))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
 
     def test_empty_body_frame_after_empty_content(self):
         # body-size 0 means no body frame at all; an empty one is unexpected.
         self.open()
-        self.r.send(PUBLISH + header(1, 0) + body(1, b""))
+        self.r.send(PUBLISH + h.header_bytes(1, 0) + h.body_bytes(1, b""))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
 
     def test_body_on_other_channel(self):
         self.open()
         self.r.open_channel(2)
-        self.r.send(PUBLISH + body(2, b"abc"))
+        self.r.send(PUBLISH + h.body_bytes(2, b"abc"))
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), self.NON_METHOD)
 
     def test_interleaved_content_on_two_channels_is_legal(self):
@@ -241,7 +233,8 @@ class Content(MalformedTest):
         self.r.open_channel(2)
         q = self.r.rpc(1, S.Queue.Declare(queue="", exclusive=True), S.Queue.DeclareOk).queue
         pub = lambda ch: pika.frame.Method(ch, S.Basic.Publish(exchange="", routing_key=q)).marshal()  # noqa: E731
-        self.r.send(pub(1) + pub(2) + header(1, 2) + header(2, 2) + body(2, b"22") + body(1, b"11"))
+        self.r.send(pub(1) + pub(2) + h.header_bytes(1, 2) + h.header_bytes(2, 2)
+                    + h.body_bytes(2, b"22") + h.body_bytes(1, b"11"))
         self.r.rpc(1, S.Basic.Qos(prefetch_count=0), S.Basic.QosOk)
         self.r.rpc(2, S.Basic.Qos(prefetch_count=0), S.Basic.QosOk)
         self.assertEqual(self.r.rpc(1, S.Queue.Declare(queue=q, passive=True), S.Queue.DeclareOk).message_count, 2)
@@ -251,17 +244,17 @@ class Content(MalformedTest):
         # The continuation bit in the property flags (not used by 0-9-1's
         # 14 basic properties) makes RabbitMQ fail decoding: 541.
         self.open()
-        self.r.send(PUBLISH + header(1, 0, props=b"\x00\x01\x00\x00"))
+        self.r.send(PUBLISH + h.header_bytes(1, 0, props=b"\x00\x01\x00\x00"))
         self.expect_close(h.INTERNAL_ERROR, (0, 0), "INTERNAL_ERROR")
 
     def test_truncated_properties_541(self):
         self.open()
-        self.r.send(PUBLISH + header(1, 0, props=b"\x80\x00\x05"))  # content-type of 5 octets, none there
+        self.r.send(PUBLISH + h.header_bytes(1, 0, props=b"\x80\x00\x05"))  # content-type of 5 octets, none there
         self.expect_close(h.INTERNAL_ERROR, (0, 0), "INTERNAL_ERROR")
 
     def test_properties_with_trailing_bytes_541(self):
         self.open()
-        self.r.send(PUBLISH + header(1, 0, props=b"\x80\x00\x01ajunk"))
+        self.r.send(PUBLISH + h.header_bytes(1, 0, props=b"\x80\x00\x01ajunk"))
         self.expect_close(h.INTERNAL_ERROR, (0, 0), "INTERNAL_ERROR")
 
     def test_huge_declared_body_does_not_hurt_broker(self):
@@ -269,7 +262,7 @@ class Content(MalformedTest):
         # (no error); the broker must not try to allocate it. tearDown then
         # checks that other clients are served.
         self.open()
-        self.r.send(PUBLISH + header(1, 1 << 40))
+        self.r.send(PUBLISH + h.header_bytes(1, 1 << 40))
         with self.assertRaises(socket.timeout):
             self.r.recv_method(timeout=1)
 

@@ -95,7 +95,7 @@ class Paging(unittest.TestCase):
         conn, ch = self.start()
         ch.queue_declare("pg.big", durable=True)
         before = rss_kib(self.proc.proc.pid)
-        n, size = 8000, 16000  # 128 MB of bodies
+        n, size = 4000, 16000  # 64 MB of bodies
         for i in range(n):
             ch.basic_publish("", "pg.big", body(i, size), PERSISTENT)
         grown = rss_kib(self.proc.proc.pid) - before

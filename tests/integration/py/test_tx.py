@@ -118,7 +118,7 @@ class Tx(h.BrokerTest):
             r.rpc(1, S.Tx.Select(), S.Tx.SelectOk)
             r.publish(1, "", h.unique("missing"), b"m", mandatory=True)
             r.send_method(1, S.Tx.Commit())
-            ret = h.recv_content(r)
+            ret = r.recv_content()
             self.assertIsInstance(ret.method, S.Basic.Return)
             r.expect(S.Tx.CommitOk, 1)
             r.close_cleanly()
