@@ -15,6 +15,16 @@
  * pipelined queue.bind), --selftest (the tool's own ceiling against an
  * in-process socket sink and source), --check (can we log in?).
  *
+ * Backlog and restart (the durability issue): --count N makes a throughput
+ * run a fixed amount of work instead of a fixed time: each producer publishes
+ * N and the run ends when all are confirmed (and consumed, if there are
+ * consumers); with --producers 0 it drains: the consumers stop after N
+ * deliveries or once the queues are empty. --queue NAME gives the queues
+ * fixed names and keeps them, so one run can fill them, another drain them,
+ * and --await-messages N time a restarted broker until it accepts a login and
+ * the queues hold N messages again; --delete-queues removes them. These runs
+ * sample the broker's RSS (--broker-pid) every 100 ms.
+ *
  * Every run ends by itself: the window is bounded by --duration, every socket
  * has send/receive timeouts, and an alarm() watchdog ends a stuck process. */
 #include <amqp.h>
@@ -64,6 +74,12 @@ typedef struct perf_options {
     unsigned declare_bindings;
     unsigned bind_window;
     int broker_pid;
+    uint64_t count;         /* per producer, or a drain's limit (0: none) */
+    int drain;              /* --drain: no producers, consume until empty */
+    int counted;            /* count or drain: run until done, not timed */
+    const char *queue_name; /* fixed, kept queues; NULL = per run, deleted */
+    double await_messages;  /* < 0: not that mode */
+    int delete_queues;
     int selftest, check, quiet;
 } perf_options;
 
@@ -100,6 +116,7 @@ typedef struct perf_threads {
 
 static struct amqp_connection_info uri_info;
 static char uri_copy[512];
+static int quiet_connect; /* conn_open failures are expected: say nothing */
 
 static void watchdog_fired(int sig)
 {
@@ -178,8 +195,9 @@ static int conn_open(perf_conn *c)
     }
     int rc = amqp_socket_open_noblock(sock, uri_info.host, uri_info.port, &tmo);
     if (rc != AMQP_STATUS_OK) {
-        fprintf(stderr, "warren-perf: connect %s:%d: %s\n", uri_info.host, uri_info.port,
-                amqp_error_string2(rc));
+        if (!quiet_connect)
+            fprintf(stderr, "warren-perf: connect %s:%d: %s\n", uri_info.host, uri_info.port,
+                    amqp_error_string2(rc));
         return -1;
     }
     amqp_set_handshake_timeout(c->amqp, &tmo);
@@ -189,7 +207,8 @@ static int conn_open(perf_conn *c)
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
         char why[300];
         describe_reply(r, why, sizeof why);
-        fprintf(stderr, "warren-perf: login: %s\n", why);
+        if (!quiet_connect)
+            fprintf(stderr, "warren-perf: login: %s\n", why);
         return -1;
     }
     c->frame_max = (uint32_t)amqp_get_frame_max(c->amqp);
@@ -273,6 +292,52 @@ static uint64_t broker_cpu_ns(int pid)
     return (ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
+/* A "Field:  N kB" line of /proc/PID/status (VmRSS:, VmHWM:), in KiB; 0 if
+ * unreadable. VmHWM is the peak over the process's whole life. */
+static uint64_t broker_status_kb(int pid, const char *field)
+{
+    char path[64], line[256];
+    unsigned long long kb = 0;
+    size_t n = strlen(field);
+    if (pid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && sscanf(line + n, "%llu", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* When process pid started, on our CLOCK_MONOTONIC (stats_now_ns), to the
+ * kernel's 10 ms tick; 0 if unknown. /proc's starttime counts from boot. */
+static uint64_t process_start_ns(int pid)
+{
+    char path[64], buf[1024];
+    struct timespec boot;
+    if (pid <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long start = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                            "%*d %*d %*d %*d %llu", &start) != 1)
+        return 0;
+    uint64_t now = stats_now_ns();
+    uint64_t boot_ns = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec;
+    uint64_t age = boot_ns - start * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+    return age < now ? now - age : 0;
+}
+
 /* ---- topology -------------------------------------------------------- */
 
 typedef struct topology {
@@ -283,6 +348,8 @@ typedef struct topology {
     char (*key)[64];    /* producer routing keys (topic: one per pattern sample) */
     unsigned n_keys;
     double bind_seconds; /* topic: time for the pipelined queue.binds */
+    int keep;            /* --queue: durable names, left in place at the end */
+    uint64_t messages;   /* passive declare (drain): messages found at start */
 } topology;
 
 /* Topic patterns: binding i (queue i % Q) has a pattern with * or # that
@@ -365,17 +432,27 @@ static double bind_pipelined(const topology *t, unsigned n_bind, unsigned window
     return err || acked < n_bind ? -1 : secs;
 }
 
-static int topology_names(topology *t, unsigned n_queues)
+/* Names a run's exchange and queues: per run (RUN.q0, RUN.q1, ...), or
+ * fixed_name (one queue) / fixed_name.0 ... fixed_name.N-1, which are kept.
+ * Returns 0 or -1. */
+static int topology_names(topology *t, unsigned n_queues, const char *fixed_name)
 {
     snprintf(t->run_id, sizeof t->run_id, "warren-perf-%d-%08lx", (int)getpid(),
              (unsigned long)(stats_now_ns() ^ (uint64_t)random()) & 0xffffffffUL);
     snprintf(t->exchange, sizeof t->exchange, "%s.x", t->run_id);
     t->n_queues = n_queues;
+    t->keep = fixed_name != NULL;
     t->queue = calloc(n_queues, sizeof *t->queue);
     if (!t->queue)
         return -1;
-    for (unsigned i = 0; i < n_queues; i++)
-        snprintf(t->queue[i], sizeof t->queue[i], "%s.q%u", t->run_id, i);
+    for (unsigned i = 0; i < n_queues; i++) {
+        if (!fixed_name)
+            snprintf(t->queue[i], sizeof t->queue[i], "%s.q%u", t->run_id, i);
+        else if (n_queues == 1)
+            snprintf(t->queue[i], sizeof t->queue[i], "%s", fixed_name);
+        else
+            snprintf(t->queue[i], sizeof t->queue[i], "%s.%u", fixed_name, i);
+    }
     return 0;
 }
 
@@ -406,20 +483,28 @@ static int topology_keys(topology *t, const perf_options *o, unsigned n_bindings
 }
 
 /* Declares exchange, queues and bindings on the control connection (topic
- * bindings pipelined on their own connection). Returns 0 or -1. */
+ * bindings pipelined on their own connection). Kept queues are not
+ * auto-delete; without producers (a drain) they must exist already: they
+ * are declared passively, their messages summed into t->messages, and no
+ * exchange is needed. Returns 0 or -1. */
 static int topology_declare(topology *t, perf_conn *ctl, const perf_options *o,
                             unsigned n_bindings)
 {
+    int passive = t->keep && o->producers == 0;
+    for (unsigned i = 0; i < t->n_queues; i++) {
+        amqp_queue_declare_ok_t *ok = amqp_queue_declare(
+            ctl->amqp, 1, amqp_cstring_bytes(t->queue[i]), passive, o->persistent, 0, !t->keep,
+            amqp_empty_table);
+        if (check_rpc(ctl, "queue.declare") != 0)
+            return -1;
+        t->messages += ok ? ok->message_count : 0;
+    }
+    if (o->producers == 0)
+        return 0;
     amqp_exchange_declare(ctl->amqp, 1, amqp_cstring_bytes(t->exchange),
                           amqp_cstring_bytes(o->exchange_type), 0, 0, 1, 0, amqp_empty_table);
     if (check_rpc(ctl, "exchange.declare") != 0)
         return -1;
-    for (unsigned i = 0; i < t->n_queues; i++) {
-        amqp_queue_declare(ctl->amqp, 1, amqp_cstring_bytes(t->queue[i]), 0, o->persistent,
-                           0, 1, amqp_empty_table);
-        if (check_rpc(ctl, "queue.declare") != 0)
-            return -1;
-    }
     if (strcmp(o->exchange_type, "topic") == 0) {
         t->bind_seconds = bind_pipelined(t, n_bindings, o->bind_window);
         return t->bind_seconds < 0 ? -1 : 0;
@@ -435,18 +520,43 @@ static int topology_declare(topology *t, perf_conn *ctl, const perf_options *o,
     return 0;
 }
 
-/* Deletes what topology_declare made; auto-delete may already have, so
- * errors only reopen the channel. */
+/* Deletes what topology_declare made, except kept queues; auto-delete may
+ * already have, so errors only reopen the channel. */
 static void topology_delete(topology *t, perf_conn *ctl)
 {
     if (!ctl->amqp)
         return;
     amqp_exchange_delete(ctl->amqp, 1, amqp_cstring_bytes(t->exchange), 0);
     ctl_recover(ctl);
-    for (unsigned i = 0; i < t->n_queues; i++) {
+    for (unsigned i = 0; i < t->n_queues && !t->keep; i++) {
         amqp_queue_delete(ctl->amqp, 1, amqp_cstring_bytes(t->queue[i]), 0, 0);
         ctl_recover(ctl);
     }
+}
+
+/* Passive queue.declare of every queue of t on c: *sum is their ready
+ * messages, *missing 1 if one did not exist (the count stops there).
+ * Returns 0, or -1 if the connection failed. */
+static int topology_depth(const topology *t, perf_conn *c, uint64_t *sum, unsigned *missing)
+{
+    *sum = 0;
+    *missing = 0;
+    for (unsigned i = 0; i < t->n_queues; i++) {
+        amqp_queue_declare_ok_t *ok = amqp_queue_declare(
+            c->amqp, 1, amqp_cstring_bytes(t->queue[i]), 1, 0, 0, 0, amqp_empty_table);
+        if (ok) {
+            *sum += ok->message_count;
+            continue;
+        }
+        amqp_rpc_reply_t r = amqp_get_rpc_reply(c->amqp);
+        if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION ||
+            r.reply.id != AMQP_CHANNEL_CLOSE_METHOD)
+            return -1;
+        ctl_recover(c); /* 404: not (yet) there */
+        *missing = 1;
+        return 0;
+    }
+    return 0;
 }
 
 static void topology_free(topology *t)
@@ -564,6 +674,11 @@ typedef struct perf_result {
     int tool_limited;
     unsigned stalls;
     int errors;
+    /* --count runs: totals over the whole run, the longest time without
+     * progress, the broker's RSS sampled every 100 ms and its VmHWM */
+    uint64_t sent, confirmed, received;
+    double seconds, max_gap_ms;
+    uint64_t broker_rss_start_kb, broker_rss_max_kb, broker_hwm_kb;
 } perf_result;
 
 static void result_compute(perf_result *r, const perf_threads *th, const perf_snapshot *a,
@@ -572,9 +687,13 @@ static void result_compute(perf_result *r, const perf_threads *th, const perf_sn
     double dt = (double)(b->ns - a->ns) / 1e9;
     if (dt <= 0)
         dt = 1e-9;
-    r->sent_rate = (double)(b->sent - a->sent) / dt;
-    r->recv_rate = (double)(b->received - a->received) / dt;
-    r->confirm_rate = (double)(b->confirmed - a->confirmed) / dt;
+    r->sent = b->sent - a->sent;
+    r->received = b->received - a->received;
+    r->confirmed = b->confirmed - a->confirmed;
+    r->seconds = dt;
+    r->sent_rate = (double)r->sent / dt;
+    r->recv_rate = (double)r->received / dt;
+    r->confirm_rate = (double)r->confirmed / dt;
     r->samples = lat ? stats_hist_count(lat) : 0;
     if (r->samples) {
         r->p50_us = (double)stats_hist_percentile(lat, 50) / 1e3;
@@ -588,6 +707,33 @@ static void result_compute(perf_result *r, const perf_threads *th, const perf_sn
     r->broker_cpu = broker_pid > 0
                         ? 100.0 * (double)(b->broker_cpu - a->broker_cpu) / (dt * 1e9) : -1;
     snprintf(r->busiest, sizeof r->busiest, "%s", th->n ? th->name[which] : "-");
+}
+
+/* The end of result_print for --count runs: totals, and RESULT mode=count
+ * with the throughput keys plus messages, seconds, max_gap_ms and the
+ * broker's memory (KiB, 0 without --broker-pid). */
+static void result_print_count(const perf_result *r, const perf_options *o)
+{
+    printf("total     sent %llu, confirmed %llu, received %llu in %.3f s; longest time "
+           "without progress %.0f ms\n", (unsigned long long)r->sent,
+           (unsigned long long)r->confirmed, (unsigned long long)r->received, r->seconds,
+           r->max_gap_ms);
+    if (o->broker_pid > 0)
+        printf("broker rss %.1f MiB at the start, max %.1f MiB (sampled every 100 ms), VmHWM "
+               "%.1f MiB (pid %d)\n", (double)r->broker_rss_start_kb / 1024,
+               (double)r->broker_rss_max_kb / 1024, (double)r->broker_hwm_kb / 1024,
+               o->broker_pid);
+    printf("RESULT mode=count sent_rate=%.0f recv_rate=%.0f confirm_rate=%.0f sent=%llu "
+           "confirmed=%llu received=%llu seconds=%.3f max_gap_ms=%.0f broker_rss_start_kb=%llu "
+           "broker_rss_max_kb=%llu broker_hwm_kb=%llu p50_us=%.1f p99_us=%.1f tool_cpu_max=%.0f "
+           "tool_demand_max=%.0f broker_cpu=%.0f stalls=%u tool_limited=%d errors=%d\n",
+           r->sent_rate, r->recv_rate, r->confirm_rate, (unsigned long long)r->sent,
+           (unsigned long long)r->confirmed, (unsigned long long)r->received, r->seconds,
+           r->max_gap_ms, (unsigned long long)r->broker_rss_start_kb,
+           (unsigned long long)r->broker_rss_max_kb,
+           (unsigned long long)r->broker_hwm_kb, r->p50_us, r->p99_us, r->cpu_max,
+           r->demand_max, r->broker_cpu, r->stalls, r->tool_limited, r->errors);
+    fflush(stdout);
 }
 
 static void result_print(const perf_result *r, const perf_options *o)
@@ -612,8 +758,12 @@ static void result_print(const perf_result *r, const perf_options *o)
     if (r->broker_cpu >= 0)
         printf("broker cpu %.0f%% (pid %d)\n", r->broker_cpu, o->broker_pid);
     if (r->stalls)
-        printf("WARNING: stalled: %u second(s) of the window had no delivery at all\n",
-               r->stalls);
+        printf("WARNING: stalled: %u second(s) of the window had no %s at all\n", r->stalls,
+               o->counted && !o->consumers ? (o->confirm ? "confirm" : "publish") : "delivery");
+    if (o->counted) {
+        result_print_count(r, o);
+        return;
+    }
     printf("RESULT mode=throughput sent_rate=%.0f recv_rate=%.0f confirm_rate=%.0f "
            "p50_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f lat_samples=%llu "
            "bind_rate=%.0f tool_cpu_max=%.0f tool_demand_max=%.0f tool_cpu_total=%.0f "
@@ -712,16 +862,25 @@ static int start_producers(perf_run *run)
         }
         if (conn_go_raw(c) != 0)
             return -1;
-        /* direct: producer i publishes to queue i % Q; topic: every producer
-         * cycles all keys, each from its own starting point */
+        /* direct: producer i publishes round-robin to queues i, i+P, i+2P...
+         * (queue i % Q when P >= Q); topic: every producer cycles all keys,
+         * each from its own starting point */
         int direct = strcmp(o->exchange_type, "direct") == 0;
-        unsigned n_keys = direct ? 1 : run->topo.n_keys;
-        const char *keys[MAX_TOPIC_KEYS];
-        for (unsigned k = 0; k < n_keys; k++)
-            keys[k] = run->topo.key[(i + k) % run->topo.n_keys];
+        unsigned n_keys = 0, nk = run->topo.n_keys;
+        const char **keys = calloc(nk, sizeof *keys);
+        if (!keys)
+            return -1;
+        if (direct)
+            for (unsigned q = i % nk; q < nk; q += o->producers)
+                keys[n_keys++] = run->topo.key[q];
+        else
+            for (; n_keys < nk; n_keys++)
+                keys[n_keys] = run->topo.key[(i + n_keys) % nk];
         producer_config cfg = {c->fd, c->frame_max, run->topo.exchange, keys, n_keys,
-                               o->size, o->persistent, o->batch, o->rate, o->confirm};
+                               o->size, o->persistent, o->batch, o->rate, o->confirm,
+                               o->count};
         run->prod[i] = producer_new(&cfg, &run->shared);
+        free(keys);
         if (!run->prod[i] || add_thread(&run->threads, producer_main, run->prod[i],
                                         "producer", i) != 0)
             return -1;
@@ -789,9 +948,155 @@ static void print_plan(const perf_options *o, const topology *t)
         printf(", prefetch %u", o->prefetch);
     if (strcmp(o->exchange_type, "topic") == 0)
         printf(", %u topic bindings", o->bindings);
-    printf("\n  run id %s; warm-up %.1f s, measured %.1f s\n", t->run_id, o->warmup,
-           o->duration);
+    if (o->drain)
+        printf("\n  run id %s; drain, at most %llu messages (0: all), time limit %.0f s\n",
+               t->run_id, (unsigned long long)o->count, o->duration);
+    else if (o->count)
+        printf("\n  run id %s; %llu messages per producer, time limit %.0f s\n", t->run_id,
+               (unsigned long long)o->count, o->duration);
+    else
+        printf("\n  run id %s; warm-up %.1f s, measured %.1f s\n", t->run_id, o->warmup,
+               o->duration);
+    if (t->keep)
+        printf("  queues %s%s, kept at the end (%s)\n", t->queue[0], t->n_queues > 1 ? " ..." : "",
+               o->producers == 0 ? "must exist" : o->persistent ? "durable" : "not durable");
     fflush(stdout);
+}
+
+/* --count: what the consumers must receive for the run to be over (0: run
+ * until the queues are empty): everything the producers publish, or with
+ * none (a drain) --count, else whatever the queues held at the start. */
+static uint64_t count_expected(const perf_run *run)
+{
+    const perf_options *o = run->o;
+    if (o->producers)
+        return o->count * o->producers * run->shared.route_factor;
+    return o->count ? o->count : run->topo.messages;
+}
+
+/* --count: one line a second of rates, totals and the broker's RSS. */
+static void print_count_progress(uint64_t t, const perf_snapshot *prev, const perf_snapshot *now,
+                                 uint64_t rss_kb)
+{
+    double dt = (double)(now->ns - prev->ns) / 1e9;
+    fprintf(stderr, "  [%4.0fs] sent %8.0f/s  confirmed %8.0f/s  received %8.0f/s   totals %llu "
+            "%llu %llu", (double)t / 1e9, (double)(now->sent - prev->sent) / dt,
+            (double)(now->confirmed - prev->confirmed) / dt,
+            (double)(now->received - prev->received) / dt, (unsigned long long)now->sent,
+            (unsigned long long)now->confirmed, (unsigned long long)now->received);
+    if (rss_kb)
+        fprintf(stderr, "   broker rss %.0f MiB", (double)rss_kb / 1024);
+    fputc('\n', stderr);
+}
+
+/* The counter that shows a --count run moving: deliveries if anyone
+ * consumes, else confirms, else publishes. */
+static uint64_t count_progress(const perf_run *run)
+{
+    const worker_shared *sh = &run->shared;
+    if (run->o->consumers)
+        return atomic_load(&sh->received);
+    return run->o->confirm ? atomic_load(&sh->confirmed) : atomic_load(&sh->sent);
+}
+
+/* A drain is over when nothing arrived for a second and the queues hold no
+ * ready message (unacked ones would have arrived by then). Checked at most
+ * once a second; returns 1 when the queues are empty. */
+static int count_drained(perf_run *run, uint64_t now, uint64_t start, uint64_t *next_check)
+{
+    uint64_t last = atomic_load(&run->shared.last_delivery_ns), sum;
+    unsigned missing;
+    if (run->o->producers || now < *next_check || now < (last > start ? last : start) + 1000 * MS)
+        return 0;
+    *next_check = now + 1000 * MS;
+    return topology_depth(&run->topo, &run->ctl, &sum, &missing) == 0 && sum == 0 && !missing;
+}
+
+/* Samples the broker's VmRSS into r (first: also as its start value). */
+static void sample_broker_rss(perf_result *r, int pid, int first)
+{
+    uint64_t rss = broker_status_kb(pid, "VmRSS:");
+    if (first)
+        r->broker_rss_start_kb = rss;
+    if (rss > r->broker_rss_max_kb)
+        r->broker_rss_max_kb = rss;
+}
+
+/* Whether a --count run is over: every producer done and the consumers
+ * have expect (or a drain found the queues empty). */
+static int count_done(perf_run *run, uint64_t expect, uint64_t now, uint64_t start,
+                      uint64_t *empty_check)
+{
+    const perf_options *o = run->o;
+    if (atomic_load(&run->shared.producers_done) == (int)o->producers &&
+        (o->consumers == 0 || (expect && atomic_load(&run->shared.received) >= expect)))
+        return 1;
+    return count_drained(run, now, start, empty_check);
+}
+
+/* Runs a --count run to its end: checks every ms whether it is done,
+ * tracks the longest time without progress, samples the broker's RSS every
+ * 100 ms, prints a line a second. a was taken before the workers started; b
+ * is taken at the end (count_settle corrects it once the workers stopped).
+ * Returns 0, or -1 if a worker failed or --duration passed first. */
+static int measure_count(perf_run *run, perf_snapshot *a, perf_snapshot *b, perf_result *r)
+{
+    const perf_options *o = run->o;
+    worker_shared *sh = &run->shared;
+    uint64_t start = a->ns, deadline = start + (uint64_t)(o->duration * 1e9);
+    uint64_t tick = start + 1000 * MS, rss_tick = start, empty_check = start;
+    uint64_t expect = count_expected(run), progress = 0, progress_ns = start, max_gap = 0;
+    perf_snapshot *last = calloc(2, sizeof *last), *cur = last + 1;
+    int done = 0;
+    if (!last)
+        return -1;
+    *last = *a;
+    for (uint64_t now = start; !done && now < deadline && !atomic_load(&sh->failed);
+         now = stats_now_ns()) {
+        uint64_t moved = count_progress(run);
+        if (moved != progress) {
+            progress = moved;
+            progress_ns = now;
+        }
+        max_gap = now - progress_ns > max_gap ? now - progress_ns : max_gap;
+        if (now >= rss_tick) {
+            sample_broker_rss(r, o->broker_pid, rss_tick == start);
+            rss_tick += 100 * MS;
+        }
+        done = count_done(run, expect, now, start, &empty_check);
+        if (now >= tick) {
+            snapshot_take(cur, sh, &run->threads, 0);
+            r->stalls += count_progress(run) == progress && now - progress_ns >= 1000 * MS;
+            if (!o->quiet)
+                print_count_progress(now - start, last, cur,
+                                     broker_status_kb(o->broker_pid, "VmRSS:"));
+            *last = *cur;
+            tick += 1000 * MS;
+        }
+        if (!done)
+            sleep_ns(1 * MS);
+    }
+    snapshot_take(b, sh, &run->threads, o->broker_pid);
+    r->max_gap_ms = (double)max_gap / 1e6;
+    r->broker_hwm_kb = broker_status_kb(o->broker_pid, "VmHWM:");
+    free(last);
+    if (!done && !atomic_load(&sh->failed))
+        fprintf(stderr, "warren-perf: --count not reached within --duration %.0f s (sent %llu, "
+                "confirmed %llu, received %llu of %llu)\n", o->duration,
+                (unsigned long long)b->sent, (unsigned long long)b->confirmed,
+                (unsigned long long)b->received, (unsigned long long)expect);
+    return done ? 0 : -1;
+}
+
+/* --count, once the workers stopped: consumers may have read (and acked)
+ * a little after b was taken, so b gets the final count, and a drain's end
+ * is its last delivery. */
+static void count_settle(const perf_run *run, const perf_snapshot *a, perf_snapshot *b)
+{
+    uint64_t last_delivery = atomic_load(&run->shared.last_delivery_ns);
+    b->received = atomic_load(&run->shared.received);
+    if (run->o->producers == 0 && last_delivery > a->ns)
+        b->ns = last_delivery;
 }
 
 static int run_throughput(const perf_options *o)
@@ -802,12 +1107,12 @@ static int run_throughput(const perf_options *o)
     int topic = strcmp(o->exchange_type, "topic") == 0;
     unsigned n_bindings = topic ? (o->bindings > o->queues ? o->bindings : o->queues) : 0;
     shared_init(&run.shared, o);
-    run.pconn = calloc(o->producers, sizeof *run.pconn);
-    run.cconn = calloc(o->consumers, sizeof *run.cconn);
-    run.prod = calloc(o->producers, sizeof *run.prod);
-    run.cons = calloc(o->consumers, sizeof *run.cons);
+    run.pconn = calloc(o->producers + 1, sizeof *run.pconn); /* + 1: --producers 0 */
+    run.cconn = calloc(o->consumers + 1, sizeof *run.cconn);
+    run.prod = calloc(o->producers + 1, sizeof *run.prod);
+    run.cons = calloc(o->consumers + 1, sizeof *run.cons);
     int rc = !snap || !run.pconn || !run.cconn || !run.prod || !run.cons ||
-             topology_names(&run.topo, o->queues) != 0 ||
+             topology_names(&run.topo, o->queues, o->queue_name) != 0 ||
              topology_keys(&run.topo, o, n_bindings) != 0;
     if (!rc) {
         print_plan(o, &run.topo);
@@ -815,11 +1120,24 @@ static int run_throughput(const perf_options *o)
     }
     if (!rc && topic)
         r.bind_rate = n_bindings / (run.topo.bind_seconds > 0 ? run.topo.bind_seconds : 1e-9);
+    if (!rc && o->counted) {
+        if (o->producers == 0)
+            printf("  draining %llu message(s) found in %u queue(s), stopping after %llu "
+                   "or when they are empty\n", (unsigned long long)run.topo.messages,
+                   run.topo.n_queues, (unsigned long long)count_expected(&run));
+        snapshot_take(&snap[0], &run.shared, &run.threads, o->broker_pid);
+        atomic_store(&run.shared.measuring, 1);
+        run.shared.receive_limit = o->drain ? count_expected(&run) : 0;
+    }
     if (!rc)
         rc = start_consumers(&run) != 0 || start_producers(&run) != 0;
-    if (!rc)
+    if (!rc && o->counted)
+        rc = measure_count(&run, &snap[0], &snap[1], &r) != 0;
+    else if (!rc)
         rc = measure(&run.shared, &run.threads, o, &snap[0], &snap[1], &r.stalls) != 0;
     r.errors = stop_workers(&run) + rc;
+    if (o->counted && snap && run.threads.n)
+        count_settle(&run, &snap[0], &snap[1]);
     stats_hist *lat = stats_hist_new();
     for (unsigned i = 0; lat && i < run.n_cons; i++)
         stats_hist_merge(lat, consumer_latency(run.cons[i]));
@@ -872,7 +1190,7 @@ static int run_bindings(const perf_options *o)
     topic.exchange_type = "topic";
     topology t = {0};
     perf_conn ctl = {0};
-    int rc = topology_names(&t, 1) != 0 || conn_open(&ctl) != 0 ||
+    int rc = topology_names(&t, 1, NULL) != 0 || conn_open(&ctl) != 0 ||
              topology_declare(&t, &ctl, &topic, o->declare_bindings) != 0;
     double rate = rc ? 0 : o->declare_bindings / (t.bind_seconds > 0 ? t.bind_seconds : 1e-9);
     if (!rc)
@@ -882,6 +1200,90 @@ static int run_bindings(const perf_options *o)
            o->declare_bindings, rate, rc ? 0 : t.bind_seconds, rc);
     topology_delete(&t, &ctl);
     conn_close(&ctl);
+    topology_free(&t);
+    return rc;
+}
+
+/* --await-messages N: times a (re)starting broker, polling every 10 ms:
+ * until a login succeeds, then until the --queue queues (passive declare)
+ * hold N messages in all (or more: then errors=1). Times run from the
+ * broker's process start with --broker-pid, else from our own. */
+static int run_await(const perf_options *o)
+{
+    uint64_t expected = (uint64_t)o->await_messages, sum = 0, t0 = stats_now_ns();
+    uint64_t origin = process_start_ns(o->broker_pid), connect_ns = 0, ready_ns = 0;
+    uint64_t deadline = t0 + (uint64_t)(o->duration * 1e9);
+    unsigned missing = 1;
+    topology t = {0};
+    perf_conn c = {0};
+    int connected = 0;
+    if (topology_names(&t, o->queues, o->queue_name) != 0)
+        return 1;
+    if (origin == 0 || origin > t0)
+        origin = t0;
+    quiet_connect = 1;
+    for (uint64_t now = t0; now < deadline; now = stats_now_ns()) {
+        if (o->broker_pid > 0 && broker_status_kb(o->broker_pid, "VmRSS:") == 0) {
+            fprintf(stderr, "warren-perf: broker pid %d exited\n", o->broker_pid);
+            break; /* gone, or a zombie: it will not come up */
+        }
+        if (!connected && conn_open(&c) != 0) {
+            conn_close(&c);
+            sleep_ns(10 * MS);
+            continue;
+        }
+        if (!connected) {
+            connected = 1;
+            connect_ns = stats_now_ns() - origin;
+        }
+        if (topology_depth(&t, &c, &sum, &missing) != 0) {
+            conn_close(&c); /* refused or closed mid-way: log in again */
+            connected = 0;
+        } else if (!missing && sum >= expected) {
+            ready_ns = stats_now_ns() - origin;
+            break;
+        }
+        sleep_ns(10 * MS);
+    }
+    quiet_connect = 0;
+    conn_close(&c);
+    int err = !ready_ns || sum != expected;
+    uint64_t rss = broker_status_kb(o->broker_pid, "VmRSS:");
+    printf("await %u queue(s), %llu messages: login after %.3f s, counts after %.3f s, from %s "
+           "start; found %llu%s\n", t.n_queues, (unsigned long long)expected,
+           (double)connect_ns / 1e9, (double)ready_ns / 1e9,
+           origin == t0 ? "our" : "the broker's", (unsigned long long)sum,
+           missing ? " (a queue is missing)" : "");
+    printf("RESULT mode=await expected=%llu messages=%llu queues=%u missing=%u "
+           "connect_seconds=%.3f ready_seconds=%.3f origin=%s broker_rss_kb=%llu errors=%d\n",
+           (unsigned long long)expected, (unsigned long long)sum, t.n_queues, missing,
+           (double)connect_ns / 1e9, (double)ready_ns / 1e9, origin == t0 ? "tool" : "broker",
+           (unsigned long long)rss, err);
+    topology_free(&t);
+    return err;
+}
+
+/* --delete-queues: deletes the --queue queues (not-found is not an error). */
+static int run_delete(const perf_options *o)
+{
+    topology t = {0};
+    perf_conn c = {0};
+    unsigned deleted = 0;
+    uint64_t messages = 0;
+    int rc = topology_names(&t, o->queues, o->queue_name) != 0 || conn_open(&c) != 0;
+    for (unsigned i = 0; !rc && i < t.n_queues; i++) {
+        amqp_queue_delete_ok_t *ok =
+            amqp_queue_delete(c.amqp, 1, amqp_cstring_bytes(t.queue[i]), 0, 0);
+        if (ok) {
+            deleted++;
+            messages += ok->message_count;
+        } else {
+            ctl_recover(&c);
+        }
+    }
+    printf("RESULT mode=delete queues=%u deleted=%u messages=%llu errors=%d\n", t.n_queues,
+           deleted, (unsigned long long)messages, rc);
+    conn_close(&c);
     topology_free(&t);
     return rc;
 }
@@ -971,7 +1373,8 @@ static double selftest_phase(const perf_options *o, int phase, unsigned n, doubl
     for (unsigned i = 0; i < n && !rc; i++) {
         rc = tcp_pair(fds[i]);
         peer[i] = (selftest_peer){fds[i][1], phase == PUBLISH_TO_BUSY_SINK, &sh, deliveries, dlen};
-        producer_config pc = {fds[i][0], FRAME_MAX, "perf.x", &key, 1, o->size, 0, o->batch, 0, 0};
+        producer_config pc = {fds[i][0], FRAME_MAX, "perf.x", &key, 1, o->size, 0, o->batch,
+                              0, 0, 0};
         consumer_config cc = {fds[i][0], FRAME_MAX, NULL, 0, 1};
         worker[i] = publish ? (void *)producer_new(&pc, &sh) : (void *)consumer_new(&cc, &sh);
         rc = rc || !worker[i] ||
@@ -1051,7 +1454,11 @@ static void usage(FILE *out)
         "  --consumers N           consumer connections, one thread each (1)\n"
         "  --queues N              queues, declared per run, auto-delete, deleted at end (1)\n"
         "                          consumer i reads queue i % N; direct: producer i\n"
-        "                          publishes to queue i % N\n"
+        "                          publishes round-robin to queues i, i+P, i+2P, ... (P\n"
+        "                          producers; queue i % N when P >= N)\n"
+        "  --queue NAME            fixed queue names instead: NAME, or NAME.0 .. NAME.N-1\n"
+        "                          with --queues N; not auto-delete, kept at the end\n"
+        "                          (durable with --persistent)\n"
         "  --size BYTES            body size; >= 8 carries the send timestamp (16)\n"
         "  --exchange-type T       direct | fanout | topic (direct)\n"
         "  --bindings N            topic: N bindings using * and # patterns, each\n"
@@ -1067,13 +1474,31 @@ static void usage(FILE *out)
         "  --rate R                fixed rate, msgs/s PER PRODUCER (0 = unlimited)\n"
         "  --inflight CAP          max published-but-not-consumed messages, all producers\n"
         "                          together (20000; 0 = no cap)\n"
-        "  --duration S            measured window in seconds (5)\n"
-        "  --warmup S              unmeasured seconds before it (1)\n"
-        "  --broker-pid PID        also report that process's CPU over the window\n"
+        "  --duration S            measured window in seconds (5); with --count,\n"
+        "                          --drain or --await-messages, the time limit (600)\n"
+        "  --warmup S              unmeasured seconds before it (1; none with --count)\n"
+        "  --count N               a fixed amount of work instead of a window: each\n"
+        "                          producer publishes exactly N messages and the run\n"
+        "                          ends when all are confirmed (--confirm) and consumed\n"
+        "                          (if --consumers > 0); rates are over the whole run.\n"
+        "                          With --consumers 0 there is no --inflight cap\n"
+        "  --drain                 no producers: consume the --queue queues (which must\n"
+        "                          exist) until they are empty, or after --count N\n"
+        "                          deliveries; rates are up to the last delivery, and\n"
+        "                          manual acks are all sent before the end\n"
+        "  --broker-pid PID        also report that process's CPU over the window; with\n"
+        "                          --count or --drain also its VmRSS (at the start, and\n"
+        "                          the max sampled every 100 ms) and VmHWM (its\n"
+        "                          lifetime peak) at the end\n"
         "  --idle-connections N    hold N connections with a channel open each; print\n"
         "                          READY when all are open, hold for --duration\n"
         "  --declare-bindings N    time N pipelined topic queue.binds, report bindings/s\n"
         "  --bind-window W         unanswered queue.binds at a time (256)\n"
+        "  --await-messages N      wait for a (re)starting broker: report the seconds\n"
+        "                          until a login succeeds and until the --queue queues\n"
+        "                          hold N messages in all (passive queue.declare), from\n"
+        "                          the start of --broker-pid's process (else from ours)\n"
+        "  --delete-queues         delete the --queue queues and exit\n"
         "  --selftest              the tool's own ceiling: publish into an in-process\n"
         "                          socket sink, parse deliveries from a socket source\n"
         "  --check                 log in and out; exit 0 if the broker answers\n"
@@ -1100,8 +1525,8 @@ enum {
     OPT_URI = 256, OPT_PRODUCERS, OPT_CONSUMERS, OPT_QUEUES, OPT_SIZE, OPT_EXTYPE,
     OPT_BINDINGS, OPT_PERSISTENT, OPT_CONFIRM, OPT_PREFETCH, OPT_ACK, OPT_ACK_EVERY,
     OPT_BATCH, OPT_RATE, OPT_INFLIGHT, OPT_DURATION, OPT_WARMUP, OPT_FANOUT, OPT_IDLE,
-    OPT_DECLARE, OPT_BIND_WINDOW, OPT_BROKER_PID, OPT_SELFTEST, OPT_CHECK, OPT_QUIET,
-    OPT_HELP,
+    OPT_DECLARE, OPT_BIND_WINDOW, OPT_BROKER_PID, OPT_COUNT, OPT_DRAIN, OPT_QUEUE, OPT_AWAIT,
+    OPT_DELETE_QUEUES, OPT_SELFTEST, OPT_CHECK, OPT_QUIET, OPT_HELP,
 };
 
 static const struct option long_options[] = {
@@ -1116,6 +1541,8 @@ static const struct option long_options[] = {
     {"warmup", 1, 0, OPT_WARMUP}, {"fanout-queues", 1, 0, OPT_FANOUT},
     {"idle-connections", 1, 0, OPT_IDLE}, {"declare-bindings", 1, 0, OPT_DECLARE},
     {"bind-window", 1, 0, OPT_BIND_WINDOW}, {"broker-pid", 1, 0, OPT_BROKER_PID},
+    {"count", 1, 0, OPT_COUNT}, {"drain", 0, 0, OPT_DRAIN}, {"queue", 1, 0, OPT_QUEUE},
+    {"await-messages", 1, 0, OPT_AWAIT}, {"delete-queues", 0, 0, OPT_DELETE_QUEUES},
     {"selftest", 0, 0, OPT_SELFTEST}, {"check", 0, 0, OPT_CHECK},
     {"quiet", 0, 0, OPT_QUIET}, {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
 };
@@ -1135,6 +1562,7 @@ static int set_numeric(perf_options *o, int opt, const char *arg)
         [OPT_WARMUP - OPT_URI] = 600, [OPT_FANOUT - OPT_URI] = 200,
         [OPT_IDLE - OPT_URI] = 100000, [OPT_DECLARE - OPT_URI] = 1000000,
         [OPT_BIND_WINDOW - OPT_URI] = 4096, [OPT_BROKER_PID - OPT_URI] = 1 << 22,
+        [OPT_COUNT - OPT_URI] = 1e12, [OPT_AWAIT - OPT_URI] = 1e12,
     };
     if (parse_num(name, arg, 0, max[opt - OPT_URI], &v) != 0)
         return -1;
@@ -1157,6 +1585,8 @@ static int set_numeric(perf_options *o, int opt, const char *arg)
     case OPT_DECLARE: o->declare_bindings = (unsigned)v; break;
     case OPT_BIND_WINDOW: o->bind_window = (unsigned)v; break;
     case OPT_BROKER_PID: o->broker_pid = (int)v; break;
+    case OPT_COUNT: o->count = (uint64_t)v; break;
+    case OPT_AWAIT: o->await_messages = v; break;
     }
     return 0;
 }
@@ -1180,6 +1610,29 @@ static int options_settle(perf_options *o)
                         "most %d workers\n", MAX_WORKERS);
         return -1;
     }
+    if ((o->await_messages >= 0 || o->delete_queues) && !o->queue_name) {
+        fprintf(stderr, "warren-perf: --await-messages and --delete-queues need --queue\n");
+        return -1;
+    }
+    if (o->drain)
+        o->producers = 0;
+    o->counted = o->drain || o->count > 0;
+    if (o->counted && o->producers == 0 &&
+        (!o->drain || !o->queue_name || o->consumers < o->queues)) {
+        fprintf(stderr, "warren-perf: --drain needs --queue and a consumer per queue; "
+                        "--count needs producers or --drain\n");
+        return -1;
+    }
+    if (o->queue_name && strlen(o->queue_name) > 80) {
+        fprintf(stderr, "warren-perf: --queue name too long\n");
+        return -1;
+    }
+    if (o->duration < 0) /* not given */
+        o->duration = o->counted || o->await_messages >= 0 ? 600 : 5;
+    if (o->counted)
+        o->warmup = 0;
+    if (o->consumers == 0)
+        o->inflight = 0; /* nobody would ever lower the in-flight count */
     if (o->confirm && o->batch > o->confirm)
         o->batch = o->confirm;
     if (o->inflight && o->inflight < o->batch)
@@ -1193,14 +1646,17 @@ static int options_parse(perf_options *o, int argc, char **argv)
 {
     *o = (perf_options){.uri = "amqp://guest:guest@127.0.0.1:5672", .producers = 1,
                         .consumers = 1, .queues = 1, .size = 16, .exchange_type = "direct",
-                        .batch = 1, .inflight = 20000, .duration = 5, .warmup = 1,
-                        .bind_window = 256};
+                        .batch = 1, .inflight = 20000, .duration = -1, .warmup = 1,
+                        .bind_window = 256, .await_messages = -1};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
         switch (opt) {
         case OPT_URI: o->uri = optarg; break;
         case OPT_EXTYPE: o->exchange_type = optarg; break;
         case OPT_PERSISTENT: o->persistent = 1; break;
+        case OPT_QUEUE: o->queue_name = optarg; break;
+        case OPT_DELETE_QUEUES: o->delete_queues = 1; break;
+        case OPT_DRAIN: o->drain = 1; break;
         case OPT_SELFTEST: o->selftest = 1; break;
         case OPT_CHECK: o->check = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
@@ -1249,5 +1705,9 @@ int main(int argc, char **argv)
         return run_idle(&o);
     if (o.declare_bindings)
         return run_bindings(&o);
+    if (o.await_messages >= 0)
+        return run_await(&o);
+    if (o.delete_queues)
+        return run_delete(&o);
     return run_throughput(&o);
 }

@@ -18,8 +18,12 @@
 #   IDLE_CONNECTIONS=N              memory scenario size (default: 1000, less
 #                                   if RabbitMQ's open-files limit is lower)
 #   SELFTEST=0                      skip the tool-ceiling self-test
+#   SCENARIOS=backlog,restart       (either or both) run the durability issue's
+#                                   long benchmarks instead: durability.sh, which
+#                                   takes N=2000000 (N=200000 for a quick run)
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+case ${SCENARIOS:-} in *backlog*|*restart*) exec tests/bench/durability.sh ;; esac
 
 PERF=${PERF:-build/release/warren-perf}
 WARREN_BIN=${WARREN_BIN:-build/release/warren}

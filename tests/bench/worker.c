@@ -5,12 +5,16 @@
  * batch j is the contiguous bytes of messages [jK, jK+K), so one send() puts K
  * publishes on the wire. Per batch the only work is: pace (fixed rate), wait
  * for the in-flight cap, wait for confirms, stamp CLOCK_MONOTONIC into the
- * first 8 body bytes of each message, send().
+ * first 8 body bytes of each message, send(). With a count, the last batch
+ * may be short (the head of a ring batch); the producer then reads until
+ * every confirm is in and reports itself done.
  *
  * Consumer: recv() into a 1 MiB buffer, walk whole frames in place, keep the
  * partial tail for the next read. A delivery is method -> header -> body
  * frames; it is counted when its last body byte arrives. Latency is the time
  * of the recv() that brought the first body frame minus the stamped time.
+ * Manual acks (multiple) cover the last delivery read whole, and a consumer
+ * acks what it read before it stops, so a drain leaves nothing unacked.
  *
  * Confirms: tags 1..published; pending[] is a ring (power of two, at least
  * twice the window) of flags for unconfirmed tags, lowest is the oldest
@@ -72,7 +76,8 @@ struct consumer {
     int state;
     int first_body;
     uint64_t body_left;
-    uint64_t last_tag;
+    uint64_t last_tag; /* of the delivery being read */
+    uint64_t done_tag; /* of the last delivery read whole: what acks cover */
     uint64_t unacked;
     uint64_t read_ns;
     int measuring;
@@ -364,15 +369,32 @@ static void stamp_batch(producer *p, size_t first, unsigned k, uint64_t now)
         memcpy(p->ring + p->ts_off[first + i], &now, sizeof now);
 }
 
+/* Count mode, after the last publish: reads until every confirm is in.
+ * Returns 0, or -1 when stopping or on error. */
+static int await_all_confirms(producer *p)
+{
+    while (p->outstanding > 0)
+        if (stopping(p->shared) || producer_read(p, 0) != 0)
+            return -1;
+    return 0;
+}
+
+/* Publishes in this turn: the batch size, or (count mode) what is left. */
+static unsigned batch_now(const producer *p)
+{
+    uint64_t left = p->cfg.count - p->published;
+    return p->cfg.count && left < p->cfg.batch ? (unsigned)left : p->cfg.batch;
+}
+
 void *producer_main(void *arg)
 {
     producer *p = arg;
     worker_shared *sh = p->shared;
-    unsigned k = p->cfg.batch;
-    size_t n_batches = p->n_msgs / k, b = 0;
-    uint64_t period = p->cfg.rate > 0 ? (uint64_t)(1e9 * k / p->cfg.rate) : 0;
+    size_t n_batches = p->n_msgs / p->cfg.batch, b = 0;
+    uint64_t period = p->cfg.rate > 0 ? (uint64_t)(1e9 * p->cfg.batch / p->cfg.rate) : 0;
     uint64_t next = stats_now_ns(), last_poll = next;
-    while (!stopping(sh)) {
+    while (!stopping(sh) && (p->cfg.count == 0 || p->published < p->cfg.count)) {
+        unsigned k = batch_now(p);
         if (period && pace(p, &next, period) != 0)
             break;
         if (wait_inflight(p, k) != 0)
@@ -380,7 +402,7 @@ void *producer_main(void *arg)
         if (p->cfg.confirm_window && wait_confirms(p, k) != 0)
             break;
         uint64_t now = stats_now_ns();
-        size_t first = b * k;
+        size_t first = b * p->cfg.batch; /* a short last batch sends its head */
         stamp_batch(p, first, k, now);
         for (unsigned i = 1; p->cfg.confirm_window && i <= k; i++) {
             p->pending[(p->published + i) & (p->pending_size - 1)] = 1;
@@ -391,7 +413,7 @@ void *producer_main(void *arg)
                        &sh->stop) != 0) {
             if (!stopping(sh))
                 set_error(p->error, &sh->failed, "producer: send: %s", strerror(errno));
-            break;
+            return NULL;
         }
         p->published += k;
         atomic_fetch_add(&sh->sent, k);
@@ -399,10 +421,16 @@ void *producer_main(void *arg)
         if (now - last_poll > 20 * MS) {
             last_poll = now;
             if (producer_read(p, MSG_DONTWAIT) != 0)
-                break;
+                return NULL;
         }
         if (++b == n_batches)
             b = 0;
+    }
+    if (p->cfg.count && p->published == p->cfg.count && await_all_confirms(p) == 0) {
+        atomic_fetch_add(&sh->producers_done, 1);
+        /* stay (seeing any close) until stop: the last snapshot reads our CPU */
+        while (!stopping(sh) && producer_read(p, 0) == 0)
+            ;
     }
     return NULL;
 }
@@ -441,6 +469,7 @@ const stats_hist *consumer_latency(const consumer *c) { return c->latency; }
 static void message_done(consumer *c, uint64_t *done)
 {
     c->state = EXPECT_METHOD;
+    c->done_tag = c->last_tag;
     (*done)++;
     if (c->cfg.manual_ack)
         c->unacked++;
@@ -521,7 +550,7 @@ static int consumer_frame(consumer *c, const wire_frame *f, uint64_t *done)
 static int send_ack(consumer *c)
 {
     uint8_t frame[32];
-    size_t n = wire_encode_ack(frame, sizeof frame, 1, c->last_tag, 1);
+    size_t n = wire_encode_ack(frame, sizeof frame, 1, c->done_tag, 1);
     c->unacked = 0;
     if (write_full(c->cfg.fd, frame, n, UINT64_MAX, &c->shared->stop) != 0) {
         if (!stopping(c->shared))
@@ -557,6 +586,12 @@ static int64_t consumer_parse(consumer *c)
     return (int64_t)done;
 }
 
+static int receive_limit_reached(worker_shared *sh)
+{
+    return sh->receive_limit && atomic_load_explicit(&sh->received, memory_order_relaxed) >=
+                                    sh->receive_limit;
+}
+
 void *consumer_main(void *arg)
 {
     consumer *c = arg;
@@ -572,30 +607,38 @@ void *consumer_main(void *arg)
     } else {
         atomic_fetch_add(&sh->consumers_ready, 1);
     }
-    while (!stopping(sh)) {
+    while (!stopping(sh) && !receive_limit_reached(sh)) {
         ssize_t n = recv(c->cfg.fd, c->buf + c->have, CONSUMER_BUF - c->have, 0);
         if (n <= 0) {
             if (n < 0 && would_block(errno)) {
                 if (c->unacked && send_ack(c) != 0)
-                    break;
+                    return NULL;
                 continue; /* idle: acks flushed, stop flag re-read */
             }
             if (!stopping(sh))
                 consumer_fail(c, n == 0 ? "broker closed the socket" : strerror(errno));
-            break;
+            return NULL;
         }
         c->have += (size_t)n;
         c->read_ns = stats_now_ns();
         c->measuring = atomic_load_explicit(&sh->measuring, memory_order_relaxed);
         int64_t done = consumer_parse(c);
         if (done < 0)
-            break;
+            return NULL;
         if (done > 0) {
             atomic_fetch_add(&sh->received, (uint64_t)done);
+            atomic_store_explicit(&sh->last_delivery_ns, c->read_ns, memory_order_relaxed);
             wake_producers(sh);
         }
         if (c->unacked >= c->cfg.ack_every && send_ack(c) != 0)
-            break;
+            return NULL;
+    }
+    /* a drained queue stays empty: ack what was read before the close */
+    if (c->unacked && !atomic_load(&sh->failed))
+        send_ack(c);
+    while (!stopping(sh)) { /* stay: the last snapshot reads our CPU */
+        struct timespec ts = {0, 10 * (long)MS};
+        nanosleep(&ts, NULL);
     }
     return NULL;
 }

@@ -23,12 +23,17 @@ typedef struct worker_shared {
     _Atomic int stop;           /* workers leave their loops when set */
     _Atomic int failed;         /* a worker hit a broker or socket error */
     _Atomic int consumers_ready;
+    _Atomic int producers_done;  /* producers that published their count */
+    _Atomic uint64_t last_delivery_ns; /* when a consumer last finished one */
     /* in-flight cap: producers wait while (sent * route_factor - received)
      * would exceed inflight_cap * route_factor; consumers wake them once it
      * falls to wake_below. inflight_cap 0 = no cap. */
     uint64_t inflight_cap;
     uint64_t route_factor;
     uint64_t wake_below;
+    /* consumers stop reading (ack, then idle until stop) once received
+     * reaches it; 0 = no limit */
+    uint64_t receive_limit;
     _Atomic uint32_t wake_seq;
     _Atomic int waiters;
 } worker_shared;
@@ -44,6 +49,8 @@ typedef struct producer_config {
     unsigned batch;         /* publishes per write() */
     double rate;            /* msgs/s for this producer; 0 = unlimited */
     unsigned confirm_window; /* 0 = no confirms (channel not in confirm mode) */
+    uint64_t count;         /* publish exactly this many, wait for their
+                             * confirms, then stop; 0 = until shared->stop */
 } producer_config;
 
 typedef struct consumer_config {
@@ -58,17 +65,22 @@ typedef struct producer producer;
 typedef struct consumer consumer;
 
 /* Returns a producer that will publish as cfg says, or NULL (with a message
- * on stderr) when the buffers cannot be built. The strings cfg points at must
- * outlive it; the fd stays the caller's. */
+ * on stderr) when the buffers cannot be built. Every publish is encoded here,
+ * so cfg's strings and routing_keys array need not outlive the call; the fd
+ * stays the caller's. */
 producer *producer_new(const producer_config *cfg, worker_shared *shared);
 void producer_free(producer *p);
-/* Thread body: publishes until shared->stop, then returns NULL. */
+/* Thread body: publishes until shared->stop (or, with cfg->count, until
+ * that many are published and confirmed: then it bumps
+ * shared->producers_done), then returns NULL. */
 void *producer_main(void *arg);
 /* Error text after the thread ended ("" if none). */
 const char *producer_error(const producer *p);
 
 consumer *consumer_new(const consumer_config *cfg, worker_shared *shared);
 void consumer_free(consumer *c);
+/* Thread body: reads deliveries until shared->stop or receive_limit; with
+ * manual acks it acknowledges everything it read, then waits for stop. */
 void *consumer_main(void *arg);
 const char *consumer_error(const consumer *c);
 /* Latency histogram (ns, publish to deliver) filled while measuring. */
