@@ -202,7 +202,8 @@ typedef struct replay {
     entry *entries;
     size_t n, cap;
     index_map by_entry; /* (queue, message) -> entry index */
-    index_map sizes;    /* message -> body size | priority << 32 */
+    journal *j;
+    uint64_t last_id, last_info; /* the message record just replayed: see info() */
     uint64_t max_msg_id;
     bool unordered; /* an entry came after a newer message's: restore sorts */
     bool oom;
@@ -219,17 +220,37 @@ static entry *find_entry(replay *r, uint64_t queue_id, uint64_t msg_id)
     return map_get(&r->by_entry, entry_key(queue_id, msg_id), &i) ? &r->entries[i] : NULL;
 }
 
-static void on_message(void *ctx, uint64_t msg_id, journal_loc loc, const journal_message *m)
+/* What a queue needs of a message it restores paged out: body size |
+ * priority << 32. */
+static uint64_t info(const journal_message *m)
 {
-    (void)loc;
-    replay *r = ctx;
     amqp_basic_properties p;
     uint64_t priority = 0;
     if (m->properties.len >= 2 && (m->properties.ptr[0] << 8 & AMQP_BASIC_PRIORITY_FLAG) &&
         amqp_properties_decode(m->properties, &p, NULL) == AMQP_OK)
         priority = p.priority;
-    if (!map_put(&r->sizes, msg_id, m->body.len | priority << 32))
-        r->oom = true;
+    return m->body.len | priority << 32;
+}
+
+/* A message's enqueues follow its record, so remembering the last one
+ * serves almost every enqueue; the rest read the record back. */
+static void on_message(void *ctx, uint64_t msg_id, journal_loc loc, const journal_message *m)
+{
+    (void)loc;
+    replay *r = ctx;
+    r->last_id = msg_id;
+    r->last_info = info(m);
+}
+
+static uint64_t info_of(replay *r, uint64_t msg_id, journal_loc loc)
+{
+    if (msg_id == r->last_id)
+        return r->last_info;
+    uint8_t *buf = malloc(loc.length);
+    journal_message m;
+    uint64_t found = buf && journal_read_message(r->j, loc, buf, &m) ? info(&m) : 0;
+    free(buf);
+    return found;
 }
 
 static void on_enqueue(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_loc loc)
@@ -251,8 +272,7 @@ static void on_enqueue(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_lo
         r->entries = e;
         r->cap = cap;
     }
-    uint64_t size = 0;
-    map_get(&r->sizes, msg_id, &size);
+    uint64_t size = info_of(r, msg_id, loc);
     r->entries[r->n] = (entry){.queue_id = queue_id,
                                .msg_id = msg_id,
                                .loc = loc,
@@ -306,13 +326,20 @@ static size_t restore(server *s, replay *r, bool clean)
     size_t restored = 0;
     uint64_t last_id = 0;
     queue *q = NULL;
+    index_map queues = {0}; /* store id -> queue (NULL: gone) */
     for (size_t i = 0; i < r->n; i++) {
         entry *e = &r->entries[i];
         if (!e->live)
             continue;
-        if (e->queue_id != last_id) {
+        if (e->queue_id != last_id) { /* entries of many queues interleave */
+            uint64_t found;
             last_id = e->queue_id;
-            q = server_queue_by_store_id(s, e->queue_id);
+            if (map_get(&queues, last_id, &found)) {
+                q = (queue *)(uintptr_t)found;
+            } else {
+                q = server_queue_by_store_id(s, last_id);
+                map_put(&queues, last_id, (uint64_t)(uintptr_t)q);
+            }
         }
         if (!q)
             continue;
@@ -325,6 +352,8 @@ static size_t restore(server *s, replay *r, bool clean)
         queue_restore(q, &p);
         restored++;
     }
+    free(queues.keys);
+    free(queues.vals);
     return restored;
 }
 
@@ -338,27 +367,31 @@ bool persist_recover(server *s, journal *j, bool clean)
         .purge = on_queue_emptied,
         .queue_delete = on_queue_emptied,
     };
-    replay r = {0};
+    replay r = {.j = j};
     journal_replay_stats st;
     char err[256];
+    server_touch_clock(s);
+    uint64_t t0 = server_now_ms(s);
     bool ok = journal_replay(j, &h, &r, &st, err, sizeof err);
+    server_touch_clock(s);
+    uint64_t t1 = server_now_ms(s);
     if (!ok)
         log_msg(LOG_ERROR, "journal replay failed: %s", err);
     else if (r.oom)
         log_msg(LOG_ERROR, "out of memory replaying the journal");
     size_t restored = ok && !r.oom ? restore(s, &r, clean) : 0;
     msg_reserve_ids(r.max_msg_id);
+    server_touch_clock(s);
     log_msg(LOG_INFO,
-            "journal: %llu records in %llu segments replayed%s, %zu messages restored%s, "
-            "%llu corrupt records skipped, %llu torn bytes truncated",
+            "journal: %llu records in %llu segments replayed%s in %llu ms, %zu messages "
+            "restored%s in %llu ms, %llu corrupt records skipped, %llu torn bytes truncated",
             (unsigned long long)st.records, (unsigned long long)st.segments,
-            st.from_checkpoint ? " from a checkpoint" : "", restored,
-            clean ? "" : " after an unclean stop",
-            (unsigned long long)st.corrupt_records, (unsigned long long)st.torn_tail_bytes);
+            st.from_checkpoint ? " from a checkpoint" : "", (unsigned long long)(t1 - t0),
+            restored, clean ? "" : " after an unclean stop",
+            (unsigned long long)(server_now_ms(s) - t1), (unsigned long long)st.corrupt_records,
+            (unsigned long long)st.torn_tail_bytes);
     free(r.entries);
     free(r.by_entry.keys);
     free(r.by_entry.vals);
-    free(r.sizes.keys);
-    free(r.sizes.vals);
     return ok && !r.oom;
 }

@@ -31,7 +31,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,6 +99,19 @@ static bool set_add(u64set *s, uint64_t k)
     return true;
 }
 
+static bool read_all(int fd, uint8_t *buf, size_t n)
+{
+    for (size_t done = 0; done < n;) {
+        ssize_t k = pread(fd, buf + done, n - done, (off_t)done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return false;
+        done += (size_t)k;
+    }
+    return true;
+}
+
 /* ---- replay --------------------------------------------------------------- */
 
 typedef struct replay {
@@ -109,6 +121,8 @@ typedef struct replay {
     journal_replay_stats *stats;
     u64set seen;    /* messages given to the handler */
     u64set ck_msgs; /* messages of the checkpoint's live entries */
+    uint8_t *buf;   /* the segment being scanned */
+    uint64_t cap;
 } replay;
 
 typedef struct scan_out {
@@ -311,20 +325,23 @@ static bool replay_segment(replay *rp, jseg *s, bool last, const jck_seg *ck, ui
         return io_fail(err, errlen, "opening", path);
     }
     uint64_t size = (uint64_t)st.st_size;
-    const uint8_t *map = (const uint8_t *)"";
-    if (size > 0) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-        if (m == MAP_FAILED) {
+    /* read, not mapped: page faults cost more than the copy (in a VM) */
+    if (size > rp->cap) {
+        free(rp->buf);
+        rp->cap = 0;
+        if ((rp->buf = malloc(size)) == NULL) {
             close(fd);
-            return io_fail(err, errlen, "mapping", path);
+            errno = ENOMEM;
+            return io_fail(err, errlen, "reading", path);
         }
-        madvise(m, size, MADV_SEQUENTIAL);
-        map = m;
+        rp->cap = size;
+    }
+    if (size > 0 && !read_all(fd, rp->buf, size)) {
+        close(fd);
+        return io_fail(err, errlen, "reading", path);
     }
     scan_out o = {0};
-    scan(rp, s, map, size, last, ck ? ck->size : 0, &o);
-    if (size > 0)
-        munmap((void *)map, size);
+    scan(rp, s, size > 0 ? rp->buf : (const uint8_t *)"", size, last, ck ? ck->size : 0, &o);
     rp->stats->segments++;
     rp->stats->bytes += size;
     rp->stats->records += o.records;
@@ -476,6 +493,7 @@ bool journal_replay(journal *j, const journal_replay_handlers *h, void *ctx,
         drop_unreplayed(j);
     free(rp.seen.slots);
     free(rp.ck_msgs.slots);
+    free(rp.buf);
     journal_checkpoint_free(j->ck);
     j->ck = NULL;
     if (next_seq > j->next_seq)
@@ -590,18 +608,6 @@ void journal_checkpoint_free(jcheckpoint *ck)
     free(ck);
 }
 
-static bool read_all(int fd, uint8_t *buf, size_t n)
-{
-    for (size_t done = 0; done < n;) {
-        ssize_t k = pread(fd, buf + done, n - done, (off_t)done);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return false;
-        done += (size_t)k;
-    }
-    return true;
-}
 
 /* Parses a checkpoint image; NULL (with *why) if it is not a valid one. */
 static jcheckpoint *ck_parse(const uint8_t *b, uint64_t size, const char **why)
