@@ -519,15 +519,9 @@ static void test_gc_out_of_order_acks(void **state)
      * whose settles were collected may come back. */
     fx_close(f);
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            char ck[400];
-            fx_checkpoint_path(f, ck, sizeof ck);
-            unlink(ck);
-        }
-        fx_open(f);
         rlog l = {0};
         journal_replay_stats rs;
-        fx_replay(f, &l, &rs);
+        fx_reopen_replay(f, pass == 1, &l, &rs);
         live_set ls = live_from_log(&l);
         assert_true(live_has(&ls, Q1, 0) && live_has(&ls, Q1, 600));
         if (pass == 0)
@@ -618,15 +612,10 @@ static void test_gc_dead_letter_across_segments(void **state)
     check_msg(f->j, old, 1, 800);
     fx_close(f);
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) { /* a full scan must find the message and the DL enqueue too */
-            char ck[400];
-            fx_checkpoint_path(f, ck, sizeof ck);
-            unlink(ck);
-        }
-        fx_open(f);
+        /* pass 1: a full scan must find the message and the DL enqueue too */
         rlog l = {0};
         journal_replay_stats rs;
-        fx_replay(f, &l, &rs);
+        fx_reopen_replay(f, pass == 1, &l, &rs);
         live_set ls = live_from_log(&l);
         assert_true(live_has(&ls, Q3, 1));
         assert_memory_equal(&live_get(&ls, Q3, 1)->loc, &old, sizeof old);
@@ -705,15 +694,9 @@ static void test_compaction_under_concurrent_appends(void **state)
 
     fx_close(f);
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            char ck[400];
-            fx_checkpoint_path(f, ck, sizeof ck);
-            unlink(ck);
-        }
-        fx_open(f);
         rlog l = {0};
         journal_replay_stats rs;
-        fx_replay(f, &l, &rs);
+        fx_reopen_replay(f, pass == 1, &l, &rs);
         live_set ls = live_from_log(&l);
         for (size_t i = 0; i < 4; i++) {
             const live_entry *e = live_get(&ls, Q1, 1000 + kept[i]);
@@ -756,15 +739,9 @@ static void test_delivered_is_durable(void **state)
     journal_tick(f->j);
     fx_close(f);
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            char ck[400];
-            fx_checkpoint_path(f, ck, sizeof ck);
-            unlink(ck);
-        }
-        fx_open(f);
         rlog l = {0};
         journal_replay_stats rs;
-        fx_replay(f, &l, &rs);
+        fx_reopen_replay(f, pass == 1, &l, &rs);
         assert_int_equal(rs.from_checkpoint, pass == 0);
         live_set ls = live_from_log(&l);
         if (pass == 0)

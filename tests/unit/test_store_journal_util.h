@@ -326,6 +326,20 @@ static inline void fx_replay(jfx *f, rlog *l, journal_replay_stats *st)
         fail_msg("journal_replay: %s", err);
 }
 
+/* Opens the closed journal again -- without its checkpoint if asked, so
+ * that replay scans everything -- and replays it into *l. */
+static inline void fx_reopen_replay(jfx *f, bool without_checkpoint, rlog *l,
+                                    journal_replay_stats *st)
+{
+    if (without_checkpoint) {
+        char ck[400];
+        fx_checkpoint_path(f, ck, sizeof ck);
+        unlink(ck);
+    }
+    fx_open(f);
+    fx_replay(f, l, st);
+}
+
 /* The live state a replay log implies: (queue, message) -> delivery count,
  * as a sorted array, built the way a broker would from the handlers. */
 typedef struct live_entry {
