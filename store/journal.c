@@ -1034,6 +1034,13 @@ bool journal_read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t o
     return true;
 }
 
+void journal_read_ahead(journal *j, jseg *s, uint64_t off, size_t len)
+{
+    int fd = read_fd(j, s);
+    if (fd >= 0)
+        posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 bool journal_read_message(journal *j, journal_loc loc, uint8_t *buf, journal_message *out)
 {
     jseg *s = message_segment(j, loc);

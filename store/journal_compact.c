@@ -16,13 +16,14 @@
  * closed segment, and an entry settled meanwhile is simply not found.
  */
 #include <stdlib.h>
+#include <time.h>
 
 #include <event2/event.h>
 
 #include "journal_int.h"
 
 enum {
-    STEP_BYTES = 1u << 20, /* segment bytes read per step */
+    STEP_BYTES = 256u << 10, /* segment bytes read per step (the next ones read ahead) */
     COLLECT_SLOTS = 1u << 16, /* index slots examined per step */
     MIN_MSGS = 16,            /* smaller segments are not worth it */
 };
@@ -48,6 +49,7 @@ typedef struct jcompact {
     uint8_t *buf;
     size_t cap;
     uint64_t copied_msgs, moved_entries;
+    uint64_t steps, longest_step_us; /* reported: the loop must not stall */
 } jcompact;
 
 /* ---- where moved messages are ------------------------------------------ */
@@ -157,9 +159,12 @@ static void finish(journal *j, const char *why)
     if (why)
         journal_log(j, JLOG_WARNING, "segment %u: compaction stopped: %s", c->seg, why);
     else
-        journal_log(j, JLOG_INFO, "segment %u compacted: %llu messages copied, %llu entries moved",
+        journal_log(j, JLOG_INFO,
+                    "segment %u compacted: %llu messages copied, %llu entries moved, in %llu "
+                    "steps of at most %llu us",
                     c->seg, (unsigned long long)c->copied_msgs,
-                    (unsigned long long)c->moved_entries);
+                    (unsigned long long)c->moved_entries, (unsigned long long)c->steps,
+                    (unsigned long long)c->longest_step_us);
     free(c->pairs);
     free(c->buf);
     free(c);
@@ -192,6 +197,7 @@ void journal_compact_maybe_start(journal *j)
             return;
         *c = (jcompact){.seg = s->num, .off = SEG_HEADER_SIZE, .end = s->size, .collecting = true};
         s->compacted = true; /* once: what cannot be moved is not retried */
+        journal_read_ahead(j, s, SEG_HEADER_SIZE, STEP_BYTES); /* while collecting */
         j->compact = c;
         event_active(j->compact_ev, EV_TIMEOUT, 0);
         return;
@@ -286,6 +292,13 @@ static void carry(journal *j, jcompact *c, const jrec *r)
     }
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static bool reserve_buf(jcompact *c, size_t n)
 {
     if (n <= c->cap)
@@ -322,7 +335,24 @@ static bool copy_step(journal *j, jcompact *c, jseg *s)
         pos += align8(rlen);
     }
     c->off += pos;
+    journal_read_ahead(j, s, c->off, STEP_BYTES); /* a step reads from the cache, not the disk */
     return true;
+}
+
+
+/* One step, timed; false when the compaction is over. */
+static bool run_step(journal *j, jcompact *c)
+{
+    jseg *s = journal_seg_find(j, c->seg);
+    if (s == NULL)
+        return false; /* collected meanwhile: nothing left to do */
+    if (c->collecting)
+        return !(collect(j, c) && c->npairs == 0 && s->pins == 0);
+    if (!copy_step(j, c, s)) {
+        finish(j, "unreadable record; the segment stays");
+        return true; /* finished already */
+    }
+    return c->off < c->end;
 }
 
 static void step(evutil_socket_t fd, short what, void *arg)
@@ -330,24 +360,18 @@ static void step(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     journal *j = arg;
     jcompact *c = j->compact;
-    jseg *s = c ? journal_seg_find(j, c->seg) : NULL;
     if (c == NULL)
         return;
-    if (s == NULL) {
-        finish(j, NULL); /* collected meanwhile: nothing left to do */
-        return;
-    }
-    if (c->collecting) {
-        if (collect(j, c) && c->npairs == 0 && s->pins == 0) {
-            finish(j, NULL);
-            return;
-        }
-    } else if (!copy_step(j, c, s)) {
-        finish(j, "unreadable record; the segment stays");
-        return;
-    } else if (c->off >= c->end) {
+    uint64_t t0 = now_us();
+    bool more = run_step(j, c);
+    if (j->compact != c)
+        return; /* it stopped on an error */
+    uint64_t took = now_us() - t0;
+    c->steps++;
+    if (took > c->longest_step_us)
+        c->longest_step_us = took;
+    if (more)
+        event_active(j->compact_ev, EV_TIMEOUT, 0);
+    else
         finish(j, NULL);
-        return;
-    }
-    event_active(j->compact_ev, EV_TIMEOUT, 0);
 }

@@ -354,6 +354,8 @@ void journal_moved_sweep(journal *j);
 void journal_compact_free(journal *j);
 /* Reads `len` bytes of segment s at `off` (pread on its read fd); logs failures. */
 bool journal_read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t off);
+/* Asks the kernel to read that stretch into the page cache meanwhile. */
+void journal_read_ahead(journal *j, jseg *s, uint64_t off, size_t len);
 /* The live entry (queue_id, msg_id), or NULL (journal_index.c). */
 jentry *journal_entry_of(const journal *j, uint64_t queue_id, uint64_t msg_id);
 
