@@ -85,8 +85,9 @@ def unique(kind="q"):
 class WarrenProcess:
     """One Warren process on 127.0.0.1:<ephemeral> with its own data dir."""
 
-    def __init__(self, settings=()):
+    def __init__(self, settings=(), env=None):
         self.settings = list(settings)
+        self.env = dict(os.environ, **(env or {}))
         self.proc = None
         self.tmpdir = None
         self.host, self.port = None, None
@@ -102,7 +103,7 @@ class WarrenProcess:
         for s in self.settings:
             argv += ["--set", s]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, cwd=self.tmpdir)
+                                     stderr=subprocess.PIPE, cwd=self.tmpdir, env=self.env)
         # A thread drains stderr for the whole life of the process, so Warren
         # can never block on a full pipe, and keeps the log for failure reports.
         threading.Thread(target=self._drain, daemon=True).start()
