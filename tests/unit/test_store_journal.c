@@ -432,11 +432,7 @@ static void test_gc_fully_settled_segments(void **state)
 {
     jfx *f = fx_new(4096, JOURNAL_SYNC_BATCH);
     journal_loc loc[30];
-    journal_seq s = 0;
-    for (uint64_t i = 0; i < 30; i++) {
-        append_msg(f->j, i, 900, &loc[i]);
-        s = journal_append_enqueue(f->j, Q1, i, loc[i]);
-    }
+    journal_seq s = fill_queue(f->j, Q1, 30, 900, loc);
     fx_wait_synced(f, s);
     int before = fx_count_segments(f);
     assert_true(before >= 7);

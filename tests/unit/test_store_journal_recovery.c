@@ -348,11 +348,7 @@ static void test_corrupt_payload_crc_middle(void **state)
 {
     jfx *f = fx_new(0, JOURNAL_SYNC_BATCH);
     journal_loc loc[20];
-    journal_seq s = 0;
-    for (uint64_t i = 0; i < 20; i++) {
-        append_msg(f->j, i, 200, &loc[i]);
-        s = journal_append_enqueue(f->j, Q1, i, loc[i]);
-    }
+    journal_seq s = fill_queue(f->j, Q1, 20, 200, loc);
     fx_wait_synced(f, s);
     fx_close(f);
     char path[400];
@@ -403,11 +399,7 @@ static void test_corrupt_header_resync(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         jfx *f = fx_new(0, JOURNAL_SYNC_BATCH);
         journal_loc loc[10];
-        journal_seq s = 0;
-        for (uint64_t i = 0; i < 10; i++) {
-            append_msg(f->j, i, 300, &loc[i]);
-            s = journal_append_enqueue(f->j, Q1, i, loc[i]);
-        }
+        journal_seq s = fill_queue(f->j, Q1, 10, 300, loc);
         fx_wait_synced(f, s);
         fx_close(f);
         char path[400];
@@ -439,11 +431,7 @@ static void test_corrupt_end_of_older_segment(void **state)
 {
     jfx *f = fx_new(4096, JOURNAL_SYNC_BATCH);
     journal_loc loc[30];
-    journal_seq s = 0;
-    for (uint64_t i = 0; i < 30; i++) {
-        append_msg(f->j, i, 700, &loc[i]);
-        s = journal_append_enqueue(f->j, Q1, i, loc[i]);
-    }
+    journal_seq s = fill_queue(f->j, Q1, 30, 700, loc);
     fx_wait_synced(f, s);
     fx_close(f);
     char path[400];
@@ -482,11 +470,7 @@ static void test_damaged_segment_files(void **state)
 {
     jfx *f = fx_new(4096, JOURNAL_SYNC_BATCH);
     journal_loc loc[10];
-    journal_seq s = 0;
-    for (uint64_t i = 0; i < 10; i++) {
-        append_msg(f->j, i, 1500, &loc[i]);
-        s = journal_append_enqueue(f->j, Q1, i, loc[i]);
-    }
+    journal_seq s = fill_queue(f->j, Q1, 10, 1500, loc);
     fx_wait_synced(f, s);
     fx_close(f);
     char path[400];
@@ -655,11 +639,7 @@ static void test_numbering_past_checkpoint(void **state)
 {
     jfx *f = fx_new(4096, JOURNAL_SYNC_BATCH);
     journal_loc loc[8];
-    journal_seq s = 0;
-    for (uint64_t i = 0; i < 8; i++) {
-        append_msg(f->j, i, 1000, &loc[i]);
-        s = journal_append_enqueue(f->j, Q1, i, loc[i]);
-    }
+    journal_seq s = fill_queue(f->j, Q1, 8, 1000, loc);
     for (uint64_t i = 0; i < 8; i++)
         s = journal_append_settle(f->j, Q1, i, loc[i], JOURNAL_ACK, none, none);
     fx_wait_synced(f, s);

@@ -249,6 +249,19 @@ static inline journal_seq append_msg(journal *j, uint64_t id, size_t body_len, j
     return s;
 }
 
+/* Appends messages 0..n-1 (body_len bytes each), each enqueued in queue
+ * `q`, their locations in loc[]; returns the last sequence. */
+static inline journal_seq fill_queue(journal *j, uint64_t q, uint64_t n, size_t body_len,
+                                     journal_loc *loc)
+{
+    journal_seq s = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        append_msg(j, i, body_len, &loc[i]);
+        s = journal_append_enqueue(j, q, i, loc[i]);
+    }
+    return s;
+}
+
 /* Reads message `loc` back and checks it is message `id` with its body. */
 static inline void check_msg(journal *j, journal_loc loc, uint64_t id, size_t body_len)
 {
