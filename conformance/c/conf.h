@@ -204,6 +204,10 @@ void conf_event_free(conf_event *ev);
  * (described in ev->reply_text). */
 int conf_get(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue, int no_ack,
              conf_event *ev);
+/* Gets one message into *ev (free it with conf_event_free); 0, or a
+ * recorded failure if the queue was empty or the get failed. */
+int conf_get_one(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue, int no_ack,
+                 conf_event *ev);
 /* Gets one message and checks its body; 0 or a recorded failure. */
 int conf_get_expect(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue,
                     const char *body);

@@ -603,6 +603,13 @@ int conf_get(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue,
     return read_content(conn, ev) == CONF_EV_ERROR ? -1 : 1;
 }
 
+int conf_get_one(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue, int no_ack,
+                 conf_event *ev)
+{
+    int got = conf_get(conn, ch, queue, no_ack, ev);
+    return got == 1 ? 0 : conf_fail("basic.get: %s", got == 0 ? "empty" : ev->reply_text);
+}
+
 int conf_get_expect(amqp_connection_state_t conn, amqp_channel_t ch, const char *queue,
                     const char *body)
 {

@@ -307,14 +307,13 @@ static int reject_requeue_redelivered(void)
         return 1;
     int rc = conf_publish(conn, 1, "", q, "again", NULL);
     conf_event ev;
-    int got = rc == 0 ? conf_get(conn, 1, q, 0, &ev) : -1;
-    if (rc == 0 && got != 1)
-        rc = conf_fail("basic.get: %s", got == 0 ? "empty" : ev.reply_text);
+    if (rc == 0)
+        rc = conf_get_one(conn, 1, q, 0, &ev);
     if (rc == 0) {
         conf_event_free(&ev);
         rc = check_ack(conn, amqp_basic_reject(conn, 1, ev.delivery_tag, 1), "basic.reject requeue");
     }
-    got = rc == 0 ? conf_get(conn, 1, q, 1, &ev) : -1;
+    int got = rc == 0 ? conf_get(conn, 1, q, 1, &ev) : -1;
     if (rc == 0 && got != 1)
         rc = conf_fail("rejected message did not come back");
     if (rc == 0) {
@@ -334,9 +333,8 @@ static int reject_no_requeue_drops(void)
         return 1;
     int rc = conf_publish(conn, 1, "", q, "gone", NULL);
     conf_event ev;
-    int got = rc == 0 ? conf_get(conn, 1, q, 0, &ev) : -1;
-    if (rc == 0 && got != 1)
-        rc = conf_fail("basic.get: %s", got == 0 ? "empty" : ev.reply_text);
+    if (rc == 0)
+        rc = conf_get_one(conn, 1, q, 0, &ev);
     if (rc == 0) {
         conf_event_free(&ev);
         rc = check_ack(conn, amqp_basic_reject(conn, 1, ev.delivery_tag, 0), "basic.reject");
@@ -400,9 +398,8 @@ static int double_ack_406(void)
         return 1;
     int rc = conf_publish(conn, 1, "", q, "once", NULL);
     conf_event ev;
-    int got = rc == 0 ? conf_get(conn, 1, q, 0, &ev) : -1;
-    if (rc == 0 && got != 1)
-        rc = conf_fail("basic.get: %s", got == 0 ? "empty" : ev.reply_text);
+    if (rc == 0)
+        rc = conf_get_one(conn, 1, q, 0, &ev);
     if (rc == 0) {
         conf_event_free(&ev);
         amqp_basic_ack(conn, 1, ev.delivery_tag, 0);
@@ -423,16 +420,15 @@ static int unacked_requeued_on_channel_close(void)
     if (rc == 0)    /* same channel as the get, so the publish is surely enqueued */
         rc = conf_publish(conn, 2, "", q, "held", NULL);
     conf_event ev;
-    int got = rc == 0 ? conf_get(conn, 2, q, 0, &ev) : -1;
-    if (rc == 0 && got != 1)
-        rc = conf_fail("basic.get: %s", got == 0 ? "empty" : ev.reply_text);
+    if (rc == 0)
+        rc = conf_get_one(conn, 2, q, 0, &ev);
     if (rc == 0)
         conf_event_free(&ev);
     if (rc == 0)
         rc = conf_get_empty(conn, 1, q);
     if (rc == 0 && amqp_channel_close(conn, 2, AMQP_REPLY_SUCCESS).reply_type != AMQP_RESPONSE_NORMAL)
         rc = conf_fail("channel.close failed");
-    got = rc == 0 ? conf_get(conn, 1, q, 1, &ev) : -1;
+    int got = rc == 0 ? conf_get(conn, 1, q, 1, &ev) : -1;
     if (rc == 0 && got != 1)
         rc = conf_fail("unacked message not requeued when its channel closed");
     if (rc == 0) {
@@ -611,9 +607,8 @@ static int tx_ack_rolled_back(void)
         rc = conf_rpc_failed(conn, "tx.select");
     }
     conf_event ev;
-    int got = rc == 0 ? conf_get(conn, 2, q, 0, &ev) : -1;
-    if (rc == 0 && got != 1)
-        rc = conf_fail("basic.get: %s", got == 0 ? "empty" : ev.reply_text);
+    if (rc == 0)
+        rc = conf_get_one(conn, 2, q, 0, &ev);
     if (rc == 0) {
         conf_event_free(&ev);
         amqp_basic_ack(conn, 2, ev.delivery_tag, 0);
