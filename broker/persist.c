@@ -384,7 +384,7 @@ bool persist_recover(server *s, journal *j, bool clean)
     server_touch_clock(s);
     log_msg(LOG_INFO,
             "journal: %llu records in %llu segments replayed%s in %llu ms, %zu messages "
-            "restored%s in %llu ms, %llu corrupt records skipped, %llu torn bytes truncated",
+            "restored%s in %llu ms, %llu corrupt records skipped, %llu bytes truncated after the last records",
             (unsigned long long)st.records, (unsigned long long)st.segments,
             st.from_checkpoint ? " from a checkpoint" : "", (unsigned long long)(t1 - t0),
             restored, clean ? "" : " after an unclean stop",

@@ -318,14 +318,14 @@ static bool copy_step(journal *j, jcompact *c, jseg *s)
     if (!reserve_buf(c, len) || !journal_read_span(j, s, c->buf, len, c->off))
         return false;
     uint32_t rlen = 0;
-    if (journal_rec_check(c->buf, len, &rlen) == REC_TRUNCATED && rlen <= c->end - c->off) {
+    if (journal_rec_check(c->buf, len, s->seed, &rlen) == REC_TRUNCATED && rlen <= c->end - c->off) {
         len = rlen; /* one record bigger than a step: read it whole */
         if (!reserve_buf(c, len) || !journal_read_span(j, s, c->buf, len, c->off))
             return false;
     }
     uint64_t pos = 0;
     while (pos < len) {
-        rec_status st = journal_rec_check(c->buf + pos, len - pos, &rlen);
+        rec_status st = journal_rec_check(c->buf + pos, len - pos, s->seed, &rlen);
         if (st == REC_TRUNCATED && pos > 0)
             break; /* the next step starts with it */
         jrec r;

@@ -18,6 +18,9 @@
 
 struct event;
 
+/* Collected segment files kept for reuse (journal.c). */
+#define JOURNAL_SPARES 2
+
 /* ---- on-disk constants ------------------------------------------------- */
 
 #define JOURNAL_SEG_MAGIC "WARRENJS" /* 8 bytes, no NUL on disk */
@@ -26,7 +29,8 @@ struct event;
 #define JOURNAL_CK_NAME "checkpoint"
 
 enum {
-    JOURNAL_VERSION = 1,
+    JOURNAL_VERSION = 1,     /* of the checkpoint */
+    JOURNAL_SEG_VERSION = 2, /* of segment files; 1: records' CRCs start from 0 */
     SEG_HEADER_SIZE = 32,
     REC_HEADER_SIZE = 16,
     REC_ALIGN = 8,
@@ -107,19 +111,28 @@ typedef enum rec_status {
     REC_BAD_CRC,    /* payload CRC mismatch or inconsistent payload */
 } rec_status;
 
-/* Checks the record starting at p with `avail` bytes readable; on REC_OK
- * and REC_TRUNCATED sets *len to the record length (header included). */
-rec_status journal_rec_check(const uint8_t *p, uint64_t avail, uint32_t *len);
+/* A record's CRCs start from its segment's seed: the segment number (since
+ * version 2), so a reused segment file's old records never pass for new
+ * ones. */
+static inline uint32_t journal_rec_seed(uint32_t seg_version, uint32_t seg_num)
+{
+    return seg_version >= 2 ? seg_num : 0;
+}
+
+/* Checks the record starting at p with `avail` bytes readable, in a segment
+ * whose seed is `seed`; on REC_OK and REC_TRUNCATED sets *len to the record
+ * length (header included). */
+rec_status journal_rec_check(const uint8_t *p, uint64_t avail, uint32_t seed, uint32_t *len);
 /* Decodes a record that passed journal_rec_check. false if its payload is
  * inconsistent (lengths that do not add up, unknown settle kind). */
 bool journal_rec_decode(const uint8_t *rec, uint32_t len, jrec *out);
 /* Fills in the header of a record whose payload is already at rec + 16, and
  * zeroes the padding up to align8(len). */
-void journal_rec_seal(uint8_t *rec, rec_type type, uint32_t len);
+void journal_rec_seal(uint8_t *rec, rec_type type, uint32_t len, uint32_t seed);
 
 void journal_seg_header_encode(uint8_t *out, uint32_t num, uint64_t first_seq);
 bool journal_seg_header_decode(const uint8_t *p, uint64_t avail, uint32_t *num,
-                               uint64_t *first_seq);
+                               uint64_t *first_seq, uint32_t *seed);
 
 /* ---- live-entry index (journal_index.c) -------------------------------- */
 
@@ -177,6 +190,7 @@ typedef struct jseg_ref {
 /* A segment file as the loop thread sees it. */
 typedef struct jseg {
     uint32_t num;
+    uint32_t seed;  /* of its records' CRCs (journal_rec_seed) */
     uint64_t size;  /* bytes appended to it (written or still in a batch) */
     uint64_t pins;  /* live-entry references (see jentry) */
     uint32_t msgs;  /* message records in it (compaction's measure of density) */
@@ -300,6 +314,8 @@ struct journal {
     bool thread_started;
     int wfd;
     uint32_t wseg;
+    uint64_t wfile_size, wend; /* of wfd: the file's size, the end of what was written */
+    bool spare[JOURNAL_SPARES]; /* spare<i> exists: a collected segment file to reuse */
 };
 
 /* Logs a line through cfg->log or to stderr ("YYYY-MM-DD hh:mm:ss.mmm

@@ -20,20 +20,20 @@ static bool payload_len_ok(uint8_t type, uint64_t n)
     }
 }
 
-rec_status journal_rec_check(const uint8_t *p, uint64_t avail, uint32_t *len)
+rec_status journal_rec_check(const uint8_t *p, uint64_t avail, uint32_t seed, uint32_t *len)
 {
     if (avail < REC_HEADER_SIZE)
         return REC_TRUNCATED;
     uint32_t n = get32(p);
     uint8_t type = p[4];
-    if (p[5] != 0 || get16(p + 6) != 0 || journal_crc32c(0, p, 8) != get32(p + 8))
+    if (p[5] != 0 || get16(p + 6) != 0 || journal_crc32c(seed, p, 8) != get32(p + 8))
         return REC_BAD_HEADER;
     if (n < REC_HEADER_SIZE || !payload_len_ok(type, n - REC_HEADER_SIZE))
         return REC_BAD_HEADER;
     *len = n;
     if (n > avail)
         return REC_TRUNCATED;
-    if (journal_crc32c(0, p + REC_HEADER_SIZE, n - REC_HEADER_SIZE) != get32(p + 12))
+    if (journal_crc32c(seed, p + REC_HEADER_SIZE, n - REC_HEADER_SIZE) != get32(p + 12))
         return REC_BAD_CRC;
     return REC_OK;
 }
@@ -101,21 +101,21 @@ bool journal_rec_decode(const uint8_t *rec, uint32_t len, jrec *r)
     return false;
 }
 
-void journal_rec_seal(uint8_t *rec, rec_type type, uint32_t len)
+void journal_rec_seal(uint8_t *rec, rec_type type, uint32_t len, uint32_t seed)
 {
     put32(rec, len);
     rec[4] = (uint8_t)type;
     rec[5] = 0;
     put16(rec + 6, 0);
-    put32(rec + 8, journal_crc32c(0, rec, 8));
-    put32(rec + 12, journal_crc32c(0, rec + REC_HEADER_SIZE, len - REC_HEADER_SIZE));
+    put32(rec + 8, journal_crc32c(seed, rec, 8));
+    put32(rec + 12, journal_crc32c(seed, rec + REC_HEADER_SIZE, len - REC_HEADER_SIZE));
     memset(rec + len, 0, align8(len) - len);
 }
 
 void journal_seg_header_encode(uint8_t *out, uint32_t num, uint64_t first_seq)
 {
     memcpy(out, JOURNAL_SEG_MAGIC, 8);
-    put32(out + 8, JOURNAL_VERSION);
+    put32(out + 8, JOURNAL_SEG_VERSION);
     put32(out + 12, num);
     put64(out + 16, first_seq);
     put32(out + 24, 0);
@@ -123,13 +123,15 @@ void journal_seg_header_encode(uint8_t *out, uint32_t num, uint64_t first_seq)
 }
 
 bool journal_seg_header_decode(const uint8_t *p, uint64_t avail, uint32_t *num,
-                               uint64_t *first_seq)
+                               uint64_t *first_seq, uint32_t *seed)
 {
     if (avail < SEG_HEADER_SIZE || memcmp(p, JOURNAL_SEG_MAGIC, 8) != 0)
         return false;
-    if (get32(p + 8) != JOURNAL_VERSION || journal_crc32c(0, p, 28) != get32(p + 28))
+    uint32_t version = get32(p + 8);
+    if (version < 1 || version > JOURNAL_SEG_VERSION || journal_crc32c(0, p, 28) != get32(p + 28))
         return false;
     *num = get32(p + 12);
     *first_seq = get64(p + 16);
+    *seed = journal_rec_seed(version, *num);
     return true;
 }

@@ -21,9 +21,12 @@
  * Damage: a record that fails its checks is skipped by scanning forward
  * 8 bytes at a time for the next record whose header and payload CRCs both
  * check out. If one is found the damage was in the middle (error, counted);
- * if not and this is the last segment, it is a torn tail and is truncated
- * (warning); if not in an older segment, the rest of it is lost (error,
- * counted). A last segment with nothing valid in it is removed.
+ * if not and this is the last segment, it is where its records end and the
+ * rest is truncated: a warning if a record was cut short there (its header
+ * checks out), information if what follows is no record of this segment
+ * (zeros, or a reused file's old contents: journal.c); if not in an older
+ * segment, the rest of it is lost (error, counted). A last segment with
+ * nothing valid in it is removed.
  */
 #include <assert.h>
 #include <errno.h>
@@ -130,6 +133,7 @@ typedef struct scan_out {
     uint64_t records, corrupt, torn;
     uint32_t msgs; /* message records not covered by the checkpoint */
     uint64_t first_seq;
+    uint32_t seed; /* of its records, from its header */
     bool header_ok, remove;
 } scan_out;
 
@@ -206,37 +210,45 @@ static void dispatch(replay *rp, const jrec *r, journal_loc at, bool filtered)
     }
 }
 
-static bool record_at(const uint8_t *map, uint64_t size, uint64_t off, jrec *r, uint32_t *len)
+static bool record_at(const uint8_t *map, uint64_t size, uint64_t off, uint32_t seed, jrec *r,
+                      uint32_t *len)
 {
-    return off <= UINT32_MAX && journal_rec_check(map + off, size - off, len) == REC_OK &&
+    return off <= UINT32_MAX && journal_rec_check(map + off, size - off, seed, len) == REC_OK &&
            journal_rec_decode(map + off, *len, r);
 }
 
 /* The first 8-aligned offset >= from where a whole valid record starts;
  * size if there is none. */
-static uint64_t resync(const uint8_t *map, uint64_t size, uint64_t from)
+static uint64_t resync(const uint8_t *map, uint64_t size, uint64_t from, uint32_t seed)
 {
     for (uint64_t off = align8(from); off < size && size - off >= REC_HEADER_SIZE;
          off += REC_ALIGN) {
         jrec r;
         uint32_t len;
-        if (record_at(map, size, off, &r, &len))
+        if (record_at(map, size, off, seed, &r, &len))
             return off;
     }
     return size;
 }
 
-/* Damage at `off` with nothing valid after it. */
-static void damaged_end(replay *rp, const jseg *s, uint64_t off, uint64_t size, bool last,
-                        scan_out *o)
+/* Damage at `off` with nothing valid after it. In the last segment that is
+ * where its records end: either a record cut short by the crash (its header
+ * checks out) or bytes that were never a record of it -- the old contents
+ * of a reused file (see journal.c), or a header cut short. */
+static void damaged_end(replay *rp, const jseg *s, const uint8_t *map, uint64_t off,
+                        uint64_t size, bool last, scan_out *o)
 {
     if (last) {
+        uint32_t len;
+        bool torn = journal_rec_check(map + off, size - off, o->seed, &len) != REC_BAD_HEADER;
         o->torn = size - off;
         o->valid_end = off;
         o->remove = off <= SEG_HEADER_SIZE && !o->header_ok;
-        journal_log(rp->j, JLOG_WARNING,
-                    "segment %u: torn record at offset %llu, truncating %llu bytes", s->num,
-                    (unsigned long long)off, (unsigned long long)(size - off));
+        journal_log(rp->j, torn ? JLOG_WARNING : JLOG_INFO,
+                    torn ? "segment %u: torn record at offset %llu, truncating %llu bytes"
+                         : "segment %u: its records end at offset %llu; truncating the %llu "
+                           "bytes after them",
+                    s->num, (unsigned long long)off, (unsigned long long)(size - off));
     } else {
         o->corrupt++;
         journal_log(rp->j, JLOG_ERROR,
@@ -250,11 +262,14 @@ static void scan(replay *rp, const jseg *s, const uint8_t *map, uint64_t size, b
 {
     uint32_t num = 0;
     uint64_t off = SEG_HEADER_SIZE;
-    o->header_ok = journal_seg_header_decode(map, size, &num, &o->first_seq) && num == s->num;
+    o->seed = s->seed;
+    o->header_ok = journal_seg_header_decode(map, size, &num, &o->first_seq, &o->seed) &&
+                   num == s->num;
     if (!o->header_ok) {
-        uint64_t next = resync(map, size, SEG_HEADER_SIZE);
+        o->seed = s->seed;
+        uint64_t next = resync(map, size, SEG_HEADER_SIZE, o->seed);
         if (next >= size) {
-            damaged_end(rp, s, 0, size, last, o);
+            damaged_end(rp, s, map, 0, size, last, o);
             return;
         }
         o->corrupt++;
@@ -265,16 +280,16 @@ static void scan(replay *rp, const jseg *s, const uint8_t *map, uint64_t size, b
     while (off < size) {
         jrec r;
         uint32_t len = 0;
-        if (record_at(map, size, off, &r, &len)) {
+        if (record_at(map, size, off, o->seed, &r, &len)) {
             dispatch(rp, &r, (journal_loc){s->num, (uint32_t)off, len}, off < covered);
             o->records++;
             o->msgs += r.type == REC_MESSAGE && off >= covered;
             off += align8(len);
             continue;
         }
-        uint64_t next = resync(map, size, off + REC_ALIGN);
+        uint64_t next = resync(map, size, off + REC_ALIGN, o->seed);
         if (next >= size) {
-            damaged_end(rp, s, off, size, last, o);
+            damaged_end(rp, s, map, off, size, last, o);
             return;
         }
         o->corrupt++;
@@ -350,6 +365,7 @@ static bool replay_segment(replay *rp, jseg *s, bool last, const jck_seg *ck, ui
     if (o.header_ok && o.first_seq + o.records > *next_seq)
         *next_seq = o.first_seq + o.records;
     s->size = size;
+    s->seed = o.seed;
     s->msgs = (ck ? ck->msgs : 0) + o.msgs;
     s->scanned = true;
     bool ok = o.torn == 0 && !o.remove ? true : cut_tail(rp, s, fd, path, &o, err, errlen);

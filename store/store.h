@@ -146,7 +146,8 @@ typedef struct journal_replay_handlers {
 typedef struct journal_replay_stats {
     uint64_t records, segments, bytes; /* valid records, files and bytes read */
     uint64_t corrupt_records; /* bad CRC or length in the middle: skipped */
-    uint64_t torn_tail_bytes; /* an incomplete last record: truncated */
+    uint64_t torn_tail_bytes; /* truncated after the last segment's records (a torn
+                                 record, or a reused file's old bytes) */
     bool from_checkpoint;     /* a checkpoint (clean close or periodic) was used */
 } journal_replay_stats;
 

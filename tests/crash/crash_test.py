@@ -12,9 +12,11 @@ every queue is drained and checked:
 
 Consumers ack most messages at once and hold some back, acking those later
 and out of order. Every other trial runs the journal with 1 MiB segments,
-so segments fill, are collected, and sparse ones (held-back messages among
-acked ones) are compacted while the broker is killed; their messages
-carry 1 KiB bodies so that segments fill.
+so segments fill, are collected (kept as spare files and reused), and
+sparse ones (held-back messages among acked ones) are compacted while the
+broker is killed; their messages carry 4 KiB bodies so that segments fill.
+The summary counts the restarts that found the last segment in a reused
+file with old bytes after its records.
 
 Usage: crash_test.py [TRIALS]   (default 20; CRASH_TRIALS=500 for the long
 mode). Prints TAP lines, one per trial, then "N trials, M lost".
@@ -48,11 +50,13 @@ def start(data_dir, settings=()):
     proc = subprocess.Popen(argv,
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
+    log = []
     for line in proc.stderr:
+        log.append(line)
         m = LISTEN_RE.search(line)
         if m:
             threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return proc, int(m.group(1))
+            return proc, int(m.group(1)), log
         if time.monotonic() > deadline:
             break
     proc.kill()
@@ -76,6 +80,7 @@ class Trial:
         self.delivered = set()   # (queue, n) seen by a consumer
         self.acked = set()       # (queue, n) ack sent
         self.stop = threading.Event()
+        self.reused = False      # the restart cut old bytes off a reused file
 
     def publisher(self, port, pid):
         try:
@@ -135,7 +140,7 @@ class Trial:
             shutil.rmtree(data_dir, ignore_errors=True)
 
     def _run(self, data_dir):
-        proc, port = start(data_dir, self.settings)
+        proc, port, _ = start(data_dir, self.settings)
         c = connect(port)
         for q in QUEUES:
             c.channel().queue_declare(q, durable=True)
@@ -152,7 +157,8 @@ class Trial:
         self.stop.set()
         for t in threads:
             t.join(10)
-        proc, port = start(data_dir, self.settings)
+        proc, port, log = start(data_dir, self.settings)
+        self.reused = any("records end at offset" in line for line in log)
         try:
             return self.check(port)
         finally:
@@ -188,12 +194,14 @@ class Trial:
 
 def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("CRASH_TRIALS", 20))
-    total_lost = failed = 0
+    total_lost = failed = reused = 0
     for i in range(trials):
         try:
             small = i % 2 == 1
-            lost, confirmed, problems = Trial(1000 + i, ("journal.segment_size=1048576",) if small
-                                              else (), 1024 if small else 0).run()
+            trial = Trial(1000 + i, ("journal.segment_size=1048576",) if small else (),
+                          4096 if small else 0)
+            lost, confirmed, problems = trial.run()
+            reused += trial.reused
         except Exception as e:  # a trial that cannot run is a failure
             lost, confirmed, problems = 0, 0, ["error: %r" % (e,)]
         total_lost += lost
@@ -204,6 +212,7 @@ def main():
         for p in problems[:10]:
             print("# " + p, flush=True)
     print("1..%d" % trials)
+    print("# %d restarts found old bytes of a reused file after the last records" % reused)
     print("%d trials, %d lost" % (trials, total_lost))
     return 1 if failed else 0
 

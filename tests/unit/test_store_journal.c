@@ -65,10 +65,12 @@ static void test_crc32c_hw_matches_sw(void **state)
 
 /* ---- record codec --------------------------------------------------------------- */
 
+enum { SEED = 7 }; /* segment 7's records */
+
 static size_t make_record(uint8_t *buf, rec_type type, const uint8_t *payload, size_t n)
 {
     memcpy(buf + REC_HEADER_SIZE, payload, n);
-    journal_rec_seal(buf, type, (uint32_t)(REC_HEADER_SIZE + n));
+    journal_rec_seal(buf, type, (uint32_t)(REC_HEADER_SIZE + n), SEED);
     return REC_HEADER_SIZE + n;
 }
 
@@ -78,7 +80,7 @@ static void test_record_check_rejects(void **state)
     uint8_t rec[128];
     uint32_t len = 0;
     size_t n = make_record(rec, REC_ENQUEUE, p, sizeof p);
-    assert_int_equal(journal_rec_check(rec, n, &len), REC_OK);
+    assert_int_equal(journal_rec_check(rec, n, SEED, &len), REC_OK);
     assert_int_equal(len, n);
     jrec r;
     assert_true(journal_rec_decode(rec, len, &r));
@@ -102,22 +104,24 @@ static void test_record_check_rejects(void **state)
         uint8_t copy[128];
         memcpy(copy, rec, sizeof copy);
         copy[damage[i].off] ^= damage[i].mask;
-        if (journal_rec_check(copy, n, &len) != damage[i].want)
+        if (journal_rec_check(copy, n, SEED, &len) != damage[i].want)
             fail_msg("damaged %s: not detected as expected", damage[i].what);
     }
-    assert_int_equal(journal_rec_check(rec, n - 1, &len), REC_TRUNCATED);
-    assert_int_equal(journal_rec_check(rec, 10, &len), REC_TRUNCATED);
+    /* the same bytes are no record of another segment (a reused file's) */
+    assert_int_equal(journal_rec_check(rec, n, SEED + 1, &len), REC_BAD_HEADER);
+    assert_int_equal(journal_rec_check(rec, n - 1, SEED, &len), REC_TRUNCATED);
+    assert_int_equal(journal_rec_check(rec, 10, SEED, &len), REC_TRUNCATED);
 
     /* impossible lengths: an enqueue must be exactly 48 bytes */
     uint8_t big[64] = {0};
     assert_int_equal(make_record(big, REC_ENQUEUE, big + 40, 8), 24);
-    assert_int_equal(journal_rec_check(big, 64, &len), REC_BAD_HEADER);
+    assert_int_equal(journal_rec_check(big, 64, SEED, &len), REC_BAD_HEADER);
 
     /* a message whose inner lengths do not add up decodes as bad */
     uint8_t m[MSG_FIXED + 4] = {0};
     put32(m + 16, 5); /* body len 5, but only 4 bytes follow */
     n = make_record(rec, REC_MESSAGE, m, sizeof m);
-    assert_int_equal(journal_rec_check(rec, n, &len), REC_OK);
+    assert_int_equal(journal_rec_check(rec, n, SEED, &len), REC_OK);
     assert_false(journal_rec_decode(rec, len, &r));
 }
 
@@ -466,6 +470,90 @@ static void test_gc_fully_settled_segments(void **state)
     fx_wait_synced(f, s);
     fx_wait_segments(f, 1);
     check_msg(f->j, l2, 99, 10);
+    fx_free(f);
+}
+
+static uint8_t *read_file(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    *len = (size_t)ftell(fp);
+    rewind(fp);
+    uint8_t *b = malloc(*len);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, *len, fp), *len);
+    fclose(fp);
+    return b;
+}
+
+/* Collected segment files are kept as spares (two at most) and reused for
+ * new segments, so that fdatasync overwrites blocks instead of growing a
+ * file. A reused file's old records never come back: a closed segment is
+ * cut to its own records, and what a crash leaves after the last one's
+ * records (here: a whole old segment, valid records of another number) is
+ * truncated at replay without a warning. */
+static void test_gc_reuses_segment_files(void **state)
+{
+    jfx *f = fx_new(8192, JOURNAL_SYNC_BATCH);
+    journal_loc loc[40];
+    journal_seq s = fill_queue(f->j, Q1, 40, 900, loc);
+    for (uint64_t i = 0; i < 40; i++)
+        s = journal_append_settle(f->j, Q1, i, loc[i], JOURNAL_ACK, (amqp_bytes){0},
+                                  (amqp_bytes){0});
+    fx_wait_synced(f, s);
+    journal_tick(f->j);
+    fx_wait_segments(f, 1);
+    char spare0[400], spare1[400], spare2[400];
+    snprintf(spare0, sizeof spare0, "%s/spare0", f->jdir);
+    snprintf(spare1, sizeof spare1, "%s/spare1", f->jdir);
+    snprintf(spare2, sizeof spare2, "%s/spare2", f->jdir);
+    assert_true(fx_exists(spare0) && fx_exists(spare1));
+    assert_false(fx_exists(spare2));
+    size_t old_len;
+    uint8_t *old = read_file(spare0, &old_len);
+    assert_true(old_len >= 8192);
+
+    /* new messages roll into a new segment: the first spare's file */
+    journal_loc l2[12];
+    for (uint64_t i = 0; i < 12; i++) {
+        append_msg(f->j, 1000 + i, i < 10 ? 900 : 50, &l2[i]);
+        s = journal_append_enqueue(f->j, Q2, 1000 + i, l2[i]);
+    }
+    fx_wait_synced(f, s);
+    uint32_t last_seg = l2[11].segment;
+    assert_true(last_seg > loc[39].segment);
+    assert_false(fx_exists(spare0));
+    for (uint64_t i = 0; i < 12; i++)
+        check_msg(f->j, l2[i], 1000 + i, i < 10 ? 900 : 50);
+    fx_close(f);
+
+    char seg[400];
+    fx_seg_path(f, last_seg, seg, sizeof seg);
+    /* its records end with the last message's enqueue */
+    uint64_t end = l2[11].offset + align8(l2[11].length) + align8(REC_HEADER_SIZE + ENQ_PAYLOAD);
+    assert_true(end < old_len);
+    assert_int_equal(fx_file_size(seg), end); /* cut to its records at close */
+
+    /* a crash could leave old bytes after them: append a whole old segment */
+    FILE *fp = fopen(seg, "ab");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(old, 1, old_len, fp), old_len);
+    fclose(fp);
+    free(old);
+    rlog l = {0};
+    journal_replay_stats rs;
+    log_reset();
+    fx_reopen_replay(f, true, &l, &rs);
+    assert_int_equal(log_warnings + log_errors, 0);
+    assert_int_equal(rs.torn_tail_bytes, old_len);
+    assert_int_equal(fx_file_size(seg), end);
+    live_set ls = live_from_log(&l);
+    assert_int_equal(ls.n, 12); /* Q2's; none of Q1's old records */
+    for (uint64_t i = 0; i < 12; i++)
+        assert_true(live_has(&ls, Q2, 1000 + i));
+    free(ls.v);
+    free(l.v);
     fx_free(f);
 }
 
@@ -899,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_replay_order_and_content),
         cmocka_unit_test(test_replay_from_checkpoint),
         cmocka_unit_test(test_gc_fully_settled_segments),
+        cmocka_unit_test(test_gc_reuses_segment_files),
         cmocka_unit_test(test_gc_out_of_order_acks),
         cmocka_unit_test(test_gc_purge_and_delete),
         cmocka_unit_test(test_gc_dead_letter_across_segments),
