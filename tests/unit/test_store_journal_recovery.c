@@ -662,11 +662,10 @@ static void test_version1_segments_read(void **state)
     fclose(fp);
     free(b);
 
-    log_reset();
-    fx_open(f);
     rlog l = {0};
     journal_replay_stats rs;
-    fx_replay(f, &l, &rs);
+    log_reset();
+    fx_reopen_replay(f, false, &l, &rs);
     assert_int_equal(rs.records, 41);
     assert_int_equal(rs.corrupt_records + rs.torn_tail_bytes, 0);
     assert_int_equal(log_warnings + log_errors, 0);
