@@ -163,12 +163,13 @@ bool journal_replay(journal *j, const journal_replay_handlers *h, void *ctx,
 
 /* Segment GC is driven by the journal itself from the enqueue and settle
  * records it is given: a segment whose messages are all settled in every
- * queue is deleted (the active one too, once idle and fully settled). A
- * segment also stays while it holds settles that replay would still need;
- * a checkpoint, taken when such segments pile up, makes them unnecessary. */
+ * queue is deleted (the active one too, once idle and fully settled) -- or
+ * kept, two at most, as a spare file that a new segment reuses. A segment
+ * also stays while it holds settles that replay would still need; a
+ * checkpoint, taken when such segments pile up, makes them unnecessary. */
 
 typedef struct journal_stats {
-    uint64_t segments, bytes_on_disk;
+    uint64_t segments, bytes_on_disk; /* segment files and their records (not spares) */
     uint64_t live_messages; /* live (queue, message) entries */
     uint64_t appended_records;
     uint64_t syncs; /* sync rounds (one write + fdatasync each, except with none) */
