@@ -271,23 +271,31 @@ static void raise_fd_limit(void)
     }
 }
 
-/* utime + stime of another process, in ns; 0 if unreadable. */
-static uint64_t broker_cpu_ns(int pid)
+/* The fields of /proc/PID/stat after the command name, from the state on,
+ * read into buf; NULL if unreadable. */
+static const char *proc_stat_fields(int pid, char *buf, size_t cap)
 {
-    char path[64], buf[1024];
+    char path[64];
     if (pid <= 0)
-        return 0;
+        return NULL;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
     if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+        return NULL;
+    size_t n = fread(buf, 1, cap - 1, f);
     fclose(f);
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+/* utime + stime of another process, in ns; 0 if unreadable. */
+static uint64_t broker_cpu_ns(int pid)
+{
+    char buf[1024];
+    const char *p = proc_stat_fields(pid, buf, sizeof buf);
     unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                     &ut, &st) != 2)
+    if (!p || sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return 0;
     return (ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
 }
@@ -316,21 +324,14 @@ static uint64_t broker_status_kb(int pid, const char *field)
  * kernel's 10 ms tick; 0 if unknown. /proc's starttime counts from boot. */
 static uint64_t process_start_ns(int pid)
 {
-    char path[64], buf[1024];
+    char buf[1024];
     struct timespec boot;
-    if (pid <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
+    if (clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
         return 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
+    const char *p = proc_stat_fields(pid, buf, sizeof buf);
     unsigned long long start = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-                            "%*d %*d %*d %*d %llu", &start) != 1)
+    if (!p || sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                        "%*d %*d %*d %*d %llu", &start) != 1)
         return 0;
     uint64_t now = stats_now_ns();
     uint64_t boot_ns = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec;
