@@ -189,6 +189,16 @@ DRAIN_ARGS=(--drain --consumers 1 --ack manual --prefetch "$PREFETCH" --duration
 
 # ---- backlog ---------------------------------------------------------------
 
+# record_step FIGURE BROKER COUNT_KEY RATE_KEY: records the last step's
+# (LINE's) rate, or err if it failed or its count is not N.
+record_step() {
+    if [ "$(kv errors "$LINE")" = 0 ] && [ "$(kv "$3" "$LINE")" = "$N" ]; then
+        record "$1" "$2" "$(kv "$4" "$LINE")"
+    else
+        record "$1" "$2" err
+    fi
+}
+
 # backlog_on BROKER URI PID: publish, then drain, one queue; records the rates
 # and the RSS peak.
 backlog_on() {
@@ -198,11 +208,7 @@ backlog_on() {
     perf_step "$b" backlog-publish "$STEP_LIMIT" --uri "$uri" --queue "$BACKLOG_Q" \
         "${PUBLISH_ARGS[@]}" "${pidarg[@]}"
     pub=$LINE
-    if [ "$(kv errors "$pub")" = 0 ] && [ "$(kv confirmed "$pub")" = "$N" ]; then
-        record publish "$b" "$(kv confirm_rate "$pub")"
-    else
-        record publish "$b" err
-    fi
+    record_step publish "$b" confirmed confirm_rate
     note "  $b publish: $(kv confirmed "$pub") confirmed in $(kv seconds "$pub") s," \
          "$(kv confirm_rate "$pub") msg/s, longest pause $(kv max_gap_ms "$pub") ms," \
          "$(kv stalls "$pub") stalled second(s), broker cpu $(kv broker_cpu "$pub")%," \
@@ -214,11 +220,7 @@ backlog_on() {
     perf_step "$b" backlog-drain "$STEP_LIMIT" --uri "$uri" --queue "$BACKLOG_Q" \
         "${DRAIN_ARGS[@]}" "${pidarg[@]}"
     drain=$LINE
-    if [ "$(kv errors "$drain")" = 0 ] && [ "$(kv received "$drain")" = "$N" ]; then
-        record drain "$b" "$(kv recv_rate "$drain")"
-    else
-        record drain "$b" err
-    fi
+    record_step drain "$b" received recv_rate
     note "  $b drain: $(kv received "$drain") received in $(kv seconds "$drain") s," \
          "$(kv recv_rate "$drain") msg/s, longest pause $(kv max_gap_ms "$drain") ms," \
          "$(kv stalls "$drain") stalled second(s), broker cpu $(kv broker_cpu "$drain")%," \
