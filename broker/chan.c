@@ -95,6 +95,11 @@ static void ua_pop_holes(chan *ch)
         ua_compact(ch);
 }
 
+uint64_t chan_oldest_unacked_ms(chan *ch)
+{
+    return ch->ua_live ? ua_at(ch, 0)->delivered_at : 0;
+}
+
 /* Index of the entry with `tag`, or -1. */
 int64_t chan_ua_find(chan *ch, uint64_t tag)
 {
@@ -125,9 +130,14 @@ static void ua_push(chan *ch, uint64_t tag, queue *q, consumer *cons, queue_item
         return;
     }
     unacked *e = ua_at(ch, ch->ua_count++);
-    *e = (unacked){.tag = tag, .it = it, .q = q, .cons = cons};
+    *e = (unacked){.tag = tag,
+                   .delivered_at = server_now_ms(conn_server(ch->c)),
+                   .it = it,
+                   .q = q,
+                   .cons = cons};
     ch->ua_live++;
     queue_hold(q);
+    queue_delivery_held(q, it.delivery_count);
     if (cons)
         cons->unacked++;
 }
@@ -139,6 +149,7 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
 {
     if (e->cons)
         e->cons->unacked--;
+    queue_delivery_settled(e->q, e->it.delivery_count);
     if (queue_is_deleted(e->q) || mode == SETTLE_ACK) {
         if (mode == SETTLE_ACK)
             persist_settle(e->q, e->it.m, JOURNAL_ACK);
