@@ -15,6 +15,7 @@ struct vhost {
     bool closing;   /* being freed at shutdown */
     chan **replies; /* channels with a direct reply-to consumer */
     size_t nreplies, replies_cap;
+    stats stats; /* management counters */
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -38,7 +39,8 @@ vhost *vhost_new(server *s, const char *name)
     if (!v)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
-                                      .exchange_deleted = exchange_deleted_hook};
+                                      .exchange_deleted = exchange_deleted_hook,
+                                      .exchange_freed = stats_exchange_freed};
     v->srv = s;
     v->name = strdup(name);
     v->nbuckets = 64;
@@ -66,6 +68,7 @@ void vhost_free(vhost *v)
         route_table_free(v->routes);
     free(v->buckets);
     free(v->replies);
+    stats_free(&v->stats);
     free(v->name);
     free(v);
 }
@@ -246,4 +249,16 @@ queue *vhost_queue_by_store_id(vhost *v, uint64_t id)
             if (queue_store_id((queue *)l) == id)
                 return (queue *)l;
     return NULL;
+}
+
+/* ---- introspection (management API) ------------------------------------ */
+
+stats *vhost_stats(vhost *v) { return &v->stats; }
+uint32_t vhost_queue_count(const vhost *v) { return v->nqueues; }
+
+void vhost_foreach_queue(vhost *v, void (*fn)(void *arg, queue *q), void *arg)
+{
+    for (uint32_t i = 0; i < v->nbuckets; i++)
+        for (struct queue_link *l = v->buckets[i]; l; l = l->hash_next)
+            fn(arg, (queue *)l);
 }
