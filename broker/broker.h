@@ -211,6 +211,8 @@ void server_conn_opened(server *s, conn *c);
 /* A confirm or commit-ok waits for journal sequence `seq` (the loop does
  * not spin while the disk is what it waits for). */
 void server_journal_wait(server *s, journal_seq seq);
+/* Bytes of message memory that raise the memory alarm. */
+size_t server_memory_limit(const server *s);
 /* Whether the memory alarm is on (new connections start blocked too). */
 bool server_memory_alarm(const server *s);
 /* Whether the journal's unwritten backlog is so large that publishers
@@ -555,6 +557,8 @@ conn *server_conn_at(server *s, size_t i);
 conn *server_conn_find(server *s, uint64_t id);
 /* Wall-clock ms when the server started; its node name ("warren@host"). */
 uint64_t server_started_at(const server *s);
+/* The port the AMQP listener bound (the configured one may be 0). */
+int server_amqp_port(const server *s);
 const char *server_node_name(const server *s);
 uint64_t wall_clock_ms(void);
 

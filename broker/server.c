@@ -34,6 +34,7 @@ struct server {
     stats stats;         /* the whole broker's (stats.c) */
     uint64_t started_at; /* wall clock ms */
     char node_name[128];
+    int bound_port;
     transport_flusher *flusher;
     meta *meta;
     journal *journal;
@@ -366,6 +367,8 @@ static bool listen_on(server *s)
     socklen_t len = sizeof ss;
     getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &len);
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
+    s->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
     log_msg(LOG_INFO, "AMQP listening on %s", addr);
     return true;
 }
@@ -500,3 +503,5 @@ conn *server_conn_find(server *s, uint64_t id)
 uint64_t server_started_at(const server *s) { return s->started_at; }
 const char *server_node_name(const server *s) { return s->node_name; }
 stats *server_stats(server *s) { return &s->stats; }
+size_t server_memory_limit(const server *s) { return s->memory_limit; }
+int server_amqp_port(const server *s) { return s->bound_port; }
