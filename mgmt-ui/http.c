@@ -124,6 +124,66 @@ void mgmt_errorf(mgmt_req *r, int status, const char *error, const char *fmt, ..
     mgmt_error(r, status, error, reason);
 }
 
+/* A jansson value through the writer (echoing what a client sent). */
+static void put_jansson(mgmt_json *w, const json_t *v)
+{
+    const char *key;
+    json_t *e;
+    size_t i;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        mgmt_json_obj(w);
+        json_object_foreach((json_t *)v, key, e) {
+            mgmt_json_key(w, key);
+            put_jansson(w, e);
+        }
+        mgmt_json_end_obj(w);
+        break;
+    case JSON_ARRAY:
+        mgmt_json_arr(w);
+        json_array_foreach((json_t *)v, i, e) put_jansson(w, e);
+        mgmt_json_end_arr(w);
+        break;
+    case JSON_STRING:
+        mgmt_json_bytes(w, (amqp_bytes){(const uint8_t *)json_string_value(v),
+                                        (uint32_t)json_string_length(v)});
+        break;
+    case JSON_INTEGER:
+        mgmt_json_int(w, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        mgmt_json_double(w, json_real_value(v));
+        break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        mgmt_json_bool(w, json_is_true(v));
+        break;
+    default:
+        mgmt_json_null(w);
+    }
+}
+
+void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str)
+{
+    if (r->out)
+        evbuffer_drain(r->out, evbuffer_get_length(r->out));
+    mgmt_json_free(r->w);
+    r->w = NULL;
+    mgmt_json *w = mgmt_reply(r);
+    mgmt_json_obj(w);
+    mgmt_json_kstr(w, "error", "bad_request");
+    mgmt_json_key(w, "reason");
+    mgmt_json_arr(w);
+    mgmt_json_str(w, what);
+    if (json)
+        put_jansson(w, json);
+    else
+        mgmt_json_str(w, str);
+    mgmt_json_end_arr(w);
+    mgmt_json_end_obj(w);
+    mgmt_send(r, 400);
+}
+
 void mgmt_not_found(mgmt_req *r) { mgmt_error(r, 404, "Object Not Found", "Not Found"); }
 
 const char *mgmt_error_text(const amqp_error *err)
@@ -315,8 +375,13 @@ static void route_request(mgmt_req *r)
     char allowed[128];
     const mgmt_route *rt = n >= 0 ? find_route(r, segs, n, allowed, sizeof allowed) : NULL;
     if (!rt && n >= 0 && allowed[0]) {
+        size_t len = strlen(allowed);
+        snprintf(allowed + len, sizeof allowed - len, ", OPTIONS");
         evhttp_add_header(evhttp_request_get_output_headers(r->req), "Allow", allowed);
-        mgmt_error(r, 405, "method_not_allowed", "Method Not Allowed");
+        if (r->method == EVHTTP_REQ_OPTIONS) /* what a path allows, as RabbitMQ answers it */
+            mgmt_send_empty(r, 200, NULL);
+        else
+            mgmt_error(r, 405, "method_not_allowed", "Method Not Allowed");
     } else if (!rt) {
         mgmt_not_found(r);
     } else if (admit(r, rt)) {

@@ -88,6 +88,9 @@ void mgmt_send_empty(mgmt_req *r, int status, const char *location);
 void mgmt_error(mgmt_req *r, int status, const char *error, const char *reason);
 void mgmt_errorf(mgmt_req *r, int status, const char *error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* 400 {"error":"bad_request","reason":[what, value]}, RabbitMQ's form for a
+ * body field of the wrong type: value is `json` (any JSON) or `str`. */
+void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str);
 /* 404 {"error":"Object Not Found","reason":"Not Found"} */
 void mgmt_not_found(mgmt_req *r);
 /* An AMQP error from the broker as RabbitMQ's API reports it. */

@@ -4,6 +4,7 @@
  * default exchange's implicit binding of every queue is listed as
  * RabbitMQ lists it (source "", routing key = the queue's name).
  */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -162,10 +163,15 @@ static void post_pair(mgmt_req *r, bool to_queue)
         mgmt_amqp_error(r, &err);
         return;
     }
-    char props[1024], location[1400];
+    char props[1024];
     mgmt_props_key(key, args, props, sizeof props);
-    snprintf(location, sizeof location, "%.*s/%s", (int)r->cap[2].len, (const char *)r->cap[2].ptr,
-             props);
+    /* RabbitMQ's Location: destination/properties_key, both URL-encoded */
+    char *dest = evhttp_uriencode((const char *)r->cap[2].ptr, r->cap[2].len, 0);
+    char *pk = evhttp_uriencode(props, -1, 0);
+    char location[4096];
+    snprintf(location, sizeof location, "%s/%s", dest ? dest : "", pk ? pk : "");
+    free(dest);
+    free(pk);
     mgmt_send_empty(r, 201, location);
 }
 

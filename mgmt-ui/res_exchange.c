@@ -130,9 +130,7 @@ bool mgmt_body_bool(mgmt_req *r, json_t *body, const char *key, bool dflt, bool 
         *out = s[0] == 't';
         return true;
     }
-    char *text = json_dumps(v, JSON_ENCODE_ANY);
-    mgmt_errorf(r, 400, "bad_request", "[\"not_boolean\",%s]", text ? text : "null");
-    free(text);
+    mgmt_bad_value(r, "not_boolean", v, NULL);
     return false;
 }
 

@@ -41,7 +41,7 @@ static bool int_prop(mgmt_req *r, json_t *props, const char *key, uint64_t max, 
     if (!v)
         return true;
     if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max) {
-        mgmt_errorf(r, 400, "bad_request", "[\"not_int\",\"%s\"]", key);
+        mgmt_bad_value(r, "not_int", NULL, key);
         return false;
     }
     *out = (uint64_t)json_integer_value(v);
@@ -55,7 +55,7 @@ static bool string_props(mgmt_req *r, json_t *props, amqp_basic_properties *p)
         if (!v)
             continue;
         if (!json_is_string(v) || json_string_length(v) > 255) {
-            mgmt_errorf(r, 400, "bad_request", "[\"not_string\",\"%s\"]", str_props[i].name);
+            mgmt_bad_value(r, "not_string", NULL, str_props[i].name);
             return false;
         }
         *(amqp_bytes *)((char *)p + str_props[i].off) =
@@ -144,7 +144,7 @@ static bool payload_of(mgmt_req *r, json_t *body, amqp_bytes *out, uint8_t **own
     json_t *pl = json_object_get(body, "payload"), *enc = json_object_get(body, "payload_encoding");
     const char *e = json_is_string(enc) ? json_string_value(enc) : "";
     if (!json_is_string(pl)) {
-        mgmt_error(r, 400, "bad_request", "[\"not_string\",\"payload\"]");
+        mgmt_bad_value(r, "not_string", NULL, "payload");
         return false;
     }
     const char *s = json_string_value(pl);
@@ -157,12 +157,10 @@ static bool payload_of(mgmt_req *r, json_t *body, amqp_bytes *out, uint8_t **own
     if (strcmp(e, "base64") == 0 && (*owned = malloc(n / 4 * 3 + 3)))
         len = base64_decode(s, n, *owned);
     if (len < 0) {
-        char *text = json_dumps(pl, JSON_ENCODE_ANY);
         if (strcmp(e, "base64") == 0)
-            mgmt_errorf(r, 400, "bad_request", "[\"not_base64\",%s]", text ? text : "\"\"");
+            mgmt_bad_value(r, "not_base64", pl, NULL);
         else
-            mgmt_error(r, 400, "bad_request", "[\"unknown_payload_encoding\"]");
-        free(text);
+            mgmt_bad_value(r, "unknown_payload_encoding", enc, NULL);
         return false;
     }
     *out = (amqp_bytes){*owned, (uint32_t)len};
@@ -179,7 +177,7 @@ void mgmt_post_publish(mgmt_req *r)
     json_t *props = json_object_get(body, "properties"), *rk = json_object_get(body, "routing_key");
     static uint8_t pbuf[70 * 1024], hbuf[64 * 1024];
     size_t plen = json_is_object(props) ? encode_props(r, props, pbuf, sizeof pbuf, hbuf, sizeof hbuf)
-                                        : (mgmt_error(r, 400, "bad_request", "[\"not_object\",\"properties\"]"), 0);
+                                        : (mgmt_bad_value(r, "not_object", NULL, "properties"), 0);
     amqp_bytes payload;
     uint8_t *owned = NULL;
     if (!plen || !payload_of(r, body, &payload, &owned))
@@ -318,7 +316,7 @@ void mgmt_post_get(mgmt_req *r)
     json_int_t n = json_is_integer(count) ? json_integer_value(count)
                    : json_is_string(count) ? strtoll(json_string_value(count), NULL, 10) : -1;
     if (n < 0 || n > 100000) {
-        mgmt_error(r, 400, "bad_request", "[\"not_int\",\"count\"]");
+        mgmt_bad_value(r, "not_int", NULL, "count");
         return;
     }
     get_ctx g = {.w = mgmt_reply(r), .base64 = strcmp(enc, "base64") == 0, .truncate = SIZE_MAX};

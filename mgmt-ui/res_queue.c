@@ -93,8 +93,29 @@ static void tag_or_null(mgmt_json *w, const char *key, const consumer *c)
         mgmt_json_knull(w, key);
 }
 
+/* ?disable_stats=true: the declaration only, as RabbitMQ shows it. */
+static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
+{
+    mgmt_json_obj(w);
+    mgmt_json_key(w, "arguments");
+    mgmt_json_table(w, queue_arguments(q));
+    mgmt_json_kbool(w, "auto_delete", queue_auto_delete(q));
+    mgmt_json_kbool(w, "durable", queue_durable(q));
+    mgmt_json_kbool(w, "exclusive", queue_exclusive(q));
+    mgmt_json_kbytes(w, "name", queue_name(q));
+    mgmt_json_kstr(w, "node", server_node_name(r->s));
+    mgmt_json_kstr(w, "state", "running");
+    mgmt_json_kstr(w, "type", "classic");
+    mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
+    mgmt_json_end_obj(w);
+}
+
 static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
 {
+    if (r->disable_stats) {
+        queue_basics(r, w, q);
+        return;
+    }
     queue_info qi;
     queue_describe(q, &qi);
     mgmt_json_obj(w);

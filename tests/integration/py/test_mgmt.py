@@ -71,6 +71,23 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+WARREN = h.TARGET is None  # some checks are Warren's own: RabbitMQ answers differently
+# RabbitMQ's statistics lag up to its 5 s collection interval; Warren's lists
+# are live, but the same polling keeps the tests honest against both.
+# Against RabbitMQ run with WARREN_TEST_TIMEOUT=60 (its fields arrive late).
+STATS_WAIT = 12.0 if WARREN else 40.0
+
+
+def poll(fn, timeout=STATS_WAIT):
+    """Calls fn() until it returns something true (or the time is up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(0.2)
+
+
 def get(path, **kw):
     r = request("GET", path, **kw)
     assert r.status == 200, (path, r.status, r.body[:300])
@@ -122,7 +139,9 @@ class MgmtTest(h.BrokerTest):
 class Errors(MgmtTest):
     def test_401_without_credentials_has_www_authenticate(self):
         r = request("GET", "/api/overview", auth=None)
-        self.assert_error(r, 401, "not_authorized")
+        self.assertEqual(r.status, 401)
+        if WARREN:  # RabbitMQ sends no body here; Warren's errors all have one
+            self.assert_error(r, 401, "not_authorized")
         self.assertEqual(r.headers["www-authenticate"], 'Basic realm="RabbitMQ Management"')
 
     def test_401_wrong_password(self):
@@ -143,18 +162,19 @@ class Errors(MgmtTest):
         r = request("POST", "/api/queues/%2F/x")
         self.assertEqual(r.status, 405)
         self.assertEqual(set(r.headers["allow"].replace(" ", "").split(",")),
-                         {"GET", "HEAD", "PUT", "DELETE"})
+                         {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 
     def test_400_malformed_json_names_the_parser_reason(self):
         r = request("PUT", "/api/queues/%2F/" + h.unique("mgmtq"), b"{bad")
         body = self.assert_error(r, 400, "bad_request", "not_json")
-        self.assertIn("line 1", body["reason"])
+        if WARREN:  # and the parser's own words (jansson), where RabbitMQ says only not_json
+            self.assertIn("line 1", body["reason"])
 
     def test_400_not_boolean(self):
         name = h.unique("mgmtq")
         r = request("PUT", "/api/queues/%2F/" + name, {"durable": "yes"})
         self.assert_error(r, 400, "bad_request")
-        self.assertEqual(r.json()["reason"], '["not_boolean","yes"]')
+        self.assertEqual(r.json()["reason"], ["not_boolean", "yes"])
         self.assertEqual(request("GET", "/api/queues/%2F/" + name).status, 404)
 
     def test_400_null_argument_changes_nothing(self):
@@ -163,6 +183,7 @@ class Errors(MgmtTest):
         self.assert_error(r, 400, "bad_request", "null_not_allowed")
         self.assertEqual(request("GET", "/api/queues/%2F/" + name).status, 404)
 
+    @unittest.skipUnless(WARREN, "RabbitMQ answers 500 here")
     def test_413_body_over_the_limit(self):
         big = b"{" + b" " * (21 << 20) + b"}"
         r = request("PUT", "/api/queues/%2F/" + h.unique("mgmtq"), big)
@@ -190,11 +211,12 @@ class Queues(MgmtTest):
                                  {"durable": True, "arguments": {"x-max-length": 10}}).status, 201)
         self.assertEqual(request("PUT", "/api/queues/%2F/" + name,
                                  {"durable": True, "arguments": {"x-max-length": 10}}).status, 204)
-        info = get("/api/queues/%2F/" + name)
-        for key in ("name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "consumers",
-                    "messages", "messages_ready", "messages_unacknowledged", "message_stats",
-                    "consumer_details", "node", "state", "type", "memory"):
-            self.assertIn(key, info)
+        keys = ("name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "consumers",
+                "messages", "messages_ready", "messages_unacknowledged", "consumer_details", "node",
+                "state", "type", "memory")
+        info = poll(lambda: (lambda i: i if all(k in i for k in keys) else None)(
+            get("/api/queues/%2F/" + name)))
+        self.assertTrue(info, "fields missing")
         self.assertEqual((info["name"], info["vhost"], info["durable"]), (name, "/", True))
         self.assertEqual(info["arguments"], {"x-max-length": 10})
         self.assertEqual(self.count(name), 0)  # AMQP sees it
@@ -282,10 +304,10 @@ class Messages(MgmtTest):
         r = request("POST", "/api/exchanges/%2F/amq.direct/publish",
                     {"properties": {"delivery_mode": "x"}, "routing_key": "x", "payload": "x",
                      "payload_encoding": "string"})
-        self.assertEqual(r.json()["reason"], '["not_int","delivery_mode"]')
+        self.assertEqual(r.json()["reason"], ["not_int", "delivery_mode"])
         r = request("POST", "/api/exchanges/%2F/amq.direct/publish",
                     {"properties": {}, "routing_key": "x", "payload": "!!", "payload_encoding": "base64"})
-        self.assertEqual(r.json()["reason"], '["not_base64","!!"]')
+        self.assertEqual(r.json()["reason"], ["not_base64", "!!"])
 
     def test_headers_both_ways_and_properties(self):
         name = self.http_queue()
@@ -381,7 +403,7 @@ class Bindings(MgmtTest):
         self.assertEqual(r.status, 201)
         self.assertTrue(r.headers["location"].startswith(name + "/a.b~"), r.headers)
         r = request("POST", path, {"routing_key": "a c"})
-        self.assertEqual(r.headers["location"], name + "/a+c")
+        self.assertEqual(r.headers["location"], name + "/a%2Bc")
         rows = get(path)
         self.assertEqual(sorted(b["routing_key"] for b in rows), ["a c", "a.b"])
         keys = {b["routing_key"]: b["properties_key"] for b in rows}
@@ -414,12 +436,10 @@ class Connections(MgmtTest):
         return self.connect(client_properties={"connection_name": "mgmt-" + h.RUN_ID})
 
     def find(self, provided):
-        for _ in range(50):
-            for c in get("/api/connections"):
-                if c.get("user_provided_name") == provided:
-                    return c
-            time.sleep(0.05)
-        self.fail("connection %s not listed" % provided)
+        found = poll(lambda: [c for c in get("/api/connections")
+                              if c.get("user_provided_name") == provided])
+        self.assertTrue(found, "connection %s not listed" % provided)
+        return found[0]
 
     def test_list_get_channels(self):
         c = self.named_connection()
@@ -433,7 +453,8 @@ class Connections(MgmtTest):
                          ("guest", "/", "running", "AMQP 0-9-1"))
         one = get("/api/connections/" + q(info["name"]))
         self.assertEqual(one["name"], info["name"])
-        chans = get("/api/connections/%s/channels" % q(info["name"]))
+        chans = poll(lambda: [c for c in get("/api/connections/%s/channels" % q(info["name"]))
+                              if c["prefetch_count"] == 7])
         self.assertEqual([x["number"] for x in chans], [1])
         self.assertEqual(chans[0]["prefetch_count"], 7)
         self.assertEqual(chans[0]["connection_details"]["name"], info["name"])
@@ -455,7 +476,8 @@ class Connections(MgmtTest):
         name = self.http_queue()
         self.ch.basic_qos(prefetch_count=3)
         tag = self.ch.basic_consume(name, lambda *a: None, consumer_tag="mgmt-ctag-" + h.RUN_ID)
-        rows = [x for x in get("/api/consumers") if x["consumer_tag"] == tag]
+        rows = poll(lambda: [x for x in get("/api/consumers")
+                             if x["consumer_tag"] == tag and x["channel_details"]])
         self.assertEqual(len(rows), 1)
         c = rows[0]
         self.assertEqual((c["queue"], c["prefetch_count"], c["ack_required"], c["exclusive"]),
@@ -486,16 +508,18 @@ class Lists(MgmtTest):
         self.assertEqual([x["name"] for x in page["items"]], names[::-1][:3])
         page = get("/api/queues?page=1&page_size=100&use_regex=true&name=%s" % q("^" + prefix + r"\.0[13]$"))
         self.assertEqual([x["name"] for x in page["items"]], [names[1], names[3]])
-        page = get("/api/queues?page=3&page_size=10&name=%s&columns=name,messages" % prefix)
-        self.assertEqual(page["items"], [{"messages": 0, "name": n} for n in names[20:]])
+        page = get("/api/queues?page=3&page_size=10&name=%s&columns=name,durable" % prefix)
+        self.assertEqual(page["items"], [{"durable": False, "name": n} for n in names[20:]])
 
     def test_sort_by_messages_and_nested_columns(self):
         prefix, names = self.make_queues(3)
         for i, name in enumerate(names):
             for _ in range(i + 1):
                 self.publish_http(name)
-        page = get("/api/queues?page=1&page_size=10&name=%s&sort=messages&sort_reverse=true"
-                   "&columns=name,message_stats.publish" % prefix)
+        path = ("/api/queues?page=1&page_size=10&name=%s&sort=messages&sort_reverse=true"
+                "&columns=name,message_stats.publish" % prefix)
+        page = poll(lambda: (lambda p: p if all("message_stats" in x for x in p["items"])
+                             and [x["name"] for x in p["items"]] == names[::-1] else None)(get(path)))
         self.assertEqual([(x["name"], x["message_stats"]) for x in page["items"]],
                          [(names[2], {"publish": 3}), (names[1], {"publish": 2}),
                           (names[0], {"publish": 1})])
@@ -518,7 +542,8 @@ class Lists(MgmtTest):
         c = http.client.HTTPConnection(host, port, timeout=20)
         c.request("GET", "/api/queues", headers={"Authorization": AUTH})
         r = c.getresponse()
-        self.assertEqual(r.getheader("Transfer-Encoding"), "chunked")
+        if WARREN:  # written as it is built
+            self.assertEqual(r.getheader("Transfer-Encoding"), "chunked")
         rows = json.loads(r.read())
         c.close()
         listed = {x["name"] for x in rows}
@@ -536,37 +561,43 @@ class Lists(MgmtTest):
 class Statistics(MgmtTest):
     def test_counts_and_rates_move(self):
         name = self.http_queue()
-        n = 50
-        for i in range(n):
-            self.ch.basic_publish("", name, b"x")
-        self.assertEqual(self.wait_count(name, n), n)
-        for i in range(5):
+        sent = [0]
+        rates = []
+
+        def moved():  # a steady flow, so every sampling interval sees some
+            for _ in range(10):
+                self.ch.basic_publish("", name, b"x")
+            sent[0] += 10
             self.ch.basic_get(name, auto_ack=True)
-        deadline = time.monotonic() + 12
-        while True:
-            info = get("/api/queues/%2F/" + name)
-            if info["message_stats"]["publish_details"]["rate"] > 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+            i = get("/api/queues/%2F/" + name)
+            rates.append(i.get("message_stats", {}).get("publish_details", {}).get("rate", 0))
+            return max(rates) > 0
+        self.assertTrue(poll(moved), "no publish rate within %.0f s: %s" % (STATS_WAIT, rates))
+        n = sent[0]
+        gets = len(rates)
+        info = poll(lambda: (lambda i: i if i.get("message_stats", {}).get("publish") == n
+                             else None)(get("/api/queues/%2F/" + name)))
         ms = info["message_stats"]
-        self.assertEqual((ms["publish"], ms["get_no_ack"], ms["deliver_get"]), (n, 5, 5))
-        self.assertGreater(ms["publish_details"]["rate"], 0)
-        self.assertEqual((info["messages"], info["messages_ready"]), (n - 5, n - 5))
-        self.assertGreater(info["oldest_ready_age_ms"], 0)
-        self.assertEqual(info["delivery_count_histogram"]["0"], n - 5)
-        chans = [c for c in get("/api/channels") if c["message_stats"].get("publish", 0) >= n]
-        self.assertTrue(chans)
+        self.assertEqual((ms["publish"], ms["get_no_ack"], ms["deliver_get"]), (n, gets, gets))
+        self.assertEqual((info["messages"], info["messages_ready"]), (n - gets, n - gets))
+        if WARREN:
+            self.assertGreater(info["oldest_ready_age_ms"], 0)
+            self.assertEqual(info["delivery_count_histogram"]["0"], n - gets)
+        self.assertTrue(poll(lambda: [c for c in get("/api/channels")
+                                      if c.get("message_stats", {}).get("publish", 0) >= n]))
         over = get("/api/overview")
         self.assertGreaterEqual(over["message_stats"]["publish"], n)
-        self.assertGreaterEqual(over["queue_totals"]["messages"], n - 5)
+        self.assertGreaterEqual(over["queue_totals"]["messages"], n - gets)
         default = get("/api/exchanges/%2F/amq.default")
         self.assertGreaterEqual(default["message_stats"]["publish_in"], n)
 
     def test_samples_with_msg_rates_age(self):
         name = self.http_queue()
         self.ch.basic_publish("", name, b"x")
-        info = get("/api/queues/%%2F/%s?msg_rates_age=60&msg_rates_incr=5&lengths_age=20&lengths_incr=5"
-                   % name)
+        path = ("/api/queues/%%2F/%s?msg_rates_age=60&msg_rates_incr=5&lengths_age=20&lengths_incr=5"
+                % name)
+        info = poll(lambda: (lambda i: i if "message_stats" in i and "messages_details" in i
+                             else None)(get(path)))
         d = info["message_stats"]["publish_details"]
         self.assertEqual(len(d["samples"]), 13)
         self.assertEqual(sorted(d), ["avg", "avg_rate", "rate", "samples"])
@@ -575,6 +606,7 @@ class Statistics(MgmtTest):
         self.assertTrue(all(t % 5000 == 0 for t in ts))
         self.assertEqual(len(info["messages_details"]["samples"]), 5)
 
+    @unittest.skipUnless(WARREN, "Warren's queue health fields")
     def test_unacked_age_and_histogram(self):
         name = self.http_queue()
         self.publish_http(name)
@@ -595,9 +627,8 @@ class Statistics(MgmtTest):
     def test_disable_stats(self):
         name = self.http_queue()
         info = get("/api/queues/%2F/" + name + "?disable_stats=true")
-        self.assertNotIn("message_stats", info)
-        self.assertNotIn("messages_details", info)
-        self.assertIn("messages", info)
+        self.assertEqual(sorted(info), ["arguments", "auto_delete", "durable", "exclusive", "name",
+                                        "node", "state", "type", "vhost"])
 
 
 class Broker(MgmtTest):
@@ -619,10 +650,11 @@ class Broker(MgmtTest):
                     "fd_used", "fd_total"):
             self.assertIn(key, node)
         self.assertEqual(get("/api/nodes/" + q(node["name"]))["name"], node["name"])
-        self.assertEqual(request("GET", "/api/nodes/nosuch@node").status, 404)
+        if WARREN:  # RabbitMQ fails with 500 here
+            self.assertEqual(request("GET", "/api/nodes/nosuch@node").status, 404)
         self.assertEqual(get("/api/whoami"), {"name": "guest", "tags": ["administrator"]})
         vhosts = get("/api/vhosts")
-        self.assertEqual([v["name"] for v in vhosts], ["/"])
+        self.assertIn("/", [v["name"] for v in vhosts])
         self.assertEqual(get("/api/vhosts/%2F")["name"], "/")
         self.assertEqual(request("GET", "/api/vhosts/nosuch").status, 404)
 
@@ -726,8 +758,9 @@ class Rabbitmqadmin(MgmtTest):
         self.admin("declare", "binding", "source=" + x, "destination=" + name)
         self.assertEqual(self.admin("publish", "exchange=" + x, "routing_key=any",
                                     "payload=hello-admin").strip(), "Message published")
-        rows = json.loads(self.admin("list", "queues", "name", "messages"))
-        self.assertIn({"name": name, "messages": 1}, rows)
+        rows = poll(lambda: [r for r in json.loads(self.admin("list", "queues", "name", "messages"))
+                             if r == {"name": name, "messages": 1}])
+        self.assertTrue(rows)
         got = json.loads(self.admin("get", "queue=" + name, "ackmode=ack_requeue_true"))
         self.assertEqual(got[0]["payload"], "hello-admin")
         self.admin("purge", "queue", "name=" + name)
