@@ -73,6 +73,10 @@ $(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
+$(B)/tests/unit/test_mgmt_%: tests/unit/test_mgmt_%.c $(B)/libwarren.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
 # Integration tests are clients: they talk to a broker process over TCP.
 $(B)/tests/integration/%: tests/integration/%.c $(wildcard tests/integration/*.h)
 	@mkdir -p $(dir $@)
