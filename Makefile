@@ -115,4 +115,4 @@ peer-suites: deps all
 clean:
 	rm -rf build bin
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find build -path build/tools -prune -o -name '*.d' -type f -print 2>/dev/null)
