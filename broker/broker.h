@@ -62,6 +62,7 @@ typedef struct config {
     uint64_t journal_segment_size;      /* journal.segment_size */
     char mgmt_ip[64];                   /* management.tcp.ip */
     int mgmt_port;                      /* management.tcp.port; 0 = a free port */
+    bool mgmt_port_set;                 /* given in the file or --set, not the default */
 } config;
 
 /* Sets RabbitMQ's defaults. */

@@ -199,6 +199,7 @@ static bool set_mgmt_port(config *c, const char *v, char *why, size_t n)
     if (!parse_uint(v, 0, 65535, &x, why, n))
         return false;
     c->mgmt_port = (int)x;
+    c->mgmt_port_set = true;
     return true;
 }
 

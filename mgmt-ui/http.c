@@ -440,8 +440,10 @@ static bool listen_tcp(mgmt *m)
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(m->http, cfg->mgmt_ip, (ev_uint16_t)cfg->mgmt_port);
     if (!bs) {
+        int e = errno;
         log_msg(LOG_ERROR, "management: cannot listen on %s:%d: %s", cfg->mgmt_ip,
-                cfg->mgmt_port, strerror(errno));
+                cfg->mgmt_port, strerror(e));
+        errno = e;
         return false;
     }
     struct sockaddr_storage ss;
@@ -496,16 +498,28 @@ static bool listen_control(mgmt *m)
     return true;
 }
 
+/* A configured port that cannot be bound stops start-up; the default one
+ * (15672) taken by another broker on a development machine does not: the
+ * AMQP side and the control socket still serve. Neither does a control
+ * socket path too long for a Unix socket (data_dir nested deeply). */
 mgmt *mgmt_new(server *s)
 {
     mgmt *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->s = s;
-    if (!listen_tcp(m) || !listen_control(m)) {
-        mgmt_free(m);
-        return NULL;
+    const config *cfg = server_config(s);
+    if (!listen_tcp(m)) {
+        if (cfg->mgmt_port_set || errno != EADDRINUSE) {
+            mgmt_free(m);
+            return NULL;
+        }
+        log_msg(LOG_WARNING, "management: port %d is in use; the HTTP API is not served on "
+                             "TCP (set management.tcp.port)", cfg->mgmt_port);
+        evhttp_free(m->http);
+        m->http = NULL;
     }
+    listen_control(m);
     return m;
 }
 
