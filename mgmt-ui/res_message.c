@@ -157,6 +157,8 @@ static bool payload_of(mgmt_req *r, json_t *body, amqp_bytes *out, uint8_t **own
     if (strcmp(e, "base64") == 0 && (*owned = malloc(n / 4 * 3 + 3)))
         len = base64_decode(s, n, *owned);
     if (len < 0) {
+        free(*owned);
+        *owned = NULL;
         if (strcmp(e, "base64") == 0)
             mgmt_bad_value(r, "not_base64", pl, NULL);
         else

@@ -96,7 +96,7 @@ static void test_filters(void **state)
 static void test_paging(void **state)
 {
     (void)state;
-    char why[256], buf[25][8];
+    char why[256], buf[25][16];
     const char *many[25];
     for (int i = 0; i < 25; i++) {
         snprintf(buf[i], sizeof buf[i], "n%02d", i);
