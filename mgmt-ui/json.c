@@ -305,27 +305,30 @@ void mgmt_json_str(mgmt_json *w, const char *s)
         put_string(w, (const uint8_t *)s, strlen(s));
 }
 
-static void put_number(mgmt_json *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put_number(mgmt_json *w, const char *fmt, ...)
+/* Decimal digits without printf: lists write tens of numbers per object. */
+static void put_u64(mgmt_json *w, uint64_t v, bool negative)
 {
-    char b[48];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b, sizeof b, fmt, ap);
-    va_end(ap);
-    put(w, b, n > 0 && (size_t)n < sizeof b ? (size_t)n : 0);
+    char b[24];
+    size_t i = sizeof b;
+    do {
+        b[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (negative)
+        b[--i] = '-';
+    put(w, b + i, sizeof b - i);
 }
 
 void mgmt_json_int(mgmt_json *w, int64_t v)
 {
     if (scalar(w))
-        put_number(w, "%lld", (long long)v);
+        put_u64(w, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 void mgmt_json_uint(mgmt_json *w, uint64_t v)
 {
     if (scalar(w))
-        put_number(w, "%llu", (unsigned long long)v);
+        put_u64(w, v, false);
 }
 
 /* Shortest round-tripping form; integral values keep a ".0", as RabbitMQ
@@ -338,6 +341,11 @@ void mgmt_json_double(mgmt_json *w, double v)
     }
     if (!scalar(w))
         return;
+    if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) { /* the common 0.0 and 5.0 */
+        put_u64(w, v < 0 ? (uint64_t)-(int64_t)v : (uint64_t)v, v < 0);
+        put(w, ".0", 2);
+        return;
+    }
     char b[40];
     snprintf(b, sizeof b, "%.15g", v);
     if (strtod(b, NULL) != v)

@@ -95,7 +95,9 @@ static void details(mgmt_req *r, mgmt_json *w, const char *key, uint64_t value, 
                     int f)
 {
     char dk[80];
-    snprintf(dk, sizeof dk, "%s_details", key);
+    size_t kl = strlen(key) < sizeof dk - 9 ? strlen(key) : sizeof dk - 9;
+    memcpy(dk, key, kl);
+    memcpy(dk + kl, "_details", 9);
     mgmt_json_key(w, dk);
     mgmt_json_obj(w);
     mgmt_window win = f >= STAT_COUNTERS && f != DELIVER_GET ? r->len_window : r->msg_window;

@@ -187,6 +187,8 @@ P99_ARGS = ["--size", "16", "--batch", "1", "--rate", "1000", "--inflight", "500
 
 def cmd_p99():
     rounds = int(os.environ.get("ROUNDS", "3"))
+    if os.environ.get("OFFLOOP") == "compare":
+        return p99_compare(rounds)
     w = Warren()
     try:
         declare_queues(w.amqp, "/", QUEUES)
@@ -209,6 +211,36 @@ def cmd_p99():
               ", ".join("%.0f" % x for x in results[label]),
               "%d HTTP requests" % results.get(label + " requests", 0) if label != "idle" else ""))
         print("RESULT mode=p99 load=%s p99_us=%.0f" % (label.replace(" ", "_"), statistics.median(results[label])))
+
+
+def p99_compare(rounds):
+    """The in-loop sliced writer against the off-loop prototype
+    (WARREN_MGMT_OFFLOOP=1: snapshot on the loop, render on a thread), each
+    while a client loops the full /api/queues, interleaved."""
+    res = {}
+    for rnd in range(rounds):
+        order = [("in-loop", "0"), ("off-loop", "1")]
+        if rnd % 2:
+            order.reverse()
+        for label, flag in order:
+            os.environ["WARREN_MGMT_OFFLOOP"] = flag
+            w = Warren()
+            try:
+                declare_queues(w.amqp, "/", QUEUES)
+                perf(w.amqp, P99_ARGS[:-4] + ["--duration", "2", "--warmup", "0"])  # settle
+                loop = Looper(w.http, ["/api/queues"])
+                loop.start()
+                r = perf(w.amqp, P99_ARGS)
+                loop.stop()
+                res.setdefault(label, []).append((float(r["p99_us"]), loop.count))
+            finally:
+                w.stop()
+    os.environ.pop("WARREN_MGMT_OFFLOOP", None)
+    print("%d queues, fixed 1000 msg/s while a client loops the full /api/queues: p99 (us)" % QUEUES)
+    for label, runs in res.items():
+        print("  %-9s median p99 %8.0f  (runs: %s)" % (label, statistics.median(r[0] for r in runs),
+              ", ".join("%.0f/%d req" % r for r in runs)))
+        print("RESULT mode=p99_compare design=%s p99_us=%.0f" % (label, statistics.median(r[0] for r in runs)))
 
 
 AB_SCENARIOS = {
@@ -241,6 +273,8 @@ def cmd_ab():
                     r = perf(w.amqp, args + ["--duration", dur, "--warmup", "1", "--broker-pid",
                                              str(w.proc.pid)])
                     rates.setdefault((sc, label), []).append(float(r["recv_rate"]))
+                    cpu_us = float(r.get("broker_cpu", 0)) / 100 / max(float(r["recv_rate"]), 1) * 1e6
+                    rates.setdefault((sc, label, "cpu"), []).append(cpu_us)
                 finally:
                     if loop:
                         loop.stop()
@@ -253,8 +287,10 @@ def cmd_ab():
         print("  %-3s %12.0f %12.0f   ratio %.3f  (per round: %s)" % (
             sc, statistics.median(b), statistics.median(m), statistics.median(m) / statistics.median(b),
             ", ".join("%.3f" % r for r in ratios)))
-        print("RESULT mode=ab scenario=%s base=%.0f mgmt=%.0f ratio=%.3f" % (
-            sc, statistics.median(b), statistics.median(m), statistics.median(m) / statistics.median(b)))
+        cb, cm = statistics.median(rates[(sc, "base", "cpu")]), statistics.median(rates[(sc, "mgmt", "cpu")])
+        print("      broker CPU per message: %.3f us without, %.3f us with (%+.1f%%)" % (cb, cm, (cm / cb - 1) * 100))
+        print("RESULT mode=ab scenario=%s base=%.0f mgmt=%.0f ratio=%.3f cpu_us_base=%.3f cpu_us_mgmt=%.3f" % (
+            sc, statistics.median(b), statistics.median(m), statistics.median(m) / statistics.median(b), cb, cm))
 
 
 if __name__ == "__main__":

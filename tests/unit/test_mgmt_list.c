@@ -142,6 +142,48 @@ static void test_vhost_sort_and_odd_names(void **state)
     mgmt_list_free(l);
 }
 
+/* Every page of a paged list is the same slice a full sort gives, for
+ * random names and keys, both directions (pages are selected, not sorted
+ * whole). */
+static void test_pages_match_the_full_sort(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static char buf[N][16];
+    static const char *rnd[N];
+    static double keys[N];
+    uint32_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        snprintf(buf[i], sizeof buf[i], "q%u", (x >> 8) % 100000);
+        rnd[i] = buf[i];
+        keys[i] = (double)((x >> 4) % 7);
+    }
+    char why[256];
+    for (int variant = 0; variant < 4; variant++) {
+        mgmt_list_query all = {.sort = variant & 1 ? "messages" : NULL, .sort_reverse = variant & 2};
+        mgmt_list *full = list_of(all, rnd, variant & 1 ? keys : NULL, N);
+        assert_true(mgmt_list_finish(full, why, sizeof why));
+        for (uint32_t size = 7; size <= 100; size += 93) {
+            for (uint32_t page = 1; (page - 1) * size < N; page++) {
+                mgmt_list_query q = all;
+                q.paged = true, q.page = page, q.page_size = size;
+                mgmt_list *l = list_of(q, rnd, variant & 1 ? keys : NULL, N);
+                assert_true(mgmt_list_finish(l, why, sizeof why));
+                for (size_t i = 0; i < mgmt_list_count(l); i++) {
+                    const mgmt_list_item *a = mgmt_list_at(l, i);
+                    const mgmt_list_item *b = mgmt_list_at(full, (page - 1) * size + i);
+                    if (a->id != b->id)
+                        fail_msg("variant %d page %u size %u item %zu differs", variant, page,
+                                 size, i);
+                }
+                mgmt_list_free(l);
+            }
+        }
+        mgmt_list_free(full);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_paging),
         cmocka_unit_test(test_vhost_sort_and_odd_names),
+        cmocka_unit_test(test_pages_match_the_full_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
