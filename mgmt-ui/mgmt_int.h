@@ -124,11 +124,6 @@ void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn);
 /* Renders one object as the whole reply (columns apply). */
 void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it);
 
-/* Measurement prototype (proto_offloop.c): with WARREN_MGMT_OFFLOOP=1 the
- * unpaged queue list is snapshotted on the loop and rendered on a thread.
- * True when it took the request (and `l`). */
-bool mgmt_proto_offloop(mgmt_req *r, mgmt_list *l);
-
 /* ---- statistics rendering (stats_json.c) ---------------------------------- */
 
 /* "key": value, "key_details": {"rate": r, samples...}; `f` names the

@@ -232,8 +232,6 @@ static void list_queues(mgmt_req *r, vhost *only)
         collect c = {r, l, vhost_name(v), mgmt_list_query_of(l)->sort};
         vhost_foreach_queue(v, add_queue, &c);
     }
-    if (!only && !mgmt_query(r, "columns") && mgmt_proto_offloop(r, l))
-        return;
     mgmt_list_send(r, l, render_listed);
 }
 

@@ -10,6 +10,13 @@
  * than one slice. Objects are looked up again at render time; one deleted
  * meanwhile is skipped. A client that goes away mid-list frees the stream
  * through the connection's close callback.
+ *
+ * Why on the loop: a prototype that snapshotted the queues on the loop and
+ * rendered the JSON on a thread (commit cad85fd) gave a 1000 msg/s flow a
+ * median p99 of 154 ms against 28 ms for these slices, with 10,000 queues
+ * and a client looping the full list (tests/bench/mgmt.sh, 4 interleaved
+ * rounds on a loaded 2-core machine): the snapshot of every queue's fields
+ * and rates is itself one long stall, where slices are short ones.
  */
 #include <event2/buffer.h>
 #include <event2/http.h>

@@ -216,7 +216,10 @@ def cmd_p99():
 def p99_compare(rounds):
     """The in-loop sliced writer against the off-loop prototype
     (WARREN_MGMT_OFFLOOP=1: snapshot on the loop, render on a thread), each
-    while a client loops the full /api/queues, interleaved."""
+    while a client loops the full /api/queues, interleaved. The prototype
+    lives in commit cad85fd (mgmt-ui/proto_offloop.c); build that commit to
+    rerun this comparison -- later builds ignore the variable, so both
+    columns then measure the in-loop design."""
     res = {}
     for rnd in range(rounds):
         order = [("in-loop", "0"), ("off-loop", "1")]
