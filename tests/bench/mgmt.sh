@@ -7,8 +7,12 @@
 #                                deleted after)
 #   tests/bench/mgmt.sh p99      10,000 queues: a fixed 1000 msg/s flow's p99
 #                                alone and while a client loops big requests
+#                                (OFFLOOP=compare: against the off-loop
+#                                prototype, built from commit cad85fd)
 #   tests/bench/mgmt.sh ab       scenarios 1, 3, 9: BASE_BIN (a build without
 #                                management) vs this build polled every second
+#   tests/bench/mgmt.sh instr    scenarios 1, 3: broker instructions per message
+#                                under callgrind, BASE_BIN vs this build
 #   tests/bench/mgmt.sh all      the three in turn (ab only if BASE_BIN is set)
 #
 # Env: QUEUES=10000 ROUNDS=3 DURATION=4 WARREN_BIN PERF BASE_BIN RABBIT=1
@@ -19,6 +23,6 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 what=${1:-all}
 run() { /usr/bin/python3 tests/bench/mgmt_bench.py "$1"; }
 case $what in
-    all) run timing; run p99; [ -n "${BASE_BIN:-}" ] && run ab ;;
+    all) run timing; run p99; if [ -n "${BASE_BIN:-}" ]; then run ab; run instr; fi ;;
     *) run "$what" ;;
 esac

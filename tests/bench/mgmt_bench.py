@@ -7,6 +7,9 @@
           the run and deleted after.
   p99     With 10,000 queues on Warren: warren-perf's fixed 1000 msg/s flow
           (scenario 7), alone and while a client loops the big requests.
+  instr   Broker instructions per message (valgrind callgrind, which this
+          noisy shared machine cannot disturb) for scenarios 1 and 3:
+          BASE_BIN against this build with management on.
   ab      Throughput A/B for scenarios 1, 3 and 9: a build without the
           management plane (BASE_BIN) against this one with a client polling
           /api/overview and /api/queues every second, interleaved.
@@ -296,8 +299,50 @@ def cmd_ab():
             sc, statistics.median(b), statistics.median(m), statistics.median(m) / statistics.median(b), cb, cm))
 
 
+def callgrind_ir(binary, mgmt, args, n):
+    """Total instructions callgrind counts in a broker that carries n messages."""
+    d = tempfile.mkdtemp(prefix="warren-cg-")
+    out = os.path.join(d, "cg.out")
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, binary,
+            "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + d]
+    if mgmt:
+        argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1"]
+    log = open(os.path.join(d, "log"), "w+")
+    p = subprocess.Popen(argv, stderr=log, stdout=subprocess.DEVNULL)
+    try:
+        port = None
+        for _ in range(300):
+            log.seek(0)
+            m = re.search(r"AMQP listening on 127\.0\.0\.1:(\d+)", log.read())
+            if m:
+                port = int(m.group(1))
+                break
+            time.sleep(0.1)
+        perf(port, args + ["--count", str(n)], timeout=600)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+    with open(out) as f:
+        total = int(re.search(r"summary: (\d+)", f.read()).group(1))
+    shutil.rmtree(d, ignore_errors=True)
+    return total
+
+
+def cmd_instr():
+    base = os.environ.get("BASE_BIN")
+    if not base:
+        sys.exit("instr: set BASE_BIN to a Warren built without the management plane")
+    for sc in ("1", "3"):
+        args = AB_SCENARIOS[sc]
+        for label, binary, mgmt in (("base", base, False), ("mgmt", WARREN_BIN, True)):
+            # the difference of two runs cancels start-up and shutdown
+            per = (callgrind_ir(binary, mgmt, args, 150000) - callgrind_ir(binary, mgmt, args, 50000)) / 100000
+            print("scenario %s %-4s %6.0f instructions per message" % (sc, label, per))
+            print("RESULT mode=instr scenario=%s build=%s instr_per_msg=%.0f" % (sc, label, per))
+
+
 if __name__ == "__main__":
-    cmds = {"timing": cmd_timing, "p99": cmd_p99, "ab": cmd_ab}
+    cmds = {"timing": cmd_timing, "p99": cmd_p99, "ab": cmd_ab, "instr": cmd_instr}
     if len(sys.argv) != 2 or sys.argv[1] not in cmds:
-        sys.exit("usage: mgmt_bench.py timing|p99|ab")
+        sys.exit("usage: mgmt_bench.py timing|p99|ab|instr")
     cmds[sys.argv[1]]()
