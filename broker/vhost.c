@@ -1,5 +1,7 @@
-/* Virtual hosts: a route_table and a name index of queues (a chained hash
- * table whose buckets double when the load passes 1). */
+/* Virtual hosts: a route_table, a name index of queues (a chained hash
+ * table whose buckets double when the load passes 1), and the details the
+ * management plane shows (description, tags, default queue type, tracing),
+ * kept in the metadata store by the server (server_put_vhost). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,8 @@ struct vhost {
     bool closing;   /* being freed at shutdown */
     chan **replies; /* channels with a direct reply-to consumer */
     size_t nreplies, replies_cap;
+    char *description, *tags, *default_queue_type;
+    bool tracing;
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -44,7 +48,11 @@ vhost *vhost_new(server *s, const char *name)
     v->nbuckets = 64;
     v->buckets = calloc(v->nbuckets, sizeof *v->buckets);
     v->routes = route_table_new(name, &hooks, v);
-    if (!v->name || !v->buckets || !v->routes) {
+    v->description = strdup("");
+    v->tags = strdup("");
+    v->default_queue_type = strdup("");
+    if (!v->name || !v->buckets || !v->routes || !v->description || !v->tags ||
+        !v->default_queue_type) {
         vhost_free(v);
         return NULL;
     }
@@ -67,7 +75,48 @@ void vhost_free(vhost *v)
     free(v->buckets);
     free(v->replies);
     free(v->name);
+    free(v->description);
+    free(v->tags);
+    free(v->default_queue_type);
     free(v);
+}
+
+const char *vhost_description(const vhost *v) { return v->description; }
+const char *vhost_tags(const vhost *v) { return v->tags; }
+const char *vhost_default_queue_type(const vhost *v) { return v->default_queue_type; }
+bool vhost_tracing(const vhost *v) { return v->tracing; }
+
+bool vhost_set_details(vhost *v, const meta_vhost *d)
+{
+    char *description = strdup(d->description ? d->description : "");
+    char *tags = strdup(d->tags ? d->tags : "");
+    char *type = strdup(d->default_queue_type ? d->default_queue_type : "");
+    if (!description || !tags || !type) {
+        free(description);
+        free(tags);
+        free(type);
+        return false;
+    }
+    free(v->description);
+    free(v->tags);
+    free(v->default_queue_type);
+    v->description = description;
+    v->tags = tags;
+    v->default_queue_type = type;
+    v->tracing = d->tracing;
+    return true;
+}
+
+void vhost_foreach_queue(vhost *v, void (*fn)(void *arg, queue *q), void *arg)
+{
+    for (uint32_t i = 0; i < v->nbuckets; i++) {
+        struct queue_link *l = v->buckets[i];
+        while (l) {
+            struct queue_link *next = l->hash_next; /* fn may unlink l */
+            fn(arg, (queue *)l);
+            l = next;
+        }
+    }
 }
 
 const char *vhost_name(const vhost *v) { return v->name; }

@@ -1046,6 +1046,8 @@ bool meta_commit(meta *m)
     return ok;
 }
 
+bool meta_grouped(const meta *m) { return m->grouped; }
+
 void meta_rollback(meta *m)
 {
     assert(!m->loading);

@@ -292,6 +292,8 @@ bool meta_put_setting(meta *m, const char *key, const char *value);
 bool meta_begin(meta *m);
 bool meta_commit(meta *m);
 void meta_rollback(meta *m);
+/* Whether a meta_begin group is open (so a caller can join it instead). */
+bool meta_grouped(const meta *m);
 
 /* Loads everything, calling the handlers in this order: vhosts, users,
  * permissions, topic permissions, policies, exchanges, queues, bindings;
