@@ -3,7 +3,8 @@ test runs in its own process. It asks for each change with "want N" on
 stdout and waits for "done N" on stdin; it ends with "result ok" or
 "result <what failed>".
 
-Usage: access_live_client.py PORT SCENARIO   (revoke | delete-user | delete-vhost)
+Usage: access_live_client.py PORT SCENARIO
+       (revoke | delete-user | delete-vhost | persist-vhost)
 """
 import sys
 
@@ -92,8 +93,18 @@ def delete_vhost():
         check("vhost team not found" in str(e), str(e))
 
 
+def persist_vhost():
+    c = connect("carol", "team")
+    ch = c.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("kept", durable=True)
+    for i in range(7):
+        ch.basic_publish("", "kept", b"m%d" % i, pika.BasicProperties(delivery_mode=2))
+    c.close()
+
+
 try:
-    {"revoke": revoke, "delete-user": delete_user, "delete-vhost": delete_vhost}[SCENARIO]()
+    {"persist-vhost": persist_vhost, "revoke": revoke, "delete-user": delete_user, "delete-vhost": delete_vhost}[SCENARIO]()
     print("result ok", flush=True)
 except Exception as e:  # reported to the C side, which fails the test
     print("result %s: %s" % (type(e).__name__, str(e).replace("\n", " ")), flush=True)

@@ -3,7 +3,8 @@
  * channel's cached check; RabbitMQ would keep it until the channel is
  * reopened), a deleted user's connections are closed with 320 "user 'x' is
  * deleted", and a deleted vhost's with 320 "vhost 'x' is deleted" -- its
- * durable queue and persistent messages gone, also after a restart.
+ * durable queue and persistent messages gone, also after a restart; and
+ * those of a vhost that stays come back after one.
  *
  * The server's loop runs in this process, as in the broker; a pika client
  * (access_live_client.py) runs in a child process and asks for each change
@@ -261,12 +262,40 @@ static void test_deleting_a_vhost(void **state)
     live_free(l);
 }
 
+static void no_steps(live *l, int n) { (void)l, (void)n; }
+
+/* Durable queues and persistent messages of a vhost other than the default
+ * one come back after a restart (the store's load and the journal's
+ * recovery find queues in every vhost). */
+static void test_durable_queue_in_another_vhost_survives_restart(void **state)
+{
+    (void)state;
+    live *l = live_new();
+    char err[300];
+    meta_vhost v = {"team", "", "", "", false};
+    assert_true(server_put_vhost(l->s, &v, err, sizeof err));
+    put_user(l, "carol");
+    put_perms(l, "carol", "team", ".*");
+    l->step = no_steps;
+    live_run(l, "persist-vhost");
+    server_free(l->s);
+    live_start(l);
+    vhost *team = server_vhost(l->s, AMQP_CSTR("team"));
+    assert_non_null(team);
+    queue *q = vhost_queue_find(team, AMQP_CSTR("kept"));
+    assert_non_null(q);
+    assert_int_equal(queue_ready_count(q), 7);
+    assert_null(vhost_queue_find(server_vhost(l->s, AMQP_CSTR("/")), AMQP_CSTR("kept")));
+    live_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_permission_change_applies_to_open_channels),
         cmocka_unit_test(test_deleting_a_user_closes_their_connections),
         cmocka_unit_test(test_deleting_a_vhost),
+        cmocka_unit_test(test_durable_queue_in_another_vhost_survives_restart),
     };
     return cmocka_run_group_tests_name("broker_access_live", tests, NULL, NULL);
 }
