@@ -229,18 +229,26 @@ static void delete_vhost_step(live *l, int n)
     assert_true(server_delete_vhost(l->s, "team", err, sizeof err));
 }
 
-
-static void count_queue(void *arg, queue *q) { (void)q, ++*(int *)arg; }
-
-static void test_deleting_a_vhost(void **state)
+/* A server with vhost "team" where carol may do everything. */
+static live *live_with_team(void)
 {
-    (void)state;
     live *l = live_new();
     char err[300];
     meta_vhost v = {"team", "", "", "", false};
     assert_true(server_put_vhost(l->s, &v, err, sizeof err));
     put_user(l, "carol");
     put_perms(l, "carol", "team", ".*");
+    return l;
+}
+
+static void count_queue(void *arg, queue *q) { (void)q, ++*(int *)arg; }
+
+static void test_deleting_a_vhost(void **state)
+{
+    (void)state;
+    live *l = live_with_team();
+    char err[300];
+    meta_vhost v = {"team", "", "", "", false};
     l->step = delete_vhost_step;
     live_run(l, "delete-vhost");
     assert_null(server_vhost(l->s, AMQP_CSTR("team")));
@@ -270,12 +278,7 @@ static void no_steps(live *l, int n) { (void)l, (void)n; }
 static void test_durable_queue_in_another_vhost_survives_restart(void **state)
 {
     (void)state;
-    live *l = live_new();
-    char err[300];
-    meta_vhost v = {"team", "", "", "", false};
-    assert_true(server_put_vhost(l->s, &v, err, sizeof err));
-    put_user(l, "carol");
-    put_perms(l, "carol", "team", ".*");
+    live *l = live_with_team();
     l->step = no_steps;
     live_run(l, "persist-vhost");
     server_free(l->s);
