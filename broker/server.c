@@ -565,10 +565,8 @@ server *server_new(const config *cfg)
         server_free(s);
         return NULL;
     }
-    if (!durable_load(s) || !first_boot(s) || !open_journal(s) || !listen_on(s)) {
-        server_free(s);
-        return NULL;
-    }
+    /* Signals first: a SIGTERM sent as soon as "AMQP listening" is logged
+     * must already find its handler (tests stop a broker right away). */
     struct timeval tick = {0, TICK_MS * 1000};
     s->tick = event_new(s->base, -1, EV_PERSIST, tick_cb, s);
     s->sigterm = evsignal_new(s->base, SIGTERM, signal_cb, s);
@@ -576,6 +574,10 @@ server *server_new(const config *cfg)
     event_add(s->tick, &tick);
     event_add(s->sigterm, NULL);
     event_add(s->sigint, NULL);
+    if (!durable_load(s) || !first_boot(s) || !open_journal(s) || !listen_on(s)) {
+        server_free(s);
+        return NULL;
+    }
     return s;
 }
 
