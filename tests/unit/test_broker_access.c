@@ -480,6 +480,31 @@ static void test_changes_persist_and_bump_generation(void **state)
     fx_free(f);
 }
 
+/* A definitions import that applied changes inside meta_begin and then
+ * could not commit brings memory back to the store with access_reload. */
+static void test_reload_after_a_rolled_back_group(void **state)
+{
+    (void)state;
+    fixture *f = fx_new(NULL);
+    put_user(f, "kept", "pw", "");
+    assert_true(meta_begin(server_meta(f->s)));
+    put_user(f, "lost", "pw", "");
+    put_perms(f, "lost", "/", ".*", ".*", ".*");
+    put_perms(f, "guest", "/", "^$", "^$", "^$");
+    meta_rollback(server_meta(f->s));
+    assert_non_null(access_find_user(acc(f), "lost")); /* memory ran ahead */
+    uint64_t gen = access_generation(acc(f));
+    assert_true(access_reload(acc(f)));
+    assert_true(access_generation(acc(f)) > gen);
+    assert_null(access_find_user(acc(f), "lost"));
+    assert_null(access_find_perms(acc(f), AMQP_CSTR("lost"), AMQP_CSTR("/")));
+    assert_non_null(access_find_user(acc(f), "kept"));
+    const access_perms *p = access_find_perms(acc(f), AMQP_CSTR("guest"), AMQP_CSTR("/"));
+    assert_true(access_allowed(acc(f), p, ACCESS_WRITE, AMQP_CSTR("x")));
+    assert_true(login(f, "kept", "pw", false));
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_loopback_other_user),
         cmocka_unit_test(test_passwordless_and_imported_users),
         cmocka_unit_test(test_changes_persist_and_bump_generation),
+        cmocka_unit_test(test_reload_after_a_rolled_back_group),
     };
     return cmocka_run_group_tests_name("broker_access", tests, NULL, NULL);
 }

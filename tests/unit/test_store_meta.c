@@ -1516,7 +1516,9 @@ static void test_begin_commit(void **state)
     meta_queue q = qu("v", "q", NONE);
     loaded l;
 
+    assert_false(meta_grouped(f->m));
     assert_true(meta_begin(f->m));
+    assert_true(meta_grouped(f->m));
     assert_true(meta_put_vhost(f->m, &v));
     assert_true(meta_put_user(f->m, &u));
     assert_true(meta_put_permission(f->m, &p));
@@ -1531,6 +1533,7 @@ static void test_begin_commit(void **state)
     assert_int_equal(count_rows(f->db, "vhosts"), 0);
     assert_int_equal(count_rows(f->db, "settings"), 0);
     assert_true(meta_commit(f->m));
+    assert_false(meta_grouped(f->m));
     assert_int_equal(count_rows(f->db, "vhosts"), 1);
     assert_int_equal(count_rows(f->db, "users"), 1);
     assert_int_equal(count_rows(f->db, "permissions"), 1);
