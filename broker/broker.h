@@ -126,6 +126,7 @@ msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
  * RabbitMQ keeps a message's expiry. */
 typedef struct queue_item {
     msg *m;
+    uint32_t seq; /* its place in the queue: a requeue puts it back there */
     uint32_t delivery_count;
     bool maybe_delivered; /* recovered after a crash: delivered or not, we can't tell */
     uint64_t enqueued_at; /* when it entered the queue (server_now_ms) */
@@ -364,7 +365,8 @@ bool queue_has_exclusive_consumer(const queue *q);
  * expiration (ms, -1 = none). Delivers at once if a consumer can take it.
  * Returns false when the queue refuses it (x-overflow reject-publish). */
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
-/* Puts a delivered message back at the head (takes a new reference). */
+/* Puts a delivered message back at its place, among the messages that
+ * were queued around it (takes a new reference). */
 void queue_requeue(queue *q, queue_item it);
 /* A message recovery found in the journal, left there until delivered. */
 typedef struct queue_paged {

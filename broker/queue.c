@@ -7,11 +7,17 @@
  *
  * A ring slot is a message reference plus its delivery count; the count
  * says how often the message was delivered before, so a requeued one is
- * redelivered=true. Requeues go to the head: a channel requeues its
- * deliveries newest first, so they come back in their old order. A slot
- * also keeps when the message entered this queue and its own expiry, so a
- * changed x-message-ttl (a policy) applies to messages already queued, and
- * the age of the oldest message can be reported.
+ * redelivered=true. A slot also keeps when the message entered this queue
+ * and its own expiry, so a changed x-message-ttl (a policy) applies to
+ * messages already queued, and the age of the oldest message can be
+ * reported.
+ *
+ * Order: every message gets the queue's next sequence number when it is
+ * enqueued, and a ring is always sorted by it. A requeued message keeps its
+ * number and goes back to its place -- before the first message that
+ * entered the queue after it -- as RabbitMQ puts it back at its original
+ * position, whatever order the rejects come in. It was delivered from near
+ * the head, so the shift that makes room is short.
  *
  * Paging: only the first RESIDENT_SLOTS slots of a ring keep their message
  * in RAM. A message published further back that the journal holds for this
@@ -23,15 +29,15 @@
  * expiration give each item an expiry; expired items are dropped (or
  * dead-lettered) from the head, as RabbitMQ's classic queues do, by a timer
  * armed for the head's expiry.
+ * x-max-length / x-max-length-bytes apply after each publish: drop-head
+ * dead-letters the oldest, reject-publish refuses the new message.
+ * x-expires deletes the queue after that long without consumers or use.
  *
  * Health counts: the queue keeps, per bucket of delivery count, how many of
  * its messages (ready, or delivered and not yet settled) have been
  * delivered that often, so a message that keeps coming back shows before
  * it loops for long. Ready slots are counted as they enter and leave the
  * rings, deliveries by the channel (queue_delivery_held / _settled).
- * x-max-length / x-max-length-bytes apply after each publish: drop-head
- * dead-letters the oldest, reject-publish refuses the new message.
- * x-expires deletes the queue after that long without consumers or use.
  *
  * Lifetime: the vhost holds one reference, every unacked delivery another
  * (queue_hold/queue_release). queue_delete unlinks the queue from the vhost
@@ -62,9 +68,10 @@ typedef struct qslot {
     uint64_t expires_at;  /* its own expiration (ms, server clock); 0 = none */
     journal_loc loc;
     uint32_t body_size;
-    uint32_t delivery_count : 31;
+    uint32_t seq; /* its place in the queue, see "Order" */
+    uint32_t delivery_count : 30;
     uint32_t maybe_delivered : 1;
-    bool paged;
+    uint32_t paged : 1;
 } qslot;
 
 /* A FIFO of slots; cap is a power of two. */
@@ -93,7 +100,8 @@ struct queue {
     consumer *active;    /* x-single-active-consumer: the one that gets messages */
     uint32_t nconsumers;
     uint32_t exclusive_consumers;
-    uint32_t unacked; /* deliveries not yet settled */
+    uint32_t next_seq; /* for the next message enqueued */
+    uint32_t unacked;  /* deliveries not yet settled */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
 };
 
@@ -272,6 +280,7 @@ static qslot slot_of(queue_item it)
                    .enqueued_at = it.enqueued_at,
                    .expires_at = it.expires_at,
                    .body_size = (uint32_t)msg_body_size(it.m),
+                   .seq = it.seq,
                    .delivery_count = it.delivery_count,
                    .maybe_delivered = it.maybe_delivered};
 }
@@ -298,14 +307,35 @@ static bool push_back(queue *q, qslot s, uint8_t level)
     return true;
 }
 
-static bool push_front(queue *q, qslot s)
+/* Sequence numbers wrap; a queue never holds 2^31 messages, so serial
+ * number arithmetic (RFC 1982) orders them. */
+static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+/* Puts a requeued slot back at its place in its level's ring, moving the
+ * shorter side of the ring by one to make room. */
+static bool insert_in_place(queue *q, qslot s)
 {
     ring *r = &q->levels[level_of(q, s.m)];
     if (r->count == r->cap && !ring_grow(r))
         return false;
-    r->head = (r->head - 1) & (r->cap - 1);
+    uint32_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (seq_before(ring_at(r, mid)->seq, s.seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo <= r->count - lo) {
+        r->head = (r->head - 1) & (r->cap - 1);
+        for (uint32_t i = 0; i < lo; i++)
+            *ring_at(r, i) = *ring_at(r, i + 1);
+    } else {
+        for (uint32_t i = r->count; i > lo; i--)
+            *ring_at(r, i) = *ring_at(r, i - 1);
+    }
     r->count++;
-    *ring_at(r, 0) = s;
+    *ring_at(r, lo) = s;
     q->count++;
     q->bytes += s.body_size;
     q->by_delivery_count[dc_bucket(s.delivery_count)]++;
@@ -366,6 +396,7 @@ static bool pop_front(queue *q, queue_item *out)
         }
         qslot s = pop_slot(q, r, 0);
         *out = (queue_item){.m = s.m,
+                            .seq = s.seq,
                             .delivery_count = s.delivery_count,
                             .maybe_delivered = s.maybe_delivered,
                             .enqueued_at = s.enqueued_at,
@@ -390,7 +421,8 @@ static queue_item pop_newest(queue *q, msg *m)
 {
     ring *r = &q->levels[level_of(q, m)];
     qslot s = pop_slot(q, r, r->count - 1);
-    return (queue_item){.m = s.m, .enqueued_at = s.enqueued_at, .expires_at = s.expires_at};
+    return (queue_item){.m = s.m, .seq = s.seq, .enqueued_at = s.enqueued_at,
+                        .expires_at = s.expires_at};
 }
 
 /* ---- expiry ------------------------------------------------------------- */
@@ -517,6 +549,7 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
     msg_ref(m);
     uint64_t now = now_ms(q);
     queue_item e = {.m = m,
+                    .seq = q->next_seq++,
                     .enqueued_at = now,
                     .expires_at = expiration_ms >= 0 ? now + (uint64_t)expiration_ms : 0};
     if (q->count == 0 && !q->dispatching) {
@@ -560,7 +593,7 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 void queue_requeue(queue *q, queue_item e)
 {
     msg_ref(e.m);
-    if (!push_front(q, slot_of(e))) {
+    if (!insert_in_place(q, slot_of(e))) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
         msg_unref(e.m);
     }
@@ -583,7 +616,8 @@ void queue_restore(queue *q, const queue_paged *p)
                .paged = true,
                .loc = p->loc,
                .body_size = p->body_size,
-               .delivery_count = p->delivery_count & 0x7fffffff,
+               .seq = q->next_seq++,
+               .delivery_count = p->delivery_count & 0x3fffffff,
                .maybe_delivered = p->maybe_delivered,
                .enqueued_at = now_ms(q)};
     if (!push_back(q, s, level_for(q, p->priority)))
