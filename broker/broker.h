@@ -126,13 +126,17 @@ msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
 /* ---- objects ------------------------------------------------------------ */
 
 /* One message in a queue, or delivered from it: the shared message, how
- * often it was delivered before, and when it expires (0 = never; ms on the
- * server's monotonic clock). Requeueing keeps the expiry, as RabbitMQ does. */
+ * often it was delivered before, when it entered the queue and when it
+ * expires by its own expiration (ms on the server's monotonic clock; the
+ * queue's x-message-ttl counts from enqueued_at). Requeueing keeps both, as
+ * RabbitMQ keeps a message's expiry. */
 typedef struct queue_item {
     msg *m;
+    uint32_t seq; /* its place in the queue: a requeue puts it back there */
     uint32_t delivery_count;
     bool maybe_delivered; /* recovered after a crash: delivered or not, we can't tell */
-    uint64_t expires_at;
+    uint64_t enqueued_at; /* when it entered the queue (server_now_ms) */
+    uint64_t expires_at;  /* its own expiration (server_now_ms clock); 0 = none */
 } queue_item;
 
 
@@ -499,6 +503,9 @@ void chan_consumer_cancelled(chan *ch, consumer *cons);
 /* Lets the queues this channel consumes from deliver again (capacity or
  * flow came back). */
 void chan_resume(chan *ch);
+/* When the oldest delivery the channel holds unacked was made
+ * (server_now_ms clock); 0 when none. */
+uint64_t chan_oldest_unacked_ms(chan *ch);
 
 /* ---- queues ------------------------------------------------------------- */
 
@@ -546,7 +553,8 @@ bool queue_has_exclusive_consumer(const queue *q);
  * expiration (ms, -1 = none). Delivers at once if a consumer can take it.
  * Returns false when the queue refuses it (x-overflow reject-publish). */
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
-/* Puts a delivered message back at the head (takes a new reference). */
+/* Puts a delivered message back at its place, among the messages that
+ * were queued around it (takes a new reference). */
 void queue_requeue(queue *q, queue_item it);
 /* A message recovery found in the journal, left there until delivered. */
 typedef struct queue_paged {
@@ -578,6 +586,25 @@ void queue_dispatch(queue *q);
 void queue_hold(queue *q);
 void queue_release(queue *q);
 bool queue_is_deleted(const queue *q);
+
+/* Health of a queue's messages, for the management API. Delivery counts are
+ * kept in buckets whose lowest counts are queue_dc_bucket_floor[] (0, 1, 2,
+ * 3-4, 5-9, 10-19, 20-49, 50 and more). */
+enum { QUEUE_DC_BUCKETS = 8 };
+extern const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS];
+/* A channel holds a delivery from `q`, delivered `count` times in all
+ * (this delivery included) -- and later settles it. */
+void queue_delivery_held(queue *q, uint32_t count);
+void queue_delivery_settled(queue *q, uint32_t count);
+/* Deliveries from `q` not yet acked, rejected or requeued. */
+uint32_t queue_unacked_count(const queue *q);
+/* How many of its messages -- ready ones by how often they were delivered
+ * before, unacked ones by how often they were delivered including now --
+ * fall in each bucket. */
+void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS]);
+/* When the oldest ready message entered the queue (server_now_ms clock);
+ * 0 when none is ready. */
+uint64_t queue_oldest_ready_ms(const queue *q);
 
 /* ---- consumers ---------------------------------------------------------- */
 
