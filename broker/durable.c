@@ -163,6 +163,7 @@ static void load_binding(void *ctx, const meta_binding *b)
 
 bool durable_load(server *s)
 {
-    static const meta_load_handlers h = {load_exchange, load_queue, load_binding};
+    static const meta_load_handlers h = {
+        .exchange = load_exchange, .queue = load_queue, .binding = load_binding};
     return meta_load(server_meta(s), &h, s);
 }
