@@ -161,9 +161,19 @@ static void load_binding(void *ctx, const meta_binding *b)
         log_msg(LOG_ERROR, "cannot restore binding %s -> %s", b->source, b->destination);
 }
 
+/* Policies load before exchanges and queues, which get them when created. */
+static void load_policy(void *ctx, const meta_policy *p)
+{
+    vhost *v = load_vhost(ctx, p->vhost);
+    if (v)
+        policy_restore(v, p);
+}
+
 bool durable_load(server *s)
 {
-    static const meta_load_handlers h = {
-        .exchange = load_exchange, .queue = load_queue, .binding = load_binding};
+    static const meta_load_handlers h = {.exchange = load_exchange,
+                                         .queue = load_queue,
+                                         .binding = load_binding,
+                                         .policy = load_policy};
     return meta_load(server_meta(s), &h, s);
 }
