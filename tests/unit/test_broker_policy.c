@@ -502,6 +502,16 @@ static void test_max_length_dead_letters_excess(void **state)
     msg *m = make_msg("refused");
     assert_false(queue_publish(r, m, -1));
     msg_unref(m);
+    /* max-length applies under the old overflow (drop-head) before the new
+     * reject-publish does, as on RabbitMQ */
+    queue *of = make_queue("of.q", (amqp_bytes){0});
+    publish_n(of, 5);
+    put("of", "^of\\.", "queues", 0, TABLE("max-length=2", "overflow=s:reject-publish"), false);
+    assert_int_equal(queue_ready_count(of), 2);
+    assert_int_equal(queue_get_args(of)->overflow, QUEUE_REJECT_PUBLISH);
+    assert_true(policy_delete(vh, "of", false));
+    assert_int_equal(queue_get_args(of)->overflow, QUEUE_DROP_HEAD);
+    queue_delete(of);
     assert_true(policy_delete(vh, "dl", false));
     assert_true(policy_delete(vh, "rp", false));
     queue_delete(q);
