@@ -48,7 +48,8 @@
 /* ---- the keys ------------------------------------------------------------ */
 
 typedef enum value_kind {
-    V_NON_NEG, V_POSITIVE, V_STRING, V_CHOICE, V_QUEUE_VERSION, V_MAX_AGE, V_SEGMENT_SIZE
+    V_NON_NEG, V_POSITIVE, V_STRING, V_CHOICE, V_QUEUE_VERSION, V_MAX_AGE, V_SEGMENT_SIZE,
+    V_HA /* checked together, by check_ha */
 } value_kind;
 
 enum { ON_QUEUE = 1, ON_EXCHANGE = 2 };                 /* where Warren acts on it */
@@ -57,7 +58,7 @@ typedef enum arg_rule { ARG_NONE, ARG_MIN, ARG_WINS } arg_rule;
 
 typedef struct policy_key {
     const char *key;
-    const char *what;    /* "~p is not a valid <what>" */
+    const char *what;    /* "~p is not a valid <what>" (NULL: checked elsewhere) */
     value_kind kind;
     const char *choices; /* V_CHOICE: the accepted strings, '|'-separated */
     bool operator_min;   /* operator policies may set it; the lower value wins */
@@ -66,7 +67,11 @@ typedef struct policy_key {
     uint8_t acts_on;     /* 0: accepted and ignored */
 } policy_key;
 
-/* RabbitMQ 3.10's rabbit_policies, in key order (validation goes in it). */
+/* RabbitMQ 3.10's rabbit_policies, in key order (validation goes in it);
+ * then the mirroring keys of rabbit_mirror_queue_misc and
+ * rabbit_queue_location_validator, which a single node accepts and
+ * ignores as Warren does -- a definitions file exported from a mirrored
+ * cluster loads. */
 static const policy_key keys[] = {
     {"alternate-exchange", "alternate exchange name", V_STRING, NULL, false, ARG_NONE, 0,
      ON_EXCHANGE},
@@ -79,6 +84,12 @@ static const policy_key keys[] = {
     {"delivery-limit", "delivery limit", V_NON_NEG, NULL, true, ARG_NONE,
      NOT_CLASSIC | NOT_STREAM, 0},
     {"expires", "queue expiry", V_POSITIVE, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
+    {"ha-mode", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
+    {"ha-params", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
+    {"ha-promote-on-failure", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
+    {"ha-promote-on-shutdown", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
+    {"ha-sync-batch-size", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
+    {"ha-sync-mode", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"initial-cluster-size", "cluster size", V_NON_NEG, NULL, false, ARG_NONE,
      NOT_CLASSIC | NOT_QUORUM, 0},
     {"max-age", "max age", V_MAX_AGE, NULL, false, ARG_NONE, NOT_CLASSIC | NOT_QUORUM, 0},
@@ -94,6 +105,8 @@ static const policy_key keys[] = {
      false, ARG_WINS, NOT_STREAM, ON_QUEUE},
     {"queue-leader-locator", "queue leader locator value", V_CHOICE,
      "client-local|balanced|random|least-leaders", false, ARG_NONE, NOT_CLASSIC, 0},
+    {"queue-master-locator", NULL, V_CHOICE,
+     "client-local|min-masters|random", false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"queue-mode", "queue-mode value", V_CHOICE, "default|lazy", false, ARG_NONE,
      NOT_QUORUM | NOT_STREAM, 0},
     {"queue-version", "queue-version value", V_QUEUE_VERSION, NULL, false, ARG_NONE, 0, 0},
@@ -282,11 +295,12 @@ static void add(text *t, const char *s)
     t->buf[t->len] = 0;
 }
 
-/* Appends ~p of `term` (at column 0) followed by `tail`. */
-static void add_term(text *t, pt *term, const char *tail)
+/* Appends `lead`, ~p of `term` after it, then `tail`. */
+static void add_term(text *t, const char *lead, pt *term, const char *tail)
 {
+    add(t, lead);
     if (t->len + 1 < t->cap)
-        t->len += pt_print(term, 0, t->buf + t->len, t->cap - t->len);
+        t->len += pt_print(term, strlen(lead), t->buf + t->len, t->cap - t->len);
     add(t, tail);
 }
 
@@ -323,8 +337,107 @@ static bool value_ok(const policy_key *k, const amqp_field *f)
     case V_QUEUE_VERSION: return is_int && (n == 1 || n == 2);
     case V_MAX_AGE: return f->type == 'S' && max_age_ok(f->v.bytes);
     case V_SEGMENT_SIZE: return is_int && n >= 0 && n <= 3000000000LL;
+    case V_HA: return true;
     }
     return false;
+}
+
+/* Validated by rabbit_mirror_queue_misc and rabbit_queue_location_validator,
+ * which come after rabbit_policies. */
+static bool other_module(const policy_key *k)
+{
+    return k->kind == V_HA || strcmp(k->key, "queue-master-locator") == 0;
+}
+
+/* A string among `choices`, else "<lead>~p" added; none (absent) passes. */
+static bool ha_choice(text *t, pt_arena *a, const amqp_field *f, const char *choices,
+                      const char *lead)
+{
+    if (!f || (f->type == 'S' && in_choices(f->v.bytes, choices)))
+        return true;
+    add_term(t, lead, pt_json(a, f), "\n");
+    return false;
+}
+
+/* rabbit_mirror_queue_mode_nodes:validate_policy. */
+static bool check_ha_nodes(text *t, pt_arena *a, const amqp_field *p, pt *none)
+{
+    if (!p || p->type != 'A') {
+        add_term(t, "ha-mode=\"nodes\" takes a list, ", p ? pt_json(a, p) : none, " given\n");
+        return false;
+    }
+    amqp_iter it;
+    amqp_field e;
+    size_t n = 0, bad = 0;
+    amqp_iter_init(&it, p->v.bytes);
+    while (amqp_array_next(&it, &e))
+        n++;
+    pt **kids = calloc(n + 1, sizeof *kids);
+    if (!kids) {
+        add(t, "out of memory\n");
+        return false;
+    }
+    amqp_iter_init(&it, p->v.bytes);
+    while (amqp_array_next(&it, &e))
+        if (e.type != 'S')
+            kids[bad++] = pt_json(a, &e);
+    if (n == 0)
+        add(t, "ha-mode=\"nodes\" list must be non-empty\n");
+    else if (bad)
+        add_term(t, "ha-mode=\"nodes\" takes a list of strings, ", pt_list(a, kids, bad),
+                 " was not a string\n");
+    free(kids);
+    return n > 0 && bad == 0;
+}
+
+/* rabbit_mirror_queue_misc:validate_policy: ha-mode first, then its
+ * ha-params, then the sync and promotion settings. */
+static bool check_ha(amqp_bytes def, text *t, pt_arena *a)
+{
+    static const char *const names[] = {"ha-mode", "ha-params", "ha-sync-mode",
+                                        "ha-sync-batch-size", "ha-promote-on-shutdown",
+                                        "ha-promote-on-failure"};
+    amqp_field v[6], *f[6];
+    for (int i = 0; i < 6; i++)
+        f[i] = amqp_table_get(def, names[i], &v[i]) ? &v[i] : NULL;
+    if (!f[0] && !f[1] && !f[2] && !f[3] && !f[4] && !f[5])
+        return true;
+    if (!f[0]) {
+        add(t, "ha-mode must be specified to specify ha-params, ha-sync-mode or "
+               "ha-promote-on-shutdown\n");
+        return false;
+    }
+    if (!(f[0]->type == 'S' && in_choices(f[0]->v.bytes, "all|exactly|nodes"))) {
+        add_term(t, "", pt_json(a, f[0]), " is not a valid ha-mode value\n");
+        return false;
+    }
+    int64_t n;
+    bool is_int = f[1] && f[1]->type != 't' && amqp_field_int(f[1], &n);
+    pt *none = pt_atom(a, "none");
+    if (amqp_bytes_equal_cstr(f[0]->v.bytes, "all") && f[1]) {
+        add(t, "ha-mode=\"all\" does not take parameters\n");
+        return false;
+    }
+    if (amqp_bytes_equal_cstr(f[0]->v.bytes, "exactly") && !(is_int && n > 0)) {
+        add_term(t, "ha-mode=\"exactly\" takes an integer, ", f[1] ? pt_json(a, f[1]) : none,
+                 " given\n");
+        return false;
+    }
+    if (amqp_bytes_equal_cstr(f[0]->v.bytes, "nodes") && !check_ha_nodes(t, a, f[1], none))
+        return false;
+    if (!ha_choice(t, a, f[2], "automatic|manual",
+                   "ha-sync-mode must be \"manual\" or \"automatic\", got "))
+        return false;
+    is_int = f[3] && f[3]->type != 't' && amqp_field_int(f[3], &n);
+    if (f[3] && !(is_int && n > 0)) {
+        add_term(t, "ha-sync-batch-size takes an integer greater than 0, ", pt_json(a, f[3]),
+                 " given\n");
+        return false;
+    }
+    return ha_choice(t, a, f[4], "always|when-synced",
+                     "ha-promote-on-shutdown must be \"always\" or \"when-synced\", got ") &&
+           ha_choice(t, a, f[5], "always|when-synced",
+                     "ha-promote-on-failure must be \"always\" or \"when-synced\", got ");
 }
 
 /* The definition's keys, sorted as an Erlang map lists them; *n entries
@@ -382,7 +495,7 @@ static void check_definition(amqp_bytes def, bool op, text *t)
             if (amqp_bytes_equal(ks[i], ks[i - 1]) && (i < 2 || !amqp_bytes_equal(ks[i], ks[i - 2])))
                 terms[dups++] = pt_binary(&a, ks[i]);
         if (dups) {
-            add_term(t, pt_list(&a, terms, dups), " duplicate keys not allowed\n");
+            add_term(t, "", pt_list(&a, terms, dups), " duplicate keys not allowed\n");
             goto done;
         }
         for (size_t i = 0; i < n; i++) {
@@ -392,15 +505,23 @@ static void check_definition(amqp_bytes def, bool op, text *t)
             if (!k || (op && !k->operator_min)) {
                 pt *kv[2] = {pt_binary(&a, ks[i]), pt_json(&a, &v)};
                 terms[unknown++] = pt_tuple(&a, kv, 2);
-            } else if (!value_ok(k, &v)) {
+            } else if (!other_module(k) && !value_ok(k, &v)) {
                 char tail[96];
                 snprintf(tail, sizeof tail, " is not a valid %s\n", k->what);
-                add_term(t, pt_json(&a, &v), tail);
+                add_term(t, "", pt_json(&a, &v), tail);
                 goto done;
             }
         }
+        amqp_field qml;
+        if (!op && !check_ha(def, t, &a))
+            goto done;
+        if (!op && amqp_table_get(def, "queue-master-locator", &qml) &&
+            !value_ok(key_of(AMQP_CSTR("queue-master-locator")), &qml)) {
+            add_term(t, "", pt_json(&a, &qml), " invalid queue-master-locator value\n");
+            goto done;
+        }
         if (unknown)
-            add_term(t, pt_list(&a, terms, unknown), " are not recognised policy settings\n");
+            add_term(t, "", pt_list(&a, terms, unknown), " are not recognised policy settings\n");
     }
 done:
     if (a.oom)

@@ -29,6 +29,7 @@ pt *pt_json(pt_arena *a, const amqp_field *f);
 pt *pt_binary(pt_arena *a, amqp_bytes b);
 pt *pt_string(pt_arena *a, const char *s); /* an Erlang string: "..." */
 pt *pt_int(pt_arena *a, long long v);
+pt *pt_atom(pt_arena *a, const char *name); /* printed bare: none */
 /* Containers of n terms (taken from kids; n may be 0 for a list). */
 pt *pt_tuple(pt_arena *a, pt *const *kids, size_t n);
 pt *pt_list(pt_arena *a, pt *const *kids, size_t n);

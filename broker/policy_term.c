@@ -164,6 +164,8 @@ pt *pt_string(pt_arena *a, const char *s)
     return t;
 }
 
+pt *pt_atom(pt_arena *a, const char *name) { return atom_text(a, name, strlen(name)); }
+
 pt *pt_int(pt_arena *a, long long v)
 {
     char buf[24];
