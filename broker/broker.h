@@ -499,7 +499,7 @@ bool policy_put(vhost *v, const policy_spec *p, char *err, size_t errlen);
 /* Deletes it, in the store too, and re-evaluates at once. false when there
  * is no such policy (the API's 404) or the store failed (logged). */
 bool policy_delete(vhost *v, const char *name, bool operator_policy);
-/* Calls fn for each policy (or operator policy) of `v`, highest priority
+/* Calls fn for each policy (or operator policy) of `v`, lowest priority
  * first (RabbitMQ's listing order; equal priorities by name). The spec's
  * strings and definition are valid during the call only; fn must not put
  * or delete policies. */

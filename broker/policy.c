@@ -539,6 +539,11 @@ bool policy_validate(const policy_spec *p, char *err, size_t errlen)
         err[0] = 0;
     add(&t, "Validation failed\n\n");
     size_t before = t.len;
+    amqp_error bad;
+    if (amqp_table_validate(p->definition, &bad) != AMQP_OK) {
+        add(&t, "definition must be a dictionary\n"); /* not a field table at all */
+        return false;
+    }
     /* RabbitMQ lists every failed check, the last checked first */
     check_definition(p->definition, p->operator_policy, &t);
     if (!covers_of(p->apply_to)) {

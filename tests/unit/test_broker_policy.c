@@ -175,6 +175,8 @@ static void test_validation_texts(void **state)
     } *c, cases[] = {
         {"^a", NULL, {0}, false, VF "no policy provided\n"},
         {"^a", "all", {(const uint8_t *)"", 0}, false, VF "no policy provided\n"},
+        {"^a", "all", {(const uint8_t *)"\003abcl", 5}, false,
+         VF "definition must be a dictionary\n"},
     };
     for (c = cases; c < cases + sizeof cases / sizeof cases[0]; c++)
         assert_string_equal(validate(c->pattern, c->apply_to, c->def, c->op), c->want);
