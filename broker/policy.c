@@ -390,6 +390,24 @@ static bool check_ha_nodes(text *t, pt_arena *a, const amqp_field *p, pt *none)
     return n > 0 && bad == 0;
 }
 
+/* The ha-mode's own check of ha-params (rabbit_mirror_queue_mode_*). */
+static bool check_ha_params(text *t, pt_arena *a, amqp_bytes mode, const amqp_field *params)
+{
+    int64_t n;
+    bool is_int = params && params->type != 't' && amqp_field_int(params, &n);
+    pt *none = pt_atom(a, "none");
+    if (amqp_bytes_equal_cstr(mode, "all") && params) {
+        add(t, "ha-mode=\"all\" does not take parameters\n");
+        return false;
+    }
+    if (amqp_bytes_equal_cstr(mode, "exactly") && !(is_int && n > 0)) {
+        add_term(t, "ha-mode=\"exactly\" takes an integer, ", params ? pt_json(a, params) : none,
+                 " given\n");
+        return false;
+    }
+    return !amqp_bytes_equal_cstr(mode, "nodes") || check_ha_nodes(t, a, params, none);
+}
+
 /* rabbit_mirror_queue_misc:validate_policy: ha-mode first, then its
  * ha-params, then the sync and promotion settings. */
 static bool check_ha(amqp_bytes def, text *t, pt_arena *a)
@@ -411,20 +429,10 @@ static bool check_ha(amqp_bytes def, text *t, pt_arena *a)
         add_term(t, "", pt_json(a, f[0]), " is not a valid ha-mode value\n");
         return false;
     }
+    if (!check_ha_params(t, a, f[0]->v.bytes, f[1]))
+        return false;
     int64_t n;
-    bool is_int = f[1] && f[1]->type != 't' && amqp_field_int(f[1], &n);
-    pt *none = pt_atom(a, "none");
-    if (amqp_bytes_equal_cstr(f[0]->v.bytes, "all") && f[1]) {
-        add(t, "ha-mode=\"all\" does not take parameters\n");
-        return false;
-    }
-    if (amqp_bytes_equal_cstr(f[0]->v.bytes, "exactly") && !(is_int && n > 0)) {
-        add_term(t, "ha-mode=\"exactly\" takes an integer, ", f[1] ? pt_json(a, f[1]) : none,
-                 " given\n");
-        return false;
-    }
-    if (amqp_bytes_equal_cstr(f[0]->v.bytes, "nodes") && !check_ha_nodes(t, a, f[1], none))
-        return false;
+    bool is_int;
     if (!ha_choice(t, a, f[2], "automatic|manual",
                    "ha-sync-mode must be \"manual\" or \"automatic\", got "))
         return false;
@@ -477,53 +485,63 @@ static void value_of(amqp_bytes def, amqp_bytes k, amqp_field *v)
             return;
 }
 
-/* rabbit_policy:validation/3 and rabbit_policies:validate_policy: the
- * first bad value in key order, else the unknown keys, else nothing. */
+/* "~p duplicate keys not allowed"; false when there are some. */
+static bool no_duplicates(const amqp_bytes *ks, size_t n, pt **terms, text *t, pt_arena *a)
+{
+    size_t dups = 0;
+    for (size_t i = 1; i < n; i++)
+        if (amqp_bytes_equal(ks[i], ks[i - 1]) && (i < 2 || !amqp_bytes_equal(ks[i], ks[i - 2])))
+            terms[dups++] = pt_binary(a, ks[i]);
+    if (dups)
+        add_term(t, "", pt_list(a, terms, dups), " duplicate keys not allowed\n");
+    return dups == 0;
+}
+
+/* rabbit_policies:validate_policy (the first bad value in key order), then
+ * the mirroring validators, then the keys nobody recognised. */
+static void check_keys(amqp_bytes def, bool op, const amqp_bytes *ks, size_t n, pt **terms,
+                       text *t, pt_arena *a)
+{
+    size_t unknown = 0;
+    amqp_field v, qml;
+    for (size_t i = 0; i < n; i++) {
+        const policy_key *k = key_of(ks[i]);
+        value_of(def, ks[i], &v);
+        if (!k || (op && !k->operator_min)) {
+            pt *kv[2] = {pt_binary(a, ks[i]), pt_json(a, &v)};
+            terms[unknown++] = pt_tuple(a, kv, 2);
+        } else if (!other_module(k) && !value_ok(k, &v)) {
+            char tail[96];
+            snprintf(tail, sizeof tail, " is not a valid %s\n", k->what);
+            add_term(t, "", pt_json(a, &v), tail);
+            return;
+        }
+    }
+    if (!op && !check_ha(def, t, a))
+        return;
+    if (!op && amqp_table_get(def, "queue-master-locator", &qml) &&
+        !value_ok(key_of(AMQP_CSTR("queue-master-locator")), &qml)) {
+        add_term(t, "", pt_json(a, &qml), " invalid queue-master-locator value\n");
+        return;
+    }
+    if (unknown)
+        add_term(t, "", pt_list(a, terms, unknown), " are not recognised policy settings\n");
+}
+
+/* rabbit_policy:validation/3. */
 static void check_definition(amqp_bytes def, bool op, text *t)
 {
-    size_t n, dups = 0, unknown = 0;
+    size_t n;
     bool oom;
     amqp_bytes *ks = sorted_keys(def, &n, &oom);
     pt_arena a = {0};
     pt **terms = n ? calloc(n, sizeof *terms) : NULL;
-    if (oom || (n && !terms)) {
+    if (oom || (n && !terms))
         add(t, "out of memory\n");
-    } else if (n == 0) {
+    else if (n == 0)
         add(t, "no policy provided\n");
-    } else {
-        for (size_t i = 1; i < n; i++)
-            if (amqp_bytes_equal(ks[i], ks[i - 1]) && (i < 2 || !amqp_bytes_equal(ks[i], ks[i - 2])))
-                terms[dups++] = pt_binary(&a, ks[i]);
-        if (dups) {
-            add_term(t, "", pt_list(&a, terms, dups), " duplicate keys not allowed\n");
-            goto done;
-        }
-        for (size_t i = 0; i < n; i++) {
-            const policy_key *k = key_of(ks[i]);
-            amqp_field v;
-            value_of(def, ks[i], &v);
-            if (!k || (op && !k->operator_min)) {
-                pt *kv[2] = {pt_binary(&a, ks[i]), pt_json(&a, &v)};
-                terms[unknown++] = pt_tuple(&a, kv, 2);
-            } else if (!other_module(k) && !value_ok(k, &v)) {
-                char tail[96];
-                snprintf(tail, sizeof tail, " is not a valid %s\n", k->what);
-                add_term(t, "", pt_json(&a, &v), tail);
-                goto done;
-            }
-        }
-        amqp_field qml;
-        if (!op && !check_ha(def, t, &a))
-            goto done;
-        if (!op && amqp_table_get(def, "queue-master-locator", &qml) &&
-            !value_ok(key_of(AMQP_CSTR("queue-master-locator")), &qml)) {
-            add_term(t, "", pt_json(&a, &qml), " invalid queue-master-locator value\n");
-            goto done;
-        }
-        if (unknown)
-            add_term(t, "", pt_list(&a, terms, unknown), " are not recognised policy settings\n");
-    }
-done:
+    else if (no_duplicates(ks, n, terms, t, &a))
+        check_keys(def, op, ks, n, terms, t, &a);
     if (a.oom)
         add(t, "out of memory\n");
     pt_arena_free(&a);
