@@ -147,6 +147,8 @@ typedef struct chan chan;
 typedef struct queue queue;
 typedef struct consumer consumer;
 typedef struct access_control access_control; /* users and permissions (access.c) */
+typedef struct policy_set policy_set;
+typedef struct policy_applied policy_applied;
 
 /* ---- transports --------------------------------------------------------- */
 
@@ -411,6 +413,8 @@ bool vhost_closing(const vhost *v);
 const char *vhost_name(const vhost *v);
 server *vhost_server(vhost *v);
 route_table *vhost_routes(vhost *v);
+/* The vhost's policies and operator policies (policy.c). */
+policy_set *vhost_policies(vhost *v);
 queue *vhost_queue_find(vhost *v, amqp_bytes name);
 void vhost_queue_add(vhost *v, queue *q);
 void vhost_queue_remove(vhost *v, queue *q);
@@ -524,6 +528,9 @@ typedef struct queue_args {
 /* Validates declare arguments (406 with RabbitMQ's texts) and parses them. */
 int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost, queue_args *out,
                      amqp_error *err);
+/* Reads arguments already validated (or combined with validated policy
+ * values) without checking them again. */
+void queue_args_read(amqp_bytes args, queue_args *out);
 /* 406 unless the arguments RabbitMQ compares on redeclare are the same. */
 int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qname,
                           const char *vhost, amqp_error *err);
@@ -574,7 +581,17 @@ bool queue_get(queue *q, queue_item *it);
 void queue_dead_letter(queue *q, queue_item it, const char *reason);
 /* Restarts the x-expires idle timer (declare, basic.get). */
 void queue_touch(queue *q);
+/* The limits in force: the arguments combined with the queue's policies. */
 const queue_args *queue_get_args(const queue *q);
+/* The policy engine's part (policy.c): what applies to `q` now (names and
+ * merged definition, copied) and its effective arguments -- its own
+ * arguments with the policy's values combined in (copied; the limits are
+ * read from them). Applies the change at once, in RabbitMQ's order: the
+ * idle timer restarts, a lower length limit drops or dead-letters the
+ * excess (under the previous x-overflow, then the new one), a shorter TTL
+ * expires what is older. Unchanged input changes nothing. false on
+ * out-of-memory, with everything as it was. */
+bool queue_set_policy(queue *q, const policy_applied *applied, amqp_bytes effective_args);
 /* The id the store knows a durable queue by (0 = none). */
 uint64_t queue_store_id(const queue *q);
 void queue_set_store_id(queue *q, uint64_t id);
@@ -625,6 +642,84 @@ struct consumer {
 void queue_add_consumer(queue *q, consumer *cons);
 /* Removes it; an auto-delete queue left without consumers is deleted. */
 void queue_remove_consumer(queue *q, consumer *cons);
+
+/* ---- policies (policy.c) ------------------------------------------------ */
+
+/* Policies and operator policies of a vhost, as RabbitMQ 3.10 applies them:
+ * each queue and exchange gets the matching policy of highest priority and,
+ * separately, the matching operator policy; their definitions merge (the
+ * lower of two numeric limits wins) and a queue's own x-arguments win over
+ * the result where RabbitMQ says so. Applied when a queue or exchange is
+ * declared and, for every matching queue and exchange at once, when a
+ * policy is put or deleted -- never per message.
+ *
+ * A definition is an encoded AMQP field table (content, as queue arguments
+ * are kept); the broker knows no JSON. The management API converts a JSON
+ * object with: integer -> 'l', float -> 'd', string -> 'S', true/false ->
+ * 't', null -> 'V', array -> 'A', object -> 'F'. */
+typedef struct policy_spec {
+    const char *name;
+    const char *pattern;  /* a regular expression over queue / exchange names */
+    const char *apply_to; /* "all" (also for NULL), "queues", "exchanges",
+                           * "classic_queues", "quorum_queues", "streams" */
+    int32_t priority;
+    amqp_bytes definition;
+    bool operator_policy;
+} policy_spec;
+
+/* Checks a policy as RabbitMQ does before setting it, without applying it.
+ * true, or false with RabbitMQ's text in `err` -- "Validation failed\n\n"
+ * then one line per problem (definition, apply-to, pattern, in that order),
+ * e.g. "-1 is not a valid message TTL\n" or "[{<<\"max-priority\">>,5}] are
+ * not recognised policy settings\n" -- as the management API returns it for
+ * a 400. Always NUL-terminates `err` (truncated to errlen). */
+bool policy_validate(const policy_spec *p, char *err, size_t errlen);
+
+/* Adds, or replaces the policy of that name (operator policies are their own
+ * name space): validates, writes it to the metadata store, then re-evaluates
+ * every queue and exchange of `v` at once (limits applied now: excess
+ * dropped or dead-lettered, older messages expired, idle timers restarted).
+ * Everything in `p` is copied. false with `err` (as policy_validate, or
+ * "out of memory", or "could not store the policy") and nothing changed. */
+bool policy_put(vhost *v, const policy_spec *p, char *err, size_t errlen);
+/* Deletes it, in the store too, and re-evaluates at once. false when there
+ * is no such policy (the API's 404) or the store failed (logged). */
+bool policy_delete(vhost *v, const char *name, bool operator_policy);
+/* Calls fn for each policy (or operator policy) of `v`, lowest priority
+ * first (RabbitMQ's listing order; equal priorities by name). The spec's
+ * strings and definition are valid during the call only; fn must not put
+ * or delete policies. */
+void policy_foreach(vhost *v, bool operator_policy,
+                    void (*fn)(void *arg, const policy_spec *p), void *arg);
+/* The policy named `name`; false when none. *out as in policy_foreach,
+ * valid until the next policy change in `v`. */
+bool policy_get(vhost *v, const char *name, bool operator_policy, policy_spec *out);
+
+/* What applies to one queue or exchange, as /api/queues and /api/exchanges
+ * show it: `policy` and `operator_policy` are names or NULL ("none");
+ * `definition` is the merged definition without the object's own
+ * arguments (empty when neither applies). Valid until the next policy
+ * change in the vhost, or until the object is freed. */
+struct policy_applied {
+    const char *policy, *operator_policy;
+    amqp_bytes definition;
+};
+void policy_of_queue(const queue *q, policy_applied *out);
+void policy_of_exchange(vhost *v, const route_exchange *ex, policy_applied *out);
+
+/* For the broker itself. A vhost's set (vhost_policies); NULL on OOM. */
+policy_set *policy_set_new(void);
+void policy_set_free(policy_set *ps);
+/* Applies the matching policies to a queue being created (queue_new) or
+ * an exchange just created (the route hook). */
+void policy_apply_queue(vhost *v, queue *q);
+void policy_apply_exchange(vhost *v, route_exchange *ex);
+/* Re-evaluates every queue and exchange of `v` (after loading). */
+void policy_reapply(vhost *v);
+/* Start-up: a stored policy (meta_load's handler); added without writing
+ * it back or re-evaluating anything. false when it no longer validates
+ * (logged and skipped). */
+bool policy_restore(vhost *v, const meta_policy *row);
 
 /* ---- durable topology (durable.c) -------------------------------------- */
 

@@ -183,6 +183,14 @@ static void load_topic_permission(void *ctx, const meta_topic_permission *p)
     access_load_topic_permission(server_access(ctx), p);
 }
 
+/* Policies load before exchanges and queues, which get them when created. */
+static void load_policy(void *ctx, const meta_policy *p)
+{
+    vhost *v = load_vhost(ctx, p->vhost);
+    if (v)
+        policy_restore(v, p);
+}
+
 bool durable_load(server *s)
 {
     static const meta_load_handlers h = {
@@ -190,6 +198,7 @@ bool durable_load(server *s)
         .user = load_user,
         .permission = load_permission,
         .topic_permission = load_topic_permission,
+        .policy = load_policy,
         .exchange = load_exchange,
         .queue = load_queue,
         .binding = load_binding,

@@ -88,7 +88,10 @@ struct queue {
     conn *owner;
     uint8_t *args;
     uint32_t args_len;
-    queue_args limits; /* parsed from args */
+    queue_args limits; /* parsed from the effective arguments */
+    uint8_t *policy_blob;   /* names, merged definition, effective arguments */
+    policy_applied applied; /* slices of policy_blob; all empty without a policy */
+    amqp_bytes eff_args;    /* args with the policies' values; args itself without */
     struct event *ttl_timer, *idle_timer;
     uint64_t bytes; /* body bytes of ready messages */
     uint64_t store_id; /* the metadata row of a durable queue */
@@ -138,8 +141,9 @@ queue *queue_new(vhost *v, const queue_spec *spec)
         memcpy(q->args, spec->arguments.ptr, spec->arguments.len);
         q->args_len = spec->arguments.len;
     }
-    /* validated by the caller; parsed again so slices point into q->args */
-    queue_args_parse(queue_arguments(q), queue_name(q), vhost_name(v), &q->limits, NULL);
+    /* validated by the caller; read again so slices point into q->args */
+    q->eff_args = queue_arguments(q);
+    queue_args_read(q->eff_args, &q->limits);
     q->nlevels = q->limits.max_priority + 1u;
     q->levels = calloc(q->nlevels, sizeof *q->levels);
     if (!q->levels) {
@@ -149,6 +153,7 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     }
     if (q->limits.expires >= 0)
         queue_touch(q);
+    policy_apply_queue(v, q);
     return q;
 }
 
@@ -162,6 +167,7 @@ static void queue_free(queue *q)
         free(q->levels[i].buf);
     free(q->levels);
     free(q->args);
+    free(q->policy_blob);
     free(q);
 }
 
@@ -490,6 +496,91 @@ void queue_touch(queue *q)
     if (q->idle_timer)
         evtimer_add(q->idle_timer, &tv);
 }
+
+/* ---- policies ----------------------------------------------------------- */
+
+static bool same_name(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_policy(const queue *q, const policy_applied *a, amqp_bytes eff)
+{
+    return same_name(q->applied.policy, a->policy) &&
+           same_name(q->applied.operator_policy, a->operator_policy) &&
+           amqp_bytes_equal(q->applied.definition, a->definition) &&
+           amqp_bytes_equal(q->eff_args, eff);
+}
+
+/* Copies `s` (NULL stays NULL) to *at, advancing it. */
+static const char *blob_str(uint8_t **at, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*at, s, n);
+    *at += n;
+    return (const char *)*at - n;
+}
+
+static amqp_bytes blob_bytes(uint8_t **at, amqp_bytes b)
+{
+    if (b.len)
+        memcpy(*at, b.ptr, b.len);
+    *at += b.len;
+    return (amqp_bytes){*at - b.len, b.len};
+}
+
+static bool over_limit(const queue *q);
+
+/* As rabbit_amqqueue_process:process_args_policy after a change. */
+static void apply_limits(queue *q, uint8_t old_overflow)
+{
+    if (q->limits.expires >= 0)
+        queue_touch(q);
+    else if (q->idle_timer)
+        event_del(q->idle_timer);
+    /* max-length is applied before overflow, so the old x-overflow decides
+     * first; a new drop-head then drops too */
+    queue_item it;
+    if (old_overflow == QUEUE_DROP_HEAD || q->limits.overflow == QUEUE_DROP_HEAD)
+        while (over_limit(q) && pop_front(q, &it))
+            queue_dead_letter(q, it, "maxlen");
+    expire_head(q);
+}
+
+bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
+{
+    if (same_policy(q, a, eff))
+        return true;
+    size_t n = (a->policy ? strlen(a->policy) + 1 : 0) +
+               (a->operator_policy ? strlen(a->operator_policy) + 1 : 0) + a->definition.len +
+               eff.len;
+    uint8_t *blob = malloc(n ? n : 1), *at = blob;
+    if (!blob)
+        return false;
+    policy_applied next = {.policy = blob_str(&at, a->policy),
+                           .operator_policy = blob_str(&at, a->operator_policy),
+                           .definition = blob_bytes(&at, a->definition)};
+    amqp_bytes next_eff = blob_bytes(&at, eff);
+    queue_args limits;
+    queue_args_read(next_eff, &limits);
+    /* fixed at declare: a policy can set neither */
+    limits.max_priority = q->limits.max_priority;
+    limits.single_active = q->limits.single_active;
+    uint8_t old_overflow = q->limits.overflow;
+    free(q->policy_blob); /* nothing points into it once limits are replaced */
+    q->policy_blob = blob;
+    q->applied = next;
+    q->eff_args = next_eff;
+    q->limits = limits;
+    if (!q->deleted)
+        apply_limits(q, old_overflow);
+    return true;
+}
+
+/* Declared in the policy section of broker.h; the state lives here. */
+void policy_of_queue(const queue *q, policy_applied *out) { *out = q->applied; }
 
 /* ---- consumers and dispatch --------------------------------------------- */
 

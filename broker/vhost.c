@@ -12,6 +12,7 @@ struct vhost {
     server *srv;
     char *name;
     route_table *routes;
+    policy_set *policies;
     struct queue_link **buckets;
     uint32_t nbuckets, nqueues;
     bool closing;   /* being freed at shutdown */
@@ -36,22 +37,29 @@ static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
     durable_exchange_deleted(ctx, ex);
 }
 
+static void exchange_created_hook(void *ctx, route_exchange *ex)
+{
+    policy_apply_exchange(ctx, ex);
+}
+
 vhost *vhost_new(server *s, const char *name)
 {
     vhost *v = calloc(1, sizeof *v);
     if (!v)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
-                                      .exchange_deleted = exchange_deleted_hook};
+                                      .exchange_deleted = exchange_deleted_hook,
+                                      .exchange_created = exchange_created_hook};
     v->srv = s;
     v->name = strdup(name);
     v->nbuckets = 64;
     v->buckets = calloc(v->nbuckets, sizeof *v->buckets);
+    v->policies = policy_set_new();
     v->routes = route_table_new(name, &hooks, v);
     v->description = strdup("");
     v->tags = strdup("");
     v->default_queue_type = strdup("");
-    if (!v->name || !v->buckets || !v->routes || !v->description || !v->tags ||
+    if (!v->name || !v->buckets || !v->policies || !v->routes || !v->description || !v->tags ||
         !v->default_queue_type) {
         vhost_free(v);
         return NULL;
@@ -72,6 +80,7 @@ void vhost_free(vhost *v)
     }
     if (v->routes)
         route_table_free(v->routes);
+    policy_set_free(v->policies);
     free(v->buckets);
     free(v->replies);
     free(v->name);
@@ -122,6 +131,8 @@ void vhost_foreach_queue(vhost *v, void (*fn)(void *arg, queue *q), void *arg)
 const char *vhost_name(const vhost *v) { return v->name; }
 bool vhost_closing(const vhost *v) { return v->closing; }
 route_table *vhost_routes(vhost *v) { return v->routes; }
+policy_set *vhost_policies(vhost *v) { return v->policies; }
+
 server *vhost_server(vhost *v) { return v->srv; }
 
 queue *vhost_queue_find(vhost *v, amqp_bytes name)
