@@ -133,8 +133,11 @@ static void erl_string(wctl_buf *out, const char *s)
         printable = erl_printable(next_cp(&p));
     if (!printable) {
         wctl_buf_puts(out, "[");
-        for (p = (const unsigned char *)s; *p;)
-            wctl_buf_printf(out, "%s%u", p == (const unsigned char *)s ? "" : ",", next_cp(&p));
+        for (p = (const unsigned char *)s; *p;) {
+            bool first = p == (const unsigned char *)s;
+            uint32_t cp = next_cp(&p);
+            wctl_buf_printf(out, "%s%u", first ? "" : ",", cp);
+        }
         wctl_buf_puts(out, "]");
         return;
     }
