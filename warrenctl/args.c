@@ -155,8 +155,10 @@ static bool take_option(int argc, char **argv, int *i, wctl_opts *o, char *err, 
     } else {
         d = a[2] ? NULL : find_short(a[1], o);
     }
-    if (!d || (inline_value && !d->value))
+    if (!d || (inline_value && !d->value)) {
+        echo(o, a);
         return bad_option(a, err, errlen);
+    }
     if (!d->connection)
         echo(o, a);
     if (d->value) {

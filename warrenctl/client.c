@@ -71,14 +71,15 @@ static bool init_unix(wctl_ctx *c, const wctl_opts *o, char *err, size_t errlen)
                  SOCKET_NAME);
         path = joined;
     }
-    if (strlen(path) >= sizeof c->target.unix_path) {
-        snprintf(err, errlen, "socket path too long (%zu bytes, at most %zu): %s", strlen(path),
+    size_t len = strlen(path);
+    if (len >= sizeof c->target.unix_path) {
+        snprintf(err, errlen, "socket path too long (%zu bytes, at most %zu): %s", len,
                  sizeof c->target.unix_path - 1, path);
         return false;
     }
     c->target.is_unix = true;
-    snprintf(c->target.unix_path, sizeof c->target.unix_path, "%s", path);
-    snprintf(c->where, sizeof c->where, "%s", path);
+    memcpy(c->target.unix_path, path, len + 1); /* both fit: sun_path < where */
+    memcpy(c->where, path, len + 1);
     return true;
 }
 
@@ -155,6 +156,14 @@ int wctl_usage_error(const wctl_ctx *c, int code, const char *fmt, ...)
     return code;
 }
 
+int wctl_no_such_vhost(wctl_ctx *c, const char *vhost)
+{
+    (void)c;
+    fflush(stdout);
+    fprintf(stderr, "Virtual host '%s' does not exist\n", vhost);
+    return WCTL_EXIT_DATAERR;
+}
+
 int wctl_done(wctl_ctx *c)
 {
     if (c->o->json)
@@ -186,7 +195,7 @@ static void build_request(const wctl_ctx *c, wctl_buf *req, const char *method, 
         wctl_buf_printf(req, "Host: [%s]:%d\r\n", c->target.host, c->target.port);
     else
         wctl_buf_printf(req, "Host: %s:%d\r\n", c->target.host, c->target.port);
-    wctl_buf_puts(req, "User-Agent: warrenctl\r\nAccept: application/json\r\nConnection: close\r\n");
+    wctl_buf_puts(req, "User-Agent: warrenctl\r\nAccept: */*\r\nConnection: close\r\n");
     if (auth && *auth)
         wctl_buf_printf(req, "Authorization: %s\r\n", auth);
     if (extra_header)
@@ -304,8 +313,8 @@ int wctl_http_error(wctl_ctx *c, const wctl_response *r)
     wctl_buf why = {0};
     wctl_error_reason(r, &why);
     if (r->status == 401)
-        wctl_error("%s refused warrenctl's credentials (HTTP 401: %s); give them with -u USER "
-                   "-p PASS before the command",
+        wctl_error("%s refused the request (HTTP 401: %s): check the user given with -u and -p "
+                   "(before the command name) and its permissions",
                    c->where, wctl_buf_str(&why));
     else if (r->status == 403)
         wctl_error("access refused (HTTP 403): %s", wctl_buf_str(&why));

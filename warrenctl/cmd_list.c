@@ -7,7 +7,9 @@
 
 #include "wctl_internal.h"
 
-typedef enum scope { NODE, VHOST, USER } scope;
+/* VHOST_CHECKED: rabbitmqctl's non-streaming lists, which say when the
+ * vhost does not exist; the streaming ones just list nothing. */
+typedef enum scope { NODE, VHOST, VHOST_CHECKED, USER } scope;
 
 typedef struct list_spec {
     const char *command;
@@ -26,14 +28,14 @@ static const list_spec specs[] = {
     {"list_consumers", "/api/consumers", "", VHOST, "Listing consumers in vhost %s ..."},
     {"list_users", "/api/users", "", NODE, "Listing users ..."},
     {"list_vhosts", "/api/vhosts", "", NODE, "Listing vhosts ..."},
-    {"list_permissions", "/api/vhosts", "/permissions", VHOST,
+    {"list_permissions", "/api/vhosts", "/permissions", VHOST_CHECKED,
      "Listing permissions for vhost \"%s\" ..."},
     {"list_user_permissions", "/api/users", "/permissions", USER,
      "Listing permissions for user \"%s\" ..."},
-    {"list_policies", "/api/policies", "", VHOST, "Listing policies for vhost \"%s\" ..."},
-    {"list_operator_policies", "/api/operator-policies", "", VHOST,
+    {"list_policies", "/api/policies", "", VHOST_CHECKED, "Listing policies for vhost \"%s\" ..."},
+    {"list_operator_policies", "/api/operator-policies", "", VHOST_CHECKED,
      "Listing operator policy overrides for vhost \"%s\" ..."},
-    {"list_topic_permissions", "/api/vhosts", "/topic-permissions", VHOST,
+    {"list_topic_permissions", "/api/vhosts", "/topic-permissions", VHOST_CHECKED,
      "Listing topic permissions for vhost \"%s\" ..."},
     {"list_user_topic_permissions", "/api/users", "/topic-permissions", USER,
      "Listing topic permissions for user \"%s\" ..."},
@@ -70,6 +72,8 @@ static int fetch_rows(wctl_ctx *c, const list_spec *s, const char *subject, json
         wctl_error("{:no_such_user, \"%s\"}", subject);
         return WCTL_EXIT_UNAVAILABLE;
     }
+    if (rc == 0 && status == 404 && s->scope == VHOST_CHECKED)
+        return wctl_no_such_vhost(c, subject);
     if (rc == 0 && !*out)
         *out = json_array(); /* no such vhost: nothing to list */
     return rc;

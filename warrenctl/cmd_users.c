@@ -261,22 +261,13 @@ int wctl_cmd_add_vhost(wctl_ctx *c)
     return wctl_change(c, "PUT", &path, body, NULL, NULL, NULL);
 }
 
-/* rabbitmqctl prints this one without its "Error:" line. */
-static int no_such_vhost(wctl_ctx *c, const char *vhost)
-{
-    (void)c;
-    fflush(stdout);
-    fprintf(stderr, "Virtual host '%s' does not exist\n", vhost);
-    return WCTL_EXIT_DATAERR;
-}
-
 int wctl_cmd_delete_vhost(wctl_ctx *c)
 {
     const char *vhost = c->o->args[0];
     wctl_info(c, "Deleting vhost \"%s\" ...", vhost);
     wctl_buf path = {0};
     wctl_api_path(&path, "/api/vhosts", vhost, (const char *)NULL);
-    return wctl_change(c, "DELETE", &path, NULL, NULL, no_such_vhost, vhost);
+    return wctl_change(c, "DELETE", &path, NULL, NULL, wctl_no_such_vhost, vhost);
 }
 
 /* ---- permissions ----------------------------------------------------------------------- */
@@ -374,7 +365,7 @@ int wctl_cmd_set_policy(wctl_ctx *c)
     wctl_buf path = {0};
     wctl_api_path(&path, op ? "/api/operator-policies" : "/api/policies", o->vhost, a[0],
                   (const char *)NULL);
-    return wctl_change(c, "PUT", &path, body, NULL, no_such_vhost, o->vhost);
+    return wctl_change(c, "PUT", &path, body, NULL, wctl_no_such_vhost, o->vhost);
 }
 
 static int no_such_policy(wctl_ctx *c, const char *name)

@@ -116,6 +116,9 @@ int wctl_usage_error(const wctl_ctx *c, int code, const char *fmt, ...)
  * --formatter json {"node":...,"result":"ok"}. Returns 0. */
 int wctl_done(wctl_ctx *c);
 
+/* rabbitmqctl's "Virtual host 'x' does not exist" (no "Error:" line); 65. */
+int wctl_no_such_vhost(wctl_ctx *c, const char *vhost);
+
 /* Appends "/api/<a>/<seg1>/<seg2>..." with each segment percent-encoded;
  * the list ends with NULL. */
 void wctl_api_path(wctl_buf *out, const char *base, ...) __attribute__((sentinel));
