@@ -29,6 +29,14 @@ static const unit units[] = {
     {"gb", 1e9}, {"gib", 1073741824.0}, {"tb", 1e12}, {"tib", 1099511627776.0},
 };
 
+static const unit *find_unit(const char *name)
+{
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(units[i].name, name) == 0)
+            return &units[i];
+    return NULL;
+}
+
 /* "0.1371 gb": rabbitmqctl rounds to 4 decimals and prints Erlang's float. */
 static void amount(wctl_buf *out, const json_t *bytes, const unit *u)
 {
@@ -200,16 +208,10 @@ static int status_json(const json_t *ov, const json_t *node)
 
 int wctl_cmd_status(wctl_ctx *c)
 {
-    const unit *u = &units[5];
-    if (c->o->unit) {
-        u = NULL;
-        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-            if (strcmp(units[i].name, c->o->unit) == 0)
-                u = &units[i];
-        if (!u)
-            return wctl_usage_error(c, WCTL_EXIT_USAGE, "unit '%s' is not one of bytes, kb, kib, "
-                                    "mb, mib, gb, gib, tb, tib", c->o->unit);
-    }
+    const unit *u = find_unit(c->o->unit ? c->o->unit : "gb");
+    if (!u)
+        return wctl_usage_error(c, WCTL_EXIT_USAGE, "unit '%s' is not one of bytes, kb, kib, "
+                                "mb, mib, gb, gib, tb, tib", c->o->unit);
     json_t *ov, *nodes, *vhosts;
     int rc = wctl_get_json(c, "/api/overview", false, &ov, NULL);
     if (rc)
