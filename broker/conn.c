@@ -392,6 +392,8 @@ static int handle_content_frame(conn *c, const amqp_frame *f, amqp_error *err)
         err->method_id = AMQP_BASIC_PUBLISH;
         return AMQP_ERROR;
     }
+    if (err->final)
+        return AMQP_ERROR; /* a non-finite float: the codec's 502 stands */
     /* Malformed properties crash RabbitMQ's channel: a bare 541. */
     err->code = AMQP_INTERNAL_ERROR;
     err->method_id = 0;
