@@ -352,5 +352,110 @@ class Methods(MalformedTest):
             self.r.recv_method(timeout=1)
 
 
+# ---------------------------------------------------------------- hostile input (issue 9)
+
+NAN_D = bytes.fromhex("7ff8000000000000")
+
+
+def table(entries):
+    return struct.pack(">I", len(entries)) + entries
+
+
+class NonFiniteFloats(MalformedTest):
+    """A NaN or infinite float in a field table is a malformed frame to
+    Warren: connection.close 502 SYNTAX_ERROR, on every path. RabbitMQ 3.10
+    cannot represent the value: it drops the connection without a close
+    frame for method arguments and closes with 541 for content-header
+    properties (with WARREN_TEST_TARGET these tests expect that instead)."""
+
+    def expect_refused(self, ids, text, rabbit):
+        if h.TARGET:
+            if rabbit == "silent":
+                self.expect_silent_close()
+            else:
+                self.expect_close(h.INTERNAL_ERROR, (0, 0), "INTERNAL_ERROR")
+            return
+        self.expect_close(h.SYNTAX_ERROR, ids, text)
+
+    def test_issue_queue_bind_x_match_nan(self):
+        self.open()
+        self.r.rpc(1, S.Queue.Declare(queue="q", exclusive=True), S.Queue.DeclareOk)
+        self.r.send(bytes.fromhex("0100010000002b00320014000001710b616d712e6865616465727300000000001107"
+                                  "782d6d61746368647ff8000000000000ce"))
+        self.expect_refused((50, 20), "SYNTAX_ERROR - non-finite double value NaN in table key 'x-match'",
+                            "silent")
+
+    def test_issue_queue_declare_x_overflow_nan(self):
+        self.open()
+        self.r.send(bytes.fromhex("010001000000220032000a000002717100000000140a782d6f766572666c6f7764"
+                                  "7ff8000000000000ce"))
+        self.expect_refused((50, 10), "SYNTAX_ERROR - non-finite double value NaN in table key 'x-overflow'",
+                            "silent")
+
+    def test_infinite_float_in_nested_array_of_consume_arguments(self):
+        self.open()
+        args = table(b"\x01tF" + table(b"\x01aA" + struct.pack(">I", 9) + b"V" + b"V" + b"f\xff\x80\0\0"
+                                       + b"V" + b"V"))
+        payload = struct.pack(">HHH", 60, 20, 0) + h.shortstr(b"nowhere") + h.shortstr(b"") + b"\0" + args
+        self.r.send_frame(h.FRAME_METHOD, 1, payload)
+        self.expect_refused((60, 20), "SYNTAX_ERROR - non-finite float value -Infinity in array ''", "silent")
+
+    def test_nan_in_message_headers(self):
+        self.open()
+        props = struct.pack(">H", 0x2000) + table(b"\x01nF" + table(b"\x01xd" + NAN_D))
+        self.r.send(PUBLISH + h.header_bytes(1, 0, props=props))
+        self.expect_refused((0, 0), "SYNTAX_ERROR - non-finite double value NaN in table key 'x'", 541)
+
+    def test_nan_in_client_properties_closes_before_tune(self):
+        # Before tune-ok every error is a bare TCP close, as in RabbitMQ.
+        self.r.send(h.PROTOCOL_HEADER)
+        self.r.expect(S.Connection.Start, 0)
+        props = table(b"\x07productd" + NAN_D)
+        payload = (struct.pack(">HH", 10, 11) + props + h.shortstr(b"PLAIN")
+                   + h.longstr(b"\0guest\0guest") + h.shortstr(b"en_US"))
+        self.r.send_frame(h.FRAME_METHOD, 0, payload)
+        self.expect_silent_close()
+
+    def test_finite_extremes_are_accepted(self):
+        # DBL_MAX, the smallest subnormal and -0.0 are ordinary values: the
+        # queue is declared and its arguments are compared on redeclare.
+        self.open()
+        q = h.unique("q").encode()
+        entries = (b"\x01ad" + bytes.fromhex("7fefffffffffffff") + b"\x01bd" + bytes.fromhex("0000000000000001")
+                   + b"\x01cd" + bytes.fromhex("8000000000000000"))
+        payload = struct.pack(">HHH", 50, 10, 0) + h.shortstr(q) + b"\x08" + table(entries)  # exclusive
+        self.r.send_frame(h.FRAME_METHOD, 1, payload)
+        self.r.expect(S.Queue.DeclareOk, 1)
+        self.r.close_cleanly()
+
+
+class LogForgery(unittest.TestCase):
+    """Client bytes are escaped in the log: the issue's queue.declare whose
+    table key carries a newline and a fake log line leaves one escaped
+    line, never a line of its own."""
+
+    @h.needs_own_broker
+    def test_issue_forged_log_line(self):
+        proc = h.WarrenProcess()
+        addr = proc.start()
+        self.addCleanup(proc.stop)
+        r = h.RawClient(addr)
+        self.addCleanup(r.close)
+        r.handshake()
+        r.open_channel(1)
+        r.send(bytes.fromhex("010001000000400032000a000001710000000033316b0a323032362d31322d30312030303a"
+                             "30303a30302e303030205b6572726f725d20464f52474544204c4f47204c494e45f6ce"))
+        with self.assertRaises(h.Closed):  # unknown field type 0xf6: a bare close, as RabbitMQ
+            r.recv_method(timeout=5)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("FORGED" in ln for ln in proc.log_lines):
+            time.sleep(0.05)
+        hits = [ln for ln in proc.log_lines if "FORGED" in ln]
+        self.assertEqual(len(hits), 1, proc.log_tail())
+        self.assertIn("'k\\x0a2026-12-01 00:00:00.000 [error] FORGED LOG LINE'", hits[0])
+        self.assertFalse(any(ln.startswith("2026-12-01 00:00:00.000") for ln in proc.log_lines), proc.log_tail())
+        self.assertEqual(proc.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main()
