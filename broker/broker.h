@@ -210,6 +210,9 @@ bool server_memory_alarm(const server *s);
  * should wait for the disk (with hysteresis; they resume on a sync). */
 bool server_journal_lagging(server *s);
 void server_conn_closed(server *s, conn *c);
+/* accept() calls that failed since start (EMFILE, ENFILE, ...); each one
+ * pauses the listener briefly instead of retrying at once. */
+uint64_t server_accept_errors(const server *s);
 /* Refreshes the cached clock that server_now_ms returns. */
 void server_touch_clock(server *s);
 
