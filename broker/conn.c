@@ -21,6 +21,7 @@
  * A connection is never freed on the stack of its own callbacks: teardown
  * marks it CLOSED and the free runs from a zero-delay event.
  */
+#include <assert.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdio.h>
@@ -135,6 +136,25 @@ vhost *conn_vhost(conn *c) { return c->vh; }
 const char *conn_user(const conn *c) { return c->user; }
 uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
 bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
+uint64_t conn_content_bytes(const conn *c) { return c->content_held; }
+
+/* ---- unfinished message bodies ------------------------------------------ */
+
+static int content_over_share(conn *c, amqp_error *err)
+{
+    return amqp_fail(err, AMQP_RESOURCE_ERROR, 0,
+                     "unfinished message bodies on this connection hold %llu bytes, more than "
+                     "its share of the broker's limit for them",
+                     (unsigned long long)c->content_held);
+}
+
+int conn_content_held(conn *c, int64_t delta, amqp_error *err)
+{
+    c->content_held = (uint64_t)((int64_t)c->content_held + delta);
+    if (server_content_held(c->srv, delta, c->content_held) || delta <= 0)
+        return AMQP_OK;
+    return content_over_share(c, err);
+}
 
 /* ---- channels table ----------------------------------------------------- */
 
@@ -236,6 +256,7 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     conn *c = arg;
+    assert(c->content_held == 0); /* every channel released its content */
     server_conn_closed(c->srv, c);
     transport_free(c->t);
     free(c->chans);
@@ -565,6 +586,14 @@ void conn_tick(conn *c, uint64_t now)
     if (c->state == S_CLOSING || c->state == S_LINGER) {
         if (now > c->close_deadline_ms)
             conn_teardown(c);
+        return;
+    }
+    /* A connection that holds more than its share of unfinished bodies
+     * while others keep growing them is closed, even if it sends nothing. */
+    if (c->content_held && !server_content_held(c->srv, 0, c->content_held)) {
+        amqp_error err;
+        content_over_share(c, &err);
+        conn_raise(c, 0, &err);
         return;
     }
     if (c->state < S_OPEN_WAIT) {

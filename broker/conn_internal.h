@@ -46,6 +46,7 @@ struct conn {
     chan **chans;
     uint32_t nchans;
     uint32_t nopen; /* channels open, against channel_max */
+    uint64_t content_held; /* bytes of messages being assembled on its channels */
 };
 
 /* The protocol header has arrived (or part of it): answer connection.start,

@@ -62,6 +62,8 @@ struct server {
     uint64_t activity; /* bumped by each read, for the loop's polling window */
     journal_seq journal_wait; /* highest sequence a confirm or commit waits for */
     size_t memory_limit; /* bytes of message memory that raise the alarm */
+    uint64_t content_bytes; /* unfinished message bodies, all connections */
+    uint64_t content_limit; /* their budget, see server_content_held */
 };
 
 static void accept_resume(server *s);
@@ -138,6 +140,13 @@ void server_touch_clock(server *s)
     s->activity++;
 }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
+
+bool server_content_held(server *s, int64_t delta, uint64_t held)
+{
+    s->content_bytes = (uint64_t)((int64_t)s->content_bytes + delta);
+    return s->content_bytes <= s->content_limit ||
+           held <= s->content_limit / (s->nconns ? s->nconns : 1);
+}
 
 /* Publishers pause while the journal holds more than this unwritten, and
  * go on once the disk has caught up to below a quarter of it. */
@@ -458,6 +467,11 @@ server *server_new(const config *cfg)
                           ? cfg->memory_high_watermark_abs
                           : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
                                      cfg->memory_high_watermark);
+    /* Below the watermark, so bodies still arriving can never raise the
+     * alarm by themselves; never below one maximal message. */
+    s->content_limit = s->memory_limit / 2;
+    if (s->content_limit < cfg->max_message_size + cfg->frame_max)
+        s->content_limit = cfg->max_message_size + cfg->frame_max;
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();

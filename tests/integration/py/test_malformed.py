@@ -1,6 +1,7 @@
 """Malformed input, as exact bytes on a raw socket. Each expectation is what
 RabbitMQ 3.10.8 really answers (reply code, and text where it is stable);
 after every case a fresh client must still connect and work."""
+import contextlib
 import socket
 import struct
 import time
@@ -208,6 +209,16 @@ class Content(MalformedTest):
         self.open()
         self.r.send(PUBLISH + h.header_bytes(1, 3) + h.body_bytes(1, b"abcd")
                     + pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
+        self.expect_close(h.UNEXPECTED_FRAME, (60, 40),
+                          "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
+
+    def test_more_body_frames_after_one_too_long(self):
+        # Still waiting, and holding nothing: more body frames are taken in.
+        self.open()
+        self.r.send(PUBLISH + h.header_bytes(1, 3) + h.body_bytes(1, b"abcd") + h.body_bytes(1, b"ef")
+                    + h.body_bytes(1, b"g" * 1000))
+        self.r.open_channel(2)  # all read, no error yet
+        self.r.send(pika.frame.Method(1, S.Basic.Qos(prefetch_count=1)).marshal())
         self.expect_close(h.UNEXPECTED_FRAME, (60, 40),
                           "UNEXPECTED_FRAME - expected content body, got non content body frame instead")
 
@@ -456,6 +467,144 @@ class LogForgery(unittest.TestCase):
         self.assertFalse(any(ln.startswith("2026-12-01 00:00:00.000") for ln in proc.log_lines), proc.log_tail())
         self.assertEqual(proc.stop(), 0)
 
+
+class UnfinishedBodies(unittest.TestCase):
+    """Memory for a message body is taken as its bytes arrive, not as its
+    content header declares; unfinished bodies have a budget, and the
+    connection holding more than its share of it is closed (506), not the
+    broker's other clients."""
+
+    def start(self, *settings):
+        proc = h.WarrenProcess(settings)
+        addr = proc.start()
+        self.addCleanup(proc.stop)
+        return proc, addr
+
+    def publish_latencies(self, addr, n=300):
+        c = h.connect(addr)
+        ch = c.channel()
+        ch.confirm_delivery()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        times = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            ch.basic_publish("", q, b"m%d" % i)  # returns once confirmed
+            times.append(time.perf_counter() - t0)
+        self.assertEqual(ch.queue_declare(q, passive=True).method.message_count, n)
+        c.close()
+        return sorted(times)
+
+    @h.needs_own_broker
+    def test_issue_declared_128_mib_bodies_do_not_block_others(self):
+        # The issue's attack: 100 channels x (basic.publish + a content header
+        # announcing 128 MiB), no body, heartbeat 0 -- 5,900 bytes.
+        proc, addr = self.start()
+        r = h.RawClient(addr)
+        self.addCleanup(r.close)
+        r.handshake()
+        attack = b""
+        for n in range(2, 102):
+            r.open_channel(n)
+            ch = struct.pack(">H", n).hex()
+            attack += bytes.fromhex("01%s00000011003c00280000000876696374696d2e7100ce"
+                                    "02%s0000001a003c0000000000000800000090000a746578742f706c61696e02ce"
+                                    % (ch, ch))
+        r.send(attack)
+        r.rpc(1, S.Channel.Open(), S.Channel.OpenOk)  # the attacker's frames were all read
+        time.sleep(0.6)  # two housekeeping ticks, where the alarm would be raised
+        times = self.publish_latencies(addr)
+        p99 = times[int(len(times) * 0.99)]
+        self.assertLess(p99, 0.010, "p99 publish-confirm latency %.1f ms" % (p99 * 1000))
+        self.assertFalse(any("alarm" in ln for ln in proc.log_lines), proc.log_tail())
+        # a fresh client's basic.get is answered too
+        c = h.connect(addr)
+        ch = c.channel()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.basic_publish("", q, b"x")
+        self.assertEqual(ch.basic_get(q, auto_ack=True)[2], b"x")
+        c.close()
+        # the attacker is still connected, and was not refused anything
+        r.rpc(1, S.Basic.Qos(prefetch_count=1), S.Basic.QosOk)
+
+    @h.needs_own_broker
+    def test_100_mib_message_still_goes_through(self):
+        proc, addr = self.start()
+        body = bytes(range(256)) * (100 * 4096)  # 100 MiB
+        c = h.connect(addr)
+        ch = c.channel()
+        ch.confirm_delivery()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.basic_publish("", q, body)
+        m, _, got = ch.basic_get(q, auto_ack=True)
+        self.assertEqual(len(got), len(body))
+        self.assertTrue(got == body)
+        c.close()
+
+    def client(self, addr):
+        r = h.RawClient(addr)
+        self.addCleanup(r.close)
+        r.handshake()
+        return r
+
+    @staticmethod
+    def pieces(channel, n, fill):
+        """n body frames of 100 kB."""
+        return b"".join(h.body_bytes(channel, fill * 100000) for _ in range(n))
+
+    def unfinished(self, channel, queue, size, n, fill):
+        """basic.publish, a header announcing `size` octets, n body frames of 100 kB."""
+        return (pika.frame.Method(channel, S.Basic.Publish(exchange="", routing_key=queue)).marshal()
+                + h.header_bytes(channel, size) + self.pieces(channel, n, fill))
+
+    def finish_and_get(self, r, queue, n, fill, size):
+        r.send(self.pieces(1, n, fill))
+        r.send_method(1, S.Basic.Get(queue=queue, no_ack=True))
+        self.assertEqual(r.recv_content().body, fill * size)
+        r.close_cleanly()
+
+    # Both: budget max(watermark / 2, max_message_size + frame_max) = 2 MB.
+    SMALL = ("vm_memory_high_watermark.absolute=4000000", "max_message_size=1000000")
+
+    @h.needs_own_broker
+    def test_connection_over_its_share_is_closed_not_the_others(self):
+        proc, addr = self.start(*self.SMALL)
+        victim = self.client(addr)
+        victim.open_channel(1)
+        q = victim.rpc(1, S.Queue.Declare(queue="", exclusive=True), S.Queue.DeclareOk).queue
+        victim.send(self.unfinished(1, q, 900000, 7, b"v"))  # 700 of 900 kB
+        victim.open_channel(2)  # a round trip: all of it was read
+        attacker = self.client(addr)
+        # Ten unfinished 1 MB bodies with 300 kB each: over the budget, and
+        # the attacker holds far more than its share (budget / 2 connections).
+        for n in range(1, 11):
+            attacker.open_channel(n)
+        with contextlib.suppress(OSError):  # the broker may close before it has read everything
+            for n in range(1, 11):
+                attacker.send(self.unfinished(n, q, 1000000, 3, b"a"))
+        close = attacker.expect_connection_close(h.RESOURCE_ERROR, timeout=5)
+        self.assertTrue(close.reply_text.startswith("RESOURCE_ERROR - unfinished message bodies on this "
+                                                    "connection hold "), close.reply_text)
+        self.finish_and_get(victim, q, 2, b"v", 900000)  # the victim's message arrives whole
+        self.assertFalse(any("alarm" in ln for ln in proc.log_lines), proc.log_tail())
+
+    @h.needs_own_broker
+    def test_idle_holder_over_its_share_is_closed_when_others_grow(self):
+        proc, addr = self.start(*self.SMALL)
+        holder = self.client(addr)
+        # 1.6 MB held in two unfinished bodies: within the 2 MB budget, so fine for now.
+        for n in (1, 2):
+            holder.open_channel(n)
+            holder.send(self.unfinished(n, "nowhere", 1000000, 8, b"h"))
+        holder.open_channel(3)  # a round trip: all of it was read...
+        time.sleep(0.6)  # ...and two ticks later it is still connected
+        other = self.client(addr)
+        other.open_channel(1)
+        q = other.rpc(1, S.Queue.Declare(queue="", exclusive=True), S.Queue.DeclareOk).queue
+        # 600 kB more from another connection: over the budget; the idle
+        # holder (1.6 MB, more than 2 MB / 2) is the one closed, at the next tick.
+        other.send(self.unfinished(1, q, 900000, 6, b"o"))
+        holder.expect_connection_close(h.RESOURCE_ERROR, timeout=5)
+        self.finish_and_get(other, q, 3, b"o", 900000)
 
 if __name__ == "__main__":
     unittest.main()
