@@ -10,7 +10,8 @@
  *   any --close-ok / EOF / timeout--> CLOSED (flush output, then free)
  *
  * Channels live in `chans`, indexed by channel number and grown on demand
- * (clients number channels from 1 up), so an idle connection stays small.
+ * (clients number channels from 1 up), so an idle connection stays small;
+ * numbers from 256 up, which a peer may pick at will, in a hash table.
  * A channel that we closed with an error keeps the CHAN_CLOSING marker in its
  * slot until the client's close-ok, and frames for it are ignored meanwhile.
  *
@@ -158,11 +159,84 @@ int conn_content_held(conn *c, int64_t delta, amqp_error *err)
 
 /* ---- channels table ----------------------------------------------------- */
 
-static chan *chan_slot(conn *c, uint16_t n) { return n < c->nchans ? c->chans[n] : NULL; }
+/* Channel numbers below LOW_CHANNELS (clients count from 1) index `chans`,
+ * grown on demand up to that size. A peer may open any number up to 65535,
+ * as RabbitMQ allows; the higher ones live in `high`, a linear-probing
+ * table sized by how many there are, not by how large a number the peer
+ * picked (a flat array indexed by it made one channel.open cost 512 KiB). */
+#define LOW_CHANNELS 256u
+#define HIGH_MIN_CAP 8u
 
-static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
+/* Fibonacci hashing: the high bits of the product, so numbers that share
+ * their low bits (256, 512, ...) still spread. */
+static uint32_t high_home(const conn *c, uint16_t n)
+{
+    return (uint32_t)(((uint64_t)n * 0x9E3779B97F4A7C15ull) >> 40) & (c->high_cap - 1);
+}
+
+static chan_entry *high_find(conn *c, uint16_t n)
+{
+    for (uint32_t i = c->high_cap ? high_home(c, n) : 0; c->high_cap && c->high[i].ch;
+         i = (i + 1) & (c->high_cap - 1))
+        if (c->high[i].number == n)
+            return &c->high[i];
+    return NULL;
+}
+
+static void high_insert(conn *c, uint16_t n, chan *ch)
+{
+    uint32_t i = high_home(c, n);
+    while (c->high[i].ch)
+        i = (i + 1) & (c->high_cap - 1);
+    c->high[i] = (chan_entry){n, ch};
+    c->nhigh++;
+}
+
+static bool high_grow(conn *c)
+{
+    uint32_t old_cap = c->high_cap, cap = old_cap ? old_cap * 2 : HIGH_MIN_CAP;
+    chan_entry *old = c->high, *grown = calloc(cap, sizeof *grown);
+    if (!grown)
+        return false;
+    c->high = grown;
+    c->high_cap = cap;
+    c->nhigh = 0;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].ch)
+            high_insert(c, old[i].number, old[i].ch);
+    free(old);
+    return true;
+}
+
+/* Deletes by shifting later entries of the cluster back (no tombstones). */
+static void high_delete(conn *c, chan_entry *e)
+{
+    uint32_t mask = c->high_cap - 1, hole = (uint32_t)(e - c->high);
+    for (uint32_t j = (hole + 1) & mask; c->high[j].ch; j = (j + 1) & mask) {
+        uint32_t home = high_home(c, c->high[j].number);
+        /* j's entry may fill the hole unless its home lies in (hole, j] */
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            c->high[hole] = c->high[j];
+            hole = j;
+        }
+    }
+    c->high[hole] = (chan_entry){0, NULL};
+    c->nhigh--;
+}
+
+static chan *chan_slot(conn *c, uint16_t n)
+{
+    if (n < LOW_CHANNELS)
+        return n < c->nchans ? c->chans[n] : NULL;
+    chan_entry *e = high_find(c, n);
+    return e ? e->ch : NULL;
+}
+
+static bool set_low_slot(conn *c, uint16_t n, chan *ch)
 {
     if (n >= c->nchans) {
+        if (!ch)
+            return true;
         uint32_t cap = c->nchans ? c->nchans : 4;
         while (cap <= n)
             cap *= 2;
@@ -177,11 +251,42 @@ static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
     return true;
 }
 
+/* Sets slot n to ch (NULL empties it, and cannot fail). False on OOM. */
+static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
+{
+    if (n < LOW_CHANNELS)
+        return set_low_slot(c, n, ch);
+    chan_entry *e = high_find(c, n);
+    if (e) {
+        if (ch)
+            e->ch = ch;
+        else
+            high_delete(c, e);
+        return true;
+    }
+    if (!ch)
+        return true;
+    if (2 * (c->nhigh + 1) > c->high_cap && !high_grow(c))
+        return false;
+    high_insert(c, n, ch);
+    return true;
+}
+
+/* Channels are visited by slot index: the low array, then the table. */
+static uint32_t chan_slots(const conn *c) { return c->nchans + c->high_cap; }
+
+/* The open channel at slot index i, or NULL (empty, or closing). */
+static chan *chan_at(const conn *c, uint32_t i)
+{
+    chan *ch = i < c->nchans ? c->chans[i] : c->high[i - c->nchans].ch;
+    return ch == CHAN_CLOSING ? NULL : ch;
+}
+
 /* Frees the channel in slot n, leaving `marker` (NULL or CHAN_CLOSING). */
 static void close_channel(conn *c, uint16_t n, chan *marker)
 {
-    chan *ch = c->chans[n];
-    c->chans[n] = marker;
+    chan *ch = chan_slot(c, n);
+    set_chan_slot(c, n, marker); /* the slot exists: replacing or emptying cannot fail */
     if (ch && ch != CHAN_CLOSING) {
         c->nopen--;
         chan_free(ch);
@@ -192,6 +297,11 @@ static void free_channels(conn *c)
 {
     for (uint32_t i = 0; i < c->nchans; i++)
         close_channel(c, (uint16_t)i, NULL);
+    /* a deletion may shift an entry back into a slot already passed: repeat */
+    while (c->nhigh)
+        for (uint32_t i = 0; i < c->high_cap; i++)
+            while (c->high[i].ch)
+                close_channel(c, c->high[i].number, NULL);
 }
 
 /* ---- errors and closing ------------------------------------------------- */
@@ -260,6 +370,7 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     server_conn_closed(c->srv, c);
     transport_free(c->t);
     free(c->chans);
+    free(c->high);
     free(c);
 }
 
@@ -310,7 +421,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
     if (ch == CHAN_CLOSING) {
         /* Waiting for close-ok: everything else is dropped, as RabbitMQ does. */
         if (m->id == AMQP_CHANNEL_CLOSE_OK) {
-            c->chans[n] = NULL;
+            set_chan_slot(c, n, NULL);
         } else if (m->id == AMQP_CHANNEL_CLOSE) {
             /* the client's close crossed ours: answer it, still await close-ok */
             amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
@@ -330,8 +441,11 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
                              "channel_max (%u)",
                              c->nopen, c->channel_max);
         ch = chan_new(c, n);
-        if (!ch || !set_chan_slot(c, n, ch))
+        if (!ch || !set_chan_slot(c, n, ch)) {
+            if (ch)
+                chan_free(ch);
             return amqp_fail(err, AMQP_INTERNAL_ERROR, m->id, "out of memory");
+        }
         c->nopen++;
         amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
         conn_send_method(c, n, &ok);
@@ -441,9 +555,9 @@ static int handle_frame(conn *c, const amqp_frame *f, amqp_error *err)
 
 static void flush_confirms(conn *c)
 {
-    for (uint32_t i = 0; i < c->nchans; i++) {
-        chan *ch = c->chans[i];
-        if (ch && ch != CHAN_CLOSING)
+    for (uint32_t i = 0; i < chan_slots(c); i++) {
+        chan *ch = chan_at(c, i);
+        if (ch)
             chan_flush_confirms(ch);
     }
 }
@@ -512,9 +626,9 @@ static void on_read(void *arg)
 static void resume_deliveries(conn *c)
 {
     c->output_blocked = false;
-    for (uint32_t i = 0; i < c->nchans && c->state == S_OPEN; i++) {
-        chan *ch = c->chans[i];
-        if (ch && ch != CHAN_CLOSING)
+    for (uint32_t i = 0; i < chan_slots(c) && c->state == S_OPEN; i++) {
+        chan *ch = chan_at(c, i);
+        if (ch)
             chan_resume(ch);
     }
 }
@@ -659,9 +773,9 @@ void conn_journal_synced(conn *c)
         if (!c->reading_paused && !c->reading_blocked)
             on_read(c); /* frames may be waiting in the input buffer */
     }
-    for (uint32_t i = 0; c->state == S_OPEN && i < c->nchans; i++) {
-        chan *ch = c->chans[i];
-        if (ch && ch != CHAN_CLOSING)
+    for (uint32_t i = 0; c->state == S_OPEN && i < chan_slots(c); i++) {
+        chan *ch = chan_at(c, i);
+        if (ch)
             chan_flush_confirms(ch);
     }
 }

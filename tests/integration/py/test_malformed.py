@@ -606,5 +606,70 @@ class UnfinishedBodies(unittest.TestCase):
         holder.expect_connection_close(h.RESOURCE_ERROR, timeout=5)
         self.finish_and_get(other, q, 3, b"o", 900000)
 
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+
+
+class ChannelNumbers(unittest.TestCase):
+    """A peer may open any channel number up to 65535 (RabbitMQ only limits
+    how many are open); a high number must not cost memory in proportion."""
+
+    @staticmethod
+    def replies(r, n):
+        """The next n methods as a set of (channel, name): RabbitMQ's
+        channels answer in their own order."""
+        got = set()
+        for _ in range(n):
+            f = r.recv_method()
+            got.add((f.channel_number, f.method.NAME))
+        return got
+
+    def test_random_channel_numbers_open_work_and_close(self):
+        import random
+        rnd = random.Random(9)
+        numbers = sorted(set(rnd.randrange(1, 65536) for _ in range(300)) | {255, 256, 511, 512, 65535})
+        r = h.RawClient()
+        self.addCleanup(r.close)
+        r.handshake()
+        is_open = set()
+        for _ in range(4):
+            batch = rnd.sample(numbers, len(numbers) // 2)
+            for n in batch:  # open what is closed, close what is open, pipelined
+                r.send_method(n, S.Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0)
+                              if n in is_open else S.Channel.Open())
+            want = {(n, "Channel.CloseOk" if n in is_open else "Channel.OpenOk") for n in batch}
+            self.assertEqual(self.replies(r, len(batch)), want)
+            is_open ^= set(batch)
+            for n in sorted(is_open):  # every open one answers on its own number
+                r.send_method(n, S.Basic.Qos(prefetch_count=n % 100))
+            self.assertEqual(self.replies(r, len(is_open)), {(n, "Basic.QosOk") for n in is_open})
+        # a channel error leaves a closing marker until close-ok, high or low
+        for n in (65535, 3):
+            if n not in is_open:
+                r.rpc(n, S.Channel.Open(), S.Channel.OpenOk)
+            r.send_method(n, S.Queue.Declare(queue="nowhere-%d" % n, passive=True))
+            self.assertEqual(r.expect_channel_close(n, h.NOT_FOUND).reply_code, h.NOT_FOUND)
+            r.rpc(n, S.Channel.Open(), S.Channel.OpenOk)
+        r.close_cleanly()
+
+    @h.needs_own_broker
+    def test_channel_65535_costs_little(self):
+        proc = h.WarrenProcess()
+        addr = proc.start()
+        self.addCleanup(proc.stop)
+        clients = []
+        self.addCleanup(lambda: [c.close() for c in clients])
+        before = rss_kb(proc.proc.pid)
+        for _ in range(100):
+            r = h.RawClient(addr)
+            clients.append(r)
+            r.handshake()
+            r.open_channel(65535)
+        grown = rss_kb(proc.proc.pid) - before
+        # a flat table indexed by the number took 512 KiB per connection
+        self.assertLess(grown, 10000, "RSS grew by %d kB for 100 connections" % grown)
+
+
 if __name__ == "__main__":
     unittest.main()
