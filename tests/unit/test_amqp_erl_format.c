@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -153,6 +154,31 @@ static void test_other_terms(void **state)
     assert_string_equal(amqp_erl_value(&s, buf, sizeof buf), "a\"b\n");
 }
 
+/* A frame's worth of client bytes printed into an error text's buffer:
+ * the work is bounded by the buffer, not by the value (a 16 MiB payload
+ * took 16 million vsnprintf calls). */
+static void test_big_values_cost_what_fits(void **state)
+{
+    enum { BIG = 16 << 20 };
+    uint8_t *b = malloc(BIG);
+    char buf[160];
+
+    assert_non_null(b);
+    memset(b, 1, BIG); /* not printable: ",1" per byte */
+    amqp_field bin = {.type = 'x', .v.bytes = {b, BIG}};
+    clock_t t0 = clock();
+    amqp_erl_term(&bin, buf, sizeof buf);
+    assert_int_equal(strlen(buf), sizeof buf - 1);
+    assert_memory_equal(buf, "<<1,1,1,", 8);
+    memset(b, 'V', BIG); /* an array of 16M voids */
+    amqp_field arr = {.type = 'A', .v.bytes = {b, BIG}};
+    amqp_erl_term(&arr, buf, sizeof buf);
+    assert_memory_equal(buf, "[{void,undefined},{void,", 24);
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    assert_true(secs < 0.1);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +187,7 @@ int main(void)
         cmocka_unit_test(test_small_buffers),
         cmocka_unit_test(test_random_doubles),
         cmocka_unit_test(test_other_terms),
+        cmocka_unit_test(test_big_values_cost_what_fits),
     };
 
     return cmocka_run_group_tests_name("amqp_erl_format", tests, NULL, NULL);
