@@ -565,11 +565,12 @@ static void flush_confirms(conn *c)
 static void read_frames(conn *c)
 {
     struct evbuffer *in = transport_input(c->t);
-    const config *cfg = server_config(c->srv);
     while (c->state != S_CLOSED) {
         amqp_frame f;
         amqp_error err = {0};
-        uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : cfg->frame_max;
+        /* Before tune-ok, RabbitMQ's limit: 4096 (so a client that has not
+         * logged in can make us buffer no more than that). */
+        uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : AMQP_FRAME_MIN_SIZE;
         int r = amqp_frame_read(in, frame_max, 0, &f, &err);
         if (r == AMQP_NEED_MORE)
             break;

@@ -130,6 +130,29 @@ class Framing(MalformedTest):
         self.r.send_frame(h.FRAME_HEARTBEAT, 1, b"")
         self.expect_close(h.UNEXPECTED_FRAME, (0, 0), "UNEXPECTED_FRAME - type 8, all octets = <<>>")
 
+    def test_before_tune_ok_frames_are_limited_to_4096(self):
+        # RabbitMQ's frame_max before tuning: a client that has not logged in
+        # cannot make the broker buffer a 128 KiB frame. The header alone is
+        # refused, with a bare close.
+        self.r.send(h.PROTOCOL_HEADER)
+        self.r.expect(S.Connection.Start, 0)
+        self.r.send(struct.pack(">BHI", h.FRAME_METHOD, 0, 4097))
+        self.assertTrue(self.r.wait_closed(10))
+
+    def test_start_ok_of_4096_octets_is_fine(self):
+        self.r.send(h.PROTOCOL_HEADER)
+        self.r.expect(S.Connection.Start, 0)
+        props = {"product": "x"}
+        m = S.Connection.StartOk(client_properties=props, mechanism="PLAIN", response=b"\0guest\0guest",
+                                 locale="en_US")
+        pad = 4096 - len(h.method_payload(m))
+        props["padding"] = "p" * (pad - len(b"\x07paddingS\0\0\0\0"))
+        m = S.Connection.StartOk(client_properties=props, mechanism="PLAIN", response=b"\0guest\0guest",
+                                 locale="en_US")
+        self.assertEqual(len(h.method_payload(m)), 4096)
+        self.r.send_method(0, m)
+        self.r.expect(S.Connection.Tune, 0)
+
     def test_frame_split_byte_by_byte_is_fine(self):
         self.open()
         data = pika.frame.Method(1, S.Basic.Qos(prefetch_count=3)).marshal()
