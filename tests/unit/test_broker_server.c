@@ -1,8 +1,10 @@
-/* The server's listener without descriptors to spare: accept() failures are
+/* Persistent errors in the server's callbacks, with the real server's loop
+ * run in this process: without descriptors to spare, accept() failures are
  * counted and back off (the listener pauses) instead of being retried in a
- * busy loop, and the backlog is served once descriptors are back. The test
- * runs the real server's loop in this process, with its own soft
- * RLIMIT_NOFILE lowered to the descriptors already open. */
+ * busy loop, and the backlog is served once descriptors are back (the
+ * test lowers its own soft RLIMIT_NOFILE to the descriptors already open);
+ * without memory for a client's input, that connection is dropped. */
+#include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -102,10 +105,53 @@ static void test_accept_pauses_while_out_of_descriptors(void **state)
         close(clients[i]);
 }
 
+/* libevent's allocations go through these, so a test can refuse the large
+ * ones (an input buffer's 128 KiB chain) as if memory had run out. */
+static bool refuse_big;
+
+static void *refusing_malloc(size_t n) { return refuse_big && n >= 65536 ? NULL : malloc(n); }
+static void *refusing_realloc(void *p, size_t n)
+{
+    return refuse_big && n >= 65536 ? NULL : realloc(p, n);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+/* No memory for a client's input: the connection is dropped, not retried
+ * by a read callback that fires again at once, forever. */
+static void test_no_memory_for_input_drops_the_connection(void **state)
+{
+    (void)state;
+    int highest;
+    int fd = connect_to(listener_port(&highest));
+    run_loop_ms(50); /* accepted */
+    static const uint8_t header[8] = {'A', 'M', 'Q', 'P', 0, 0, 9, 1};
+    assert_int_equal(write(fd, header, sizeof header), (ssize_t)sizeof header);
+    refuse_big = true;
+    double t0 = cpu_seconds();
+    run_loop_ms(300);
+    double used = cpu_seconds() - t0;
+    refuse_big = false;
+    uint8_t b[16];
+    ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
+    /* closed, nothing sent (a reset: the header it could not read is unread) */
+    assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+    assert_true(used < 0.1);
+    close(fd);
+}
+
 int main(void)
 {
+    event_set_mem_functions(refusing_malloc, refusing_realloc, free);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accept_pauses_while_out_of_descriptors),
+        cmocka_unit_test(test_no_memory_for_input_drops_the_connection),
     };
     return cmocka_run_group_tests_name("broker_server", tests, setup, teardown);
 }
