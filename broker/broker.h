@@ -213,11 +213,11 @@ void server_conn_opened(server *s, conn *c);
 void server_journal_wait(server *s, journal_seq seq);
 /* Unfinished message bodies (content still arriving) on all connections
  * together have a budget: half the memory high watermark, and at least one
- * message of max_message_size. A connection now holding `held` bytes of
- * them reports a change by `delta`; false when the budget is exceeded and
- * `held` is more than its share of it (the budget over the number of
- * connections), which closes that connection, never the others. */
-bool server_content_held(server *s, int64_t delta, uint64_t held);
+ * message of max_message_size. Once it is exceeded, a connection holding
+ * more than its share (the budget over the number of connections) is
+ * closed, never the others (conn_content_held). */
+uint64_t server_content_limit(const server *s);
+uint64_t server_content_share(const server *s);
 /* Whether the memory alarm is on (new connections start blocked too). */
 bool server_memory_alarm(const server *s);
 /* Whether the journal's unwritten backlog is so large that publishers
@@ -278,11 +278,16 @@ void conn_set_alarm(conn *c, bool on);
 void conn_free_now(conn *c);
 /* The memory held by messages being assembled on c's channels changed by
  * `delta` bytes. AMQP_ERROR with 506 RESOURCE_ERROR in `err` when a growth
- * leaves the connection over its share (server_content_held); the caller
- * raises it, closing the connection. */
+ * leaves the broker over its budget and this connection over its share
+ * (server_content_limit); the caller raises it, closing the connection. */
 int conn_content_held(conn *c, int64_t delta, amqp_error *err);
-/* Bytes held that way now. */
-uint64_t conn_content_bytes(const conn *c);
+/* Whether a body of `body_size` may get its room before its bytes arrive
+ * (the one-allocation fast path): it fits one frame, the connection's
+ * unfinished bodies stay under 4 MiB with it -- all a client can make the
+ * broker reserve ahead of what it sent -- and the broker's budget is not
+ * exceeded. If so, body_size + extra bytes are counted as held (as by
+ * conn_content_held) and true is returned. */
+bool conn_content_reserve(conn *c, uint64_t body_size, uint64_t extra);
 /* The journal synced more: confirms waiting for it can go out. */
 void conn_journal_synced(conn *c);
 

@@ -137,9 +137,21 @@ vhost *conn_vhost(conn *c) { return c->vh; }
 const char *conn_user(const conn *c) { return c->user; }
 uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
 bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
-uint64_t conn_content_bytes(const conn *c) { return c->content_held; }
 
 /* ---- unfinished message bodies ------------------------------------------ */
+
+#define INLINE_RESERVE_MAX (4u << 20)
+
+/* What every connection's unfinished bodies hold together, against
+ * server_content_limit. A file-level count like msg.c's: one loop thread,
+ * one server per process, and no call per report on the hot path. */
+static uint64_t content_total;
+
+static bool content_over_budget(const conn *c)
+{
+    return content_total > c->content_limit && c->content_held > server_content_share(c->srv);
+}
+
 
 static int content_over_share(conn *c, amqp_error *err)
 {
@@ -149,10 +161,22 @@ static int content_over_share(conn *c, amqp_error *err)
                      (unsigned long long)c->content_held);
 }
 
+bool conn_content_reserve(conn *c, uint64_t body_size, uint64_t extra)
+{
+    uint64_t n = body_size + extra;
+    if (body_size > c->frame_max - AMQP_FRAME_OVERHEAD ||
+        c->content_held + n > INLINE_RESERVE_MAX || content_total + n > c->content_limit)
+        return false;
+    c->content_held += n;
+    content_total += n;
+    return true;
+}
+
 int conn_content_held(conn *c, int64_t delta, amqp_error *err)
 {
     c->content_held = (uint64_t)((int64_t)c->content_held + delta);
-    if (server_content_held(c->srv, delta, c->content_held) || delta <= 0)
+    content_total = (uint64_t)((int64_t)content_total + delta);
+    if (delta <= 0 || !content_over_budget(c))
         return AMQP_OK;
     return content_over_share(c, err);
 }
@@ -683,6 +707,7 @@ void conn_accept(server *s, int fd, bool loopback, const char *peer)
     c->loopback = loopback;
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     c->frame_max = server_config(s)->frame_max;
+    c->content_limit = server_content_limit(s);
     c->channel_max = server_config(s)->channel_max;
     c->opened_ms = c->last_recv_ms = c->last_send_ms = server_now_ms(s);
     server_conn_opened(s, c);
@@ -705,7 +730,7 @@ void conn_tick(conn *c, uint64_t now)
     }
     /* A connection that holds more than its share of unfinished bodies
      * while others keep growing them is closed, even if it sends nothing. */
-    if (c->content_held && !server_content_held(c->srv, 0, c->content_held)) {
+    if (c->content_held && content_over_budget(c)) {
         amqp_error err;
         content_over_share(c, &err);
         conn_raise(c, 0, &err);

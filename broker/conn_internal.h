@@ -54,7 +54,8 @@ struct conn {
     chan_entry *high; /* channels from 256 up: open addressing, high_cap a power of 2 */
     uint32_t nhigh, high_cap;
     uint32_t nopen; /* channels open, against channel_max */
-    uint64_t content_held; /* bytes of messages being assembled on its channels */
+    uint64_t content_held;  /* bytes of messages being assembled on its channels */
+    uint64_t content_limit; /* server_content_limit, for the check on every growth */
 };
 
 /* The protocol header has arrived (or part of it): answer connection.start,

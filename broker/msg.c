@@ -30,9 +30,10 @@ struct msg {
     uint64_t body_len; /* received so far */
     uint64_t body_cap; /* room allocated for the body so far */
     uint8_t *body;     /* inline (after the properties) or a block of body_cap bytes */
-    uint32_t alloc_size;
+    uint32_t block_bytes; /* the block's size: its class's, or what was malloc'd */
     uint8_t ex_len, rk_len;
     uint8_t size_class; /* index into pools, or NO_CLASS */
+    bool body_apart;    /* body is its own block (grown as it arrived) */
     uint8_t data[];
 };
 
@@ -57,11 +58,6 @@ static size_t live_bytes; /* RAM held by live messages, for the memory alarm */
 
 size_t msg_memory(const msg *m);
 
-static bool body_inline(const msg *m)
-{
-    return m->body == m->data + m->ex_len + m->rk_len + m->props_len;
-}
-
 static msg *alloc_block(size_t total, uint8_t *cls)
 {
     for (uint8_t i = 0; i < NCLASSES; i++) {
@@ -83,7 +79,7 @@ static msg *alloc_block(size_t total, uint8_t *cls)
 static void free_block_of(msg *m)
 {
     live_bytes -= msg_memory(m);
-    if (!body_inline(m))
+    if (m->body_apart)
         free(m->body);
     uint8_t cls = m->size_class;
     if (cls != NO_CLASS && pools[cls].count < POOL_KEEP) {
@@ -114,7 +110,9 @@ msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes pr
     m->body_size = body_size;
     m->body_len = 0;
     m->body_cap = room;
-    m->alloc_size = (uint32_t)(total > UINT32_MAX ? UINT32_MAX : total);
+    m->block_bytes = cls == NO_CLASS ? (uint32_t)(total > UINT32_MAX ? UINT32_MAX : total)
+                                     : class_sizes[cls];
+    m->body_apart = false;
     m->ex_len = (uint8_t)exchange.len;
     m->rk_len = (uint8_t)routing_key.len;
     m->size_class = cls;
@@ -155,11 +153,12 @@ static bool grow_body(msg *m, uint64_t need)
         cap = need;
     if (cap > m->body_size)
         cap = m->body_size;
-    uint8_t *b = realloc(m->body_cap ? m->body : NULL, (size_t)cap);
+    uint8_t *b = realloc(m->body_apart ? m->body : NULL, (size_t)cap);
     if (!b)
         return false;
     live_bytes += (size_t)(cap - m->body_cap);
     m->body = b;
+    m->body_apart = true;
     m->body_cap = cap;
     return true;
 }
@@ -191,8 +190,7 @@ const uint8_t *msg_body(const msg *m) { return m->body; }
 uint64_t msg_body_size(const msg *m) { return m->body_size; }
 size_t msg_memory(const msg *m)
 {
-    size_t block = m->size_class == NO_CLASS ? m->alloc_size : class_sizes[m->size_class];
-    return block + (body_inline(m) ? 0 : (size_t)m->body_cap);
+    return m->block_bytes + (m->body_apart ? (size_t)m->body_cap : 0);
 }
 
 msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,

@@ -8,8 +8,9 @@
  * Memory for a body is what has arrived, not what the header declares: a
  * body that fits one frame gets its room with the message (one allocation,
  * the common case) while the connection's unfinished bodies stay under
- * INLINE_RESERVE_MAX -- all a client can make us reserve ahead of its
- * bytes -- and any other body grows as its frames come (msg_new_incoming).
+ * 4 MiB (conn_content_reserve) -- all a client can make us reserve
+ * ahead of its bytes -- and any other body grows as its frames come
+ * (msg_new_incoming).
  * The message being assembled is reported to the connection as it grows
  * (pub_held), and released when it is complete or dropped; a connection
  * past its share of the broker's budget for unfinished bodies gets a 506.
@@ -28,7 +29,7 @@
 
 /* ---- publishing --------------------------------------------------------- */
 
-#define INLINE_RESERVE_MAX (4u << 20)
+#define MSG_HEADER_ESTIMATE 64
 
 /* Reports pub_msg's current size to the connection. */
 static int content_grew(chan *ch, amqp_error *err)
@@ -113,12 +114,14 @@ int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err)
     if (h->body_size <= server_config(conn_server(ch->c))->max_message_size) {
         amqp_bytes ex = {ch->pub_exchange, ch->pub_exchange_len};
         amqp_bytes rk = {ch->pub_rkey, ch->pub_rkey_len};
-        bool one_frame = h->body_size <= conn_frame_max(ch->c) - AMQP_FRAME_OVERHEAD &&
-                         conn_content_bytes(ch->c) + h->body_size <= INLINE_RESERVE_MAX;
+        /* reserved: about the message's block (header, names, properties, body) */
+        uint64_t extra = MSG_HEADER_ESTIMATE + ex.len + rk.len + h->properties.len;
+        bool one_frame = h->body_size && conn_content_reserve(ch->c, h->body_size, extra);
+        ch->pub_held = one_frame ? h->body_size + extra : 0;
         ch->pub_msg = msg_new_incoming(ex, rk, h->properties, h->body_size, one_frame);
         if (!ch->pub_msg)
             return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
-        if (h->body_size && content_grew(ch, err) != AMQP_OK)
+        if (h->body_size && !one_frame && content_grew(ch, err) != AMQP_OK)
             return AMQP_ERROR;
     }
     return h->body_size == 0 ? finish_publish(ch, err) : AMQP_OK;

@@ -62,8 +62,7 @@ struct server {
     uint64_t activity; /* bumped by each read, for the loop's polling window */
     journal_seq journal_wait; /* highest sequence a confirm or commit waits for */
     size_t memory_limit; /* bytes of message memory that raise the alarm */
-    uint64_t content_bytes; /* unfinished message bodies, all connections */
-    uint64_t content_limit; /* their budget, see server_content_held */
+    uint64_t content_limit; /* budget for unfinished message bodies (conn.c counts them) */
 };
 
 static void accept_resume(server *s);
@@ -141,11 +140,10 @@ void server_touch_clock(server *s)
 }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
 
-bool server_content_held(server *s, int64_t delta, uint64_t held)
+uint64_t server_content_limit(const server *s) { return s->content_limit; }
+uint64_t server_content_share(const server *s)
 {
-    s->content_bytes = (uint64_t)((int64_t)s->content_bytes + delta);
-    return s->content_bytes <= s->content_limit ||
-           held <= s->content_limit / (s->nconns ? s->nconns : 1);
+    return s->content_limit / (s->nconns ? s->nconns : 1);
 }
 
 /* Publishers pause while the journal holds more than this unwritten, and
