@@ -95,6 +95,11 @@ static void ua_pop_holes(chan *ch)
         ua_compact(ch);
 }
 
+uint64_t chan_oldest_unacked_ms(chan *ch)
+{
+    return ch->ua_live ? ua_at(ch, 0)->delivered_at : 0;
+}
+
 /* Index of the entry with `tag`, or -1. */
 int64_t chan_ua_find(chan *ch, uint64_t tag)
 {
@@ -125,9 +130,14 @@ static void ua_push(chan *ch, uint64_t tag, queue *q, consumer *cons, queue_item
         return;
     }
     unacked *e = ua_at(ch, ch->ua_count++);
-    *e = (unacked){.tag = tag, .it = it, .q = q, .cons = cons};
+    *e = (unacked){.tag = tag,
+                   .delivered_at = server_now_ms(conn_server(ch->c)),
+                   .it = it,
+                   .q = q,
+                   .cons = cons};
     ch->ua_live++;
     queue_hold(q);
+    queue_delivery_held(q, it.delivery_count);
     if (cons)
         cons->unacked++;
 }
@@ -139,6 +149,7 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
 {
     if (e->cons)
         e->cons->unacked--;
+    queue_delivery_settled(e->q, e->it.delivery_count);
     if (queue_is_deleted(e->q) || mode == SETTLE_ACK) {
         if (mode == SETTLE_ACK)
             persist_settle(e->q, e->it.m, JOURNAL_ACK);
@@ -199,6 +210,20 @@ static void dispatch_touched(chan *ch, touched *t)
         chan_resume(ch);
 }
 
+/* Settles the outstanding deliveries up to index `last` in delivery order,
+ * so that rejected ones are dead-lettered in the order they came (each
+ * requeued one finds its own place in its queue whatever the order). */
+static void settle_upto(chan *ch, int64_t last, settle_mode mode, touched *t)
+{
+    for (int64_t i = 0; i <= last; i++) {
+        unacked *e = ua_at(ch, (uint32_t)i);
+        if (e->it.m) {
+            touch(t, e->q);
+            ua_settle(ch, e, mode);
+        }
+    }
+}
+
 /* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
  * means all). 406 for a tag that is not outstanding. */
 int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_t method_id,
@@ -210,14 +235,7 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
         if (last < 0 && tag != 0)
             return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
                              "unknown delivery tag %llu", (unsigned long long)tag);
-        /* Requeue back to front so the queue gets them in their old order. */
-        for (int64_t i = last; i >= 0; i--) {
-            unacked *e = ua_at(ch, (uint32_t)i);
-            if (e->it.m) {
-                touch(&t, e->q);
-                ua_settle(ch, e, mode);
-            }
-        }
+        settle_upto(ch, last, mode, &t);
     } else {
         int64_t i = chan_ua_find(ch, tag);
         if (i < 0)
@@ -235,14 +253,7 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
 void chan_requeue_all(chan *ch)
 {
     touched t = TOUCHED_INIT(t);
-    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
-        unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->it.m) {
-            e->cons = NULL; /* consumers are gone or going */
-            touch(&t, e->q);
-            ua_settle(ch, e, SETTLE_REQUEUE);
-        }
-    }
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
     ch->ua_count = 0;
     ch->ua_head = 0;
     /* other consumers of these queues may take the messages now */
@@ -373,13 +384,7 @@ static int basic_recover(chan *ch, const amqp_method *m, amqp_error *err)
     if (!requeue)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, m->id, "requeue=false");
     touched t = TOUCHED_INIT(t);
-    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
-        unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->it.m) {
-            touch(&t, e->q);
-            ua_settle(ch, e, SETTLE_REQUEUE);
-        }
-    }
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
     ua_pop_holes(ch);
     if (m->id == AMQP_BASIC_RECOVER) {
         amqp_method ok = {.id = AMQP_BASIC_RECOVER_OK};

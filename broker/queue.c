@@ -7,8 +7,17 @@
  *
  * A ring slot is a message reference plus its delivery count; the count
  * says how often the message was delivered before, so a requeued one is
- * redelivered=true. Requeues go to the head: a channel requeues its
- * deliveries newest first, so they come back in their old order.
+ * redelivered=true. A slot also keeps when the message entered this queue
+ * and its own expiry, so a changed x-message-ttl (a policy) applies to
+ * messages already queued, and the age of the oldest message can be
+ * reported.
+ *
+ * Order: every message gets the queue's next sequence number when it is
+ * enqueued, and a ring is always sorted by it. A requeued message keeps its
+ * number and goes back to its place -- before the first message that
+ * entered the queue after it -- as RabbitMQ puts it back at its original
+ * position, whatever order the rejects come in. It was delivered from near
+ * the head, so the shift that makes room is short.
  *
  * Paging: only the first RESIDENT_SLOTS slots of a ring keep their message
  * in RAM. A message published further back that the journal holds for this
@@ -16,12 +25,19 @@
  * size in the slot, and is read back when it reaches the head. Recovery
  * restores every message that way, without reading bodies.
  *
- * Arguments: x-message-ttl and per-message expiration give each item an
- * expiry; expired items are dropped (or dead-lettered) from the head, as
- * RabbitMQ's classic queues do, by a timer armed for the head's expiry.
+ * Arguments: x-message-ttl (counted from the enqueue time) and per-message
+ * expiration give each item an expiry; expired items are dropped (or
+ * dead-lettered) from the head, as RabbitMQ's classic queues do, by a timer
+ * armed for the head's expiry.
  * x-max-length / x-max-length-bytes apply after each publish: drop-head
  * dead-letters the oldest, reject-publish refuses the new message.
  * x-expires deletes the queue after that long without consumers or use.
+ *
+ * Health counts: the queue keeps, per bucket of delivery count, how many of
+ * its messages (ready, or delivered and not yet settled) have been
+ * delivered that often, so a message that keeps coming back shows before
+ * it loops for long. Ready slots are counted as they enter and leave the
+ * rings, deliveries by the channel (queue_delivery_held / _settled).
  *
  * Lifetime: the vhost holds one reference, every unacked delivery another
  * (queue_hold/queue_release). queue_delete unlinks the queue from the vhost
@@ -48,12 +64,14 @@ typedef struct qslot {
         msg *m;
         uint64_t id;
     };
-    uint64_t expires_at;
+    uint64_t enqueued_at; /* server_now_ms when it entered this queue */
+    uint64_t expires_at;  /* its own expiration (ms, server clock); 0 = none */
     journal_loc loc;
     uint32_t body_size;
-    uint32_t delivery_count : 31;
+    uint32_t seq; /* its place in the queue, see "Order" */
+    uint32_t delivery_count : 30;
     uint32_t maybe_delivered : 1;
-    bool paged;
+    uint32_t paged : 1;
 } qslot;
 
 /* A FIFO of slots; cap is a power of two. */
@@ -70,7 +88,10 @@ struct queue {
     conn *owner;
     uint8_t *args;
     uint32_t args_len;
-    queue_args limits; /* parsed from args */
+    queue_args limits; /* parsed from the effective arguments */
+    uint8_t *policy_blob;   /* names, merged definition, effective arguments */
+    policy_applied applied; /* slices of policy_blob; all empty without a policy */
+    amqp_bytes eff_args;    /* args with the policies' values; args itself without */
     struct event *ttl_timer, *idle_timer;
     uint64_t bytes; /* body bytes of ready messages */
     uint64_t store_id; /* the metadata row of a durable queue */
@@ -82,7 +103,20 @@ struct queue {
     consumer *active;    /* x-single-active-consumer: the one that gets messages */
     uint32_t nconsumers;
     uint32_t exclusive_consumers;
+    uint32_t next_seq; /* for the next message enqueued */
+    uint32_t unacked;  /* deliveries not yet settled */
+    uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
 };
+
+const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS] = {0, 1, 2, 3, 5, 10, 20, 50};
+
+static unsigned dc_bucket(uint32_t count)
+{
+    unsigned b = QUEUE_DC_BUCKETS - 1;
+    while (count < queue_dc_bucket_floor[b])
+        b--;
+    return b;
+}
 
 queue *queue_new(vhost *v, const queue_spec *spec)
 {
@@ -107,8 +141,9 @@ queue *queue_new(vhost *v, const queue_spec *spec)
         memcpy(q->args, spec->arguments.ptr, spec->arguments.len);
         q->args_len = spec->arguments.len;
     }
-    /* validated by the caller; parsed again so slices point into q->args */
-    queue_args_parse(queue_arguments(q), queue_name(q), vhost_name(v), &q->limits, NULL);
+    /* validated by the caller; read again so slices point into q->args */
+    q->eff_args = queue_arguments(q);
+    queue_args_read(q->eff_args, &q->limits);
     q->nlevels = q->limits.max_priority + 1u;
     q->levels = calloc(q->nlevels, sizeof *q->levels);
     if (!q->levels) {
@@ -118,6 +153,7 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     }
     if (q->limits.expires >= 0)
         queue_touch(q);
+    policy_apply_queue(v, q);
     return q;
 }
 
@@ -131,6 +167,7 @@ static void queue_free(queue *q)
         free(q->levels[i].buf);
     free(q->levels);
     free(q->args);
+    free(q->policy_blob);
     free(q);
 }
 
@@ -161,6 +198,40 @@ uint64_t queue_store_id(const queue *q) { return q->store_id; }
 void queue_set_store_id(queue *q, uint64_t id) { q->store_id = id; }
 
 static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
+
+/* ---- health counts ------------------------------------------------------ */
+
+void queue_delivery_held(queue *q, uint32_t count)
+{
+    q->unacked++;
+    q->by_delivery_count[dc_bucket(count)]++;
+}
+
+void queue_delivery_settled(queue *q, uint32_t count)
+{
+    q->unacked--;
+    q->by_delivery_count[dc_bucket(count)]--;
+}
+
+uint32_t queue_unacked_count(const queue *q) { return q->unacked; }
+
+void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS])
+{
+    memcpy(out, q->by_delivery_count, sizeof q->by_delivery_count);
+}
+
+/* The oldest ready message is at the head of one of the priority rings. */
+uint64_t queue_oldest_ready_ms(const queue *q)
+{
+    uint64_t oldest = 0;
+    for (uint32_t i = 0; i < q->nlevels; i++) {
+        const ring *r = &q->levels[i];
+        uint64_t t = r->count ? r->buf[r->head].enqueued_at : 0;
+        if (t && (!oldest || t < oldest))
+            oldest = t;
+    }
+    return oldest;
+}
 
 /* ---- the ring ----------------------------------------------------------- */
 
@@ -212,8 +283,10 @@ static qslot *head_slot(queue *q) { return q->count ? ring_at(top(q), 0) : NULL;
 static qslot slot_of(queue_item it)
 {
     return (qslot){.m = it.m,
+                   .enqueued_at = it.enqueued_at,
                    .expires_at = it.expires_at,
                    .body_size = (uint32_t)msg_body_size(it.m),
+                   .seq = it.seq,
                    .delivery_count = it.delivery_count,
                    .maybe_delivered = it.maybe_delivered};
 }
@@ -236,19 +309,42 @@ static bool push_back(queue *q, qslot s, uint8_t level)
     *ring_at(r, r->count++) = s;
     q->count++;
     q->bytes += s.body_size;
+    q->by_delivery_count[dc_bucket(s.delivery_count)]++;
     return true;
 }
 
-static bool push_front(queue *q, qslot s)
+/* Sequence numbers wrap; a queue never holds 2^31 messages, so serial
+ * number arithmetic (RFC 1982) orders them. */
+static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+/* Puts a requeued slot back at its place in its level's ring, moving the
+ * shorter side of the ring by one to make room. */
+static bool insert_in_place(queue *q, qslot s)
 {
     ring *r = &q->levels[level_of(q, s.m)];
     if (r->count == r->cap && !ring_grow(r))
         return false;
-    r->head = (r->head - 1) & (r->cap - 1);
+    uint32_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (seq_before(ring_at(r, mid)->seq, s.seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo <= r->count - lo) {
+        r->head = (r->head - 1) & (r->cap - 1);
+        for (uint32_t i = 0; i < lo; i++)
+            *ring_at(r, i) = *ring_at(r, i + 1);
+    } else {
+        for (uint32_t i = r->count; i > lo; i--)
+            *ring_at(r, i) = *ring_at(r, i - 1);
+    }
     r->count++;
-    *ring_at(r, 0) = s;
+    *ring_at(r, lo) = s;
     q->count++;
     q->bytes += s.body_size;
+    q->by_delivery_count[dc_bucket(s.delivery_count)]++;
     return true;
 }
 
@@ -260,6 +356,7 @@ static qslot pop_slot(queue *q, ring *r, uint32_t i)
     r->count--;
     q->count--;
     q->bytes -= s.body_size;
+    q->by_delivery_count[dc_bucket(s.delivery_count)]--;
     return s;
 }
 
@@ -305,8 +402,10 @@ static bool pop_front(queue *q, queue_item *out)
         }
         qslot s = pop_slot(q, r, 0);
         *out = (queue_item){.m = s.m,
+                            .seq = s.seq,
                             .delivery_count = s.delivery_count,
                             .maybe_delivered = s.maybe_delivered,
+                            .enqueued_at = s.enqueued_at,
                             .expires_at = s.expires_at};
         return true;
     }
@@ -328,27 +427,40 @@ static queue_item pop_newest(queue *q, msg *m)
 {
     ring *r = &q->levels[level_of(q, m)];
     qslot s = pop_slot(q, r, r->count - 1);
-    return (queue_item){.m = s.m, .expires_at = s.expires_at};
+    return (queue_item){.m = s.m, .seq = s.seq, .enqueued_at = s.enqueued_at,
+                        .expires_at = s.expires_at};
 }
 
 /* ---- expiry ------------------------------------------------------------- */
 
 static void ttl_fired(evutil_socket_t fd, short what, void *arg);
 
+/* When a message expires: its own expiry, or the queue's TTL counted from
+ * when it entered the queue, whichever comes first; 0 = never. */
+static uint64_t expiry_of(const queue *q, uint64_t enqueued_at, uint64_t expires_at)
+{
+    if (q->limits.message_ttl >= 0) {
+        uint64_t ttl_end = enqueued_at + (uint64_t)q->limits.message_ttl;
+        if (!expires_at || ttl_end < expires_at)
+            return ttl_end;
+    }
+    return expires_at;
+}
+
 /* Drops expired items at the head, then arms the timer for the next one. */
 static void expire_head(queue *q)
 {
-    uint64_t now = now_ms(q);
+    uint64_t now = now_ms(q), at;
     qslot *h;
     queue_item it;
-    while ((h = head_slot(q)) && h->expires_at && h->expires_at <= now)
+    while ((h = head_slot(q)) && (at = expiry_of(q, h->enqueued_at, h->expires_at)) && at <= now)
         if (pop_front(q, &it))
             queue_dead_letter(q, it, "expired");
-    if (!(h = head_slot(q)) || !h->expires_at || q->deleted)
+    if (!(h = head_slot(q)) || !(at = expiry_of(q, h->enqueued_at, h->expires_at)) || q->deleted)
         return;
     if (!q->ttl_timer)
         q->ttl_timer = evtimer_new(server_base(vhost_server(q->v)), ttl_fired, q);
-    uint64_t wait = h->expires_at - now;
+    uint64_t wait = at - now;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
     if (q->ttl_timer)
         evtimer_add(q->ttl_timer, &tv);
@@ -362,15 +474,6 @@ static void ttl_fired(evutil_socket_t fd, short what, void *arg)
     expire_head(q);
 }
 
-/* The expiry of a message published now: the shorter of the queue's
- * x-message-ttl and the message's expiration; 0 = never. */
-static uint64_t expiry_for(queue *q, int64_t expiration_ms)
-{
-    int64_t ttl = q->limits.message_ttl;
-    if (expiration_ms >= 0 && (ttl < 0 || expiration_ms < ttl))
-        ttl = expiration_ms;
-    return ttl < 0 ? 0 : now_ms(q) + (uint64_t)ttl;
-}
 
 static void idle_fired(evutil_socket_t fd, short what, void *arg)
 {
@@ -393,6 +496,91 @@ void queue_touch(queue *q)
     if (q->idle_timer)
         evtimer_add(q->idle_timer, &tv);
 }
+
+/* ---- policies ----------------------------------------------------------- */
+
+static bool same_name(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_policy(const queue *q, const policy_applied *a, amqp_bytes eff)
+{
+    return same_name(q->applied.policy, a->policy) &&
+           same_name(q->applied.operator_policy, a->operator_policy) &&
+           amqp_bytes_equal(q->applied.definition, a->definition) &&
+           amqp_bytes_equal(q->eff_args, eff);
+}
+
+/* Copies `s` (NULL stays NULL) to *at, advancing it. */
+static const char *blob_str(uint8_t **at, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*at, s, n);
+    *at += n;
+    return (const char *)*at - n;
+}
+
+static amqp_bytes blob_bytes(uint8_t **at, amqp_bytes b)
+{
+    if (b.len)
+        memcpy(*at, b.ptr, b.len);
+    *at += b.len;
+    return (amqp_bytes){*at - b.len, b.len};
+}
+
+static bool over_limit(const queue *q);
+
+/* As rabbit_amqqueue_process:process_args_policy after a change. */
+static void apply_limits(queue *q, uint8_t old_overflow)
+{
+    if (q->limits.expires >= 0)
+        queue_touch(q);
+    else if (q->idle_timer)
+        event_del(q->idle_timer);
+    /* max-length is applied before overflow, so the old x-overflow decides
+     * first; a new drop-head then drops too */
+    queue_item it;
+    if (old_overflow == QUEUE_DROP_HEAD || q->limits.overflow == QUEUE_DROP_HEAD)
+        while (over_limit(q) && pop_front(q, &it))
+            queue_dead_letter(q, it, "maxlen");
+    expire_head(q);
+}
+
+bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
+{
+    if (same_policy(q, a, eff))
+        return true;
+    size_t n = (a->policy ? strlen(a->policy) + 1 : 0) +
+               (a->operator_policy ? strlen(a->operator_policy) + 1 : 0) + a->definition.len +
+               eff.len;
+    uint8_t *blob = malloc(n ? n : 1), *at = blob;
+    if (!blob)
+        return false;
+    policy_applied next = {.policy = blob_str(&at, a->policy),
+                           .operator_policy = blob_str(&at, a->operator_policy),
+                           .definition = blob_bytes(&at, a->definition)};
+    amqp_bytes next_eff = blob_bytes(&at, eff);
+    queue_args limits;
+    queue_args_read(next_eff, &limits);
+    /* fixed at declare: a policy can set neither */
+    limits.max_priority = q->limits.max_priority;
+    limits.single_active = q->limits.single_active;
+    uint8_t old_overflow = q->limits.overflow;
+    free(q->policy_blob); /* nothing points into it once limits are replaced */
+    q->policy_blob = blob;
+    q->applied = next;
+    q->eff_args = next_eff;
+    q->limits = limits;
+    if (!q->deleted)
+        apply_limits(q, old_overflow);
+    return true;
+}
+
+/* Declared in the policy section of broker.h; the state lives here. */
+void policy_of_queue(const queue *q, policy_applied *out) { *out = q->applied; }
 
 /* ---- consumers and dispatch --------------------------------------------- */
 
@@ -450,7 +638,11 @@ static bool over_limit(const queue *q)
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 {
     msg_ref(m);
-    queue_item e = {.m = m, .expires_at = expiry_for(q, expiration_ms)};
+    uint64_t now = now_ms(q);
+    queue_item e = {.m = m,
+                    .seq = q->next_seq++,
+                    .enqueued_at = now,
+                    .expires_at = expiration_ms >= 0 ? now + (uint64_t)expiration_ms : 0};
     if (q->count == 0 && !q->dispatching) {
         consumer *c = pick(q);
         if (c) {
@@ -458,7 +650,8 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
             return true;
         }
     }
-    if (e.expires_at && e.expires_at <= now_ms(q)) { /* TTL 0 and nobody to take it */
+    uint64_t at = expiry_of(q, e.enqueued_at, e.expires_at);
+    if (at && at <= now) { /* TTL 0 and nobody to take it */
         queue_dead_letter(q, e, "expired");
         return true;
     }
@@ -491,7 +684,7 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 void queue_requeue(queue *q, queue_item e)
 {
     msg_ref(e.m);
-    if (!push_front(q, slot_of(e))) {
+    if (!insert_in_place(q, slot_of(e))) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
         msg_unref(e.m);
     }
@@ -514,9 +707,10 @@ void queue_restore(queue *q, const queue_paged *p)
                .paged = true,
                .loc = p->loc,
                .body_size = p->body_size,
-               .delivery_count = p->delivery_count & 0x7fffffff,
+               .seq = q->next_seq++,
+               .delivery_count = p->delivery_count & 0x3fffffff,
                .maybe_delivered = p->maybe_delivered,
-               .expires_at = expiry_for(q, -1)};
+               .enqueued_at = now_ms(q)};
     if (!push_back(q, s, level_for(q, p->priority)))
         log_msg(LOG_ERROR, "queue '%s': out of memory restoring a message", q->link.name);
 }

@@ -70,7 +70,7 @@ static void test_fanout_stores_body_once(void **state)
     assert_int_equal(msg_total_memory(), before);
 }
 
-static void test_requeue_goes_to_head_in_order(void **state)
+static void test_requeue_returns_to_its_place(void **state)
 {
     (void)state;
     vhost *v = server_vhost(srv, AMQP_CSTR("/"));
@@ -80,21 +80,33 @@ static void test_requeue_goes_to_head_in_order(void **state)
         queue_publish(q, ms[i], -1);
         msg_unref(ms[i]);
     }
-    queue_item a, b;
+    queue_item a, b, c;
     assert_true(queue_get(q, &a));
     assert_true(queue_get(q, &b));
-    /* a channel requeues newest first so the old order comes back */
-    b.delivery_count = a.delivery_count = 1;
+    assert_true(queue_get(q, &c));
+    /* whatever order they come back in, each returns to its place */
+    a.delivery_count = b.delivery_count = c.delivery_count = 1;
     queue_requeue(q, b);
+    queue_requeue(q, c);
     queue_requeue(q, a);
     msg_unref(a.m);
     msg_unref(b.m);
-    const char *want[3] = {"1", "2", "3"};
-    for (int i = 0; i < 3; i++) {
+    msg_unref(c.m);
+    msg *m4 = make_msg("4");
+    queue_publish(q, m4, -1);
+    msg_unref(m4);
+    assert_true(queue_get(q, &b)); /* "1" out again, "2" back in front of it */
+    assert_true(queue_get(q, &a));
+    queue_requeue(q, a);
+    queue_requeue(q, b);
+    msg_unref(a.m);
+    msg_unref(b.m);
+    const char *want[4] = {"1", "2", "3", "4"};
+    for (int i = 0; i < 4; i++) {
         queue_item it;
         assert_true(queue_get(q, &it));
         assert_memory_equal(msg_body(it.m), want[i], 1);
-        assert_int_equal(it.delivery_count, i < 2 ? 1 : 0);
+        assert_int_equal(it.delivery_count, i < 3 ? 1 : 0);
         msg_unref(it.m);
     }
     queue_delete(q);
@@ -133,12 +145,65 @@ static void test_max_length_drop_head_and_reject(void **state)
     queue_delete(reject);
 }
 
+/* The oldest ready message's enqueue time survives a requeue; the
+ * delivery-count buckets follow messages as they are delivered, held,
+ * requeued and settled. */
+static void test_health_counts(void **state)
+{
+    (void)state;
+    vhost *v = server_vhost(srv, AMQP_CSTR("/"));
+    queue *q = make_queue(v, "health", (amqp_bytes){0});
+    uint32_t counts[QUEUE_DC_BUCKETS];
+    assert_int_equal(queue_oldest_ready_ms(q), 0);
+    server_touch_clock(srv);
+    uint64_t t0 = server_now_ms(srv);
+    for (int i = 0; i < 3; i++) {
+        msg *m = make_msg("x");
+        queue_publish(q, m, -1);
+        msg_unref(m);
+    }
+    uint64_t oldest = queue_oldest_ready_ms(q);
+    assert_true(oldest >= t0 && oldest <= server_now_ms(srv));
+    queue_delivery_counts(q, counts);
+    assert_int_equal(counts[0], 3);
+
+    /* delivered twice in all: a requeue after the first, held on the second */
+    queue_item it;
+    assert_true(queue_get(q, &it));
+    assert_int_equal(it.enqueued_at, oldest);
+    it.delivery_count = 1;
+    queue_requeue(q, it);
+    msg_unref(it.m);
+    assert_int_equal(queue_oldest_ready_ms(q), oldest); /* its place and age kept */
+    assert_true(queue_get(q, &it));
+    it.delivery_count = 2;
+    queue_delivery_held(q, it.delivery_count);
+    queue_delivery_counts(q, counts);
+    assert_int_equal(counts[0], 2);
+    assert_int_equal(counts[2], 1);
+    assert_int_equal(queue_unacked_count(q), 1);
+    for (uint32_t n = 3; n <= 60; n++) { /* a poison message keeps coming back */
+        queue_delivery_settled(q, n - 1);
+        queue_delivery_held(q, n);
+    }
+    queue_delivery_counts(q, counts);
+    assert_int_equal(counts[QUEUE_DC_BUCKETS - 1], 1);
+    assert_int_equal(counts[0] + counts[QUEUE_DC_BUCKETS - 1], 3);
+    queue_delivery_settled(q, 60);
+    msg_unref(it.m);
+    assert_int_equal(queue_unacked_count(q), 0);
+    queue_delivery_counts(q, counts);
+    assert_int_equal(counts[QUEUE_DC_BUCKETS - 1], 0);
+    queue_delete(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fanout_stores_body_once),
-        cmocka_unit_test(test_requeue_goes_to_head_in_order),
+        cmocka_unit_test(test_requeue_returns_to_its_place),
         cmocka_unit_test(test_max_length_drop_head_and_reject),
+        cmocka_unit_test(test_health_counts),
     };
     return cmocka_run_group_tests_name("broker_queue", tests, setup, teardown);
 }
