@@ -152,7 +152,6 @@ static bool content_over_budget(const conn *c)
     return content_total > c->content_limit && c->content_held > server_content_share(c->srv);
 }
 
-
 static int content_over_share(conn *c, amqp_error *err)
 {
     return amqp_fail(err, AMQP_RESOURCE_ERROR, 0,
