@@ -490,6 +490,30 @@ class LogForgery(unittest.TestCase):
         self.assertFalse(any(ln.startswith("2026-12-01 00:00:00.000") for ln in proc.log_lines), proc.log_tail())
         self.assertEqual(proc.stop(), 0)
 
+    @h.needs_own_broker
+    def test_user_name_of_a_refused_login(self):
+        # Before any login: the user name is logged with the refusal.
+        proc = h.WarrenProcess()
+        addr = proc.start()
+        self.addCleanup(proc.stop)
+        r = h.RawClient(addr)
+        self.addCleanup(r.close)
+        r.send(h.PROTOCOL_HEADER)
+        r.expect(S.Connection.Start, 0)
+        user = b"x\n2026-12-01 00:00:00.000 [error] FORGED\x1b[2J\xff"
+        payload = (struct.pack(">HH", 10, 11) + struct.pack(">I", 0) + h.shortstr(b"PLAIN")
+                   + h.longstr(b"\0" + user + b"\0pw") + h.shortstr(b"en_US"))
+        r.send_frame(h.FRAME_METHOD, 0, payload)
+        self.assertTrue(r.wait_closed(5))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("FORGED" in ln for ln in proc.log_lines):
+            time.sleep(0.05)
+        hits = [ln for ln in proc.log_lines if "FORGED" in ln]
+        self.assertEqual(len(hits), 1, proc.log_tail())
+        self.assertIn("login refused: user 'x\\x0a2026-12-01 00:00:00.000 [error] FORGED\\x1b[2J\\xff'",
+                      hits[0])
+        self.assertFalse(any(ln.startswith("2026-12-01 00:00:00.000") for ln in proc.log_lines), proc.log_tail())
+
 
 class UnfinishedBodies(unittest.TestCase):
     """Memory for a message body is taken as its bytes arrive, not as its
