@@ -468,36 +468,41 @@ class LogForgery(unittest.TestCase):
     table key carries a newline and a fake log line leaves one escaped
     line, never a line of its own."""
 
-    @h.needs_own_broker
-    def test_issue_forged_log_line(self):
-        proc = h.WarrenProcess()
-        addr = proc.start()
-        self.addCleanup(proc.stop)
+    def client(self):
+        """A raw client of a private Warren whose log the test reads."""
+        self.proc = h.WarrenProcess()
+        addr = self.proc.start()
+        self.addCleanup(self.proc.stop)
         r = h.RawClient(addr)
         self.addCleanup(r.close)
+        return r
+
+    def assert_one_escaped_line(self, escaped):
+        log = self.proc.log_lines
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("FORGED" in ln for ln in log):
+            time.sleep(0.05)
+        hits = [ln for ln in log if "FORGED" in ln]
+        self.assertEqual(len(hits), 1, self.proc.log_tail())
+        self.assertIn(escaped, hits[0])
+        self.assertFalse(any(ln.startswith("2026-12-01 00:00:00.000") for ln in log), self.proc.log_tail())
+
+    @h.needs_own_broker
+    def test_issue_forged_log_line(self):
+        r = self.client()
         r.handshake()
         r.open_channel(1)
         r.send(bytes.fromhex("010001000000400032000a000001710000000033316b0a323032362d31322d30312030303a"
                              "30303a30302e303030205b6572726f725d20464f52474544204c4f47204c494e45f6ce"))
         with self.assertRaises(h.Closed):  # unknown field type 0xf6: a bare close, as RabbitMQ
             r.recv_method(timeout=5)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not any("FORGED" in ln for ln in proc.log_lines):
-            time.sleep(0.05)
-        hits = [ln for ln in proc.log_lines if "FORGED" in ln]
-        self.assertEqual(len(hits), 1, proc.log_tail())
-        self.assertIn("'k\\x0a2026-12-01 00:00:00.000 [error] FORGED LOG LINE'", hits[0])
-        self.assertFalse(any(ln.startswith("2026-12-01 00:00:00.000") for ln in proc.log_lines), proc.log_tail())
-        self.assertEqual(proc.stop(), 0)
+        self.assert_one_escaped_line("'k\\x0a2026-12-01 00:00:00.000 [error] FORGED LOG LINE'")
+        self.assertEqual(self.proc.stop(), 0)
 
     @h.needs_own_broker
     def test_user_name_of_a_refused_login(self):
         # Before any login: the user name is logged with the refusal.
-        proc = h.WarrenProcess()
-        addr = proc.start()
-        self.addCleanup(proc.stop)
-        r = h.RawClient(addr)
-        self.addCleanup(r.close)
+        r = self.client()
         r.send(h.PROTOCOL_HEADER)
         r.expect(S.Connection.Start, 0)
         user = b"x\n2026-12-01 00:00:00.000 [error] FORGED\x1b[2J\xff"
@@ -505,15 +510,8 @@ class LogForgery(unittest.TestCase):
                    + h.longstr(b"\0" + user + b"\0pw") + h.shortstr(b"en_US"))
         r.send_frame(h.FRAME_METHOD, 0, payload)
         self.assertTrue(r.wait_closed(5))
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not any("FORGED" in ln for ln in proc.log_lines):
-            time.sleep(0.05)
-        hits = [ln for ln in proc.log_lines if "FORGED" in ln]
-        self.assertEqual(len(hits), 1, proc.log_tail())
-        self.assertIn("login refused: user 'x\\x0a2026-12-01 00:00:00.000 [error] FORGED\\x1b[2J\\xff'",
-                      hits[0])
-        self.assertFalse(any(ln.startswith("2026-12-01 00:00:00.000") for ln in proc.log_lines), proc.log_tail())
-
+        self.assert_one_escaped_line("login refused: user 'x\\x0a2026-12-01 00:00:00.000 [error] "
+                                     "FORGED\\x1b[2J\\xff'")
 
 class UnfinishedBodies(unittest.TestCase):
     """Memory for a message body is taken as its bytes arrive, not as its
