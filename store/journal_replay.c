@@ -659,7 +659,8 @@ static uint8_t *put_entries(const journal *j, uint8_t *p)
             uint64_t until;
             if (e->seg == 0)
                 continue;
-            journal_delay_of(j, q->id, e, &dly_seg, &until);
+            if (e->flags & ENTRY_DELAYED)
+                journal_delay_of(j, q->id, e, &dly_seg, &until);
             memset(p, 0, CK_ENTRY_SIZE);
             put64(p, q->id);
             put64(p + 8, e->msg_id);
