@@ -600,6 +600,7 @@ typedef struct queue_paged {
     uint8_t priority;
     uint32_t delivery_count;
     bool maybe_delivered;
+    uint64_t delayed_until; /* held back until then (wall clock, ms since the epoch); 0: not */
 } queue_paged;
 /* Recovery: appends a message from the journal, in journal order. */
 void queue_restore(queue *q, const queue_paged *p);
@@ -779,6 +780,18 @@ journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n);
 void persist_settle(queue *q, const msg *m, journal_settle_kind kind);
 /* `m` was delivered from `q`; it has now been delivered `count` times. */
 void persist_delivered(queue *q, const msg *m, uint32_t count);
+/* `m` in `q` is held back until `until_ms` (wall clock, ms since the epoch;
+ * 0: no longer); recovery hands it back in queue_paged.delayed_until. */
+void persist_delayed(queue *q, const msg *m, uint64_t until_ms);
+/* Moves `m` out of `from` (settled as `kind`, e.g. JOURNAL_DEAD_LETTER, with
+ * `reason`) into queues to[0..n) as `copy` -- a message of its own when the
+ * properties changed, else `m` itself -- atomically in the journal: after
+ * a crash it is in `from` or in every durable target, never in neither or
+ * both. Journals only; the caller enqueues the copy (persist_settle it as
+ * dropped where a target refuses it). Returns the sequence that makes the
+ * move durable, 0 if nothing was journaled. */
+journal_seq persist_move(queue *from, const msg *m, journal_settle_kind kind, const char *reason,
+                         msg *copy, queue **to, size_t n);
 /* Every message left `q`: purged, or the queue deleted. */
 void persist_queue_emptied(queue *q, bool deleted);
 /* Paging: a queue keeps only the head of its backlog in RAM. A message the
@@ -797,5 +810,9 @@ size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, s
  * be missing, so every recovered message is marked maybe-delivered and goes
  * out with redelivered=true. */
 bool persist_recover(server *s, journal *j, bool clean);
+/* What persist_recover puts back: replays `j` and calls `each` for every
+ * live entry, in restore order, with the durable queue's store id. */
+bool persist_replay(journal *j, bool clean,
+                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx);
 
 #endif

@@ -70,7 +70,7 @@ enum { SEED = 7 }; /* segment 7's records */
 static size_t make_record(uint8_t *buf, rec_type type, const uint8_t *payload, size_t n)
 {
     memcpy(buf + REC_HEADER_SIZE, payload, n);
-    journal_rec_seal(buf, type, (uint32_t)(REC_HEADER_SIZE + n), SEED);
+    journal_rec_seal(buf, type, 0, (uint32_t)(REC_HEADER_SIZE + n), SEED);
     return REC_HEADER_SIZE + n;
 }
 
