@@ -50,7 +50,7 @@ void chan_free(chan *ch)
     chan_tx_clear(ch);
     free(ch->tx_pubs);
     free(ch->tx_acks);
-    msg_unref(ch->pub_msg);
+    chan_content_release(ch);
     stats_free(&ch->stats);
     free(ch);
 }
@@ -219,6 +219,20 @@ static void dispatch_touched(chan *ch, touched *t)
         chan_resume(ch);
 }
 
+/* Settles the outstanding deliveries up to index `last` in delivery order,
+ * so that rejected ones are dead-lettered in the order they came (each
+ * requeued one finds its own place in its queue whatever the order). */
+static void settle_upto(chan *ch, int64_t last, settle_mode mode, touched *t)
+{
+    for (int64_t i = 0; i <= last; i++) {
+        unacked *e = ua_at(ch, (uint32_t)i);
+        if (e->it.m) {
+            touch(t, e->q);
+            ua_settle(ch, e, mode);
+        }
+    }
+}
+
 /* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
  * means all). 406 for a tag that is not outstanding. */
 int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_t method_id,
@@ -230,14 +244,7 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
         if (last < 0 && tag != 0)
             return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
                              "unknown delivery tag %llu", (unsigned long long)tag);
-        /* Requeue back to front so the queue gets them in their old order. */
-        for (int64_t i = last; i >= 0; i--) {
-            unacked *e = ua_at(ch, (uint32_t)i);
-            if (e->it.m) {
-                touch(&t, e->q);
-                ua_settle(ch, e, mode);
-            }
-        }
+        settle_upto(ch, last, mode, &t);
     } else {
         int64_t i = chan_ua_find(ch, tag);
         if (i < 0)
@@ -255,14 +262,7 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
 void chan_requeue_all(chan *ch)
 {
     touched t = TOUCHED_INIT(t);
-    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
-        unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->it.m) {
-            e->cons = NULL; /* consumers are gone or going */
-            touch(&t, e->q);
-            ua_settle(ch, e, SETTLE_REQUEUE);
-        }
-    }
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
     ch->ua_count = 0;
     ch->ua_head = 0;
     /* other consumers of these queues may take the messages now */
@@ -396,13 +396,7 @@ static int basic_recover(chan *ch, const amqp_method *m, amqp_error *err)
     if (!requeue)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, m->id, "requeue=false");
     touched t = TOUCHED_INIT(t);
-    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
-        unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->it.m) {
-            touch(&t, e->q);
-            ua_settle(ch, e, SETTLE_REQUEUE);
-        }
-    }
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
     ua_pop_holes(ch);
     if (m->id == AMQP_BASIC_RECOVER) {
         amqp_method ok = {.id = AMQP_BASIC_RECOVER_OK};

@@ -18,6 +18,12 @@ typedef enum conn_state {
 } conn_state;
 
 #define CHAN_CLOSING ((chan *)1)
+
+/* A channel numbered 256 or more (conn.c's table); ch NULL: an empty slot. */
+typedef struct chan_entry {
+    uint16_t number;
+    chan *ch;
+} chan_entry;
 #define CLOSE_OK_TIMEOUT_MS 3000
 #define LINGER_TIMEOUT_MS 10000
 
@@ -37,14 +43,16 @@ struct conn {
     bool output_blocked;
     bool free_scheduled;
     char peer[64];
-    char user[64];
+    char user[256];
     vhost *vh;
     uint16_t channel_max;
     uint32_t frame_max;
     uint16_t heartbeat;
     uint64_t opened_ms, last_recv_ms, last_send_ms, close_deadline_ms;
-    chan **chans;
+    chan **chans; /* channels 0..nchans-1, nchans <= 256 */
     uint32_t nchans;
+    chan_entry *high; /* channels from 256 up: open addressing, high_cap a power of 2 */
+    uint32_t nhigh, high_cap;
     uint32_t nopen; /* channels open, against channel_max */
     /* for the management API */
     uint64_t id;
@@ -58,6 +66,8 @@ struct conn {
     uint8_t *client_props; /* copy of start-ok's client_properties */
     uint32_t client_props_len;
     stats stats;
+    uint64_t content_held;  /* bytes of messages being assembled on its channels */
+    uint64_t content_limit; /* server_content_limit, for the check on every growth */
 };
 
 /* Keeps start-ok's client properties and mechanism for the management API. */

@@ -5,6 +5,16 @@
  * body is complete) -> IDLE; the connection routes header and body frames
  * here only while chan_expecting_content() is true.
  *
+ * Memory for a body is what has arrived, not what the header declares: a
+ * body that fits one frame gets its room with the message (one allocation,
+ * the common case) while the connection's unfinished bodies stay under
+ * 4 MiB (conn_content_reserve) -- all a client can make us reserve
+ * ahead of its bytes -- and any other body grows as its frames come
+ * (msg_new_incoming).
+ * The message being assembled is reported to the connection as it grows
+ * (pub_held), and released when it is complete or dropped; a connection
+ * past its share of the broker's budget for unfinished bodies gets a 506.
+ *
  * Confirms: every publish in confirm mode takes the next sequence number.
  * A message is confirmed once routed -- and, when the journal holds it,
  * once its records are synced -- so at the end of each read batch one
@@ -18,6 +28,33 @@
 #include "chan_internal.h"
 
 /* ---- publishing --------------------------------------------------------- */
+
+#define MSG_HEADER_ESTIMATE 64
+
+/* Reports pub_msg's current size to the connection. */
+static int content_grew(chan *ch, amqp_error *err)
+{
+    uint64_t now = msg_memory(ch->pub_msg);
+    int64_t delta = (int64_t)(now - ch->pub_held);
+    ch->pub_held = now;
+    return delta ? conn_content_held(ch->c, delta, err) : AMQP_OK;
+}
+
+/* The message is complete or dropped: no longer unfinished. Returns it. */
+static msg *content_done(chan *ch)
+{
+    msg *m = ch->pub_msg;
+    if (ch->pub_held)
+        conn_content_held(ch->c, -(int64_t)ch->pub_held, NULL);
+    ch->pub_held = 0;
+    ch->pub_msg = NULL;
+    return m;
+}
+
+void chan_content_release(chan *ch)
+{
+    msg_unref(content_done(ch));
+}
 
 int chan_begin_publish(chan *ch, const amqp_basic_publish *p)
 {
@@ -46,8 +83,7 @@ static int finish_publish(chan *ch, amqp_error *err)
         .mandatory = ch->pub_mandatory,
         .immediate = ch->pub_immediate,
     };
-    msg *m = ch->pub_msg;
-    ch->pub_msg = NULL;
+    msg *m = content_done(ch);
     ch->content = CONTENT_IDLE;
     int r = chan_publish(ch, &p, m, err);
     msg_unref(m);
@@ -78,9 +114,15 @@ int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err)
     if (h->body_size <= server_config(conn_server(ch->c))->max_message_size) {
         amqp_bytes ex = {ch->pub_exchange, ch->pub_exchange_len};
         amqp_bytes rk = {ch->pub_rkey, ch->pub_rkey_len};
-        ch->pub_msg = msg_new(ex, rk, h->properties, h->body_size);
+        /* reserved: about the message's block (header, names, properties, body) */
+        uint64_t extra = MSG_HEADER_ESTIMATE + ex.len + rk.len + h->properties.len;
+        bool one_frame = h->body_size && conn_content_reserve(ch->c, h->body_size, extra);
+        ch->pub_held = one_frame ? h->body_size + extra : 0;
+        ch->pub_msg = msg_new_incoming(ex, rk, h->properties, h->body_size, one_frame);
         if (!ch->pub_msg)
             return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+        if (h->body_size && !one_frame && content_grew(ch, err) != AMQP_OK)
+            return AMQP_ERROR;
     }
     return h->body_size == 0 ? finish_publish(ch, err) : AMQP_OK;
 }
@@ -92,12 +134,17 @@ int chan_content_body(chan *ch, const uint8_t *p, size_t n, amqp_error *err)
     if (ch->content != CONTENT_BODY)
         return chan_content_expected(ch, err);
     if (n > ch->body_left) {
+        chan_content_release(ch); /* it can never complete: hold nothing for it */
         ch->body_left = UINT64_MAX;
         return AMQP_OK;
     }
     ch->body_left -= n;
-    if (ch->pub_msg)
-        msg_append_body(ch->pub_msg, p, n);
+    if (ch->pub_msg) {
+        if (!msg_append_body(ch->pub_msg, p, n))
+            return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+        if (ch->body_left && content_grew(ch, err) != AMQP_OK)
+            return AMQP_ERROR;
+    }
     return ch->body_left == 0 ? finish_publish(ch, err) : AMQP_OK;
 }
 
@@ -279,10 +326,52 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
     return AMQP_OK;
 }
 
+/* ---- permissions ------------------------------------------------------- */
+
+/* write on the exchange (before it is looked up, as RabbitMQ checks), with
+ * the last allowed exchange cached: the common publisher sends to one
+ * exchange, so it costs a generation compare and a memcmp per message. */
+static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
+{
+    chan_access_cache *c = chan_access(ch);
+    if (c->write_ok && c->write_len == exchange.len &&
+        memcmp(c->write_exchange, exchange.ptr, exchange.len) == 0)
+        return AMQP_OK;
+    if (chan_permitted(ch, ACCESS_WRITE, "exchange", exchange, AMQP_BASIC_PUBLISH, err) !=
+        AMQP_OK)
+        return AMQP_ERROR;
+    c->write_ok = true;
+    c->topic_ok = false; /* it was for another exchange */
+    c->write_len = (uint8_t)exchange.len;
+    memcpy(c->write_exchange, exchange.ptr, exchange.len);
+    return AMQP_OK;
+}
+
+/* Topic write on the routing key (after the internal-exchange check), with
+ * the last allowed key on the cached exchange remembered. */
+static int topic_write_permitted(chan *ch, const route_exchange *ex, amqp_bytes key,
+                                 amqp_error *err)
+{
+    chan_access_cache *c = chan_access(ch); /* write_permitted just refreshed it */
+    if (route_exchange_type(ex) != ROUTE_TOPIC ||
+        (c->topic_ok && c->topic_len == key.len && memcmp(c->topic_key, key.ptr, key.len) == 0))
+        return AMQP_OK;
+    if (chan_topic_permitted(ch, ex, ACCESS_WRITE, key, AMQP_BASIC_PUBLISH, err) != AMQP_OK)
+        return AMQP_ERROR;
+    c->topic_ok = true;
+    c->topic_len = (uint8_t)key.len;
+    memcpy(c->topic_key, key.ptr, key.len);
+    return AMQP_OK;
+}
+
+/* RabbitMQ's order: immediate, write permission, the exchange (404),
+ * internal (403), topic permission, then the properties. */
 int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
 {
     if (p->immediate)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_PUBLISH, "immediate=true");
+    if (write_permitted(ch, p->exchange, err) != AMQP_OK)
+        return AMQP_ERROR;
     route_table *routes = vhost_routes(conn_vhost(ch->c));
     route_exchange *ex = route_exchange_lookup(routes, p->exchange, AMQP_BASIC_PUBLISH, err);
     if (!ex)
@@ -292,6 +381,8 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
                          "cannot publish to internal exchange '%.*s' in vhost '%s'",
                          (int)p->exchange.len, (const char *)p->exchange.ptr,
                          vhost_name(conn_vhost(ch->c)));
+    if (topic_write_permitted(ch, ex, p->routing_key, err) != AMQP_OK)
+        return AMQP_ERROR;
     publish_props pp;
     if (check_properties(conn_user(ch->c), m, &pp, err) != AMQP_OK)
         return AMQP_ERROR;

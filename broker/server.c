@@ -1,11 +1,28 @@
 /* The server: the libevent loop, the AMQP listener, signals, the
- * housekeeping timer and the set of connections and vhosts.
+ * housekeeping timer, the set of connections, and the vhost registry.
+ *
+ * Vhosts live in an array sorted by name (looked up by bisection on
+ * connection.open and at load; few, and created rarely). Users and
+ * permissions are the access module's (access.c); the server owns it.
+ * First boot (RabbitMQ's rule: only when the database is new, marked by
+ * the "initialized" setting) creates default_vhost and default_user with
+ * full permissions there; later starts change neither, whatever the
+ * configuration says then.
  *
  * Housekeeping runs every TICK_MS on a monotonic clock and visits every
  * connection for heartbeats and timeouts; everything else is event driven.
  * Shutdown (SIGTERM/SIGINT): stop accepting, close every connection with
  * 320 CONNECTION_FORCED as RabbitMQ does, give clients a moment to read it,
  * then leave the loop.
+ *
+ * Accept failures: an accept() that fails for lack of descriptors (EMFILE,
+ * ENFILE) or memory leaves the connection in the backlog, so the listening
+ * socket stays readable and a listener left enabled would retry at once,
+ * forever. Any failure libevent does not retry by itself therefore
+ * disables the listener for ACCEPT_PAUSE_MS, or until a connection closes
+ * and gives a descriptor back; the backlog is served then. Failures are
+ * counted (server_accept_errors) and logged at most once per
+ * ACCEPT_LOG_MS, with how many there were.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +43,8 @@
 
 #define TICK_MS 250
 #define SHUTDOWN_GRACE_MS 1000
+#define ACCEPT_PAUSE_MS 100
+#define ACCEPT_LOG_MS 10000
 
 struct server {
     config cfg;
@@ -35,10 +55,17 @@ struct server {
     uint64_t started_at; /* wall clock ms */
     char node_name[128];
     int bound_port;
+    struct event *accept_timer; /* re-enables the listener after a failed accept */
+    bool accept_paused;
+    uint64_t accept_errors;        /* failed accept() calls since start */
+    uint64_t accept_errors_logged; /* accept_errors when the last one was logged */
+    uint64_t accept_logged_ms;     /* when that was (0: never) */
     transport_flusher *flusher;
     meta *meta;
     journal *journal;
-    vhost *default_vhost;
+    access_control *access;
+    vhost **vhosts; /* sorted by name */
+    size_t nvhosts, vhosts_cap;
     conn **conns;
     size_t nconns, conns_cap;
     uint64_t now_ms;
@@ -49,7 +76,10 @@ struct server {
     uint64_t activity; /* bumped by each read, for the loop's polling window */
     journal_seq journal_wait; /* highest sequence a confirm or commit waits for */
     size_t memory_limit; /* bytes of message memory that raise the alarm */
+    uint64_t content_limit; /* budget for unfinished message bodies (conn.c counts them) */
 };
+
+static void accept_resume(server *s);
 
 static uint64_t monotonic_ms(void)
 {
@@ -64,9 +94,16 @@ transport_flusher *server_flusher(server *s) { return s->flusher; }
 meta *server_meta(server *s) { return s->meta; }
 journal *server_journal(server *s) { return s->journal; }
 
+access_control *server_access(server *s) { return s->access; }
+
 queue *server_queue_by_store_id(server *s, uint64_t id)
 {
-    return vhost_queue_by_store_id(s->default_vhost, id);
+    for (size_t i = 0; i < s->nvhosts; i++) {
+        queue *q = vhost_queue_by_store_id(s->vhosts[i], id);
+        if (q)
+            return q;
+    }
+    return NULL;
 }
 
 /* Confirms and commit-oks waiting for the disk can go now. */
@@ -124,6 +161,12 @@ void server_touch_clock(server *s)
 }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
 
+uint64_t server_content_limit(const server *s) { return s->content_limit; }
+uint64_t server_content_share(const server *s)
+{
+    return s->content_limit / (s->nconns ? s->nconns : 1);
+}
+
 /* Publishers pause while the journal holds more than this unwritten, and
  * go on once the disk has caught up to below a quarter of it. */
 #define JOURNAL_LAG_BYTES (64u << 20)
@@ -143,20 +186,167 @@ void server_journal_wait(server *s, journal_seq seq)
         s->journal_wait = seq;
 }
 
-vhost *server_vhost(server *s, amqp_bytes name)
+/* ---- vhosts ------------------------------------------------------------- */
+
+static int cmp_name(const char *name, amqp_bytes key)
 {
-    return amqp_bytes_equal_cstr(name, vhost_name(s->default_vhost)) ? s->default_vhost : NULL;
+    size_t n = strlen(name);
+    int c = memcmp(name, key.ptr, n < key.len ? n : key.len);
+    return c ? c : (n < key.len ? -1 : n > key.len ? 1 : 0);
 }
 
-/* Users are kept in memory until the users issue: the default user only.
- * RabbitMQ's loopback_users: the guest user may only connect locally. */
-bool server_authenticate(server *s, amqp_bytes user, amqp_bytes pass, bool loopback)
+/* Index of the first vhost whose name is not below `name`. */
+static size_t vhost_slot(const server *s, amqp_bytes name)
 {
-    if (!amqp_bytes_equal_cstr(user, s->cfg.default_user) ||
-        !amqp_bytes_equal_cstr(pass, s->cfg.default_pass))
+    size_t lo = 0, hi = s->nvhosts;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_name(vhost_name(s->vhosts[mid]), name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+vhost *server_vhost(server *s, amqp_bytes name)
+{
+    size_t i = vhost_slot(s, name);
+    return i < s->nvhosts && cmp_name(vhost_name(s->vhosts[i]), name) == 0 ? s->vhosts[i] : NULL;
+}
+
+size_t server_vhost_count(const server *s) { return s->nvhosts; }
+
+void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg)
+{
+    for (size_t i = 0; i < s->nvhosts; i++)
+        fn(arg, s->vhosts[i]);
+}
+
+static const char *const queue_types[] = {"", "undefined", "classic", "quorum", "stream"};
+
+bool server_validate_vhost(const meta_vhost *v, char *err, size_t errlen)
+{
+    if (!v->name || !*v->name || strlen(v->name) > 255) {
+        snprintf(err, errlen, "vhost name must be 1 to 255 bytes");
         return false;
-    if (amqp_bytes_equal_cstr(user, "guest") && s->cfg.guest_loopback_only && !loopback)
+    }
+    const char *type = v->default_queue_type ? v->default_queue_type : "";
+    for (size_t i = 0; i < sizeof queue_types / sizeof queue_types[0]; i++)
+        if (strcmp(type, queue_types[i]) == 0)
+            return true;
+    snprintf(err, errlen, "unknown default queue type '%s' for vhost '%s'", type, v->name);
+    return false;
+}
+
+/* A new vhost object in the registry (nothing written). */
+static vhost *add_vhost(server *s, const meta_vhost *d)
+{
+    size_t at = vhost_slot(s, AMQP_CSTR(d->name));
+    if (s->nvhosts == s->vhosts_cap) {
+        size_t cap = s->vhosts_cap ? s->vhosts_cap * 2 : 8;
+        vhost **n = realloc(s->vhosts, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        s->vhosts = n;
+        s->vhosts_cap = cap;
+    }
+    vhost *v = vhost_new(s, d->name);
+    if (!v || !vhost_set_details(v, d)) {
+        vhost_free(v);
+        return NULL;
+    }
+    memmove(s->vhosts + at + 1, s->vhosts + at, (s->nvhosts - at) * sizeof *s->vhosts);
+    s->vhosts[at] = v;
+    s->nvhosts++;
+    return v;
+}
+
+/* durable_load: a vhost row from the store. */
+void server_load_vhost(server *s, const meta_vhost *d)
+{
+    if (server_vhost(s, AMQP_CSTR(d->name)))
+        return;
+    if (!add_vhost(s, d))
+        log_msg(LOG_ERROR, "out of memory restoring vhost '%s'", d->name);
+}
+
+bool server_put_vhost(server *s, const meta_vhost *v, char *err, size_t errlen)
+{
+    if (!server_validate_vhost(v, err, errlen))
         return false;
+    const char *type = v->default_queue_type ? v->default_queue_type : "";
+    meta_vhost row = {v->name, v->description ? v->description : "", v->tags ? v->tags : "",
+                      strcmp(type, "undefined") == 0 ? "" : type, v->tracing};
+    if (!meta_put_vhost(s->meta, &row)) {
+        snprintf(err, errlen, "cannot store vhost '%s' (see the log)", v->name);
+        return false;
+    }
+    vhost *found = server_vhost(s, AMQP_CSTR(v->name));
+    if (found ? !vhost_set_details(found, &row) : !add_vhost(s, &row)) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+static void close_for_vhost(void *arg, conn *c) { conn_vhost_deleted(c, arg); }
+static void delete_queue_cb(void *arg, queue *q) { (void)arg, queue_delete(q); }
+
+/* Queues are deleted one by one (journal records settle their messages;
+ * the store rows go in the same transaction as the vhost's cascade). */
+bool server_delete_vhost(server *s, const char *name, char *err, size_t errlen)
+{
+    size_t at = vhost_slot(s, AMQP_CSTR(name));
+    if (at >= s->nvhosts || strcmp(vhost_name(s->vhosts[at]), name) != 0) {
+        snprintf(err, errlen, "no vhost '%s'", name);
+        return false;
+    }
+    vhost *v = s->vhosts[at];
+    char text[400];
+    snprintf(text, sizeof text, "CONNECTION_FORCED - vhost '%s' is deleted", name);
+    server_foreach_conn(s, v, close_for_vhost, text);
+    bool grouped = !meta_grouped(s->meta) && meta_begin(s->meta); /* or join the caller's */
+    vhost_foreach_queue(v, delete_queue_cb, NULL);
+    if (!meta_delete_vhost(s->meta, name) || (grouped && !meta_commit(s->meta))) {
+        if (grouped)
+            meta_rollback(s->meta);
+        snprintf(err, errlen, "cannot delete vhost '%s' from the store (see the log)", name);
+        return false;
+    }
+    memmove(s->vhosts + at, s->vhosts + at + 1, (s->nvhosts - at - 1) * sizeof *s->vhosts);
+    s->nvhosts--;
+    access_vhost_deleted(s->access, name);
+    log_msg(LOG_INFO, "deleted vhost '%s'", name);
+    vhost_free(v);
+    return true;
+}
+
+/* RabbitMQ's first boot: the default vhost, the default user (an
+ * administrator) and its full permissions there, in one transaction with
+ * the "initialized" mark, only if the store was never initialized. */
+static bool first_boot(server *s)
+{
+    char mark[8], err[300] = "the store failed (see the log)";
+    if (meta_get_setting(s->meta, "initialized", mark, sizeof mark))
+        return true;
+    const config *c = &s->cfg;
+    meta_vhost v = {c->default_vhost, "Default virtual host", "", "", false};
+    access_user_spec u = {.name = c->default_user, .password = c->default_pass,
+                          .tags = "administrator"};
+    meta_permission p = {c->default_user, c->default_vhost, ".*", ".*", ".*"};
+    bool ok = meta_begin(s->meta);
+    ok = ok && (server_vhost(s, AMQP_CSTR(v.name)) || server_put_vhost(s, &v, err, sizeof err));
+    ok = ok && (access_find_user(s->access, u.name) ||
+                access_put_user(s->access, &u, err, sizeof err));
+    ok = ok && access_put_permission(s->access, &p, err, sizeof err) &&
+         meta_put_setting(s->meta, "initialized", "1") && meta_commit(s->meta);
+    if (!ok) {
+        meta_rollback(s->meta);
+        log_msg(LOG_ERROR, "first boot: cannot create the default user and vhost: %s", err);
+        return false;
+    }
+    log_msg(LOG_INFO, "first boot: created vhost '%s' and user '%s'", v.name, u.name);
     return true;
 }
 
@@ -199,6 +389,21 @@ void server_conn_opened(server *s, conn *c)
     s->conns[s->nconns++] = c;
 }
 
+void server_foreach_conn(server *s, vhost *v, void (*fn)(void *arg, conn *c), void *arg)
+{
+    /* conn_close frees nothing synchronously, so the array is stable. */
+    for (size_t i = 0; i < s->nconns; i++)
+        if (!v || conn_vhost(s->conns[i]) == v)
+            fn(arg, s->conns[i]);
+}
+
+void server_close_user_connections(server *s, const char *user, const char *text)
+{
+    for (size_t i = 0; i < s->nconns; i++)
+        if (strcmp(conn_user(s->conns[i]), user) == 0)
+            conn_close(s->conns[i], AMQP_CONNECTION_FORCED, text, 0);
+}
+
 void server_conn_closed(server *s, conn *c)
 {
     for (size_t i = 0; i < s->nconns; i++) {
@@ -209,6 +414,7 @@ void server_conn_closed(server *s, conn *c)
     }
     if (s->shutting_down && s->nconns == 0)
         event_base_loopexit(s->base, NULL);
+    accept_resume(s); /* its descriptor is about to be free */
 }
 
 static bool is_loopback(const struct sockaddr *sa)
@@ -255,6 +461,47 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     s->now_ms = monotonic_ms();
     conn_accept(s, fd, is_loopback(sa), peer);
 }
+
+static void accept_resume(server *s)
+{
+    if (!s->accept_paused)
+        return;
+    s->accept_paused = false;
+    evtimer_del(s->accept_timer);
+    if (s->listener)
+        evconnlistener_enable(s->listener);
+}
+
+static void accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    accept_resume(arg);
+}
+
+/* libevent calls this for accept() errors it does not retry by itself
+ * (it retries EAGAIN, EINTR and ECONNABORTED); errno is accept's. */
+static void accept_error_cb(struct evconnlistener *l, void *arg)
+{
+    server *s = arg;
+    int e = EVUTIL_SOCKET_ERROR();
+    s->accept_errors++;
+    s->now_ms = monotonic_ms();
+    if (s->accept_logged_ms == 0 || s->now_ms - s->accept_logged_ms >= ACCEPT_LOG_MS) {
+        uint64_t n = s->accept_errors - s->accept_errors_logged;
+        log_msg(LOG_ERROR, "accept() failed: %s (%llu time%s %s); not accepting for %d ms "
+                "or until a connection closes", evutil_socket_error_to_string(e),
+                (unsigned long long)n, n == 1 ? "" : "s",
+                s->accept_logged_ms ? "since the last report" : "so far", ACCEPT_PAUSE_MS);
+        s->accept_logged_ms = s->now_ms;
+        s->accept_errors_logged = s->accept_errors;
+    }
+    evconnlistener_disable(l);
+    s->accept_paused = true;
+    struct timeval pause = {0, ACCEPT_PAUSE_MS * 1000};
+    evtimer_add(s->accept_timer, &pause);
+}
+
+uint64_t server_accept_errors(const server *s) { return s->accept_errors; }
 
 /* ---- timers and signals ------------------------------------------------- */
 
@@ -364,6 +611,7 @@ static bool listen_on(server *s)
         log_msg(LOG_ERROR, "cannot listen on %s: %s", addr, strerror(errno));
         return false;
     }
+    evconnlistener_set_error_cb(s->listener, accept_error_cb);
     socklen_t len = sizeof ss;
     getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &len);
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
@@ -371,6 +619,30 @@ static bool listen_on(server *s)
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
     log_msg(LOG_INFO, "AMQP listening on %s", addr);
     return true;
+}
+
+/* Raises the soft descriptor limit to the hard one (every connection is a
+ * descriptor; 1024 is a common default soft limit) and logs what we got,
+ * as RabbitMQ reports its file handle limit. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        log_msg(LOG_WARNING, "cannot read the file descriptor limit: %s", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur;
+    const char *why = NULL;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            why = strerror(errno);
+            rl.rlim_cur = was;
+        }
+    }
+    log_msg(why ? LOG_WARNING : LOG_INFO, "file descriptor limit %llu (soft limit was %llu, "
+            "hard limit %llu%s%s)", (unsigned long long)rl.rlim_cur, (unsigned long long)was,
+            (unsigned long long)rl.rlim_max, why ? "; cannot raise it: " : "", why ? why : "");
 }
 
 server *server_new(const config *cfg)
@@ -389,12 +661,19 @@ server *server_new(const config *cfg)
                           ? cfg->memory_high_watermark_abs
                           : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
                                      cfg->memory_high_watermark);
+    /* Below the watermark, so bodies still arriving can never raise the
+     * alarm by themselves; never below one maximal message. */
+    s->content_limit = s->memory_limit / 2;
+    if (s->content_limit < cfg->max_message_size + cfg->frame_max)
+        s->content_limit = cfg->max_message_size + cfg->frame_max;
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
     s->base = event_base_new();
     char err[600];
     if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
-        !(s->default_vhost = vhost_new(s, cfg->default_vhost))) {
+        !(s->accept_timer = evtimer_new(s->base, accept_resume_cb, s)) ||
+        !(s->access = access_new(s))) {
         server_free(s);
         return NULL;
     }
@@ -403,10 +682,8 @@ server *server_new(const config *cfg)
         server_free(s);
         return NULL;
     }
-    if (!durable_load(s) || !open_journal(s) || !listen_on(s)) {
-        server_free(s);
-        return NULL;
-    }
+    /* Signals first: a SIGTERM sent as soon as "AMQP listening" is logged
+     * must already find its handler (tests stop a broker right away). */
     struct timeval tick = {0, TICK_MS * 1000};
     s->tick = event_new(s->base, -1, EV_PERSIST, tick_cb, s);
     s->sigterm = evsignal_new(s->base, SIGTERM, signal_cb, s);
@@ -417,6 +694,10 @@ server *server_new(const config *cfg)
     event_add(s->stats_timer, &every);
     event_add(s->sigterm, NULL);
     event_add(s->sigint, NULL);
+    if (!durable_load(s) || !first_boot(s) || !open_journal(s) || !listen_on(s)) {
+        server_free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -460,7 +741,10 @@ void server_free(server *s)
         evconnlistener_free(s->listener);
     while (s->nconns)
         conn_free_now(s->conns[s->nconns - 1]);
-    vhost_free(s->default_vhost);
+    for (size_t i = 0; i < s->nvhosts; i++)
+        vhost_free(s->vhosts[i]);
+    free(s->vhosts);
+    access_free(s->access);
     if (s->journal) {
         journal_close(s->journal);
         leave_clean_marker(&s->cfg);
@@ -477,6 +761,8 @@ void server_free(server *s)
     if (s->stats_timer)
         event_free(s->stats_timer);
     stats_free(&s->stats);
+    if (s->accept_timer)
+        event_free(s->accept_timer);
     transport_flusher_free(s->flusher);
     if (s->base)
         event_base_free(s->base);
@@ -486,9 +772,11 @@ void server_free(server *s)
 
 /* ---- introspection (management API) ------------------------------------ */
 
-/* One vhost until the users-and-vhosts work adds more. */
-vhost *server_vhost_next(server *s, vhost *prev) { return prev ? NULL : s->default_vhost; }
-size_t server_vhost_count(const server *s) { return s->default_vhost ? 1 : 0; }
+vhost *server_vhost_next(server *s, vhost *prev)
+{
+    size_t i = prev ? vhost_slot(s, AMQP_CSTR(vhost_name(prev))) + 1 : 0;
+    return i < s->nvhosts ? s->vhosts[i] : NULL;
+}
 size_t server_conn_count(const server *s) { return s->nconns; }
 conn *server_conn_at(server *s, size_t i) { return i < s->nconns ? s->conns[i] : NULL; }
 

@@ -1,8 +1,7 @@
 /* Who is asking: HTTP basic authentication, in this one function.
  *
- * Today the broker knows one user (the configured default user) and it
- * logs in with server_authenticate; that user is an administrator. A
- * request on the control socket without an Authorization header is the
+ * The broker's access_login checks the password and loopback_users; the
+ * user's tags decide which routes it may use. A request on the control socket without an Authorization header is the
  * local administrator (as rabbitmqctl needs no password); one that carries
  * the header is authenticated like a TCP request (warrenctl's
  * authenticate_user relies on that). loopback_users applies: the peer of a
@@ -57,6 +56,15 @@ static bool peer_is_loopback(struct evhttp_request *req)
     return false;
 }
 
+/* The broker's tag bits as this module's. */
+static unsigned tags_of(unsigned access_tags)
+{
+    return (access_tags & ACCESS_TAG_ADMINISTRATOR ? TAG_ADMINISTRATOR : 0) |
+           (access_tags & ACCESS_TAG_MONITORING ? TAG_MONITORING : 0) |
+           (access_tags & ACCESS_TAG_POLICYMAKER ? TAG_POLICYMAKER : 0) |
+           (access_tags & ACCESS_TAG_MANAGEMENT ? TAG_MANAGEMENT : 0);
+}
+
 bool mgmt_authenticate(mgmt_req *r, bool *had_credentials)
 {
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
@@ -76,9 +84,13 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials)
     amqp_bytes user = {raw, (uint32_t)(colon - raw)};
     amqp_bytes pass = {colon + 1, (uint32_t)(n - (colon + 1 - raw))};
     bool local = r->control || peer_is_loopback(r->req);
-    if (!server_authenticate(r->s, user, pass, local))
+    char why[256];
+    const access_user *u = access_login(server_access(r->s), user, pass, local, why, sizeof why);
+    if (!u) {
+        log_msg(LOG_WARNING, "HTTP access denied: %s", why);
         return false;
-    snprintf(r->user.name, sizeof r->user.name, "%.*s", (int)user.len, (const char *)user.ptr);
-    r->user.tags = TAG_ADMINISTRATOR;
+    }
+    snprintf(r->user.name, sizeof r->user.name, "%s", access_user_name(u));
+    r->user.tags = tags_of(access_user_tag_flags(u));
     return true;
 }

@@ -280,12 +280,19 @@ static bool render_vhost(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
     stats *st = vhost_stats(v);
     mgmt_json_obj(w);
     mgmt_json_kbytes(w, "name", it->name);
-    mgmt_json_kstr(w, "description", "Default virtual host");
+    mgmt_json_kstr(w, "description", vhost_description(v));
     mgmt_json_key(w, "tags");
     mgmt_json_arr(w);
+    for (const char *tag = vhost_tags(v); *tag;) {
+        size_t n = strcspn(tag, ",");
+        if (n)
+            mgmt_json_bytes(w, (amqp_bytes){(const uint8_t *)tag, (uint32_t)n});
+        tag += n + (tag[n] == ',');
+    }
     mgmt_json_end_arr(w);
-    mgmt_json_kstr(w, "default_queue_type", "undefined");
-    mgmt_json_kbool(w, "tracing", false);
+    const char *dqt = vhost_default_queue_type(v);
+    mgmt_json_kstr(w, "default_queue_type", *dqt ? dqt : "undefined");
+    mgmt_json_kbool(w, "tracing", vhost_tracing(v));
     mgmt_json_key(w, "cluster_state");
     mgmt_json_obj(w);
     mgmt_json_kstr(w, server_node_name(r->s), "running");

@@ -3,7 +3,7 @@
 # are missing. As root it runs apt-get; otherwise it prints the command.
 set -e
 PKGS="gcc make pkg-config libevent-dev libssl-dev libsqlite3-dev libjansson-dev \
-libcmocka-dev librabbitmq-dev python3 python3-pika python3-amqp python3-kombu"
+libcmocka-dev librabbitmq-dev libpcre2-dev python3 python3-pika python3-amqp python3-kombu"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

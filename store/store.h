@@ -1,7 +1,8 @@
 /* store: durability -- the append-only message journal (segment files with
  * CRC32C-checked records, group commit by a sync thread, read-back of
- * bodies, segment GC, replay) and the sqlite3 metadata of durable
- * exchanges, queues and bindings.
+ * bodies, segment GC, replay) and the sqlite3 metadata: vhosts, users,
+ * permissions, policies, settings, and durable exchanges, queues and
+ * bindings.
  *
  * Threads: every function here is called on the broker's loop thread. The
  * journal owns one sync thread that writes and fdatasyncs batches; it
@@ -57,6 +58,7 @@ typedef enum journal_settle_kind {
     JOURNAL_ACK = 1,         /* consumed and acknowledged */
     JOURNAL_DROP = 2,        /* dropped (expired, max-length, rejected without DLX) */
     JOURNAL_DEAD_LETTER = 3, /* moved to a dead-letter exchange */
+    JOURNAL_MOVE = 4,        /* moved to another queue (redrive) */
 } journal_settle_kind;
 
 /* Opens (creating if needed) the journal in cfg->dir. Does not replay:
@@ -92,9 +94,24 @@ journal_seq journal_append_settle(journal *j, uint64_t queue_id, uint64_t msg_id
 /* It was delivered (again): its delivery count is now `count`. */
 journal_seq journal_append_delivered(journal *j, uint64_t queue_id, uint64_t msg_id,
                                      uint32_t count);
+/* Message msg_id in queue_id is held back until `until_ms` (wall clock, ms
+ * since the epoch); 0 clears it. The newest one counts, like a delivery
+ * count; replay passes it to the `delayed` handler. */
+journal_seq journal_append_delayed(journal *j, uint64_t queue_id, uint64_t msg_id,
+                                   uint64_t until_ms);
 /* Every message of the queue left it (queue.purge), or the queue is gone. */
 journal_seq journal_append_purge(journal *j, uint64_t queue_id);
 journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id);
+
+/* Atomic groups: the records appended between journal_group_begin and
+ * journal_group_end are replayed all or none -- a crash that tears the
+ * journal's tail inside a group drops the whole group (e.g. a message
+ * settled in one queue and enqueued in another: it stays in exactly one).
+ * Call both in the same loop callback; groups do not nest. A group never
+ * spans segments. journal_group_end returns the sequence that makes the
+ * whole group durable (the last record's), 0 for an empty group. */
+void journal_group_begin(journal *j);
+journal_seq journal_group_end(journal *j);
 
 /* The highest sequence known to be on disk (all of it with sync = none,
  * once written). */
@@ -128,11 +145,13 @@ size_t journal_read_messages(journal *j, const uint64_t *ids, const journal_loc 
 
 /* Called for each record, in append order, during replay. Any may be NULL.
  * An enqueue comes only after the message handler had that message; a
- * settle or delivered only for an entry whose enqueue the handler had
- * (records about collected or damaged data are left out). After a clean
- * close (or a periodic checkpoint) only what is still live is replayed:
- * messages with live entries, their enqueues and delivered counts. A
- * message that ends up in no queue can be dropped by the caller. */
+ * settle, delivered or delayed only for an entry whose enqueue the handler
+ * had (records about collected or damaged data are left out). After a
+ * clean close (or a periodic checkpoint) only what is still live is
+ * replayed: messages with live entries, their enqueues, delivered counts
+ * and delays. The records of an atomic group come all together, once the
+ * group is known to be whole, or not at all. A message that ends up in no
+ * queue can be dropped by the caller. */
 typedef struct journal_replay_handlers {
     /* `m` slices the record, valid during the call */
     void (*message)(void *ctx, uint64_t msg_id, journal_loc loc, const journal_message *m);
@@ -141,13 +160,17 @@ typedef struct journal_replay_handlers {
     void (*delivered)(void *ctx, uint64_t queue_id, uint64_t msg_id, uint32_t count);
     void (*purge)(void *ctx, uint64_t queue_id);
     void (*queue_delete)(void *ctx, uint64_t queue_id);
+    /* the newest journal_append_delayed of a live entry (0: cleared) */
+    void (*delayed)(void *ctx, uint64_t queue_id, uint64_t msg_id, uint64_t until_ms);
 } journal_replay_handlers;
 
 typedef struct journal_replay_stats {
     uint64_t records, segments, bytes; /* valid records, files and bytes read */
     uint64_t corrupt_records; /* bad CRC or length in the middle: skipped */
     uint64_t torn_tail_bytes; /* truncated after the last segment's records (a torn
-                                 record, or a reused file's old bytes) */
+                                 record or group, or a reused file's old bytes) */
+    uint64_t incomplete_groups; /* atomic groups missing records (torn at the tail, or
+                                   damaged): none of their records was applied */
     bool from_checkpoint;     /* a checkpoint (clean close or periodic) was used */
 } journal_replay_stats;
 
@@ -182,7 +205,8 @@ void journal_get_stats(const journal *j, journal_stats *out);
 void journal_tick(journal *j);
 
 /* ======================================================================
- * Metadata (sqlite3, WAL mode): durable exchanges, queues and bindings.
+ * Metadata (sqlite3, WAL mode): vhosts, users, permissions, policies, the
+ * broker's own settings, and durable exchanges, queues and bindings.
  * ====================================================================== */
 
 typedef struct meta meta;
@@ -211,21 +235,101 @@ typedef struct meta_binding {
     amqp_bytes routing_key, arguments;
 } meta_binding;
 
-/* Each returns false (and logs) on a database error. */
+/* A user. password_hash is base64 as RabbitMQ exports it ("" = no
+ * password); tags are comma-separated, as given. */
+typedef struct meta_user {
+    const char *name, *password_hash, *hashing_algorithm, *tags;
+} meta_user;
+
+typedef struct meta_vhost {
+    const char *name, *description;
+    const char *tags;               /* comma-separated */
+    const char *default_queue_type; /* "" = undefined */
+    bool tracing;
+} meta_vhost;
+
+/* Regular expressions, stored as given ("" is kept as "", meaning "^$"). */
+typedef struct meta_permission {
+    const char *user, *vhost, *configure, *write, *read;
+} meta_permission;
+
+typedef struct meta_topic_permission {
+    const char *user, *vhost, *exchange, *write, *read;
+} meta_topic_permission;
+
+/* A policy or (operator_policy) an operator policy; the two are separate
+ * name spaces. */
+typedef struct meta_policy {
+    const char *vhost, *name, *pattern, *apply_to;
+    int32_t priority;
+    amqp_bytes definition; /* an encoded AMQP field table (content) */
+    bool operator_policy;
+} meta_policy;
+
+/* Each returns false (and logs) on a database error. Puts insert or update
+ * by the row's key; deletes of something absent succeed. Strings are
+ * copied by sqlite: nothing is kept after the call. */
 bool meta_put_exchange(meta *m, const meta_exchange *e);
+/* Also deletes every binding from and to the exchange. */
 bool meta_delete_exchange(meta *m, const char *vhost, const char *name);
 /* Inserts or updates; sets q->id (a new id for a new queue). */
 bool meta_put_queue(meta *m, meta_queue *q);
+/* Also deletes every binding to the queue. */
 bool meta_delete_queue(meta *m, const char *vhost, const char *name);
 bool meta_put_binding(meta *m, const meta_binding *b);
 bool meta_delete_binding(meta *m, const meta_binding *b);
 
-/* Loads everything, calling the handlers (exchanges first, then queues, then
- * bindings). Slices are valid during the call only. */
+bool meta_put_user(meta *m, const meta_user *u);
+/* Also deletes the user's permissions and topic permissions. */
+bool meta_delete_user(meta *m, const char *name);
+bool meta_put_vhost(meta *m, const meta_vhost *v);
+/* Also deletes every row of the vhost: exchanges, queues, bindings,
+ * permissions, topic permissions and policies. Queue ids are not reused. */
+bool meta_delete_vhost(meta *m, const char *name);
+bool meta_put_permission(meta *m, const meta_permission *p);
+bool meta_delete_permission(meta *m, const char *user, const char *vhost);
+bool meta_put_topic_permission(meta *m, const meta_topic_permission *p);
+/* exchange NULL: every topic permission of that user in that vhost. */
+bool meta_delete_topic_permission(meta *m, const char *user, const char *vhost,
+                                  const char *exchange);
+bool meta_put_policy(meta *m, const meta_policy *p);
+bool meta_delete_policy(meta *m, const char *vhost, const char *name, bool operator_policy);
+
+/* A small key/value table for the broker's own facts ("initialized" once
+ * the first boot ran). get copies the value into out (cap bytes, NUL
+ * included); false when the key is absent, on a database error (logged),
+ * or when the value does not fit (logged). */
+bool meta_get_setting(meta *m, const char *key, char *out, size_t cap);
+bool meta_put_setting(meta *m, const char *key, const char *value);
+
+/* Groups every call until meta_commit into one IMMEDIATE transaction: all
+ * or nothing, also after a crash, with one fsync at the commit. Inside it,
+ * a call that fails undoes its own part only (a savepoint) and returns
+ * false; the caller decides whether to roll back the rest. meta_begin
+ * fails (logged) when a transaction is already open; meta_commit fails
+ * when the commit does (the transaction is then rolled back) or when
+ * sqlite had already rolled it back (after an I/O or full-disk error);
+ * meta_rollback discards everything since meta_begin (no-op without one).
+ * meta_load inside a transaction sees its uncommitted rows. */
+bool meta_begin(meta *m);
+bool meta_commit(meta *m);
+void meta_rollback(meta *m);
+/* Whether a meta_begin group is open (so a caller can join it instead). */
+bool meta_grouped(const meta *m);
+
+/* Loads everything, calling the handlers in this order: vhosts, users,
+ * permissions, topic permissions, policies, exchanges, queues, bindings;
+ * each table in first-insertion order. A NULL handler skips its table.
+ * Slices are valid during the call only; handlers must not call meta. */
 typedef struct meta_load_handlers {
     void (*exchange)(void *ctx, const meta_exchange *e);
     void (*queue)(void *ctx, const meta_queue *q);
     void (*binding)(void *ctx, const meta_binding *b);
+    void (*vhost)(void *ctx, const meta_vhost *v);
+    void (*user)(void *ctx, const meta_user *u);
+    void (*permission)(void *ctx, const meta_permission *p);
+    void (*topic_permission)(void *ctx, const meta_topic_permission *p);
+    void (*policy)(void *ctx, const meta_policy *p);
 } meta_load_handlers;
 
 bool meta_load(meta *m, const meta_load_handlers *h, void *ctx);
