@@ -239,3 +239,20 @@ def error_body(resp, error=None, reason=None, what="error body"):
     if reason is not None:
         eq(b["reason"], reason, what + " reason")
     return b
+
+
+def reference_file(name):
+    """The text of a capture in shared/rabbitmq-reference/ (beside the
+    repository, or beside the worktrees folder that holds it)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tried = []
+    for base in (os.environ.get("RABBITMQ_REFERENCE"), os.path.join(root, "..", "shared", "rabbitmq-reference"),
+                 os.path.join(root, "..", "..", "shared", "rabbitmq-reference")):
+        if not base:
+            continue
+        p = os.path.normpath(os.path.join(base, name))
+        tried.append(p)
+        if os.path.isfile(p):
+            with open(p, encoding="utf-8") as f:
+                return f.read()
+    raise Fail("reference capture %s not found (tried %s; set RABBITMQ_REFERENCE)" % (name, ", ".join(tried)))
