@@ -47,7 +47,7 @@ def _(t):
     eq(got["name"], "/", "name")
 
 
-@scenario("mgmt.vhosts.delete_closes_connections", "http", quick=True)
+@scenario("mgmt.vhosts.delete_closes_connections", "http")
 def _(t):
     from pika import exceptions as pex
     api = mgmt(t)
@@ -79,7 +79,7 @@ def _(t):
     eq(api.get(path("/api/policies", v)), [], "policies of the re-created vhost")
 
 
-@scenario("mgmt.users.put_get_delete", "http", quick=True)
+@scenario("mgmt.users.put_get_delete", "http")
 def _(t):
     api = mgmt(t)
     u = t.name("u")
@@ -143,7 +143,7 @@ def _(t):
     check(u in names and u2 not in names, "%s listed, %s not: %s" % (u, u2, names))
 
 
-@scenario("mgmt.users.bulk_delete", "http", quick=True)
+@scenario("mgmt.users.bulk_delete", "http")
 def _(t):
     api = mgmt(t)
     us = [user(t, "pw", "") for _ in range(3)]
@@ -192,7 +192,7 @@ def _(t):
     api.call("GET", path("/api/permissions", v, u), want=404)
 
 
-@scenario("mgmt.topic_permissions.put_get_delete", "http", quick=True)
+@scenario("mgmt.topic_permissions.put_get_delete", "http")
 def _(t):
     api = mgmt(t)
     u = user(t)

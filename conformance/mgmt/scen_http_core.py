@@ -50,7 +50,7 @@ def _(t):
     check(o["exchanges"] >= before["exchanges"] - 50, "exchanges %d" % o["exchanges"])
 
 
-@scenario("mgmt.nodes.fields", "http", quick=True)
+@scenario("mgmt.nodes.fields", "http")
 def _(t):
     api = mgmt(t)
     nodes = api.get("/api/nodes")
@@ -68,7 +68,7 @@ def _(t):
     eq(api.get("/api/overview")["node"], n["name"], "overview.node names the node")
 
 
-@scenario("mgmt.whoami.guest", "http", quick=True)
+@scenario("mgmt.whoami.guest", "http")
 def _(t):
     eq(mgmt(t).get("/api/whoami"), {"name": t.broker.user, "tags": ["administrator"]}, "whoami")
 
@@ -81,7 +81,7 @@ def _(t):
        "whoami of a monitoring user with a free-form tag")
 
 
-@scenario("mgmt.health.checks", "http", quick=True)
+@scenario("mgmt.health.checks", "http")
 def _(t):
     api = mgmt(t)
     for p in ("/api/health/checks/alarms", "/api/health/checks/local-alarms"):
@@ -103,7 +103,7 @@ def _(t):
                "Object Not Found", "Not Found", "aliveness-test of an unknown vhost")
 
 
-@scenario("mgmt.errors.no_credentials", "http", quick=True)
+@scenario("mgmt.errors.no_credentials", "http")
 def _(t):
     api = mgmt(t)
     for p in ("/api/overview", "/api/queues", "/api/whoami"):
@@ -111,7 +111,7 @@ def _(t):
         eq(r.headers.get("www-authenticate"), REALM, "%s WWW-Authenticate" % p)
 
 
-@scenario("mgmt.errors.wrong_credentials", "http", quick=True)
+@scenario("mgmt.errors.wrong_credentials", "http")
 def _(t):
     api = mgmt(t)
     for who, pw in ((t.broker.user, "conf-wrong-password"), ("conf-no-such-user-" + t.run_id, "x")):

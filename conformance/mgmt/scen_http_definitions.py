@@ -106,7 +106,7 @@ def _(t):
     find(d["policies"], "policy", vhost=v, name="orders-policy")
 
 
-@scenario("mgmt.definitions.import_vhost", "http", quick=True)
+@scenario("mgmt.definitions.import_vhost", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)

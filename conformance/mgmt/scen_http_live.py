@@ -39,7 +39,7 @@ def wait_conn(t, api, v, c):
     return next(x for x in conns if x["name"] == name)
 
 
-@scenario("mgmt.connections.list_get", "http", quick=True)
+@scenario("mgmt.connections.list_get", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -60,7 +60,7 @@ def _(t):
          "closed connection gone (404)")
 
 
-@scenario("mgmt.connections.delete_reason", "http", quick=True)
+@scenario("mgmt.connections.delete_reason", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -125,7 +125,7 @@ def _(t):
     check(any(x["name"] == a["name"] for x in api.get("/api/channels")), "in /api/channels")
 
 
-@scenario("mgmt.consumers.list", "http", quick=True)
+@scenario("mgmt.consumers.list", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)

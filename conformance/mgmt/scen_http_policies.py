@@ -11,7 +11,7 @@ def queue_policy(api, v, q, pred, what):
     return poll(lambda: api.get(path("/api/queues", v, q)), lambda x: "policy" in x and pred(x), what)
 
 
-@scenario("mgmt.policies.put_get_delete", "http", quick=True)
+@scenario("mgmt.policies.put_get_delete", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -59,7 +59,7 @@ def _(t):
     eq(api.get(path("/api/policies", v)), [], "no policy was created")
 
 
-@scenario("mgmt.policies.queue_gets_highest_priority", "http", quick=True)
+@scenario("mgmt.policies.queue_gets_highest_priority", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -125,7 +125,7 @@ def _(t):
     eq(q["arguments"], {"x-max-length": 10}, "arguments unchanged by the policy")
 
 
-@scenario("mgmt.operator_policies.merge", "http", quick=True)
+@scenario("mgmt.operator_policies.merge", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)

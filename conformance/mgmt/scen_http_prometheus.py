@@ -86,7 +86,7 @@ def metrics(t, p="/metrics"):
     return parse(body, p)
 
 
-@scenario("mgmt.prometheus.format", "http", quick=True)
+@scenario("mgmt.prometheus.format", "http")
 def _(t):
     status, ctype, body = fetch(t, "/metrics")
     eq(status, 200, "status")

@@ -131,7 +131,7 @@ def _(t):
        [("src", "dst", "exchange", "to-x")], "bindings/destination of dst")
 
 
-@scenario("mgmt.exchanges.publish_routed", "http", quick=True)
+@scenario("mgmt.exchanges.publish_routed", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -168,7 +168,7 @@ def _(t):
                "bad_request", what="publish without properties")
 
 
-@scenario("mgmt.queues.put_get_delete", "http", quick=True)
+@scenario("mgmt.queues.put_get_delete", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -209,7 +209,7 @@ def _(t):
                "PUT of an amq.* queue")
 
 
-@scenario("mgmt.queues.counts_after_publish", "http", quick=True)
+@scenario("mgmt.queues.counts_after_publish", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -258,7 +258,7 @@ def _(t):
     eq(d["channel_details"]["user"], "guest", "channel user")
 
 
-@scenario("mgmt.queues.purge_contents", "http", quick=True)
+@scenario("mgmt.queues.purge_contents", "http")
 def _(t):
     api = mgmt(t)
     v = vhost(t)

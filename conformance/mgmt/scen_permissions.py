@@ -91,7 +91,7 @@ def publish(ch, x, key="k", body=b"m"):
     ch.basic_publish(x, key, body)
 
 
-@scenario("permissions.exchange_declare_delete", "pika", quick=True)
+@scenario("permissions.exchange_declare_delete", "pika")
 def _(t):
     f = Fixture(t, [("x", "r-x"), ("x", "w-x")])
     c = f.conn()
@@ -104,7 +104,7 @@ def _(t):
     f.admin.exchange_declare("r-x", passive=True)
 
 
-@scenario("permissions.queue_declare_delete", "pika", quick=True)
+@scenario("permissions.queue_declare_delete", "pika")
 def _(t):
     f = Fixture(t, [("q", "r-q")])
     c = f.conn()
@@ -213,7 +213,7 @@ def _(t):
     raise Fail("publish to r-x not refused")
 
 
-@scenario("permissions.default_exchange", "pika", quick=True)
+@scenario("permissions.default_exchange", "pika")
 def _(t):
     # Publishing to the default exchange needs write on "amq.default".
     f = Fixture(t, [("q", "w-q")])
@@ -224,7 +224,7 @@ def _(t):
     eq(wait_count(f.admin, "w-q", 1), 1, "published through the default exchange")
 
 
-@scenario("permissions.consume_get", "pika", quick=True)
+@scenario("permissions.consume_get", "pika")
 def _(t):
     f = Fixture(t, [("q", "r-q"), ("q", "w-q")])
     for q in ("r-q", "w-q"):
@@ -256,7 +256,7 @@ def topic_fixture(t):
     return f
 
 
-@scenario("permissions.topic_publish", "pika", quick=True)
+@scenario("permissions.topic_publish", "pika")
 def _(t):
     f = topic_fixture(t)
     f.admin.queue_bind("b-q", "b-t", "#")
@@ -389,7 +389,7 @@ def _(t):
     check(c.is_open, "the connection stays open when its permissions are deleted")
 
 
-@scenario("permissions.delete_user_closes_connections", "pika", quick=True)
+@scenario("permissions.delete_user_closes_connections", "pika")
 def _(t):
     f = Fixture(t)
     c = f.conn()
