@@ -41,13 +41,11 @@ def _(t):
 def _(t):
     api = mgmt(t)
     v = vhost(t)
-    before = api.get("/api/overview")["object_totals"]
     api.put(path("/api/queues", v, "q1"), {})
-    # other clients of a shared broker move these too: the new vhost's 7
-    # exchanges and one queue are a lower bound
-    o = poll(lambda: api.get("/api/overview")["object_totals"], lambda o: o["queues"] >= 1 and o["exchanges"] >= 14,
-             "object_totals counts the new vhost's queue and exchanges")
-    check(o["exchanges"] >= before["exchanges"] - 50, "exchanges %d" % o["exchanges"])
+    # Other clients of a shared broker move these too: the 7 exchanges of
+    # "/" and of the new vhost, and its queue, are lower bounds.
+    poll(lambda: api.get("/api/overview")["object_totals"], lambda o: o["queues"] >= 1 and o["exchanges"] >= 14,
+         "object_totals counts the new vhost's queue and exchanges")
 
 
 @scenario("mgmt.nodes.fields", "http")

@@ -39,7 +39,7 @@ def wait_conn(t, api, v, c):
     return next(x for x in conns if x["name"] == name)
 
 
-@scenario("mgmt.connections.list_get", "http")
+@scenario("mgmt.connections.list_get", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -60,7 +60,7 @@ def _(t):
          "closed connection gone (404)")
 
 
-@scenario("mgmt.connections.delete_reason", "http")
+@scenario("mgmt.connections.delete_reason", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -79,7 +79,7 @@ def _(t):
     raise AssertionError("connection still open 5 s after DELETE")
 
 
-@scenario("mgmt.connections.delete_default_reason", "http")
+@scenario("mgmt.connections.delete_default_reason", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -96,7 +96,7 @@ def _(t):
     raise AssertionError("connection still open 5 s after DELETE")
 
 
-@scenario("mgmt.channels.list_get", "http")
+@scenario("mgmt.channels.list_get", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -125,7 +125,7 @@ def _(t):
     check(any(x["name"] == a["name"] for x in api.get("/api/channels")), "in /api/channels")
 
 
-@scenario("mgmt.consumers.list", "http")
+@scenario("mgmt.consumers.list", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)

@@ -125,7 +125,7 @@ def _(t):
     eq(q["arguments"], {"x-max-length": 10}, "arguments unchanged by the policy")
 
 
-@scenario("mgmt.operator_policies.merge", "http")
+@scenario("mgmt.operator_policies.merge", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)

@@ -209,7 +209,7 @@ def _(t):
                "PUT of an amq.* queue")
 
 
-@scenario("mgmt.queues.counts_after_publish", "http")
+@scenario("mgmt.queues.counts_after_publish", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)
@@ -237,7 +237,7 @@ def _(t):
          "5 messages after acking 2")
 
 
-@scenario("mgmt.queues.consumer_details", "http")
+@scenario("mgmt.queues.consumer_details", "http", timeout=45)
 def _(t):
     api = mgmt(t)
     v = vhost(t)

@@ -5,7 +5,6 @@ RabbitMQ 3.10.8's. Fixture objects are made by the broker's own user."""
 import ast
 import re
 
-import pika
 from pika import exceptions as pex
 
 from confkit import (scenario, eq, check, Fail, channel_error, sync, wait_count, ACCESS_REFUSED,
@@ -414,5 +413,5 @@ def _(t):
     api.put(path("/api/users", f.u), {"password": "pw", "tags": "management"})
     eq([v["name"] for v in api.get("/api/vhosts", user=f.u, password="pw")], [f.v], "vhosts visible to the user")
     eq([q["name"] for q in api.get(path("/api/queues", f.v), user=f.u, password="pw")], ["r-q"], "its queues")
-    conn = pika.BlockingConnection(f.t.pika_params(virtual_host=f.v, user=f.u, password="pw"))
-    conn.close()
+    eq(allowed(f.conn(), lambda ch: ch.queue_declare("r-q", passive=True)).method.queue, "r-q",
+       "the same credentials over AMQP")
