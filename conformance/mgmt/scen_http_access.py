@@ -59,8 +59,11 @@ def _(t):
         for _ in range(50):
             c.process_data_events(time_limit=0.1)
     except pex.ConnectionClosedByBroker as e:
-        eq((e.reply_code, e.reply_text), (CONNECTION_FORCED, "CONNECTION_FORCED - vhost '%s' is deleted" % v),
-           "connection.close")
+        # RabbitMQ 3.10 says "is down" instead when the vhost's processes
+        # stop before the deletion reaches the connection (a race).
+        eq(e.reply_code, CONNECTION_FORCED, "connection.close reply code")
+        check(e.reply_text in ("CONNECTION_FORCED - vhost '%s' is deleted" % v,
+                               "CONNECTION_FORCED - vhost '%s' is down" % v), "reply text %r" % e.reply_text)
         return
     raise AssertionError("connection to a deleted vhost still open after 5 s")
 
