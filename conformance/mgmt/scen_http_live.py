@@ -135,7 +135,9 @@ def _(t):
     ch.basic_qos(prefetch_count=4)
     ch.basic_consume("q1", lambda *a: None, consumer_tag="conf-ct1", arguments={"x-priority": 3})
     ch.basic_consume("q1", lambda *a: None, consumer_tag="conf-ct2", auto_ack=True, exclusive=False)
-    cons = poll(lambda: api.get(path("/api/consumers", v)), lambda cs: len(cs) == 2, "two consumers in the vhost")
+    # channel_details is [] until the channel's first statistics arrive
+    cons = poll(lambda: api.get(path("/api/consumers", v)),
+                lambda cs: len(cs) == 2 and all(x["channel_details"] for x in cs), "two consumers in the vhost")
     for x in cons:
         shape(x, CONSUMER, "consumer")
     by_tag = {x["consumer_tag"]: x for x in cons}

@@ -246,8 +246,8 @@ def _(t):
     ch = c.channel()
     ch.basic_qos(prefetch_count=3)
     ch.basic_consume("q1", lambda *a: None, consumer_tag="conf-ctag")
-    q = poll(lambda: api.get(qpath(v, "q1")), lambda q: q["consumers"] == 1 and len(q["consumer_details"]) == 1,
-             "one consumer in the queue's details")
+    q = poll(lambda: api.get(qpath(v, "q1")), lambda q: q["consumers"] == 1 and len(q["consumer_details"]) == 1
+             and q["consumer_details"][0]["channel_details"], "one consumer in the queue's details")
     d = q["consumer_details"][0]
     shape(d, {"consumer_tag": str, "ack_required": bool, "exclusive": bool, "prefetch_count": int,
               "arguments": dict, "active": bool, "queue": {"name": str, "vhost": str},
