@@ -841,6 +841,7 @@ typedef enum stat_id {
 
 #define STATS_INTERVAL_MS 5000 /* RabbitMQ's collect_statistics_interval */
 #define STATS_OBJECT_SAMPLES 13  /* one minute of 5 s samples, both ends */
+#define STATS_RATE_SAMPLES 2     /* connections and channels: enough for a rate */
 #define STATS_GLOBAL_SAMPLES 121 /* ten minutes, for the overview and vhosts */
 
 typedef struct stats_hist stats_hist;

@@ -52,6 +52,7 @@ void chan_free(chan *ch)
     free(ch->tx_acks);
     chan_content_release(ch);
     stats_free(&ch->stats);
+    free(ch->access.memo);
     free(ch);
 }
 

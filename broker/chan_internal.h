@@ -42,13 +42,19 @@ typedef struct tx_ack {
  * so a revoked permission still works on open channels there; Warren drops
  * the cache on any change of users or permissions, so a change applies to
  * open channels at once. */
-typedef struct chan_access_cache {
-    uint64_t gen;              /* 0: nothing cached */
-    const access_perms *perms; /* NULL: no permissions in the vhost */
+typedef struct chan_publish_memo {
     bool write_ok, topic_ok;
     uint8_t write_len, topic_len;
     uint8_t write_exchange[255]; /* write allowed on this exchange */
     uint8_t topic_key[255];      /* and topic write on this key (topic exchanges) */
+} chan_publish_memo;
+
+typedef struct chan_access_cache {
+    uint64_t gen;              /* 0: nothing cached */
+    const access_perms *perms; /* NULL: no permissions in the vhost */
+    /* allocated at the channel's first publish, so a channel that never
+     * publishes (most consumers, idle clients) does not carry it */
+    chan_publish_memo *memo;
 } chan_access_cache;
 
 enum { CONTENT_IDLE, CONTENT_HEADER, CONTENT_BODY };

@@ -37,7 +37,8 @@ chan_access_cache *chan_access(chan *ch)
     access_control *a = server_access(conn_server(ch->c));
     uint64_t gen = access_generation(a);
     if (ch->access.gen != gen) {
-        memset(&ch->access, 0, sizeof ch->access);
+        if (ch->access.memo)
+            ch->access.memo->write_ok = ch->access.memo->topic_ok = false;
         ch->access.gen = gen;
         ch->access.perms = access_find_perms(a, AMQP_CSTR(conn_user(ch->c)), AMQP_CSTR(vname(ch)));
     }

@@ -333,13 +333,18 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
  * exchange, so it costs a generation compare and a memcmp per message. */
 static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
 {
-    chan_access_cache *c = chan_access(ch);
-    if (c->write_ok && c->write_len == exchange.len &&
+    chan_access_cache *a = chan_access(ch);
+    if (!a->memo)
+        a->memo = calloc(1, sizeof *a->memo); /* without it, every publish is checked */
+    chan_publish_memo *c = a->memo;
+    if (c && c->write_ok && c->write_len == exchange.len &&
         memcmp(c->write_exchange, exchange.ptr, exchange.len) == 0)
         return AMQP_OK;
     if (chan_permitted(ch, ACCESS_WRITE, "exchange", exchange, AMQP_BASIC_PUBLISH, err) !=
         AMQP_OK)
         return AMQP_ERROR;
+    if (!c)
+        return AMQP_OK;
     c->write_ok = true;
     c->topic_ok = false; /* it was for another exchange */
     c->write_len = (uint8_t)exchange.len;
@@ -352,12 +357,15 @@ static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
 static int topic_write_permitted(chan *ch, const route_exchange *ex, amqp_bytes key,
                                  amqp_error *err)
 {
-    chan_access_cache *c = chan_access(ch); /* write_permitted just refreshed it */
+    chan_publish_memo *c = chan_access(ch)->memo; /* write_permitted just refreshed it */
     if (route_exchange_type(ex) != ROUTE_TOPIC ||
-        (c->topic_ok && c->topic_len == key.len && memcmp(c->topic_key, key.ptr, key.len) == 0))
+        (c && c->topic_ok && c->topic_len == key.len &&
+         memcmp(c->topic_key, key.ptr, key.len) == 0))
         return AMQP_OK;
     if (chan_topic_permitted(ch, ex, ACCESS_WRITE, key, AMQP_BASIC_PUBLISH, err) != AMQP_OK)
         return AMQP_ERROR;
+    if (!c)
+        return AMQP_OK;
     c->topic_ok = true;
     c->topic_len = (uint8_t)key.len;
     memcpy(c->topic_key, key.ptr, key.len);

@@ -15,8 +15,10 @@
  * ring when a request asks. An object that never showed activity has no
  * ring (its rates are 0 and its samples all 0), so 10,000 idle queues cost
  * no history; one that was active keeps its ring (STATS_OBJECT_SAMPLES,
- * about 2.2 KiB) until it is freed. The overview and the vhosts keep
- * STATS_GLOBAL_SAMPLES (ten minutes).
+ * about 2.2 KiB) until it is freed. Connections and channels keep only
+ * STATS_RATE_SAMPLES, enough for their rates: a thousand idle clients that
+ * once sent a handshake would otherwise hold 2.2 KiB each. The overview
+ * and the vhosts keep STATS_GLOBAL_SAMPLES (ten minutes).
  *
  * The whole broker's counters are the sum of its vhosts', recomputed at
  * each tick; its gauges sum every queue's.
@@ -169,7 +171,7 @@ static void sample_connections(server *s, uint64_t now)
         conn *c = server_conn_at(s, i);
         conn_info ci;
         conn_describe(c, &ci); /* brings the byte counters up to date */
-        stats_sample_now((stats *)ci.stats, NULL, now, STATS_OBJECT_SAMPLES);
+        stats_sample_now((stats *)ci.stats, NULL, now, STATS_RATE_SAMPLES);
         for (uint32_t slot = 0; slot < conn_channel_slots(c); slot++) {
             chan *ch = conn_channel_at(c, slot);
             chan_info info;
@@ -177,7 +179,7 @@ static void sample_connections(server *s, uint64_t now)
                 continue;
             chan_describe(ch, &info);
             uint64_t g[3] = {info.unacked, 0, info.unacked};
-            stats_sample_now((stats *)info.stats, g, now, STATS_OBJECT_SAMPLES);
+            stats_sample_now((stats *)info.stats, g, now, STATS_RATE_SAMPLES);
         }
     }
 }
