@@ -129,7 +129,7 @@ async function loadSession() {
   session.tags = tags;
   const [vhosts, overview] = await Promise.all([
     get('/api/vhosts?columns=name', { login: true }).catch(() => []),
-    get('/api/overview?columns=cluster_name,product_name,product_version,rabbitmq_version,node', { login: true }).catch(() => ({})),
+    get('/api/overview?columns=cluster_name,product_name,product_version,rabbitmq_version,node,exchange_types', { login: true }).catch(() => ({})),
   ]);
   session.vhosts = vhosts.map((v) => v.name);
   session.overview = overview;

@@ -83,11 +83,12 @@ export function createChart(title, series, opts = {}) {
       ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
       ctx.fillText(tickLabel((ymax * i) / 4, opts.unit), left - 6, y);
     }
-    ctx.textAlign = 'center'; ctx.textBaseline = 'top';
+    ctx.textBaseline = 'top';
     const minutes = windowMs / 60000;
     for (let i = 0; i <= 5; i += 1) {
       const x = left + ((right - left) * i) / 5;
       const ago = Math.round(minutes - (minutes * i) / 5);
+      ctx.textAlign = i === 0 ? 'left' : i === 5 ? 'right' : 'center';
       ctx.fillText(ago === 0 ? 'now' : `-${ago} min`, x, bottom + 5);
     }
     const xOf = (t) => left + ((t - t0) / windowMs) * (right - left);

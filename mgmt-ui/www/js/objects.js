@@ -1,7 +1,9 @@
 // Renderers shared by the pages for the broker's objects: links to a queue,
 // exchange or connection page, feature flags, state badges, the known
 // arguments and policy keys, and a vhost chooser for forms.
-import { h, badge, select } from './dom.js';
+import { h, badge, select, field } from './dom.js';
+import { put } from './http.js';
+import { argsEditor, formPanel, runAction } from './ui.js';
 import { session } from './session.js';
 
 const enc = encodeURIComponent;
@@ -99,4 +101,37 @@ export function scoped(base) {
 
 export function vhostColumn() {
   return { key: 'vhost', label: 'Virtual host', sort: 'vhost', initial: !session.vhost };
+}
+
+// declareForm: the "Add a new queue / exchange" panel. opts: {kind
+// ('queue' | 'exchange'), idPrefix, knownArgs, flags: [[key, label,
+// default]], extra: [[label, control]], body(flags) -> extra body fields,
+// onDone()}. PUTs /api/<kind>s/<vhost>/<name>.
+export function declareForm(opts) {
+  const p = opts.idPrefix;
+  const vhost = vhostChooser({ id: `${p}-vhost` });
+  const name = h('input', { type: 'text', id: `${p}-name`, required: true, autocomplete: 'off' });
+  const flags = opts.flags.map(([key, label, on]) => [key, label, h('input', { type: 'checkbox', id: `${p}-${key}`, checked: on })]);
+  const args = argsEditor(opts.knownArgs);
+  const err = h('p', { class: 'form-error', role: 'alert' });
+  const submit = h('button', { type: 'submit', class: 'btn btn-primary', id: `${p}-add` }, `Add ${opts.kind}`);
+  const form = h('form', {
+    onsubmit: async (e) => {
+      e.preventDefault();
+      err.textContent = '';
+      let argv;
+      try { argv = args.value(); } catch (x) { err.textContent = x.message; return; }
+      const body = { ...opts.body(), arguments: argv };
+      flags.forEach(([key, , box]) => { body[key] = box.checked; });
+      const path = `/api/${opts.kind}s/${encodeURIComponent(vhost.value)}/${encodeURIComponent(name.value)}`;
+      const label = `${opts.kind[0].toUpperCase()}${opts.kind.slice(1)} “${name.value}” declared`;
+      if (await runAction(submit, () => put(path, body).then(() => true), label)) { name.value = ''; args.reset(); opts.onDone(); }
+    },
+  },
+  h('div', { class: 'form-grid' }, field('Virtual host', vhost), field('Name', name), (opts.extra || []).map(([l, c]) => field(l, c)),
+    h('div', { class: 'field' }, h('span', { class: 'hint' }, 'Options'),
+      h('div', { class: 'checks' }, flags.map(([, label, box]) => h('label', { class: 'check' }, box, label)))),
+    h('div', { class: 'field wide' }, h('label', {}, 'Arguments'), args.el)),
+  h('div', { class: 'form-actions' }, submit, err));
+  return formPanel(`Add a new ${opts.kind}`, form);
 }

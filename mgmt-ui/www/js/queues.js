@@ -1,11 +1,9 @@
 // Queues: the server-paged table (counts, rates, consumers, the ages Warren
 // adds) and the form to declare a queue.
-import { h, replace, field } from './dom.js';
-import { put } from './http.js';
+import { h, replace } from './dom.js';
 import { num, rate, duration, pick } from './format.js';
 import { createTable } from './table.js';
-import { argsEditor, formPanel, runAction } from './ui.js';
-import { queueLink, features, scoped, vhostColumn, vhostChooser, QUEUE_ARGS } from './objects.js';
+import { queueLink, features, scoped, vhostColumn, declareForm, QUEUE_ARGS } from './objects.js';
 
 const rateCol = (key, label, path) => ({
   key, label, num: true, sort: path, api: [path], initial: key !== 'redeliver', render: (r) => rate(pick(r, path)),
@@ -30,35 +28,6 @@ export const COLUMNS = [
   { key: 'message_bytes', label: 'Bytes', sort: 'message_bytes', num: true, initial: false, render: (r) => num(r.message_bytes) },
 ];
 
-function addForm(onDone) {
-  const vhost = vhostChooser({ id: 'q-vhost' });
-  const name = h('input', { type: 'text', id: 'q-name', required: true, autocomplete: 'off' });
-  const durable = h('input', { type: 'checkbox', id: 'q-durable', checked: true });
-  const autoDelete = h('input', { type: 'checkbox', id: 'q-autodelete' });
-  const args = argsEditor(QUEUE_ARGS);
-  const err = h('p', { class: 'form-error', role: 'alert' });
-  const submit = h('button', { type: 'submit', class: 'btn btn-primary', id: 'q-add' }, 'Add queue');
-  const form = h('form', {
-    onsubmit: async (e) => {
-      e.preventDefault();
-      err.textContent = '';
-      let argv;
-      try { argv = args.value(); } catch (x) { err.textContent = x.message; return; }
-      const body = { durable: durable.checked, auto_delete: autoDelete.checked, arguments: argv };
-      const ok = await runAction(submit, () => put(`/api/queues/${encodeURIComponent(vhost.value)}/${encodeURIComponent(name.value)}`, body).then(() => true),
-        `Queue “${name.value}” declared`);
-      if (ok) { onDone(vhost.value, name.value); name.value = ''; args.reset(); }
-    },
-  },
-  h('div', { class: 'form-grid' },
-    field('Virtual host', vhost), field('Name', name),
-    h('div', { class: 'field' }, h('span', { class: 'hint' }, 'Options'),
-      h('div', { class: 'checks' }, h('label', { class: 'check' }, durable, 'Durable'), h('label', { class: 'check' }, autoDelete, 'Auto delete'))),
-    h('div', { class: 'field wide' }, h('label', {}, 'Arguments'), args.el)),
-  h('div', { class: 'form-actions' }, submit, err));
-  return formPanel('Add a new queue', form);
-}
-
 export async function render(el) {
   const table = createTable({
     id: 'queues', url: () => scoped('/api/queues'), columns: COLUMNS, apiAlways: ['name', 'vhost'],
@@ -68,6 +37,9 @@ export async function render(el) {
     h('div', { class: 'page-head' }, h('h1', {}, 'Queues')),
     table.el,
     h('div', { class: 'stack' }),
-    addForm(() => table.refresh()));
+    declareForm({
+      kind: 'queue', idPrefix: 'q', knownArgs: QUEUE_ARGS, body: () => ({}), onDone: () => table.refresh(),
+      flags: [['durable', 'Durable', true], ['auto_delete', 'Auto delete', false]],
+    }));
   return { refresh: table.refresh, title: 'Queues' };
 }
