@@ -73,6 +73,12 @@ $(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
+# The console's unit test links only the console and its embedded assets.
+CONSOLE_OBJS = $(B)/mgmt-ui/console.o $(B)/mgmt-ui/assets_gen.o
+$(B)/tests/unit/test_mgmt_console: tests/unit/test_mgmt_console.c $(CONSOLE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
 # Integration tests are clients: they talk to a broker process over TCP.
 $(B)/tests/integration/%: tests/integration/%.c $(wildcard tests/integration/*.h)
 	@mkdir -p $(dir $@)
@@ -85,6 +91,7 @@ $(B)/warren-perf: $(BENCH_SRCS)
 # The codec is generated from the spec and committed; this regenerates it.
 codegen:
 	/usr/bin/python3 amqp/gen_codec.py amqp/amqp-rabbitmq-0.9.1.json amqp
+	/usr/bin/python3 mgmt-ui/gen_assets.py
 
 check-codegen:
 	@scripts/check-codegen.sh

@@ -183,8 +183,12 @@ function logout() {
   renderLogin();
 }
 
-onUnauthorized(() => {
+// A 401 after login means the credentials stopped working -- or, on
+// RabbitMQ, a tag the user lacks ("Not administrator user"). Only the
+// former logs out: whoami tells them apart.
+onUnauthorized(async () => {
   if (!session.user) return;
+  try { await get('/api/whoami', { login: true }); return; } catch (e) { if (e.status !== 401) return; }
   clearCredentials();
   session.user = null;
   renderLogin(new ApiError(401, 'logged out', 'The broker no longer accepts these credentials; log in again.'));
