@@ -315,7 +315,7 @@ static const char body_2[] =
     "<symbol id=\"pause\" viewBox=\"0 0 24 24\" fill=\"none\" stroke=\"currentColor\" stroke-width=\"2.4\" stroke-linecap=\"round\"><path d=\"M9 6v12M15 6v12\"/></symbol>\n"
     "</svg>\n";
 
-/* /index.html (547 bytes) */
+/* /index.html (1101 bytes) */
 static const char body_3[] =
     "<!doctype html>\n"
     "<html lang=\"en\">\n"
@@ -325,15 +325,27 @@ static const char body_3[] =
     "<title>Warren</title>\n"
     "<link rel=\"icon\" href=\"favicon.svg\" type=\"image/svg+xml\">\n"
     "<link rel=\"stylesheet\" href=\"css/console.css\">\n"
+    "<!-- The shell and the helpers every page uses, fetched in parallel rather than\n"
+    "     one import level at a time. -->\n"
+    "<link rel=\"modulepreload\" href=\"js/app.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/http.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/dom.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/session.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/live.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/format.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/ui.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/objects.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/table.js\">\n"
+    "<link rel=\"modulepreload\" href=\"js/chart.js\">\n"
     "<script type=\"module\" src=\"js/app.js\"></script>\n"
     "</head>\n"
     "<body>\n"
     "<noscript><p class=\"noscript\">The Warren console needs JavaScript. The HTTP API at /api/ works without it.</p></noscript>\n"
-    "<div id=\"app\" aria-live=\"polite\"><p class=\"boot\">Loading the console&hellip;</p></div>\n"
+    "<div id=\"app\"><p class=\"boot\">Loading the console&hellip;</p></div>\n"
     "</body>\n"
     "</html>\n";
 
-/* /js/app.js (9176 bytes) */
+/* /js/app.js (9638 bytes) */
 static const char body_4[] =
     "// The console shell: login, the header (vhost selector, refresh interval,\n"
     "// user and logout), the navigation, and a hash router that loads one page\n"
@@ -380,6 +392,14 @@ static const char body_4[] =
     "let main = null;\n"
     "let navEl = null;\n"
     "\n"
+    "// Page modules, imported once; boot starts the first one's import while\n"
+    "// the session is still being checked.\n"
+    "const modules = new Map();\n"
+    "function loadModule(name) {\n"
+    "  if (!modules.has(name)) modules.set(name, import(`./${name}.js`));\n"
+    "  return modules.get(name);\n"
+    "}\n"
+    "\n"
     "function decode(s) {\n"
     "  try { return decodeURIComponent(s); } catch (e) { return s; }\n"
     "}\n"
@@ -408,12 +428,14 @@ static const char body_4[] =
     "  const link = navEl.querySelector(`a[data-nav=\"${r.nav}\"]`);\n"
     "  if (link) link.setAttribute('aria-current', 'page');\n"
     "  replace(main, loading());\n"
+    "  delete root.dataset.route;\n"
     "  try {\n"
-    "    const page = await import(`./${r.mod}.js`);\n"
+    "    const page = await loadModule(r.mod);\n"
     "    if (route()\?.mod !== r.mod) return; // navigated away meanwhile\n"
     "    const container = h('div', { class: 'page', 'data-page': r.mod });\n"
     "    replace(main, container);\n"
     "    current = (await page.render(container, r.params)) || {};\n"
+    "    root.dataset.route = location.hash || '#/'; // the page on screen has rendered (tests wait for it)\n"
     "    if (current.refresh) live.watch(current.refresh);\n"
     "    document.title = `${current.title || (link \? link.textContent : 'Warren')} \302\267 Warren`;\n"
     "  } catch (err) {\n"
@@ -535,6 +557,8 @@ static const char body_4[] =
     "\n"
     "async function boot() {\n"
     "  if (hasCredentials()) {\n"
+    "    const r = route();\n"
+    "    if (r) loadModule(r.mod).catch(() => {});\n"
     "    try { await loadSession(); } catch (err) { clearCredentials(); renderLogin(err); return; }\n"
     "    show();\n"
     "  } else renderLogin();\n"
@@ -1604,7 +1628,7 @@ static const char body_18[] =
     "  return form;\n"
     "}\n";
 
-/* /js/objects.js (7285 bytes) */
+/* /js/objects.js (7490 bytes) */
 static const char body_19[] =
     "// Renderers shared by the pages for the broker's objects: links to a queue,\n"
     "// exchange or connection page, feature flags, state badges, the known\n"
@@ -1702,9 +1726,12 @@ static const char body_19[] =
     "  return select(list, session.vhost || list[0], attrs);\n"
     "}\n"
     "\n"
-    "// List endpoint for the selected vhost: /api/queues or /api/queues/%2F.\n"
+    "// List endpoint for the selected vhost: /api/queues or /api/queues/%2F;\n"
+    "// connections and channels are listed under /api/vhosts/V/ instead.\n"
     "export function scoped(base) {\n"
-    "  return session.vhost \? `${base}/${enc(session.vhost)}` : base;\n"
+    "  if (!session.vhost) return base;\n"
+    "  if (base === '/api/connections' || base === '/api/channels') return `/api/vhosts/${enc(session.vhost)}/${base.slice(5)}`;\n"
+    "  return `${base}/${enc(session.vhost)}`;\n"
     "}\n"
     "\n"
     "export function vhostColumn() {\n"
@@ -1744,14 +1771,14 @@ static const char body_19[] =
     "  return formPanel(`Add a new ${opts.kind}`, form);\n"
     "}\n";
 
-/* /js/overview.js (7599 bytes) */
+/* /js/overview.js (7942 bytes) */
 static const char body_20[] =
     "// Overview: alarms first, then totals, live charts of queued messages and\n"
     "// message rates over the last ten minutes (from the API's samples), and the\n"
     "// node's facts. /api/nodes needs the monitoring tag; without it the node\n"
     "// panel says so instead of failing.\n"
     "import { h, replace, errorBox, facts, icon, badge, loading } from './dom.js';\n"
-    "import { get, query } from './http.js';\n"
+    "import { get, query, ApiError } from './http.js';\n"
     "import { num, rate, bytes, duration } from './format.js';\n"
     "import { createChart, ratesFromSamples, levelsFromSamples, COLORS } from './chart.js';\n"
     "import { session, canMonitor } from './session.js';\n"
@@ -1839,14 +1866,25 @@ static const char body_20[] =
     "      h('section', { class: 'panel', id: 'node' }, h('h2', {}, icon('gauge'), 'Node'), nodeArea),\n"
     "      h('section', { class: 'panel', id: 'listeners' }, h('h2', {}, icon('plug'), 'Listeners and versions'), listenersArea)));\n"
     "\n"
+    "  // With a vhost chosen, the totals and charts are that vhost's. They come\n"
+    "  // from the vhost list (GET /api/vhosts/V is for administrators only).\n"
+    "  async function fetchStats() {\n"
+    "    if (!session.vhost) return get(`/api/overview${query(WINDOW)}`);\n"
+    "    const list = await get(`/api/vhosts${query(WINDOW)}`);\n"
+    "    const v = list.find((x) => x.name === session.vhost);\n"
+    "    if (!v) throw new ApiError(404, 'not_found', `Virtual host \342\200\234${session.vhost}\342\200\235 is gone or not yours.`);\n"
+    "    return v;\n"
+    "  }\n"
+    "\n"
     "  async function refresh() {\n"
     "    let ov;\n"
     "    try {\n"
-    "      // With a vhost chosen, the totals and charts are that vhost's (/api/vhosts/V has the same stats).\n"
-    "      ov = await get(session.vhost \? `/api/vhosts/${encodeURIComponent(session.vhost)}${query(WINDOW)}` : `/api/overview${query(WINDOW)}`);\n"
+    "      ov = await fetchStats();\n"
     "      replace(errorArea);\n"
     "    } catch (err) {\n"
     "      replace(errorArea, errorBox(err));\n"
+    "      replace(tiles);\n"
+    "      await refreshNodes();\n"
     "      return;\n"
     "    }\n"
     "    const qt = session.vhost \? ov : (ov.queue_totals || {});\n"
@@ -2857,8 +2895,8 @@ static const mgmt_asset assets[] = {
     {"/css/console.css", "text/css; charset=utf-8", (const unsigned char *)body_0, 17460, "\"ddb156f29e33e6640dc3\""},
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
-    {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 547, "\"d337c7e89559462d50dc\""},
-    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 9176, "\"eb2ed3cb8be42311be1d\""},
+    {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
+    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 9638, "\"e5ba22397d76f1ccb0b8\""},
     {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5041, "\"8756022c990ade7da37a\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2180, "\"27a320856e5839d22f60\""},
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 5594, "\"00c0702df4778a43966f\""},
@@ -2873,8 +2911,8 @@ static const mgmt_asset assets[] = {
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3643, "\"a9b463e44fae12bd3a52\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
-    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7285, "\"78e165dce4409eed9da2\""},
-    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7599, "\"ebb9cfbf72a383bd78b2\""},
+    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7490, "\"ae18c30ec9dadc545018\""},
+    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7942, "\"73894c634a7ec97977fb\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 5281, "\"4f1afb1836addf726ef6\""},
     {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 10840, "\"5c37968e53de31238c56\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2672, "\"c6c512388e6e4a19d8b6\""},

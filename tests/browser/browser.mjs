@@ -26,6 +26,8 @@ export async function launch() {
 
 export async function login(page, base, user, pass) {
   await page.goto(`${base}/#/`);
+  await page.waitForSelector('form.login, #logout');
+  if (await page.locator('#logout').count()) await page.click('#logout');
   await page.fill('#login-user', user);
   await page.fill('#login-pass', pass);
   await page.click('form.login button[type=submit]');

@@ -43,6 +43,14 @@ let current = null; // the page on screen: {destroy?}
 let main = null;
 let navEl = null;
 
+// Page modules, imported once; boot starts the first one's import while
+// the session is still being checked.
+const modules = new Map();
+function loadModule(name) {
+  if (!modules.has(name)) modules.set(name, import(`./${name}.js`));
+  return modules.get(name);
+}
+
 function decode(s) {
   try { return decodeURIComponent(s); } catch (e) { return s; }
 }
@@ -71,12 +79,14 @@ async function show() {
   const link = navEl.querySelector(`a[data-nav="${r.nav}"]`);
   if (link) link.setAttribute('aria-current', 'page');
   replace(main, loading());
+  delete root.dataset.route;
   try {
-    const page = await import(`./${r.mod}.js`);
+    const page = await loadModule(r.mod);
     if (route()?.mod !== r.mod) return; // navigated away meanwhile
     const container = h('div', { class: 'page', 'data-page': r.mod });
     replace(main, container);
     current = (await page.render(container, r.params)) || {};
+    root.dataset.route = location.hash || '#/'; // the page on screen has rendered (tests wait for it)
     if (current.refresh) live.watch(current.refresh);
     document.title = `${current.title || (link ? link.textContent : 'Warren')} · Warren`;
   } catch (err) {
@@ -198,6 +208,8 @@ window.addEventListener('hashchange', () => { if (session.user) show(); });
 
 async function boot() {
   if (hasCredentials()) {
+    const r = route();
+    if (r) loadModule(r.mod).catch(() => {});
     try { await loadSession(); } catch (err) { clearCredentials(); renderLogin(err); return; }
     show();
   } else renderLogin();

@@ -94,9 +94,12 @@ export function vhostChooser(attrs) {
   return select(list, session.vhost || list[0], attrs);
 }
 
-// List endpoint for the selected vhost: /api/queues or /api/queues/%2F.
+// List endpoint for the selected vhost: /api/queues or /api/queues/%2F;
+// connections and channels are listed under /api/vhosts/V/ instead.
 export function scoped(base) {
-  return session.vhost ? `${base}/${enc(session.vhost)}` : base;
+  if (!session.vhost) return base;
+  if (base === '/api/connections' || base === '/api/channels') return `/api/vhosts/${enc(session.vhost)}/${base.slice(5)}`;
+  return `${base}/${enc(session.vhost)}`;
 }
 
 export function vhostColumn() {

@@ -3,7 +3,7 @@
 // node's facts. /api/nodes needs the monitoring tag; without it the node
 // panel says so instead of failing.
 import { h, replace, errorBox, facts, icon, badge, loading } from './dom.js';
-import { get, query } from './http.js';
+import { get, query, ApiError } from './http.js';
 import { num, rate, bytes, duration } from './format.js';
 import { createChart, ratesFromSamples, levelsFromSamples, COLORS } from './chart.js';
 import { session, canMonitor } from './session.js';
@@ -90,14 +90,25 @@ export async function render(el) {
       h('section', { class: 'panel', id: 'node' }, h('h2', {}, icon('gauge'), 'Node'), nodeArea),
       h('section', { class: 'panel', id: 'listeners' }, h('h2', {}, icon('plug'), 'Listeners and versions'), listenersArea)));
 
+  // With a vhost chosen, the totals and charts are that vhost's. They come
+  // from the vhost list (GET /api/vhosts/V is for administrators only).
+  async function fetchStats() {
+    if (!session.vhost) return get(`/api/overview${query(WINDOW)}`);
+    const list = await get(`/api/vhosts${query(WINDOW)}`);
+    const v = list.find((x) => x.name === session.vhost);
+    if (!v) throw new ApiError(404, 'not_found', `Virtual host “${session.vhost}” is gone or not yours.`);
+    return v;
+  }
+
   async function refresh() {
     let ov;
     try {
-      // With a vhost chosen, the totals and charts are that vhost's (/api/vhosts/V has the same stats).
-      ov = await get(session.vhost ? `/api/vhosts/${encodeURIComponent(session.vhost)}${query(WINDOW)}` : `/api/overview${query(WINDOW)}`);
+      ov = await fetchStats();
       replace(errorArea);
     } catch (err) {
       replace(errorArea, errorBox(err));
+      replace(tiles);
+      await refreshNodes();
       return;
     }
     const qt = session.vhost ? ov : (ov.queue_totals || {});
