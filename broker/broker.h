@@ -34,12 +34,7 @@ bool log_parse_level(const char *name, log_level *out);
 
 /* ---- configuration ------------------------------------------------------ */
 
-#define CONFIG_MAX_USERS 16
-
-typedef struct config_user {
-    char name[64];
-    char pass[64];
-} config_user;
+#define CONFIG_MAX_LOOPBACK_USERS 16
 
 typedef struct config {
     char listen_host[64]; /* listeners.tcp.default, host part ("0.0.0.0") */
@@ -47,7 +42,15 @@ typedef struct config {
     char default_user[64];
     char default_pass[64];
     char default_vhost[64];
-    bool guest_loopback_only; /* loopback_users includes the default user */
+    /* loopback_users: users who may log in only from 127.0.0.0/8 or ::1.
+     * RabbitMQ's rule: with no loopback_users key it is guest alone; the
+     * first loopback_users.<name> key replaces that default (the users set
+     * to true are the list); "loopback_users = none" empties it whatever
+     * else is set. See config_loopback_only. */
+    char loopback_users[CONFIG_MAX_LOOPBACK_USERS][256];
+    unsigned nloopback_users;
+    bool loopback_explicit; /* a loopback_users.<name> key replaced the default */
+    bool loopback_none;     /* loopback_users = none */
     unsigned heartbeat;      /* seconds; 0 disables */
     uint32_t frame_max;
     uint16_t channel_max;
@@ -72,6 +75,9 @@ bool config_load_file(config *c, const char *path, char *err, size_t errlen);
 /* Applies one "key=value" override; `origin` names it in errors. */
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,
                 size_t errlen);
+
+/* Whether loopback_users makes `user` a loopback-only user. */
+bool config_loopback_only(const config *c, const char *user);
 
 /* ---- messages ----------------------------------------------------------- */
 
@@ -126,6 +132,7 @@ msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
  * RabbitMQ keeps a message's expiry. */
 typedef struct queue_item {
     msg *m;
+    uint32_t seq; /* its place in the queue: a requeue puts it back there */
     uint32_t delivery_count;
     bool maybe_delivered; /* recovered after a crash: delivered or not, we can't tell */
     uint64_t enqueued_at; /* when it entered the queue (server_now_ms) */
@@ -139,6 +146,9 @@ typedef struct conn conn;
 typedef struct chan chan;
 typedef struct queue queue;
 typedef struct consumer consumer;
+typedef struct access_control access_control; /* users and permissions (access.c) */
+typedef struct policy_set policy_set;
+typedef struct policy_applied policy_applied;
 
 /* ---- transports --------------------------------------------------------- */
 
@@ -198,9 +208,13 @@ journal *server_journal(server *s);
 queue *server_queue_by_store_id(server *s, uint64_t id);
 /* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
 uint64_t server_now_ms(const server *s);
-vhost *server_vhost(server *s, amqp_bytes name);
-/* Checks a user's password; false when unknown or wrong. */
-bool server_authenticate(server *s, amqp_bytes user, amqp_bytes pass, bool loopback);
+/* Users and permissions (see access_ above). */
+access_control *server_access(server *s);
+/* Iterates connections: those of `v` (NULL: all), in no set order. fn may
+ * close a connection (frees are deferred) but must not open one. */
+void server_foreach_conn(server *s, vhost *v, void (*fn)(void *arg, conn *c), void *arg);
+/* Closes every connection logged in as `user` with 320 and `text`. */
+void server_close_user_connections(server *s, const char *user, const char *text);
 /* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
 void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
 void server_conn_opened(server *s, conn *c);
@@ -216,15 +230,191 @@ void server_conn_closed(server *s, conn *c);
 /* Refreshes the cached clock that server_now_ms returns. */
 void server_touch_clock(server *s);
 
+/* ---- identity and access (access.c) ------------------------------------ */
+
+/* The users, permissions and topic permissions of a server, held in memory
+ * and written through to the metadata store, which is the truth at start
+ * (durable_load fills them). Regular expressions are compiled once (PCRE2
+ * with JIT) when set, and a bad one is refused then with the reason. Every
+ * change bumps a generation number; a permission object a lookup returned
+ * stays valid while access_generation() is unchanged, so channels cache
+ * their checks against it and a change applies to open channels at once.
+ * (RabbitMQ instead caches allowed checks per channel until it is reopened.)
+ *
+ * Puts and deletes return false with a one-line reason in `err` and change
+ * nothing when the input is invalid, a user or vhost it names is missing,
+ * or the store write fails (also logged). Inside meta_begin/meta_commit
+ * (a definitions import) they apply to memory at once; if the commit then
+ * fails, call access_reload to bring memory back to the store. Strings
+ * passed in are copied; strings handed out live until the next change of
+ * the same kind. Everything runs on the loop thread. */
+typedef struct access_user access_user;
+typedef struct access_perms access_perms;
+typedef struct access_topic_perms access_topic_perms;
+
+typedef enum access_kind { ACCESS_CONFIGURE, ACCESS_WRITE, ACCESS_READ } access_kind;
+
+/* Tags RabbitMQ knows, as bits; other (free-form) tags stay in the text. */
+enum {
+    ACCESS_TAG_ADMINISTRATOR = 1 << 0,
+    ACCESS_TAG_MONITORING = 1 << 1,
+    ACCESS_TAG_POLICYMAKER = 1 << 2,
+    ACCESS_TAG_MANAGEMENT = 1 << 3,
+    ACCESS_TAG_IMPERSONATOR = 1 << 4,
+};
+
+#define ACCESS_HASH_SHA256 "rabbit_password_hashing_sha256"
+#define ACCESS_HASH_SHA512 "rabbit_password_hashing_sha512"
+#define ACCESS_HASH_MD5 "rabbit_password_hashing_md5"
+
+/* Empty; NULL on OOM. access_free frees everything it holds. */
+access_control *access_new(server *s);
+void access_free(access_control *a);
+uint64_t access_generation(const access_control *a);
+
+/* RabbitMQ's rabbit_password: base64(4-byte random salt ++ H(salt ++
+ * password)), H by algorithm (one of the ACCESS_HASH_ names). hash writes a
+ * NUL-terminated hash into out (cap >= 96 fits every algorithm); false for
+ * an unknown algorithm or too small a buffer. check: whether `password`
+ * matches; false for "" (no password), a malformed hash or an unknown
+ * algorithm. */
+bool access_algorithm_known(const char *algorithm);
+bool access_hash_password(const char *algorithm, amqp_bytes password, char *out, size_t cap);
+bool access_check_password(const char *algorithm, const char *hash, amqp_bytes password);
+/* ACCESS_TAG_ bits of a comma-separated tag list. */
+unsigned access_parse_tags(const char *tags);
+/* Whether `re` compiles as a permission regex ("" = "^$"); else the reason. */
+bool access_regex_check(const char *re, char *err, size_t errlen);
+
+/* ---- users ---- */
+
+/* A user to create or update: either `password` (cleartext, hashed here
+ * with hashing_algorithm) or `password_hash` (RabbitMQ's base64, "" = no
+ * password, with its hashing_algorithm). hashing_algorithm NULL means
+ * rabbit_password_hashing_sha256; tags NULL means none. */
+typedef struct access_user_spec {
+    const char *name, *password, *password_hash, *hashing_algorithm, *tags;
+} access_user_spec;
+
+/* Checks a spec without changing anything: name 1..255 bytes, a known
+ * algorithm, a password or a well-formed hash. */
+bool access_validate_user(const access_user_spec *u, char *err, size_t errlen);
+bool access_put_user(access_control *a, const access_user_spec *u, char *err, size_t errlen);
+/* Also deletes the user's permissions and topic permissions and closes
+ * their connections with 320 "user 'x' is deleted", as RabbitMQ 3.10
+ * does. false if there is no such user. */
+bool access_delete_user(access_control *a, const char *name, char *err, size_t errlen);
+const access_user *access_find_user(const access_control *a, const char *name);
+size_t access_user_count(const access_control *a);
+/* In name order; fn must not change users. */
+void access_foreach_user(const access_control *a, void (*fn)(void *arg, const access_user *u), void *arg);
+const char *access_user_name(const access_user *u);
+const char *access_user_password_hash(const access_user *u);
+const char *access_user_hashing_algorithm(const access_user *u);
+const char *access_user_tags(const access_user *u); /* comma-separated, as given */
+unsigned access_user_tag_flags(const access_user *u);
+
+/* The one login check, for AMQP (PLAIN, AMQPLAIN) and HTTP basic auth: the
+ * user when the password matches (never for a blank password or a user
+ * without one) and loopback_users allows the peer (`loopback`: it came
+ * from 127.0.0.0/8 or ::1); else NULL with RabbitMQ's log reason in `why`
+ * (may be NULL). The user lives until the next change of users. */
+const access_user *access_login(access_control *a, amqp_bytes user, amqp_bytes password, bool loopback,
+                                char *why, size_t whylen);
+
+/* ---- permissions ---- */
+
+/* Regexes of a permission compile; user and vhost names are well-formed
+ * (not that they exist: an import may create them in the same go). */
+bool access_validate_permission(const meta_permission *p, char *err, size_t errlen);
+/* Sets (replaces) user's permissions in vhost; both must exist. */
+bool access_put_permission(access_control *a, const meta_permission *p, char *err, size_t errlen);
+/* false if there were none. */
+bool access_clear_permission(access_control *a, const char *user, const char *vhost, char *err,
+                             size_t errlen);
+/* user / vhost NULL: any. In (user, vhost) order; the row lives during fn. */
+void access_foreach_permission(const access_control *a, const char *user, const char *vhost,
+                               void (*fn)(void *arg, const meta_permission *p), void *arg);
+/* The permissions of `user` in `vhost`; NULL means no access to the vhost. */
+const access_perms *access_find_perms(const access_control *a, amqp_bytes user, amqp_bytes vhost);
+/* Whether p's `kind` regex matches resource `name` ("" = "amq.default"). */
+bool access_allowed(access_control *a, const access_perms *p, access_kind kind, amqp_bytes name);
+
+/* ---- topic permissions (write / read on routing keys of a topic exchange) ---- */
+
+bool access_validate_topic_permission(const meta_topic_permission *p, char *err, size_t errlen);
+bool access_put_topic_permission(access_control *a, const meta_topic_permission *p, char *err,
+                                 size_t errlen);
+/* exchange NULL: all of the user's in the vhost. false if there were none. */
+bool access_clear_topic_permission(access_control *a, const char *user, const char *vhost,
+                                   const char *exchange, char *err, size_t errlen);
+void access_foreach_topic_permission(const access_control *a, const char *user, const char *vhost,
+                                     void (*fn)(void *arg, const meta_topic_permission *p),
+                                     void *arg);
+/* NULL: no topic permission for that exchange, so every key is allowed. */
+const access_topic_perms *access_find_topic_perms(const access_control *a, amqp_bytes user,
+                                                  amqp_bytes vhost, amqp_bytes exchange);
+/* kind is ACCESS_WRITE or ACCESS_READ; {username} and {vhost} in the
+ * pattern are replaced first. */
+bool access_topic_allowed(access_control *a, const access_topic_perms *t, access_kind kind,
+                          amqp_bytes key);
+
+/* ---- for the server and durable_load ---- */
+
+/* Loading from the store at start (no write back). */
+void access_load_user(access_control *a, const meta_user *u);
+void access_load_permission(access_control *a, const meta_permission *p);
+void access_load_topic_permission(access_control *a, const meta_topic_permission *p);
+/* Forgets the vhost's permissions (the store cascades on its own). */
+void access_vhost_deleted(access_control *a, const char *vhost);
+/* Throws away what is in memory and loads users and permissions again
+ * from the store (after a failed meta_commit). */
+bool access_reload(access_control *a);
+
 /* ---- virtual hosts ------------------------------------------------------ */
 
+/* The server's vhosts, by name (server.c). A vhost's description, tags,
+ * default queue type and tracing flag are kept in the metadata store with
+ * it; put creates or updates one, delete removes it and all it holds. */
+
+/* The vhost named `name`, or NULL. */
+vhost *server_vhost(server *s, amqp_bytes name);
+size_t server_vhost_count(const server *s);
+/* In name order; fn must not create or delete vhosts. */
+void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg);
+/* Checks without changing anything: name 1..255 bytes, default_queue_type
+ * "", "undefined" (= ""), "classic", "quorum" or "stream". */
+bool server_validate_vhost(const meta_vhost *v, char *err, size_t errlen);
+/* Creates the vhost (with RabbitMQ's exchanges) or updates its details;
+ * NULL fields mean "" (false for tracing). false with `err` when invalid
+ * or the store write fails; nothing changes then. */
+bool server_put_vhost(server *s, const meta_vhost *v, char *err, size_t errlen);
+/* Deletes a vhost as RabbitMQ does: its connections are closed with 320
+ * "vhost 'x' is deleted", its queues deleted (their messages settled in the
+ * journal), and its exchanges, bindings, policies, permissions and topic
+ * permissions removed from the store in one transaction, so nothing of it
+ * comes back after a restart. false if there is no such vhost or the store
+ * write fails (then the vhost stays, its connections already closed). */
+bool server_delete_vhost(server *s, const char *name, char *err, size_t errlen);
+
 vhost *vhost_new(server *s, const char *name);
+/* Details, as stored; the strings live until the next vhost_set_details. */
+const char *vhost_description(const vhost *v);
+const char *vhost_tags(const vhost *v); /* comma-separated */
+const char *vhost_default_queue_type(const vhost *v); /* "" = undefined */
+bool vhost_tracing(const vhost *v);
+/* Copies the details of `d` (its name is not used); false on OOM. */
+bool vhost_set_details(vhost *v, const meta_vhost *d);
+/* Calls fn for each queue of the vhost; fn may delete the queue it is given. */
+void vhost_foreach_queue(vhost *v, void (*fn)(void *arg, queue *q), void *arg);
 /* Frees at shutdown: queues are freed, not deleted (durable ones stay). */
 void vhost_free(vhost *v);
 bool vhost_closing(const vhost *v);
 const char *vhost_name(const vhost *v);
 server *vhost_server(vhost *v);
 route_table *vhost_routes(vhost *v);
+/* The vhost's policies and operator policies (policy.c). */
+policy_set *vhost_policies(vhost *v);
 queue *vhost_queue_find(vhost *v, amqp_bytes name);
 void vhost_queue_add(vhost *v, queue *q);
 void vhost_queue_remove(vhost *v, queue *q);
@@ -254,6 +444,9 @@ void vhost_drop_exclusive(vhost *v, conn *c);
 void conn_accept(server *s, int fd, bool loopback, const char *peer);
 /* Closes with connection.close(code, text) -- e.g. 320 on shutdown. */
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
+/* Its vhost is being deleted: closes with 320 and forgets the vhost (its
+ * exclusive queues go now), so nothing refers to it afterwards. */
+void conn_vhost_deleted(conn *c, const char *text);
 /* Called by the server's housekeeping timer: heartbeats and timeouts. */
 void conn_tick(conn *c, uint64_t now_ms);
 /* The memory alarm went on or off: tell clients that asked (connection.
@@ -335,6 +528,9 @@ typedef struct queue_args {
 /* Validates declare arguments (406 with RabbitMQ's texts) and parses them. */
 int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost, queue_args *out,
                      amqp_error *err);
+/* Reads arguments already validated (or combined with validated policy
+ * values) without checking them again. */
+void queue_args_read(amqp_bytes args, queue_args *out);
 /* 406 unless the arguments RabbitMQ compares on redeclare are the same. */
 int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qname,
                           const char *vhost, amqp_error *err);
@@ -364,7 +560,8 @@ bool queue_has_exclusive_consumer(const queue *q);
  * expiration (ms, -1 = none). Delivers at once if a consumer can take it.
  * Returns false when the queue refuses it (x-overflow reject-publish). */
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
-/* Puts a delivered message back at the head (takes a new reference). */
+/* Puts a delivered message back at its place, among the messages that
+ * were queued around it (takes a new reference). */
 void queue_requeue(queue *q, queue_item it);
 /* A message recovery found in the journal, left there until delivered. */
 typedef struct queue_paged {
@@ -384,7 +581,17 @@ bool queue_get(queue *q, queue_item *it);
 void queue_dead_letter(queue *q, queue_item it, const char *reason);
 /* Restarts the x-expires idle timer (declare, basic.get). */
 void queue_touch(queue *q);
+/* The limits in force: the arguments combined with the queue's policies. */
 const queue_args *queue_get_args(const queue *q);
+/* The policy engine's part (policy.c): what applies to `q` now (names and
+ * merged definition, copied) and its effective arguments -- its own
+ * arguments with the policy's values combined in (copied; the limits are
+ * read from them). Applies the change at once, in RabbitMQ's order: the
+ * idle timer restarts, a lower length limit drops or dead-letters the
+ * excess (under the previous x-overflow, then the new one), a shorter TTL
+ * expires what is older. Unchanged input changes nothing. false on
+ * out-of-memory, with everything as it was. */
+bool queue_set_policy(queue *q, const policy_applied *applied, amqp_bytes effective_args);
 /* The id the store knows a durable queue by (0 = none). */
 uint64_t queue_store_id(const queue *q);
 void queue_set_store_id(queue *q, uint64_t id);
@@ -436,6 +643,84 @@ void queue_add_consumer(queue *q, consumer *cons);
 /* Removes it; an auto-delete queue left without consumers is deleted. */
 void queue_remove_consumer(queue *q, consumer *cons);
 
+/* ---- policies (policy.c) ------------------------------------------------ */
+
+/* Policies and operator policies of a vhost, as RabbitMQ 3.10 applies them:
+ * each queue and exchange gets the matching policy of highest priority and,
+ * separately, the matching operator policy; their definitions merge (the
+ * lower of two numeric limits wins) and a queue's own x-arguments win over
+ * the result where RabbitMQ says so. Applied when a queue or exchange is
+ * declared and, for every matching queue and exchange at once, when a
+ * policy is put or deleted -- never per message.
+ *
+ * A definition is an encoded AMQP field table (content, as queue arguments
+ * are kept); the broker knows no JSON. The management API converts a JSON
+ * object with: integer -> 'l', float -> 'd', string -> 'S', true/false ->
+ * 't', null -> 'V', array -> 'A', object -> 'F'. */
+typedef struct policy_spec {
+    const char *name;
+    const char *pattern;  /* a regular expression over queue / exchange names */
+    const char *apply_to; /* "all" (also for NULL), "queues", "exchanges",
+                           * "classic_queues", "quorum_queues", "streams" */
+    int32_t priority;
+    amqp_bytes definition;
+    bool operator_policy;
+} policy_spec;
+
+/* Checks a policy as RabbitMQ does before setting it, without applying it.
+ * true, or false with RabbitMQ's text in `err` -- "Validation failed\n\n"
+ * then one line per problem (definition, apply-to, pattern, in that order),
+ * e.g. "-1 is not a valid message TTL\n" or "[{<<\"max-priority\">>,5}] are
+ * not recognised policy settings\n" -- as the management API returns it for
+ * a 400. Always NUL-terminates `err` (truncated to errlen). */
+bool policy_validate(const policy_spec *p, char *err, size_t errlen);
+
+/* Adds, or replaces the policy of that name (operator policies are their own
+ * name space): validates, writes it to the metadata store, then re-evaluates
+ * every queue and exchange of `v` at once (limits applied now: excess
+ * dropped or dead-lettered, older messages expired, idle timers restarted).
+ * Everything in `p` is copied. false with `err` (as policy_validate, or
+ * "out of memory", or "could not store the policy") and nothing changed. */
+bool policy_put(vhost *v, const policy_spec *p, char *err, size_t errlen);
+/* Deletes it, in the store too, and re-evaluates at once. false when there
+ * is no such policy (the API's 404) or the store failed (logged). */
+bool policy_delete(vhost *v, const char *name, bool operator_policy);
+/* Calls fn for each policy (or operator policy) of `v`, lowest priority
+ * first (RabbitMQ's listing order; equal priorities by name). The spec's
+ * strings and definition are valid during the call only; fn must not put
+ * or delete policies. */
+void policy_foreach(vhost *v, bool operator_policy,
+                    void (*fn)(void *arg, const policy_spec *p), void *arg);
+/* The policy named `name`; false when none. *out as in policy_foreach,
+ * valid until the next policy change in `v`. */
+bool policy_get(vhost *v, const char *name, bool operator_policy, policy_spec *out);
+
+/* What applies to one queue or exchange, as /api/queues and /api/exchanges
+ * show it: `policy` and `operator_policy` are names or NULL ("none");
+ * `definition` is the merged definition without the object's own
+ * arguments (empty when neither applies). Valid until the next policy
+ * change in the vhost, or until the object is freed. */
+struct policy_applied {
+    const char *policy, *operator_policy;
+    amqp_bytes definition;
+};
+void policy_of_queue(const queue *q, policy_applied *out);
+void policy_of_exchange(vhost *v, const route_exchange *ex, policy_applied *out);
+
+/* For the broker itself. A vhost's set (vhost_policies); NULL on OOM. */
+policy_set *policy_set_new(void);
+void policy_set_free(policy_set *ps);
+/* Applies the matching policies to a queue being created (queue_new) or
+ * an exchange just created (the route hook). */
+void policy_apply_queue(vhost *v, queue *q);
+void policy_apply_exchange(vhost *v, route_exchange *ex);
+/* Re-evaluates every queue and exchange of `v` (after loading). */
+void policy_reapply(vhost *v);
+/* Start-up: a stored policy (meta_load's handler); added without writing
+ * it back or re-evaluating anything. false when it no longer validates
+ * (logged and skipped). */
+bool policy_restore(vhost *v, const meta_policy *row);
+
 /* ---- durable topology (durable.c) -------------------------------------- */
 
 /* Each writes the change to the metadata store when it concerns durable
@@ -449,8 +734,11 @@ void durable_queue_declared(vhost *v, queue *q);
 void durable_queue_deleted(vhost *v, queue *q);
 void durable_binding(vhost *v, const route_exchange *source, route_dest dest, amqp_bytes key,
                      amqp_bytes args, bool bound);
-/* Restores durable exchanges, queues and bindings at start. */
+/* Restores, at start, the vhosts, users, permissions and topic
+ * permissions, then durable exchanges, queues and bindings. */
 bool durable_load(server *s);
+/* durable_load's vhost rows: registers the vhost (no store write). */
+void server_load_vhost(server *s, const meta_vhost *v);
 
 /* ---- persistent messages (persist.c) ----------------------------------- */
 

@@ -210,6 +210,20 @@ static void dispatch_touched(chan *ch, touched *t)
         chan_resume(ch);
 }
 
+/* Settles the outstanding deliveries up to index `last` in delivery order,
+ * so that rejected ones are dead-lettered in the order they came (each
+ * requeued one finds its own place in its queue whatever the order). */
+static void settle_upto(chan *ch, int64_t last, settle_mode mode, touched *t)
+{
+    for (int64_t i = 0; i <= last; i++) {
+        unacked *e = ua_at(ch, (uint32_t)i);
+        if (e->it.m) {
+            touch(t, e->q);
+            ua_settle(ch, e, mode);
+        }
+    }
+}
+
 /* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
  * means all). 406 for a tag that is not outstanding. */
 int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_t method_id,
@@ -221,14 +235,7 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
         if (last < 0 && tag != 0)
             return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
                              "unknown delivery tag %llu", (unsigned long long)tag);
-        /* Requeue back to front so the queue gets them in their old order. */
-        for (int64_t i = last; i >= 0; i--) {
-            unacked *e = ua_at(ch, (uint32_t)i);
-            if (e->it.m) {
-                touch(&t, e->q);
-                ua_settle(ch, e, mode);
-            }
-        }
+        settle_upto(ch, last, mode, &t);
     } else {
         int64_t i = chan_ua_find(ch, tag);
         if (i < 0)
@@ -246,14 +253,7 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
 void chan_requeue_all(chan *ch)
 {
     touched t = TOUCHED_INIT(t);
-    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
-        unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->it.m) {
-            e->cons = NULL; /* consumers are gone or going */
-            touch(&t, e->q);
-            ua_settle(ch, e, SETTLE_REQUEUE);
-        }
-    }
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
     ch->ua_count = 0;
     ch->ua_head = 0;
     /* other consumers of these queues may take the messages now */
@@ -384,13 +384,7 @@ static int basic_recover(chan *ch, const amqp_method *m, amqp_error *err)
     if (!requeue)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, m->id, "requeue=false");
     touched t = TOUCHED_INIT(t);
-    for (int64_t i = (int64_t)ch->ua_count - 1; i >= 0; i--) {
-        unacked *e = ua_at(ch, (uint32_t)i);
-        if (e->it.m) {
-            touch(&t, e->q);
-            ua_settle(ch, e, SETTLE_REQUEUE);
-        }
-    }
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
     ua_pop_holes(ch);
     if (m->id == AMQP_BASIC_RECOVER) {
         amqp_method ok = {.id = AMQP_BASIC_RECOVER_OK};

@@ -35,6 +35,22 @@ typedef struct tx_ack {
     uint32_t method_id;
 } tx_ack;
 
+/* The channel's permission cache (decl.c, publish.c): the connection
+ * user's permissions in its vhost, and the last exchange and routing key a
+ * publish was allowed, all valid while the access generation is `gen`.
+ * RabbitMQ keeps allowed checks per channel until the channel is closed,
+ * so a revoked permission still works on open channels there; Warren drops
+ * the cache on any change of users or permissions, so a change applies to
+ * open channels at once. */
+typedef struct chan_access_cache {
+    uint64_t gen;              /* 0: nothing cached */
+    const access_perms *perms; /* NULL: no permissions in the vhost */
+    bool write_ok, topic_ok;
+    uint8_t write_len, topic_len;
+    uint8_t write_exchange[255]; /* write allowed on this exchange */
+    uint8_t topic_key[255];      /* and topic write on this key (topic exchanges) */
+} chan_access_cache;
+
 enum { CONTENT_IDLE, CONTENT_HEADER, CONTENT_BODY };
 enum { MODE_NONE, MODE_CONFIRM, MODE_TX };
 
@@ -73,6 +89,7 @@ struct chan {
     /* direct reply-to: the reply consumer's tag ("" = none) and address */
     char reply_tag[256];
     char reply_token[32];
+    chan_access_cache access;
 };
 
 void chan_cancel_consumer(chan *ch, consumer *cons, bool notify);
@@ -104,7 +121,17 @@ bool chan_reply_cancel(chan *ch, amqp_bytes tag);
 msg *chan_reply_rewrite(chan *ch, msg *m, amqp_error *err);
 bool chan_reply_route(vhost *v, amqp_bytes key, msg *m);
 
-/* decl.c */
+/* decl.c: permission checks, as RabbitMQ's rabbit_channel makes them */
+/* 403 unless the user may `kind` the `what` ("exchange" or "queue") named
+ * `name` ("" as an exchange is "amq.default"). */
+int chan_permitted(chan *ch, access_kind kind, const char *what, amqp_bytes name,
+                   uint32_t method_id, amqp_error *err);
+/* 403 unless the user's topic permission `kind` on `ex` allows `key`; only
+ * topic exchanges are checked, and no topic permission allows everything. */
+int chan_topic_permitted(chan *ch, const route_exchange *ex, access_kind kind, amqp_bytes key,
+                         uint32_t method_id, amqp_error *err);
+/* The cache, refreshed when the access generation moved on. */
+chan_access_cache *chan_access(chan *ch);
 int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err);
 int chan_basic_consume(chan *ch, const amqp_basic_consume *c, amqp_error *err);
 int chan_basic_cancel(chan *ch, const amqp_basic_cancel *c, amqp_error *err);

@@ -94,20 +94,58 @@ static bool set_data_dir(config *c, const char *v, char *why, size_t n)
     return copy_str(c->data_dir, sizeof c->data_dir, v, why, n);
 }
 
-/* "loopback_users = none" lets the default user in from anywhere. */
+/* "loopback_users = none": nobody is loopback-only, whatever else is set. */
 static bool set_loopback_users(config *c, const char *v, char *why, size_t n)
 {
     if (strcmp(v, "none") != 0) {
         snprintf(why, n, "only 'none' is accepted here; use loopback_users.<user> = true|false");
         return false;
     }
-    c->guest_loopback_only = false;
+    c->loopback_none = true;
     return true;
 }
 
-static bool set_loopback_guest(config *c, const char *v, char *why, size_t n)
+static int loopback_index(const config *c, const char *user)
 {
-    return parse_bool(v, &c->guest_loopback_only, why, n);
+    for (unsigned i = 0; i < c->nloopback_users; i++)
+        if (strcmp(c->loopback_users[i], user) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* "loopback_users.<user> = true|false". The first such key replaces the
+ * default list (guest), as RabbitMQ's translation of these keys does. */
+static bool set_loopback_user(config *c, const char *user, const char *v, char *why, size_t n)
+{
+    bool on;
+    if (!parse_bool(v, &on, why, n))
+        return false;
+    if (!*user || strlen(user) >= sizeof c->loopback_users[0]) {
+        snprintf(why, n, "user name must be 1..%zu characters", sizeof c->loopback_users[0] - 1);
+        return false;
+    }
+    if (!c->loopback_explicit) {
+        c->loopback_explicit = true;
+        c->nloopback_users = 0;
+    }
+    int i = loopback_index(c, user);
+    if (!on && i >= 0) {
+        memmove(c->loopback_users[i], c->loopback_users[i + 1],
+                (c->nloopback_users - (unsigned)i - 1) * sizeof c->loopback_users[0]);
+        c->nloopback_users--;
+    } else if (on && i < 0) {
+        if (c->nloopback_users == CONFIG_MAX_LOOPBACK_USERS) {
+            snprintf(why, n, "at most %d loopback users", CONFIG_MAX_LOOPBACK_USERS);
+            return false;
+        }
+        strcpy(c->loopback_users[c->nloopback_users++], user);
+    }
+    return true;
+}
+
+bool config_loopback_only(const config *c, const char *user)
+{
+    return !c->loopback_none && loopback_index(c, user) >= 0;
 }
 
 static bool set_heartbeat(config *c, const char *v, char *why, size_t n)
@@ -206,7 +244,6 @@ static const struct {
     {"default_pass", set_default_pass},
     {"default_vhost", set_default_vhost},
     {"loopback_users", set_loopback_users},
-    {"loopback_users.guest", set_loopback_guest},
     {"heartbeat", set_heartbeat},
     {"frame_max", set_frame_max},
     {"channel_max", set_channel_max},
@@ -225,7 +262,8 @@ void config_defaults(config *c)
     strcpy(c->default_user, "guest");
     strcpy(c->default_pass, "guest");
     strcpy(c->default_vhost, "/");
-    c->guest_loopback_only = true;
+    strcpy(c->loopback_users[0], "guest");
+    c->nloopback_users = 1;
     c->heartbeat = 60;
     c->frame_max = 131072;
     c->channel_max = 2047;
@@ -242,7 +280,14 @@ void config_defaults(config *c)
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,
                 size_t errlen)
 {
-    char why[200];
+    char why[300];
+    static const char loopback_prefix[] = "loopback_users.";
+    if (strncmp(key, loopback_prefix, sizeof loopback_prefix - 1) == 0) {
+        if (set_loopback_user(c, key + sizeof loopback_prefix - 1, value, why, sizeof why))
+            return true;
+        snprintf(err, errlen, "%s: bad value for '%s': %s", origin, key, why);
+        return false;
+    }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (strcmp(keys[i].key, key) != 0)
             continue;

@@ -37,7 +37,7 @@ struct conn {
     bool output_blocked;
     bool free_scheduled;
     char peer[64];
-    char user[64];
+    char user[256];
     vhost *vh;
     uint16_t channel_max;
     uint32_t frame_max;

@@ -1,7 +1,22 @@
 /* Channel methods that change topology or consumers: exchange.*, queue.*,
  * basic.consume / cancel / get. Checks and error texts follow RabbitMQ 3.10
  * (rabbit_channel), including the "" shortcuts for the channel's most
- * recently declared queue. */
+ * recently declared queue.
+ *
+ * Permissions, in rabbit_channel's order relative to the other checks:
+ *   exchange.declare   configure on it (after the type and default-exchange
+ *                      checks); a new one with alternate-exchange also read
+ *                      on it and write on the AE. Passive: none.
+ *   exchange.delete    configure (after the default and amq.* checks)
+ *   *.bind / *.unbind  write on the destination, then the default-exchange
+ *                      check, read on the source, topic read on the key
+ *   queue.declare      configure (after amq.* and naming amq.gen-*); a new
+ *                      one with x-dead-letter-exchange also read on it and
+ *                      write on the DLX. Passive: none.
+ *   queue.delete       configure;  queue.purge, basic.consume/get: read --
+ *                      each after the "" shortcut, before 404 / 405.
+ * basic.publish is in publish.c. A refusal is 403 ACCESS_REFUSED on the
+ * channel, with RabbitMQ's texts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +27,126 @@
 #define PRINTABLE(b) (int)(b).len, (const char *)(b).ptr
 
 static const char *vname(chan *ch) { return vhost_name(conn_vhost(ch->c)); }
+
+/* ---- permissions -------------------------------------------------------- */
+
+static int expand_queue_name(chan *ch, amqp_bytes *name, uint32_t method_id, amqp_error *err);
+
+chan_access_cache *chan_access(chan *ch)
+{
+    access_control *a = server_access(conn_server(ch->c));
+    uint64_t gen = access_generation(a);
+    if (ch->access.gen != gen) {
+        memset(&ch->access, 0, sizeof ch->access);
+        ch->access.gen = gen;
+        ch->access.perms = access_find_perms(a, AMQP_CSTR(conn_user(ch->c)), AMQP_CSTR(vname(ch)));
+    }
+    return &ch->access;
+}
+
+int chan_permitted(chan *ch, access_kind kind, const char *what, amqp_bytes name,
+                   uint32_t method_id, amqp_error *err)
+{
+    const access_perms *p = chan_access(ch)->perms;
+    if (p && access_allowed(server_access(conn_server(ch->c)), p, kind, name))
+        return AMQP_OK;
+    if (name.len == 0)
+        name = AMQP_CSTR("amq.default");
+    return amqp_fail(err, AMQP_ACCESS_REFUSED, method_id,
+                     "access to %s '%.*s' in vhost '%s' refused for user '%s'", what,
+                     PRINTABLE(name), vname(ch), conn_user(ch->c));
+}
+
+int chan_topic_permitted(chan *ch, const route_exchange *ex, access_kind kind, amqp_bytes key,
+                         uint32_t method_id, amqp_error *err)
+{
+    if (route_exchange_type(ex) != ROUTE_TOPIC)
+        return AMQP_OK;
+    access_control *a = server_access(conn_server(ch->c));
+    const access_topic_perms *t = access_find_topic_perms(a, AMQP_CSTR(conn_user(ch->c)),
+                                                          AMQP_CSTR(vname(ch)),
+                                                          route_exchange_name(ex));
+    if (!t || access_topic_allowed(a, t, kind, key))
+        return AMQP_OK;
+    return amqp_fail(err, AMQP_ACCESS_REFUSED, method_id,
+                     "access to topic '%.*s' in exchange '%.*s' in vhost '%s' refused for user "
+                     "'%s'",
+                     PRINTABLE(key), PRINTABLE(route_exchange_name(ex)), vname(ch),
+                     conn_user(ch->c));
+}
+
+static bool known_exchange_type(amqp_bytes type)
+{
+    for (route_type t = ROUTE_DIRECT; t <= ROUTE_HEADERS; t++)
+        if (amqp_bytes_equal_cstr(type, route_type_name(t)))
+            return true;
+    return false;
+}
+
+static bool amq_name(amqp_bytes name) { return name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0; }
+
+/* A new object naming another exchange in its arguments (alternate-exchange,
+ * x-dead-letter-exchange): read on the object, write on the other. A value
+ * of the wrong type is 406 first, in rabbit_misc:r_arg's words. */
+static int referenced_exchange_permitted(chan *ch, const char *what, amqp_bytes name,
+                                         amqp_bytes args, const char *key, uint32_t method_id,
+                                         amqp_error *err)
+{
+    amqp_field f;
+    if (!amqp_table_get(args, key, &f))
+        return AMQP_OK;
+    if (f.type != 'S')
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
+                         "invalid type '%s' for arg '%s' in %s '%.*s' in vhost '%s'",
+                         amqp_erl_type_name(f.type), key, what, PRINTABLE(name), vname(ch));
+    if (chan_permitted(ch, ACCESS_READ, what, name, method_id, err) != AMQP_OK)
+        return AMQP_ERROR;
+    return chan_permitted(ch, ACCESS_WRITE, "exchange", f.v.bytes, method_id, err);
+}
+
+/* The checks before exchange.declare proper. What route_exchange_declare
+ * refuses first (an unknown type, the default exchange, then for a new
+ * exchange an amq.* name) is left to it. */
+static int exchange_declare_permitted(chan *ch, const amqp_exchange_declare *d, bool existed,
+                                      amqp_error *err)
+{
+    if (d->passive || !known_exchange_type(d->type) || d->exchange.len == 0)
+        return AMQP_OK;
+    if (chan_permitted(ch, ACCESS_CONFIGURE, "exchange", d->exchange, AMQP_EXCHANGE_DECLARE,
+                       err) != AMQP_OK)
+        return AMQP_ERROR;
+    if (existed || amq_name(d->exchange))
+        return AMQP_OK;
+    return referenced_exchange_permitted(ch, "exchange", d->exchange, d->arguments,
+                                         "alternate-exchange", AMQP_EXCHANGE_DECLARE, err);
+}
+
+/* write on the destination; then 403 if the default exchange is at either
+ * end (before anything is looked up); read on the source and topic read on
+ * the key. */
+static int binding_permitted(chan *ch, uint32_t method_id, const char *dest_kind,
+                             amqp_bytes dest, amqp_bytes source, amqp_bytes key,
+                             amqp_error *err)
+{
+    if (chan_permitted(ch, ACCESS_WRITE, dest_kind, dest, method_id, err) != AMQP_OK)
+        return AMQP_ERROR;
+    if (source.len == 0 || (dest.len == 0 && strcmp(dest_kind, "exchange") == 0))
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, method_id,
+                         "operation not permitted on the default exchange");
+    if (chan_permitted(ch, ACCESS_READ, "exchange", source, method_id, err) != AMQP_OK)
+        return AMQP_ERROR;
+    route_exchange *src = route_exchange_find(vhost_routes(conn_vhost(ch->c)), source);
+    return src ? chan_topic_permitted(ch, src, ACCESS_READ, key, method_id, err) : AMQP_OK;
+}
+
+/* The "" shortcut, then `kind` on the queue. */
+static int queue_permitted(chan *ch, amqp_bytes *name, access_kind kind, uint32_t method_id,
+                           amqp_error *err)
+{
+    if (expand_queue_name(ch, name, method_id, err) != AMQP_OK)
+        return AMQP_ERROR;
+    return chan_permitted(ch, kind, "queue", *name, method_id, err);
+}
 
 static void reply(chan *ch, uint32_t id)
 {
@@ -78,7 +213,8 @@ static int exchange_declare(chan *ch, const amqp_exchange_declare *d, amqp_error
     route_table *routes = vhost_routes(conn_vhost(ch->c));
     bool existed = route_exchange_find(routes, d->exchange) != NULL;
     route_exchange *ex;
-    if (route_exchange_declare(routes, &spec, &ex, err) != AMQP_OK)
+    if (exchange_declare_permitted(ch, d, existed, err) != AMQP_OK ||
+        route_exchange_declare(routes, &spec, &ex, err) != AMQP_OK)
         return AMQP_ERROR;
     if (!existed)
         durable_exchange_declared(conn_vhost(ch->c), ex);
@@ -89,6 +225,11 @@ static int exchange_declare(chan *ch, const amqp_exchange_declare *d, amqp_error
 
 static int exchange_delete(chan *ch, const amqp_exchange_delete *d, amqp_error *err)
 {
+    /* route_exchange_delete refuses "" and amq.* before anything else */
+    if (d->exchange.len && !amq_name(d->exchange) &&
+        chan_permitted(ch, ACCESS_CONFIGURE, "exchange", d->exchange, AMQP_EXCHANGE_DELETE,
+                       err) != AMQP_OK)
+        return AMQP_ERROR;
     if (route_exchange_delete(vhost_routes(conn_vhost(ch->c)), d->exchange, d->if_unused, err) !=
         AMQP_OK)
         return AMQP_ERROR;
@@ -105,6 +246,9 @@ static int exchange_binding(chan *ch, const amqp_method *m, amqp_error *err)
     const amqp_exchange_unbind *u = &m->exchange_unbind;
     amqp_bytes dest_name = bind ? b->destination : u->destination;
     route_table *routes = vhost_routes(conn_vhost(ch->c));
+    if (binding_permitted(ch, m->id, "exchange", dest_name, bind ? b->source : u->source,
+                          bind ? b->routing_key : u->routing_key, err) != AMQP_OK)
+        return AMQP_ERROR;
     route_exchange *dest = route_exchange_lookup(routes, dest_name, m->id, err);
     if (!dest)
         return AMQP_ERROR;
@@ -186,6 +330,8 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
         return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_QUEUE_DECLARE,
                          "queue name '%.*s' contains reserved prefix 'amq.*'", PRINTABLE(name));
     }
+    if (chan_permitted(ch, ACCESS_CONFIGURE, "queue", name, AMQP_QUEUE_DECLARE, err) != AMQP_OK)
+        return AMQP_ERROR;
     queue *q = vhost_queue_find(v, name);
     if (q) {
         if (queue_owner(q) != (d->exclusive ? ch->c : NULL))
@@ -197,7 +343,9 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
         return AMQP_OK;
     }
     queue_args args;
-    if (queue_args_parse(d->arguments, name, vname(ch), &args, err) != AMQP_OK)
+    if (referenced_exchange_permitted(ch, "queue", name, d->arguments, "x-dead-letter-exchange",
+                                      AMQP_QUEUE_DECLARE, err) != AMQP_OK ||
+        queue_args_parse(d->arguments, name, vname(ch), &args, err) != AMQP_OK)
         return AMQP_ERROR;
     queue_spec spec = {.name = name,
                        .durable = d->durable,
@@ -231,6 +379,8 @@ static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
         return AMQP_ERROR;
     if (shortcut_key)
         key = qname;
+    if (binding_permitted(ch, m->id, "queue", qname, exchange, key, err) != AMQP_OK)
+        return AMQP_ERROR;
     if (exchange.len == 0)
         return amqp_fail(err, AMQP_ACCESS_REFUSED, m->id,
                          "operation not permitted on the default exchange");
@@ -261,6 +411,8 @@ static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
 static int queue_purge_method(chan *ch, const amqp_queue_purge *p, amqp_error *err)
 {
     amqp_bytes name = p->queue;
+    if (queue_permitted(ch, &name, ACCESS_READ, AMQP_QUEUE_PURGE, err) != AMQP_OK)
+        return AMQP_ERROR;
     queue *q = find_queue(ch, &name, AMQP_QUEUE_PURGE, err);
     if (!q)
         return AMQP_ERROR;
@@ -276,7 +428,7 @@ static int queue_purge_method(chan *ch, const amqp_queue_purge *p, amqp_error *e
 static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error *err)
 {
     amqp_bytes name = d->queue;
-    if (expand_queue_name(ch, &name, AMQP_QUEUE_DELETE, err) != AMQP_OK)
+    if (queue_permitted(ch, &name, ACCESS_CONFIGURE, AMQP_QUEUE_DELETE, err) != AMQP_OK)
         return AMQP_ERROR;
     queue *q = vhost_queue_find(conn_vhost(ch->c), name);
     uint32_t n = 0;
@@ -308,6 +460,8 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     if (chan_is_reply_queue(b->queue))
         return chan_reply_consume(ch, b, err);
     amqp_bytes name = b->queue;
+    if (queue_permitted(ch, &name, ACCESS_READ, AMQP_BASIC_CONSUME, err) != AMQP_OK)
+        return AMQP_ERROR;
     queue *q = find_queue(ch, &name, AMQP_BASIC_CONSUME, err);
     if (!q)
         return AMQP_ERROR;
@@ -370,6 +524,8 @@ int chan_basic_cancel(chan *ch, const amqp_basic_cancel *b, amqp_error *err)
 int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
 {
     amqp_bytes name = g->queue;
+    if (queue_permitted(ch, &name, ACCESS_READ, AMQP_BASIC_GET, err) != AMQP_OK)
+        return AMQP_ERROR;
     queue *q = find_queue(ch, &name, AMQP_BASIC_GET, err);
     if (!q)
         return AMQP_ERROR;

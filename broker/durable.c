@@ -4,6 +4,11 @@
  * survive a restart as in RabbitMQ. Each write commits before the method's
  * -ok goes out. Redeclaring something that exists writes nothing.
  *
+ * At start the store hands out vhosts, users, permissions and topic
+ * permissions first, then exchanges, queues and bindings, so every row
+ * finds its vhost (a row naming a vhost the store does not have is
+ * skipped with a warning).
+ *
  * While a vhost is being torn down at shutdown nothing is written: its
  * queues are freed, not deleted.
  */
@@ -161,8 +166,42 @@ static void load_binding(void *ctx, const meta_binding *b)
         log_msg(LOG_ERROR, "cannot restore binding %s -> %s", b->source, b->destination);
 }
 
+static void load_vhost_row(void *ctx, const meta_vhost *v) { server_load_vhost(ctx, v); }
+
+static void load_user(void *ctx, const meta_user *u)
+{
+    access_load_user(server_access(ctx), u);
+}
+
+static void load_permission(void *ctx, const meta_permission *p)
+{
+    access_load_permission(server_access(ctx), p);
+}
+
+static void load_topic_permission(void *ctx, const meta_topic_permission *p)
+{
+    access_load_topic_permission(server_access(ctx), p);
+}
+
+/* Policies load before exchanges and queues, which get them when created. */
+static void load_policy(void *ctx, const meta_policy *p)
+{
+    vhost *v = load_vhost(ctx, p->vhost);
+    if (v)
+        policy_restore(v, p);
+}
+
 bool durable_load(server *s)
 {
-    static const meta_load_handlers h = {load_exchange, load_queue, load_binding};
+    static const meta_load_handlers h = {
+        .vhost = load_vhost_row,
+        .user = load_user,
+        .permission = load_permission,
+        .topic_permission = load_topic_permission,
+        .policy = load_policy,
+        .exchange = load_exchange,
+        .queue = load_queue,
+        .binding = load_binding,
+    };
     return meta_load(server_meta(s), &h, s);
 }

@@ -104,9 +104,10 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
                          "unsupported authentication mechanism '%.*s'", (int)s->mechanism.len,
                          (const char *)s->mechanism.ptr);
     amqp_bytes user, pass;
+    char why[400] = "malformed credentials";
     if (!parse_credentials(s->mechanism, s->response, &user, &pass) ||
-        !server_authenticate(c->srv, user, pass, c->loopback)) {
-        log_msg(LOG_WARNING, "connection %s: login refused", c->peer);
+        !access_login(server_access(c->srv), user, pass, c->loopback, why, sizeof why)) {
+        log_msg(LOG_WARNING, "connection %s: login refused: %s", c->peer, why);
         return amqp_fail(err, AMQP_ACCESS_REFUSED, 0,
                          "Login was refused using authentication mechanism %.*s. For details "
                          "see the broker logfile.",
@@ -152,12 +153,17 @@ static int handle_tune_ok(conn *c, const amqp_connection_tune_ok *t, amqp_error 
     return AMQP_OK;
 }
 
+/* RabbitMQ's check_vhost_access: the vhost must exist, and the user needs
+ * a permission entry there (any, even all ""). */
 static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
 {
     vhost *v = server_vhost(c->srv, o->virtual_host);
     if (!v)
         return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost %.*s not found",
                          (int)o->virtual_host.len, (const char *)o->virtual_host.ptr);
+    if (!access_find_perms(server_access(c->srv), AMQP_CSTR(c->user), o->virtual_host))
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                         "access to vhost '%s' refused for user '%s'", vhost_name(v), c->user);
     c->vh = v;
     c->state = S_OPEN;
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
@@ -166,6 +172,14 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
             vhost_name(v));
     conn_set_alarm(c, server_memory_alarm(c->srv));
     return AMQP_OK;
+}
+
+void conn_vhost_deleted(conn *c, const char *text)
+{
+    conn_close(c, AMQP_CONNECTION_FORCED, text, 0);
+    if (c->vh)
+        vhost_drop_exclusive(c->vh, c);
+    c->vh = NULL;
 }
 
 /* Methods on channel 0: the connection class, in the order the handshake

@@ -266,10 +266,52 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
     return AMQP_OK;
 }
 
+/* ---- permissions ------------------------------------------------------- */
+
+/* write on the exchange (before it is looked up, as RabbitMQ checks), with
+ * the last allowed exchange cached: the common publisher sends to one
+ * exchange, so it costs a generation compare and a memcmp per message. */
+static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
+{
+    chan_access_cache *c = chan_access(ch);
+    if (c->write_ok && c->write_len == exchange.len &&
+        memcmp(c->write_exchange, exchange.ptr, exchange.len) == 0)
+        return AMQP_OK;
+    if (chan_permitted(ch, ACCESS_WRITE, "exchange", exchange, AMQP_BASIC_PUBLISH, err) !=
+        AMQP_OK)
+        return AMQP_ERROR;
+    c->write_ok = true;
+    c->topic_ok = false; /* it was for another exchange */
+    c->write_len = (uint8_t)exchange.len;
+    memcpy(c->write_exchange, exchange.ptr, exchange.len);
+    return AMQP_OK;
+}
+
+/* Topic write on the routing key (after the internal-exchange check), with
+ * the last allowed key on the cached exchange remembered. */
+static int topic_write_permitted(chan *ch, const route_exchange *ex, amqp_bytes key,
+                                 amqp_error *err)
+{
+    chan_access_cache *c = chan_access(ch); /* write_permitted just refreshed it */
+    if (route_exchange_type(ex) != ROUTE_TOPIC ||
+        (c->topic_ok && c->topic_len == key.len && memcmp(c->topic_key, key.ptr, key.len) == 0))
+        return AMQP_OK;
+    if (chan_topic_permitted(ch, ex, ACCESS_WRITE, key, AMQP_BASIC_PUBLISH, err) != AMQP_OK)
+        return AMQP_ERROR;
+    c->topic_ok = true;
+    c->topic_len = (uint8_t)key.len;
+    memcpy(c->topic_key, key.ptr, key.len);
+    return AMQP_OK;
+}
+
+/* RabbitMQ's order: immediate, write permission, the exchange (404),
+ * internal (403), topic permission, then the properties. */
 int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
 {
     if (p->immediate)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_PUBLISH, "immediate=true");
+    if (write_permitted(ch, p->exchange, err) != AMQP_OK)
+        return AMQP_ERROR;
     route_table *routes = vhost_routes(conn_vhost(ch->c));
     route_exchange *ex = route_exchange_lookup(routes, p->exchange, AMQP_BASIC_PUBLISH, err);
     if (!ex)
@@ -279,6 +321,8 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
                          "cannot publish to internal exchange '%.*s' in vhost '%s'",
                          (int)p->exchange.len, (const char *)p->exchange.ptr,
                          vhost_name(conn_vhost(ch->c)));
+    if (topic_write_permitted(ch, ex, p->routing_key, err) != AMQP_OK)
+        return AMQP_ERROR;
     publish_props pp;
     if (check_properties(ch, m, &pp, err) != AMQP_OK)
         return AMQP_ERROR;

@@ -91,8 +91,6 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
 int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label, queue_args *out,
                      amqp_error *err)
 {
-    *out = (queue_args){.message_ttl = -1, .expires = -1, .max_length = -1,
-                        .max_length_bytes = -1};
     char why[160];
     for (size_t i = 0; i < NKNOWN; i++) {
         amqp_field f;
@@ -103,29 +101,40 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
                              "invalid arg '%s' for queue '%.*s' in vhost '%s': %s", known[i].key,
                              (int)qname.len, (const char *)qname.ptr, vhost_label, why);
     }
+    queue_args_read(args, out);
+    return AMQP_OK;
+}
+
+/* Values of the wrong type are skipped: effective arguments combine a
+ * queue's validated arguments with validated policy values, and a
+ * dead-letter routing key may come without an exchange there. */
+void queue_args_read(amqp_bytes args, queue_args *out)
+{
+    *out = (queue_args){.message_ttl = -1, .expires = -1, .max_length = -1,
+                        .max_length_bytes = -1};
     amqp_field f;
-    if (amqp_table_get(args, "x-message-ttl", &f))
-        out->message_ttl = f.v.i;
-    if (amqp_table_get(args, "x-expires", &f))
-        out->expires = f.v.i;
-    if (amqp_table_get(args, "x-max-length", &f))
-        out->max_length = f.v.i;
-    if (amqp_table_get(args, "x-max-length-bytes", &f))
-        out->max_length_bytes = f.v.i;
-    if (amqp_table_get(args, "x-overflow", &f))
+    int64_t n;
+    if (amqp_table_get(args, "x-message-ttl", &f) && amqp_field_int(&f, &n))
+        out->message_ttl = n;
+    if (amqp_table_get(args, "x-expires", &f) && amqp_field_int(&f, &n))
+        out->expires = n;
+    if (amqp_table_get(args, "x-max-length", &f) && amqp_field_int(&f, &n))
+        out->max_length = n;
+    if (amqp_table_get(args, "x-max-length-bytes", &f) && amqp_field_int(&f, &n))
+        out->max_length_bytes = n;
+    if (amqp_table_get(args, "x-overflow", &f) && f.type == 'S')
         for (uint8_t i = 0; i < 3; i++)
             if (amqp_bytes_equal_cstr(f.v.bytes, overflow_names[i]))
                 out->overflow = i;
-    if (amqp_table_get(args, "x-max-priority", &f))
-        out->max_priority = (uint8_t)f.v.i;
+    if (amqp_table_get(args, "x-max-priority", &f) && amqp_field_int(&f, &n) && n > 0 && n < 256)
+        out->max_priority = (uint8_t)n;
     out->single_active = amqp_table_get(args, "x-single-active-consumer", &f) && f.v.i;
-    out->has_dlx = amqp_table_get(args, "x-dead-letter-exchange", &f);
+    out->has_dlx = amqp_table_get(args, "x-dead-letter-exchange", &f) && f.type == 'S';
     if (out->has_dlx)
         out->dlx = f.v.bytes;
-    out->has_dlrk = amqp_table_get(args, "x-dead-letter-routing-key", &f);
+    out->has_dlrk = amqp_table_get(args, "x-dead-letter-routing-key", &f) && f.type == 'S';
     if (out->has_dlrk)
         out->dlrk = f.v.bytes;
-    return AMQP_OK;
 }
 
 /* As RabbitMQ words it: "'1000'" when both sides have the argument, else

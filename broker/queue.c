@@ -7,11 +7,17 @@
  *
  * A ring slot is a message reference plus its delivery count; the count
  * says how often the message was delivered before, so a requeued one is
- * redelivered=true. Requeues go to the head: a channel requeues its
- * deliveries newest first, so they come back in their old order. A slot
- * also keeps when the message entered this queue and its own expiry, so a
- * changed x-message-ttl (a policy) applies to messages already queued, and
- * the age of the oldest message can be reported.
+ * redelivered=true. A slot also keeps when the message entered this queue
+ * and its own expiry, so a changed x-message-ttl (a policy) applies to
+ * messages already queued, and the age of the oldest message can be
+ * reported.
+ *
+ * Order: every message gets the queue's next sequence number when it is
+ * enqueued, and a ring is always sorted by it. A requeued message keeps its
+ * number and goes back to its place -- before the first message that
+ * entered the queue after it -- as RabbitMQ puts it back at its original
+ * position, whatever order the rejects come in. It was delivered from near
+ * the head, so the shift that makes room is short.
  *
  * Paging: only the first RESIDENT_SLOTS slots of a ring keep their message
  * in RAM. A message published further back that the journal holds for this
@@ -23,15 +29,15 @@
  * expiration give each item an expiry; expired items are dropped (or
  * dead-lettered) from the head, as RabbitMQ's classic queues do, by a timer
  * armed for the head's expiry.
+ * x-max-length / x-max-length-bytes apply after each publish: drop-head
+ * dead-letters the oldest, reject-publish refuses the new message.
+ * x-expires deletes the queue after that long without consumers or use.
  *
  * Health counts: the queue keeps, per bucket of delivery count, how many of
  * its messages (ready, or delivered and not yet settled) have been
  * delivered that often, so a message that keeps coming back shows before
  * it loops for long. Ready slots are counted as they enter and leave the
  * rings, deliveries by the channel (queue_delivery_held / _settled).
- * x-max-length / x-max-length-bytes apply after each publish: drop-head
- * dead-letters the oldest, reject-publish refuses the new message.
- * x-expires deletes the queue after that long without consumers or use.
  *
  * Lifetime: the vhost holds one reference, every unacked delivery another
  * (queue_hold/queue_release). queue_delete unlinks the queue from the vhost
@@ -62,9 +68,10 @@ typedef struct qslot {
     uint64_t expires_at;  /* its own expiration (ms, server clock); 0 = none */
     journal_loc loc;
     uint32_t body_size;
-    uint32_t delivery_count : 31;
+    uint32_t seq; /* its place in the queue, see "Order" */
+    uint32_t delivery_count : 30;
     uint32_t maybe_delivered : 1;
-    bool paged;
+    uint32_t paged : 1;
 } qslot;
 
 /* A FIFO of slots; cap is a power of two. */
@@ -81,7 +88,10 @@ struct queue {
     conn *owner;
     uint8_t *args;
     uint32_t args_len;
-    queue_args limits; /* parsed from args */
+    queue_args limits; /* parsed from the effective arguments */
+    uint8_t *policy_blob;   /* names, merged definition, effective arguments */
+    policy_applied applied; /* slices of policy_blob; all empty without a policy */
+    amqp_bytes eff_args;    /* args with the policies' values; args itself without */
     struct event *ttl_timer, *idle_timer;
     uint64_t bytes; /* body bytes of ready messages */
     uint64_t store_id; /* the metadata row of a durable queue */
@@ -93,7 +103,8 @@ struct queue {
     consumer *active;    /* x-single-active-consumer: the one that gets messages */
     uint32_t nconsumers;
     uint32_t exclusive_consumers;
-    uint32_t unacked; /* deliveries not yet settled */
+    uint32_t next_seq; /* for the next message enqueued */
+    uint32_t unacked;  /* deliveries not yet settled */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
 };
 
@@ -130,8 +141,9 @@ queue *queue_new(vhost *v, const queue_spec *spec)
         memcpy(q->args, spec->arguments.ptr, spec->arguments.len);
         q->args_len = spec->arguments.len;
     }
-    /* validated by the caller; parsed again so slices point into q->args */
-    queue_args_parse(queue_arguments(q), queue_name(q), vhost_name(v), &q->limits, NULL);
+    /* validated by the caller; read again so slices point into q->args */
+    q->eff_args = queue_arguments(q);
+    queue_args_read(q->eff_args, &q->limits);
     q->nlevels = q->limits.max_priority + 1u;
     q->levels = calloc(q->nlevels, sizeof *q->levels);
     if (!q->levels) {
@@ -141,6 +153,7 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     }
     if (q->limits.expires >= 0)
         queue_touch(q);
+    policy_apply_queue(v, q);
     return q;
 }
 
@@ -154,6 +167,7 @@ static void queue_free(queue *q)
         free(q->levels[i].buf);
     free(q->levels);
     free(q->args);
+    free(q->policy_blob);
     free(q);
 }
 
@@ -272,6 +286,7 @@ static qslot slot_of(queue_item it)
                    .enqueued_at = it.enqueued_at,
                    .expires_at = it.expires_at,
                    .body_size = (uint32_t)msg_body_size(it.m),
+                   .seq = it.seq,
                    .delivery_count = it.delivery_count,
                    .maybe_delivered = it.maybe_delivered};
 }
@@ -298,14 +313,35 @@ static bool push_back(queue *q, qslot s, uint8_t level)
     return true;
 }
 
-static bool push_front(queue *q, qslot s)
+/* Sequence numbers wrap; a queue never holds 2^31 messages, so serial
+ * number arithmetic (RFC 1982) orders them. */
+static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+/* Puts a requeued slot back at its place in its level's ring, moving the
+ * shorter side of the ring by one to make room. */
+static bool insert_in_place(queue *q, qslot s)
 {
     ring *r = &q->levels[level_of(q, s.m)];
     if (r->count == r->cap && !ring_grow(r))
         return false;
-    r->head = (r->head - 1) & (r->cap - 1);
+    uint32_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (seq_before(ring_at(r, mid)->seq, s.seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo <= r->count - lo) {
+        r->head = (r->head - 1) & (r->cap - 1);
+        for (uint32_t i = 0; i < lo; i++)
+            *ring_at(r, i) = *ring_at(r, i + 1);
+    } else {
+        for (uint32_t i = r->count; i > lo; i--)
+            *ring_at(r, i) = *ring_at(r, i - 1);
+    }
     r->count++;
-    *ring_at(r, 0) = s;
+    *ring_at(r, lo) = s;
     q->count++;
     q->bytes += s.body_size;
     q->by_delivery_count[dc_bucket(s.delivery_count)]++;
@@ -366,6 +402,7 @@ static bool pop_front(queue *q, queue_item *out)
         }
         qslot s = pop_slot(q, r, 0);
         *out = (queue_item){.m = s.m,
+                            .seq = s.seq,
                             .delivery_count = s.delivery_count,
                             .maybe_delivered = s.maybe_delivered,
                             .enqueued_at = s.enqueued_at,
@@ -390,7 +427,8 @@ static queue_item pop_newest(queue *q, msg *m)
 {
     ring *r = &q->levels[level_of(q, m)];
     qslot s = pop_slot(q, r, r->count - 1);
-    return (queue_item){.m = s.m, .enqueued_at = s.enqueued_at, .expires_at = s.expires_at};
+    return (queue_item){.m = s.m, .seq = s.seq, .enqueued_at = s.enqueued_at,
+                        .expires_at = s.expires_at};
 }
 
 /* ---- expiry ------------------------------------------------------------- */
@@ -459,6 +497,91 @@ void queue_touch(queue *q)
         evtimer_add(q->idle_timer, &tv);
 }
 
+/* ---- policies ----------------------------------------------------------- */
+
+static bool same_name(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_policy(const queue *q, const policy_applied *a, amqp_bytes eff)
+{
+    return same_name(q->applied.policy, a->policy) &&
+           same_name(q->applied.operator_policy, a->operator_policy) &&
+           amqp_bytes_equal(q->applied.definition, a->definition) &&
+           amqp_bytes_equal(q->eff_args, eff);
+}
+
+/* Copies `s` (NULL stays NULL) to *at, advancing it. */
+static const char *blob_str(uint8_t **at, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*at, s, n);
+    *at += n;
+    return (const char *)*at - n;
+}
+
+static amqp_bytes blob_bytes(uint8_t **at, amqp_bytes b)
+{
+    if (b.len)
+        memcpy(*at, b.ptr, b.len);
+    *at += b.len;
+    return (amqp_bytes){*at - b.len, b.len};
+}
+
+static bool over_limit(const queue *q);
+
+/* As rabbit_amqqueue_process:process_args_policy after a change. */
+static void apply_limits(queue *q, uint8_t old_overflow)
+{
+    if (q->limits.expires >= 0)
+        queue_touch(q);
+    else if (q->idle_timer)
+        event_del(q->idle_timer);
+    /* max-length is applied before overflow, so the old x-overflow decides
+     * first; a new drop-head then drops too */
+    queue_item it;
+    if (old_overflow == QUEUE_DROP_HEAD || q->limits.overflow == QUEUE_DROP_HEAD)
+        while (over_limit(q) && pop_front(q, &it))
+            queue_dead_letter(q, it, "maxlen");
+    expire_head(q);
+}
+
+bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
+{
+    if (same_policy(q, a, eff))
+        return true;
+    size_t n = (a->policy ? strlen(a->policy) + 1 : 0) +
+               (a->operator_policy ? strlen(a->operator_policy) + 1 : 0) + a->definition.len +
+               eff.len;
+    uint8_t *blob = malloc(n ? n : 1), *at = blob;
+    if (!blob)
+        return false;
+    policy_applied next = {.policy = blob_str(&at, a->policy),
+                           .operator_policy = blob_str(&at, a->operator_policy),
+                           .definition = blob_bytes(&at, a->definition)};
+    amqp_bytes next_eff = blob_bytes(&at, eff);
+    queue_args limits;
+    queue_args_read(next_eff, &limits);
+    /* fixed at declare: a policy can set neither */
+    limits.max_priority = q->limits.max_priority;
+    limits.single_active = q->limits.single_active;
+    uint8_t old_overflow = q->limits.overflow;
+    free(q->policy_blob); /* nothing points into it once limits are replaced */
+    q->policy_blob = blob;
+    q->applied = next;
+    q->eff_args = next_eff;
+    q->limits = limits;
+    if (!q->deleted)
+        apply_limits(q, old_overflow);
+    return true;
+}
+
+/* Declared in the policy section of broker.h; the state lives here. */
+void policy_of_queue(const queue *q, policy_applied *out) { *out = q->applied; }
+
 /* ---- consumers and dispatch --------------------------------------------- */
 
 /* The consumer to serve next: the first one in round-robin order that can
@@ -517,6 +640,7 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
     msg_ref(m);
     uint64_t now = now_ms(q);
     queue_item e = {.m = m,
+                    .seq = q->next_seq++,
                     .enqueued_at = now,
                     .expires_at = expiration_ms >= 0 ? now + (uint64_t)expiration_ms : 0};
     if (q->count == 0 && !q->dispatching) {
@@ -560,7 +684,7 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 void queue_requeue(queue *q, queue_item e)
 {
     msg_ref(e.m);
-    if (!push_front(q, slot_of(e))) {
+    if (!insert_in_place(q, slot_of(e))) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
         msg_unref(e.m);
     }
@@ -583,7 +707,8 @@ void queue_restore(queue *q, const queue_paged *p)
                .paged = true,
                .loc = p->loc,
                .body_size = p->body_size,
-               .delivery_count = p->delivery_count & 0x7fffffff,
+               .seq = q->next_seq++,
+               .delivery_count = p->delivery_count & 0x3fffffff,
                .maybe_delivered = p->maybe_delivered,
                .enqueued_at = now_ms(q)};
     if (!push_back(q, s, level_for(q, p->priority)))

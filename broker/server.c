@@ -1,5 +1,13 @@
 /* The server: the libevent loop, the AMQP listener, signals, the
- * housekeeping timer and the set of connections and vhosts.
+ * housekeeping timer, the set of connections, and the vhost registry.
+ *
+ * Vhosts live in an array sorted by name (looked up by bisection on
+ * connection.open and at load; few, and created rarely). Users and
+ * permissions are the access module's (access.c); the server owns it.
+ * First boot (RabbitMQ's rule: only when the database is new, marked by
+ * the "initialized" setting) creates default_vhost and default_user with
+ * full permissions there; later starts change neither, whatever the
+ * configuration says then.
  *
  * Housekeeping runs every TICK_MS on a monotonic clock and visits every
  * connection for heartbeats and timeouts; everything else is event driven.
@@ -34,7 +42,9 @@ struct server {
     transport_flusher *flusher;
     meta *meta;
     journal *journal;
-    vhost *default_vhost;
+    access_control *access;
+    vhost **vhosts; /* sorted by name */
+    size_t nvhosts, vhosts_cap;
     conn **conns;
     size_t nconns, conns_cap;
     uint64_t now_ms;
@@ -60,9 +70,16 @@ transport_flusher *server_flusher(server *s) { return s->flusher; }
 meta *server_meta(server *s) { return s->meta; }
 journal *server_journal(server *s) { return s->journal; }
 
+access_control *server_access(server *s) { return s->access; }
+
 queue *server_queue_by_store_id(server *s, uint64_t id)
 {
-    return vhost_queue_by_store_id(s->default_vhost, id);
+    for (size_t i = 0; i < s->nvhosts; i++) {
+        queue *q = vhost_queue_by_store_id(s->vhosts[i], id);
+        if (q)
+            return q;
+    }
+    return NULL;
 }
 
 /* Confirms and commit-oks waiting for the disk can go now. */
@@ -139,20 +156,167 @@ void server_journal_wait(server *s, journal_seq seq)
         s->journal_wait = seq;
 }
 
-vhost *server_vhost(server *s, amqp_bytes name)
+/* ---- vhosts ------------------------------------------------------------- */
+
+static int cmp_name(const char *name, amqp_bytes key)
 {
-    return amqp_bytes_equal_cstr(name, vhost_name(s->default_vhost)) ? s->default_vhost : NULL;
+    size_t n = strlen(name);
+    int c = memcmp(name, key.ptr, n < key.len ? n : key.len);
+    return c ? c : (n < key.len ? -1 : n > key.len ? 1 : 0);
 }
 
-/* Users are kept in memory until the users issue: the default user only.
- * RabbitMQ's loopback_users: the guest user may only connect locally. */
-bool server_authenticate(server *s, amqp_bytes user, amqp_bytes pass, bool loopback)
+/* Index of the first vhost whose name is not below `name`. */
+static size_t vhost_slot(const server *s, amqp_bytes name)
 {
-    if (!amqp_bytes_equal_cstr(user, s->cfg.default_user) ||
-        !amqp_bytes_equal_cstr(pass, s->cfg.default_pass))
+    size_t lo = 0, hi = s->nvhosts;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_name(vhost_name(s->vhosts[mid]), name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+vhost *server_vhost(server *s, amqp_bytes name)
+{
+    size_t i = vhost_slot(s, name);
+    return i < s->nvhosts && cmp_name(vhost_name(s->vhosts[i]), name) == 0 ? s->vhosts[i] : NULL;
+}
+
+size_t server_vhost_count(const server *s) { return s->nvhosts; }
+
+void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg)
+{
+    for (size_t i = 0; i < s->nvhosts; i++)
+        fn(arg, s->vhosts[i]);
+}
+
+static const char *const queue_types[] = {"", "undefined", "classic", "quorum", "stream"};
+
+bool server_validate_vhost(const meta_vhost *v, char *err, size_t errlen)
+{
+    if (!v->name || !*v->name || strlen(v->name) > 255) {
+        snprintf(err, errlen, "vhost name must be 1 to 255 bytes");
         return false;
-    if (amqp_bytes_equal_cstr(user, "guest") && s->cfg.guest_loopback_only && !loopback)
+    }
+    const char *type = v->default_queue_type ? v->default_queue_type : "";
+    for (size_t i = 0; i < sizeof queue_types / sizeof queue_types[0]; i++)
+        if (strcmp(type, queue_types[i]) == 0)
+            return true;
+    snprintf(err, errlen, "unknown default queue type '%s' for vhost '%s'", type, v->name);
+    return false;
+}
+
+/* A new vhost object in the registry (nothing written). */
+static vhost *add_vhost(server *s, const meta_vhost *d)
+{
+    size_t at = vhost_slot(s, AMQP_CSTR(d->name));
+    if (s->nvhosts == s->vhosts_cap) {
+        size_t cap = s->vhosts_cap ? s->vhosts_cap * 2 : 8;
+        vhost **n = realloc(s->vhosts, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        s->vhosts = n;
+        s->vhosts_cap = cap;
+    }
+    vhost *v = vhost_new(s, d->name);
+    if (!v || !vhost_set_details(v, d)) {
+        vhost_free(v);
+        return NULL;
+    }
+    memmove(s->vhosts + at + 1, s->vhosts + at, (s->nvhosts - at) * sizeof *s->vhosts);
+    s->vhosts[at] = v;
+    s->nvhosts++;
+    return v;
+}
+
+/* durable_load: a vhost row from the store. */
+void server_load_vhost(server *s, const meta_vhost *d)
+{
+    if (server_vhost(s, AMQP_CSTR(d->name)))
+        return;
+    if (!add_vhost(s, d))
+        log_msg(LOG_ERROR, "out of memory restoring vhost '%s'", d->name);
+}
+
+bool server_put_vhost(server *s, const meta_vhost *v, char *err, size_t errlen)
+{
+    if (!server_validate_vhost(v, err, errlen))
         return false;
+    const char *type = v->default_queue_type ? v->default_queue_type : "";
+    meta_vhost row = {v->name, v->description ? v->description : "", v->tags ? v->tags : "",
+                      strcmp(type, "undefined") == 0 ? "" : type, v->tracing};
+    if (!meta_put_vhost(s->meta, &row)) {
+        snprintf(err, errlen, "cannot store vhost '%s' (see the log)", v->name);
+        return false;
+    }
+    vhost *found = server_vhost(s, AMQP_CSTR(v->name));
+    if (found ? !vhost_set_details(found, &row) : !add_vhost(s, &row)) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+static void close_for_vhost(void *arg, conn *c) { conn_vhost_deleted(c, arg); }
+static void delete_queue_cb(void *arg, queue *q) { (void)arg, queue_delete(q); }
+
+/* Queues are deleted one by one (journal records settle their messages;
+ * the store rows go in the same transaction as the vhost's cascade). */
+bool server_delete_vhost(server *s, const char *name, char *err, size_t errlen)
+{
+    size_t at = vhost_slot(s, AMQP_CSTR(name));
+    if (at >= s->nvhosts || strcmp(vhost_name(s->vhosts[at]), name) != 0) {
+        snprintf(err, errlen, "no vhost '%s'", name);
+        return false;
+    }
+    vhost *v = s->vhosts[at];
+    char text[400];
+    snprintf(text, sizeof text, "CONNECTION_FORCED - vhost '%s' is deleted", name);
+    server_foreach_conn(s, v, close_for_vhost, text);
+    bool grouped = !meta_grouped(s->meta) && meta_begin(s->meta); /* or join the caller's */
+    vhost_foreach_queue(v, delete_queue_cb, NULL);
+    if (!meta_delete_vhost(s->meta, name) || (grouped && !meta_commit(s->meta))) {
+        if (grouped)
+            meta_rollback(s->meta);
+        snprintf(err, errlen, "cannot delete vhost '%s' from the store (see the log)", name);
+        return false;
+    }
+    memmove(s->vhosts + at, s->vhosts + at + 1, (s->nvhosts - at - 1) * sizeof *s->vhosts);
+    s->nvhosts--;
+    access_vhost_deleted(s->access, name);
+    log_msg(LOG_INFO, "deleted vhost '%s'", name);
+    vhost_free(v);
+    return true;
+}
+
+/* RabbitMQ's first boot: the default vhost, the default user (an
+ * administrator) and its full permissions there, in one transaction with
+ * the "initialized" mark, only if the store was never initialized. */
+static bool first_boot(server *s)
+{
+    char mark[8], err[300] = "the store failed (see the log)";
+    if (meta_get_setting(s->meta, "initialized", mark, sizeof mark))
+        return true;
+    const config *c = &s->cfg;
+    meta_vhost v = {c->default_vhost, "Default virtual host", "", "", false};
+    access_user_spec u = {.name = c->default_user, .password = c->default_pass,
+                          .tags = "administrator"};
+    meta_permission p = {c->default_user, c->default_vhost, ".*", ".*", ".*"};
+    bool ok = meta_begin(s->meta);
+    ok = ok && (server_vhost(s, AMQP_CSTR(v.name)) || server_put_vhost(s, &v, err, sizeof err));
+    ok = ok && (access_find_user(s->access, u.name) ||
+                access_put_user(s->access, &u, err, sizeof err));
+    ok = ok && access_put_permission(s->access, &p, err, sizeof err) &&
+         meta_put_setting(s->meta, "initialized", "1") && meta_commit(s->meta);
+    if (!ok) {
+        meta_rollback(s->meta);
+        log_msg(LOG_ERROR, "first boot: cannot create the default user and vhost: %s", err);
+        return false;
+    }
+    log_msg(LOG_INFO, "first boot: created vhost '%s' and user '%s'", v.name, u.name);
     return true;
 }
 
@@ -193,6 +357,21 @@ void server_conn_opened(server *s, conn *c)
         s->conns_cap = cap;
     }
     s->conns[s->nconns++] = c;
+}
+
+void server_foreach_conn(server *s, vhost *v, void (*fn)(void *arg, conn *c), void *arg)
+{
+    /* conn_close frees nothing synchronously, so the array is stable. */
+    for (size_t i = 0; i < s->nconns; i++)
+        if (!v || conn_vhost(s->conns[i]) == v)
+            fn(arg, s->conns[i]);
+}
+
+void server_close_user_connections(server *s, const char *user, const char *text)
+{
+    for (size_t i = 0; i < s->nconns; i++)
+        if (strcmp(conn_user(s->conns[i]), user) == 0)
+            conn_close(s->conns[i], AMQP_CONNECTION_FORCED, text, 0);
 }
 
 void server_conn_closed(server *s, conn *c)
@@ -377,7 +556,7 @@ server *server_new(const config *cfg)
     s->base = event_base_new();
     char err[600];
     if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
-        !(s->default_vhost = vhost_new(s, cfg->default_vhost))) {
+        !(s->access = access_new(s))) {
         server_free(s);
         return NULL;
     }
@@ -386,10 +565,8 @@ server *server_new(const config *cfg)
         server_free(s);
         return NULL;
     }
-    if (!durable_load(s) || !open_journal(s) || !listen_on(s)) {
-        server_free(s);
-        return NULL;
-    }
+    /* Signals first: a SIGTERM sent as soon as "AMQP listening" is logged
+     * must already find its handler (tests stop a broker right away). */
     struct timeval tick = {0, TICK_MS * 1000};
     s->tick = event_new(s->base, -1, EV_PERSIST, tick_cb, s);
     s->sigterm = evsignal_new(s->base, SIGTERM, signal_cb, s);
@@ -397,6 +574,10 @@ server *server_new(const config *cfg)
     event_add(s->tick, &tick);
     event_add(s->sigterm, NULL);
     event_add(s->sigint, NULL);
+    if (!durable_load(s) || !first_boot(s) || !open_journal(s) || !listen_on(s)) {
+        server_free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -440,7 +621,10 @@ void server_free(server *s)
         evconnlistener_free(s->listener);
     while (s->nconns)
         conn_free_now(s->conns[s->nconns - 1]);
-    vhost_free(s->default_vhost);
+    for (size_t i = 0; i < s->nvhosts; i++)
+        vhost_free(s->vhosts[i]);
+    free(s->vhosts);
+    access_free(s->access);
     if (s->journal) {
         journal_close(s->journal);
         leave_clean_marker(&s->cfg);

@@ -1,5 +1,7 @@
-/* Virtual hosts: a route_table and a name index of queues (a chained hash
- * table whose buckets double when the load passes 1). */
+/* Virtual hosts: a route_table, a name index of queues (a chained hash
+ * table whose buckets double when the load passes 1), and the details the
+ * management plane shows (description, tags, default queue type, tracing),
+ * kept in the metadata store by the server (server_put_vhost). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,11 +12,14 @@ struct vhost {
     server *srv;
     char *name;
     route_table *routes;
+    policy_set *policies;
     struct queue_link **buckets;
     uint32_t nbuckets, nqueues;
     bool closing;   /* being freed at shutdown */
     chan **replies; /* channels with a direct reply-to consumer */
     size_t nreplies, replies_cap;
+    char *description, *tags, *default_queue_type;
+    bool tracing;
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -32,19 +37,30 @@ static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
     durable_exchange_deleted(ctx, ex);
 }
 
+static void exchange_created_hook(void *ctx, route_exchange *ex)
+{
+    policy_apply_exchange(ctx, ex);
+}
+
 vhost *vhost_new(server *s, const char *name)
 {
     vhost *v = calloc(1, sizeof *v);
     if (!v)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
-                                      .exchange_deleted = exchange_deleted_hook};
+                                      .exchange_deleted = exchange_deleted_hook,
+                                      .exchange_created = exchange_created_hook};
     v->srv = s;
     v->name = strdup(name);
     v->nbuckets = 64;
     v->buckets = calloc(v->nbuckets, sizeof *v->buckets);
+    v->policies = policy_set_new();
     v->routes = route_table_new(name, &hooks, v);
-    if (!v->name || !v->buckets || !v->routes) {
+    v->description = strdup("");
+    v->tags = strdup("");
+    v->default_queue_type = strdup("");
+    if (!v->name || !v->buckets || !v->policies || !v->routes || !v->description || !v->tags ||
+        !v->default_queue_type) {
         vhost_free(v);
         return NULL;
     }
@@ -64,15 +80,59 @@ void vhost_free(vhost *v)
     }
     if (v->routes)
         route_table_free(v->routes);
+    policy_set_free(v->policies);
     free(v->buckets);
     free(v->replies);
     free(v->name);
+    free(v->description);
+    free(v->tags);
+    free(v->default_queue_type);
     free(v);
+}
+
+const char *vhost_description(const vhost *v) { return v->description; }
+const char *vhost_tags(const vhost *v) { return v->tags; }
+const char *vhost_default_queue_type(const vhost *v) { return v->default_queue_type; }
+bool vhost_tracing(const vhost *v) { return v->tracing; }
+
+bool vhost_set_details(vhost *v, const meta_vhost *d)
+{
+    char *description = strdup(d->description ? d->description : "");
+    char *tags = strdup(d->tags ? d->tags : "");
+    char *type = strdup(d->default_queue_type ? d->default_queue_type : "");
+    if (!description || !tags || !type) {
+        free(description);
+        free(tags);
+        free(type);
+        return false;
+    }
+    free(v->description);
+    free(v->tags);
+    free(v->default_queue_type);
+    v->description = description;
+    v->tags = tags;
+    v->default_queue_type = type;
+    v->tracing = d->tracing;
+    return true;
+}
+
+void vhost_foreach_queue(vhost *v, void (*fn)(void *arg, queue *q), void *arg)
+{
+    for (uint32_t i = 0; i < v->nbuckets; i++) {
+        struct queue_link *l = v->buckets[i];
+        while (l) {
+            struct queue_link *next = l->hash_next; /* fn may unlink l */
+            fn(arg, (queue *)l);
+            l = next;
+        }
+    }
 }
 
 const char *vhost_name(const vhost *v) { return v->name; }
 bool vhost_closing(const vhost *v) { return v->closing; }
 route_table *vhost_routes(vhost *v) { return v->routes; }
+policy_set *vhost_policies(vhost *v) { return v->policies; }
+
 server *vhost_server(vhost *v) { return v->srv; }
 
 queue *vhost_queue_find(vhost *v, amqp_bytes name)

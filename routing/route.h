@@ -30,6 +30,10 @@ typedef struct route_hooks {
      * last binding went); lets the store forget a durable one. May be NULL.
      * Must not call back into the table. Not called by route_table_free. */
     void (*exchange_deleted)(void *ctx, const route_exchange *ex);
+    /* An exchange.declare (or a restore) created `ex`: lets the broker
+     * apply its policies. May be NULL. Must not declare or delete
+     * exchanges. Not called for the built-in exchanges of a new table. */
+    void (*exchange_created)(void *ctx, route_exchange *ex);
 } route_hooks;
 
 /* What exchange.declare asks for. `arguments` is a validated table. */
@@ -83,6 +87,15 @@ bool route_exchange_durable(const route_exchange *ex);
 bool route_exchange_auto_delete(const route_exchange *ex);
 bool route_exchange_internal(const route_exchange *ex);
 amqp_bytes route_exchange_arguments(const route_exchange *ex);
+/* The alternate exchange a policy gives `ex` (copied; len 0 = none). The
+ * exchange's own alternate-exchange argument wins over it, as RabbitMQ's
+ * rabbit_policy:get_arg has it; the default exchange never has one.
+ * route_exchange_arguments is unchanged. false on out-of-memory, the
+ * previous one kept. */
+bool route_exchange_set_policy_alternate(route_exchange *ex, amqp_bytes name);
+/* The alternate exchange in force: the argument's, else the policy's;
+ * false when none. The slice lives until the next change of either. */
+bool route_exchange_alternate(const route_exchange *ex, amqp_bytes *name);
 /* Number of bindings whose source is this exchange. */
 size_t route_exchange_binding_count(const route_exchange *ex);
 
@@ -139,8 +152,8 @@ void route_foreach_binding(route_table *t, void (*fn)(void *arg, const route_bin
  * validated table, possibly empty). Returns the number of distinct queues;
  * *queues points at an array owned by the table, valid until the next call.
  * Follows exchange-to-exchange bindings (each exchange visited once, so
- * cycles are safe) and an exchange's alternate-exchange argument when the
- * exchange itself matched nothing. */
+ * cycles are safe) and an exchange's alternate exchange (its argument, else
+ * its policy's) when the exchange itself matched nothing. */
 size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                      void ***queues);
 

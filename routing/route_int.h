@@ -158,7 +158,9 @@ struct route_exchange {
     bool durable, auto_delete, internal, is_default;
     bool dying;             /* unlinked from the table, waiting to be freed */
     bool has_ae;            /* arguments carry an alternate-exchange */
-    amqp_bytes ae_name;     /* slice of `arguments` */
+    amqp_bytes ae_name;     /* slice of `arguments`, else of policy_ae */
+    uint8_t *policy_ae;     /* a policy's alternate-exchange (owned), or NULL */
+    uint32_t policy_ae_len;
     route_exchange *ae;     /* cached lookup of ae_name, valid at ae_version */
     uint64_t ae_version;
     route_binding *bindings; /* as source, linked through src_prev/src_next */

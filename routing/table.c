@@ -153,15 +153,47 @@ bool route_table_reserve(route_table *t)
     return true;
 }
 
+/* The argument wins; a policy's name applies only without one. */
 static void set_alternate(route_exchange *ex)
 {
     amqp_field f;
 
+    ex->has_ae = false;
+    ex->ae_name = (amqp_bytes){0};
+    ex->ae = NULL;
+    ex->ae_version = ex->table->ex_version - 1; /* look the name up again */
     if (amqp_table_get(route_exchange_arguments(ex), "alternate-exchange", &f) &&
         (f.type == 'S' || f.type == 'x')) {
         ex->has_ae = true;
         ex->ae_name = f.v.bytes;
+    } else if (ex->policy_ae != NULL) {
+        ex->has_ae = true;
+        ex->ae_name = (amqp_bytes){ex->policy_ae, ex->policy_ae_len};
     }
+}
+
+bool route_exchange_set_policy_alternate(route_exchange *ex, amqp_bytes name)
+{
+    uint8_t *copy = NULL;
+
+    if (ex->is_default)
+        return true;
+    if (name.len > 0 && (copy = malloc(name.len)) == NULL)
+        return false;
+    if (name.len > 0)
+        memcpy(copy, name.ptr, name.len);
+    free(ex->policy_ae);
+    ex->policy_ae = copy;
+    ex->policy_ae_len = name.len;
+    set_alternate(ex);
+    return true;
+}
+
+bool route_exchange_alternate(const route_exchange *ex, amqp_bytes *name)
+{
+    if (ex->has_ae)
+        *name = ex->ae_name;
+    return ex->has_ae;
 }
 
 /* A new exchange, linked into the table; NULL on out-of-memory. */
@@ -258,6 +290,8 @@ static int create_checked(route_table *t, const route_exchange_spec *spec,
                          (const char *)spec->name.ptr, t->vhost);
     if ((*out = exchange_new(t, spec->name, ops, spec)) == NULL)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_EXCHANGE_DECLARE, "out of memory");
+    if (t->hooks.exchange_created != NULL)
+        t->hooks.exchange_created(t->ctx, *out);
     return AMQP_OK;
 }
 
@@ -388,6 +422,7 @@ static void exchange_free(route_exchange *ex)
 {
     assert(ex->bindings == NULL && ex->target.bindings == NULL);
     ex->ops->destroy(ex);
+    free(ex->policy_ae);
     free(ex);
 }
 

@@ -1,4 +1,6 @@
-/* meta: durable exchanges, queues and bindings in sqlite3 (<dir>/metadata.db).
+/* meta: the broker's metadata in sqlite3 (<dir>/metadata.db): vhosts,
+ * users, permissions, topic permissions, policies, the broker's own
+ * settings, and durable exchanges, queues and bindings.
  *
  * Durability. The database is in WAL mode with synchronous=FULL: every
  * commit appends to the WAL and fsyncs it before sqlite3_step returns, so
@@ -12,10 +14,11 @@
  * also fsyncs the directory when it creates the WAL, so a new database's
  * directory entry is durable too.
  *
- * Schema (version 1, kept in PRAGMA user_version). Every row carries its
- * vhost; names are TEXT, routing keys and encoded argument tables are BLOBs
- * (never NULL: an empty table is a zero-length blob). Tables are STRICT, so
- * a value of the wrong type is an error rather than a silent conversion.
+ * Schema (version 2, kept in PRAGMA user_version). Every row of a vhost
+ * carries its vhost; names are TEXT, routing keys and encoded argument
+ * tables are BLOBs (never NULL: an empty table is a zero-length blob).
+ * Tables are STRICT, so a value of the wrong type is an error rather than a
+ * silent conversion.
  *
  *   exchanges (vhost, name, type, auto_delete, internal, arguments)
  *             PRIMARY KEY (vhost, name)
@@ -24,6 +27,17 @@
  *   bindings  (vhost, source, destination, destination_is_exchange,
  *             routing_key, arguments)  UNIQUE over all six columns
  *             + index (vhost, destination, destination_is_exchange)
+ *   -- version 2:
+ *   vhosts    (name PRIMARY KEY, description, tags, default_queue_type,
+ *             tracing)
+ *   users     (name PRIMARY KEY, password_hash, hashing_algorithm, tags)
+ *   permissions (user, vhost, configure, write, read)
+ *             PRIMARY KEY (user, vhost) + index (vhost)
+ *   topic_permissions (user, vhost, exchange, write, read)
+ *             PRIMARY KEY (user, vhost, exchange) + index (vhost)
+ *   policies  (vhost, name, operator_policy, pattern, apply_to, priority,
+ *             definition)  PRIMARY KEY (vhost, name, operator_policy)
+ *   settings  (key PRIMARY KEY, value)
  *
  * Invariants:
  * - A queue's id is the journal's queue_id. Puts are upserts (INSERT ... ON
@@ -35,16 +49,28 @@
  *   first-insertion order. (VACUUM may renumber rowids; we never run it.)
  * - No binding outlives its source or destination: deleting an exchange or
  *   a queue deletes the bindings that name it (as source, or as destination
- *   of the right kind) and the row itself in one transaction.
+ *   of the right kind) and the row itself in one transaction. Likewise no
+ *   permission outlives its user, and nothing of a vhost outlives it.
+ *   There are no foreign keys: the broker validates references, and a
+ *   definitions import may put a permission before its user in one
+ *   transaction.
  * - Puts and deletes are idempotent: a repeated put changes nothing, a
  *   delete of something absent succeeds.
+ *
+ * Transactions. A call that runs several statements (the cascading deletes)
+ * opens a transaction of its own -- or, inside meta_begin/meta_commit, a
+ * savepoint in the caller's, so a failed call undoes just its own part.
+ * sqlite rolls a whole transaction back by itself after some errors (I/O,
+ * full disk); every write checks for that (`writable`) so that later calls
+ * fail too rather than autocommit one by one outside the caller's group.
  *
  * Migrations. migrations[v] takes a database from version v to v + 1; each
  * step runs in its own IMMEDIATE transaction together with the bump of
  * user_version, so a failed step leaves the database at version v. Version 0
- * is a database Warren has never written (a new or empty file). Adding
- * version 2 (users, permissions, policies, ...) is one function appended to
- * the table. A database newer than this broker is refused.
+ * is a database Warren has never written (a new or empty file). Version 1
+ * to 2 adds the tables above and a vhosts row for every vhost the old rows
+ * name, so they load as before. A database newer than this broker is
+ * refused.
  *
  * Every statement is prepared once at open and kept in m->st; each call
  * binds, steps to the end and resets. All calls are on the loop thread.
@@ -78,6 +104,9 @@ enum {
     ST_BEGIN_READ,
     ST_COMMIT,
     ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
     ST_PUT_EXCHANGE,
     ST_DELETE_EXCHANGE,
     ST_UNBIND_EXCHANGE,
@@ -86,18 +115,48 @@ enum {
     ST_UNBIND_QUEUE,
     ST_PUT_BINDING,
     ST_DELETE_BINDING,
+    ST_PUT_USER,
+    ST_DELETE_USER,
+    ST_DELETE_USER_PERMISSIONS,
+    ST_DELETE_USER_TOPIC_PERMISSIONS,
+    ST_PUT_VHOST,
+    ST_DELETE_VHOST,
+    ST_DELETE_VHOST_EXCHANGES,
+    ST_DELETE_VHOST_QUEUES,
+    ST_DELETE_VHOST_BINDINGS,
+    ST_DELETE_VHOST_PERMISSIONS,
+    ST_DELETE_VHOST_TOPIC_PERMISSIONS,
+    ST_DELETE_VHOST_POLICIES,
+    ST_PUT_PERMISSION,
+    ST_DELETE_PERMISSION,
+    ST_PUT_TOPIC_PERMISSION,
+    ST_DELETE_TOPIC_PERMISSION,
+    ST_DELETE_TOPIC_PERMISSIONS,
+    ST_PUT_POLICY,
+    ST_DELETE_POLICY,
+    ST_GET_SETTING,
+    ST_PUT_SETTING,
+    ST_LOAD_VHOSTS,
+    ST_LOAD_USERS,
+    ST_LOAD_PERMISSIONS,
+    ST_LOAD_TOPIC_PERMISSIONS,
+    ST_LOAD_POLICIES,
     ST_LOAD_EXCHANGES,
     ST_LOAD_QUEUES,
     ST_LOAD_BINDINGS,
     ST_COUNT
 };
 
-/* The four delete statements share their parameters: ?1 vhost, ?2 name. */
+/* The delete statements share their parameters: ?1 vhost (or user), ?2
+ * name (or vhost), ?3 the third key column where there is one. */
 static const char *const statement_sql[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_BEGIN_READ] = "BEGIN",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT meta_call",
+    [ST_RELEASE] = "RELEASE meta_call",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO meta_call",
     [ST_PUT_EXCHANGE] =
         "INSERT INTO exchanges (vhost, name, type, auto_delete, internal, arguments)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
@@ -130,6 +189,65 @@ static const char *const statement_sql[ST_COUNT] = {
     [ST_DELETE_BINDING] =
         "DELETE FROM bindings WHERE vhost = ?1 AND source = ?2 AND destination = ?3"
         " AND destination_is_exchange = ?4 AND routing_key = ?5 AND arguments = ?6",
+    [ST_PUT_USER] =
+        "INSERT INTO users (name, password_hash, hashing_algorithm, tags)"
+        " VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash,"
+        " hashing_algorithm = excluded.hashing_algorithm, tags = excluded.tags",
+    [ST_DELETE_USER] = "DELETE FROM users WHERE name = ?1",
+    [ST_DELETE_USER_PERMISSIONS] = "DELETE FROM permissions WHERE user = ?1",
+    [ST_DELETE_USER_TOPIC_PERMISSIONS] = "DELETE FROM topic_permissions WHERE user = ?1",
+    [ST_PUT_VHOST] =
+        "INSERT INTO vhosts (name, description, tags, default_queue_type, tracing)"
+        " VALUES (?1, ?2, ?3, ?4, ?5)"
+        " ON CONFLICT (name) DO UPDATE SET description = excluded.description,"
+        " tags = excluded.tags, default_queue_type = excluded.default_queue_type,"
+        " tracing = excluded.tracing",
+    [ST_DELETE_VHOST] = "DELETE FROM vhosts WHERE name = ?1",
+    [ST_DELETE_VHOST_EXCHANGES] = "DELETE FROM exchanges WHERE vhost = ?1",
+    [ST_DELETE_VHOST_QUEUES] = "DELETE FROM queues WHERE vhost = ?1",
+    [ST_DELETE_VHOST_BINDINGS] = "DELETE FROM bindings WHERE vhost = ?1",
+    [ST_DELETE_VHOST_PERMISSIONS] = "DELETE FROM permissions WHERE vhost = ?1",
+    [ST_DELETE_VHOST_TOPIC_PERMISSIONS] = "DELETE FROM topic_permissions WHERE vhost = ?1",
+    [ST_DELETE_VHOST_POLICIES] = "DELETE FROM policies WHERE vhost = ?1",
+    [ST_PUT_PERMISSION] =
+        "INSERT INTO permissions (user, vhost, configure, write, read)"
+        " VALUES (?1, ?2, ?3, ?4, ?5)"
+        " ON CONFLICT (user, vhost) DO UPDATE SET configure = excluded.configure,"
+        " write = excluded.write, read = excluded.read",
+    [ST_DELETE_PERMISSION] = "DELETE FROM permissions WHERE user = ?1 AND vhost = ?2",
+    [ST_PUT_TOPIC_PERMISSION] =
+        "INSERT INTO topic_permissions (user, vhost, exchange, write, read)"
+        " VALUES (?1, ?2, ?3, ?4, ?5)"
+        " ON CONFLICT (user, vhost, exchange) DO UPDATE SET write = excluded.write,"
+        " read = excluded.read",
+    [ST_DELETE_TOPIC_PERMISSION] =
+        "DELETE FROM topic_permissions WHERE user = ?1 AND vhost = ?2 AND exchange = ?3",
+    [ST_DELETE_TOPIC_PERMISSIONS] =
+        "DELETE FROM topic_permissions WHERE user = ?1 AND vhost = ?2",
+    [ST_PUT_POLICY] =
+        "INSERT INTO policies (vhost, name, operator_policy, pattern, apply_to, priority,"
+        " definition) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+        " ON CONFLICT (vhost, name, operator_policy) DO UPDATE SET pattern = excluded.pattern,"
+        " apply_to = excluded.apply_to, priority = excluded.priority,"
+        " definition = excluded.definition",
+    [ST_DELETE_POLICY] =
+        "DELETE FROM policies WHERE vhost = ?1 AND name = ?2 AND operator_policy = ?3",
+    [ST_GET_SETTING] = "SELECT value FROM settings WHERE key = ?1",
+    [ST_PUT_SETTING] =
+        "INSERT INTO settings (key, value) VALUES (?1, ?2)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    [ST_LOAD_VHOSTS] =
+        "SELECT name, description, tags, default_queue_type, tracing FROM vhosts ORDER BY rowid",
+    [ST_LOAD_USERS] =
+        "SELECT name, password_hash, hashing_algorithm, tags FROM users ORDER BY rowid",
+    [ST_LOAD_PERMISSIONS] =
+        "SELECT user, vhost, configure, write, read FROM permissions ORDER BY rowid",
+    [ST_LOAD_TOPIC_PERMISSIONS] =
+        "SELECT user, vhost, exchange, write, read FROM topic_permissions ORDER BY rowid",
+    [ST_LOAD_POLICIES] =
+        "SELECT vhost, name, pattern, apply_to, priority, definition, operator_policy"
+        " FROM policies ORDER BY rowid",
     [ST_LOAD_EXCHANGES] =
         "SELECT vhost, name, type, auto_delete, internal, arguments"
         " FROM exchanges ORDER BY rowid",
@@ -143,6 +261,7 @@ static const char *const statement_sql[ST_COUNT] = {
 struct meta {
     sqlite3 *db;
     bool loading; /* inside meta_load: handlers must not call back into meta */
+    bool grouped; /* between meta_begin and meta_commit / meta_rollback */
     sqlite3_stmt *st[ST_COUNT];
 };
 
@@ -230,27 +349,68 @@ static void rollback(meta *m)
         db_error(m, "rollback");
 }
 
-/* Deletes the bindings naming an exchange or queue, then its row, in one
- * transaction, so a crash cannot leave bindings to something gone. */
+/* Whether a write may go ahead: not from a load handler, and not inside a
+ * meta_begin group that sqlite has already rolled back (after an I/O or
+ * full-disk error): the write would autocommit on its own. */
+static bool writable(meta *m)
+{
+    assert(!m->loading);
+    if (m->grouped && sqlite3_get_autocommit(m->db)) {
+        log_error("meta: write refused: the transaction begun by meta_begin was already "
+                  "rolled back by an earlier error");
+        return false;
+    }
+    return true;
+}
+
+/* The transaction of one call: its own, or a savepoint in the group. */
+static bool call_begin(meta *m)
+{
+    return run(m->st[m->grouped ? ST_SAVEPOINT : ST_BEGIN]) == SQLITE_DONE;
+}
+
+/* Ends call_begin's transaction: commits (releases) when ok and that
+ * works, else undoes the call's own part. The caller has logged already
+ * when !ok; a failed commit is logged here. */
+static bool call_end(meta *m, bool ok)
+{
+    if (ok && run(m->st[m->grouped ? ST_RELEASE : ST_COMMIT]) == SQLITE_DONE)
+        return true;
+    if (ok)
+        db_error(m, "commit");
+    if (!m->grouped)
+        rollback(m);
+    else if (!sqlite3_get_autocommit(m->db) &&
+             (run(m->st[ST_ROLLBACK_TO]) != SQLITE_DONE ||
+              run(m->st[ST_RELEASE]) != SQLITE_DONE))
+        db_error(m, "rollback to savepoint");
+    return false;
+}
+
+/* Runs statements steps[0..n) with the same two key parameters in one
+ * transaction, so a crash cannot leave half of a cascade. */
+static bool run_cascade(meta *m, const int *steps, size_t n, const char *a, const char *b)
+{
+    bool ok = call_begin(m);
+    for (size_t i = 0; ok && i < n; i++) {
+        bind_names(m->st[steps[i]], a, b);
+        ok = run(m->st[steps[i]]) == SQLITE_DONE;
+    }
+    return ok;
+}
+
+/* Deletes the bindings naming an exchange or queue, then its row. */
 static bool delete_with_bindings(meta *m, int unbind, int remove, const char *kind,
                                  const char *vhost, const char *name)
 {
-    assert(!m->loading);
-    if (run(m->st[ST_BEGIN]) != SQLITE_DONE)
-        return db_error(m, "delete %s '%s' in vhost '%s'", kind, str(name), str(vhost));
-    bind_names(m->st[unbind], vhost, name);
-    bool ok = run(m->st[unbind]) == SQLITE_DONE;
-    if (ok) {
-        bind_names(m->st[remove], vhost, name);
-        ok = run(m->st[remove]) == SQLITE_DONE;
-    }
-    if (ok)
-        ok = run(m->st[ST_COMMIT]) == SQLITE_DONE;
-    if (!ok) {
+    const int steps[] = {unbind, remove};
+
+    if (!writable(m))
+        return false;
+    bool ok = run_cascade(m, steps, 2, vhost, name);
+    if (!ok)
         db_error(m, "delete %s '%s' in vhost '%s'", kind, str(name), str(vhost));
-        rollback(m);
-    }
-    return ok;
+    return call_end(m, ok);
 }
 
 /* ---- schema ------------------------------------------------------------- */
@@ -291,10 +451,69 @@ static int migrate_0_to_1(sqlite3 *db)
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
+/* Identity, access, policies and settings. The vhosts that version-1 rows
+ * name become vhost rows (with no description or tags), so nothing that
+ * was stored stops loading. */
+static int migrate_1_to_2(sqlite3 *db)
+{
+    static const char sql[] =
+        "CREATE TABLE vhosts ("
+        "  name               TEXT    NOT NULL PRIMARY KEY,"
+        "  description        TEXT    NOT NULL,"
+        "  tags               TEXT    NOT NULL,"
+        "  default_queue_type TEXT    NOT NULL,"
+        "  tracing            INTEGER NOT NULL CHECK (tracing IN (0, 1))"
+        ") STRICT;"
+        "CREATE TABLE users ("
+        "  name              TEXT NOT NULL PRIMARY KEY,"
+        "  password_hash     TEXT NOT NULL,"
+        "  hashing_algorithm TEXT NOT NULL,"
+        "  tags              TEXT NOT NULL"
+        ") STRICT;"
+        "CREATE TABLE permissions ("
+        "  user      TEXT NOT NULL,"
+        "  vhost     TEXT NOT NULL,"
+        "  configure TEXT NOT NULL,"
+        "  write     TEXT NOT NULL,"
+        "  read      TEXT NOT NULL,"
+        "  PRIMARY KEY (user, vhost)"
+        ") STRICT;"
+        "CREATE INDEX permissions_by_vhost ON permissions (vhost);"
+        "CREATE TABLE topic_permissions ("
+        "  user     TEXT NOT NULL,"
+        "  vhost    TEXT NOT NULL,"
+        "  exchange TEXT NOT NULL,"
+        "  write    TEXT NOT NULL,"
+        "  read     TEXT NOT NULL,"
+        "  PRIMARY KEY (user, vhost, exchange)"
+        ") STRICT;"
+        "CREATE INDEX topic_permissions_by_vhost ON topic_permissions (vhost);"
+        "CREATE TABLE policies ("
+        "  vhost           TEXT    NOT NULL,"
+        "  name            TEXT    NOT NULL,"
+        "  operator_policy INTEGER NOT NULL CHECK (operator_policy IN (0, 1)),"
+        "  pattern         TEXT    NOT NULL,"
+        "  apply_to        TEXT    NOT NULL,"
+        "  priority        INTEGER NOT NULL,"
+        "  definition      BLOB    NOT NULL,"
+        "  PRIMARY KEY (vhost, name, operator_policy)"
+        ") STRICT;"
+        "CREATE TABLE settings ("
+        "  key   TEXT NOT NULL PRIMARY KEY,"
+        "  value TEXT NOT NULL"
+        ") STRICT;"
+        "INSERT INTO vhosts (name, description, tags, default_queue_type, tracing)"
+        "  SELECT vhost, '', '', '', 0 FROM ("
+        "    SELECT vhost FROM exchanges UNION SELECT vhost FROM queues"
+        "    UNION SELECT vhost FROM bindings) ORDER BY vhost;";
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
 /* migrations[v] takes the schema from version v to v + 1, inside a
  * transaction the caller opens and commits. Returns an sqlite result code. */
 static int (*const migrations[])(sqlite3 *db) = {
     migrate_0_to_1,
+    migrate_1_to_2,
 };
 
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
@@ -496,7 +715,8 @@ meta *meta_open(const char *dir, char *err, size_t errlen)
 }
 
 /* Finalizes the statements and closes the database, which checkpoints the
- * WAL into the main file. NULL is a no-op. */
+ * WAL into the main file; a meta_begin group still open is rolled back.
+ * NULL is a no-op. */
 void meta_close(meta *m)
 {
     if (m == NULL)
@@ -516,7 +736,8 @@ bool meta_put_exchange(meta *m, const meta_exchange *e)
 {
     sqlite3_stmt *st = m->st[ST_PUT_EXCHANGE];
 
-    assert(!m->loading);
+    if (!writable(m))
+        return false;
     bind_names(st, e->vhost, e->name);
     bind_text(st, 3, e->type);
     sqlite3_bind_int(st, 4, e->auto_delete);
@@ -543,14 +764,15 @@ bool meta_put_queue(meta *m, meta_queue *q)
     sqlite3_int64 id = 0;
     int rc;
 
-    assert(!m->loading);
+    if (!writable(m))
+        return false;
     bind_names(st, q->vhost, q->name);
     sqlite3_bind_int(st, 3, q->auto_delete);
     bind_bytes(st, 4, q->arguments);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         id = sqlite3_column_int64(st, 0);
-        rc = sqlite3_step(st); /* the autocommit happens on this step */
+        rc = sqlite3_step(st); /* the autocommit (if any) happens on this step */
     }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -579,7 +801,8 @@ static void bind_binding(sqlite3_stmt *st, const meta_binding *b)
 /* A binding equal in all six fields to a stored one is not added again. */
 bool meta_put_binding(meta *m, const meta_binding *b)
 {
-    assert(!m->loading);
+    if (!writable(m))
+        return false;
     bind_binding(m->st[ST_PUT_BINDING], b);
     if (run(m->st[ST_PUT_BINDING]) != SQLITE_DONE)
         return db_error(m, "put binding from '%s' to %s '%s' in vhost '%s'", str(b->source),
@@ -591,13 +814,247 @@ bool meta_put_binding(meta *m, const meta_binding *b)
 /* Deletes the binding equal in all six fields, if there is one. */
 bool meta_delete_binding(meta *m, const meta_binding *b)
 {
-    assert(!m->loading);
+    if (!writable(m))
+        return false;
     bind_binding(m->st[ST_DELETE_BINDING], b);
     if (run(m->st[ST_DELETE_BINDING]) != SQLITE_DONE)
         return db_error(m, "delete binding from '%s' to %s '%s' in vhost '%s'", str(b->source),
                         b->destination_is_exchange ? "exchange" : "queue", str(b->destination),
                         str(b->vhost));
     return true;
+}
+
+/* ---- users, vhosts, permissions, policies ------------------------------- */
+
+/* Binds texts to ?1..?n. */
+static void bind_texts(sqlite3_stmt *st, const char *const *texts, int n)
+{
+    for (int i = 0; i < n; i++)
+        bind_text(st, i + 1, texts[i]);
+}
+
+/* Runs a bound single-statement write; logs "<kind> '<a>'[ in '<b>']". */
+static bool write_row(meta *m, int which, const char *verb, const char *kind, const char *a,
+                      const char *b)
+{
+    if (run(m->st[which]) == SQLITE_DONE)
+        return true;
+    if (b)
+        return db_error(m, "%s %s of '%s' in vhost '%s'", verb, kind, str(a), str(b));
+    return db_error(m, "%s %s '%s'", verb, kind, str(a));
+}
+
+bool meta_put_user(meta *m, const meta_user *u)
+{
+    const char *texts[] = {u->name, u->password_hash, u->hashing_algorithm, u->tags};
+
+    if (!writable(m))
+        return false;
+    bind_texts(m->st[ST_PUT_USER], texts, 4);
+    return write_row(m, ST_PUT_USER, "put", "user", u->name, NULL);
+}
+
+bool meta_delete_user(meta *m, const char *name)
+{
+    static const int steps[] = {ST_DELETE_USER_TOPIC_PERMISSIONS, ST_DELETE_USER_PERMISSIONS,
+                                ST_DELETE_USER};
+
+    if (!writable(m))
+        return false;
+    bool ok = run_cascade(m, steps, sizeof steps / sizeof steps[0], name, NULL);
+    if (!ok)
+        db_error(m, "delete user '%s'", str(name));
+    return call_end(m, ok);
+}
+
+bool meta_put_vhost(meta *m, const meta_vhost *v)
+{
+    const char *texts[] = {v->name, v->description, v->tags, v->default_queue_type};
+
+    if (!writable(m))
+        return false;
+    bind_texts(m->st[ST_PUT_VHOST], texts, 4);
+    sqlite3_bind_int(m->st[ST_PUT_VHOST], 5, v->tracing);
+    return write_row(m, ST_PUT_VHOST, "put", "vhost", v->name, NULL);
+}
+
+bool meta_delete_vhost(meta *m, const char *name)
+{
+    static const int steps[] = {
+        ST_DELETE_VHOST_BINDINGS,    ST_DELETE_VHOST_QUEUES,
+        ST_DELETE_VHOST_EXCHANGES,   ST_DELETE_VHOST_TOPIC_PERMISSIONS,
+        ST_DELETE_VHOST_PERMISSIONS, ST_DELETE_VHOST_POLICIES,
+        ST_DELETE_VHOST,
+    };
+
+    if (!writable(m))
+        return false;
+    bool ok = run_cascade(m, steps, sizeof steps / sizeof steps[0], name, NULL);
+    if (!ok)
+        db_error(m, "delete vhost '%s'", str(name));
+    return call_end(m, ok);
+}
+
+bool meta_put_permission(meta *m, const meta_permission *p)
+{
+    const char *texts[] = {p->user, p->vhost, p->configure, p->write, p->read};
+
+    if (!writable(m))
+        return false;
+    bind_texts(m->st[ST_PUT_PERMISSION], texts, 5);
+    return write_row(m, ST_PUT_PERMISSION, "put", "permissions", p->user, p->vhost);
+}
+
+bool meta_delete_permission(meta *m, const char *user, const char *vhost)
+{
+    if (!writable(m))
+        return false;
+    bind_names(m->st[ST_DELETE_PERMISSION], user, vhost);
+    return write_row(m, ST_DELETE_PERMISSION, "delete", "permissions", user, vhost);
+}
+
+bool meta_put_topic_permission(meta *m, const meta_topic_permission *p)
+{
+    const char *texts[] = {p->user, p->vhost, p->exchange, p->write, p->read};
+
+    if (!writable(m))
+        return false;
+    bind_texts(m->st[ST_PUT_TOPIC_PERMISSION], texts, 5);
+    return write_row(m, ST_PUT_TOPIC_PERMISSION, "put", "topic permissions", p->user, p->vhost);
+}
+
+bool meta_delete_topic_permission(meta *m, const char *user, const char *vhost,
+                                  const char *exchange)
+{
+    int which = exchange ? ST_DELETE_TOPIC_PERMISSION : ST_DELETE_TOPIC_PERMISSIONS;
+    const char *texts[] = {user, vhost, exchange};
+
+    if (!writable(m))
+        return false;
+    bind_texts(m->st[which], texts, exchange ? 3 : 2);
+    return write_row(m, which, "delete", "topic permissions", user, vhost);
+}
+
+bool meta_put_policy(meta *m, const meta_policy *p)
+{
+    sqlite3_stmt *st = m->st[ST_PUT_POLICY];
+
+    if (!writable(m))
+        return false;
+    bind_names(st, p->vhost, p->name);
+    sqlite3_bind_int(st, 3, p->operator_policy);
+    bind_text(st, 4, p->pattern);
+    bind_text(st, 5, p->apply_to);
+    sqlite3_bind_int(st, 6, p->priority);
+    bind_bytes(st, 7, p->definition);
+    if (run(st) != SQLITE_DONE)
+        return db_error(m, "put %s '%s' in vhost '%s'",
+                        p->operator_policy ? "operator policy" : "policy", str(p->name),
+                        str(p->vhost));
+    return true;
+}
+
+bool meta_delete_policy(meta *m, const char *vhost, const char *name, bool operator_policy)
+{
+    sqlite3_stmt *st = m->st[ST_DELETE_POLICY];
+
+    if (!writable(m))
+        return false;
+    bind_names(st, vhost, name);
+    sqlite3_bind_int(st, 3, operator_policy);
+    if (run(st) != SQLITE_DONE)
+        return db_error(m, "delete %s '%s' in vhost '%s'",
+                        operator_policy ? "operator policy" : "policy", str(name), str(vhost));
+    return true;
+}
+
+/* ---- settings ----------------------------------------------------------- */
+
+bool meta_get_setting(meta *m, const char *key, char *out, size_t cap)
+{
+    sqlite3_stmt *st = m->st[ST_GET_SETTING];
+    bool found = false;
+    int rc;
+
+    assert(!m->loading && cap > 0);
+    bind_text(st, 1, key);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        size_t len = v ? strlen(v) : 0;
+        found = v != NULL && len < cap;
+        if (found)
+            memcpy(out, v, len + 1);
+        else
+            log_error("meta: get setting '%s': %s", str(key),
+                      v ? "value does not fit" : "out of memory");
+        rc = sqlite3_step(st);
+    }
+    if (rc != SQLITE_DONE) {
+        db_error(m, "get setting '%s'", str(key));
+        found = false;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return found;
+}
+
+bool meta_put_setting(meta *m, const char *key, const char *value)
+{
+    const char *texts[] = {key, value};
+
+    if (!writable(m))
+        return false;
+    bind_texts(m->st[ST_PUT_SETTING], texts, 2);
+    return write_row(m, ST_PUT_SETTING, "put", "setting", key, NULL);
+}
+
+/* ---- grouping calls into one transaction -------------------------------- */
+
+bool meta_begin(meta *m)
+{
+    assert(!m->loading);
+    if (m->grouped) {
+        log_error("meta: begin: a transaction is already open");
+        return false;
+    }
+    if (run(m->st[ST_BEGIN]) != SQLITE_DONE)
+        return db_error(m, "begin");
+    m->grouped = true;
+    return true;
+}
+
+bool meta_commit(meta *m)
+{
+    bool ok;
+
+    assert(!m->loading);
+    if (!m->grouped) {
+        log_error("meta: commit: no transaction is open");
+        return false;
+    }
+    m->grouped = false;
+    if (sqlite3_get_autocommit(m->db)) {
+        log_error("meta: commit: the transaction was already rolled back by an earlier error");
+        return false;
+    }
+    ok = run(m->st[ST_COMMIT]) == SQLITE_DONE;
+    if (!ok) {
+        db_error(m, "commit");
+        rollback(m);
+    }
+    return ok;
+}
+
+bool meta_grouped(const meta *m) { return m->grouped; }
+
+void meta_rollback(meta *m)
+{
+    assert(!m->loading);
+    if (!m->grouped)
+        return;
+    m->grouped = false;
+    rollback(m);
 }
 
 /* ---- load --------------------------------------------------------------- */
@@ -610,48 +1067,99 @@ static amqp_bytes col_bytes(sqlite3_stmt *st, int i)
 
 #define COL_TEXT(st, i) ((const char *)sqlite3_column_text((st), (i)))
 
-/* Hands one row to its handler. false only when sqlite could not produce a
- * column (out of memory): every text column is NOT NULL. */
-static bool emit_row(int which, sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+/* Each hands one row to its handler. false only when sqlite could not
+ * produce a column (out of memory): every text column is NOT NULL. */
+typedef bool (*emit_fn)(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx);
+
+static bool emit_vhost(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
 {
-    switch (which) {
-    case ST_LOAD_EXCHANGES: {
-        meta_exchange e = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
-                           sqlite3_column_int(st, 3) != 0, sqlite3_column_int(st, 4) != 0,
-                           col_bytes(st, 5)};
-        if (!e.vhost || !e.name || !e.type)
-            return false;
-        h->exchange(ctx, &e);
-        return true;
-    }
-    case ST_LOAD_QUEUES: {
-        meta_queue q = {(uint64_t)sqlite3_column_int64(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
-                        sqlite3_column_int(st, 3) != 0, col_bytes(st, 4)};
-        if (!q.vhost || !q.name)
-            return false;
-        h->queue(ctx, &q);
-        return true;
-    }
-    default: {
-        assert(which == ST_LOAD_BINDINGS);
-        meta_binding b = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
-                          sqlite3_column_int(st, 3) != 0, col_bytes(st, 4), col_bytes(st, 5)};
-        if (!b.vhost || !b.source || !b.destination)
-            return false;
-        h->binding(ctx, &b);
-        return true;
-    }
-    }
+    meta_vhost v = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2), COL_TEXT(st, 3),
+                    sqlite3_column_int(st, 4) != 0};
+    if (!v.name || !v.description || !v.tags || !v.default_queue_type)
+        return false;
+    h->vhost(ctx, &v);
+    return true;
 }
 
-static bool load_table(meta *m, int which, const char *table, const meta_load_handlers *h,
-                       void *ctx)
+static bool emit_user(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_user u = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2), COL_TEXT(st, 3)};
+    if (!u.name || !u.password_hash || !u.hashing_algorithm || !u.tags)
+        return false;
+    h->user(ctx, &u);
+    return true;
+}
+
+static bool emit_permission(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_permission p = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2), COL_TEXT(st, 3),
+                         COL_TEXT(st, 4)};
+    if (!p.user || !p.vhost || !p.configure || !p.write || !p.read)
+        return false;
+    h->permission(ctx, &p);
+    return true;
+}
+
+static bool emit_topic_permission(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_topic_permission p = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
+                               COL_TEXT(st, 3), COL_TEXT(st, 4)};
+    if (!p.user || !p.vhost || !p.exchange || !p.write || !p.read)
+        return false;
+    h->topic_permission(ctx, &p);
+    return true;
+}
+
+static bool emit_policy(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_policy p = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2), COL_TEXT(st, 3),
+                     sqlite3_column_int(st, 4), col_bytes(st, 5),
+                     sqlite3_column_int(st, 6) != 0};
+    if (!p.vhost || !p.name || !p.pattern || !p.apply_to)
+        return false;
+    h->policy(ctx, &p);
+    return true;
+}
+
+static bool emit_exchange(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_exchange e = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
+                       sqlite3_column_int(st, 3) != 0, sqlite3_column_int(st, 4) != 0,
+                       col_bytes(st, 5)};
+    if (!e.vhost || !e.name || !e.type)
+        return false;
+    h->exchange(ctx, &e);
+    return true;
+}
+
+static bool emit_queue(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_queue q = {(uint64_t)sqlite3_column_int64(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
+                    sqlite3_column_int(st, 3) != 0, col_bytes(st, 4)};
+    if (!q.vhost || !q.name)
+        return false;
+    h->queue(ctx, &q);
+    return true;
+}
+
+static bool emit_binding(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_binding b = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
+                      sqlite3_column_int(st, 3) != 0, col_bytes(st, 4), col_bytes(st, 5)};
+    if (!b.vhost || !b.source || !b.destination)
+        return false;
+    h->binding(ctx, &b);
+    return true;
+}
+
+static bool load_table(meta *m, int which, const char *table, emit_fn emit,
+                       const meta_load_handlers *h, void *ctx)
 {
     sqlite3_stmt *st = m->st[which];
     int rc;
 
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        if (!emit_row(which, st, h, ctx)) {
+        if (!emit(st, h, ctx)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -663,23 +1171,49 @@ static bool load_table(meta *m, int which, const char *table, const meta_load_ha
     return true;
 }
 
-/* One read transaction, so the three tables are one snapshot. A NULL
- * handler skips its table. Handlers must not call meta functions. */
+/* The tables in load order: what the rows of later tables name comes first. */
+static bool load_all(meta *m, const meta_load_handlers *h, void *ctx)
+{
+    const struct {
+        bool wanted;
+        int which;
+        const char *table;
+        emit_fn emit;
+    } tables[] = {
+        {h->vhost != NULL, ST_LOAD_VHOSTS, "vhosts", emit_vhost},
+        {h->user != NULL, ST_LOAD_USERS, "users", emit_user},
+        {h->permission != NULL, ST_LOAD_PERMISSIONS, "permissions", emit_permission},
+        {h->topic_permission != NULL, ST_LOAD_TOPIC_PERMISSIONS, "topic permissions",
+         emit_topic_permission},
+        {h->policy != NULL, ST_LOAD_POLICIES, "policies", emit_policy},
+        {h->exchange != NULL, ST_LOAD_EXCHANGES, "exchanges", emit_exchange},
+        {h->queue != NULL, ST_LOAD_QUEUES, "queues", emit_queue},
+        {h->binding != NULL, ST_LOAD_BINDINGS, "bindings", emit_binding},
+    };
+
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        if (tables[i].wanted &&
+            !load_table(m, tables[i].which, tables[i].table, tables[i].emit, h, ctx))
+            return false;
+    return true;
+}
+
+/* One read transaction, so the tables are one snapshot (inside a meta_begin
+ * group, the group's own transaction). Handlers must not call meta. */
 bool meta_load(meta *m, const meta_load_handlers *h, void *ctx)
 {
+    bool own = !m->grouped;
     bool ok;
 
     assert(!m->loading);
-    if (run(m->st[ST_BEGIN_READ]) != SQLITE_DONE)
+    if (own && run(m->st[ST_BEGIN_READ]) != SQLITE_DONE)
         return db_error(m, "load: begin");
     m->loading = true;
-    ok = (!h->exchange || load_table(m, ST_LOAD_EXCHANGES, "exchanges", h, ctx)) &&
-         (!h->queue || load_table(m, ST_LOAD_QUEUES, "queues", h, ctx)) &&
-         (!h->binding || load_table(m, ST_LOAD_BINDINGS, "bindings", h, ctx));
+    ok = load_all(m, h, ctx);
     m->loading = false;
-    if (ok && run(m->st[ST_COMMIT]) != SQLITE_DONE)
+    if (own && ok && run(m->st[ST_COMMIT]) != SQLITE_DONE)
         ok = db_error(m, "load: commit");
-    if (!ok)
+    if (own && !ok)
         rollback(m);
     return ok;
 }

@@ -1,7 +1,8 @@
 /* store: durability -- the append-only message journal (segment files with
  * CRC32C-checked records, group commit by a sync thread, read-back of
- * bodies, segment GC, replay) and the sqlite3 metadata of durable
- * exchanges, queues and bindings.
+ * bodies, segment GC, replay) and the sqlite3 metadata: vhosts, users,
+ * permissions, policies, settings, and durable exchanges, queues and
+ * bindings.
  *
  * Threads: every function here is called on the broker's loop thread. The
  * journal owns one sync thread that writes and fdatasyncs batches; it
@@ -182,7 +183,8 @@ void journal_get_stats(const journal *j, journal_stats *out);
 void journal_tick(journal *j);
 
 /* ======================================================================
- * Metadata (sqlite3, WAL mode): durable exchanges, queues and bindings.
+ * Metadata (sqlite3, WAL mode): vhosts, users, permissions, policies, the
+ * broker's own settings, and durable exchanges, queues and bindings.
  * ====================================================================== */
 
 typedef struct meta meta;
@@ -211,21 +213,101 @@ typedef struct meta_binding {
     amqp_bytes routing_key, arguments;
 } meta_binding;
 
-/* Each returns false (and logs) on a database error. */
+/* A user. password_hash is base64 as RabbitMQ exports it ("" = no
+ * password); tags are comma-separated, as given. */
+typedef struct meta_user {
+    const char *name, *password_hash, *hashing_algorithm, *tags;
+} meta_user;
+
+typedef struct meta_vhost {
+    const char *name, *description;
+    const char *tags;               /* comma-separated */
+    const char *default_queue_type; /* "" = undefined */
+    bool tracing;
+} meta_vhost;
+
+/* Regular expressions, stored as given ("" is kept as "", meaning "^$"). */
+typedef struct meta_permission {
+    const char *user, *vhost, *configure, *write, *read;
+} meta_permission;
+
+typedef struct meta_topic_permission {
+    const char *user, *vhost, *exchange, *write, *read;
+} meta_topic_permission;
+
+/* A policy or (operator_policy) an operator policy; the two are separate
+ * name spaces. */
+typedef struct meta_policy {
+    const char *vhost, *name, *pattern, *apply_to;
+    int32_t priority;
+    amqp_bytes definition; /* an encoded AMQP field table (content) */
+    bool operator_policy;
+} meta_policy;
+
+/* Each returns false (and logs) on a database error. Puts insert or update
+ * by the row's key; deletes of something absent succeed. Strings are
+ * copied by sqlite: nothing is kept after the call. */
 bool meta_put_exchange(meta *m, const meta_exchange *e);
+/* Also deletes every binding from and to the exchange. */
 bool meta_delete_exchange(meta *m, const char *vhost, const char *name);
 /* Inserts or updates; sets q->id (a new id for a new queue). */
 bool meta_put_queue(meta *m, meta_queue *q);
+/* Also deletes every binding to the queue. */
 bool meta_delete_queue(meta *m, const char *vhost, const char *name);
 bool meta_put_binding(meta *m, const meta_binding *b);
 bool meta_delete_binding(meta *m, const meta_binding *b);
 
-/* Loads everything, calling the handlers (exchanges first, then queues, then
- * bindings). Slices are valid during the call only. */
+bool meta_put_user(meta *m, const meta_user *u);
+/* Also deletes the user's permissions and topic permissions. */
+bool meta_delete_user(meta *m, const char *name);
+bool meta_put_vhost(meta *m, const meta_vhost *v);
+/* Also deletes every row of the vhost: exchanges, queues, bindings,
+ * permissions, topic permissions and policies. Queue ids are not reused. */
+bool meta_delete_vhost(meta *m, const char *name);
+bool meta_put_permission(meta *m, const meta_permission *p);
+bool meta_delete_permission(meta *m, const char *user, const char *vhost);
+bool meta_put_topic_permission(meta *m, const meta_topic_permission *p);
+/* exchange NULL: every topic permission of that user in that vhost. */
+bool meta_delete_topic_permission(meta *m, const char *user, const char *vhost,
+                                  const char *exchange);
+bool meta_put_policy(meta *m, const meta_policy *p);
+bool meta_delete_policy(meta *m, const char *vhost, const char *name, bool operator_policy);
+
+/* A small key/value table for the broker's own facts ("initialized" once
+ * the first boot ran). get copies the value into out (cap bytes, NUL
+ * included); false when the key is absent, on a database error (logged),
+ * or when the value does not fit (logged). */
+bool meta_get_setting(meta *m, const char *key, char *out, size_t cap);
+bool meta_put_setting(meta *m, const char *key, const char *value);
+
+/* Groups every call until meta_commit into one IMMEDIATE transaction: all
+ * or nothing, also after a crash, with one fsync at the commit. Inside it,
+ * a call that fails undoes its own part only (a savepoint) and returns
+ * false; the caller decides whether to roll back the rest. meta_begin
+ * fails (logged) when a transaction is already open; meta_commit fails
+ * when the commit does (the transaction is then rolled back) or when
+ * sqlite had already rolled it back (after an I/O or full-disk error);
+ * meta_rollback discards everything since meta_begin (no-op without one).
+ * meta_load inside a transaction sees its uncommitted rows. */
+bool meta_begin(meta *m);
+bool meta_commit(meta *m);
+void meta_rollback(meta *m);
+/* Whether a meta_begin group is open (so a caller can join it instead). */
+bool meta_grouped(const meta *m);
+
+/* Loads everything, calling the handlers in this order: vhosts, users,
+ * permissions, topic permissions, policies, exchanges, queues, bindings;
+ * each table in first-insertion order. A NULL handler skips its table.
+ * Slices are valid during the call only; handlers must not call meta. */
 typedef struct meta_load_handlers {
     void (*exchange)(void *ctx, const meta_exchange *e);
     void (*queue)(void *ctx, const meta_queue *q);
     void (*binding)(void *ctx, const meta_binding *b);
+    void (*vhost)(void *ctx, const meta_vhost *v);
+    void (*user)(void *ctx, const meta_user *u);
+    void (*permission)(void *ctx, const meta_permission *p);
+    void (*topic_permission)(void *ctx, const meta_topic_permission *p);
+    void (*policy)(void *ctx, const meta_policy *p);
 } meta_load_handlers;
 
 bool meta_load(meta *m, const meta_load_handlers *h, void *ctx);

@@ -24,6 +24,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 case ${SCENARIOS:-} in *backlog*|*restart*) exec tests/bench/durability.sh ;; esac
+case ${SCENARIOS:-} in *permissions*) exec tests/bench/permissions.sh ;; esac
 
 PERF=${PERF:-build/release/warren-perf}
 WARREN_BIN=${WARREN_BIN:-build/release/warren}

@@ -21,7 +21,8 @@ sys.path.insert(0, PY_DIR)
 
 import harness  # noqa: E402
 
-AREA_ORDER = ["connection", "channel", "exchange", "queue", "basic", "confirm", "tx", "malformed"]
+AREA_ORDER = ["connection", "channel", "exchange", "queue", "basic", "requeue", "confirm", "tx",
+              "permissions", "policies", "malformed"]
 TEST_TIMEOUT = int(os.environ.get("WARREN_TEST_TIMEOUT", "20"))
 CLEANUP_TIMEOUT = 10
 

@@ -35,7 +35,8 @@ static void test_defaults_match_rabbitmq(void **state)
     assert_int_equal(c.channel_max, 2047);
     assert_int_equal(c.max_message_size, 128u << 20);
     assert_string_equal(c.default_user, "guest");
-    assert_true(c.guest_loopback_only);
+    assert_true(config_loopback_only(&c, "guest"));
+    assert_false(config_loopback_only(&c, "alice"));
 }
 
 static void test_file_is_read(void **state)
@@ -52,7 +53,7 @@ static void test_file_is_read(void **state)
     assert_string_equal(c.listen_host, "127.0.0.1");
     assert_int_equal(c.listen_port, 0);
     assert_int_equal(c.heartbeat, 5);
-    assert_false(c.guest_loopback_only);
+    assert_false(config_loopback_only(&c, "guest"));
     assert_int_equal(c.log_level, LOG_DEBUG);
 }
 
@@ -96,6 +97,53 @@ static void test_set_overrides(void **state)
     assert_non_null(strstr(err, "--set: bad value for 'max_message_size'"));
 }
 
+static bool set(config *c, const char *key, const char *value)
+{
+    char err[300];
+    return config_set(c, key, value, "--set", err, sizeof err);
+}
+
+/* RabbitMQ's loopback_users: guest alone by default; the first
+ * loopback_users.<name> key replaces that default; "none" empties the list
+ * whatever else is set. */
+static void test_loopback_users(void **state)
+{
+    (void)state;
+    config c;
+    char err[300];
+
+    config_defaults(&c);
+    assert_true(set(&c, "loopback_users.alice", "true"));
+    assert_true(config_loopback_only(&c, "alice"));
+    assert_false(config_loopback_only(&c, "guest")); /* the default was replaced */
+    assert_true(set(&c, "loopback_users.guest", "true"));
+    assert_true(set(&c, "loopback_users.bob", "true"));
+    assert_true(set(&c, "loopback_users.alice", "false"));
+    assert_false(config_loopback_only(&c, "alice"));
+    assert_true(config_loopback_only(&c, "guest"));
+    assert_true(config_loopback_only(&c, "bob"));
+    assert_true(set(&c, "loopback_users.bob", "true")); /* twice is once */
+    assert_true(set(&c, "loopback_users.bob", "false"));
+    assert_false(config_loopback_only(&c, "bob"));
+
+    config_defaults(&c);
+    assert_true(set(&c, "loopback_users.guest", "false"));
+    assert_false(config_loopback_only(&c, "guest"));
+
+    config_defaults(&c);
+    assert_true(set(&c, "loopback_users", "none"));
+    assert_true(set(&c, "loopback_users.carol", "true"));
+    assert_false(config_loopback_only(&c, "carol"));
+    assert_false(config_loopback_only(&c, "guest"));
+
+    config_defaults(&c);
+    assert_false(config_set(&c, "loopback_users.dave", "yes", "--set", err, sizeof err));
+    assert_non_null(strstr(err, "--set: bad value for 'loopback_users.dave': 'yes' is not true"));
+    assert_false(config_set(&c, "loopback_users.", "true", "--set", err, sizeof err));
+    assert_false(config_set(&c, "loopback_users", "all", "--set", err, sizeof err));
+    assert_true(config_loopback_only(&c, "guest"));
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -113,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_file_is_read),
         cmocka_unit_test(test_errors_name_file_line_and_reason),
         cmocka_unit_test(test_set_overrides),
+        cmocka_unit_test(test_loopback_users),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests_name("broker_config", tests, NULL, NULL);

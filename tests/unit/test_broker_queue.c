@@ -97,7 +97,7 @@ static void test_fanout_stores_body_once(void **state)
     assert_int_equal(msg_total_memory(), before);
 }
 
-static void test_requeue_goes_to_head_in_order(void **state)
+static void test_requeue_returns_to_its_place(void **state)
 {
     (void)state;
     vhost *v = server_vhost(srv, AMQP_CSTR("/"));
@@ -107,21 +107,33 @@ static void test_requeue_goes_to_head_in_order(void **state)
         queue_publish(q, ms[i], -1);
         msg_unref(ms[i]);
     }
-    queue_item a, b;
+    queue_item a, b, c;
     assert_true(queue_get(q, &a));
     assert_true(queue_get(q, &b));
-    /* a channel requeues newest first so the old order comes back */
-    b.delivery_count = a.delivery_count = 1;
+    assert_true(queue_get(q, &c));
+    /* whatever order they come back in, each returns to its place */
+    a.delivery_count = b.delivery_count = c.delivery_count = 1;
     queue_requeue(q, b);
+    queue_requeue(q, c);
     queue_requeue(q, a);
     msg_unref(a.m);
     msg_unref(b.m);
-    const char *want[3] = {"1", "2", "3"};
-    for (int i = 0; i < 3; i++) {
+    msg_unref(c.m);
+    msg *m4 = make_msg("4");
+    queue_publish(q, m4, -1);
+    msg_unref(m4);
+    assert_true(queue_get(q, &b)); /* "1" out again, "2" back in front of it */
+    assert_true(queue_get(q, &a));
+    queue_requeue(q, a);
+    queue_requeue(q, b);
+    msg_unref(a.m);
+    msg_unref(b.m);
+    const char *want[4] = {"1", "2", "3", "4"};
+    for (int i = 0; i < 4; i++) {
         queue_item it;
         assert_true(queue_get(q, &it));
         assert_memory_equal(msg_body(it.m), want[i], 1);
-        assert_int_equal(it.delivery_count, i < 2 ? 1 : 0);
+        assert_int_equal(it.delivery_count, i < 3 ? 1 : 0);
         msg_unref(it.m);
     }
     queue_delete(q);
@@ -216,7 +228,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fanout_stores_body_once),
-        cmocka_unit_test(test_requeue_goes_to_head_in_order),
+        cmocka_unit_test(test_requeue_returns_to_its_place),
         cmocka_unit_test(test_max_length_drop_head_and_reject),
         cmocka_unit_test(test_health_counts),
     };

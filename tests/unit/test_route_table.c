@@ -513,6 +513,36 @@ static void test_alternate_exchange(void **state)
     fx_free(f);
 }
 
+/* A policy's alternate exchange: used without an argument, overridden by
+ * one, found by name at routing time, never on the default exchange. */
+static void test_policy_alternate_exchange(void **state)
+{
+    fixture *f = fx_new();
+    route_exchange *x = fx_declare(f, "X", "direct", false, NO_ARGS);
+    route_exchange *own = declare_with_ae(f, "OWN", "direct", "AE2");
+    route_exchange *dflt = route_exchange_find(f->t, AMQP_CSTR(""));
+    amqp_bytes name;
+
+    fx_declare(f, "AE", "fanout", false, NO_ARGS);
+    fx_bind(f, "AE", QD(f, 9), "", NO_ARGS);
+    assert_false(route_exchange_alternate(x, &name));
+    assert_string_equal(fx_route_str(f, x, "k", NO_ARGS), "");
+    assert_true(route_exchange_set_policy_alternate(x, AMQP_CSTR("AE")));
+    assert_true(route_exchange_alternate(x, &name) && amqp_bytes_equal_cstr(name, "AE"));
+    assert_string_equal(fx_route_str(f, x, "k", NO_ARGS), "9");
+    assert_true(route_exchange_set_policy_alternate(own, AMQP_CSTR("AE")));
+    assert_true(route_exchange_alternate(own, &name) && amqp_bytes_equal_cstr(name, "AE2"));
+    assert_string_equal(fx_route_str(f, own, "k", NO_ARGS), "");
+    assert_true(route_exchange_set_policy_alternate(dflt, AMQP_CSTR("AE")));
+    assert_false(route_exchange_alternate(dflt, &name));
+    /* cleared: nothing again; the argument is untouched */
+    assert_true(route_exchange_set_policy_alternate(x, (amqp_bytes){0}));
+    assert_false(route_exchange_alternate(x, &name));
+    assert_string_equal(fx_route_str(f, x, "k", NO_ARGS), "");
+    assert_int_equal(route_exchange_arguments(x).len, 0);
+    fx_free(f);
+}
+
 static void test_alternate_chains_and_loops(void **state)
 {
     fixture *f = fx_new();
@@ -669,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_direct_and_default),
         cmocka_unit_test(test_exchange_cycle_and_dedup),
         cmocka_unit_test(test_alternate_exchange),
+        cmocka_unit_test(test_policy_alternate_exchange),
         cmocka_unit_test(test_alternate_chains_and_loops),
         cmocka_unit_test(test_auto_delete),
         cmocka_unit_test(test_unbind_queue_cascade),

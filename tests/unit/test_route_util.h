@@ -177,7 +177,7 @@ static inline void fx_deleted(void *ctx, const route_exchange *ex)
 
 static inline fixture *fx_new(void)
 {
-    static const route_hooks hooks = {fx_lookup, fx_deleted};
+    static const route_hooks hooks = {.queue_lookup = fx_lookup, .exchange_deleted = fx_deleted};
     fixture *f = calloc(1, sizeof *f);
     int i;
 

@@ -1,7 +1,9 @@
-/* store metadata (sqlite3): round trips of exchanges, queues and bindings,
- * idempotence, queue ids, delete cascades, reopen, WAL mode, schema
- * migration and refusal of bad files, error logging, and a 10,000-binding
- * load. Each test works in its own temp dir; a second, raw sqlite3
+/* store metadata (sqlite3): round trips of exchanges, queues, bindings,
+ * vhosts, users, permissions, topic permissions, policies and settings,
+ * idempotence, queue ids, delete cascades (exchange, queue, user, vhost),
+ * reopen, meta_begin/commit/rollback (also across a crash), WAL mode,
+ * schema migration (from an empty file and from version 1) and refusal of
+ * bad files, error logging, and a 10,000-binding load. Each test works in its own temp dir; a second, raw sqlite3
  * connection inspects or prepares the file where the interface cannot. */
 #include <fcntl.h>
 #include <ftw.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,12 +145,19 @@ typedef struct row {
     bool flag_a, flag_b;              /* auto_delete/internal, or dest_is_exchange */
     uint64_t id;
     blob key, args;
+    char *f[5]; /* the text fields of the version-2 kinds, in struct order */
+    int priority;
 } row;
+
+/* The kinds, numbered as note_kind records them. */
+enum { K_EXCHANGE, K_QUEUE, K_BINDING, K_VHOST, K_USER, K_PERMISSION, K_TOPIC, K_POLICY, K_N };
 
 typedef struct loaded {
     row *ex, *q, *b;
     size_t nex, nq, nb, cap_b;
-    int order[3]; /* which kinds came in which order */
+    row *k[K_N]; /* version-2 kinds: k[K_VHOST] ... k[K_POLICY] */
+    size_t nk[K_N];
+    int order[K_N]; /* which kinds came in which order */
     int norder;
 } loaded;
 
@@ -169,7 +179,7 @@ static char *copy_str(const char *s)
 static void note_kind(loaded *l, int kind)
 {
     if (l->norder == 0 || l->order[l->norder - 1] != kind) {
-        assert_true(l->norder < 3);
+        assert_true(l->norder < K_N);
         l->order[l->norder++] = kind;
     }
 }
@@ -226,7 +236,58 @@ static void on_binding(void *ctx, const meta_binding *b)
     r->args = copy_bytes(b->arguments);
 }
 
-static const meta_load_handlers all_handlers = {on_exchange, on_queue, on_binding};
+/* A version-2 row: up to five strings (NULL ends the list early). */
+static row *text_row(loaded *l, int kind, const char *a, const char *b, const char *c,
+                     const char *d, const char *e)
+{
+    const char *texts[5] = {a, b, c, d, e};
+    note_kind(l, kind);
+    row *r = grow(&l->k[kind], &l->nk[kind]);
+    for (int i = 0; i < 5 && texts[i]; i++)
+        r->f[i] = copy_str(texts[i]);
+    return r;
+}
+
+static void on_vhost(void *ctx, const meta_vhost *v)
+{
+    row *r = text_row(ctx, K_VHOST, v->name, v->description, v->tags, v->default_queue_type,
+                      NULL);
+    r->flag_a = v->tracing;
+}
+
+static void on_user(void *ctx, const meta_user *u)
+{
+    text_row(ctx, K_USER, u->name, u->password_hash, u->hashing_algorithm, u->tags, NULL);
+}
+
+static void on_permission(void *ctx, const meta_permission *p)
+{
+    text_row(ctx, K_PERMISSION, p->user, p->vhost, p->configure, p->write, p->read);
+}
+
+static void on_topic_permission(void *ctx, const meta_topic_permission *p)
+{
+    text_row(ctx, K_TOPIC, p->user, p->vhost, p->exchange, p->write, p->read);
+}
+
+static void on_policy(void *ctx, const meta_policy *p)
+{
+    row *r = text_row(ctx, K_POLICY, p->vhost, p->name, p->pattern, p->apply_to, NULL);
+    r->priority = p->priority;
+    r->args = copy_bytes(p->definition);
+    r->flag_a = p->operator_policy;
+}
+
+static const meta_load_handlers all_handlers = {
+    .exchange = on_exchange,
+    .queue = on_queue,
+    .binding = on_binding,
+    .vhost = on_vhost,
+    .user = on_user,
+    .permission = on_permission,
+    .topic_permission = on_topic_permission,
+    .policy = on_policy,
+};
 
 static void free_rows(row *r, size_t n)
 {
@@ -237,6 +298,8 @@ static void free_rows(row *r, size_t n)
         free(r[i].dest);
         free(r[i].key.p);
         free(r[i].args.p);
+        for (int k = 0; k < 5; k++)
+            free(r[i].f[k]);
     }
     free(r);
 }
@@ -246,6 +309,8 @@ static void loaded_free(loaded *l)
     free_rows(l->ex, l->nex);
     free_rows(l->q, l->nq);
     free_rows(l->b, l->nb);
+    for (int k = 0; k < K_N; k++)
+        free_rows(l->k[k], l->nk[k]);
     memset(l, 0, sizeof *l);
 }
 
@@ -424,7 +489,7 @@ static void test_load_order(void **state)
     loaded_free(&l);
 
     /* A NULL handler skips its table. */
-    meta_load_handlers only_queues = {NULL, on_queue, NULL};
+    meta_load_handlers only_queues = {.queue = on_queue};
     memset(&l, 0, sizeof l);
     assert_true(meta_load(f->m, &only_queues, &l));
     assert_int_equal(l.nex + l.nb, 0);
@@ -710,10 +775,12 @@ static void test_wal_mode_and_version(void **state)
     /* journal_mode=WAL is persistent, so another connection sees it. */
     raw_text(db, "PRAGMA journal_mode", mode, sizeof mode);
     assert_string_equal(mode, "wal");
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"
-                                 " AND name IN ('exchanges', 'queues', 'bindings')"),
-                     3);
+                                 " AND name IN ('exchanges', 'queues', 'bindings', 'vhosts',"
+                                 " 'users', 'permissions', 'topic_permissions', 'policies',"
+                                 " 'settings')"),
+                     9);
     sqlite3_close(db);
     snprintf(wal, sizeof wal, "%s-wal", f->db);
     assert_int_equal(stat(wal, &sb), 0);
@@ -722,7 +789,7 @@ static void test_wal_mode_and_version(void **state)
 
 /* ---- migration and bad files -------------------------------------------- */
 
-/* Version 0 as an empty (zero-byte) file: migrated to 1 and usable. */
+/* Version 0 as an empty (zero-byte) file: migrated to 2 and usable. */
 static void test_migrate_from_empty_file(void **state)
 {
     fixture *f = fx_empty();
@@ -736,7 +803,7 @@ static void test_migrate_from_empty_file(void **state)
     meta_queue q = qu("/", "q", NONE);
     assert_true(meta_put_queue(f->m, &q));
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
     sqlite3_close(db);
     fx_free(f);
 }
@@ -763,7 +830,7 @@ static void test_migrate_keeps_foreign_tables(void **state)
     assert_int_equal(l.nex + l.nq + l.nb, 0);
     loaded_free(&l);
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM notes"), 1);
     sqlite3_close(db);
     fx_free(f);
@@ -1043,6 +1110,662 @@ static void test_many_bindings_load_fast(void **state)
     fx_free(f);
 }
 
+/* ---- version 2: users, vhosts, permissions, policies, settings ---------- */
+
+static const char guest_hash[] = "bw/ZenBjZLWyOIVbJ664X1fHMYvmgBAyXqjSfR8tudJZfedy";
+
+static void assert_fields(const row *r, const char *a, const char *b, const char *c,
+                          const char *d, const char *e)
+{
+    const char *want[5] = {a, b, c, d, e};
+    for (int i = 0; i < 5; i++) {
+        if (want[i])
+            assert_string_equal(r->f[i], want[i]);
+        else
+            assert_null(r->f[i]);
+    }
+}
+
+/* Puts, an update that keeps the row's place, and idempotent deletes. */
+static void test_user_round_trip(void **state)
+{
+    fixture *f = fx_new();
+    meta_user alice = {"alice", guest_hash, "rabbit_password_hashing_sha256", "administrator"};
+    meta_user bob = {"bob", "", "rabbit_password_hashing_sha256", ""}; /* no password */
+    meta_user alice2 = {"alice", "xyz", "rabbit_password_hashing_md5", "monitoring,my-team"};
+    loaded l;
+
+    assert_true(meta_put_user(f->m, &alice));
+    assert_true(meta_put_user(f->m, &bob));
+    assert_true(meta_put_user(f->m, &bob));
+    load(f, &l);
+    assert_int_equal(l.nk[K_USER], 2);
+    assert_fields(&l.k[K_USER][0], "alice", guest_hash, "rabbit_password_hashing_sha256",
+                  "administrator", NULL);
+    assert_fields(&l.k[K_USER][1], "bob", "", "rabbit_password_hashing_sha256", "", NULL);
+    loaded_free(&l);
+
+    assert_true(meta_put_user(f->m, &alice2));
+    fx_reopen(f);
+    load(f, &l);
+    assert_int_equal(l.nk[K_USER], 2);
+    assert_fields(&l.k[K_USER][0], "alice", "xyz", "rabbit_password_hashing_md5",
+                  "monitoring,my-team", NULL);
+    loaded_free(&l);
+
+    for (int i = 0; i < 2; i++)
+        assert_true(meta_delete_user(f->m, "alice"));
+    assert_true(meta_delete_user(f->m, "nobody"));
+    load(f, &l);
+    assert_int_equal(l.nk[K_USER], 1);
+    assert_string_equal(l.k[K_USER][0].f[0], "bob");
+    loaded_free(&l);
+    fx_free(f);
+}
+
+static void test_vhost_round_trip(void **state)
+{
+    fixture *f = fx_new();
+    meta_vhost v1 = {"/", "Default virtual host", "", "", false};
+    meta_vhost v2 = {"team-a", "orders & billing", "prod,eu", "quorum", true};
+    meta_vhost v1b = {"/", "changed", "t1", "classic", true};
+    loaded l;
+
+    assert_true(meta_put_vhost(f->m, &v1));
+    assert_true(meta_put_vhost(f->m, &v2));
+    load(f, &l);
+    assert_int_equal(l.nk[K_VHOST], 2);
+    assert_fields(&l.k[K_VHOST][0], "/", "Default virtual host", "", "", NULL);
+    assert_false(l.k[K_VHOST][0].flag_a);
+    assert_fields(&l.k[K_VHOST][1], "team-a", "orders & billing", "prod,eu", "quorum", NULL);
+    assert_true(l.k[K_VHOST][1].flag_a);
+    loaded_free(&l);
+
+    assert_true(meta_put_vhost(f->m, &v1b));
+    load(f, &l);
+    assert_int_equal(l.nk[K_VHOST], 2);
+    assert_fields(&l.k[K_VHOST][0], "/", "changed", "t1", "classic", NULL);
+    assert_true(l.k[K_VHOST][0].flag_a);
+    loaded_free(&l);
+
+    assert_true(meta_delete_vhost(f->m, "/"));
+    assert_true(meta_delete_vhost(f->m, "/"));
+    load(f, &l);
+    assert_int_equal(l.nk[K_VHOST], 1);
+    assert_string_equal(l.k[K_VHOST][0].f[0], "team-a");
+    loaded_free(&l);
+    fx_free(f);
+}
+
+/* One row per (user, vhost); "" regexes are kept as "". */
+static void test_permission_round_trip(void **state)
+{
+    fixture *f = fx_new();
+    meta_permission p1 = {"alice", "/", ".*", ".*", ".*"};
+    meta_permission p2 = {"alice", "team-a", "", "^amq\\.gen.*", "^orders$"};
+    meta_permission p3 = {"bob", "/", "^bob\\.", "", ""};
+    meta_permission p1b = {"alice", "/", "^x$", "^y$", "^z$"};
+    loaded l;
+
+    assert_true(meta_put_permission(f->m, &p1));
+    assert_true(meta_put_permission(f->m, &p2));
+    assert_true(meta_put_permission(f->m, &p3));
+    assert_true(meta_put_permission(f->m, &p1b));
+    load(f, &l);
+    assert_int_equal(l.nk[K_PERMISSION], 3);
+    assert_fields(&l.k[K_PERMISSION][0], "alice", "/", "^x$", "^y$", "^z$");
+    assert_fields(&l.k[K_PERMISSION][1], "alice", "team-a", "", "^amq\\.gen.*", "^orders$");
+    assert_fields(&l.k[K_PERMISSION][2], "bob", "/", "^bob\\.", "", "");
+    loaded_free(&l);
+
+    assert_true(meta_delete_permission(f->m, "alice", "/"));
+    assert_true(meta_delete_permission(f->m, "alice", "/"));
+    assert_true(meta_delete_permission(f->m, "nobody", "nowhere"));
+    load(f, &l);
+    assert_int_equal(l.nk[K_PERMISSION], 2);
+    assert_string_equal(l.k[K_PERMISSION][0].f[1], "team-a");
+    assert_string_equal(l.k[K_PERMISSION][1].f[0], "bob");
+    loaded_free(&l);
+    fx_free(f);
+}
+
+/* One row per (user, vhost, exchange); delete one, or (exchange NULL) all
+ * of a user in a vhost. */
+static void test_topic_permission_round_trip(void **state)
+{
+    fixture *f = fx_new();
+    meta_topic_permission ps[] = {
+        {"alice", "/", "amq.topic", "^a\\.", "^b\\."},
+        {"alice", "/", "logs", "", ".*"},
+        {"alice", "v2", "amq.topic", ".*", ".*"},
+        {"bob", "/", "amq.topic", "^bob", "^bob"},
+    };
+    meta_topic_permission update = {"alice", "/", "logs", "^w$", "^r$"};
+    loaded l;
+
+    for (size_t i = 0; i < 4; i++)
+        assert_true(meta_put_topic_permission(f->m, &ps[i]));
+    assert_true(meta_put_topic_permission(f->m, &update));
+    load(f, &l);
+    assert_int_equal(l.nk[K_TOPIC], 4);
+    assert_fields(&l.k[K_TOPIC][0], "alice", "/", "amq.topic", "^a\\.", "^b\\.");
+    assert_fields(&l.k[K_TOPIC][1], "alice", "/", "logs", "^w$", "^r$");
+    loaded_free(&l);
+
+    assert_true(meta_delete_topic_permission(f->m, "alice", "/", "logs"));
+    assert_true(meta_delete_topic_permission(f->m, "alice", "/", "logs"));
+    load(f, &l);
+    assert_int_equal(l.nk[K_TOPIC], 3);
+    loaded_free(&l);
+
+    assert_true(meta_delete_topic_permission(f->m, "alice", "/", NULL));
+    load(f, &l);
+    assert_int_equal(l.nk[K_TOPIC], 2);
+    assert_fields(&l.k[K_TOPIC][0], "alice", "v2", "amq.topic", ".*", ".*");
+    assert_fields(&l.k[K_TOPIC][1], "bob", "/", "amq.topic", "^bob", "^bob");
+    loaded_free(&l);
+    fx_free(f);
+}
+
+/* Policies and operator policies are separate name spaces; the definition
+ * is a blob kept byte for byte. */
+static void test_policy_round_trip(void **state)
+{
+    fixture *f = fx_new();
+    meta_policy p = {"/", "ttl", "^orders\\.", "queues", 5, BYTES(all_bytes), false};
+    meta_policy op = {"/", "ttl", ".*", "all", -3, BYTES(key_with_nul), true};
+    meta_policy other = {"v2", "ttl", ".*", "exchanges", 0, NONE, false};
+    meta_policy p2 = {"/", "ttl", "^new$", "quorum_queues", 7, NONE, false};
+    loaded l;
+
+    assert_true(meta_put_policy(f->m, &p));
+    assert_true(meta_put_policy(f->m, &op));
+    assert_true(meta_put_policy(f->m, &other));
+    load(f, &l);
+    assert_int_equal(l.nk[K_POLICY], 3);
+    assert_fields(&l.k[K_POLICY][0], "/", "ttl", "^orders\\.", "queues", NULL);
+    assert_int_equal(l.k[K_POLICY][0].priority, 5);
+    assert_false(l.k[K_POLICY][0].flag_a);
+    assert_blob(l.k[K_POLICY][0].args, BYTES(all_bytes));
+    assert_fields(&l.k[K_POLICY][1], "/", "ttl", ".*", "all", NULL);
+    assert_int_equal(l.k[K_POLICY][1].priority, -3);
+    assert_true(l.k[K_POLICY][1].flag_a);
+    assert_blob(l.k[K_POLICY][1].args, BYTES(key_with_nul));
+    assert_int_equal(l.k[K_POLICY][2].args.len, 0);
+    loaded_free(&l);
+
+    assert_true(meta_put_policy(f->m, &p2));
+    assert_true(meta_delete_policy(f->m, "/", "ttl", true));
+    assert_true(meta_delete_policy(f->m, "/", "ttl", true));
+    load(f, &l);
+    assert_int_equal(l.nk[K_POLICY], 2);
+    assert_fields(&l.k[K_POLICY][0], "/", "ttl", "^new$", "quorum_queues", NULL);
+    assert_int_equal(l.k[K_POLICY][0].priority, 7);
+    assert_false(l.k[K_POLICY][0].flag_a);
+    loaded_free(&l);
+    assert_true(meta_delete_policy(f->m, "/", "ttl", false));
+    load(f, &l);
+    assert_int_equal(l.nk[K_POLICY], 1);
+    assert_string_equal(l.k[K_POLICY][0].f[0], "v2");
+    loaded_free(&l);
+    fx_free(f);
+}
+
+static void test_settings(void **state)
+{
+    fixture *f = fx_new();
+    char out[16] = "untouched";
+    char tiny[4];
+
+    assert_false(meta_get_setting(f->m, "initialized", out, sizeof out));
+    assert_string_equal(out, "untouched");
+    assert_true(meta_put_setting(f->m, "initialized", "1"));
+    assert_true(meta_get_setting(f->m, "initialized", out, sizeof out));
+    assert_string_equal(out, "1");
+    assert_true(meta_put_setting(f->m, "initialized", "2024"));
+    assert_true(meta_put_setting(f->m, "other", ""));
+    fx_reopen(f);
+    assert_true(meta_get_setting(f->m, "initialized", out, sizeof out));
+    assert_string_equal(out, "2024");
+    assert_true(meta_get_setting(f->m, "other", out, sizeof out));
+    assert_string_equal(out, "");
+    /* "2024" needs five bytes: refused (and logged), not truncated. */
+    int saved = dup(STDERR_FILENO), devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDERR_FILENO);
+    bool fits = meta_get_setting(f->m, "initialized", tiny, sizeof tiny);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(devnull);
+    assert_false(fits);
+    fx_free(f);
+}
+
+/* Two vhosts with one row of every kind each; two users. */
+static void put_vhost_world(fixture *f)
+{
+    static const char *vhosts[] = {"/", "v2"};
+    meta_user users[] = {{"alice", "", "rabbit_password_hashing_sha256", ""},
+                         {"bob", "", "rabbit_password_hashing_sha256", ""}};
+    for (int u = 0; u < 2; u++)
+        assert_true(meta_put_user(f->m, &users[u]));
+    for (int v = 0; v < 2; v++) {
+        const char *vh = vhosts[v];
+        meta_vhost vrow = {vh, "", "", "", false};
+        meta_exchange e = ex(vh, "x", "topic", NONE);
+        meta_queue q = qu(vh, "q", NONE);
+        meta_binding b = bq(vh, "x", "q", AMQP_CSTR("k"), NONE);
+        meta_binding b2 = bx(vh, "amq.topic", "x", AMQP_CSTR("#"), NONE);
+        meta_policy pol = {vh, "p", ".*", "all", 0, NONE, false};
+        meta_policy opol = {vh, "p", ".*", "all", 0, NONE, true};
+        assert_true(meta_put_vhost(f->m, &vrow));
+        assert_true(meta_put_exchange(f->m, &e));
+        assert_true(meta_put_queue(f->m, &q));
+        assert_true(meta_put_binding(f->m, &b));
+        assert_true(meta_put_binding(f->m, &b2));
+        assert_true(meta_put_policy(f->m, &pol));
+        assert_true(meta_put_policy(f->m, &opol));
+        for (int u = 0; u < 2; u++) {
+            meta_permission p = {users[u].name, vh, ".*", ".*", ".*"};
+            meta_topic_permission tp = {users[u].name, vh, "x", ".*", ".*"};
+            assert_true(meta_put_permission(f->m, &p));
+            assert_true(meta_put_topic_permission(f->m, &tp));
+        }
+    }
+}
+
+/* Counts rows whose field `field` (0-based; vhost fields differ by kind)
+ * equals `value`. */
+static size_t count_field(const row *rows, size_t n, int field, const char *value)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += rows[i].f[field] && strcmp(rows[i].f[field], value) == 0;
+    return c;
+}
+
+static size_t count_vhost(const row *rows, size_t n, const char *vhost)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += strcmp(rows[i].vhost, vhost) == 0;
+    return c;
+}
+
+/* Deleting a vhost deletes every row of it and nothing of the others. */
+static void test_delete_vhost_cascades(void **state)
+{
+    fixture *f = fx_new();
+    loaded l;
+
+    put_vhost_world(f);
+    assert_true(meta_delete_vhost(f->m, "/"));
+    fx_reopen(f);
+    load(f, &l);
+    assert_int_equal(l.nk[K_VHOST], 1);
+    assert_string_equal(l.k[K_VHOST][0].f[0], "v2");
+    assert_int_equal(l.nk[K_USER], 2); /* users are not per vhost */
+    assert_int_equal(l.nex, 1);
+    assert_int_equal(l.nq, 1);
+    assert_int_equal(l.nb, 2);
+    assert_int_equal(count_vhost(l.ex, l.nex, "/") + count_vhost(l.q, l.nq, "/") +
+                         count_vhost(l.b, l.nb, "/"),
+                     0);
+    assert_int_equal(l.nk[K_PERMISSION], 2);
+    assert_int_equal(count_field(l.k[K_PERMISSION], 2, 1, "v2"), 2);
+    assert_int_equal(l.nk[K_TOPIC], 2);
+    assert_int_equal(count_field(l.k[K_TOPIC], 2, 1, "v2"), 2);
+    assert_int_equal(l.nk[K_POLICY], 2);
+    assert_int_equal(count_field(l.k[K_POLICY], 2, 0, "v2"), 2);
+    loaded_free(&l);
+
+    /* A queue of the same name in a re-created vhost gets a new id. */
+    meta_queue again = qu("/", "q", NONE);
+    uint64_t old_max = 0;
+    load(f, &l);
+    old_max = l.q[0].id;
+    loaded_free(&l);
+    assert_true(meta_put_queue(f->m, &again));
+    assert_true(again.id > old_max);
+    fx_free(f);
+}
+
+/* Deleting a user deletes their permissions and topic permissions in
+ * every vhost, and nobody else's. */
+static void test_delete_user_cascades(void **state)
+{
+    fixture *f = fx_new();
+    loaded l;
+
+    put_vhost_world(f);
+    assert_true(meta_delete_user(f->m, "alice"));
+    fx_reopen(f);
+    load(f, &l);
+    assert_int_equal(l.nk[K_USER], 1);
+    assert_string_equal(l.k[K_USER][0].f[0], "bob");
+    assert_int_equal(l.nk[K_PERMISSION], 2);
+    assert_int_equal(count_field(l.k[K_PERMISSION], 2, 0, "bob"), 2);
+    assert_int_equal(l.nk[K_TOPIC], 2);
+    assert_int_equal(count_field(l.k[K_TOPIC], 2, 0, "bob"), 2);
+    assert_int_equal(l.nk[K_VHOST] + l.nk[K_POLICY], 2 + 4);
+    assert_int_equal(l.nex + l.nq + l.nb, 8);
+    loaded_free(&l);
+    fx_free(f);
+}
+
+/* Vhosts, users, permissions, topic permissions, policies, then exchanges,
+ * queues, bindings -- whatever order they were written in. */
+static void test_load_order_all_kinds(void **state)
+{
+    static const int want[K_N] = {K_VHOST, K_USER,     K_PERMISSION, K_TOPIC,
+                                  K_POLICY, K_EXCHANGE, K_QUEUE,      K_BINDING};
+    fixture *f = fx_new();
+    meta_binding b = bq("/", "x", "q", NONE, NONE);
+    meta_queue q = qu("/", "q", NONE);
+    meta_exchange e = ex("/", "x", "direct", NONE);
+    meta_policy pol = {"/", "p", ".*", "all", 0, NONE, false};
+    meta_topic_permission tp = {"u", "/", "x", "", ""};
+    meta_permission p = {"u", "/", "", "", ""};
+    meta_user u = {"u", "", "rabbit_password_hashing_sha256", ""};
+    meta_vhost v = {"/", "", "", "", false};
+    loaded l;
+
+    assert_true(meta_put_binding(f->m, &b));
+    assert_true(meta_put_queue(f->m, &q));
+    assert_true(meta_put_exchange(f->m, &e));
+    assert_true(meta_put_policy(f->m, &pol));
+    assert_true(meta_put_topic_permission(f->m, &tp));
+    assert_true(meta_put_permission(f->m, &p));
+    assert_true(meta_put_user(f->m, &u));
+    assert_true(meta_put_vhost(f->m, &v));
+    load(f, &l);
+    assert_int_equal(l.norder, K_N);
+    for (int i = 0; i < K_N; i++)
+        assert_int_equal(l.order[i], want[i]);
+    loaded_free(&l);
+
+    meta_load_handlers only_users = {.user = on_user};
+    memset(&l, 0, sizeof l);
+    assert_true(meta_load(f->m, &only_users, &l));
+    assert_int_equal(l.norder, 1);
+    assert_int_equal(l.nk[K_USER], 1);
+    assert_int_equal(l.nk[K_VHOST] + l.nex, 0);
+    loaded_free(&l);
+    fx_free(f);
+}
+
+/* ---- meta_begin / meta_commit / meta_rollback --------------------------- */
+
+static long long count_rows(const char *db_path, const char *table)
+{
+    char sql[128];
+    sqlite3 *db = raw_open(db_path);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    long long n = raw_int(db, sql);
+    sqlite3_close(db);
+    return n;
+}
+
+/* A group is invisible to other connections until committed, then all of
+ * it is there; cascades inside it join it. */
+static void test_begin_commit(void **state)
+{
+    fixture *f = fx_new();
+    meta_vhost v = {"v", "", "", "", false};
+    meta_user u = {"u", "", "rabbit_password_hashing_sha256", ""};
+    meta_permission p = {"u", "v", ".*", ".*", ".*"};
+    meta_queue q = qu("v", "q", NONE);
+    loaded l;
+
+    assert_false(meta_grouped(f->m));
+    assert_true(meta_begin(f->m));
+    assert_true(meta_grouped(f->m));
+    assert_true(meta_put_vhost(f->m, &v));
+    assert_true(meta_put_user(f->m, &u));
+    assert_true(meta_put_permission(f->m, &p));
+    assert_true(meta_put_queue(f->m, &q));
+    assert_true(q.id > 0);
+    assert_true(meta_put_setting(f->m, "initialized", "1"));
+    assert_true(meta_delete_exchange(f->m, "v", "none")); /* a cascade inside */
+    /* The group sees its own rows; another connection does not yet. */
+    load(f, &l);
+    assert_int_equal(l.nk[K_VHOST] + l.nk[K_USER] + l.nk[K_PERMISSION] + l.nq, 4);
+    loaded_free(&l);
+    assert_int_equal(count_rows(f->db, "vhosts"), 0);
+    assert_int_equal(count_rows(f->db, "settings"), 0);
+    assert_true(meta_commit(f->m));
+    assert_false(meta_grouped(f->m));
+    assert_int_equal(count_rows(f->db, "vhosts"), 1);
+    assert_int_equal(count_rows(f->db, "users"), 1);
+    assert_int_equal(count_rows(f->db, "permissions"), 1);
+    assert_int_equal(count_rows(f->db, "queues"), 1);
+    assert_int_equal(count_rows(f->db, "settings"), 1);
+    /* Calls after the commit autocommit again. */
+    assert_true(meta_delete_user(f->m, "u"));
+    assert_int_equal(count_rows(f->db, "users"), 0);
+    fx_free(f);
+}
+
+/* A rollback leaves nothing: puts, updates, deletes and cascades all undone,
+ * after a reopen too. */
+static void test_begin_rollback(void **state)
+{
+    fixture *f = fx_new();
+    meta_vhost v = {"v", "before", "", "", false};
+    meta_vhost v_changed = {"v", "after", "", "", true};
+    meta_user u = {"u", "", "rabbit_password_hashing_sha256", ""};
+    meta_exchange e = ex("v", "x", "fanout", NONE);
+    meta_queue q = qu("v", "q", NONE);
+    meta_binding b = bq("v", "x", "q", NONE, NONE);
+    meta_permission p = {"u", "v", ".*", ".*", ".*"};
+    loaded l;
+
+    assert_true(meta_put_vhost(f->m, &v));
+    assert_true(meta_put_exchange(f->m, &e));
+    assert_true(meta_put_queue(f->m, &q));
+    assert_true(meta_put_binding(f->m, &b));
+
+    assert_true(meta_begin(f->m));
+    assert_true(meta_put_vhost(f->m, &v_changed));
+    assert_true(meta_put_user(f->m, &u));
+    assert_true(meta_put_permission(f->m, &p));
+    assert_true(meta_delete_queue(f->m, "v", "q"));
+    assert_true(meta_put_setting(f->m, "initialized", "1"));
+    assert_true(meta_delete_vhost(f->m, "v"));
+    meta_rollback(f->m);
+    meta_rollback(f->m); /* a second one is a no-op */
+
+    for (int pass = 0; pass < 2; pass++) {
+        char out[8];
+        load(f, &l);
+        assert_int_equal(l.nk[K_VHOST], 1);
+        assert_fields(&l.k[K_VHOST][0], "v", "before", "", "", NULL);
+        assert_false(l.k[K_VHOST][0].flag_a);
+        assert_int_equal(l.nk[K_USER] + l.nk[K_PERMISSION], 0);
+        assert_int_equal(l.nex, 1);
+        assert_int_equal(l.nq, 1);
+        assert_int_equal(l.q[0].id, q.id);
+        assert_int_equal(l.nb, 1);
+        loaded_free(&l);
+        assert_false(meta_get_setting(f->m, "initialized", out, sizeof out));
+        fx_reopen(f);
+    }
+    fx_free(f);
+}
+
+/* Inside a group a failing call undoes only its own part; the rest of the
+ * group still commits. Misuse (nested begin, commit without begin) fails. */
+static void test_group_failed_call(void **state)
+{
+    fixture *f = fx_new();
+    meta_user good = {"good", "", "rabbit_password_hashing_sha256", ""};
+    meta_user bad = {"bad", NULL, "rabbit_password_hashing_sha256", ""};
+    int saved = dup(STDERR_FILENO), devnull = open("/dev/null", O_WRONLY);
+
+    dup2(devnull, STDERR_FILENO);
+    assert_false(meta_commit(f->m));
+    assert_true(meta_begin(f->m));
+    assert_false(meta_begin(f->m));
+    assert_true(meta_put_user(f->m, &good));
+    assert_false(meta_put_user(f->m, &bad));
+    assert_true(meta_commit(f->m));
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(devnull);
+    assert_int_equal(count_rows(f->db, "users"), 1);
+    fx_free(f);
+}
+
+/* A process that dies inside a group leaves nothing of it; one that dies
+ * right after meta_commit returned leaves all of it. */
+static void test_group_crash(void **state)
+{
+    for (int commit = 0; commit < 2; commit++) {
+        fixture *f = fx_new();
+        meta_close(f->m);
+        f->m = NULL;
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            char err[256];
+            meta *m = meta_open(f->dir, err, sizeof err);
+            if (!m || !meta_begin(m))
+                _exit(2);
+            for (int i = 0; i < 50; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "user-%d", i);
+                meta_user u = {name, "", "rabbit_password_hashing_sha256", ""};
+                meta_permission p = {name, "/", ".*", ".*", ".*"};
+                if (!meta_put_user(m, &u) || !meta_put_permission(m, &p))
+                    _exit(3);
+            }
+            if (commit && !meta_commit(m))
+                _exit(4);
+            _exit(0); /* no meta_close: as if killed */
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        fx_reopen(f);
+        assert_int_equal(count_rows(f->db, "users"), commit ? 50 : 0);
+        assert_int_equal(count_rows(f->db, "permissions"), commit ? 50 : 0);
+        fx_free(f);
+    }
+}
+
+/* ---- migration from version 1 ------------------------------------------- */
+
+/* The version-1 schema as Warren wrote it, with rows in two vhosts. */
+static void write_version_1(const char *path)
+{
+    sqlite3 *db = raw_open(path);
+    raw_exec(db,
+             "PRAGMA journal_mode = WAL;"
+             "CREATE TABLE exchanges (vhost TEXT NOT NULL, name TEXT NOT NULL,"
+             " type TEXT NOT NULL, auto_delete INTEGER NOT NULL CHECK (auto_delete IN (0, 1)),"
+             " internal INTEGER NOT NULL CHECK (internal IN (0, 1)), arguments BLOB NOT NULL,"
+             " PRIMARY KEY (vhost, name)) STRICT;"
+             "CREATE TABLE queues (id INTEGER PRIMARY KEY AUTOINCREMENT, vhost TEXT NOT NULL,"
+             " name TEXT NOT NULL, auto_delete INTEGER NOT NULL CHECK (auto_delete IN (0, 1)),"
+             " arguments BLOB NOT NULL, UNIQUE (vhost, name)) STRICT;"
+             "CREATE TABLE bindings (vhost TEXT NOT NULL, source TEXT NOT NULL,"
+             " destination TEXT NOT NULL, destination_is_exchange INTEGER NOT NULL"
+             " CHECK (destination_is_exchange IN (0, 1)), routing_key BLOB NOT NULL,"
+             " arguments BLOB NOT NULL, UNIQUE (vhost, source, destination,"
+             " destination_is_exchange, routing_key, arguments)) STRICT;"
+             "CREATE INDEX bindings_by_destination"
+             " ON bindings (vhost, destination, destination_is_exchange);"
+             "INSERT INTO exchanges VALUES ('/', 'logs', 'topic', 0, 0, x'');"
+             "INSERT INTO queues VALUES (7, '/', 'orders', 0, x'0102');"
+             "INSERT INTO queues VALUES (9, 'legacy', 'jobs', 1, x'');"
+             "INSERT INTO bindings VALUES ('/', 'logs', 'orders', 0, x'6b', x'');"
+             "INSERT INTO bindings VALUES ('only-bindings', 'a', 'b', 1, x'', x'');"
+             "PRAGMA user_version = 1;");
+    sqlite3_close(db);
+}
+
+/* Version 1 migrates: rows keep their vhost and queue ids, every vhost they
+ * name gets a vhost row, the new tables are empty, and new ids stay above
+ * the old ones. */
+static void test_migrate_from_version_1(void **state)
+{
+    fixture *f = fx_empty();
+    char err[512] = "";
+    char out[8];
+    sqlite3 *db;
+    loaded l;
+
+    write_version_1(f->db);
+    f->m = meta_open(f->dir, err, sizeof err);
+    if (f->m == NULL)
+        fail_msg("meta_open: %s", err);
+    db = raw_open(f->db);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
+    sqlite3_close(db);
+    load(f, &l);
+    assert_int_equal(l.nk[K_VHOST], 3);
+    assert_fields(&l.k[K_VHOST][0], "/", "", "", "", NULL);
+    assert_fields(&l.k[K_VHOST][1], "legacy", "", "", "", NULL);
+    assert_fields(&l.k[K_VHOST][2], "only-bindings", "", "", "", NULL);
+    assert_int_equal(l.nk[K_USER] + l.nk[K_PERMISSION] + l.nk[K_TOPIC] + l.nk[K_POLICY], 0);
+    assert_int_equal(l.nex, 1);
+    assert_int_equal(l.nq, 2);
+    assert_int_equal(l.q[0].id, 7);
+    assert_string_equal(l.q[0].vhost, "/");
+    assert_int_equal(l.q[1].id, 9);
+    assert_string_equal(l.q[1].vhost, "legacy");
+    assert_true(l.q[1].flag_a);
+    assert_int_equal(l.nb, 2);
+    assert_string_equal(l.b[1].vhost, "only-bindings");
+    loaded_free(&l);
+    assert_false(meta_get_setting(f->m, "initialized", out, sizeof out));
+
+    meta_queue q = qu("/", "new", NONE);
+    assert_true(meta_put_queue(f->m, &q));
+    assert_true(q.id > 9);
+    /* The migrated cascade works on migrated rows. */
+    assert_true(meta_delete_vhost(f->m, "/"));
+    load(f, &l);
+    assert_int_equal(l.nex, 0);
+    assert_int_equal(l.nq, 1);
+    assert_int_equal(l.nb, 1);
+    loaded_free(&l);
+    fx_free(f);
+}
+
+static void test_v2_errors_logged(void **state)
+{
+    fixture *f = fx_new();
+    char out[2048];
+    int saved;
+    char *path;
+
+    meta_user u = {"u", "h", NULL, ""};
+    path = capture_stderr_begin(&saved);
+    bool ok = meta_put_user(f->m, &u);
+    capture_stderr_end(saved, path, out, sizeof out);
+    assert_false(ok);
+    assert_log_line(out, "meta: put user 'u': "
+                         "NOT NULL constraint failed: users\\.hashing_algorithm");
+
+    meta_permission p = {"u", "/", ".*", NULL, ".*"};
+    path = capture_stderr_begin(&saved);
+    ok = meta_put_permission(f->m, &p);
+    capture_stderr_end(saved, path, out, sizeof out);
+    assert_false(ok);
+    assert_log_line(out, "meta: put permissions of 'u' in vhost '/': "
+                         "NOT NULL constraint failed: permissions\\.write");
+
+    meta_policy pol = {"/", "p", NULL, "all", 0, NONE, true};
+    path = capture_stderr_begin(&saved);
+    ok = meta_put_policy(f->m, &pol);
+    capture_stderr_end(saved, path, out, sizeof out);
+    assert_false(ok);
+    assert_log_line(out, "meta: put operator policy 'p' in vhost '/': "
+                         "NOT NULL constraint failed: policies\\.pattern");
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1067,6 +1790,21 @@ int main(void)
         cmocka_unit_test(test_unopenable_path),
         cmocka_unit_test(test_errors_logged),
         cmocka_unit_test(test_many_bindings_load_fast),
+        cmocka_unit_test(test_user_round_trip),
+        cmocka_unit_test(test_vhost_round_trip),
+        cmocka_unit_test(test_permission_round_trip),
+        cmocka_unit_test(test_topic_permission_round_trip),
+        cmocka_unit_test(test_policy_round_trip),
+        cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_delete_vhost_cascades),
+        cmocka_unit_test(test_delete_user_cascades),
+        cmocka_unit_test(test_load_order_all_kinds),
+        cmocka_unit_test(test_begin_commit),
+        cmocka_unit_test(test_begin_rollback),
+        cmocka_unit_test(test_group_failed_call),
+        cmocka_unit_test(test_group_crash),
+        cmocka_unit_test(test_migrate_from_version_1),
+        cmocka_unit_test(test_v2_errors_logged),
     };
 
     return cmocka_run_group_tests(tests, setup_bytes, NULL);
