@@ -657,7 +657,7 @@ static const char body_5[] =
     "  return form;\n"
     "}\n";
 
-/* /js/channels.js (2180 bytes) */
+/* /js/channels.js (2166 bytes) */
 static const char body_6[] =
     "// Channels: the server-paged table (mode, state, prefetch, unacked,\n"
     "// unconfirmed, rates).\n"
@@ -689,7 +689,7 @@ static const char body_6[] =
     "export async function render(el) {\n"
     "  const table = createTable({\n"
     "    id: 'channels', url: () => scoped('/api/channels'), columns: COLUMNS, apiAlways: ['name', 'vhost', 'number'],\n"
-    "    emptyText: 'No channels are open.', sort: 'name',\n"
+    "    emptyText: 'No channels are open.',\n"
     "  });\n"
     "  replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Channels')), table.el);\n"
     "  return { refresh: table.refresh, title: 'Channels' };\n"
@@ -907,7 +907,7 @@ static const char body_8[] =
     "  return { refresh, title: name };\n"
     "}\n";
 
-/* /js/connections.js (2170 bytes) */
+/* /js/connections.js (2156 bytes) */
 static const char body_9[] =
     "// Connections: the server-paged table (state with blocked shown by icon and\n"
     "// word, rates, channels). Closing is on each connection's page.\n"
@@ -938,7 +938,7 @@ static const char body_9[] =
     "export async function render(el) {\n"
     "  const table = createTable({\n"
     "    id: 'connections', url: () => scoped('/api/connections'), columns: COLUMNS, apiAlways: ['name', 'vhost'],\n"
-    "    emptyText: 'No client is connected.', sort: 'name',\n"
+    "    emptyText: 'No client is connected.',\n"
     "  });\n"
     "  replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Connections')), table.el);\n"
     "  return { refresh: table.refresh, title: 'Connections' };\n"
@@ -1230,7 +1230,7 @@ static const char body_13[] =
     "  return { refresh: async () => { await refresh(); await refreshBindings(); }, title: display };\n"
     "}\n";
 
-/* /js/exchanges.js (1899 bytes) */
+/* /js/exchanges.js (1885 bytes) */
 static const char body_14[] =
     "// Exchanges: the server-paged table and the form to declare an exchange.\n"
     "import { h, replace, select } from './dom.js';\n"
@@ -1259,7 +1259,7 @@ static const char body_14[] =
     "  const type = select(exchangeTypes(), 'direct', { id: 'x-type' });\n"
     "  const table = createTable({\n"
     "    id: 'exchanges', url: () => scoped('/api/exchanges'), columns: COLUMNS, apiAlways: ['name', 'vhost'],\n"
-    "    emptyText: 'No exchanges.', sort: 'name',\n"
+    "    emptyText: 'No exchanges.',\n"
     "  });\n"
     "  replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Exchanges')), table.el, h('div', { class: 'stack' }), declareForm({\n"
     "    kind: 'exchange', idPrefix: 'x', knownArgs: EXCHANGE_ARGS, onDone: () => table.refresh(),\n"
@@ -2208,7 +2208,7 @@ static const char body_22[] =
     "  return { refresh: async () => { await refresh(); await refreshBindings(); }, title: name };\n"
     "}\n";
 
-/* /js/queues.js (2672 bytes) */
+/* /js/queues.js (2658 bytes) */
 static const char body_23[] =
     "// Queues: the server-paged table (counts, rates, consumers, the ages Warren\n"
     "// adds) and the form to declare a queue.\n"
@@ -2243,7 +2243,7 @@ static const char body_23[] =
     "export async function render(el) {\n"
     "  const table = createTable({\n"
     "    id: 'queues', url: () => scoped('/api/queues'), columns: COLUMNS, apiAlways: ['name', 'vhost'],\n"
-    "    emptyText: 'No queues yet. Declare one below or from a client.', sort: 'name',\n"
+    "    emptyText: 'No queues yet. Declare one below or from a client.',\n"
     "  });\n"
     "  replace(el,\n"
     "    h('div', { class: 'page-head' }, h('h1', {}, 'Queues')),\n"
@@ -2300,7 +2300,7 @@ static const char body_24[] =
     "  sessionStorage.setItem('warren.vhost', v);\n"
     "}\n";
 
-/* /js/table.js (9877 bytes) */
+/* /js/table.js (10021 bytes) */
 static const char body_25[] =
     "// A list table over one API collection: sorting, name filtering (plain or\n"
     "// regex), paging and column choice are done by the server with RabbitMQ's\n"
@@ -2309,6 +2309,9 @@ static const char body_25[] =
     "// Endpoints that answer with a plain array (no paging envelope) are sorted,\n"
     "// filtered and paged here instead. The table keeps its state per list in\n"
     "// sessionStorage, so going back to a list finds it as it was.\n"
+    "//\n"
+    "// With no sort chosen the server's own order is kept: sort=name costs\n"
+    "// RabbitMQ 3.10 about 6 s on 10,000 queues, its default order 0.3 s.\n"
     "//\n"
     "// Column: {key, label, sort (API sort key, or none), api: [fields to ask\n"
     "// for], render(row) -> node/string, num (right-aligned), initial (shown by\n"
@@ -2820,7 +2823,7 @@ static const char body_28[] =
     "  return { refresh: table.refresh, title: 'Users' };\n"
     "}\n";
 
-/* /js/vhosts.js (3991 bytes) */
+/* /js/vhosts.js (3977 bytes) */
 static const char body_29[] =
     "// Virtual hosts: the table (messages and rates per vhost); administrators\n"
     "// add and delete them (deleting asks for the name to be typed).\n"
@@ -2884,7 +2887,7 @@ static const char body_29[] =
     "      },\n"
     "    }, 'Delete') });\n"
     "  }\n"
-    "  const table = createTable({ id: 'vhosts', url: () => '/api/vhosts', columns: cols, apiAlways: ['name'], sort: 'name', emptyText: 'No virtual hosts.' });\n"
+    "  const table = createTable({ id: 'vhosts', url: () => '/api/vhosts', columns: cols, apiAlways: ['name'], emptyText: 'No virtual hosts.' });\n"
     "  replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Virtual hosts')), table.el, h('div', { class: 'stack' }),\n"
     "    isAdmin() \? addForm(() => table.refresh()) : null);\n"
     "  return { refresh: table.refresh, title: 'Virtual hosts' };\n"
@@ -2898,15 +2901,15 @@ static const mgmt_asset assets[] = {
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
     {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 9638, "\"e5ba22397d76f1ccb0b8\""},
     {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5041, "\"8756022c990ade7da37a\""},
-    {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2180, "\"27a320856e5839d22f60\""},
+    {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 5594, "\"00c0702df4778a43966f\""},
     {"/js/connection.js", "text/javascript; charset=utf-8", (const unsigned char *)body_8, 4135, "\"999dd602e719b742b803\""},
-    {"/js/connections.js", "text/javascript; charset=utf-8", (const unsigned char *)body_9, 2170, "\"af20e47f48cd942da0d1\""},
+    {"/js/connections.js", "text/javascript; charset=utf-8", (const unsigned char *)body_9, 2156, "\"8bf974390235a07ddd9f\""},
     {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2010, "\"584cc349357e3af19d1b\""},
     {"/js/definitions.js", "text/javascript; charset=utf-8", (const unsigned char *)body_11, 3484, "\"1eb0ca11566d8e68afae\""},
     {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4193, "\"90795b080457a2c00844\""},
     {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4545, "\"b4f29fb575a16a14fec0\""},
-    {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1899, "\"ddf08070edbb7599974e\""},
+    {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1885, "\"74eb419738e60f57f73f\""},
     {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2153, "\"8ee2710156504da8cd4b\""},
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3643, "\"a9b463e44fae12bd3a52\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
@@ -2915,13 +2918,13 @@ static const mgmt_asset assets[] = {
     {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7942, "\"73894c634a7ec97977fb\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 5281, "\"4f1afb1836addf726ef6\""},
     {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 10840, "\"5c37968e53de31238c56\""},
-    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2672, "\"c6c512388e6e4a19d8b6\""},
+    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2658, "\"b491677e8aa42d728bbb\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 1231, "\"6bec316a4311c1103761\""},
-    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 9877, "\"9cff7c5a4788ef98aa8f\""},
+    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 10021, "\"5ba6c4e60a698e2f3a7b\""},
     {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 6675, "\"120438eed3ba3b6e7fe3\""},
     {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 5397, "\"96059292a9cafcdb87a8\""},
     {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 3804, "\"5009a597fa3e9081d43d\""},
-    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 3991, "\"9ef4d2b8e3871a1eb743\""},
+    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 3977, "\"143c52a9670ecf02abb6\""},
 };
 
 const mgmt_asset *mgmt_asset_find(const char *path)

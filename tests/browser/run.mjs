@@ -12,6 +12,7 @@ import { mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launch, login } from './browser.mjs';
+import { measureConsole, describe } from './perf.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const BASE = process.env.BASE;
@@ -342,45 +343,14 @@ await test(`${PERF_QUEUES} queues: first page < 1 s from navigation, sort by mes
   await waitFor('all queues listed', async () => (await api('GET', `/api/queues/${enc(VHOST)}?page=1&page_size=1&columns=name`)).json.total_count >= PERF_QUEUES, 120000);
   // Stats settle (RabbitMQ emits them every 5 s).
   await page.waitForTimeout(6000);
-  await page.evaluate(() => sessionStorage.removeItem('warren.table.queues'));
-  await page.addInitScript(() => {
-    window.__longTasks = [];
-    new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__longTasks.push(e.duration))).observe({ type: 'longtask', buffered: true });
-  });
-  const loads = [];
-  for (let i = 0; i < 3; i += 1) {
-    await page.goto(`${BASE}/#/`);
-    await page.waitForSelector('#logout');
-    const start = Date.now();
-    await page.goto(`${BASE}/?r=${i}#/queues`); // a full navigation: HTML, modules, session, first page
-    await page.waitForSelector('table.data[data-state=ready] tbody td[data-col=name] a');
-    loads.push(Date.now() - start);
-  }
-  const sorts = [];
-  for (let i = 0; i < 3; i += 1) {
-    const start = Date.now();
-    await page.click('th button.sort:has-text("Total")');
-    await page.waitForSelector(`table.data[data-state=ready][data-sort="messages${i % 2 === 0 ? ' desc' : ''}"]`);
-    sorts.push(Date.now() - start);
-  }
-  // Responsiveness: how late a 50 ms timer fires while a refresh runs.
-  const lag = await page.evaluate(async () => {
-    let worst = 0;
-    for (let i = 0; i < 20; i += 1) {
-      const t = performance.now();
-      await new Promise((r) => setTimeout(r, 50));
-      worst = Math.max(worst, performance.now() - t - 50);
-    }
-    return Math.round(worst);
-  });
-  const longest = await page.evaluate(() => Math.round(Math.max(0, ...window.__longTasks)));
-  const top = await page.locator('table.data tbody tr').first().locator('td[data-col=messages]').textContent();
-  figures.push(`queues page, first page from navigation: ${loads.join(', ')} ms; sort by messages: ${sorts.join(', ')} ms; ` +
-    `longest task ${longest} ms, worst timer lag ${lag} ms (top row after sorting has ${top.trim()} messages)`);
+  const r = await measureConsole(page, BASE);
+  figures.push(`${PERF_QUEUES} queues, the console's queues page: ${describe(r)}`);
   await shot('16-queues-10000');
-  assert(Math.min(...loads) < 1000, `first page took ${loads.join(', ')} ms`);
-  assert(Math.min(...sorts) < 500, `sorting took ${sorts.join(', ')} ms`);
-  assert(longest < 250, `a task blocked the page for ${longest} ms`);
+  // The median of three runs: this machine is shared, one run can be unlucky.
+  const median = (xs) => xs.slice().sort((a, b) => a - b)[1];
+  assert(median(r.loads) < 1000, `first page took ${r.loads.join(', ')} ms`);
+  assert(median(r.sorts) < 500, `sorting took ${r.sorts.join(', ')} ms`);
+  assert(r.longest < 250, `a task blocked the page for ${r.longest} ms`);
 });
 
 await test('log out', async () => {

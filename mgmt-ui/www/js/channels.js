@@ -28,7 +28,7 @@ const COLUMNS = [
 export async function render(el) {
   const table = createTable({
     id: 'channels', url: () => scoped('/api/channels'), columns: COLUMNS, apiAlways: ['name', 'vhost', 'number'],
-    emptyText: 'No channels are open.', sort: 'name',
+    emptyText: 'No channels are open.',
   });
   replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Channels')), table.el);
   return { refresh: table.refresh, title: 'Channels' };

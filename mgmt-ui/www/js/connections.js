@@ -27,7 +27,7 @@ export const COLUMNS = [
 export async function render(el) {
   const table = createTable({
     id: 'connections', url: () => scoped('/api/connections'), columns: COLUMNS, apiAlways: ['name', 'vhost'],
-    emptyText: 'No client is connected.', sort: 'name',
+    emptyText: 'No client is connected.',
   });
   replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Connections')), table.el);
   return { refresh: table.refresh, title: 'Connections' };

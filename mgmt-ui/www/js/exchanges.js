@@ -25,7 +25,7 @@ export async function render(el) {
   const type = select(exchangeTypes(), 'direct', { id: 'x-type' });
   const table = createTable({
     id: 'exchanges', url: () => scoped('/api/exchanges'), columns: COLUMNS, apiAlways: ['name', 'vhost'],
-    emptyText: 'No exchanges.', sort: 'name',
+    emptyText: 'No exchanges.',
   });
   replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Exchanges')), table.el, h('div', { class: 'stack' }), declareForm({
     kind: 'exchange', idPrefix: 'x', knownArgs: EXCHANGE_ARGS, onDone: () => table.refresh(),

@@ -31,7 +31,7 @@ export const COLUMNS = [
 export async function render(el) {
   const table = createTable({
     id: 'queues', url: () => scoped('/api/queues'), columns: COLUMNS, apiAlways: ['name', 'vhost'],
-    emptyText: 'No queues yet. Declare one below or from a client.', sort: 'name',
+    emptyText: 'No queues yet. Declare one below or from a client.',
   });
   replace(el,
     h('div', { class: 'page-head' }, h('h1', {}, 'Queues')),

@@ -6,6 +6,9 @@
 // filtered and paged here instead. The table keeps its state per list in
 // sessionStorage, so going back to a list finds it as it was.
 //
+// With no sort chosen the server's own order is kept: sort=name costs
+// RabbitMQ 3.10 about 6 s on 10,000 queues, its default order 0.3 s.
+//
 // Column: {key, label, sort (API sort key, or none), api: [fields to ask
 // for], render(row) -> node/string, num (right-aligned), initial (shown by
 // default; default true), always (cannot be hidden)}.

@@ -60,7 +60,7 @@ export async function render(el) {
       },
     }, 'Delete') });
   }
-  const table = createTable({ id: 'vhosts', url: () => '/api/vhosts', columns: cols, apiAlways: ['name'], sort: 'name', emptyText: 'No virtual hosts.' });
+  const table = createTable({ id: 'vhosts', url: () => '/api/vhosts', columns: cols, apiAlways: ['name'], emptyText: 'No virtual hosts.' });
   replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Virtual hosts')), table.el, h('div', { class: 'stack' }),
     isAdmin() ? addForm(() => table.refresh()) : null);
   return { refresh: table.refresh, title: 'Virtual hosts' };
