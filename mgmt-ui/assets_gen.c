@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-/* /css/console.css (17460 bytes) */
+/* /css/console.css (17506 bytes) */
 static const char body_0[] =
     "/* Warren console. One design: a dark navy top bar, a light side navigation,\n"
     "   white panels on a grey canvas. Meaning colours come from the Okabe-Ito\n"
@@ -149,7 +149,7 @@ static const char body_0[] =
     "table.data th { font-size: 12px; font-weight: 600; color: var(--muted); background: #fafbfc; white-space: nowrap; position: sticky; top: 0; }\n"
     "table.data th.num, table.data td.num { text-align: right; white-space: nowrap; }\n"
     "table.data tbody tr:hover { background: #f7f9fb; }\n"
-    "table.data td[data-col=name] { max-width: 360px; overflow-wrap: anywhere; }\n"
+    "table.data td[data-col=name] { max-width: 360px; min-width: 9em; overflow-wrap: anywhere; }\n"
     "table.data td[data-col=vhost] { white-space: nowrap; }\n"
     "table.data .state { border: 0; }\n"
     "button.sort { all: unset; cursor: pointer; display: inline-flex; gap: 4px; align-items: center; }\n"
@@ -249,7 +249,7 @@ static const char body_0[] =
     "\n"
     "/* Narrow screens (down to 390 px) */\n"
     "@media (max-width: 860px) {\n"
-    "  .layout { grid-template-columns: minmax(0, 1fr); }\n"
+    "  .layout { grid-template-columns: minmax(0, 1fr); grid-template-rows: auto 1fr; }\n"
     "  .sidenav { border-right: 0; border-bottom: 1px solid var(--line); padding: 0; overflow-x: auto; }\n"
     "  .sidenav ul { display: flex; position: static; }\n"
     "  .sidenav a { padding: 10px 12px; border-left: 0; border-bottom: 3px solid transparent; white-space: nowrap; }\n"
@@ -695,7 +695,7 @@ static const char body_6[] =
     "  return { refresh: table.refresh, title: 'Channels' };\n"
     "}\n";
 
-/* /js/chart.js (5594 bytes) */
+/* /js/chart.js (5687 bytes) */
 static const char body_7[] =
     "// A small canvas line chart for the API's samples: time on x over a fixed\n"
     "// window, values on y from 0 to a rounded maximum. Each series has a colour\n"
@@ -784,10 +784,11 @@ static const char body_7[] =
     "    }\n"
     "    ctx.textBaseline = 'top';\n"
     "    const minutes = windowMs / 60000;\n"
-    "    for (let i = 0; i <= 5; i += 1) {\n"
-    "      const x = left + ((right - left) * i) / 5;\n"
-    "      const ago = Math.round(minutes - (minutes * i) / 5);\n"
-    "      ctx.textAlign = i === 0 \? 'left' : i === 5 \? 'right' : 'center';\n"
+    "    const ticks = Math.max(1, Math.min(5, Math.floor((right - left) / 70)));\n"
+    "    for (let i = 0; i <= ticks; i += 1) {\n"
+    "      const x = left + ((right - left) * i) / ticks;\n"
+    "      const ago = Math.round(minutes - (minutes * i) / ticks);\n"
+    "      ctx.textAlign = i === 0 \? 'left' : i === ticks \? 'right' : 'center';\n"
     "      ctx.fillText(ago === 0 \? 'now' : `-${ago} min`, x, bottom + 5);\n"
     "    }\n"
     "    const xOf = (t) => left + ((t - t0) / windowMs) * (right - left);\n"
@@ -1771,7 +1772,7 @@ static const char body_19[] =
     "  return formPanel(`Add a new ${opts.kind}`, form);\n"
     "}\n";
 
-/* /js/overview.js (7942 bytes) */
+/* /js/overview.js (8193 bytes) */
 static const char body_20[] =
     "// Overview: alarms first, then totals, live charts of queued messages and\n"
     "// message rates over the last ten minutes (from the API's samples), and the\n"
@@ -1908,6 +1909,10 @@ static const char body_20[] =
     "      levelsFromSamples(qt.messages_details\?.samples)]);\n"
     "    rates.update(rateData(st));\n"
     "    if (!session.vhost) renderListeners(ov);\n"
+    "    else if (!listenersArea.firstChild) {\n"
+    "      get('/api/overview\?columns=product_name,product_version,rabbitmq_version,management_version,cluster_name,listeners')\n"
+    "        .then(renderListeners, (err) => replace(listenersArea, errorBox(err)));\n"
+    "    }\n"
     "    await refreshNodes();\n"
     "  }\n"
     "\n"
@@ -2895,14 +2900,14 @@ static const char body_29[] =
 
 /* Sorted by path (strcmp order) for the binary search below. */
 static const mgmt_asset assets[] = {
-    {"/css/console.css", "text/css; charset=utf-8", (const unsigned char *)body_0, 17460, "\"ddb156f29e33e6640dc3\""},
+    {"/css/console.css", "text/css; charset=utf-8", (const unsigned char *)body_0, 17506, "\"52941614a6df1f1ad882\""},
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
     {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 9638, "\"e5ba22397d76f1ccb0b8\""},
     {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5041, "\"8756022c990ade7da37a\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
-    {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 5594, "\"00c0702df4778a43966f\""},
+    {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 5687, "\"2d3c2253712996421767\""},
     {"/js/connection.js", "text/javascript; charset=utf-8", (const unsigned char *)body_8, 4135, "\"999dd602e719b742b803\""},
     {"/js/connections.js", "text/javascript; charset=utf-8", (const unsigned char *)body_9, 2156, "\"8bf974390235a07ddd9f\""},
     {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2010, "\"584cc349357e3af19d1b\""},
@@ -2915,7 +2920,7 @@ static const mgmt_asset assets[] = {
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
     {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7490, "\"ae18c30ec9dadc545018\""},
-    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7942, "\"73894c634a7ec97977fb\""},
+    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8193, "\"308aab739ebe40d494e9\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 5281, "\"4f1afb1836addf726ef6\""},
     {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 10840, "\"5c37968e53de31238c56\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2658, "\"b491677e8aa42d728bbb\""},

@@ -90,6 +90,9 @@ page.on('console', (m) => { if (m.type() === 'error' && !/status of 40[0-9]/.tes
 
 async function shot(name, opts = {}) {
   await page.waitForTimeout(opts.settle ?? 400);
+  // Back to the top, or the sticky header is drawn mid-page in a full-page shot.
+  // Notices of earlier steps would cover the page.
+  await page.evaluate(() => { window.scrollTo(0, 0); document.querySelectorAll('.toast').forEach((t) => t.remove()); });
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: opts.full ?? true });
 }
 async function go(route) {

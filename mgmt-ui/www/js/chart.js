@@ -85,10 +85,11 @@ export function createChart(title, series, opts = {}) {
     }
     ctx.textBaseline = 'top';
     const minutes = windowMs / 60000;
-    for (let i = 0; i <= 5; i += 1) {
-      const x = left + ((right - left) * i) / 5;
-      const ago = Math.round(minutes - (minutes * i) / 5);
-      ctx.textAlign = i === 0 ? 'left' : i === 5 ? 'right' : 'center';
+    const ticks = Math.max(1, Math.min(5, Math.floor((right - left) / 70)));
+    for (let i = 0; i <= ticks; i += 1) {
+      const x = left + ((right - left) * i) / ticks;
+      const ago = Math.round(minutes - (minutes * i) / ticks);
+      ctx.textAlign = i === 0 ? 'left' : i === ticks ? 'right' : 'center';
       ctx.fillText(ago === 0 ? 'now' : `-${ago} min`, x, bottom + 5);
     }
     const xOf = (t) => left + ((t - t0) / windowMs) * (right - left);

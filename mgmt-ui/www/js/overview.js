@@ -132,6 +132,10 @@ export async function render(el) {
       levelsFromSamples(qt.messages_details?.samples)]);
     rates.update(rateData(st));
     if (!session.vhost) renderListeners(ov);
+    else if (!listenersArea.firstChild) {
+      get('/api/overview?columns=product_name,product_version,rabbitmq_version,management_version,cluster_name,listeners')
+        .then(renderListeners, (err) => replace(listenersArea, errorBox(err)));
+    }
     await refreshNodes();
   }
 
