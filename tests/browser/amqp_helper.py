@@ -4,7 +4,8 @@
     amqp_helper.py consume PORT VHOST QUEUE USER PASS
         declares QUEUE, consumes it with prefetch 10 without acking, prints
         "ready" and stays connected until stdin closes (at most 900 s), so
-        the connections, channels and consumers pages have something real.
+        the connections, channels and consumers pages have something real;
+        prints "closed CODE TEXT" when the broker closes the connection.
     amqp_helper.py mkqueues PORT VHOST PREFIX COUNT USER PASS
         declares COUNT queues PREFIX00000.. and publishes (i % 7) messages
         to every 10th, so sorting by messages has something to sort; prints
@@ -33,12 +34,16 @@ def consume(port, vhost, queue, user, password):
     ch.basic_consume(queue, lambda *a: None, auto_ack=False, consumer_tag='console-test-consumer')
     print('ready', flush=True)
     deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.5)
-        r, _, _ = select.select([sys.stdin], [], [], 0)
-        if r and not sys.stdin.readline():
-            break
-    conn.close()
+    try:
+        while time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.5)
+            r, _, _ = select.select([sys.stdin], [], [], 0)
+            if r and not sys.stdin.readline():
+                break
+        conn.close()
+    except pika.exceptions.ConnectionClosedByBroker as e:
+        # Closed from the console: say how, for the test to check the reason.
+        print('closed %d %s' % (e.reply_code, e.reply_text), flush=True)
 
 
 def mkqueues(port, vhost, prefix, count, user, password):

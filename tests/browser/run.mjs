@@ -72,9 +72,10 @@ async function waitFor(what, fn, ms = 30000) {
 
 function helper(...args) {
   const p = spawn('/usr/bin/python3', [join(HERE, 'amqp_helper.py'), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  p.output = '';
   const ready = new Promise((resolve, reject) => {
     let out = '';
-    p.stdout.on('data', (d) => { out += d; if (/ready|made/.test(out)) resolve(out.trim()); });
+    p.stdout.on('data', (d) => { out += d; p.output += d; if (/ready|made/.test(out)) resolve(out.trim()); });
     p.on('exit', (code) => (code ? reject(new Error(`amqp_helper ${args[0]} exited ${code}`)) : resolve(out.trim())));
   });
   return { proc: p, ready };
@@ -337,6 +338,41 @@ await test('screenshots of every page (1280x800 and 390 px)', async () => {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert(overflow <= 1, `the page is ${overflow}px wider than a 390 px screen`);
   await page.setViewportSize({ width: 1280, height: 800 });
+});
+
+await test('purge a queue and delete one, each after a confirmation', async () => {
+  await go(`queues/${enc(VHOST)}/${enc(QUEUE)}`);
+  await page.click('#queue-purge');
+  await confirmDialog();
+  await toast(/purged/);
+  await waitFor('queue empty', async () => (await api('GET', `/api/queues/${enc(VHOST)}/${enc(QUEUE)}`)).json.messages_ready === 0, 20000);
+  await go(`queues/${enc(VHOST)}/${enc(XSS)}`);
+  await page.click('#queue-delete');
+  await page.locator('dialog.confirm button[value=cancel]').click();
+  assert((await api('GET', `/api/queues/${enc(VHOST)}/${enc(XSS)}`)).status === 200, 'cancel keeps the queue');
+  await page.click('#queue-delete');
+  await confirmDialog();
+  await page.waitForSelector('#app[data-route="#/queues"]');
+  assert((await api('GET', `/api/queues/${enc(VHOST)}/${enc(XSS)}`)).status === 404, 'queue deleted');
+});
+
+await test('close a connection with a reason', async () => {
+  const conns = await waitFor('the consumer connection', async () => {
+    const c = await api('GET', `/api/vhosts/${enc(VHOST)}/connections`);
+    return c.json && c.json.length ? c.json : null;
+  }, 20000);
+  const name = conns[0].name;
+  await go(`connections/${enc(name)}`);
+  await page.fill('#close-reason', 'closed by the console test');
+  await page.click('#close-connection');
+  await confirmDialog();
+  await toast(/Connection closed/);
+  await waitFor('the connection to be gone', async () => (await api('GET', `/api/connections/${enc(name)}`)).status === 404, 20000);
+  if (consumer) {
+    const c = consumer;
+    consumer = null;
+    await waitFor('the client to hear the reason', () => /closed 320 CONNECTION_FORCED - closed by the console test/.test(c.proc.output), 10000);
+  }
 });
 
 await test(`${PERF_QUEUES} queues: first page < 1 s from navigation, sort by messages < 500 ms, responsive`, async () => {
