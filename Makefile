@@ -30,17 +30,29 @@ ITEST_BINS = $(ITEST_SRCS:%.c=$(B)/%)
 BENCH_SRCS = $(wildcard tests/bench/*.c)
 
 WARREN    = $(B)/warren
+# $(B)/warrenctl/ holds its objects, so the binary goes to $(B)/bin/
+WARRENCTL = $(B)/bin/warrenctl
+WCTL_OBJS = $(patsubst %.c,$(B)/%.o,$(filter-out warrenctl/main.c,$(wildcard warrenctl/*.c)))
+WCTL_LIBS = $(shell pkg-config --libs jansson 2>/dev/null) -lm
 
 .PHONY: all run test unit integration bench deps codegen check-codegen clean conformance \
         peer-suites unit-bins integration-bins
 
-all: deps $(WARREN) bin/warren
+all: deps $(WARREN) bin/warren bin/warrenctl
 
 deps:
 	@scripts/deps.sh
 
 bin/warren: $(WARREN)
 	@mkdir -p bin && cp $(WARREN) bin/warren
+
+# warrenctl: rabbitmqctl's commands over the management API (warrenctl/).
+bin/warrenctl: $(WARRENCTL)
+	@mkdir -p bin && cp $(WARRENCTL) bin/warrenctl
+
+$(WARRENCTL): $(B)/warrenctl/main.o $(WCTL_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(WCTL_LIBS)
 
 $(WARREN): $(B)/broker/main.o $(B)/libwarren.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -68,6 +80,10 @@ $(B)/tests/unit/test_route_%: tests/unit/test_route_%.c $(ROUTE_OBJS)
 $(B)/tests/unit/test_store_%: tests/unit/test_store_%.c $(STORE_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_warrenctl_%: tests/unit/test_warrenctl_%.c $(WCTL_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(WCTL_LIBS) -lcmocka
 
 $(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
@@ -97,7 +113,7 @@ check-codegen:
 	@scripts/check-codegen.sh
 
 unit-bins: $(UNIT_BINS)
-integration-bins: $(ITEST_BINS) $(WARREN)
+integration-bins: $(ITEST_BINS) $(WARREN) $(WARRENCTL)
 
 run: all
 	./bin/warren --config etc/warren.conf

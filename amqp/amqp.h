@@ -34,6 +34,8 @@ typedef struct amqp_error {
     uint16_t code;
     uint32_t method_id;
     bool silent; /* RabbitMQ's decoder crashes here: close the socket, no close frame */
+    bool final;  /* the codec's own verdict (a non-finite float in a table): callers pass
+                    code and text on, never rewrite them into RabbitMQ's generic errors */
     char text[256];
 } amqp_error;
 
@@ -122,7 +124,11 @@ typedef struct amqp_field {
 #define AMQP_TABLE_MAX_DEPTH 64
 
 /* Checks that `table` (content without the 4-byte length) is well formed,
- * nested tables and arrays to AMQP_TABLE_MAX_DEPTH. 502 when not. */
+ * nested tables and arrays to AMQP_TABLE_MAX_DEPTH. 502 when not. A NaN or
+ * infinite 'f' or 'd' value is malformed too: RabbitMQ cannot represent one
+ * (it drops the connection), and nothing downstream has to print or compare
+ * it. That 502 sets err->final, so method arguments and content-header
+ * properties alike are refused with it, closing the connection. */
 int amqp_table_validate(amqp_bytes table, amqp_error *err);
 int amqp_array_validate(amqp_bytes array, amqp_error *err);
 

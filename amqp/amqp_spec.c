@@ -1374,7 +1374,8 @@ static int decode_arguments(uint32_t id, const uint8_t *buf, size_t len,
 /* Errors follow RabbitMQ 3.10's reader: a payload too short for the ids is
  * an unknown frame, malformed arguments are 501 "cannot decode" with the
  * argument octets, and an unknown method or field type is a crash on its
- * side -- a bare TCP close, which `silent` asks for. */
+ * side -- a bare TCP close, which `silent` asks for. A `final` error (a
+ * non-finite float in a table) keeps its own 502 and text. */
 static int cannot_decode(amqp_error *err, uint32_t id, const uint8_t *args, size_t n)
 {
     char octets[200];
@@ -1382,6 +1383,10 @@ static int cannot_decode(amqp_error *err, uint32_t id, const uint8_t *args, size
 
     if (err && err->silent)
         return AMQP_ERROR;
+    if (err && err->final) {
+        err->method_id = id;
+        return AMQP_ERROR;
+    }
     return amqp_fail(err, AMQP_FRAME_ERROR, id, "cannot decode %s",
                      amqp_erl_term(&f, octets, sizeof octets));
 }
@@ -1395,7 +1400,7 @@ int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
 
     memset(out, 0, sizeof *out);
     if (err)
-        err->silent = false;
+        err->silent = err->final = false;
     if (!wire_get_u16(buf, len, &off, &class_id) ||
         !wire_get_u16(buf, len, &off, &method_index)) {
         char octets[32];
@@ -1576,7 +1581,7 @@ size_t amqp_method_encode(const amqp_method *m, uint8_t *buf, size_t cap)
 /* Property flags: bit 15 is the first property; bit 0 would announce a
  * further flags word, which basic (14 properties) never needs. */
 static bool decode_property_list(const uint8_t *buf, size_t len, size_t *off,
-                                 amqp_basic_properties *p)
+                                 amqp_basic_properties *p, amqp_error *err)
 {
     if ((p->flags & AMQP_BASIC_CONTENT_TYPE_FLAG) &&
         !wire_get_shortstr(buf, len, off, &p->content_type))
@@ -1585,7 +1590,7 @@ static bool decode_property_list(const uint8_t *buf, size_t len, size_t *off,
         !wire_get_shortstr(buf, len, off, &p->content_encoding))
         return false;
     if ((p->flags & AMQP_BASIC_HEADERS_FLAG) &&
-        !wire_get_table(buf, len, off, &p->headers, NULL))
+        !wire_get_table(buf, len, off, &p->headers, err))
         return false;
     if ((p->flags & AMQP_BASIC_DELIVERY_MODE_FLAG) &&
         !wire_get_u8(buf, len, off, &p->delivery_mode))
@@ -1664,6 +1669,8 @@ int amqp_properties_decode(amqp_bytes raw, amqp_basic_properties *out, amqp_erro
     size_t off = 0;
 
     memset(out, 0, sizeof *out);
+    if (err)
+        err->final = false;
     if (!wire_get_u16(raw.ptr, raw.len, &off, &out->flags))
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "content header without property flags");
     /* A continuation bit (bit 0) announces a second flags word that basic
@@ -1673,8 +1680,9 @@ int amqp_properties_decode(amqp_bytes raw, amqp_basic_properties *out, amqp_erro
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "property flags 0x%04x continue, "
                          "but basic has only one flags word", out->flags);
     out->flags &= BASIC_PROPERTY_MASK;
-    if (!decode_property_list(raw.ptr, raw.len, &off, out))
-        return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "malformed basic properties");
+    if (!decode_property_list(raw.ptr, raw.len, &off, out, err))
+        return err && err->final ? AMQP_ERROR
+                                 : amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "malformed basic properties");
     if (off != raw.len)
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "%zu trailing bytes after basic properties",
                          (size_t)raw.len - off);

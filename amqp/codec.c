@@ -16,6 +16,7 @@
  * sticky: once a put does not fit, every later put is a no-op, so a
  * sequence of puts is checked once at the end.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -34,6 +35,7 @@ int amqp_fail(amqp_error *err, uint16_t code, uint32_t method_id, const char *fm
     err->code = code;
     err->method_id = method_id;
     err->silent = false;
+    err->final = false;
     n = snprintf(err->text, sizeof err->text, "%s - ", amqp_reply_name(code));
     if (n < 0 || (size_t)n >= sizeof err->text)
         return AMQP_ERROR;
@@ -134,6 +136,25 @@ static bool field_read(const uint8_t *buf, size_t len, size_t *off, amqp_field *
 static int table_check(amqp_bytes t, int depth, amqp_error *err);
 static int array_check(amqp_bytes a, int depth, amqp_error *err);
 
+/* "NaN", "Infinity" or "-Infinity" for a non-finite float or double; NULL
+ * for every other value. */
+static const char *non_finite(const amqp_field *f)
+{
+    double d;
+
+    if (f->type == 'f')
+        d = f->v.f;
+    else if (f->type == 'd')
+        d = f->v.d;
+    else
+        return NULL;
+    if (isnan(d))
+        return "NaN";
+    if (isinf(d))
+        return d < 0 ? "-Infinity" : "Infinity";
+    return NULL;
+}
+
 /* Reads and checks one value, descending into F and A. `what` names the
  * position for the error text. */
 static int value_check(amqp_bytes data, size_t *off, int depth, amqp_error *err,
@@ -153,6 +174,14 @@ static int value_check(amqp_bytes data, size_t *off, int depth, amqp_error *err,
     if (!field_read(data.ptr, data.len, off, &f))
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "truncated '%c' value in %s '%.*s'", tag,
                          what, (int)key.len, (const char *)key.ptr);
+    if (non_finite(&f) != NULL) {
+        amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "non-finite %s value %s in %s '%.*s'",
+                  amqp_erl_type_name(f.type), non_finite(&f), what, (int)key.len,
+                  (const char *)key.ptr);
+        if (err)
+            err->final = true;
+        return AMQP_ERROR;
+    }
     if (f.type == 'F')
         return table_check(f.v.bytes, depth + 1, err);
     if (f.type == 'A')

@@ -23,6 +23,10 @@ typedef struct out {
 
 static void put(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Nothing more fits: loops over a value's bytes or entries stop here, so a
+ * 16 MiB binary printed into 160 bytes costs 160 bytes' work. */
+static bool full(const out *o) { return o->len + 1 >= o->cap; }
+
 static void put(out *o, const char *fmt, ...)
 {
     va_list ap;
@@ -94,13 +98,13 @@ static void put_binary(out *o, amqp_bytes b)
 
     if (b.len == 0 || !printable(b)) {
         put(o, "<<");
-        for (i = 0; i < b.len; i++)
+        for (i = 0; i < b.len && !full(o); i++)
             put(o, i ? ",%u" : "%u", b.ptr[i]);
         put(o, ">>");
         return;
     }
     put(o, "<<\"");
-    for (i = 0; i < b.len; i++) {
+    for (i = 0; i < b.len && !full(o); i++) {
         const char *e = escape_of(b.ptr[i]);
         if (e != NULL)
             put(o, "%s", e);
@@ -112,24 +116,32 @@ static void put_binary(out *o, amqp_bytes b)
 
 /* ---- floats ------------------------------------------------------------- */
 
-/* The shortest decimal digits that read back as d, without dot or
- * trailing zeros; *exp10 is the exponent of the first digit. */
-static int shortest_digits(double d, char digits[20], int *exp10)
+/* Room for the 17 significant digits a double can need, and a NUL. */
+#define DIGITS_MAX 17
+
+/* The shortest decimal digits that read back as d (finite, not zero),
+ * without dot or trailing zeros; *exp10 is the exponent of the first
+ * digit. "%.*e" of a finite double is "-d.ddde-ddd" at most 25 bytes for
+ * precision 17 -- the scan below stops at the buffer's end and at
+ * DIGITS_MAX digits all the same, so no input can walk off either. */
+static int shortest_digits(double d, char digits[DIGITS_MAX + 1], int *exp10)
 {
-    char tmp[40];
-    const char *p;
+    char tmp[48];
+    const char *e;
     int prec, len = 0;
 
-    for (prec = 1; prec < 17; prec++) {
+    assert(isfinite(d) && d != 0);
+    for (prec = 1; prec < DIGITS_MAX; prec++) {
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, d);
         if (strtod(tmp, NULL) == d)
             break;
     }
     snprintf(tmp, sizeof tmp, "%.*e", prec - 1, d);
-    for (p = tmp; *p != 'e'; p++)
+    e = strchr(tmp, 'e');
+    for (const char *p = tmp; *p && p != e && len < DIGITS_MAX; p++)
         if (*p >= '0' && *p <= '9')
             digits[len++] = *p;
-    *exp10 = atoi(p + 1);
+    *exp10 = e ? atoi(e + 1) : 0;
     while (len > 1 && digits[len - 1] == '0')
         len--;
     digits[len] = 0;
@@ -147,9 +159,19 @@ static void put_zeros(out *o, int n)
  * notation is shorter. The value is digits * 10^place. */
 static void put_float(out *o, double d)
 {
-    char digits[20], expl[16];
+    char digits[DIGITS_MAX + 1], expl[16];
     int exp10, len, place, exp_cost;
 
+    /* Erlang has no NaN or infinity, and the codec refuses tables holding
+     * them; should one reach here anyway, it prints as a word. */
+    if (isnan(d)) {
+        put(o, "nan");
+        return;
+    }
+    if (isinf(d)) {
+        put(o, "%s", d < 0 ? "-inf" : "inf");
+        return;
+    }
     if (d == 0) {
         put(o, "%s", signbit(d) ? "-0.0" : "0.0");
         return;
@@ -190,7 +212,7 @@ static void put_container(out *o, const amqp_field *f)
 
     put(o, "[");
     amqp_iter_init(&it, f->v.bytes);
-    while (f->type == 'F' ? amqp_table_next(&it, &key, &v) : amqp_array_next(&it, &v)) {
+    while (!full(o) && (f->type == 'F' ? amqp_table_next(&it, &key, &v) : amqp_array_next(&it, &v))) {
         put(o, first ? "{" : ",{");
         first = false;
         if (f->type == 'F') {

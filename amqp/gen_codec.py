@@ -304,7 +304,8 @@ METHOD_DECODE = """\
 /* Errors follow RabbitMQ 3.10's reader: a payload too short for the ids is
  * an unknown frame, malformed arguments are 501 "cannot decode" with the
  * argument octets, and an unknown method or field type is a crash on its
- * side -- a bare TCP close, which `silent` asks for. */
+ * side -- a bare TCP close, which `silent` asks for. A `final` error (a
+ * non-finite float in a table) keeps its own 502 and text. */
 static int cannot_decode(amqp_error *err, uint32_t id, const uint8_t *args, size_t n)
 {
     char octets[200];
@@ -312,6 +313,10 @@ static int cannot_decode(amqp_error *err, uint32_t id, const uint8_t *args, size
 
     if (err && err->silent)
         return AMQP_ERROR;
+    if (err && err->final) {
+        err->method_id = id;
+        return AMQP_ERROR;
+    }
     return amqp_fail(err, AMQP_FRAME_ERROR, id, "cannot decode %s",
                      amqp_erl_term(&f, octets, sizeof octets));
 }
@@ -325,7 +330,7 @@ int amqp_method_decode(const uint8_t *buf, size_t len, amqp_method *out,
 
     memset(out, 0, sizeof *out);
     if (err)
-        err->silent = false;
+        err->silent = err->final = false;
     if (!wire_get_u16(buf, len, &off, &class_id) ||
         !wire_get_u16(buf, len, &off, &method_index)) {
         char octets[32];
@@ -369,10 +374,10 @@ def gen_properties(spec, o):
     o.append("/* Property flags: bit 15 is the first property; bit 0 would announce a\n")
     o.append(" * further flags word, which basic (14 properties) never needs. */\n")
     o.append("static bool decode_property_list(const uint8_t *buf, size_t len, size_t *off,\n")
-    o.append("                                 amqp_basic_properties *p)\n{\n")
+    o.append("                                 amqp_basic_properties *p, amqp_error *err)\n{\n")
     for p in props:
         flag = "AMQP_BASIC_%s_FLAG" % upper(p["name"])
-        extra = ", NULL" if spec.resolve(p) == "table" else ""
+        extra = ", err" if spec.resolve(p) == "table" else ""
         o.append("    if ((p->flags & %s) &&\n        !%s(buf, len, off, &p->%s%s))\n"
                  % (flag, READERS[spec.resolve(p)], c_name(p["name"]), extra))
         o.append("        return false;\n")
@@ -398,6 +403,8 @@ int amqp_properties_decode(amqp_bytes raw, amqp_basic_properties *out, amqp_erro
     size_t off = 0;
 
     memset(out, 0, sizeof *out);
+    if (err)
+        err->final = false;
     if (!wire_get_u16(raw.ptr, raw.len, &off, &out->flags))
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "content header without property flags");
     /* A continuation bit (bit 0) announces a second flags word that basic
@@ -407,8 +414,9 @@ int amqp_properties_decode(amqp_bytes raw, amqp_basic_properties *out, amqp_erro
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "property flags 0x%04x continue, "
                          "but basic has only one flags word", out->flags);
     out->flags &= BASIC_PROPERTY_MASK;
-    if (!decode_property_list(raw.ptr, raw.len, &off, out))
-        return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "malformed basic properties");
+    if (!decode_property_list(raw.ptr, raw.len, &off, out, err))
+        return err && err->final ? AMQP_ERROR
+                                 : amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "malformed basic properties");
     if (off != raw.len)
         return amqp_fail(err, AMQP_SYNTAX_ERROR, 0, "%zu trailing bytes after basic properties",
                          (size_t)raw.len - off);

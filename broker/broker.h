@@ -90,9 +90,16 @@ typedef struct msg msg;
 /* Allocates a message able to hold `body_size` bytes; refs = 1. NULL on OOM. */
 msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
              uint64_t body_size);
+/* A message whose body is still to come (content assembly). With
+ * `inline_body` it is msg_new: room for the whole body in the one
+ * allocation. Without, the body's memory is allocated as msg_append_body
+ * brings bytes, so a declared size costs nothing until it arrives. */
+msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+                      uint64_t body_size, bool inline_body);
 void msg_ref(msg *m);
 void msg_unref(msg *m);
-/* Appends a body fragment; returns false if it would exceed body_size. */
+/* Appends a body fragment; returns false if it would exceed body_size, or
+ * when memory for it cannot be had (the message is unchanged then). */
 bool msg_append_body(msg *m, const uint8_t *p, size_t n);
 bool msg_complete(const msg *m);
 uint64_t msg_id(const msg *m);
@@ -221,12 +228,22 @@ void server_conn_opened(server *s, conn *c);
 /* A confirm or commit-ok waits for journal sequence `seq` (the loop does
  * not spin while the disk is what it waits for). */
 void server_journal_wait(server *s, journal_seq seq);
+/* Unfinished message bodies (content still arriving) on all connections
+ * together have a budget: half the memory high watermark, and at least one
+ * message of max_message_size. Once it is exceeded, a connection holding
+ * more than its share (the budget over the number of connections) is
+ * closed, never the others (conn_content_held). */
+uint64_t server_content_limit(const server *s);
+uint64_t server_content_share(const server *s);
 /* Whether the memory alarm is on (new connections start blocked too). */
 bool server_memory_alarm(const server *s);
 /* Whether the journal's unwritten backlog is so large that publishers
  * should wait for the disk (with hysteresis; they resume on a sync). */
 bool server_journal_lagging(server *s);
 void server_conn_closed(server *s, conn *c);
+/* accept() calls that failed since start (EMFILE, ENFILE, ...); each one
+ * pauses the listener briefly instead of retrying at once. */
+uint64_t server_accept_errors(const server *s);
 /* Refreshes the cached clock that server_now_ms returns. */
 void server_touch_clock(server *s);
 
@@ -455,6 +472,18 @@ void conn_tick(conn *c, uint64_t now_ms);
 void conn_set_alarm(conn *c, bool on);
 /* Frees at once (server shutdown, after the loop has stopped). */
 void conn_free_now(conn *c);
+/* The memory held by messages being assembled on c's channels changed by
+ * `delta` bytes. AMQP_ERROR with 506 RESOURCE_ERROR in `err` when a growth
+ * leaves the broker over its budget and this connection over its share
+ * (server_content_limit); the caller raises it, closing the connection. */
+int conn_content_held(conn *c, int64_t delta, amqp_error *err);
+/* Whether a body of `body_size` may get its room before its bytes arrive
+ * (the one-allocation fast path): it fits one frame, the connection's
+ * unfinished bodies stay under 4 MiB with it -- all a client can make the
+ * broker reserve ahead of what it sent -- and the broker's budget is not
+ * exceeded. If so, body_size + extra bytes are counted as held (as by
+ * conn_content_held) and true is returned. */
+bool conn_content_reserve(conn *c, uint64_t body_size, uint64_t extra);
 /* The journal synced more: confirms waiting for it can go out. */
 void conn_journal_synced(conn *c);
 

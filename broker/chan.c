@@ -50,7 +50,7 @@ void chan_free(chan *ch)
     chan_tx_clear(ch);
     free(ch->tx_pubs);
     free(ch->tx_acks);
-    msg_unref(ch->pub_msg);
+    chan_content_release(ch);
     free(ch);
 }
 

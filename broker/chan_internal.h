@@ -69,6 +69,7 @@ struct chan {
     /* the publish being assembled; pub_msg is NULL while an oversize body
      * is being dropped */
     msg *pub_msg;
+    uint64_t pub_held; /* bytes of pub_msg reported to the connection as unfinished */
     uint64_t body_size, body_left;
     bool pub_mandatory, pub_immediate;
     uint8_t pub_exchange_len, pub_rkey_len;
@@ -105,6 +106,8 @@ void chan_tx_clear(chan *ch);
 
 /* publish.c: publishing, confirms and transactions */
 int chan_begin_publish(chan *ch, const amqp_basic_publish *p);
+/* Drops the message being assembled, if any (the channel is going away). */
+void chan_content_release(chan *ch);
 int chan_tx_add_publish(chan *ch, const tx_publish *p, amqp_error *err);
 int chan_tx_add_ack(chan *ch, const tx_ack *a, amqp_error *err);
 /* Publishes and settles what the transaction holds; returns the journal

@@ -10,7 +10,8 @@
  *   any --close-ok / EOF / timeout--> CLOSED (flush output, then free)
  *
  * Channels live in `chans`, indexed by channel number and grown on demand
- * (clients number channels from 1 up), so an idle connection stays small.
+ * (clients number channels from 1 up), so an idle connection stays small;
+ * numbers from 256 up, which a peer may pick at will, in a hash table.
  * A channel that we closed with an error keeps the CHAN_CLOSING marker in its
  * slot until the client's close-ok, and frames for it are ignored meanwhile.
  *
@@ -21,6 +22,7 @@
  * A connection is never freed on the stack of its own callbacks: teardown
  * marks it CLOSED and the free runs from a zero-delay event.
  */
+#include <assert.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdio.h>
@@ -136,13 +138,128 @@ const char *conn_user(const conn *c) { return c->user; }
 uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
 bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
 
+/* ---- unfinished message bodies ------------------------------------------ */
+
+#define INLINE_RESERVE_MAX (4u << 20)
+
+/* What every connection's unfinished bodies hold together, against
+ * server_content_limit. A file-level count like msg.c's: one loop thread,
+ * one server per process, and no call per report on the hot path. */
+static uint64_t content_total;
+
+static bool content_over_budget(const conn *c)
+{
+    return content_total > c->content_limit && c->content_held > server_content_share(c->srv);
+}
+
+static int content_over_share(conn *c, amqp_error *err)
+{
+    return amqp_fail(err, AMQP_RESOURCE_ERROR, 0,
+                     "unfinished message bodies on this connection hold %llu bytes, more than "
+                     "its share of the broker's limit for them",
+                     (unsigned long long)c->content_held);
+}
+
+bool conn_content_reserve(conn *c, uint64_t body_size, uint64_t extra)
+{
+    uint64_t n = body_size + extra;
+    if (body_size > c->frame_max - AMQP_FRAME_OVERHEAD ||
+        c->content_held + n > INLINE_RESERVE_MAX || content_total + n > c->content_limit)
+        return false;
+    c->content_held += n;
+    content_total += n;
+    return true;
+}
+
+int conn_content_held(conn *c, int64_t delta, amqp_error *err)
+{
+    c->content_held = (uint64_t)((int64_t)c->content_held + delta);
+    content_total = (uint64_t)((int64_t)content_total + delta);
+    if (delta <= 0 || !content_over_budget(c))
+        return AMQP_OK;
+    return content_over_share(c, err);
+}
+
 /* ---- channels table ----------------------------------------------------- */
 
-static chan *chan_slot(conn *c, uint16_t n) { return n < c->nchans ? c->chans[n] : NULL; }
+/* Channel numbers below LOW_CHANNELS (clients count from 1) index `chans`,
+ * grown on demand up to that size. A peer may open any number up to 65535,
+ * as RabbitMQ allows; the higher ones live in `high`, a linear-probing
+ * table sized by how many there are, not by how large a number the peer
+ * picked (a flat array indexed by it made one channel.open cost 512 KiB). */
+#define LOW_CHANNELS 256u
+#define HIGH_MIN_CAP 8u
 
-static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
+/* Fibonacci hashing: the high bits of the product, so numbers that share
+ * their low bits (256, 512, ...) still spread. */
+static uint32_t high_home(const conn *c, uint16_t n)
+{
+    return (uint32_t)(((uint64_t)n * 0x9E3779B97F4A7C15ull) >> 40) & (c->high_cap - 1);
+}
+
+static chan_entry *high_find(conn *c, uint16_t n)
+{
+    for (uint32_t i = c->high_cap ? high_home(c, n) : 0; c->high_cap && c->high[i].ch;
+         i = (i + 1) & (c->high_cap - 1))
+        if (c->high[i].number == n)
+            return &c->high[i];
+    return NULL;
+}
+
+static void high_insert(conn *c, uint16_t n, chan *ch)
+{
+    uint32_t i = high_home(c, n);
+    while (c->high[i].ch)
+        i = (i + 1) & (c->high_cap - 1);
+    c->high[i] = (chan_entry){n, ch};
+    c->nhigh++;
+}
+
+static bool high_grow(conn *c)
+{
+    uint32_t old_cap = c->high_cap, cap = old_cap ? old_cap * 2 : HIGH_MIN_CAP;
+    chan_entry *old = c->high, *grown = calloc(cap, sizeof *grown);
+    if (!grown)
+        return false;
+    c->high = grown;
+    c->high_cap = cap;
+    c->nhigh = 0;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].ch)
+            high_insert(c, old[i].number, old[i].ch);
+    free(old);
+    return true;
+}
+
+/* Deletes by shifting later entries of the cluster back (no tombstones). */
+static void high_delete(conn *c, chan_entry *e)
+{
+    uint32_t mask = c->high_cap - 1, hole = (uint32_t)(e - c->high);
+    for (uint32_t j = (hole + 1) & mask; c->high[j].ch; j = (j + 1) & mask) {
+        uint32_t home = high_home(c, c->high[j].number);
+        /* j's entry may fill the hole unless its home lies in (hole, j] */
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            c->high[hole] = c->high[j];
+            hole = j;
+        }
+    }
+    c->high[hole] = (chan_entry){0, NULL};
+    c->nhigh--;
+}
+
+static chan *chan_slot(conn *c, uint16_t n)
+{
+    if (n < LOW_CHANNELS)
+        return n < c->nchans ? c->chans[n] : NULL;
+    chan_entry *e = high_find(c, n);
+    return e ? e->ch : NULL;
+}
+
+static bool set_low_slot(conn *c, uint16_t n, chan *ch)
 {
     if (n >= c->nchans) {
+        if (!ch)
+            return true;
         uint32_t cap = c->nchans ? c->nchans : 4;
         while (cap <= n)
             cap *= 2;
@@ -157,11 +274,42 @@ static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
     return true;
 }
 
+/* Sets slot n to ch (NULL empties it, and cannot fail). False on OOM. */
+static bool set_chan_slot(conn *c, uint16_t n, chan *ch)
+{
+    if (n < LOW_CHANNELS)
+        return set_low_slot(c, n, ch);
+    chan_entry *e = high_find(c, n);
+    if (e) {
+        if (ch)
+            e->ch = ch;
+        else
+            high_delete(c, e);
+        return true;
+    }
+    if (!ch)
+        return true;
+    if (2 * (c->nhigh + 1) > c->high_cap && !high_grow(c))
+        return false;
+    high_insert(c, n, ch);
+    return true;
+}
+
+/* Channels are visited by slot index: the low array, then the table. */
+static uint32_t chan_slots(const conn *c) { return c->nchans + c->high_cap; }
+
+/* The open channel at slot index i, or NULL (empty, or closing). */
+static chan *chan_at(const conn *c, uint32_t i)
+{
+    chan *ch = i < c->nchans ? c->chans[i] : c->high[i - c->nchans].ch;
+    return ch == CHAN_CLOSING ? NULL : ch;
+}
+
 /* Frees the channel in slot n, leaving `marker` (NULL or CHAN_CLOSING). */
 static void close_channel(conn *c, uint16_t n, chan *marker)
 {
-    chan *ch = c->chans[n];
-    c->chans[n] = marker;
+    chan *ch = chan_slot(c, n);
+    set_chan_slot(c, n, marker); /* the slot exists: replacing or emptying cannot fail */
     if (ch && ch != CHAN_CLOSING) {
         c->nopen--;
         chan_free(ch);
@@ -172,6 +320,11 @@ static void free_channels(conn *c)
 {
     for (uint32_t i = 0; i < c->nchans; i++)
         close_channel(c, (uint16_t)i, NULL);
+    /* a deletion may shift an entry back into a slot already passed: repeat */
+    while (c->nhigh)
+        for (uint32_t i = 0; i < c->high_cap; i++)
+            while (c->high[i].ch)
+                close_channel(c, c->high[i].number, NULL);
 }
 
 /* ---- errors and closing ------------------------------------------------- */
@@ -236,9 +389,11 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     conn *c = arg;
+    assert(c->content_held == 0); /* every channel released its content */
     server_conn_closed(c->srv, c);
     transport_free(c->t);
     free(c->chans);
+    free(c->high);
     free(c);
 }
 
@@ -289,7 +444,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
     if (ch == CHAN_CLOSING) {
         /* Waiting for close-ok: everything else is dropped, as RabbitMQ does. */
         if (m->id == AMQP_CHANNEL_CLOSE_OK) {
-            c->chans[n] = NULL;
+            set_chan_slot(c, n, NULL);
         } else if (m->id == AMQP_CHANNEL_CLOSE) {
             /* the client's close crossed ours: answer it, still await close-ok */
             amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
@@ -309,8 +464,11 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
                              "channel_max (%u)",
                              c->nopen, c->channel_max);
         ch = chan_new(c, n);
-        if (!ch || !set_chan_slot(c, n, ch))
+        if (!ch || !set_chan_slot(c, n, ch)) {
+            if (ch)
+                chan_free(ch);
             return amqp_fail(err, AMQP_INTERNAL_ERROR, m->id, "out of memory");
+        }
         c->nopen++;
         amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
         conn_send_method(c, n, &ok);
@@ -392,6 +550,8 @@ static int handle_content_frame(conn *c, const amqp_frame *f, amqp_error *err)
         err->method_id = AMQP_BASIC_PUBLISH;
         return AMQP_ERROR;
     }
+    if (err->final)
+        return AMQP_ERROR; /* a non-finite float: the codec's 502 stands */
     /* Malformed properties crash RabbitMQ's channel: a bare 541. */
     err->code = AMQP_INTERNAL_ERROR;
     err->method_id = 0;
@@ -418,9 +578,9 @@ static int handle_frame(conn *c, const amqp_frame *f, amqp_error *err)
 
 static void flush_confirms(conn *c)
 {
-    for (uint32_t i = 0; i < c->nchans; i++) {
-        chan *ch = c->chans[i];
-        if (ch && ch != CHAN_CLOSING)
+    for (uint32_t i = 0; i < chan_slots(c); i++) {
+        chan *ch = chan_at(c, i);
+        if (ch)
             chan_flush_confirms(ch);
     }
 }
@@ -428,11 +588,12 @@ static void flush_confirms(conn *c)
 static void read_frames(conn *c)
 {
     struct evbuffer *in = transport_input(c->t);
-    const config *cfg = server_config(c->srv);
     while (c->state != S_CLOSED) {
         amqp_frame f;
         amqp_error err = {0};
-        uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : cfg->frame_max;
+        /* Before tune-ok, RabbitMQ's limit: 4096 (so a client that has not
+         * logged in can make us buffer no more than that). */
+        uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : AMQP_FRAME_MIN_SIZE;
         int r = amqp_frame_read(in, frame_max, 0, &f, &err);
         if (r == AMQP_NEED_MORE)
             break;
@@ -489,9 +650,9 @@ static void on_read(void *arg)
 static void resume_deliveries(conn *c)
 {
     c->output_blocked = false;
-    for (uint32_t i = 0; i < c->nchans && c->state == S_OPEN; i++) {
-        chan *ch = c->chans[i];
-        if (ch && ch != CHAN_CLOSING)
+    for (uint32_t i = 0; i < chan_slots(c) && c->state == S_OPEN; i++) {
+        chan *ch = chan_at(c, i);
+        if (ch)
             chan_resume(ch);
     }
 }
@@ -545,6 +706,7 @@ void conn_accept(server *s, int fd, bool loopback, const char *peer)
     c->loopback = loopback;
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     c->frame_max = server_config(s)->frame_max;
+    c->content_limit = server_content_limit(s);
     c->channel_max = server_config(s)->channel_max;
     c->opened_ms = c->last_recv_ms = c->last_send_ms = server_now_ms(s);
     server_conn_opened(s, c);
@@ -563,6 +725,14 @@ void conn_tick(conn *c, uint64_t now)
     if (c->state == S_CLOSING || c->state == S_LINGER) {
         if (now > c->close_deadline_ms)
             conn_teardown(c);
+        return;
+    }
+    /* A connection that holds more than its share of unfinished bodies
+     * while others keep growing them is closed, even if it sends nothing. */
+    if (c->content_held && content_over_budget(c)) {
+        amqp_error err;
+        content_over_share(c, &err);
+        conn_raise(c, 0, &err);
         return;
     }
     if (c->state < S_OPEN_WAIT) {
@@ -628,9 +798,9 @@ void conn_journal_synced(conn *c)
         if (!c->reading_paused && !c->reading_blocked)
             on_read(c); /* frames may be waiting in the input buffer */
     }
-    for (uint32_t i = 0; c->state == S_OPEN && i < c->nchans; i++) {
-        chan *ch = c->chans[i];
-        if (ch && ch != CHAN_CLOSING)
+    for (uint32_t i = 0; c->state == S_OPEN && i < chan_slots(c); i++) {
+        chan *ch = chan_at(c, i);
+        if (ch)
             chan_flush_confirms(ch);
     }
 }

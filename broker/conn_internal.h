@@ -18,6 +18,12 @@ typedef enum conn_state {
 } conn_state;
 
 #define CHAN_CLOSING ((chan *)1)
+
+/* A channel numbered 256 or more (conn.c's table); ch NULL: an empty slot. */
+typedef struct chan_entry {
+    uint16_t number;
+    chan *ch;
+} chan_entry;
 #define CLOSE_OK_TIMEOUT_MS 3000
 #define LINGER_TIMEOUT_MS 10000
 
@@ -43,9 +49,13 @@ struct conn {
     uint32_t frame_max;
     uint16_t heartbeat;
     uint64_t opened_ms, last_recv_ms, last_send_ms, close_deadline_ms;
-    chan **chans;
+    chan **chans; /* channels 0..nchans-1, nchans <= 256 */
     uint32_t nchans;
+    chan_entry *high; /* channels from 256 up: open addressing, high_cap a power of 2 */
+    uint32_t nhigh, high_cap;
     uint32_t nopen; /* channels open, against channel_max */
+    uint64_t content_held;  /* bytes of messages being assembled on its channels */
+    uint64_t content_limit; /* server_content_limit, for the check on every growth */
 };
 
 /* The protocol header has arrived (or part of it): answer connection.start,

@@ -1,11 +1,20 @@
 /* Messages: one allocation holds the header, then exchange name, routing
- * key, raw properties and body:
+ * key, raw properties and (usually) the body:
  *
  *   struct msg | exchange (ex_len) | routing key (rk_len) | properties | body
  *
  * Small messages come from per-size-class free lists, so the steady-state
  * hot path does no malloc. The event loop is the only thread that touches
- * messages, so the lists need no locking. */
+ * messages, so the lists need no locking.
+ *
+ * The body is inline (m->body points after the properties) when its room
+ * was allocated with the message: msg_new, and msg_new_incoming when asked
+ * -- the publisher's choice for a body that arrives in one frame. Otherwise
+ * a message being assembled gets its body memory only as bytes arrive: a
+ * separate block that msg_append_body grows (doubling, never past
+ * body_size), so a content header announcing 128 MiB costs nothing until
+ * the bytes come. Memory is counted as allocated (live_bytes, the memory
+ * alarm's measure): the block and the body's separate buffer, if any. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,14 +28,18 @@ struct msg {
     uint64_t id;
     uint64_t body_size;
     uint64_t body_len; /* received so far */
-    uint32_t alloc_size;
+    uint64_t body_cap; /* room allocated for the body so far */
+    uint8_t *body;     /* inline (after the properties) or a block of body_cap bytes */
+    uint32_t block_bytes; /* the block's size: its class's, or what was malloc'd */
     uint8_t ex_len, rk_len;
     uint8_t size_class; /* index into pools, or NO_CLASS */
+    bool body_apart;    /* body is its own block (grown as it arrived) */
     uint8_t data[];
 };
 
 #define NO_CLASS 0xff
 #define POOL_KEEP 4096 /* free blocks kept per class */
+#define GROW_MIN (64 * 1024) /* first room for a body that arrives in pieces */
 
 static const uint32_t class_sizes[] = {128, 256, 512, 1024};
 #define NCLASSES (sizeof class_sizes / sizeof class_sizes[0])
@@ -66,6 +79,8 @@ static msg *alloc_block(size_t total, uint8_t *cls)
 static void free_block_of(msg *m)
 {
     live_bytes -= msg_memory(m);
+    if (m->body_apart)
+        free(m->body);
     uint8_t cls = m->size_class;
     if (cls != NO_CLASS && pools[cls].count < POOL_KEEP) {
         free_block *b = (free_block *)m;
@@ -77,12 +92,13 @@ static void free_block_of(msg *m)
     free(m);
 }
 
-msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
-             uint64_t body_size)
+msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+                      uint64_t body_size, bool inline_body)
 {
     if (exchange.len > 255 || routing_key.len > 255 || body_size > SIZE_MAX / 2)
         return NULL;
-    size_t total = sizeof(msg) + exchange.len + routing_key.len + properties.len + body_size;
+    uint64_t room = inline_body ? body_size : 0;
+    size_t total = sizeof(msg) + exchange.len + routing_key.len + properties.len + room;
     uint8_t cls;
     msg *m = alloc_block(total, &cls);
     if (!m)
@@ -93,10 +109,14 @@ msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
     m->id = next_id++;
     m->body_size = body_size;
     m->body_len = 0;
-    m->alloc_size = (uint32_t)(total > UINT32_MAX ? UINT32_MAX : total);
+    m->body_cap = room;
+    m->block_bytes = cls == NO_CLASS ? (uint32_t)(total > UINT32_MAX ? UINT32_MAX : total)
+                                     : class_sizes[cls];
+    m->body_apart = false;
     m->ex_len = (uint8_t)exchange.len;
     m->rk_len = (uint8_t)routing_key.len;
     m->size_class = cls;
+    m->body = m->data + exchange.len + routing_key.len + properties.len;
     live_bytes += msg_memory(m);
     uint8_t *p = m->data;
     if (exchange.len)
@@ -110,6 +130,12 @@ msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
     return m;
 }
 
+msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+             uint64_t body_size)
+{
+    return msg_new_incoming(exchange, routing_key, properties, body_size, true);
+}
+
 void msg_ref(msg *m) { m->refs++; }
 
 void msg_unref(msg *m)
@@ -118,16 +144,33 @@ void msg_unref(msg *m)
         free_block_of(m);
 }
 
-static uint8_t *body_ptr(const msg *m)
+/* Room for `need` body bytes in a body that is not inline: at least
+ * double what there is (GROW_MIN at first), never more than body_size. */
+static bool grow_body(msg *m, uint64_t need)
 {
-    return (uint8_t *)m->data + m->ex_len + m->rk_len + m->props_len;
+    uint64_t cap = m->body_cap ? m->body_cap * 2 : GROW_MIN;
+    if (cap < need)
+        cap = need;
+    if (cap > m->body_size)
+        cap = m->body_size;
+    uint8_t *b = realloc(m->body_apart ? m->body : NULL, (size_t)cap);
+    if (!b)
+        return false;
+    live_bytes += (size_t)(cap - m->body_cap);
+    m->body = b;
+    m->body_apart = true;
+    m->body_cap = cap;
+    return true;
 }
 
 bool msg_append_body(msg *m, const uint8_t *p, size_t n)
 {
     if (n > m->body_size - m->body_len)
         return false;
-    memcpy(body_ptr(m) + m->body_len, p, n);
+    if (n > m->body_cap - m->body_len && !grow_body(m, m->body_len + n))
+        return false;
+    if (n)
+        memcpy(m->body + m->body_len, p, n);
     m->body_len += n;
     return true;
 }
@@ -143,11 +186,11 @@ amqp_bytes msg_properties(const msg *m)
 {
     return (amqp_bytes){m->data + m->ex_len + m->rk_len, m->props_len};
 }
-const uint8_t *msg_body(const msg *m) { return body_ptr(m); }
+const uint8_t *msg_body(const msg *m) { return m->body; }
 uint64_t msg_body_size(const msg *m) { return m->body_size; }
 size_t msg_memory(const msg *m)
 {
-    return m->size_class == NO_CLASS ? m->alloc_size : class_sizes[m->size_class];
+    return m->block_bytes + (m->body_apart ? (size_t)m->body_cap : 0);
 }
 
 msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,

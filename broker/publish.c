@@ -5,6 +5,16 @@
  * body is complete) -> IDLE; the connection routes header and body frames
  * here only while chan_expecting_content() is true.
  *
+ * Memory for a body is what has arrived, not what the header declares: a
+ * body that fits one frame gets its room with the message (one allocation,
+ * the common case) while the connection's unfinished bodies stay under
+ * 4 MiB (conn_content_reserve) -- all a client can make us reserve
+ * ahead of its bytes -- and any other body grows as its frames come
+ * (msg_new_incoming).
+ * The message being assembled is reported to the connection as it grows
+ * (pub_held), and released when it is complete or dropped; a connection
+ * past its share of the broker's budget for unfinished bodies gets a 506.
+ *
  * Confirms: every publish in confirm mode takes the next sequence number.
  * A message is confirmed once routed -- and, when the journal holds it,
  * once its records are synced -- so at the end of each read batch one
@@ -18,6 +28,33 @@
 #include "chan_internal.h"
 
 /* ---- publishing --------------------------------------------------------- */
+
+#define MSG_HEADER_ESTIMATE 64
+
+/* Reports pub_msg's current size to the connection. */
+static int content_grew(chan *ch, amqp_error *err)
+{
+    uint64_t now = msg_memory(ch->pub_msg);
+    int64_t delta = (int64_t)(now - ch->pub_held);
+    ch->pub_held = now;
+    return delta ? conn_content_held(ch->c, delta, err) : AMQP_OK;
+}
+
+/* The message is complete or dropped: no longer unfinished. Returns it. */
+static msg *content_done(chan *ch)
+{
+    msg *m = ch->pub_msg;
+    if (ch->pub_held)
+        conn_content_held(ch->c, -(int64_t)ch->pub_held, NULL);
+    ch->pub_held = 0;
+    ch->pub_msg = NULL;
+    return m;
+}
+
+void chan_content_release(chan *ch)
+{
+    msg_unref(content_done(ch));
+}
 
 int chan_begin_publish(chan *ch, const amqp_basic_publish *p)
 {
@@ -46,8 +83,7 @@ static int finish_publish(chan *ch, amqp_error *err)
         .mandatory = ch->pub_mandatory,
         .immediate = ch->pub_immediate,
     };
-    msg *m = ch->pub_msg;
-    ch->pub_msg = NULL;
+    msg *m = content_done(ch);
     ch->content = CONTENT_IDLE;
     int r = chan_publish(ch, &p, m, err);
     msg_unref(m);
@@ -78,9 +114,15 @@ int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err)
     if (h->body_size <= server_config(conn_server(ch->c))->max_message_size) {
         amqp_bytes ex = {ch->pub_exchange, ch->pub_exchange_len};
         amqp_bytes rk = {ch->pub_rkey, ch->pub_rkey_len};
-        ch->pub_msg = msg_new(ex, rk, h->properties, h->body_size);
+        /* reserved: about the message's block (header, names, properties, body) */
+        uint64_t extra = MSG_HEADER_ESTIMATE + ex.len + rk.len + h->properties.len;
+        bool one_frame = h->body_size && conn_content_reserve(ch->c, h->body_size, extra);
+        ch->pub_held = one_frame ? h->body_size + extra : 0;
+        ch->pub_msg = msg_new_incoming(ex, rk, h->properties, h->body_size, one_frame);
         if (!ch->pub_msg)
             return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+        if (h->body_size && !one_frame && content_grew(ch, err) != AMQP_OK)
+            return AMQP_ERROR;
     }
     return h->body_size == 0 ? finish_publish(ch, err) : AMQP_OK;
 }
@@ -92,12 +134,17 @@ int chan_content_body(chan *ch, const uint8_t *p, size_t n, amqp_error *err)
     if (ch->content != CONTENT_BODY)
         return chan_content_expected(ch, err);
     if (n > ch->body_left) {
+        chan_content_release(ch); /* it can never complete: hold nothing for it */
         ch->body_left = UINT64_MAX;
         return AMQP_OK;
     }
     ch->body_left -= n;
-    if (ch->pub_msg)
-        msg_append_body(ch->pub_msg, p, n);
+    if (ch->pub_msg) {
+        if (!msg_append_body(ch->pub_msg, p, n))
+            return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+        if (ch->body_left && content_grew(ch, err) != AMQP_OK)
+            return AMQP_ERROR;
+    }
     return ch->body_left == 0 ? finish_publish(ch, err) : AMQP_OK;
 }
 

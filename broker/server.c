@@ -14,6 +14,15 @@
  * Shutdown (SIGTERM/SIGINT): stop accepting, close every connection with
  * 320 CONNECTION_FORCED as RabbitMQ does, give clients a moment to read it,
  * then leave the loop.
+ *
+ * Accept failures: an accept() that fails for lack of descriptors (EMFILE,
+ * ENFILE) or memory leaves the connection in the backlog, so the listening
+ * socket stays readable and a listener left enabled would retry at once,
+ * forever. Any failure libevent does not retry by itself therefore
+ * disables the listener for ACCEPT_PAUSE_MS, or until a connection closes
+ * and gives a descriptor back; the backlog is served then. Failures are
+ * counted (server_accept_errors) and logged at most once per
+ * ACCEPT_LOG_MS, with how many there were.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,12 +43,19 @@
 
 #define TICK_MS 250
 #define SHUTDOWN_GRACE_MS 1000
+#define ACCEPT_PAUSE_MS 100
+#define ACCEPT_LOG_MS 10000
 
 struct server {
     config cfg;
     struct event_base *base;
     struct evconnlistener *listener;
     struct event *sigterm, *sigint, *tick, *shutdown_timer;
+    struct event *accept_timer; /* re-enables the listener after a failed accept */
+    bool accept_paused;
+    uint64_t accept_errors;        /* failed accept() calls since start */
+    uint64_t accept_errors_logged; /* accept_errors when the last one was logged */
+    uint64_t accept_logged_ms;     /* when that was (0: never) */
     transport_flusher *flusher;
     meta *meta;
     journal *journal;
@@ -55,7 +72,10 @@ struct server {
     uint64_t activity; /* bumped by each read, for the loop's polling window */
     journal_seq journal_wait; /* highest sequence a confirm or commit waits for */
     size_t memory_limit; /* bytes of message memory that raise the alarm */
+    uint64_t content_limit; /* budget for unfinished message bodies (conn.c counts them) */
 };
+
+static void accept_resume(server *s);
 
 static uint64_t monotonic_ms(void)
 {
@@ -136,6 +156,12 @@ void server_touch_clock(server *s)
     s->activity++;
 }
 bool server_memory_alarm(const server *s) { return s->memory_alarm; }
+
+uint64_t server_content_limit(const server *s) { return s->content_limit; }
+uint64_t server_content_share(const server *s)
+{
+    return s->content_limit / (s->nconns ? s->nconns : 1);
+}
 
 /* Publishers pause while the journal holds more than this unwritten, and
  * go on once the disk has caught up to below a quarter of it. */
@@ -384,6 +410,7 @@ void server_conn_closed(server *s, conn *c)
     }
     if (s->shutting_down && s->nconns == 0)
         event_base_loopexit(s->base, NULL);
+    accept_resume(s); /* its descriptor is about to be free */
 }
 
 static bool is_loopback(const struct sockaddr *sa)
@@ -430,6 +457,47 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     s->now_ms = monotonic_ms();
     conn_accept(s, fd, is_loopback(sa), peer);
 }
+
+static void accept_resume(server *s)
+{
+    if (!s->accept_paused)
+        return;
+    s->accept_paused = false;
+    evtimer_del(s->accept_timer);
+    if (s->listener)
+        evconnlistener_enable(s->listener);
+}
+
+static void accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    accept_resume(arg);
+}
+
+/* libevent calls this for accept() errors it does not retry by itself
+ * (it retries EAGAIN, EINTR and ECONNABORTED); errno is accept's. */
+static void accept_error_cb(struct evconnlistener *l, void *arg)
+{
+    server *s = arg;
+    int e = EVUTIL_SOCKET_ERROR();
+    s->accept_errors++;
+    s->now_ms = monotonic_ms();
+    if (s->accept_logged_ms == 0 || s->now_ms - s->accept_logged_ms >= ACCEPT_LOG_MS) {
+        uint64_t n = s->accept_errors - s->accept_errors_logged;
+        log_msg(LOG_ERROR, "accept() failed: %s (%llu time%s %s); not accepting for %d ms "
+                "or until a connection closes", evutil_socket_error_to_string(e),
+                (unsigned long long)n, n == 1 ? "" : "s",
+                s->accept_logged_ms ? "since the last report" : "so far", ACCEPT_PAUSE_MS);
+        s->accept_logged_ms = s->now_ms;
+        s->accept_errors_logged = s->accept_errors;
+    }
+    evconnlistener_disable(l);
+    s->accept_paused = true;
+    struct timeval pause = {0, ACCEPT_PAUSE_MS * 1000};
+    evtimer_add(s->accept_timer, &pause);
+}
+
+uint64_t server_accept_errors(const server *s) { return s->accept_errors; }
 
 /* ---- timers and signals ------------------------------------------------- */
 
@@ -533,11 +601,36 @@ static bool listen_on(server *s)
         log_msg(LOG_ERROR, "cannot listen on %s: %s", addr, strerror(errno));
         return false;
     }
+    evconnlistener_set_error_cb(s->listener, accept_error_cb);
     socklen_t len = sizeof ss;
     getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &len);
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
     log_msg(LOG_INFO, "AMQP listening on %s", addr);
     return true;
+}
+
+/* Raises the soft descriptor limit to the hard one (every connection is a
+ * descriptor; 1024 is a common default soft limit) and logs what we got,
+ * as RabbitMQ reports its file handle limit. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        log_msg(LOG_WARNING, "cannot read the file descriptor limit: %s", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur;
+    const char *why = NULL;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            why = strerror(errno);
+            rl.rlim_cur = was;
+        }
+    }
+    log_msg(why ? LOG_WARNING : LOG_INFO, "file descriptor limit %llu (soft limit was %llu, "
+            "hard limit %llu%s%s)", (unsigned long long)rl.rlim_cur, (unsigned long long)was,
+            (unsigned long long)rl.rlim_max, why ? "; cannot raise it: " : "", why ? why : "");
 }
 
 server *server_new(const config *cfg)
@@ -551,11 +644,18 @@ server *server_new(const config *cfg)
                           ? cfg->memory_high_watermark_abs
                           : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
                                      cfg->memory_high_watermark);
+    /* Below the watermark, so bodies still arriving can never raise the
+     * alarm by themselves; never below one maximal message. */
+    s->content_limit = s->memory_limit / 2;
+    if (s->content_limit < cfg->max_message_size + cfg->frame_max)
+        s->content_limit = cfg->max_message_size + cfg->frame_max;
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
     s->base = event_base_new();
     char err[600];
     if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
+        !(s->accept_timer = evtimer_new(s->base, accept_resume_cb, s)) ||
         !(s->access = access_new(s))) {
         server_free(s);
         return NULL;
@@ -638,6 +738,8 @@ void server_free(server *s)
         event_free(s->sigint);
     if (s->shutdown_timer)
         event_free(s->shutdown_timer);
+    if (s->accept_timer)
+        event_free(s->accept_timer);
     transport_flusher_free(s->flusher);
     if (s->base)
         event_base_free(s->base);

@@ -136,8 +136,14 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
     transport *t = arg;
     struct evbuffer_iovec v[2];
     int nv = evbuffer_reserve_space(t->in, READ_CHUNK, v, 2);
-    if (nv < 1)
+    if (nv < 1) {
+        /* No memory for input. Returning would leave the socket readable
+         * and the loop would call us again at once, forever: drop the
+         * connection instead (its memory is then freed, too). */
+        log_msg(LOG_ERROR, "out of memory for a client's input; closing its connection");
+        peer_gone(t);
         return;
+    }
     struct iovec iov[2];
     for (int i = 0; i < nv; i++)
         iov[i] = (struct iovec){v[i].iov_base, v[i].iov_len};

@@ -776,6 +776,58 @@ static void test_content_header_body_size_and_bad_headers(void **state)
     assert_int_equal(err.code, AMQP_SYNTAX_ERROR);
 }
 
+/* The issue's frames: a NaN double in queue.declare's and queue.bind's
+ * arguments, and one nested in a content header's headers. The table's 502
+ * stands on every path (RabbitMQ's generic 501 / 541 would hide it). */
+static void test_non_finite_on_every_path(void **state)
+{
+    /* queue.declare "qq", arguments {x-overflow: d NaN} */
+    static const uint8_t declare[] = {0x00, 0x32, 0x00, 0x0a, 0x00, 0x00, 0x02, 'q', 'q', 0x00,
+                                      0x00, 0x00, 0x00, 0x14, 0x0a, 'x', '-', 'o', 'v', 'e',
+                                      'r', 'f', 'l', 'o', 'w', 'd', 0x7f, 0xf8, 0, 0, 0, 0, 0, 0};
+    /* queue.bind "q" to amq.headers, key "", arguments {x-match: d NaN} */
+    static const uint8_t bind[] = {0x00, 0x32, 0x00, 0x14, 0x00, 0x00, 0x01, 'q', 0x0b, 'a',
+                                   'm', 'q', '.', 'h', 'e', 'a', 'd', 'e', 'r', 's', 0x00,
+                                   0x00, 0x00, 0x00, 0x00, 0x11, 0x07, 'x', '-', 'm', 'a',
+                                   't', 'c', 'h', 'd', 0x7f, 0xf8, 0, 0, 0, 0, 0, 0};
+    /* content header, headers = {t: {k: f +Inf}} */
+    static const uint8_t header[] = {0, 60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0x00,
+                                     0, 0, 0, 14, 1, 't', 'F', 0, 0, 0, 7, 1, 'k', 'f',
+                                     0x7f, 0x80, 0, 0};
+    amqp_method m;
+    amqp_content_header h;
+    amqp_basic_properties p;
+    amqp_error err;
+
+    assert_int_equal(decode_exact(declare, sizeof declare, &m, &err), AMQP_ERROR);
+    assert_int_equal(err.code, AMQP_SYNTAX_ERROR);
+    assert_int_equal(err.method_id, AMQP_QUEUE_DECLARE);
+    assert_true(err.final);
+    assert_false(err.silent);
+    assert_true(amqp_reply_is_hard(err.code));
+    assert_string_equal(err.text,
+                        "SYNTAX_ERROR - non-finite double value NaN in table key 'x-overflow'");
+
+    assert_int_equal(decode_exact(bind, sizeof bind, &m, &err), AMQP_ERROR);
+    assert_int_equal(err.code, AMQP_SYNTAX_ERROR);
+    assert_int_equal(err.method_id, AMQP_QUEUE_BIND);
+    assert_string_equal(err.text,
+                        "SYNTAX_ERROR - non-finite double value NaN in table key 'x-match'");
+
+    assert_int_equal(decode_header_exact(header, sizeof header, &h, &err), AMQP_ERROR);
+    assert_int_equal(err.code, AMQP_SYNTAX_ERROR);
+    assert_true(err.final);
+    assert_string_equal(err.text,
+                        "SYNTAX_ERROR - non-finite float value Infinity in table key 'k'");
+    amqp_bytes raw = {header + 12, sizeof header - 12};
+    assert_int_equal(amqp_properties_decode(raw, &p, NULL), AMQP_ERROR);
+    /* another malformed property list is still the generic error */
+    static const uint8_t short_ct[] = {0x80, 0x00, 50, 'a'};
+    assert_int_equal(amqp_properties_decode((amqp_bytes){short_ct, 4}, &p, &err), AMQP_ERROR);
+    assert_false(err.final);
+    assert_string_equal(err.text, "SYNTAX_ERROR - malformed basic properties");
+}
+
 /* ---- mutation fuzz -------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -864,6 +916,7 @@ int main(void)
         cmocka_unit_test(test_properties_flags),
         cmocka_unit_test(test_content_header),
         cmocka_unit_test(test_content_header_body_size_and_bad_headers),
+        cmocka_unit_test(test_non_finite_on_every_path),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_header_mutations),
     };

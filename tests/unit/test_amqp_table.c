@@ -415,6 +415,63 @@ static void test_malformed_cases(void **state)
     assert_int_equal(validate_array_exact("V", 1, &err), AMQP_OK);
 }
 
+/* ---- non-finite floats ---------------------------------------------------- */
+
+/* RabbitMQ cannot represent NaN or infinity (it drops the connection); to
+ * Warren such a value makes the table malformed, at any depth, with a 502
+ * that callers must not rewrite (err.final). */
+static void test_non_finite_floats(void **state)
+{
+    static const struct { const char *what; uint8_t b[40]; size_t n; const char *text; } bad[] = {
+        {"d NaN", {1, 'k', 'd', 0x7f, 0xf8, 0, 0, 0, 0, 0, 0}, 11,
+         "SYNTAX_ERROR - non-finite double value NaN in table key 'k'"},
+        {"d NaN, other payload and sign", {1, 'k', 'd', 0xff, 0xf0, 0, 0, 0, 0, 0, 1}, 11, NULL},
+        {"d +Inf", {1, 'k', 'd', 0x7f, 0xf0, 0, 0, 0, 0, 0, 0}, 11,
+         "SYNTAX_ERROR - non-finite double value Infinity in table key 'k'"},
+        {"d -Inf", {1, 'k', 'd', 0xff, 0xf0, 0, 0, 0, 0, 0, 0}, 11,
+         "SYNTAX_ERROR - non-finite double value -Infinity in table key 'k'"},
+        {"f NaN", {1, 'k', 'f', 0x7f, 0xc0, 0, 0}, 7,
+         "SYNTAX_ERROR - non-finite float value NaN in table key 'k'"},
+        {"f +Inf", {1, 'k', 'f', 0x7f, 0x80, 0, 0}, 7, NULL},
+        {"f -Inf", {1, 'k', 'f', 0xff, 0x80, 0, 0}, 7,
+         "SYNTAX_ERROR - non-finite float value -Infinity in table key 'k'"},
+        {"after a good entry", {1, 'a', 'V', 1, 'k', 'f', 0x7f, 0x80, 0, 0}, 10, NULL},
+        {"nested table", {1, 't', 'F', 0, 0, 0, 7, 1, 'k', 'f', 0x7f, 0xc0, 0, 0}, 14,
+         "SYNTAX_ERROR - non-finite float value NaN in table key 'k'"},
+        {"in an array", {1, 'a', 'A', 0, 0, 0, 6, 'V', 'f', 0x7f, 0xc0, 0, 0}, 13,
+         "SYNTAX_ERROR - non-finite float value NaN in array ''"},
+    };
+    /* the most extreme finite values stay acceptable */
+    static const struct { uint8_t b[12]; size_t n; } good[] = {
+        {{1, 'k', 'd', 0x7f, 0xef, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 11}, /* DBL_MAX */
+        {{1, 'k', 'd', 0x80, 0, 0, 0, 0, 0, 0, 1}, 11},                      /* -min subnormal */
+        {{1, 'k', 'd', 0x80, 0, 0, 0, 0, 0, 0, 0}, 11},                      /* -0.0 */
+        {{1, 'k', 'f', 0x7f, 0x7f, 0xff, 0xff}, 7},                          /* FLT_MAX */
+        {{1, 'k', 'f', 0, 0, 0, 1}, 7},                                      /* float subnormal */
+    };
+    amqp_error err;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        if (validate_exact(bad[i].b, bad[i].n, &err) != AMQP_ERROR)
+            fail_msg("%s: accepted", bad[i].what);
+        assert_int_equal(err.code, AMQP_SYNTAX_ERROR);
+        assert_true(err.final);
+        assert_false(err.silent);
+        if (bad[i].text)
+            assert_string_equal(err.text, bad[i].text);
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        assert_int_equal(validate_exact(good[i].b, good[i].n, &err), AMQP_OK);
+    assert_int_equal(validate_array_exact("d\x7f\xf0\0\0\0\0\0\0", 9, &err), AMQP_ERROR);
+    assert_true(err.final);
+    /* NULL err is allowed */
+    assert_int_equal(validate_exact(bad[0].b, bad[0].n, NULL), AMQP_ERROR);
+    /* a later, unrelated failure does not inherit the flag */
+    assert_int_equal(validate_exact("\x01k", 2, &err), AMQP_ERROR);
+    assert_false(err.final);
+}
+
 /* ---- equality ------------------------------------------------------------ */
 
 static amqp_field fi(uint8_t type, int64_t i) { return (amqp_field){.type = type, .v.i = i}; }
@@ -619,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_iterators_on_garbage),
         cmocka_unit_test(test_bad_lengths),
         cmocka_unit_test(test_malformed_cases),
+        cmocka_unit_test(test_non_finite_floats),
         cmocka_unit_test(test_field_equal),
         cmocka_unit_test(test_field_equal_nested),
         cmocka_unit_test(test_bytes_equal),

@@ -10,34 +10,7 @@
 #include <cmocka.h>
 
 #include "../../broker/broker.h"
-
-static server *srv;
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    config c;
-    config_defaults(&c);
-    strcpy(c.listen_host, "127.0.0.1");
-    c.listen_port = 0;
-    /* a fresh data directory: the server opens its stores there */
-    strcpy(dir, "/tmp/warren-unit-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    strcpy(c.data_dir, dir);
-    log_set_level(LOG_NONE);
-    srv = server_new(&c);
-    return srv ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[96];
-    server_free(srv);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
-}
+#include "test_broker_util.h"
 
 static queue *make_queue(vhost *v, const char *name, amqp_bytes args)
 {

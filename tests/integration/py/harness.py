@@ -85,9 +85,10 @@ def unique(kind="q"):
 class WarrenProcess:
     """One Warren process on 127.0.0.1:<ephemeral> with its own data dir."""
 
-    def __init__(self, settings=(), env=None):
+    def __init__(self, settings=(), env=None, preexec_fn=None):
         self.settings = list(settings)
         self.env = dict(os.environ, **(env or {}))
+        self.preexec_fn = preexec_fn  # run in the child before exec (e.g. setrlimit)
         self.proc = None
         self.tmpdir = None
         self.host, self.port = None, None
@@ -103,7 +104,8 @@ class WarrenProcess:
         for s in self.settings:
             argv += ["--set", s]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, cwd=self.tmpdir, env=self.env)
+                                     stderr=subprocess.PIPE, cwd=self.tmpdir, env=self.env,
+                                     preexec_fn=self.preexec_fn)
         # A thread drains stderr for the whole life of the process, so Warren
         # can never block on a full pipe, and keeps the log for failure reports.
         threading.Thread(target=self._drain, daemon=True).start()

@@ -4,6 +4,7 @@ private Warren, so these are skipped when WARREN_TEST_TARGET is given."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -163,6 +164,70 @@ class MemoryAlarm(unittest.TestCase):
             ch.queue_declare("", exclusive=True)
             c.close()
             other.close()
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class FdExhaustion(unittest.TestCase):
+    """Out of file descriptors, the listener backs off: accept() failures
+    are not retried in a busy loop, the log gets a line per interval, the
+    clients already connected are served, and the backlog is accepted once
+    descriptors are free again."""
+    LIMIT = 64
+
+    def limit_fds(self):
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.LIMIT, self.LIMIT))
+
+    @h.needs_own_broker
+    def test_accept_backs_off_when_out_of_descriptors(self):
+        proc = h.WarrenProcess(["handshake_timeout=60000"], preexec_fn=self.limit_fds)
+        addr = proc.start()
+        self.addCleanup(proc.stop)
+        self.assertTrue(any("file descriptor limit %d " % self.LIMIT in ln for ln in proc.log_lines),
+                        proc.log_tail())
+        c = h.connect(addr)
+        ch = c.channel()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(2 * self.LIMIT):  # more than the broker can hold; the rest wait in the backlog
+            socks.append(socket.create_connection(addr, timeout=5))
+        deadline = time.monotonic() + 5
+        while not any("accept() failed" in ln for ln in proc.log_lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(any("Too many open files" in ln for ln in proc.log_lines), proc.log_tail())
+        lines_before, cpu_before = len(proc.log_lines), cpu_seconds(proc.proc.pid)
+        time.sleep(3)
+        cpu = cpu_seconds(proc.proc.pid) - cpu_before
+        self.assertLess(cpu, 0.5, "broker used %.2f s of CPU in 3 s while out of descriptors" % cpu)
+        self.assertLess(len(proc.log_lines) - lines_before, 3, proc.log_tail())
+        self.assertLess(sum(len(ln) for ln in proc.log_lines), 20000)
+        # the client already connected still works
+        ch.basic_publish("", q, b"still here")
+        self.assertEqual(ch.basic_get(q, auto_ack=True)[2], b"still here")
+        # descriptors come back: the backlog drains and a new client is served
+        for s in socks:
+            s.close()
+        socks.clear()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                c2 = h.connect(addr)
+                break
+            except pika.exceptions.AMQPConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        c2.channel().queue_declare("", exclusive=True)
+        c2.close()
+        c.close()
+        self.assertEqual(proc.stop(), 0)
 
 
 if __name__ == "__main__":

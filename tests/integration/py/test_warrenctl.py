@@ -1,0 +1,753 @@
+"""warrenctl (bin/warrenctl): rabbitmqctl's commands over the management API.
+
+Two groups:
+  - Local: warrenctl against a tiny HTTP server on a Unix socket started by
+    the test (the socket Warren's broker creates at <data_dir>/warrenctl.sock):
+    how the socket is found, that local requests carry no credentials, the
+    requests each command sends, its output, and every exit code (64 usage,
+    65 data, 67 no such user, 69 unavailable, 70 software, 75 timeout).
+  - Live: against the broker the harness provides -- Warren through its
+    data_dir's socket, or WARREN_TEST_TARGET's broker through --url
+    http://host:15672 (WARREN_TEST_MGMT_URL to override) as guest. These are
+    skipped, saying so, while the broker under test serves no management API.
+Expected texts are rabbitmqctl 3.10's (tests/warrenctl/compare-rabbitmq.txt
+has the side-by-side run against RabbitMQ).
+"""
+import base64
+import contextlib
+import http.server
+import json
+import os
+import shutil
+import socket
+import socketserver
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import harness as h
+
+RUN_TIMEOUT = 15
+
+
+def warrenctl_bin():
+    if os.environ.get("WARRENCTL_BIN"):
+        return os.environ["WARRENCTL_BIN"]
+    beside = os.path.join(os.path.dirname(h.WARREN_BIN), "bin", "warrenctl")
+    if os.access(beside, os.X_OK):
+        return beside
+    return str(h.REPO / "build" / "release" / "bin" / "warrenctl")
+
+
+def run(args, env=None, stdin=None, timeout=RUN_TIMEOUT, user=None):
+    """Runs warrenctl; returns (exit status, stdout, stderr)."""
+    full_env = dict(os.environ)
+    full_env.pop("WARREN_CTL_SOCKET", None)
+    full_env.update(env or {})
+    kw = {}
+    if user is not None:
+        kw["preexec_fn"] = lambda: os.setuid(user)
+    p = subprocess.run([warrenctl_bin()] + list(args), input=stdin, capture_output=True,
+                       text=True, timeout=timeout, env=full_env, **kw)
+    return p.returncode, p.stdout, p.stderr
+
+
+# ---------------------------------------------------------------- a fake API on a Unix socket
+
+class FakeAPI:
+    """An HTTP/1.1 server on <dir>/warrenctl.sock (mode 0600) answering from
+    a table {(method, path): (status, body, {"chunked": bool})}, recording
+    every request as (method, path, headers, body)."""
+
+    def __init__(self, routes=None, directory=None):
+        self.dir = directory or tempfile.mkdtemp(prefix="warrenctl-test-")
+        os.chmod(self.dir, 0o755)
+        self.path = os.path.join(self.dir, "warrenctl.sock")
+        self.routes = dict(routes or {})
+        self.requests = []
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def handle_one(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n).decode() if n else ""
+                fake.requests.append((self.command, self.path, dict(self.headers), body))
+                status, payload, opts = fake.routes.get((self.command, self.path),
+                                                        (404, {"error": "Object Not Found",
+                                                               "reason": "Not Found"}, {}))
+                data = b"" if payload is None else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                if opts.get("chunked"):
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for i in range(0, len(data), 7):  # many small chunks
+                        piece = data[i:i + 7]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(b"0\r\n\r\n")
+                else:
+                    if status != 204:
+                        self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if status != 204:
+                        self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = handle_one
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+            def get_request(self):
+                conn, _ = self.socket.accept()
+                return conn, ("local", 0)
+
+        self.server = Server(self.path, Handler)
+        os.chmod(self.path, 0o600)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def route(self, method, path, status, body=None, **opts):
+        self.routes[(method, path)] = (status, body, opts)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+QUEUES = [
+    {"name": "orders", "vhost": "/", "durable": True, "auto_delete": False, "exclusive": False,
+     "arguments": {"x-message-ttl": 60000, "x-dead-letter-exchange": "dlx"}, "messages": 3,
+     "messages_ready": 2, "messages_unacknowledged": 1, "consumers": 1, "policy": None,
+     "state": "running", "type": "classic"},
+    {"name": "q 2/odd", "vhost": "/", "durable": False, "auto_delete": True, "exclusive": False,
+     "arguments": {}, "messages": 0, "messages_ready": 0, "messages_unacknowledged": 0,
+     "consumers": 0, "policy": "ttl", "state": "running", "type": "classic"},
+]
+OVERVIEW = {"node": "warren@host", "product_name": "Warren", "product_version": "0.1.0",
+            "object_totals": {"connections": 2, "queues": 5},
+            "listeners": [{"node": "warren@host", "protocol": "amqp", "ip_address": "127.0.0.1",
+                           "port": 5672},
+                          {"node": "warren@host", "protocol": "http", "ip_address": "::",
+                           "port": 15672}]}
+NODES = [{"name": "warren@host", "os_pid": "4242", "uptime": 61500, "mem_used": 137100000,
+          "mem_limit": 10110396006, "mem_alarm": False, "disk_free_alarm": True,
+          "fd_used": 6, "fd_total": 1024, "sockets_used": 1, "sockets_total": 900,
+          "disk_free": 84674007040, "disk_free_limit": 50000000, "db_dir": "/var/lib/warren"}]
+
+
+class Local(unittest.TestCase):
+    def setUp(self):
+        self.api = FakeAPI()
+
+    def tearDown(self):
+        self.api.close()
+
+    def ctl(self, *args, **kw):
+        return run(["--data-dir", self.api.dir] + list(args), **kw)
+
+    # -- finding the socket, and what a local request carries
+
+    def test_list_queues_over_the_data_dir_socket(self):
+        self.api.route("GET", "/api/queues/%2F", 200, QUEUES, chunked=True)
+        rc, out, err = self.ctl("list_queues")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(out, "Timeout: 60.0 seconds ...\nListing queues for vhost / ...\n"
+                              "name\tmessages\norders\t3\nq 2/odd\t0\n")
+        method, path, headers, _ = self.api.requests[0]
+        self.assertEqual((method, path), ("GET", "/api/queues/%2F"))
+        self.assertNotIn("Authorization", headers)  # the socket is trusted as the administrator
+        self.assertEqual(headers.get("Connection"), "close")
+
+    def test_socket_from_flag_env_and_config(self):
+        self.api.route("GET", "/api/vhosts", 200, [{"name": "/"}])
+        conf = os.path.join(self.api.dir, "warren.conf")
+        with open(conf, "w") as f:
+            f.write("# a comment\ndata_dir = /nonexistent\ndata_dir = %s  # the last wins\n"
+                    % self.api.dir)
+        for args, env in ((["--socket", self.api.path], None),
+                          ([], {"WARREN_CTL_SOCKET": self.api.path}),
+                          (["--config", conf], None),
+                          (["--data-dir", self.api.dir + "/"], None)):
+            rc, out, err = run(args + ["-q", "list_vhosts"], env=env)
+            self.assertEqual((rc, out, err), (0, "name\n/\n", ""), args)
+        # --socket beats the environment, which beats data_dir
+        rc, _, err = run(["--socket", "/nonexistent/s.sock", "-q", "list_vhosts"],
+                         env={"WARREN_CTL_SOCKET": self.api.path})
+        self.assertEqual(rc, 69)
+        self.assertIn("/nonexistent/s.sock", err)
+        rc, _, _ = run(["--data-dir", "/nonexistent", "-q", "list_vhosts"],
+                       env={"WARREN_CTL_SOCKET": self.api.path})
+        self.assertEqual(rc, 0)
+
+    def test_default_is_var_in_the_current_directory(self):
+        self.api.route("GET", "/api/users", 200, [{"name": "guest", "tags": ["administrator"]}])
+        os.rename(self.api.dir, self.api.dir + "-x")
+        os.makedirs(self.api.dir)
+        os.rename(self.api.dir + "-x", os.path.join(self.api.dir, "var"))
+        p = subprocess.run([warrenctl_bin(), "list_users"], capture_output=True, text=True,
+                           cwd=self.api.dir, timeout=RUN_TIMEOUT)
+        self.assertEqual((p.returncode, p.stdout),
+                         (0, "Listing users ...\nuser\ttags\nguest\t[administrator]\n"))
+
+    def test_other_user_is_refused_by_the_socket_mode(self):
+        """The socket is mode 0600: only the broker's own OS user may connect."""
+        self.api.route("GET", "/api/vhosts", 200, [{"name": "/"}])
+        self.assertEqual(stat.S_IMODE(os.stat(self.api.path).st_mode), 0o600)
+        if os.geteuid() == 0:
+            rc, out, err = self.ctl("list_vhosts", user=65534)  # nobody
+        else:  # a non-root owner is refused too once the mode says so
+            os.chmod(self.api.path, 0)
+            rc, out, err = self.ctl("list_vhosts")
+        self.assertEqual(rc, 69, err)
+        self.assertIn("unix socket connect: Permission denied", err)
+        self.assertIn(self.api.path, err)
+        self.assertEqual(self.api.requests, [])
+
+    def test_credentials_over_the_socket_are_sent(self):
+        self.api.route("GET", "/api/vhosts", 200, [])
+        rc, _, _ = self.ctl("-u", "alice", "-p", "s3cret", "list_vhosts")
+        self.assertEqual(rc, 0)
+        auth = self.api.requests[0][2].get("Authorization")
+        self.assertEqual(auth, "Basic " + base64.b64encode(b"alice:s3cret").decode())
+
+    # -- listings
+
+    def test_columns_json_and_headers(self):
+        self.api.route("GET", "/api/queues/my%20vh%2Fx", 200, QUEUES)
+        rc, out, err = self.ctl("-q", "list_queues", "-p", "my vh/x", "name", "durable",
+                                "arguments", "policy", "messages_unacknowledged")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "name\tdurable\targuments\tpolicy\tmessages_unacknowledged\n"
+                              "orders\ttrue\t[{\"x-message-ttl\",60000},{\"x-dead-letter-exchange\",\"dlx\"}]\t\t1\n"
+                              "q 2/odd\tfalse\t[]\tttl\t0\n")
+        rc, out, _ = self.ctl("list_queues", "-p", "my vh/x", "--formatter=json", "name", "arguments")
+        self.assertEqual(out, '[\n{"name":"orders","arguments":[["x-message-ttl","signedint",60000],'
+                              '["x-dead-letter-exchange","longstr","dlx"]]}\n'
+                              ',{"name":"q 2/odd","arguments":[]}\n]\n')
+        for flags in (["--no-table-headers"], ["-s"]):
+            rc, out, _ = self.ctl("list_queues", "-p", "my vh/x", *flags)
+            self.assertEqual(out.splitlines()[-2:], ["orders\t3", "q 2/odd\t0"], flags)
+            self.assertNotIn("name\tmessages", out)
+        rc, out, _ = self.ctl("-s", "list_queues", "-p", "my vh/x")
+        self.assertEqual(out, "orders\t3\nq 2/odd\t0\n")
+
+    def test_unknown_column_is_a_usage_error_before_any_request(self):
+        rc, out, err = self.ctl("list_queues", "name", "bogus,other")
+        self.assertEqual(rc, 64)
+        self.assertEqual(out, "")
+        self.assertTrue(err.startswith("Error (argument validation): Info key(s) bogus,other are "
+                                       "not supported\nArguments given:\n\tlist_queues name bogus,other\n"
+                                       "\n\x1b[1mUsage\x1b[0m\n\nwarrenctl [--node <node>] [--longnames] "
+                                       "[--quiet] list_queues [--vhost <vhost>]"), err)
+        self.assertEqual(self.api.requests, [])
+
+    def test_missing_vhost_lists_nothing_but_policies_say_so(self):
+        rc, out, err = self.ctl("list_exchanges", "-p", "gone")
+        self.assertEqual((rc, out, err), (0, "Listing exchanges for vhost gone ...\n", ""))
+        rc, out, err = self.ctl("list_policies", "-p", "gone")
+        self.assertEqual((rc, err), (65, "Virtual host 'gone' does not exist\n"))
+        rc, out, err = self.ctl("list_user_permissions", "nobody")
+        self.assertEqual((rc, err), (69, 'Error:\n{:no_such_user, "nobody"}\n'))
+
+    def test_empty_non_streaming_list_prints_an_empty_line(self):
+        self.api.route("GET", "/api/policies/%2F", 200, [])
+        self.assertEqual(self.ctl("list_policies")[1], 'Listing policies for vhost "/" ...\n\n')
+        self.assertEqual(self.ctl("list_policies", "--formatter", "json")[1], "[]\n")
+
+    def test_paged_envelope_is_understood(self):
+        self.api.route("GET", "/api/exchanges/%2F", 200, {"items": [{"name": "amq.direct",
+                                                                     "type": "direct"}],
+                                                          "page": 1, "page_count": 1})
+        self.assertEqual(self.ctl("-q", "list_exchanges")[1], "name\ttype\namq.direct\tdirect\n")
+
+    # -- changes: the requests they send and rabbitmqctl's messages and codes
+
+    def test_add_user_refuses_an_existing_user(self):
+        self.api.route("GET", "/api/users/bob", 200, {"name": "bob", "tags": []})
+        rc, out, err = self.ctl("add_user", "bob", "pw")
+        self.assertEqual((rc, out, err), (70, 'Adding user "bob" ...\n',
+                                          'Error:\nUser "bob" already exists\n'))
+        self.assertEqual([r[0] for r in self.api.requests], ["GET"])
+
+    def test_add_user_puts_the_password(self):
+        self.api.route("PUT", "/api/users/bob", 201)
+        rc, out, err = self.ctl("add_user", "bob", "pw")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, 'Adding user "bob" ...\nDone. Don\'t forget to grant the user '
+                              "permissions to some virtual hosts! See 'warrenctl help "
+                              "set_permissions' to learn more.\n")
+        method, path, _, body = self.api.requests[-1]
+        self.assertEqual((method, path, json.loads(body)), ("PUT", "/api/users/bob",
+                                                            {"password": "pw", "tags": ""}))
+        rc, out, err = self.ctl("add_user", "bob", stdin="from-stdin\n")
+        self.assertEqual(json.loads(self.api.requests[-1][3])["password"], "from-stdin")
+        rc, out, err = self.ctl("add_user", "bob", stdin="")
+        self.assertEqual((rc, err), (65, "Error:\nPassword is not provided via argument or stdin\n"))
+
+    def test_set_user_tags_keeps_the_password_hash(self):
+        self.api.route("GET", "/api/users/bob", 200, {"name": "bob", "tags": ["x"],
+                                                      "password_hash": "SGFzaA==",
+                                                      "hashing_algorithm": "rabbit_password_hashing_sha256"})
+        self.api.route("PUT", "/api/users/bob", 204)
+        rc, out, _ = self.ctl("set_user_tags", "bob", "administrator", "monitoring")
+        self.assertEqual((rc, out), (0, 'Setting tags for user "bob" to [administrator, monitoring] ...\n'))
+        self.assertEqual(json.loads(self.api.requests[-1][3]),
+                         {"password_hash": "SGFzaA==", "tags": "administrator,monitoring",
+                          "hashing_algorithm": "rabbit_password_hashing_sha256"})
+        self.api.route("PUT", "/api/users/bob", 204)
+        self.ctl("change_password", "bob", "new")
+        self.assertEqual(json.loads(self.api.requests[-1][3]), {"password": "new", "tags": "x"})
+
+    def test_missing_user_is_exit_67(self):
+        for args in (["delete_user", "ghost"], ["change_password", "ghost", "x"],
+                     ["set_user_tags", "ghost", "t"]):
+            rc, _, err = self.ctl(*args)
+            self.assertEqual((rc, err), (67, 'Error:\nUser "ghost" does not exist\n'), args)
+
+    def test_permission_errors_name_what_is_missing(self):
+        self.api.route("PUT", "/api/permissions/v1/bob", 400,
+                       {"error": "bad_request", "reason": "vhost_or_user_not_found"})
+        rc, out, err = self.ctl("set_permissions", "-p", "v1", "bob", ".*", ".*", ".*")
+        self.assertEqual((rc, err), (69, "Error:\nVirtual host v1 does not exist\n"))
+        self.assertEqual(out, 'Setting permissions for user "bob" in vhost "v1" ...\n')
+        self.api.route("GET", "/api/vhosts/v1", 200, {"name": "v1"})
+        rc, _, err = self.ctl("set_permissions", "-p", "v1", "bob", ".*", ".*", ".*")
+        self.assertEqual((rc, err), (67, "Error:\nUser bob does not exist\n"))
+        put = [r for r in self.api.requests if r[0] == "PUT"][0]
+        self.assertEqual(json.loads(put[3]), {"configure": ".*", "write": ".*", "read": ".*"})
+
+    def test_set_policy_body_and_refusal(self):
+        self.api.route("PUT", "/api/policies/%2F/p1", 400, {
+            "error": "bad_request", "reason": "Validation failed\n\n[{&lt;&lt;\"max-priority\"&gt;&gt;,3}] "
+                                              "are not recognised policy settings\n"})
+        rc, out, err = self.ctl("set_policy", "p1", "^q", '{"max-priority":3}', "--priority", "7",
+                                "--apply-to", "queues")
+        self.assertEqual(out, 'Setting policy "p1" for pattern "^q" to "{"max-priority":3}" with '
+                              'priority "7" for vhost "/" ...\n')
+        self.assertEqual((rc, err), (69, "Error:\nValidation failed\n\n[{<<\"max-priority\">>,3}] "
+                                         "are not recognised policy settings\n\n"))
+        self.assertEqual(json.loads(self.api.requests[0][3]),
+                         {"pattern": "^q", "definition": {"max-priority": 3}, "priority": 7,
+                          "apply-to": "queues"})
+        rc, _, err = self.ctl("set_policy", "p1", "^q", "{bad")
+        self.assertEqual((rc, err), (69, "Error:\nJSON decoding error. Reason: badarg\n"))
+        rc, _, err = self.ctl("clear_operator_policy", "p1")
+        self.assertEqual((rc, err), (69, "Error:\nParameter does not exist\n"))
+        self.assertEqual(self.api.requests[-1][:2], ("DELETE", "/api/operator-policies/%2F/p1"))
+
+    def test_close_connection_sends_the_reason(self):
+        name = "127.0.0.1:5000 -> 127.0.0.1:5672"
+        self.api.route("DELETE", "/api/connections/127.0.0.1%3A5000%20-%3E%20127.0.0.1%3A5672", 204)
+        rc, out, err = self.ctl("close_connection", name, "go away\r\nX-Evil: 1")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "Closing connection %s, reason: go away\nX-Evil: 1...\n" % name)
+        headers = self.api.requests[0][2]
+        self.assertEqual(headers["X-Reason"], "go away  X-Evil: 1")
+        self.assertNotIn("X-Evil", headers)
+        rc, _, err = self.ctl("close_connection", "nope", "x")
+        self.assertEqual(rc, 65)
+        self.assertIn('Connection "nope" not found', err)
+
+    def test_delete_queue_reports_ready_messages(self):
+        self.api.route("GET", "/api/queues/%2F/orders", 200, QUEUES[0])
+        self.api.route("DELETE", "/api/queues/%2F/orders?if-empty=true&if-unused=true", 400,
+                       {"error": "bad_request", "reason": "precondition_failed"})
+        rc, out, err = self.ctl("delete_queue", "orders", "-e", "-u")
+        self.assertEqual(out, "Deleting queue 'orders' on vhost '/' if queue is empty and if queue "
+                              "is unused ...\n")
+        self.assertEqual((rc, err), (64, "Error:\nQueue is not empty\n"))
+        self.api.route("DELETE", "/api/queues/%2F/orders", 204)
+        rc, out, _ = self.ctl("-q", "delete_queue", "orders")
+        self.assertEqual((rc, out), (0, "Queue was successfully deleted with 2 ready messages\n"))
+        rc, _, err = self.ctl("delete_queue", "nosuch")
+        self.assertEqual((rc, err), (64, "Error:\nQueue not found\n"))
+        rc, _, err = self.ctl("purge_queue", "nosuch")
+        self.assertEqual((rc, err), (69, "Error:\nnot_found\n"))
+        self.assertEqual(self.api.requests[-1][:2], ("DELETE", "/api/queues/%2F/nosuch/contents"))
+
+    def test_definitions_round_trip_through_files(self):
+        defs = {"vhosts": [{"name": "/"}], "queues": [], "bindings": [], "rabbit_version": "3.10.8"}
+        self.api.route("GET", "/api/definitions", 200, defs)
+        self.api.route("POST", "/api/definitions", 204)
+        out_file = os.path.join(self.api.dir, "defs.json")
+        rc, out, _ = self.ctl("export_definitions", out_file)
+        self.assertEqual((rc, out), (0, 'Exporting definitions in JSON to a file at "%s" ...\n' % out_file))
+        with open(out_file) as f:  # compact, sorted keys, no newline: as rabbitmqctl writes
+            self.assertEqual(f.read(), json.dumps(defs, separators=(",", ":"), sort_keys=True))
+        rc, out, _ = self.ctl("export_definitions", "-")
+        self.assertEqual(json.loads(out), defs)
+        rc, out, err = self.ctl("import_definitions", out_file)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(self.api.requests[-1][3]), defs)
+        rc, out, _ = self.ctl("-q", "import_definitions", stdin='{"users":[]}')
+        self.assertEqual((rc, out), (0, ""))
+        self.assertEqual(self.api.requests[-1][3], '{"users":[]}')
+        rc, _, err = self.ctl("import_definitions", stdin="{bad")
+        self.assertEqual(rc, 65)
+        self.assertIn("Failed to deserialise input (format: JSON)", err)
+        rc, _, err = self.ctl("export_definitions", "/nonexistent/dir/x.json")
+        self.assertEqual(rc, 65)
+        self.assertIn("Bad argument: Directory /nonexistent/dir does not exist", err)
+
+    def test_authenticate_user_uses_the_users_own_credentials(self):
+        self.api.route("GET", "/api/whoami", 401, {"error": "not_authorized", "reason": "Login failed"})
+        rc, out, err = self.ctl("authenticate_user", "bob", "wrong")
+        self.assertEqual(out, 'Authenticating user "bob" ...\n')
+        self.assertEqual((rc, err), (65, 'Error:\nError: failed to authenticate user "bob"\n'
+                                         "user 'bob' - invalid credentials\n"))
+        self.assertEqual(self.api.requests[0][2]["Authorization"],
+                         "Basic " + base64.b64encode(b"bob:wrong").decode())
+        self.api.route("GET", "/api/whoami", 200, {"name": "bob", "tags": []})
+        self.assertEqual(self.ctl("-q", "authenticate_user", "bob", "right")[:2], (0, "Success\n"))
+
+    def test_server_errors_are_exit_70(self):
+        self.api.route("GET", "/api/vhosts", 500, {"error": "internal", "reason": "boom"})
+        rc, _, err = self.ctl("list_vhosts")
+        self.assertEqual((rc, err), (70, "Error:\nthe broker failed (HTTP 500): boom\n"))
+
+    # -- node commands
+
+    def test_status_sections(self):
+        self.api.route("GET", "/api/overview", 200, OVERVIEW)
+        self.api.route("GET", "/api/nodes", 200, NODES)
+        self.api.route("GET", "/api/vhosts", 200, [{"name": "/"}, {"name": "v"}])
+        rc, out, err = self.ctl("status")
+        self.assertEqual(rc, 0, err)
+        B, E = "\x1b[1m", "\x1b[0m"
+        self.assertEqual(out, (
+            "Status of node warren@host ...\n%sRuntime%s\n\nOS PID: 4242\nUptime (seconds): 61\n"
+            "Warren version: 0.1.0\nNode name: warren@host\n\n%sData directory%s\n\n"
+            "Node data directory: /var/lib/warren\n\n%sAlarms%s\n\n"
+            "Free disk space alarm on node warren@host\n\n%sMemory%s\n\n"
+            "Total memory used: 0.1371 gb\nMemory high watermark setting: computed to: 10.1104 gb\n"
+            "\n%sFile Descriptors%s\n\nTotal: 6, limit: 1024\nSockets: 1, limit: 900\n\n"
+            "%sFree Disk Space%s\n\nLow free disk space watermark: 0.05 gb\nFree disk space: 84.674 gb\n"
+            "\n%sTotals%s\n\nConnection count: 2\nQueue count: 5\nVirtual host count: 2\n\n"
+            "%sListeners%s\n\nInterface: 127.0.0.1, port: 5672, protocol: amqp, purpose: AMQP 0-9-1 "
+            "and AMQP 1.0\nInterface: [::], port: 15672, protocol: http, purpose: HTTP API\n")
+            % ((B, E) * 8))
+        rc, out, _ = self.ctl("status", "--unit", "mb")
+        self.assertIn("Total memory used: 137.1 mb\n", out)
+        rc, _, err = self.ctl("status", "--unit", "furlongs")
+        self.assertEqual(rc, 64)
+
+    def test_ping(self):
+        self.api.route("GET", "/api/overview", 200, OVERVIEW)
+        rc, out, _ = self.ctl("ping")
+        self.assertEqual((rc, out.splitlines()[-1]), (0, "Ping succeeded"))
+        self.assertTrue(out.startswith("Will ping warren@host."))
+        self.assertEqual(self.ctl("-q", "ping")[:2], (0, "Ping succeeded\n"))
+        self.assertEqual(self.ctl("ping", "--formatter", "json")[1], '{"message":"Ping succeeded"}\n')
+
+    def test_environment(self):
+        self.api.route("GET", "/api/overview", 200, OVERVIEW)
+        self.api.route("GET", "/api/environment", 200, {
+            "listeners.tcp.default": "127.0.0.1:5672", "heartbeat": 60, "data_dir": "/var/w",
+            "loopback_users.guest": True})
+        rc, out, err = self.ctl("environment")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "Application environment of node warren@host ...\n"
+                              "[{data_dir,\"/var/w\"},\n {heartbeat,60},\n"
+                              " {'listeners.tcp.default',\"127.0.0.1:5672\"},\n"
+                              " {'loopback_users.guest',true}]\n")
+        rc, out, _ = self.ctl("environment", "--formatter", "json")
+        self.assertEqual(json.loads(out)["heartbeat"], 60)
+        del self.api.routes[("GET", "/api/environment")]
+        rc, _, err = self.ctl("environment")
+        self.assertEqual(rc, 69)
+        self.assertIn("does not support 'environment'", err)
+
+    def test_await_startup_waits_for_the_socket(self):
+        directory = tempfile.mkdtemp(prefix="warrenctl-test-")
+        late = {}
+
+        def start_late():  # the broker comes up a second after warrenctl starts waiting
+            time.sleep(1.0)
+            late["api"] = FakeAPI({("GET", "/api/overview"): (200, OVERVIEW, {})}, directory)
+
+        starter = threading.Thread(target=start_late, daemon=True)
+        starter.start()
+        t0 = time.monotonic()
+        try:
+            rc, out, err = run(["--data-dir", directory, "await_startup", "-t", "8"])
+        finally:
+            starter.join(5)
+            if "api" in late:
+                late["api"].close()
+        self.assertEqual((rc, out, err), (0, "", ""))
+        self.assertGreater(time.monotonic() - t0, 0.9)
+
+    def test_await_startup_gives_up_after_the_timeout(self):
+        t0 = time.monotonic()
+        rc, _, err = run(["--socket", "/nonexistent/warrenctl.sock", "await_startup", "-t", "1"])
+        self.assertEqual(rc, 69)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertIn("unix socket connect: No such file or directory", err)
+
+
+class Transport(unittest.TestCase):
+    """What the client does with a peer that is not a good HTTP server."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="warrenctl-test-")
+        self.path = os.path.join(self.dir, "warrenctl.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(8)
+        self.held = []
+
+    def tearDown(self):
+        for c in self.held:
+            c.close()
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def serve(self, reply):
+        def once():
+            with contextlib.suppress(OSError):
+                c, _ = self.sock.accept()
+                self.held.append(c)
+                c.recv(65536)
+                if reply is not None:
+                    c.sendall(reply)
+                    c.close()
+        threading.Thread(target=once, daemon=True).start()
+
+    def test_a_silent_broker_times_out_with_75(self):
+        self.serve(None)  # accepts, reads, never answers
+        t0 = time.monotonic()
+        rc, _, err = run(["--socket", self.path, "list_queues", "-t", "1"])
+        self.assertEqual(rc, 75)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual(err, "Error: operation list_queues on node %s timed out. Timeout value "
+                              "used: 1000\n" % self.path)
+
+    def test_not_http_is_unavailable(self):
+        self.serve(b"AMQP\x00\x00\x09\x01")
+        rc, _, err = run(["--socket", self.path, "list_queues"])
+        self.assertEqual(rc, 69)
+        self.assertIn("the answer is not HTTP", err)
+
+    def test_answer_without_framing_runs_to_close(self):
+        self.serve(b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[{"name":"/"}]')
+        self.assertEqual(run(["--socket", self.path, "-q", "list_vhosts"])[:2], (0, "name\n/\n"))
+
+
+class CommandLine(unittest.TestCase):
+    """Usage errors and a broker that is not running, with nothing listening."""
+
+    NOWHERE = ["--socket", "/nonexistent/warren/warrenctl.sock"]
+
+    def test_unknown_command_and_suggestion(self):
+        rc, out, err = run(["list_queue"])
+        self.assertEqual((rc, out, err), (64, "", "\nCommand 'list_queue' not found. \n"
+                                                   "Did you mean 'list_queues'? \n\n"))
+        rc, out, err = run(["bogus_cmd"])
+        self.assertEqual(rc, 64)
+        self.assertTrue(err.startswith("\nCommand 'bogus_cmd' not found. \n\n\x1b[1mUsage\x1b[0m"))
+        self.assertIn("   list_queues                   Lists queues and their properties\n", err)
+        rc, out, err = run([])
+        self.assertEqual((rc, out), (64, ""))
+        self.assertIn("Available commands:", err)
+
+    def test_help(self):
+        rc, out, _ = run(["help"])
+        self.assertEqual(rc, 0)
+        for name in ("list_queues", "add_user", "set_policy", "export_definitions", "await_startup",
+                     "environment", "close_connection", "purge_queue", "authenticate_user"):
+            self.assertIn("\n   %s " % name, out)
+        rc, out, _ = run(["help", "list_queues"])
+        self.assertEqual(rc, 0)
+        self.assertIn("\tmust be one of arguments, auto_delete, consumer_capacity, ", out)
+        self.assertEqual(run(["list_queues", "--help"])[1], out)
+        self.assertEqual(run(["help", "nope"])[:3], (64, "", "Error:\n\nCommand 'nope' not found.\n"))
+
+    def test_argument_counts_and_options(self):
+        cases = [
+            (["add_user"], "not enough arguments."),
+            (["add_user", "a", "b", "c"], "too many arguments."),
+            (["set_permissions", "u", "a", "b"], "not enough arguments."),
+            (["list_users", "user"], "too many arguments."),
+            (["delete_user", "--priority", "1", "x"], "Invalid options for this command:\n--priority : "),
+            (["delete_user", "--no-table-headers", "x"], "Invalid options for this command:\n--no-table-headers : "),
+            (["set_policy", "a", "b", "{}", "--priority", "x"], "Invalid options for this command:\n--priority : x"),
+            (["list_queues", "--bogus"], "Invalid options for this command:\n--bogus : "),
+        ]
+        for args, why in cases:
+            rc, out, err = run(self.NOWHERE + args)
+            self.assertEqual(rc, 64, args)
+            self.assertTrue(err.startswith("Error (argument validation): %s\nArguments given:\n\t%s\n"
+                                           % (why, " ".join(args))), err)
+            self.assertIn("\x1b[1mUsage\x1b[0m\n\nwarrenctl [--node <node>] [--longnames] [--quiet] %s"
+                          % args[0], err)
+
+    def test_broker_not_running_is_69_and_names_the_socket(self):
+        rc, out, err = run(self.NOWHERE + ["list_queues"])
+        self.assertEqual(rc, 69)
+        self.assertEqual(out, "Timeout: 60.0 seconds ...\nListing queues for vhost / ...\n")
+        self.assertTrue(err.startswith("Error: unable to perform an operation on node "
+                                       "'/nonexistent/warren/warrenctl.sock'."), err)
+        self.assertIn("unix socket connect: No such file or directory", err)
+        rc, out, err = run(["--url", "http://127.0.0.1:1", "ping", "-t", "2"])
+        self.assertEqual(rc, 69)
+        self.assertEqual(err, "Error:\nFailed to connect and authenticate to http://127.0.0.1:1 in "
+                              "2000 ms\n")
+
+    def test_bad_url_and_config(self):
+        rc, _, err = run(["--url", "https://127.0.0.1:15671", "list_queues"])
+        self.assertEqual((rc, err), (64, "Error:\nhttps://127.0.0.1:15671: https is not supported; "
+                                         "use http:// (or the local socket)\n"))
+        rc, _, err = run(["--config", "/nonexistent/warren.conf", "list_queues"])
+        self.assertEqual(rc, 64)
+        self.assertIn("cannot read --config /nonexistent/warren.conf", err)
+
+
+# ---------------------------------------------------------------- the broker under test
+
+_live = {}
+
+
+def live_args():
+    """warrenctl's connection options for the harness's broker, or a reason
+    why it has no management API to talk to."""
+    if "args" not in _live:
+        host, port = h.broker_address()
+        if h.TARGET:
+            url = os.environ.get("WARREN_TEST_MGMT_URL") or "http://%s:15672" % host
+            args = ["--url", url, "-u", h.USER, "-p", h.PASSWORD]
+        else:
+            args = ["--data-dir", h._shared["proc"].tmpdir]
+        rc, _, err = run(args + ["-q", "ping", "-t", "3"])
+        _live["args"] = args
+        _live["why"] = None if rc == 0 else (err.strip().splitlines() or ["no answer"])[-1]
+    return _live["args"], _live["why"]
+
+
+class Live(h.BrokerTest):
+    def setUp(self):
+        args, why = live_args()
+        if why:
+            self.skipTest("the broker under test serves no management API yet (%s)" % why[:120])
+        super().setUp()
+        self.args = args
+        self.names = []
+
+    def tearDown(self):
+        for kind, name in reversed(self.names):
+            run(self.args + ["-q", "delete_" + kind, name])
+        super().tearDown()
+
+    def ctl(self, *args, **kw):
+        return run(self.args + list(args), **kw)
+
+    def eventually(self, args, predicate, timeout=10.0):
+        """RabbitMQ's API shows statistics up to 5 s late: poll, bounded."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rc, out, err = self.ctl(*args)
+            if (rc == 0 and predicate(out)) or time.monotonic() > deadline:
+                return rc, out, err
+            time.sleep(0.5)
+
+    def test_ping_and_status(self):
+        rc, out, _ = self.ctl("ping")
+        self.assertEqual((rc, out.splitlines()[-1]), (0, "Ping succeeded"))
+        rc, out, err = self.ctl("status")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith("Status of node "))
+        self.assertIn("\x1b[1mListeners\x1b[0m", out)
+        self.assertEqual(self.ctl("await_startup", "-t", "5")[:2], (0, ""))
+
+    def test_list_queues_shows_depth(self):
+        q = self.queue(durable=True)
+        for _ in range(3):
+            self.publish("", q)
+        rc, out, err = self.eventually(["-q", "list_queues", "name", "messages", "durable", "consumers"],
+                                       lambda o: "%s\t3\t" % q in o)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("%s\t3\ttrue\t0\n" % q, out)
+        rc, out, _ = self.ctl("list_queues", "--formatter", "json", "name", "durable")
+        self.assertIn({"name": q, "durable": True}, json.loads(out))
+        self.assertEqual(self.ctl("-q", "purge_queue", q)[0], 0)
+        rc, out, _ = self.eventually(["-s", "list_queues", "name", "messages"],
+                                     lambda o: "%s\t0\n" % q in o)
+        self.assertIn("%s\t0\n" % q, out)
+        self.assertEqual(self.ctl("-q", "delete_queue", q)[:2],
+                         (0, "Queue was successfully deleted with 0 ready messages\n"))
+        self.assertEqual(self.ctl("delete_queue", q)[0], 64)
+
+    def test_exchanges_and_bindings(self):
+        x = self.exchange("topic")
+        q = self.bound_queue(x, "a.#")
+        rc, out, _ = self.ctl("-q", "list_exchanges", "name", "type")
+        self.assertIn("amq.direct\tdirect\n", out)
+        self.assertIn("%s\ttopic\n" % x, out)
+        rc, out, _ = self.ctl("-s", "list_bindings")
+        self.assertIn("%s\texchange\t%s\tqueue\ta.#\t[]\n" % (x, q), out)
+
+    def test_user_lifecycle(self):
+        user = h.unique("user")
+        self.names.append(("user", user))
+        self.assertEqual(self.ctl("-q", "add_user", user, "pw1")[:2], (0, ""))
+        self.assertEqual(self.ctl("add_user", user, "pw1")[0], 70)
+        self.assertEqual(self.ctl("-q", "set_user_tags", user, "monitoring")[0], 0)
+        rc, out, _ = self.ctl("-s", "list_users")
+        self.assertIn("%s\t[monitoring]\n" % user, out)
+        self.assertEqual(self.ctl("-q", "authenticate_user", user, "pw1")[:2], (0, "Success\n"))
+        self.assertEqual(self.ctl("authenticate_user", user, "nope")[0], 65)
+        self.assertEqual(self.ctl("-q", "change_password", user, "pw2")[0], 0)
+        self.assertEqual(self.ctl("-q", "authenticate_user", user, "pw2")[:2], (0, "Success\n"))
+        self.assertEqual(self.ctl("-q", "authenticate_user", user, "pw1")[0], 65)
+        rc, out, _ = self.ctl("-s", "list_users")
+        self.assertIn("%s\t[monitoring]\n" % user, out)  # change_password kept the tags
+        self.assertEqual(self.ctl("-q", "delete_user", user)[0], 0)
+        self.assertEqual(self.ctl("delete_user", user)[0], 67)
+
+    def test_vhost_and_permissions(self):
+        vhost, user = h.unique("vhost"), h.unique("user")
+        self.names += [("user", user), ("vhost", vhost)]
+        self.assertEqual(self.ctl("-q", "add_vhost", vhost, "--description", "d")[0], 0)
+        self.assertEqual(self.ctl("-q", "add_user", user, "pw")[0], 0)
+        self.assertEqual(self.ctl("-q", "set_permissions", "-p", vhost, user, "^a", "^b", "^c")[0], 0)
+        # (RabbitMQ's API also grants the vhost's creator full permissions: guest's line)
+        self.assertIn("%s\t^a\t^b\t^c\n" % user, self.ctl("-s", "list_permissions", "-p", vhost)[1])
+        self.assertEqual(self.ctl("-s", "list_user_permissions", user)[1], "%s\t^a\t^b\t^c\n" % vhost)
+        rc, out, _ = self.ctl("-s", "list_vhosts", "name", "description")
+        self.assertIn("%s\td\n" % vhost, out)
+        self.assertEqual(self.ctl("-q", "clear_permissions", "-p", vhost, user)[0], 0)
+        self.assertNotIn(user, self.ctl("list_permissions", "-p", vhost)[1])
+        self.assertEqual(self.ctl("-q", "delete_vhost", vhost)[0], 0)
+        self.assertEqual(self.ctl("delete_vhost", vhost)[:3:2],
+                         (65, "Virtual host '%s' does not exist\n" % vhost))
+
+    def test_policies(self):
+        name, pattern = h.unique("pol"), "^" + h.unique("nomatch")
+        self.assertEqual(self.ctl("-q", "set_policy", name, pattern, '{"max-length":5}',
+                                  "--priority", "4", "--apply-to", "queues")[0], 0)
+        try:
+            rc, out, _ = self.ctl("-s", "list_policies")
+            self.assertIn('/\t%s\t%s\tqueues\t{"max-length":5}\t4\n' % (name, pattern), out)
+        finally:
+            self.assertEqual(self.ctl("-q", "clear_policy", name)[0], 0)
+        self.assertEqual(self.ctl("clear_policy", name)[0], 69)
+
+    def test_definitions_export_and_import(self):
+        rc, out, _ = self.ctl("export_definitions", "-")
+        self.assertEqual(rc, 0)
+        self.assertIn("vhosts", json.loads(out))
+        vhost = h.unique("vhost")
+        self.names.append(("vhost", vhost))
+        rc, _, err = self.ctl("-q", "import_definitions", stdin=json.dumps({"vhosts": [{"name": vhost}]}))
+        self.assertEqual(rc, 0, err)
+        rc, out, _ = self.eventually(["-s", "list_vhosts"], lambda o: vhost + "\n" in o)
+        self.assertIn(vhost + "\n", out)

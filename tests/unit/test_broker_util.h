@@ -1,0 +1,46 @@
+/* The fixture shared by broker unit tests that need a real server: one
+ * started on 127.0.0.1:0 with a fresh data directory (the server opens its
+ * stores there) and the log off, freed and removed afterwards. Header-only,
+ * so each test_broker_*.c stays one translation unit. */
+#ifndef WARREN_TEST_BROKER_UTIL_H
+#define WARREN_TEST_BROKER_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../broker/broker.h"
+
+static server *srv;
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    config c;
+    config_defaults(&c);
+    strcpy(c.listen_host, "127.0.0.1");
+    c.listen_port = 0;
+    strcpy(dir, "/tmp/warren-unit-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    strcpy(c.data_dir, dir);
+    log_set_level(LOG_NONE);
+    srv = server_new(&c);
+    return srv ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[96];
+    server_free(srv);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+#endif
