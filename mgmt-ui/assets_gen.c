@@ -1334,7 +1334,7 @@ static const char body_15[] =
     "  return `${num(n)} ${n === 1 \? one : many || `${one}s`}`;\n"
     "}\n";
 
-/* /js/http.js (3643 bytes) */
+/* /js/http.js (3774 bytes) */
 static const char body_16[] =
     "// The console's only way to the broker: fetch() against the HTTP API with the\n"
     "// user's credentials and one error shape.\n"
@@ -1387,7 +1387,9 @@ static const char body_16[] =
     "// raw). Throws ApiError with the API's {error, reason} when the status is not\n"
     "// 2xx, and a status-0 ApiError when the broker cannot be reached.\n"
     "export async function request(method, path, opts = {}) {\n"
-    "  const headers = { Accept: 'application/json', ...(opts.headers || {}) };\n"
+    "  // The wildcard matters: RabbitMQ's purge (DELETE .../contents) answers a\n"
+    "  // bare application/json Accept with 406.\n"
+    "  const headers = { Accept: 'application/json, */*;q=0.1', ...(opts.headers || {}) };\n"
     "  const auth = sessionStorage.getItem(KEY);\n"
     "  if (auth) headers.Authorization = `Basic ${auth}`;\n"
     "  let body;\n"
@@ -2916,7 +2918,7 @@ static const mgmt_asset assets[] = {
     {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4545, "\"b4f29fb575a16a14fec0\""},
     {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1885, "\"74eb419738e60f57f73f\""},
     {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2153, "\"8ee2710156504da8cd4b\""},
-    {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3643, "\"a9b463e44fae12bd3a52\""},
+    {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
     {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7490, "\"ae18c30ec9dadc545018\""},

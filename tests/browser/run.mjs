@@ -97,7 +97,9 @@ async function shot(name, opts = {}) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: opts.full ?? true });
 }
 async function go(route) {
-  await page.goto(`${BASE}/#/${route}`);
+  const url = `${BASE}/#/${route}`;
+  if (page.url() === url) await page.goto(`${BASE}/#/-`); // same hash: no hashchange, so leave first
+  await page.goto(url);
   await page.waitForSelector(`#app[data-route="#/${route}"]`);
 }
 async function openPanel(title) {
@@ -338,6 +340,49 @@ await test('screenshots of every page (1280x800 and 390 px)', async () => {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert(overflow <= 1, `the page is ${overflow}px wider than a 390 px screen`);
   await page.setViewportSize({ width: 1280, height: 800 });
+});
+
+// Alarms, blocked publishers and poison messages cannot be caused on a
+// shared RabbitMQ, so the API's answers are altered on their way to the
+// page: the check is that the console shows them in words and icons.
+async function alter(path, fn) {
+  await page.route((u) => u.pathname === path, async (route) => {
+    const res = await route.fetch();
+    let body = await res.text();
+    try { body = JSON.stringify(fn(JSON.parse(body))); } catch (e) { /* an error reply: pass it on */ }
+    await route.fulfill({ response: res, body });
+  });
+}
+
+await test('alarm, blocked and poison states are shown with words and icons, not colour alone', async () => {
+  await alter('/api/nodes', (nodes) => nodes.map((n) => ({ ...n, mem_alarm: true })));
+  await go('');
+  const banner = page.locator('.alarm-banner');
+  await banner.waitFor();
+  assert(/ALARM/.test(await banner.textContent()) && /Memory alarm/.test(await banner.textContent()), 'alarm in words');
+  assert(await banner.locator('svg.icon').count() === 1, 'alarm icon');
+  await shot('23-alarm');
+  await alter(`/api/vhosts/${enc(VHOST)}/connections`, (d) => {
+    const block = (c) => ({ ...c, state: 'blocked' });
+    return Array.isArray(d) ? d.map(block) : { ...d, items: d.items.map(block) };
+  });
+  await go('connections');
+  const blocked = page.locator('table.data .badge-blocked');
+  await blocked.first().waitFor();
+  assert((await blocked.first().textContent()).includes('blocked'), 'blocked in words');
+  await shot('24-blocked');
+  await alter(`/api/queues/${enc(VHOST)}/${enc(QUEUE)}`, (q) => ({
+    ...q, oldest_ready_age_ms: 754000, oldest_unacked_age_ms: 3000,
+    delivery_count_histogram: { 0: 40, 1: 6, 2: 2, '3-4': 1, '5-9': 3, '10-19': 0, '20-49': 1, '50+': 0 },
+  }));
+  await go(`queues/${enc(VHOST)}/${enc(QUEUE)}`);
+  const poison = page.locator('#queue-health .badge-poison');
+  await poison.first().waitFor();
+  assert(await poison.count() === 2, `two poison buckets (5-9, 20-49), saw ${await poison.count()}`);
+  assert((await page.locator('#queue-health').textContent()).includes('12 min 34 s'), 'oldest ready age');
+  await page.locator('#queue-health').scrollIntoViewIfNeeded();
+  await page.locator('#queue-health').screenshot({ path: join(SHOTS, '25-queue-health.png') });
+  await page.unrouteAll({ behavior: 'wait' });
 });
 
 await test('purge a queue and delete one, each after a confirmation', async () => {

@@ -49,7 +49,9 @@ export function onUnauthorized(fn) {
 // raw). Throws ApiError with the API's {error, reason} when the status is not
 // 2xx, and a status-0 ApiError when the broker cannot be reached.
 export async function request(method, path, opts = {}) {
-  const headers = { Accept: 'application/json', ...(opts.headers || {}) };
+  // The wildcard matters: RabbitMQ's purge (DELETE .../contents) answers a
+  // bare application/json Accept with 406.
+  const headers = { Accept: 'application/json, */*;q=0.1', ...(opts.headers || {}) };
   const auth = sessionStorage.getItem(KEY);
   if (auth) headers.Authorization = `Basic ${auth}`;
   let body;
