@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-/* /css/console.css (17506 bytes) */
+/* /css/console.css (17490 bytes) */
 static const char body_0[] =
     "/* Warren console. One design: a dark navy top bar, a light side navigation,\n"
     "   white panels on a grey canvas. Meaning colours come from the Okabe-Ito\n"
@@ -217,7 +217,7 @@ static const char body_0[] =
     "\n"
     "/* Histogram */\n"
     ".hist { display: grid; grid-template-columns: max-content minmax(0, 1fr) max-content; gap: 4px 10px; align-items: center; font-variant-numeric: tabular-nums; }\n"
-    ".hist .bar { height: 12px; background: var(--accent); border-radius: 2px; min-width: 2px; }\n"
+    ".hist .bar { height: 12px; background: var(--accent); border-radius: 2px; }\n"
     ".hist .bar.poison { background: #cc79a7; background-image: repeating-linear-gradient(45deg, transparent 0 4px, rgba(255,255,255,.55) 4px 7px); }\n"
     "\n"
     "/* Messages */\n"
@@ -1774,7 +1774,7 @@ static const char body_19[] =
     "  return formPanel(`Add a new ${opts.kind}`, form);\n"
     "}\n";
 
-/* /js/overview.js (8193 bytes) */
+/* /js/overview.js (8381 bytes) */
 static const char body_20[] =
     "// Overview: alarms first, then totals, live charts of queued messages and\n"
     "// message rates over the last ten minutes (from the API's samples), and the\n"
@@ -1846,7 +1846,9 @@ static const char body_20[] =
     "    ['Disk free', n.disk_free !== undefined \? `${bytes(n.disk_free)} (limit ${bytes(n.disk_free_limit)})` : '\342\200\223'],\n"
     "    journal !== undefined \? ['Journal size', bytes(journal)] : null,\n"
     "    n.processors \? ['Processors', num(n.processors)] : null,\n"
-    "    ['Status', n.running === false \? badge('alarm', 'not running', 'alert') : badge('ok', 'running', 'check')],\n"
+    "    ['Status', n.running === false \? badge('alarm', 'not running', 'alert')\n"
+    "      : [n.mem_alarm \? badge('alarm', 'memory alarm', 'alert') : null, n.disk_free_alarm \? badge('alarm', 'disk alarm', 'alert') : null,\n"
+    "        !n.mem_alarm && !n.disk_free_alarm \? badge('ok', 'running', 'check') : null]],\n"
     "  ]);\n"
     "}\n"
     "\n"
@@ -2035,7 +2037,7 @@ static const char body_21[] =
     "  return { refresh: refreshAll, title: 'Policies' };\n"
     "}\n";
 
-/* /js/queue.js (10840 bytes) */
+/* /js/queue.js (10870 bytes) */
 static const char body_22[] =
     "// One queue: counts and rates with charts, the health facts Warren adds\n"
     "// (oldest ready and unacked ages, delivery-count histogram), consumers,\n"
@@ -2084,7 +2086,7 @@ static const char body_22[] =
     "  return h('div', { class: 'hist', role: 'table', 'aria-label': 'Messages by delivery count' }, hist.map((b) => {\n"
     "    const poison = b.floor >= POISON_FLOOR && b.count > 0;\n"
     "    const bar = h('div', { class: ['bar', poison && 'poison'] });\n"
-    "    bar.style.width = `${(b.count / max) * 100}%`;\n"
+    "    bar.style.width = b.count \? `${Math.max(1, (b.count / max) * 100)}%` : '0';\n"
     "    return [h('span', { role: 'rowheader' }, `${b.label} \303\227`), h('div', { role: 'cell' }, bar),\n"
     "      h('span', { role: 'cell', class: 'num' }, num(b.count), poison \? [' ', badge('poison', 'possible poison', 'poison')] : null)];\n"
     "  }));\n"
@@ -2194,7 +2196,7 @@ static const char body_22[] =
     "        ['Oldest unacked delivery', unackedAge === undefined \? h('span', { class: 'hint' }, 'not reported') : (q.messages_unacknowledged \? duration(unackedAge) : 'none unacked')],\n"
     "        q.head_message_timestamp \? ['Head message timestamp', time(q.head_message_timestamp * 1000)] : null,\n"
     "      ]),\n"
-    "      h('h3', { class: 'subhead' }, 'Messages by delivery count'),\n"
+    "      h('h3', { class: 'subhead' }, 'Messages by times delivered'),\n"
     "      histogramView(histogramOf(q.delivery_count_histogram \?\? q.delivery_counts)));\n"
     "    const args = q.arguments || {};\n"
     "    replace(details, facts([\n"
@@ -2902,7 +2904,7 @@ static const char body_29[] =
 
 /* Sorted by path (strcmp order) for the binary search below. */
 static const mgmt_asset assets[] = {
-    {"/css/console.css", "text/css; charset=utf-8", (const unsigned char *)body_0, 17506, "\"52941614a6df1f1ad882\""},
+    {"/css/console.css", "text/css; charset=utf-8", (const unsigned char *)body_0, 17490, "\"118237443f51906c49dd\""},
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
@@ -2922,9 +2924,9 @@ static const mgmt_asset assets[] = {
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
     {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7490, "\"ae18c30ec9dadc545018\""},
-    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8193, "\"308aab739ebe40d494e9\""},
+    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8381, "\"20afa31696acb796f57d\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 5281, "\"4f1afb1836addf726ef6\""},
-    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 10840, "\"5c37968e53de31238c56\""},
+    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 10870, "\"abf5aca3ced7c2031c4e\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2658, "\"b491677e8aa42d728bbb\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 1231, "\"6bec316a4311c1103761\""},
     {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 10021, "\"5ba6c4e60a698e2f3a7b\""},

@@ -67,7 +67,9 @@ function nodeFacts(n) {
     ['Disk free', n.disk_free !== undefined ? `${bytes(n.disk_free)} (limit ${bytes(n.disk_free_limit)})` : '–'],
     journal !== undefined ? ['Journal size', bytes(journal)] : null,
     n.processors ? ['Processors', num(n.processors)] : null,
-    ['Status', n.running === false ? badge('alarm', 'not running', 'alert') : badge('ok', 'running', 'check')],
+    ['Status', n.running === false ? badge('alarm', 'not running', 'alert')
+      : [n.mem_alarm ? badge('alarm', 'memory alarm', 'alert') : null, n.disk_free_alarm ? badge('alarm', 'disk alarm', 'alert') : null,
+        !n.mem_alarm && !n.disk_free_alarm ? badge('ok', 'running', 'check') : null]],
   ]);
 }
 

@@ -45,7 +45,7 @@ function histogramView(hist) {
   return h('div', { class: 'hist', role: 'table', 'aria-label': 'Messages by delivery count' }, hist.map((b) => {
     const poison = b.floor >= POISON_FLOOR && b.count > 0;
     const bar = h('div', { class: ['bar', poison && 'poison'] });
-    bar.style.width = `${(b.count / max) * 100}%`;
+    bar.style.width = b.count ? `${Math.max(1, (b.count / max) * 100)}%` : '0';
     return [h('span', { role: 'rowheader' }, `${b.label} ×`), h('div', { role: 'cell' }, bar),
       h('span', { role: 'cell', class: 'num' }, num(b.count), poison ? [' ', badge('poison', 'possible poison', 'poison')] : null)];
   }));
@@ -154,7 +154,7 @@ export async function render(el, [vhost, name]) {
         ['Oldest unacked delivery', unackedAge === undefined ? h('span', { class: 'hint' }, 'not reported') : (q.messages_unacknowledged ? duration(unackedAge) : 'none unacked')],
         q.head_message_timestamp ? ['Head message timestamp', time(q.head_message_timestamp * 1000)] : null,
       ]),
-      h('h3', { class: 'subhead' }, 'Messages by delivery count'),
+      h('h3', { class: 'subhead' }, 'Messages by times delivered'),
       histogramView(histogramOf(q.delivery_count_histogram ?? q.delivery_counts)));
     const args = q.arguments || {};
     replace(details, facts([
