@@ -125,6 +125,21 @@ function rowOf(name) {
 }
 
 let consumer = null;
+let exported = null;
+
+// Whatever a failed test left behind (also on a crash of this script).
+async function cleanup() {
+  if (consumer) consumer.proc.stdin.end();
+  await api('DELETE', `/api/users/${enc(MON_USER)}`).catch(() => {});
+  await api('DELETE', `/api/vhosts/${enc(VHOST)}`).catch(() => {});
+  if (exported) rmSync(exported, { force: true });
+  await close();
+}
+process.on('uncaughtException', async (err) => {
+  console.log(`not ok ${n + 1} - browser: the test script crashed: ${err.message}`);
+  await cleanup();
+  process.exit(1);
+});
 
 await test('login page; a wrong password is refused with a message', async () => {
   await page.goto(`${BASE}/`);
@@ -297,7 +312,6 @@ await test('create a policy with a known key', async () => {
   await shot('12-policies');
 });
 
-let exported = null;
 await test('export definitions (download) and re-import them', async () => {
   await go('definitions');
   await page.selectOption('#export-vhost', VHOST);
@@ -502,12 +516,7 @@ await test('no script errors on any page', async () => {
   assert(!pageErrors.length, pageErrors.join(' | '));
 });
 
-// Whatever a failed test left behind.
-if (consumer) consumer.proc.stdin.end();
-await api('DELETE', `/api/users/${enc(MON_USER)}`);
-await api('DELETE', `/api/vhosts/${enc(VHOST)}`);
-if (exported) rmSync(exported, { force: true });
-await close();
+await cleanup();
 figures.forEach((f) => console.log(`# figure: ${f}`));
 console.log(`# screenshots in ${SHOTS}`);
 console.log(`1..${n}`);
