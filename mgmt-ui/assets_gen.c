@@ -345,7 +345,7 @@ static const char body_3[] =
     "</body>\n"
     "</html>\n";
 
-/* /js/app.js (9638 bytes) */
+/* /js/app.js (10014 bytes) */
 static const char body_4[] =
     "// The console shell: login, the header (vhost selector, refresh interval,\n"
     "// user and logout), the navigation, and a hash router that loads one page\n"
@@ -443,12 +443,22 @@ static const char body_4[] =
     "  }\n"
     "}\n"
     "\n"
+    "function vhostOptions() {\n"
+    "  return [['', 'All virtual hosts'], ...session.vhosts.map((v) => [v, v])];\n"
+    "}\n"
+    "\n"
     "function vhostSelector() {\n"
-    "  const sel = select([['', 'All virtual hosts'], ...session.vhosts.map((v) => [v, v])], session.vhost,\n"
-    "    { id: 'vhost-select', 'aria-label': 'Virtual host' });\n"
+    "  const sel = select(vhostOptions(), session.vhost, { id: 'vhost-select', 'aria-label': 'Virtual host' });\n"
     "  sel.addEventListener('change', () => { setVhost(sel.value); show(); });\n"
     "  return sel;\n"
     "}\n"
+    "\n"
+    "// Pages that add or delete a vhost announce the new list.\n"
+    "document.addEventListener('warren:vhosts', () => {\n"
+    "  const sel = document.getElementById('vhost-select');\n"
+    "  if (session.vhost && !session.vhosts.includes(session.vhost)) setVhost('');\n"
+    "  if (sel) replace(sel, [...select(vhostOptions(), session.vhost).children]);\n"
+    "});\n"
     "\n"
     "function renderShell() {\n"
     "  const refresh = select(live.INTERVALS.map(([s, l]) => [String(s), l]), String(live.getInterval()),\n"
@@ -2832,7 +2842,7 @@ static const char body_28[] =
     "  return { refresh: table.refresh, title: 'Users' };\n"
     "}\n";
 
-/* /js/vhosts.js (3977 bytes) */
+/* /js/vhosts.js (4015 bytes) */
 static const char body_29[] =
     "// Virtual hosts: the table (messages and rates per vhost); administrators\n"
     "// add and delete them (deleting asks for the name to be typed).\n"
@@ -2846,7 +2856,8 @@ static const char body_29[] =
     "const enc = encodeURIComponent;\n"
     "\n"
     "async function reloadVhostList() {\n"
-    "  try { session.vhosts = (await get('/api/vhosts\?columns=name')).map((v) => v.name); } catch (e) { /* keep the old list */ }\n"
+    "  try { session.vhosts = (await get('/api/vhosts\?columns=name')).map((v) => v.name); } catch (e) { return; }\n"
+    "  document.dispatchEvent(new Event('warren:vhosts'));\n"
     "}\n"
     "\n"
     "function addForm(onDone) {\n"
@@ -2908,7 +2919,7 @@ static const mgmt_asset assets[] = {
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
-    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 9638, "\"e5ba22397d76f1ccb0b8\""},
+    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10014, "\"89ca5380cc5e0e83cc0c\""},
     {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5041, "\"8756022c990ade7da37a\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 5687, "\"2d3c2253712996421767\""},
@@ -2933,7 +2944,7 @@ static const mgmt_asset assets[] = {
     {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 6675, "\"120438eed3ba3b6e7fe3\""},
     {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 5397, "\"96059292a9cafcdb87a8\""},
     {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 3804, "\"5009a597fa3e9081d43d\""},
-    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 3977, "\"143c52a9670ecf02abb6\""},
+    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
 };
 
 const mgmt_asset *mgmt_asset_find(const char *path)

@@ -170,6 +170,7 @@ await test('add a virtual host from the UI and select it', async () => {
   await page.click('#vhost-add');
   await toast(/Virtual host .* added/);
   await waitFor('vhost row', () => rowOf(VHOST).count());
+  assert(await page.locator(`#vhost-select option[value="${VHOST}"]`).count() === 1, 'the header lists the new vhost at once');
   // The creator gets full permissions (as RabbitMQ grants them); say so if not.
   const perms = await api('GET', `/api/vhosts/${enc(VHOST)}/permissions`);
   if (!(perms.json || []).some((p) => p.user === ADMIN[0])) {

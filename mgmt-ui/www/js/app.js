@@ -94,12 +94,22 @@ async function show() {
   }
 }
 
+function vhostOptions() {
+  return [['', 'All virtual hosts'], ...session.vhosts.map((v) => [v, v])];
+}
+
 function vhostSelector() {
-  const sel = select([['', 'All virtual hosts'], ...session.vhosts.map((v) => [v, v])], session.vhost,
-    { id: 'vhost-select', 'aria-label': 'Virtual host' });
+  const sel = select(vhostOptions(), session.vhost, { id: 'vhost-select', 'aria-label': 'Virtual host' });
   sel.addEventListener('change', () => { setVhost(sel.value); show(); });
   return sel;
 }
+
+// Pages that add or delete a vhost announce the new list.
+document.addEventListener('warren:vhosts', () => {
+  const sel = document.getElementById('vhost-select');
+  if (session.vhost && !session.vhosts.includes(session.vhost)) setVhost('');
+  if (sel) replace(sel, [...select(vhostOptions(), session.vhost).children]);
+});
 
 function renderShell() {
   const refresh = select(live.INTERVALS.map(([s, l]) => [String(s), l]), String(live.getInterval()),

@@ -10,7 +10,8 @@ import { session, isAdmin } from './session.js';
 const enc = encodeURIComponent;
 
 async function reloadVhostList() {
-  try { session.vhosts = (await get('/api/vhosts?columns=name')).map((v) => v.name); } catch (e) { /* keep the old list */ }
+  try { session.vhosts = (await get('/api/vhosts?columns=name')).map((v) => v.name); } catch (e) { return; }
+  document.dispatchEvent(new Event('warren:vhosts'));
 }
 
 function addForm(onDone) {
