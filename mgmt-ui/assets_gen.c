@@ -2544,7 +2544,7 @@ static const char body_25[] =
     "  return String(v);\n"
     "}\n";
 
-/* /js/ui.js (6675 bytes) */
+/* /js/ui.js (6690 bytes) */
 static const char body_26[] =
     "// Shared interaction pieces: confirmation dialogs for destructive actions,\n"
     "// transient notices, and the typed key/value editor used for queue and\n"
@@ -2563,7 +2563,7 @@ static const char body_26[] =
     "      h('form', { method: 'dialog' },\n"
     "        h('h2', { id: 'confirm-title' }, icon('alert'), title),\n"
     "        h('p', {}, message),\n"
-    "        input \? h('label', { class: 'confirm-type' }, 'Type ', h('code', {}, typeToConfirm), ' to confirm:', input) : null,\n"
+    "        input \? h('label', { class: 'confirm-type' }, h('span', {}, 'Type ', h('code', {}, typeToConfirm), ' to confirm:'), input) : null,\n"
     "        h('div', { class: 'actions' },\n"
     "          h('button', { type: 'submit', class: 'btn', value: 'cancel' }, 'Cancel'), ok)));\n"
     "    if (input) input.addEventListener('input', () => { ok.disabled = input.value !== typeToConfirm; });\n"
@@ -2941,7 +2941,7 @@ static const mgmt_asset assets[] = {
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2658, "\"b491677e8aa42d728bbb\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 1231, "\"6bec316a4311c1103761\""},
     {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 10021, "\"5ba6c4e60a698e2f3a7b\""},
-    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 6675, "\"120438eed3ba3b6e7fe3\""},
+    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 6690, "\"d62b5245a7dc1548caaf\""},
     {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 5397, "\"96059292a9cafcdb87a8\""},
     {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 3804, "\"5009a597fa3e9081d43d\""},
     {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 4015, "\"bda5eacfdc8a7f8ba2a7\""},

@@ -9,6 +9,8 @@
 #      CONSOLE_URL=http://...   test that console + API instead of starting Warren
 #                               (e.g. tests/browser/devserver.py in front of RabbitMQ)
 #      CONSOLE_AMQP_PORT=N      its AMQP port (default 5672)
+#      CONSOLE_TARGET=warren    hold that console to the 10,000-queue targets
+#                               (set when this script starts Warren)
 #      SHOTS=dir                screenshots (default build/browser-screenshots)
 #      PERF_QUEUES=N            queues for the scale test (default 10000)
 #
@@ -69,6 +71,7 @@ if [ -z "$BASE" ]; then
     if [ -n "$mport" ] && [ -n "$aport" ]; then
         BASE=http://127.0.0.1:$mport
         AMQP_PORT=$aport
+        export CONSOLE_TARGET=warren
         echo "# testing Warren's console at $BASE (AMQP on $AMQP_PORT)"
     elif grep -q 'management' "$TMP/warren.log" &&
          curl -sf -u guest:guest http://127.0.0.1:15672/api/whoami > /dev/null 2>&1; then

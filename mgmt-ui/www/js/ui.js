@@ -15,7 +15,7 @@ export function confirmAction({ title, message, confirmLabel = 'Delete', typeToC
       h('form', { method: 'dialog' },
         h('h2', { id: 'confirm-title' }, icon('alert'), title),
         h('p', {}, message),
-        input ? h('label', { class: 'confirm-type' }, 'Type ', h('code', {}, typeToConfirm), ' to confirm:', input) : null,
+        input ? h('label', { class: 'confirm-type' }, h('span', {}, 'Type ', h('code', {}, typeToConfirm), ' to confirm:'), input) : null,
         h('div', { class: 'actions' },
           h('button', { type: 'submit', class: 'btn', value: 'cancel' }, 'Cancel'), ok)));
     if (input) input.addEventListener('input', () => { ok.disabled = input.value !== typeToConfirm; });
