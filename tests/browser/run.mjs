@@ -114,11 +114,11 @@ async function confirmDialog(typed) {
   await dlg.locator('button[value=ok]').click();
   await dlg.waitFor({ state: 'detached' });
 }
-async function toast(re) {
+async function toast(re, ms = 10000) {
   return waitFor(`notice ${re}`, async () => {
     const texts = await page.locator('.toast').allTextContents();
     return texts.find((t) => re.test(t));
-  }, 10000);
+  }, ms);
 }
 function rowOf(name) {
   return page.locator('table.data tbody tr', { has: page.locator('td[data-col=name]', { hasText: name }) });
@@ -520,7 +520,7 @@ await test('clean up through the UI: delete the user, then the vhost (typed conf
   await rowOf(VHOST).locator('button[data-vhost]').click();
   await shot('19-delete-vhost-confirm', { full: false });
   await confirmDialog(VHOST);
-  await toast(/Virtual host .* deleted/);
+  await toast(/Virtual host .* deleted/, 120000); // RabbitMQ takes a while with 10,000 queues
   await waitFor('the vhost to be gone', async () => (await api('GET', `/api/vhosts/${enc(VHOST)}`)).status === 404, 20000);
 });
 
