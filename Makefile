@@ -89,9 +89,7 @@ $(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
-# The console's unit test links only the console and its embedded assets.
-CONSOLE_OBJS = $(B)/mgmt-ui/console.o $(B)/mgmt-ui/assets_gen.o
-$(B)/tests/unit/test_mgmt_console: tests/unit/test_mgmt_console.c $(CONSOLE_OBJS)
+$(B)/tests/unit/test_mgmt_%: tests/unit/test_mgmt_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
@@ -134,4 +132,4 @@ peer-suites: deps all
 clean:
 	rm -rf build bin
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find build -path build/tools -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -63,6 +63,9 @@ typedef struct config {
     uint64_t memory_high_watermark_abs; /* .absolute, bytes; 0 = use relative */
     journal_sync_mode journal_sync;     /* journal.sync */
     uint64_t journal_segment_size;      /* journal.segment_size */
+    char mgmt_ip[64];                   /* management.tcp.ip */
+    int mgmt_port;                      /* management.tcp.port; 0 = a free port */
+    bool mgmt_port_set;                 /* given in the file or --set, not the default */
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -195,6 +198,8 @@ size_t transport_pending(const transport *t);
 void transport_pause_reading(transport *t, bool paused);
 /* Drops unsent output and stops reading (the peer is gone or too slow). */
 void transport_abort(transport *t);
+/* Bytes read, bytes written, reads and writes so far (statistics). */
+void transport_io_counts(const transport *t, uint64_t out[4]);
 
 /* ---- server ------------------------------------------------------------- */
 
@@ -228,6 +233,8 @@ void server_conn_opened(server *s, conn *c);
 /* A confirm or commit-ok waits for journal sequence `seq` (the loop does
  * not spin while the disk is what it waits for). */
 void server_journal_wait(server *s, journal_seq seq);
+/* Bytes of message memory that raise the memory alarm. */
+size_t server_memory_limit(const server *s);
 /* Unfinished message bodies (content still arriving) on all connections
  * together have a budget: half the memory high watermark, and at least one
  * message of max_message_size. Once it is exceeded, a connection holding
@@ -600,6 +607,7 @@ typedef struct queue_paged {
     uint8_t priority;
     uint32_t delivery_count;
     bool maybe_delivered;
+    uint64_t delayed_until; /* held back until then (wall clock, ms since the epoch); 0: not */
 } queue_paged;
 /* Recovery: appends a message from the journal, in journal order. */
 void queue_restore(queue *q, const queue_paged *p);
@@ -779,6 +787,18 @@ journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n);
 void persist_settle(queue *q, const msg *m, journal_settle_kind kind);
 /* `m` was delivered from `q`; it has now been delivered `count` times. */
 void persist_delivered(queue *q, const msg *m, uint32_t count);
+/* `m` in `q` is held back until `until_ms` (wall clock, ms since the epoch;
+ * 0: no longer); recovery hands it back in queue_paged.delayed_until. */
+void persist_delayed(queue *q, const msg *m, uint64_t until_ms);
+/* Moves `m` out of `from` (settled as `kind`, e.g. JOURNAL_DEAD_LETTER, with
+ * `reason`) into queues to[0..n) as `copy` -- a message of its own when the
+ * properties changed, else `m` itself -- atomically in the journal: after
+ * a crash it is in `from` or in every durable target, never in neither or
+ * both. Journals only; the caller enqueues the copy (persist_settle it as
+ * dropped where a target refuses it). Returns the sequence that makes the
+ * move durable, 0 if nothing was journaled. */
+journal_seq persist_move(queue *from, const msg *m, journal_settle_kind kind, const char *reason,
+                         msg *copy, queue **to, size_t n);
 /* Every message left `q`: purged, or the queue deleted. */
 void persist_queue_emptied(queue *q, bool deleted);
 /* Paging: a queue keeps only the head of its backlog in RAM. A message the
@@ -797,5 +817,176 @@ size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, s
  * be missing, so every recovered message is marked maybe-delivered and goes
  * out with redelivered=true. */
 bool persist_recover(server *s, journal *j, bool clean);
+/* What persist_recover puts back: replays `j` and calls `each` for every
+ * live entry, in restore order, with the durable queue's store id. */
+bool persist_replay(journal *j, bool clean,
+                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx);
+
+/* ---- statistics (stats.c) ----------------------------------------------- */
+
+/* Message and byte counters kept per queue, exchange, channel, connection
+ * and vhost for the management API. The hot path only increments them
+ * (st->n[STAT_PUBLISH]++); one timer every STATS_INTERVAL_MS samples every
+ * object into a short history, from which rates are computed when asked. */
+typedef enum stat_id {
+    STAT_PUBLISH, STAT_PUBLISH_IN, STAT_PUBLISH_OUT, STAT_CONFIRM,
+    STAT_DELIVER, STAT_DELIVER_NO_ACK, STAT_GET, STAT_GET_NO_ACK, STAT_GET_EMPTY,
+    STAT_ACK, STAT_REDELIVER, STAT_RETURN_UNROUTABLE, STAT_DROP_UNROUTABLE,
+    STAT_RECV_OCT, STAT_SEND_OCT, STAT_RECV_CNT, STAT_SEND_CNT,
+    STAT_COUNTERS,
+    /* gauges, sampled by the timer only */
+    STAT_MESSAGES = STAT_COUNTERS, STAT_MESSAGES_READY, STAT_MESSAGES_UNACKED,
+    STAT_FIELDS
+} stat_id;
+
+#define STATS_INTERVAL_MS 5000 /* RabbitMQ's collect_statistics_interval */
+#define STATS_OBJECT_SAMPLES 13  /* one minute of 5 s samples, both ends */
+#define STATS_GLOBAL_SAMPLES 121 /* ten minutes, for the overview and vhosts */
+
+typedef struct stats_hist stats_hist;
+typedef struct stats {
+    uint64_t n[STAT_COUNTERS];
+    stats_hist *hist; /* NULL until the object first shows activity */
+} stats;
+
+/* One sampled value: the value at `ts_ms` (wall clock, ms). */
+typedef struct stats_sample {
+    uint64_t ts_ms;
+    uint64_t v[STAT_FIELDS];
+} stats_sample;
+
+/* Records the counters and `gauges` (messages, ready, unacked; NULL = none)
+ * as the sample at `now_wall_ms`, keeping `cap` samples. An object never
+ * active costs no history. */
+void stats_sample_now(stats *st, const uint64_t *gauges, uint64_t now_wall_ms, uint32_t cap);
+/* Samples held, newest first: out[0] is the latest. Returns how many (at
+ * most `max`). */
+size_t stats_samples(const stats *st, const stats_sample **newest, size_t max);
+/* The sample `age` back (0 = newest), or NULL. */
+const stats_sample *stats_sample_at(const stats *st, size_t age);
+/* Change per second of field `f` over the last sampling interval (0 when
+ * fewer than two samples). */
+double stats_rate(const stats *st, stat_id f);
+void stats_free(stats *st);
+/* Adds `src`'s counters to `dst`'s (no history). */
+void stats_add(stats *dst, const stats *src);
+
+/* The server's timer: samples every vhost, queue, exchange, connection and
+ * channel, and the whole broker (server_stats). */
+void stats_tick(server *s);
+stats *server_stats(server *s);
+/* An exchange's statistics, allocated at first use; NULL on OOM. */
+stats *stats_of_exchange(route_exchange *ex);
+/* route hook: the exchange is being freed. */
+void stats_exchange_freed(void *ctx, route_exchange *ex);
+
+/* ---- introspection and admin (admin.c; the management API's view) ------ */
+
+/* Vhosts in name order: NULL prev gives the first; NULL after the last. */
+vhost *server_vhost_next(server *s, vhost *prev);
+/* Connections: the i-th of server_conn_count (the order changes when one
+ * closes); by id, NULL when gone. */
+size_t server_conn_count(const server *s);
+conn *server_conn_at(server *s, size_t i);
+conn *server_conn_find(server *s, uint64_t id);
+/* Wall-clock ms when the server started; its node name ("warren@host"). */
+uint64_t server_started_at(const server *s);
+/* The port the AMQP listener bound (the configured one may be 0). */
+int server_amqp_port(const server *s);
+const char *server_node_name(const server *s);
+uint64_t wall_clock_ms(void);
+
+uint32_t vhost_queue_count(const vhost *v);
+stats *vhost_stats(vhost *v);
+
+typedef struct conn_info {
+    uint64_t id;
+    const char *name;      /* "127.0.0.1:51390 -> 127.0.0.1:5672" */
+    const char *peer_host, *host;
+    int peer_port, port;
+    const char *user, *vhost; /* "" before login / open */
+    const char *state;        /* "starting", "tuning", "opening", "running", "blocked", "closing" */
+    const char *auth_mechanism;
+    amqp_bytes client_properties; /* validated table content, or empty */
+    uint16_t channel_max, heartbeat;
+    uint32_t frame_max, channels;
+    uint64_t connected_at; /* wall clock ms */
+    size_t send_pend;
+    const stats *stats;
+} conn_info;
+void conn_describe(const conn *c, conn_info *out);
+uint64_t conn_id(const conn *c);
+/* Open channels by slot: 0..conn_channel_slots-1, NULL for an empty one. */
+uint32_t conn_channel_slots(const conn *c);
+chan *conn_channel_at(conn *c, uint32_t slot);
+chan *conn_channel_find(conn *c, uint16_t number);
+/* The management API closes a connection: 320 CONNECTION_FORCED with the
+ * reason RabbitMQ gives ("Closed via management plugin" unless `reason`). */
+void conn_force_close(conn *c, const char *reason);
+
+typedef struct chan_info {
+    uint16_t number;
+    bool confirm, transactional;
+    uint32_t prefetch_count, global_prefetch_count;
+    uint32_t unacked, unconfirmed, uncommitted_msgs, uncommitted_acks, consumers;
+    uint64_t oldest_unacked_ms; /* server_now_ms clock, 0 = none */
+    const stats *stats;
+} chan_info;
+void chan_describe(const chan *ch, chan_info *out);
+consumer *chan_consumers(chan *ch); /* linked through ch_next */
+/* When the oldest delivery from `q` this channel holds was made; 0 = none. */
+uint64_t chan_oldest_unacked_from(chan *ch, const queue *q);
+
+typedef struct queue_info {
+    uint32_t ready, unacked, consumers;
+    uint64_t ready_bytes;
+    size_t memory;             /* bytes the queue's own structures use (not bodies) */
+    uint64_t oldest_ready_ms;  /* server_now_ms clock, 0 = none */
+    uint32_t delivery_counts[QUEUE_DC_BUCKETS];
+    consumer *active_consumer; /* x-single-active-consumer, or NULL */
+    consumer *exclusive_consumer;
+    stats *stats;
+} queue_info;
+void queue_describe(queue *q, queue_info *out);
+/* Its consumers, in round-robin order: NULL prev gives the first. */
+consumer *queue_next_consumer(queue *q, consumer *prev);
+stats *queue_stats(queue *q);
+
+/* Admin operations take the same paths as the AMQP methods (durability in
+ * the metadata store, journal settles) and fail with the same AMQP error
+ * (code and RabbitMQ's text) for the caller to report. */
+int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_error *err);
+int admin_queue_delete(vhost *v, amqp_bytes name, bool if_unused, bool if_empty, amqp_error *err);
+int admin_queue_purge(vhost *v, amqp_bytes name, amqp_error *err);
+int admin_exchange_declare(vhost *v, const route_exchange_spec *spec, amqp_error *err);
+int admin_exchange_delete(vhost *v, amqp_bytes name, bool if_unused, amqp_error *err);
+/* queue.bind / exchange.bind (dest_is_queue says which `dest` names). */
+int admin_bind(vhost *v, amqp_bytes source, bool dest_is_queue, amqp_bytes dest, amqp_bytes key,
+               amqp_bytes args, bool bind, amqp_error *err);
+/* basic.publish as the user `user` (checked against user-id); *routed says
+ * whether any queue took it. `props` is encoded properties (flags + list). */
+int admin_publish(vhost *v, const char *user, amqp_bytes exchange, amqp_bytes key,
+                  amqp_bytes props, amqp_bytes body, bool *routed, amqp_error *err);
+/* basic.get of up to `count` messages, each passed to fn as delivered;
+ * then each is acked, requeued (in order, redelivered) or rejected
+ * (dead-lettered). Returns how many, or -1 with err set. */
+typedef enum admin_ackmode { ADMIN_ACK, ADMIN_REQUEUE, ADMIN_REJECT } admin_ackmode;
+typedef void (*admin_get_fn)(void *arg, msg *m, bool redelivered, uint32_t remaining);
+int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, admin_get_fn fn,
+              void *arg, amqp_error *err);
+/* Routes and enqueues a message in `v` (shared with basic.publish): queues
+ * found, whether one refused it, and the journal sequence to confirm at. */
+typedef struct vhost_routed {
+    size_t queues;
+    bool refused;
+    journal_seq wait;
+} vhost_routed;
+vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes headers,
+                           int64_t expiration_ms);
+
+/* The effective configuration as rabbitmq.conf keys and values (no
+ * passwords), for GET /api/environment. */
+void config_describe(const config *c, void (*fn)(void *arg, const char *key, const char *value),
+                     void *arg);
 
 #endif

@@ -51,7 +51,16 @@ void chan_free(chan *ch)
     free(ch->tx_pubs);
     free(ch->tx_acks);
     chan_content_release(ch);
+    stats_free(&ch->stats);
     free(ch);
+}
+
+/* Counts one event of kind `f` on the channel, the queue and the vhost. */
+static void count(chan *ch, queue *q, stat_id f)
+{
+    ch->stats.n[f]++;
+    queue_stats(q)->n[f]++;
+    vhost_stats(conn_vhost(ch->c))->n[f]++;
 }
 
 /* ---- unacked ring ------------------------------------------------------- */
@@ -152,7 +161,7 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
     queue_delivery_settled(e->q, e->it.delivery_count);
     if (queue_is_deleted(e->q) || mode == SETTLE_ACK) {
         if (mode == SETTLE_ACK)
-            persist_settle(e->q, e->it.m, JOURNAL_ACK);
+            persist_settle(e->q, e->it.m, JOURNAL_ACK), count(ch, e->q, STAT_ACK);
         msg_unref(e->it.m);
     } else if (mode == SETTLE_REQUEUE) {
         queue_requeue(e->q, e->it);
@@ -291,6 +300,9 @@ void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
     d.basic_deliver.exchange = msg_exchange(it.m);
     d.basic_deliver.routing_key = msg_routing_key(it.m);
     conn_send_content(ch->c, ch->number, &d, it.m);
+    count(ch, q, cons->no_ack ? STAT_DELIVER_NO_ACK : STAT_DELIVER);
+    if (d.basic_deliver.redelivered)
+        count(ch, q, STAT_REDELIVER);
     it.delivery_count++;
     if (cons->no_ack) {
         persist_settle(q, it.m, JOURNAL_ACK);
@@ -488,6 +500,9 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
     g.basic_get_ok.routing_key = msg_routing_key(it.m);
     g.basic_get_ok.message_count = queue_ready_count(q);
     conn_send_content(ch->c, ch->number, &g, it.m);
+    count(ch, q, no_ack ? STAT_GET_NO_ACK : STAT_GET);
+    if (g.basic_get_ok.redelivered)
+        count(ch, q, STAT_REDELIVER);
     it.delivery_count++;
     if (no_ack) {
         persist_settle(q, it.m, JOURNAL_ACK);
@@ -496,4 +511,39 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
         persist_delivered(q, it.m, it.delivery_count);
         ua_push(ch, tag, q, NULL, it);
     }
+}
+
+/* ---- introspection (management API) ------------------------------------ */
+
+void chan_describe(const chan *ch, chan_info *out)
+{
+    uint32_t consumers = 0;
+    for (const consumer *c = ch->consumers; c; c = c->ch_next)
+        consumers++;
+    *out = (chan_info){.number = ch->number,
+                       .confirm = ch->mode == MODE_CONFIRM,
+                       .transactional = ch->mode == MODE_TX,
+                       .prefetch_count = ch->prefetch_consumer,
+                       .global_prefetch_count = ch->prefetch_global,
+                       .unacked = ch->ua_live,
+                       .unconfirmed = (uint32_t)(ch->confirm_seq - ch->confirm_sent),
+                       .uncommitted_msgs = (uint32_t)ch->tx_npubs,
+                       .uncommitted_acks = (uint32_t)ch->tx_nacks,
+                       .consumers = consumers,
+                       .oldest_unacked_ms = ch->ua_live ? ch->ua[ch->ua_head].delivered_at : 0,
+                       .stats = &ch->stats};
+}
+
+consumer *chan_consumers(chan *ch) { return ch->consumers; }
+
+/* Deliveries are in delivery order, so the first live one from q is its
+ * oldest here. */
+uint64_t chan_oldest_unacked_from(chan *ch, const queue *q)
+{
+    for (uint32_t i = 0; i < ch->ua_count; i++) {
+        unacked *e = ua_at(ch, i);
+        if (e->it.m && e->q == q)
+            return e->delivered_at;
+    }
+    return 0;
 }

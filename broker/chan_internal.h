@@ -56,6 +56,7 @@ enum { MODE_NONE, MODE_CONFIRM, MODE_TX };
 
 struct chan {
     conn *c;
+    stats stats; /* management counters */
     uint16_t number;
     uint8_t mode;
     uint8_t content;

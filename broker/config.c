@@ -231,10 +231,27 @@ static bool set_segment_size(config *c, const char *v, char *why, size_t n)
     return parse_uint(v, 1u << 20, 1u << 30, &c->journal_segment_size, why, n);
 }
 
+static bool set_mgmt_port(config *c, const char *v, char *why, size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, 0, 65535, &x, why, n))
+        return false;
+    c->mgmt_port = (int)x;
+    c->mgmt_port_set = true;
+    return true;
+}
+
+static bool set_mgmt_ip(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->mgmt_ip, sizeof c->mgmt_ip, v, why, n);
+}
+
 static const struct {
     const char *key;
     key_parser parse;
 } keys[] = {
+    {"management.tcp.port", set_mgmt_port},
+    {"management.tcp.ip", set_mgmt_ip},
     {"journal.sync", set_journal_sync},
     {"journal.segment_size", set_segment_size},
     {"vm_memory_high_watermark.relative", set_watermark_relative},
@@ -275,6 +292,52 @@ void config_defaults(config *c)
     c->memory_high_watermark = 0.4;
     c->journal_sync = JOURNAL_SYNC_BATCH;
     c->journal_segment_size = 64u << 20;
+    strcpy(c->mgmt_ip, "0.0.0.0");
+    c->mgmt_port = 15672;
+}
+
+/* Every setting as its rabbitmq.conf key; default_pass is left out. */
+void config_describe(const config *c, void (*fn)(void *arg, const char *key, const char *value),
+                     void *arg)
+{
+    static const char *const syncs[] = {"batch", "always", "none"};
+    static const char *const levels[] = {"debug", "info", "warning", "error", "none"};
+    char b[160];
+    snprintf(b, sizeof b, "%s:%d", c->listen_host, c->listen_port);
+    fn(arg, "listeners.tcp.default", b);
+    fn(arg, "default_user", c->default_user);
+    fn(arg, "default_vhost", c->default_vhost);
+    if (c->loopback_none)
+        fn(arg, "loopback_users", "none");
+    else if (!c->loopback_explicit)
+        fn(arg, "loopback_users.guest", "true");
+    for (unsigned i = 0; !c->loopback_none && c->loopback_explicit && i < c->nloopback_users; i++) {
+        char key[300];
+        snprintf(key, sizeof key, "loopback_users.%s", c->loopback_users[i]);
+        fn(arg, key, "true");
+    }
+    const struct { const char *key; uint64_t v; } nums[] = {
+        {"heartbeat", c->heartbeat}, {"frame_max", c->frame_max},
+        {"channel_max", c->channel_max}, {"handshake_timeout", c->handshake_timeout_ms},
+        {"max_message_size", c->max_message_size},
+        {"journal.segment_size", c->journal_segment_size},
+        {"management.tcp.port", (uint64_t)c->mgmt_port},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        snprintf(b, sizeof b, "%llu", (unsigned long long)nums[i].v);
+        fn(arg, nums[i].key, b);
+    }
+    fn(arg, "management.tcp.ip", c->mgmt_ip);
+    if (c->memory_high_watermark_abs) {
+        snprintf(b, sizeof b, "%llu", (unsigned long long)c->memory_high_watermark_abs);
+        fn(arg, "vm_memory_high_watermark.absolute", b);
+    } else {
+        snprintf(b, sizeof b, "%g", c->memory_high_watermark);
+        fn(arg, "vm_memory_high_watermark.relative", b);
+    }
+    fn(arg, "log.level", levels[c->log_level]);
+    fn(arg, "data_dir", c->data_dir);
+    fn(arg, "journal.sync", syncs[c->journal_sync]);
 }
 
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,

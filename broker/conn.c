@@ -22,9 +22,12 @@
  * A connection is never freed on the stack of its own callbacks: teardown
  * marks it CLOSED and the free runs from a zero-delay event.
  */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,6 +396,8 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     server_conn_closed(c->srv, c);
     transport_free(c->t);
     free(c->chans);
+    free(c->client_props);
+    stats_free(&c->stats);
     free(c->high);
     free(c);
 }
@@ -691,6 +696,31 @@ static const transport_handlers handlers = {on_read, on_drained, on_closed};
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
+/* RabbitMQ's connection name, "peer -> local"; ids number connections. */
+static void name_connection(conn *c, server *s, int fd)
+{
+    static uint64_t next_id;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+        void *addr = ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                                              : (void *)&((struct sockaddr_in *)&ss)->sin_addr;
+        inet_ntop(ss.ss_family, addr, host, sizeof host);
+        c->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    snprintf(c->host, sizeof c->host, "%s", host);
+    const char *colon = strrchr(c->peer, ':');
+    snprintf(c->peer_host, sizeof c->peer_host, "%.*s", colon ? (int)(colon - c->peer) : 0,
+             c->peer);
+    c->peer_port = colon ? atoi(colon + 1) : 0;
+    snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, host, c->port);
+    c->id = ++next_id;
+    c->connected_at = wall_clock_ms();
+    (void)s;
+}
+
 void conn_accept(server *s, int fd, bool loopback, const char *peer)
 {
     conn *c = calloc(1, sizeof *c);
@@ -705,6 +735,7 @@ void conn_accept(server *s, int fd, bool loopback, const char *peer)
     c->state = S_HEADER;
     c->loopback = loopback;
     snprintf(c->peer, sizeof c->peer, "%s", peer);
+    name_connection(c, s, fd);
     c->frame_max = server_config(s)->frame_max;
     c->content_limit = server_content_limit(s);
     c->channel_max = server_config(s)->channel_max;
@@ -803,4 +834,85 @@ void conn_journal_synced(conn *c)
         if (ch)
             chan_flush_confirms(ch);
     }
+}
+
+/* ---- introspection (management API) ------------------------------------ */
+
+void conn_keep_client_info(conn *c, amqp_bytes props, amqp_bytes mechanism)
+{
+    snprintf(c->mechanism, sizeof c->mechanism, "%.*s", (int)mechanism.len,
+             (const char *)mechanism.ptr);
+    free(c->client_props);
+    c->client_props = props.len ? malloc(props.len) : NULL;
+    c->client_props_len = c->client_props ? props.len : 0;
+    if (c->client_props)
+        memcpy(c->client_props, props.ptr, props.len);
+}
+
+static const char *state_name(const conn *c)
+{
+    switch (c->state) {
+    case S_HEADER:
+    case S_START_OK:
+        return "starting";
+    case S_TUNE_OK:
+        return "tuning";
+    case S_OPEN_WAIT:
+        return "opening";
+    case S_OPEN:
+        return c->reading_blocked || c->journal_blocked ? "blocked" : "running";
+    default:
+        return "closing";
+    }
+}
+
+uint64_t conn_id(const conn *c) { return c->id; }
+
+void conn_describe(const conn *c, conn_info *out)
+{
+    uint64_t io[4];
+    transport_io_counts(c->t, io);
+    conn *mut = (conn *)c; /* the byte counters live in the transport */
+    mut->stats.n[STAT_RECV_OCT] = io[0], mut->stats.n[STAT_SEND_OCT] = io[1];
+    mut->stats.n[STAT_RECV_CNT] = io[2], mut->stats.n[STAT_SEND_CNT] = io[3];
+    *out = (conn_info){.id = c->id,
+                       .name = c->name,
+                       .peer_host = c->peer_host,
+                       .peer_port = c->peer_port,
+                       .host = c->host,
+                       .port = c->port,
+                       .user = c->user,
+                       .vhost = c->vh ? vhost_name(c->vh) : "",
+                       .state = state_name(c),
+                       .auth_mechanism = c->mechanism,
+                       .client_properties = {c->client_props, c->client_props_len},
+                       .channel_max = c->channel_max,
+                       .heartbeat = c->heartbeat,
+                       .frame_max = c->frame_max,
+                       .channels = c->nopen,
+                       .connected_at = c->connected_at,
+                       .send_pend = transport_pending(c->t),
+                       .stats = &c->stats};
+}
+
+uint32_t conn_channel_slots(const conn *c) { return c->state == S_OPEN ? c->nchans : 0; }
+
+chan *conn_channel_at(conn *c, uint32_t slot)
+{
+    chan *ch = slot < c->nchans ? c->chans[slot] : NULL;
+    return ch == CHAN_CLOSING ? NULL : ch;
+}
+
+chan *conn_channel_find(conn *c, uint16_t number)
+{
+    return c->state == S_OPEN ? conn_channel_at(c, number) : NULL;
+}
+
+void conn_force_close(conn *c, const char *reason)
+{
+    char text[256];
+    snprintf(text, sizeof text, "CONNECTION_FORCED - %s",
+             reason && *reason ? reason : "Closed via management plugin");
+    log_msg(LOG_INFO, "connection %s closed via the management API: %s", c->peer, text);
+    conn_close(c, AMQP_CONNECTION_FORCED, text, 0);
 }

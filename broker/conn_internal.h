@@ -54,9 +54,24 @@ struct conn {
     chan_entry *high; /* channels from 256 up: open addressing, high_cap a power of 2 */
     uint32_t nhigh, high_cap;
     uint32_t nopen; /* channels open, against channel_max */
+    /* for the management API */
+    uint64_t id;
+    uint64_t connected_at; /* wall clock ms */
+    char name[160];        /* "peer -> local", as RabbitMQ names connections */
+    char host[64];         /* local address and port */
+    char peer_host[64];
+    int peer_port;
+    int port;
+    char mechanism[16];
+    uint8_t *client_props; /* copy of start-ok's client_properties */
+    uint32_t client_props_len;
+    stats stats;
     uint64_t content_held;  /* bytes of messages being assembled on its channels */
     uint64_t content_limit; /* server_content_limit, for the check on every growth */
 };
+
+/* Keeps start-ok's client properties and mechanism for the management API. */
+void conn_keep_client_info(conn *c, amqp_bytes props, amqp_bytes mechanism);
 
 /* The protocol header has arrived (or part of it): answer connection.start,
  * or send our header back and close on a wrong one. */

@@ -8,7 +8,12 @@
  *
  * The expiration property is removed (kept as original-expiration) so the
  * copy does not expire again. A message that would cycle back to a queue it
- * already died in is dropped unless a rejection is part of the cycle. */
+ * already died in is dropped unless a rejection is part of the cycle.
+ *
+ * Persistence: the copy is a message of its own (its headers differ), so
+ * leaving the source and arriving in the durable targets is one
+ * persist_move -- an atomic group in the journal -- before the copy is
+ * enqueued anywhere: after a crash the message is in exactly one place. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -133,13 +138,23 @@ static bool would_cycle(msg *copy, queue *target, const char *reason)
     return seen;
 }
 
+/* Leaves only the targets the copy would not cycle into; returns how many. */
+static size_t drop_cycles(msg *copy, queue **targets, size_t n, const char *reason)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!would_cycle(copy, targets[i], reason))
+            targets[kept++] = targets[i];
+    return kept;
+}
+
 void queue_dead_letter(queue *q, queue_item it, const char *reason)
 {
     const queue_args *a = queue_get_args(q);
     route_table *routes = vhost_routes(queue_vhost(q));
     route_exchange *ex = a->has_dlx ? route_exchange_find(routes, a->dlx) : NULL;
-    persist_settle(q, it.m, ex ? JOURNAL_DEAD_LETTER : JOURNAL_DROP);
     if (!ex) {
+        persist_settle(q, it.m, JOURNAL_DROP);
         msg_unref(it.m);
         return;
     }
@@ -149,8 +164,9 @@ void queue_dead_letter(queue *q, queue_item it, const char *reason)
     amqp_bytes key = a->has_dlrk ? a->dlrk : msg_routing_key(it.m);
     msg *copy = n ? msg_copy_with(it.m, a->dlx, key, (amqp_bytes){buf, (uint32_t)n}) : NULL;
     free(buf);
-    msg_unref(it.m);
     if (!copy) {
+        persist_settle(q, it.m, JOURNAL_DEAD_LETTER);
+        msg_unref(it.m);
         log_msg(LOG_WARNING, "queue '%.*s': could not dead-letter a message",
                 (int)queue_name(q).len, (const char *)queue_name(q).ptr);
         return;
@@ -159,9 +175,12 @@ void queue_dead_letter(queue *q, queue_item it, const char *reason)
     amqp_properties_decode(msg_properties(copy), &p, NULL);
     queue *local[16], **targets;
     size_t nt = vhost_route(queue_vhost(q), ex, key, p.headers, local, 16, &targets);
+    nt = drop_cycles(copy, targets, nt, reason);
+    persist_move(q, it.m, JOURNAL_DEAD_LETTER, reason, copy, targets, nt);
+    msg_unref(it.m);
     for (size_t i = 0; i < nt; i++)
-        if (!would_cycle(copy, targets[i], reason))
-            queue_publish(targets[i], copy, -1);
+        if (!queue_publish(targets[i], copy, -1))
+            persist_settle(targets[i], copy, JOURNAL_DROP);
     if (targets != local)
         free(targets);
     msg_unref(copy);

@@ -199,6 +199,23 @@ static queue *find_queue(chan *ch, amqp_bytes *name, uint32_t method_id, amqp_er
 
 /* ---- exchanges ---------------------------------------------------------- */
 
+int admin_exchange_declare(vhost *v, const route_exchange_spec *spec, amqp_error *err)
+{
+    route_table *routes = vhost_routes(v);
+    bool existed = route_exchange_find(routes, spec->name) != NULL;
+    route_exchange *ex;
+    if (route_exchange_declare(routes, spec, &ex, err) != AMQP_OK)
+        return AMQP_ERROR;
+    if (!existed)
+        durable_exchange_declared(v, ex);
+    return AMQP_OK;
+}
+
+int admin_exchange_delete(vhost *v, amqp_bytes name, bool if_unused, amqp_error *err)
+{
+    return route_exchange_delete(vhost_routes(v), name, if_unused, err);
+}
+
 static int exchange_declare(chan *ch, const amqp_exchange_declare *d, amqp_error *err)
 {
     route_exchange_spec spec = {
@@ -212,12 +229,9 @@ static int exchange_declare(chan *ch, const amqp_exchange_declare *d, amqp_error
     };
     route_table *routes = vhost_routes(conn_vhost(ch->c));
     bool existed = route_exchange_find(routes, d->exchange) != NULL;
-    route_exchange *ex;
     if (exchange_declare_permitted(ch, d, existed, err) != AMQP_OK ||
-        route_exchange_declare(routes, &spec, &ex, err) != AMQP_OK)
+        admin_exchange_declare(conn_vhost(ch->c), &spec, err) != AMQP_OK)
         return AMQP_ERROR;
-    if (!existed)
-        durable_exchange_declared(conn_vhost(ch->c), ex);
     if (!d->nowait)
         reply(ch, AMQP_EXCHANGE_DECLARE_OK);
     return AMQP_OK;
@@ -238,6 +252,21 @@ static int exchange_delete(chan *ch, const amqp_exchange_delete *d, amqp_error *
     return AMQP_OK;
 }
 
+/* Binds or unbinds, and records it when durable. */
+static int bind_to(vhost *v, amqp_bytes source, route_dest d, amqp_bytes key, amqp_bytes args,
+                   bool bind, uint32_t method_id, amqp_error *err)
+{
+    route_table *routes = vhost_routes(v);
+    int r = bind ? route_bind(routes, source, d, key, args, method_id, err)
+                 : route_unbind(routes, source, d, key, args, method_id, err);
+    if (r != AMQP_OK)
+        return AMQP_ERROR;
+    route_exchange *src = route_exchange_find(routes, source);
+    if (src)
+        durable_binding(v, src, d, key, args, bind);
+    return AMQP_OK;
+}
+
 /* exchange.bind and exchange.unbind share their arguments' layout. */
 static int exchange_binding(chan *ch, const amqp_method *m, amqp_error *err)
 {
@@ -253,15 +282,10 @@ static int exchange_binding(chan *ch, const amqp_method *m, amqp_error *err)
     if (!dest)
         return AMQP_ERROR;
     route_dest d = {.exchange = dest};
-    int r = bind ? route_bind(routes, b->source, d, b->routing_key, b->arguments, m->id, err)
-                 : route_unbind(routes, u->source, d, u->routing_key, u->arguments, m->id, err);
-    if (r != AMQP_OK)
+    if (bind_to(conn_vhost(ch->c), bind ? b->source : u->source, d,
+                bind ? b->routing_key : u->routing_key, bind ? b->arguments : u->arguments, bind,
+                m->id, err) != AMQP_OK)
         return AMQP_ERROR;
-    route_exchange *src = route_exchange_find(routes, bind ? b->source : u->source);
-    if (src)
-        durable_binding(conn_vhost(ch->c), src, d,
-                        bind ? b->routing_key : u->routing_key,
-                        bind ? b->arguments : u->arguments, bind);
     if (!(bind ? b->nowait : u->nowait))
         reply(ch, bind ? AMQP_EXCHANGE_BIND_OK : AMQP_EXCHANGE_UNBIND_OK);
     return AMQP_OK;
@@ -269,9 +293,9 @@ static int exchange_binding(chan *ch, const amqp_method *m, amqp_error *err)
 
 /* ---- queues ------------------------------------------------------------- */
 
-static int check_equivalent(chan *ch, queue *q, const amqp_queue_declare *d, amqp_error *err)
+static int check_equivalent(queue *q, const queue_spec *d, amqp_error *err)
 {
-    const char *flag = NULL;
+    const char *flag = NULL, *vhost_text = vhost_name(queue_vhost(q));
     bool received = false;
     if (queue_durable(q) != d->durable)
         flag = "durable", received = d->durable;
@@ -281,9 +305,9 @@ static int check_equivalent(chan *ch, queue *q, const amqp_queue_declare *d, amq
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
                          "inequivalent arg '%s' for queue '%.*s' in vhost '%s': received '%s' "
                          "but current is '%s'",
-                         flag, PRINTABLE(queue_name(q)), vname(ch), received ? "true" : "false",
+                         flag, PRINTABLE(queue_name(q)), vhost_text, received ? "true" : "false",
                          received ? "false" : "true");
-    return queue_args_equivalent(queue_arguments(q), d->arguments, queue_name(q), vname(ch), err);
+    return queue_args_equivalent(queue_arguments(q), d->arguments, queue_name(q), vhost_text, err);
 }
 
 static void declare_ok(chan *ch, queue *q, bool nowait)
@@ -332,33 +356,46 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
     }
     if (chan_permitted(ch, ACCESS_CONFIGURE, "queue", name, AMQP_QUEUE_DECLARE, err) != AMQP_OK)
         return AMQP_ERROR;
-    queue *q = vhost_queue_find(v, name);
-    if (q) {
-        if (queue_owner(q) != (d->exclusive ? ch->c : NULL))
-            return locked(ch, name, AMQP_QUEUE_DECLARE, err);
-        if (check_equivalent(ch, q, d, err) != AMQP_OK)
-            return AMQP_ERROR;
-        queue_touch(q);
-        declare_ok(ch, q, d->nowait);
-        return AMQP_OK;
-    }
-    queue_args args;
-    if (referenced_exchange_permitted(ch, "queue", name, d->arguments, "x-dead-letter-exchange",
-                                      AMQP_QUEUE_DECLARE, err) != AMQP_OK ||
-        queue_args_parse(d->arguments, name, vname(ch), &args, err) != AMQP_OK)
-        return AMQP_ERROR;
     queue_spec spec = {.name = name,
                        .durable = d->durable,
                        .exclusive = d->exclusive,
                        .auto_delete = d->auto_delete,
                        .arguments = d->arguments,
                        .owner = ch->c};
-    q = queue_new(v, &spec);
+    queue *q = vhost_queue_find(v, name);
+    if (q && queue_owner(q) != (d->exclusive ? ch->c : NULL))
+        return locked(ch, name, AMQP_QUEUE_DECLARE, err);
+    if (!q && referenced_exchange_permitted(ch, "queue", name, d->arguments,
+                                            "x-dead-letter-exchange", AMQP_QUEUE_DECLARE,
+                                            err) != AMQP_OK)
+        return AMQP_ERROR;
+    if (admin_queue_declare(v, &spec, &q, err) != AMQP_OK)
+        return AMQP_ERROR;
+    declare_ok(ch, q, d->nowait);
+    return AMQP_OK;
+}
+
+/* Declares a queue, or checks an existing one is equivalent (the caller
+ * checked its exclusive owner). The amq. prefix is the caller's check. */
+int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_error *err)
+{
+    queue *q = vhost_queue_find(v, spec->name);
+    if (q) {
+        if (check_equivalent(q, spec, err) != AMQP_OK)
+            return AMQP_ERROR;
+        queue_touch(q);
+        *out = q;
+        return AMQP_OK;
+    }
+    queue_args args;
+    if (queue_args_parse(spec->arguments, spec->name, vhost_name(v), &args, err) != AMQP_OK)
+        return AMQP_ERROR;
+    q = queue_new(v, spec);
     if (!q)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_QUEUE_DECLARE, "out of memory");
     vhost_queue_add(v, q);
     durable_queue_declared(v, q);
-    declare_ok(ch, q, d->nowait);
+    *out = q;
     return AMQP_OK;
 }
 
@@ -395,13 +432,8 @@ static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
         if (check_exclusive(ch, q, m->id, err) != AMQP_OK)
             return AMQP_ERROR;
         route_dest d = {.queue = q};
-        int r = bind ? route_bind(routes, exchange, d, key, args, m->id, err)
-                     : route_unbind(routes, exchange, d, key, args, m->id, err);
-        if (r != AMQP_OK)
+        if (bind_to(conn_vhost(ch->c), exchange, d, key, args, bind, m->id, err) != AMQP_OK)
             return AMQP_ERROR;
-        route_exchange *src = route_exchange_find(routes, exchange);
-        if (src)
-            durable_binding(conn_vhost(ch->c), src, d, key, args, bind);
     }
     if (!bind || !m->queue_bind.nowait)
         reply(ch, bind ? AMQP_QUEUE_BIND_OK : AMQP_QUEUE_UNBIND_OK);
@@ -425,6 +457,21 @@ static int queue_purge_method(chan *ch, const amqp_queue_purge *p, amqp_error *e
     return AMQP_OK;
 }
 
+/* queue.delete's conditions, then the deletion. */
+static int delete_checked(queue *q, bool if_unused, bool if_empty, amqp_error *err)
+{
+    amqp_bytes name = queue_name(q);
+    const char *vhost_text = vhost_name(queue_vhost(q));
+    if (if_unused && queue_consumer_count(q))
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DELETE,
+                         "queue '%.*s' in vhost '%s' in use", PRINTABLE(name), vhost_text);
+    if (if_empty && queue_ready_count(q))
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DELETE,
+                         "queue '%.*s' in vhost '%s' not empty", PRINTABLE(name), vhost_text);
+    queue_delete(q);
+    return AMQP_OK;
+}
+
 static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error *err)
 {
     amqp_bytes name = d->queue;
@@ -435,15 +482,9 @@ static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error 
     if (q) {
         if (check_exclusive(ch, q, AMQP_QUEUE_DELETE, err) != AMQP_OK)
             return AMQP_ERROR;
-        if (d->if_unused && queue_consumer_count(q))
-            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DELETE,
-                             "queue '%.*s' in vhost '%s' in use", PRINTABLE(name), vname(ch));
-        if (d->if_empty && queue_ready_count(q))
-            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DELETE,
-                             "queue '%.*s' in vhost '%s' not empty", PRINTABLE(name),
-                             vname(ch));
         n = queue_ready_count(q);
-        queue_delete(q);
+        if (delete_checked(q, d->if_unused, d->if_empty, err) != AMQP_OK)
+            return AMQP_ERROR;
     }
     if (!d->nowait) {
         amqp_method ok = {.id = AMQP_QUEUE_DELETE_OK};
@@ -531,6 +572,7 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
         return AMQP_ERROR;
     queue_item it;
     if (!queue_get(q, &it)) {
+        ch->stats.n[STAT_GET_EMPTY]++, queue_stats(q)->n[STAT_GET_EMPTY]++;
         reply(ch, AMQP_BASIC_GET_EMPTY);
         return AMQP_OK;
     }
@@ -566,4 +608,85 @@ int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err)
     default:
         return amqp_fail(err, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
     }
+}
+
+/* ---- the management API's operations ----------------------------------- */
+
+static queue *admin_find(vhost *v, amqp_bytes name, uint32_t method_id, amqp_error *err)
+{
+    queue *q = vhost_queue_find(v, name);
+    if (!q)
+        amqp_fail(err, AMQP_NOT_FOUND, method_id, "no queue '%.*s' in vhost '%s'",
+                  PRINTABLE(name), vhost_name(v));
+    return q;
+}
+
+int admin_queue_delete(vhost *v, amqp_bytes name, bool if_unused, bool if_empty, amqp_error *err)
+{
+    queue *q = admin_find(v, name, AMQP_QUEUE_DELETE, err);
+    return q ? delete_checked(q, if_unused, if_empty, err) : AMQP_ERROR;
+}
+
+int admin_queue_purge(vhost *v, amqp_bytes name, amqp_error *err)
+{
+    queue *q = admin_find(v, name, AMQP_QUEUE_PURGE, err);
+    if (!q)
+        return AMQP_ERROR;
+    queue_purge(q);
+    return AMQP_OK;
+}
+
+int admin_bind(vhost *v, amqp_bytes source, bool dest_is_queue, amqp_bytes dest, amqp_bytes key,
+               amqp_bytes args, bool bind, amqp_error *err)
+{
+    uint32_t id = dest_is_queue ? (bind ? AMQP_QUEUE_BIND : AMQP_QUEUE_UNBIND)
+                                : (bind ? AMQP_EXCHANGE_BIND : AMQP_EXCHANGE_UNBIND);
+    route_dest d = {0};
+    if (bind && !route_exchange_lookup(vhost_routes(v), source, id, err))
+        return AMQP_ERROR;
+    if (dest_is_queue)
+        d.queue = admin_find(v, dest, id, err);
+    else
+        d.exchange = route_exchange_lookup(vhost_routes(v), dest, id, err);
+    if (!d.queue && !d.exchange)
+        return AMQP_ERROR;
+    return bind_to(v, source, d, key, args, bind, id, err);
+}
+
+/* Takes up to `count` messages, shows each, then settles them all: a
+ * requeue puts them back newest first, so they keep their order. */
+int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, admin_get_fn fn,
+              void *arg, amqp_error *err)
+{
+    queue *q = admin_find(v, name, AMQP_BASIC_GET, err);
+    if (!q)
+        return -1;
+    queue_item *taken = calloc(count ? count : 1, sizeof *taken);
+    if (!taken)
+        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_GET, "out of memory"), -1;
+    uint32_t n = 0;
+    while (n < count && queue_get(q, &taken[n])) {
+        queue_item *it = &taken[n++];
+        queue_stats(q)->n[STAT_GET]++, vhost_stats(v)->n[STAT_GET]++;
+        fn(arg, it->m, it->delivery_count > 0 || it->maybe_delivered, queue_ready_count(q));
+        it->delivery_count++;
+    }
+    if (n == 0)
+        queue_stats(q)->n[STAT_GET_EMPTY]++;
+    for (uint32_t i = n; i-- > 0;) {
+        queue_item it = taken[i];
+        if (mode == ADMIN_REQUEUE) {
+            persist_delivered(q, it.m, it.delivery_count);
+            queue_requeue(q, it);
+            msg_unref(it.m);
+        } else if (mode == ADMIN_REJECT) {
+            queue_dead_letter(q, it, "rejected");
+        } else {
+            persist_settle(q, it.m, JOURNAL_ACK);
+            msg_unref(it.m);
+        }
+    }
+    free(taken);
+    queue_dispatch(q);
+    return (int)n;
 }

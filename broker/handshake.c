@@ -114,6 +114,7 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
                          (int)s->mechanism.len, (const char *)s->mechanism.ptr);
     }
     snprintf(c->user, sizeof c->user, "%.*s", (int)user.len, (const char *)user.ptr);
+    conn_keep_client_info(c, s->client_properties, s->mechanism);
     const config *cfg = server_config(c->srv);
     amqp_method m = {.id = AMQP_CONNECTION_TUNE};
     m.connection_tune.channel_max = cfg->channel_max;

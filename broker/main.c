@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "broker.h"
+#include "../mgmt-ui/mgmt.h"
 
 static void usage(void)
 {
@@ -65,7 +66,13 @@ int main(int argc, char **argv)
     server *s = server_new(&cfg);
     if (!s)
         return 1;
+    mgmt *m = mgmt_new(s);
+    if (!m) {
+        server_free(s);
+        return 1;
+    }
     int status = server_run(s);
+    mgmt_free(m);
     server_free(s);
     return status;
 }

@@ -2,8 +2,12 @@
  * durable queues is written to the journal once, with an enqueue record per
  * durable queue; every way it leaves such a queue (ack, drop, dead-letter,
  * purge, queue deletion) is a settle record, and every delivery a delivered
- * record, so its delivery count survives a restart. Publisher confirms and
- * tx.commit-ok for such messages wait for the journal's sync (chan.c).
+ * record, so its delivery count survives a restart, and a delay (held back
+ * until a time) a delayed record. Moving a message to other queues (dead-
+ * lettering, redrive) settles it in its queue and enqueues its copy in the
+ * targets in one atomic group of the journal: after a crash it is in
+ * exactly one of the two places. Publisher confirms and tx.commit-ok for
+ * such messages wait for the journal's sync (chan.c).
  *
  * Recovery replays the journal into a list of live entries, in append
  * order, and puts each back in its queue paged out (queue.c), with its
@@ -15,6 +19,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "broker.h"
 
@@ -58,6 +63,36 @@ static void settle(queue *q, uint64_t id, journal_loc loc, journal_settle_kind k
     journal_append_settle(journal_of(q), queue_store_id(q), id, loc, kind, reason, target);
 }
 
+/* Whether persist_publish would journal `m` in one of the queues. */
+static bool journals_into(const msg *m, queue **queues, size_t n)
+{
+    if (!msg_persistent(m))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (durable_queue(queues[i]) && queue_store_id(queues[i]))
+            return true;
+    return false;
+}
+
+journal_seq persist_move(queue *from, const msg *m, journal_settle_kind kind, const char *reason,
+                         msg *copy, queue **to, size_t n)
+{
+    server *s = vhost_server(queue_vhost(from));
+    journal *j = server_journal(s);
+    journal_loc loc;
+    bool leaves = journaled_in(from, m) && msg_journal_loc(m, &loc);
+    bool arrives = j && journals_into(copy, to, n);
+    if (leaves && arrives)
+        journal_group_begin(j);
+    if (leaves)
+        journal_append_settle(j, queue_store_id(from), msg_id(m), loc, kind, AMQP_CSTR(reason),
+                              msg_exchange(copy));
+    journal_seq seq = arrives ? persist_publish(s, copy, to, n) : 0;
+    if (leaves && arrives)
+        seq = journal_group_end(j);
+    return seq;
+}
+
 void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
 {
     journal_loc loc;
@@ -69,6 +104,12 @@ void persist_delivered(queue *q, const msg *m, uint32_t count)
 {
     if (journaled_in(q, m))
         journal_append_delivered(journal_of(q), queue_store_id(q), msg_id(m), count);
+}
+
+void persist_delayed(queue *q, const msg *m, uint64_t until_ms)
+{
+    if (journaled_in(q, m))
+        journal_append_delayed(journal_of(q), queue_store_id(q), msg_id(m), until_ms);
 }
 
 void persist_queue_emptied(queue *q, bool deleted)
@@ -132,6 +173,7 @@ size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, s
 typedef struct entry {
     uint64_t queue_id, msg_id;
     journal_loc loc;
+    uint64_t delayed_until;
     uint32_t count, body_size;
     uint8_t priority;
     bool live;
@@ -301,6 +343,13 @@ static void on_delivered(void *ctx, uint64_t queue_id, uint64_t msg_id, uint32_t
         e->count = count;
 }
 
+static void on_delayed(void *ctx, uint64_t queue_id, uint64_t msg_id, uint64_t until_ms)
+{
+    entry *e = find_entry(ctx, queue_id, msg_id);
+    if (e)
+        e->delayed_until = until_ms;
+}
+
 static void on_queue_emptied(void *ctx, uint64_t queue_id)
 {
     replay *r = ctx;
@@ -317,47 +366,35 @@ static int by_queue_and_id(const void *a, const void *b)
     return (x->msg_id > y->msg_id) - (x->msg_id < y->msg_id);
 }
 
-/* Puts every live entry back in its queue, in journal order -- or in
- * message id order when compaction moved entries (ids grow with time). */
-static size_t restore(server *s, replay *r, bool clean)
+/* Hands every live entry on, in journal order -- or in message id order
+ * when compaction moved entries (ids grow with time). */
+static void restore(replay *r, bool clean,
+                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx)
 {
     if (r->unordered)
         qsort(r->entries, r->n, sizeof *r->entries, by_queue_and_id);
-    size_t restored = 0;
-    uint64_t last_id = 0;
-    queue *q = NULL;
-    index_map queues = {0}; /* store id -> queue (NULL: gone) */
     for (size_t i = 0; i < r->n; i++) {
         entry *e = &r->entries[i];
         if (!e->live)
-            continue;
-        if (e->queue_id != last_id) { /* entries of many queues interleave */
-            uint64_t found;
-            last_id = e->queue_id;
-            if (map_get(&queues, last_id, &found)) {
-                q = (queue *)(uintptr_t)found;
-            } else {
-                q = server_queue_by_store_id(s, last_id);
-                map_put(&queues, last_id, (uint64_t)(uintptr_t)q);
-            }
-        }
-        if (!q)
             continue;
         queue_paged p = {.id = e->msg_id,
                          .loc = e->loc,
                          .body_size = e->body_size,
                          .priority = e->priority,
                          .delivery_count = e->count,
-                         .maybe_delivered = !clean};
-        queue_restore(q, &p);
-        restored++;
+                         .maybe_delivered = !clean,
+                         .delayed_until = e->delayed_until};
+        each(ctx, e->queue_id, &p);
     }
-    free(queues.keys);
-    free(queues.vals);
-    return restored;
 }
 
-bool persist_recover(server *s, journal *j, bool clean)
+static long long ms_between(struct timespec a, struct timespec b)
+{
+    return (long long)(b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+}
+
+bool persist_replay(journal *j, bool clean,
+                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx)
 {
     static const journal_replay_handlers h = {
         .message = on_message,
@@ -366,32 +403,80 @@ bool persist_recover(server *s, journal *j, bool clean)
         .delivered = on_delivered,
         .purge = on_queue_emptied,
         .queue_delete = on_queue_emptied,
+        .delayed = on_delayed,
     };
     replay r = {.j = j};
     journal_replay_stats st;
     char err[256];
-    server_touch_clock(s);
-    uint64_t t0 = server_now_ms(s);
+    struct timespec t0, t1, t2;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     bool ok = journal_replay(j, &h, &r, &st, err, sizeof err);
-    server_touch_clock(s);
-    uint64_t t1 = server_now_ms(s);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!ok)
         log_msg(LOG_ERROR, "journal replay failed: %s", err);
     else if (r.oom)
         log_msg(LOG_ERROR, "out of memory replaying the journal");
-    size_t restored = ok && !r.oom ? restore(s, &r, clean) : 0;
+    ok = ok && !r.oom;
+    if (ok)
+        restore(&r, clean, each, ctx);
     msg_reserve_ids(r.max_msg_id);
-    server_touch_clock(s);
+    clock_gettime(CLOCK_MONOTONIC, &t2);
     log_msg(LOG_INFO,
-            "journal: %llu records in %llu segments replayed%s in %llu ms, %zu messages "
-            "restored%s in %llu ms, %llu corrupt records skipped, %llu bytes truncated after the last records",
+            "journal: %llu records in %llu segments replayed%s in %lld ms, live entries "
+            "restored%s in %lld ms, %llu corrupt records skipped, %llu bytes truncated after "
+            "the last records, %llu incomplete atomic groups dropped",
             (unsigned long long)st.records, (unsigned long long)st.segments,
-            st.from_checkpoint ? " from a checkpoint" : "", (unsigned long long)(t1 - t0),
-            restored, clean ? "" : " after an unclean stop",
-            (unsigned long long)(server_now_ms(s) - t1), (unsigned long long)st.corrupt_records,
-            (unsigned long long)st.torn_tail_bytes);
+            st.from_checkpoint ? " from a checkpoint" : "", ms_between(t0, t1),
+            clean ? "" : " after an unclean stop", ms_between(t1, t2),
+            (unsigned long long)st.corrupt_records, (unsigned long long)st.torn_tail_bytes,
+            (unsigned long long)st.incomplete_groups);
     free(r.entries);
     free(r.by_entry.keys);
     free(r.by_entry.vals);
-    return ok && !r.oom;
+    return ok;
+}
+
+/* Recovery's target: store id -> queue, remembered (entries of many queues
+ * interleave; 0: the queue is gone). */
+typedef struct restorer {
+    server *s;
+    index_map queues;
+    uint64_t last_id;
+    queue *last;
+    size_t restored;
+    bool clock_set;
+} restorer;
+
+static void restore_into_queue(void *ctx, uint64_t queue_id, const queue_paged *p)
+{
+    restorer *rs = ctx;
+    if (!rs->clock_set) { /* replay took a while: restored entries are enqueued now */
+        server_touch_clock(rs->s);
+        rs->clock_set = true;
+    }
+    if (queue_id != rs->last_id) {
+        uint64_t found;
+        rs->last_id = queue_id;
+        if (map_get(&rs->queues, queue_id, &found)) {
+            rs->last = (queue *)(uintptr_t)found;
+        } else {
+            rs->last = server_queue_by_store_id(rs->s, queue_id);
+            map_put(&rs->queues, queue_id, (uint64_t)(uintptr_t)rs->last);
+        }
+    }
+    if (rs->last) {
+        queue_restore(rs->last, p);
+        rs->restored++;
+    }
+}
+
+bool persist_recover(server *s, journal *j, bool clean)
+{
+    restorer rs = {.s = s};
+    bool ok = persist_replay(j, clean, restore_into_queue, &rs);
+    server_touch_clock(s);
+    log_msg(LOG_INFO, "journal: %zu messages restored into their queues", rs.restored);
+    free(rs.queues.keys);
+    free(rs.queues.vals);
+    return ok;
 }

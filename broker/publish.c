@@ -186,7 +186,7 @@ static int parse_expiration(amqp_bytes s, int64_t *out, amqp_error *err)
 
 /* Decodes the properties publishing acts on (only when their flags are set,
  * so the common message costs two byte reads) and checks user-id. */
-static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *err)
+static int check_properties(const char *user, msg *m, publish_props *out, amqp_error *err)
 {
     amqp_bytes raw = msg_properties(m);
     *out = (publish_props){.expiration_ms = -1};
@@ -204,7 +204,6 @@ static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *er
     if ((flags & AMQP_BASIC_EXPIRATION_FLAG) &&
         parse_expiration(props.expiration, &out->expiration_ms, err) != AMQP_OK)
         return AMQP_ERROR;
-    const char *user = conn_user(ch->c);
     if ((flags & AMQP_BASIC_USER_ID_FLAG) && !amqp_bytes_equal_cstr(props.user_id, user))
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
                          "user_id property set to '%.*s' but authenticated user was '%s'",
@@ -213,32 +212,35 @@ static int check_properties(chan *ch, msg *m, publish_props *out, amqp_error *er
 }
 
 /* What enqueueing a message did. */
-typedef struct routed {
-    size_t queues;     /* how many queues it was routed to */
-    bool refused;      /* one refused it (x-overflow reject-publish) */
-    journal_seq wait;  /* journal sequence that makes it safe (0: nothing) */
-} routed;
+typedef vhost_routed routed;
 
 /* Routes, journals (persistent messages in durable queues) and enqueues. */
 static routed route_and_enqueue(chan *ch, route_exchange *ex, msg *m, const publish_props *pp)
 {
-    routed r = {0};
     if (route_exchange_name(ex).len == 0 &&
-        chan_reply_route(conn_vhost(ch->c), msg_routing_key(m), m)) {
-        r.queues = 1;
-        return r;
-    }
+        chan_reply_route(conn_vhost(ch->c), msg_routing_key(m), m))
+        return (routed){.queues = 1};
+    return vhost_publish(conn_vhost(ch->c), ex, m, pp->headers, pp->expiration_ms);
+}
+
+vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes headers,
+                           int64_t expiration_ms)
+{
+    vhost_routed r = {0};
     queue *local[16], **queues;
-    r.queues = vhost_route(conn_vhost(ch->c), ex, msg_routing_key(m), pp->headers, local, 16,
-                           &queues);
-    r.wait = persist_publish(conn_server(ch->c), m, queues, r.queues);
+    r.queues = vhost_route(v, ex, msg_routing_key(m), headers, local, 16, &queues);
+    r.wait = persist_publish(vhost_server(v), m, queues, r.queues);
     for (size_t i = 0; i < r.queues; i++)
-        if (!queue_publish(queues[i], m, pp->expiration_ms)) {
+        if (!queue_publish(queues[i], m, expiration_ms)) {
             persist_settle(queues[i], m, JOURNAL_DROP);
             r.refused = true;
         }
     if (queues != local)
         free(queues);
+    stats *xs = stats_of_exchange(ex);
+    if (xs)
+        xs->n[STAT_PUBLISH_IN]++, xs->n[STAT_PUBLISH_OUT] += r.queues;
+    vhost_stats(v)->n[STAT_PUBLISH]++;
     return r;
 }
 
@@ -297,6 +299,14 @@ static msg *without_bcc(msg *m, amqp_bytes headers)
     return copy;
 }
 
+/* A message no queue took: returned (mandatory) or dropped. */
+static void count_unroutable(chan *ch, bool mandatory)
+{
+    stat_id f = mandatory ? STAT_RETURN_UNROUTABLE : STAT_DROP_UNROUTABLE;
+    ch->stats.n[f]++;
+    vhost_stats(conn_vhost(ch->c))->n[f]++;
+}
+
 /* Publishes a message whose properties passed the checks. */
 static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange *ex, msg *m,
                            const publish_props *pp, amqp_error *err)
@@ -306,6 +316,9 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
         return chan_tx_add_publish(ch, &t, err);
     }
     routed r = route_and_enqueue(ch, ex, m, pp);
+    ch->stats.n[STAT_PUBLISH]++;
+    if (r.queues == 0)
+        count_unroutable(ch, p->mandatory);
     if (r.queues == 0 && p->mandatory)
         send_return(ch, m);
     if (ch->mode == MODE_CONFIRM)
@@ -371,7 +384,7 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
     if (topic_write_permitted(ch, ex, p->routing_key, err) != AMQP_OK)
         return AMQP_ERROR;
     publish_props pp;
-    if (check_properties(ch, m, &pp, err) != AMQP_OK)
+    if (check_properties(conn_user(ch->c), m, &pp, err) != AMQP_OK)
         return AMQP_ERROR;
     if (pp.direct_reply || pp.bcc) {
         msg *copy = pp.direct_reply ? chan_reply_rewrite(ch, m, err) : without_bcc(m, pp.headers);
@@ -392,6 +405,8 @@ static void ack_upto(chan *ch, uint64_t upto)
     amqp_method a = {.id = AMQP_BASIC_ACK};
     a.basic_ack.delivery_tag = upto;
     a.basic_ack.multiple = upto - ch->confirm_sent > 1;
+    ch->stats.n[STAT_CONFIRM] += upto - ch->confirm_sent;
+    vhost_stats(conn_vhost(ch->c))->n[STAT_CONFIRM] += upto - ch->confirm_sent;
     conn_send_method(ch->c, ch->number, &a);
     ch->confirm_sent = upto;
 }
@@ -474,10 +489,13 @@ journal_seq chan_tx_commit(chan *ch)
         publish_props pp;
         amqp_error ignored;
         routed r = {0};
-        if (ex && check_properties(ch, t->m, &pp, &ignored) == AMQP_OK)
+        if (ex && check_properties(conn_user(ch->c), t->m, &pp, &ignored) == AMQP_OK)
             r = route_and_enqueue(ch, ex, t->m, &pp);
         if (r.wait > wait)
             wait = r.wait;
+        ch->stats.n[STAT_PUBLISH]++;
+        if (!r.queues)
+            count_unroutable(ch, t->mandatory);
         if (!r.queues && t->mandatory)
             send_return(ch, t->m);
     }
@@ -490,4 +508,37 @@ journal_seq chan_tx_commit(chan *ch)
     }
     chan_tx_clear(ch);
     return wait;
+}
+
+/* ---- the management API's publish -------------------------------------- */
+
+int admin_publish(vhost *v, const char *user, amqp_bytes exchange, amqp_bytes key,
+                  amqp_bytes props, amqp_bytes body, bool *routed_out, amqp_error *err)
+{
+    route_exchange *ex = route_exchange_lookup(vhost_routes(v), exchange, AMQP_BASIC_PUBLISH, err);
+    if (!ex)
+        return AMQP_ERROR;
+    if (route_exchange_internal(ex))
+        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_BASIC_PUBLISH,
+                         "cannot publish to internal exchange '%.*s' in vhost '%s'",
+                         (int)exchange.len, (const char *)exchange.ptr, vhost_name(v));
+    msg *m = msg_new(exchange, key, props, body.len);
+    if (!m)
+        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+    msg_append_body(m, body.ptr, body.len);
+    publish_props pp;
+    int r = check_properties(user, m, &pp, err);
+    msg *sent = m;
+    if (r == AMQP_OK && pp.bcc && !(sent = without_bcc(m, pp.headers)))
+        r = amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+    if (r == AMQP_OK) {
+        vhost_routed vr = vhost_publish(v, ex, sent, pp.headers, pp.expiration_ms);
+        *routed_out = vr.queues > 0;
+        if (vr.queues == 0)
+            vhost_stats(v)->n[STAT_DROP_UNROUTABLE]++;
+    }
+    if (sent != m)
+        msg_unref(sent);
+    msg_unref(m);
+    return r;
 }

@@ -106,6 +106,7 @@ struct queue {
     uint32_t next_seq; /* for the next message enqueued */
     uint32_t unacked;  /* deliveries not yet settled */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
+    stats stats; /* management counters */
 };
 
 const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS] = {0, 1, 2, 3, 5, 10, 20, 50};
@@ -167,6 +168,7 @@ static void queue_free(queue *q)
         free(q->levels[i].buf);
     free(q->levels);
     free(q->args);
+    stats_free(&q->stats);
     free(q->policy_blob);
     free(q);
 }
@@ -638,6 +640,7 @@ static bool over_limit(const queue *q)
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 {
     msg_ref(m);
+    q->stats.n[STAT_PUBLISH]++;
     uint64_t now = now_ms(q);
     queue_item e = {.m = m,
                     .seq = q->next_seq++,
@@ -798,4 +801,36 @@ void queue_delete(queue *q)
     if (q->idle_timer)
         event_del(q->idle_timer);
     queue_release(q);
+}
+
+/* ---- introspection (management API) ------------------------------------ */
+
+stats *queue_stats(queue *q) { return &q->stats; }
+
+/* `memory` is what the queue itself holds: its struct, arguments and ring
+ * slots. Message bodies are shared between queues and counted once, in
+ * msg_total_memory. */
+void queue_describe(queue *q, queue_info *out)
+{
+    size_t memory = sizeof *q + q->args_len + q->nlevels * sizeof *q->levels;
+    for (uint32_t i = 0; i < q->nlevels; i++)
+        memory += q->levels[i].cap * sizeof(qslot);
+    *out = (queue_info){.ready = q->count,
+                        .unacked = q->unacked,
+                        .consumers = q->nconsumers,
+                        .ready_bytes = q->bytes,
+                        .memory = memory,
+                        .oldest_ready_ms = queue_oldest_ready_ms(q),
+                        .active_consumer = q->limits.single_active ? q->active : NULL,
+                        .stats = &q->stats};
+    queue_delivery_counts(q, out->delivery_counts);
+    /* an exclusive consumer is its queue's only one */
+    out->exclusive_consumer = q->exclusive_consumers ? q->consumers : NULL;
+}
+
+consumer *queue_next_consumer(queue *q, consumer *prev)
+{
+    if (!prev)
+        return q->consumers;
+    return prev->q_next == q->consumers ? NULL : prev->q_next;
 }

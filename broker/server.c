@@ -50,7 +50,11 @@ struct server {
     config cfg;
     struct event_base *base;
     struct evconnlistener *listener;
-    struct event *sigterm, *sigint, *tick, *shutdown_timer;
+    struct event *sigterm, *sigint, *tick, *shutdown_timer, *stats_timer;
+    stats stats;         /* the whole broker's (stats.c) */
+    uint64_t started_at; /* wall clock ms */
+    char node_name[128];
+    int bound_port;
     struct event *accept_timer; /* re-enables the listener after a failed accept */
     bool accept_paused;
     uint64_t accept_errors;        /* failed accept() calls since start */
@@ -529,6 +533,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
         journal_tick(s->journal);
 }
 
+static void stats_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    stats_tick(arg);
+}
+
 static void shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -605,6 +615,8 @@ static bool listen_on(server *s)
     socklen_t len = sizeof ss;
     getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &len);
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
+    s->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
     log_msg(LOG_INFO, "AMQP listening on %s", addr);
     return true;
 }
@@ -640,6 +652,11 @@ server *server_new(const config *cfg)
         return NULL;
     s->cfg = *cfg;
     s->now_ms = monotonic_ms();
+    s->started_at = wall_clock_ms();
+    char host[64] = "localhost";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, ".")] = 0;
+    snprintf(s->node_name, sizeof s->node_name, "warren@%s", host);
     s->memory_limit = cfg->memory_high_watermark_abs
                           ? cfg->memory_high_watermark_abs
                           : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
@@ -672,6 +689,9 @@ server *server_new(const config *cfg)
     s->sigterm = evsignal_new(s->base, SIGTERM, signal_cb, s);
     s->sigint = evsignal_new(s->base, SIGINT, signal_cb, s);
     event_add(s->tick, &tick);
+    struct timeval every = {STATS_INTERVAL_MS / 1000, (STATS_INTERVAL_MS % 1000) * 1000};
+    s->stats_timer = event_new(s->base, -1, EV_PERSIST, stats_cb, s);
+    event_add(s->stats_timer, &every);
     event_add(s->sigterm, NULL);
     event_add(s->sigint, NULL);
     if (!durable_load(s) || !first_boot(s) || !open_journal(s) || !listen_on(s)) {
@@ -738,6 +758,9 @@ void server_free(server *s)
         event_free(s->sigint);
     if (s->shutdown_timer)
         event_free(s->shutdown_timer);
+    if (s->stats_timer)
+        event_free(s->stats_timer);
+    stats_free(&s->stats);
     if (s->accept_timer)
         event_free(s->accept_timer);
     transport_flusher_free(s->flusher);
@@ -746,3 +769,27 @@ void server_free(server *s)
     free(s->conns);
     free(s);
 }
+
+/* ---- introspection (management API) ------------------------------------ */
+
+vhost *server_vhost_next(server *s, vhost *prev)
+{
+    size_t i = prev ? vhost_slot(s, AMQP_CSTR(vhost_name(prev))) + 1 : 0;
+    return i < s->nvhosts ? s->vhosts[i] : NULL;
+}
+size_t server_conn_count(const server *s) { return s->nconns; }
+conn *server_conn_at(server *s, size_t i) { return i < s->nconns ? s->conns[i] : NULL; }
+
+conn *server_conn_find(server *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->nconns; i++)
+        if (conn_id(s->conns[i]) == id)
+            return s->conns[i];
+    return NULL;
+}
+
+uint64_t server_started_at(const server *s) { return s->started_at; }
+const char *server_node_name(const server *s) { return s->node_name; }
+stats *server_stats(server *s) { return &s->stats; }
+size_t server_memory_limit(const server *s) { return s->memory_limit; }
+int server_amqp_port(const server *s) { return s->bound_port; }

@@ -41,6 +41,7 @@ struct transport {
     uint8_t *block; /* staging block, not yet in `out` */
     size_t block_used, block_cap;
     bool reading, paused, wev_added, flush_queued, closed;
+    uint64_t io[4]; /* statistics: recv_oct, send_oct, recv_cnt, send_cnt */
 };
 
 static void write_now(transport *t);
@@ -163,6 +164,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
         left -= v[i].iov_len;
     }
     evbuffer_commit_space(t->in, v, nv);
+    t->io[0] += (uint64_t)n, t->io[2]++;
     t->h->on_read(t->ctx);
 }
 
@@ -239,6 +241,8 @@ static void write_now(transport *t)
     seal(t, false);
     if (evbuffer_get_length(t->out)) {
         int r = evbuffer_write(t->out, t->fd);
+        if (r > 0)
+            t->io[1] += (uint64_t)r, t->io[3]++;
         if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             peer_gone(t);
             return;
@@ -329,3 +333,5 @@ void transport_abort(transport *t)
     seal(t, false);
     evbuffer_drain(t->out, evbuffer_get_length(t->out));
 }
+
+void transport_io_counts(const transport *t, uint64_t out[4]) { memcpy(out, t->io, sizeof t->io); }

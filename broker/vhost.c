@@ -18,6 +18,7 @@ struct vhost {
     bool closing;   /* being freed at shutdown */
     chan **replies; /* channels with a direct reply-to consumer */
     size_t nreplies, replies_cap;
+    stats stats; /* management counters */
     char *description, *tags, *default_queue_type;
     bool tracing;
 };
@@ -49,6 +50,7 @@ vhost *vhost_new(server *s, const char *name)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
                                       .exchange_deleted = exchange_deleted_hook,
+                                      .exchange_freed = stats_exchange_freed,
                                       .exchange_created = exchange_created_hook};
     v->srv = s;
     v->name = strdup(name);
@@ -83,6 +85,7 @@ void vhost_free(vhost *v)
     policy_set_free(v->policies);
     free(v->buckets);
     free(v->replies);
+    stats_free(&v->stats);
     free(v->name);
     free(v->description);
     free(v->tags);
@@ -307,3 +310,9 @@ queue *vhost_queue_by_store_id(vhost *v, uint64_t id)
                 return (queue *)l;
     return NULL;
 }
+
+/* ---- introspection (management API) ------------------------------------ */
+
+stats *vhost_stats(vhost *v) { return &v->stats; }
+uint32_t vhost_queue_count(const vhost *v) { return v->nqueues; }
+

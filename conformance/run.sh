@@ -5,7 +5,11 @@
 #
 #   TARGET=amqp://user:pass@host:port  test that broker instead of starting Warren
 #   MGMT=http://host:port              its management API (passed to families)
-#   COMPARE=1                          Warren and RabbitMQ (RABBIT_URI, RABBIT_MGMT)
+#   PROMETHEUS=http://host:port        its Prometheus endpoint (rabbitmq_prometheus: 15692)
+#   COMPARE=1                          Warren and RabbitMQ (RABBIT_URI, RABBIT_MGMT,
+#                                      RABBIT_PROMETHEUS)
+#   (the Warren run.sh starts gets its management and Prometheus listeners on
+#   free ports: --set management.tcp.port=0 --set prometheus.tcp.port=0)
 #   QUICK=1                            the quick subset (what `make test` runs)
 #   ONLY=regex                         scenario ids to run
 #   FORMAT=tap                         TAP lines instead of PASS/FAIL lines

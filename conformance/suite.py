@@ -29,12 +29,17 @@ from restart import wait_amqp
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out")
-FAMILY_ORDER = ["python", "node", "c"]
+FAMILY_ORDER = ["python", "node", "c", "mgmt"]
 LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
+# The HTTP listeners Warren is asked for (settings key prefix -> log line).
+HTTP_LISTENERS = {"management": re.compile(r"management listening on ([0-9.]+):([0-9]+)"),
+                  "prometheus": re.compile(r"prometheus listening on ([0-9.]+):([0-9]+)")}
+HTTP_GRACE = 5   # seconds to wait for the HTTP listeners' lines after the AMQP one
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) (\S+) (pass|fail) (\d+) ?(.*)$")
 VERSION_RE = re.compile(r"^VERSION (\S+) (.+)$")
 GROUPS = ["connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content", "consumer",
-          "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions", "durability", "framework"]
+          "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions", "durability", "framework",
+          "mgmt", "permissions"]
 
 
 def env(name, default=""):
@@ -83,33 +88,69 @@ class Printer:
 # ---------------------------------------------------------------- brokers
 
 class Warren:
-    """Warren on 127.0.0.1:<ephemeral> in a temp data dir; its log goes to out/.
+    """Warren on 127.0.0.1:<ephemeral> in a temp data dir, with its management
+    and Prometheus listeners on ephemeral ports too; its log goes to out/.
     restart() stops it with SIGTERM and starts it again on the same data dir,
-    settings and port, for the restart scenarios (RestartServer)."""
+    settings and ports, for the restart scenarios (RestartServer)."""
 
     def __init__(self, binary, log_path):
         self.binary, self.log_path = binary, log_path
         self.proc = self.tmpdir = self.port = None
         self.drainer = None
         self.tail = []
+        self.http = {}          # "management"/"prometheus" -> port, once logged
+        self.http_wanted = list(HTTP_LISTENERS)
+        self.http_why = {}      # listener -> why there is none
         self.lock = threading.RLock()   # start/stop/restart/alive, from the main and restart threads
 
     def start(self, timeout=15):
-        """Starts Warren on a new data dir and a free port; returns the port."""
+        """Starts Warren on a new data dir and free ports; returns the AMQP
+        port. A Warren that refuses the management or Prometheus settings
+        (an unknown key) is started again without them: the scenarios that
+        need those listeners then fail, the others still run."""
         with self.lock:
             self.tmpdir = tempfile.mkdtemp(prefix="warren-conf-")
             self.port = None
+            self.http = {}
             err = self._launch(0, timeout)
+            for _ in HTTP_LISTENERS:   # Warren stops at the first unknown key
+                refused = [k for k in self.http_wanted if err and "unknown key '%s." % k in err]
+                if not refused:
+                    break
+                for k in refused:
+                    self.http_why[k] = ("Warren refused --set %s.tcp.port (unknown key): started without its %s "
+                                        "listener" % (k, k))
+                self.http_wanted = [k for k in self.http_wanted if k not in refused]
+                self._terminate()
+                err = self._launch(0, timeout)
             if err:
                 self.stop()
                 raise RuntimeError(err)
+            for k in self.http_wanted:
+                if k not in self.http:
+                    self.http_why[k] = ("Warren (started with --set %s.tcp.port=0 --set %s.tcp.ip=127.0.0.1) logged "
+                                        "no '%s listening on 127.0.0.1:PORT' line within %d s of its AMQP listener"
+                                        % (k, k, k, HTTP_GRACE))
             return self.port
+
+    def url(self, listener):
+        """http://127.0.0.1:PORT of a listener Warren reported, else ""."""
+        port = self.http.get(listener)
+        return "http://127.0.0.1:%d" % port if port else ""
+
+    def _argv(self, port):
+        argv = [self.binary, "--set", "listeners.tcp.default=127.0.0.1:%d" % port,
+                "--set", "data_dir=%s" % self.tmpdir]
+        for k in self.http_wanted:
+            # a restart keeps the ports the first start was given
+            argv += ["--set", "%s.tcp.port=%d" % (k, self.http.get(k, 0)), "--set", "%s.tcp.ip=127.0.0.1" % k]
+        return argv
 
     def _launch(self, port, timeout):
         """Starts the binary on self.tmpdir and 127.0.0.1:port (0 = any) and
-        waits for `AMQP listening on`; returns None or why it failed."""
-        argv = [self.binary, "--set", "listeners.tcp.default=127.0.0.1:%d" % port,
-                "--set", "data_dir=%s" % self.tmpdir]
+        waits for `AMQP listening on` (then up to HTTP_GRACE s for the HTTP
+        listeners' lines); returns None or why it failed."""
+        argv = self._argv(port)
         found, seen = threading.Event(), {}
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.tmpdir)
@@ -126,6 +167,13 @@ class Warren:
         if port and seen["port"] != port:
             return "Warren restarted on port %d instead of %d" % (seen["port"], port)
         self.port = seen["port"]
+        deadline = time.monotonic() + HTTP_GRACE
+        while any(k not in seen for k in self.http_wanted) and time.monotonic() < deadline \
+                and self.proc.poll() is None:
+            time.sleep(0.05)
+        for k in self.http_wanted:
+            if k in seen:
+                self.http[k] = seen[k]
         return None
 
     def _drain(self, proc, found, seen):
@@ -143,6 +191,10 @@ class Warren:
                 if m and "port" not in seen:
                     seen["port"] = int(m.group(2))
                     found.set()
+                for k, rx in HTTP_LISTENERS.items():
+                    m = rx.search(line)
+                    if m and k not in seen:
+                        seen[k] = int(m.group(2))
         found.set()
 
     def alive(self):
@@ -435,7 +487,25 @@ def restart_command(var, uri, server):
     return "", "none: set %s to a command that restarts %s" % (var, redact(uri))
 
 
-def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, restart_var="RESTART"):
+def http_env(warren, mgmt, prometheus, how):
+    """CONF_MGMT and CONF_PROMETHEUS (with CONF_*_WHY when empty) for the
+    families: the listeners of the Warren run.sh started, else the URLs
+    given (how names the variables that give them)."""
+    out = {}
+    for key, listener, given, var in (("CONF_MGMT", "management", mgmt, how[0]),
+                                      ("CONF_PROMETHEUS", "prometheus", prometheus, how[1])):
+        if warren is not None:
+            out[key] = warren.url(listener)
+            out[key + "_WHY"] = warren.http_why.get(listener, "")
+        else:
+            out[key] = given or ""
+            out[key + "_WHY"] = "" if given else "%s is not set (http://host:port of the broker's %s listener)" % (
+                var, listener)
+    return out
+
+
+def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, restart_var="RESTART",
+               prometheus="", http_vars=("MGMT", "PROMETHEUS")):
     br = BrokerRun(label, uri, mgmt)
     br.shadow = shadow
     warren = restarter = None
@@ -452,6 +522,8 @@ def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, re
         br.binary = binary
         printer.note("started Warren %s on 127.0.0.1:%d (log: %s)"
                      % (shown_path(binary), port, os.path.relpath(warren.log_path, ROOT)))
+        for k in HTTP_LISTENERS:
+            printer.note("  %s: %s" % (k, warren.url(k) or warren.http_why.get(k, "none")))
     host, port = parse_uri(uri)
     br.server = server_properties(host, port)
     printer.note("== broker %s at %s: %s %s" % (label, redact(uri), br.server.get("product", "?"),
@@ -463,9 +535,12 @@ def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, re
         restart_cmd, how = restart_command(restart_var, uri, br.server)
     printer.note("restart scenarios: %s" % how)
     quick = truthy("QUICK")
-    conf_env = dict(os.environ, CONF_URI=uri, CONF_MGMT=mgmt or "", CONF_RUN_ID=run_id,
+    conf_env = dict(os.environ, CONF_URI=uri, CONF_RUN_ID=run_id,
                     CONF_QUICK="1" if quick else "0", CONF_ONLY=env("ONLY"),
-                    CONF_TIMEOUT=env("TIMEOUT", env("CONF_TIMEOUT", "20")), CONF_RESTART=restart_cmd)
+                    CONF_TIMEOUT=env("TIMEOUT", env("CONF_TIMEOUT", "20")), CONF_RESTART=restart_cmd,
+                    CONF_RABBIT_MGMT=env("RABBIT_MGMT", "http://127.0.0.1:15672"),
+                    **http_env(warren, mgmt, prometheus, http_vars))
+    br.mgmt = conf_env["CONF_MGMT"]
     conf_env.setdefault("CONF_JOBS", env("JOBS", "1"))
     budget = int(env("FAMILY_TIMEOUT", "90" if quick else "3600"))
     fams = families()
@@ -489,6 +564,7 @@ def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, re
                     warren.stop()
                     new_port = warren.start()
                     br.uri = conf_env["CONF_URI"] = "amqp://guest:guest@127.0.0.1:%d" % new_port
+                    conf_env.update(http_env(warren, mgmt, prometheus, http_vars))
     finally:
         if restarter is not None:
             restarter.close()
@@ -674,12 +750,17 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     printer = Printer(env("FORMAT") == "tap")
     run_id = "%s%s" % (time.strftime("%H%M%S"), os.urandom(2).hex())
-    target, mgmt = env("TARGET"), env("MGMT")
+    target, mgmt, prom = env("TARGET"), env("MGMT"), env("PROMETHEUS")
     if truthy("COMPARE"):
-        warren = run_broker("Warren", target, mgmt, not target, printer, run_id)
+        warren = run_broker("Warren", target, mgmt, not target, printer, run_id, prometheus=prom)
         write_outputs(warren, "", printer)
-        rabbit = run_broker("RabbitMQ", env("RABBIT_URI", "amqp://guest:guest@127.0.0.1:5672"), env("RABBIT_MGMT"),
-                            False, printer, run_id + "r", shadow=True, restart_var="RABBIT_RESTART")
+        # RabbitMQ on this machine by default: its management and Prometheus ports too
+        local = not env("RABBIT_URI")
+        rabbit = run_broker("RabbitMQ", env("RABBIT_URI", "amqp://guest:guest@127.0.0.1:5672"),
+                            env("RABBIT_MGMT", "http://127.0.0.1:15672" if local else ""),
+                            False, printer, run_id + "r", shadow=True, restart_var="RABBIT_RESTART",
+                            prometheus=env("RABBIT_PROMETHEUS", "http://127.0.0.1:15692" if local else ""),
+                            http_vars=("RABBIT_MGMT", "RABBIT_PROMETHEUS"))
         write_outputs(rabbit, "-rabbitmq", printer)
         note = "COMPARE=1%s conformance/run.sh" % (" QUICK=1" if truthy("QUICK") else "")
         if env("ONLY"):
@@ -688,7 +769,8 @@ def main():
         printer.note("wrote %s" % os.path.relpath(os.path.join(HERE, "RESULTS.md"), ROOT))
         under_test = warren
     else:
-        under_test = run_broker("target" if target else "Warren", target, mgmt, not target, printer, run_id)
+        under_test = run_broker("target" if target else "Warren", target, mgmt, not target, printer, run_id,
+                                prometheus=prom)
         write_outputs(under_test, "", printer)
     printer.note("JUnit: %s" % os.path.relpath(os.path.join(OUT, "junit.xml"), ROOT))
     n, f = len(under_test.results), len(under_test.failed())

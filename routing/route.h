@@ -30,6 +30,9 @@ typedef struct route_hooks {
      * last binding went); lets the store forget a durable one. May be NULL.
      * Must not call back into the table. Not called by route_table_free. */
     void (*exchange_deleted)(void *ctx, const route_exchange *ex);
+    /* An exchange is being freed (deleted, or with its table): lets the
+     * broker free what it keeps in route_exchange_user. May be NULL. */
+    void (*exchange_freed)(void *ctx, route_exchange *ex);
     /* An exchange.declare (or a restore) created `ex`: lets the broker
      * apply its policies. May be NULL. Must not declare or delete
      * exchanges. Not called for the built-in exchanges of a new table. */
@@ -87,6 +90,10 @@ bool route_exchange_durable(const route_exchange *ex);
 bool route_exchange_auto_delete(const route_exchange *ex);
 bool route_exchange_internal(const route_exchange *ex);
 amqp_bytes route_exchange_arguments(const route_exchange *ex);
+/* A pointer the broker keeps with the exchange (its statistics); NULL
+ * until set. The exchange_freed hook frees it. */
+void *route_exchange_user(const route_exchange *ex);
+void route_exchange_set_user(route_exchange *ex, void *user);
 /* The alternate exchange a policy gives `ex` (copied; len 0 = none). The
  * exchange's own alternate-exchange argument wins over it, as RabbitMQ's
  * rabbit_policy:get_arg has it; the default exchange never has one.

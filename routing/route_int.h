@@ -167,6 +167,7 @@ struct route_exchange {
     size_t nbindings;
     route_exchange *next_dying;
     uint64_t name_hash;
+    void *user; /* route_exchange_user */
     uint32_t name_len, args_len;
     uint8_t data[]; /* name bytes, then arguments */
 };

@@ -421,6 +421,8 @@ int route_exchange_declare(route_table *t, const route_exchange_spec *spec, rout
 static void exchange_free(route_exchange *ex)
 {
     assert(ex->bindings == NULL && ex->target.bindings == NULL);
+    if (ex->table->hooks.exchange_freed != NULL)
+        ex->table->hooks.exchange_freed(ex->table->ctx, ex);
     ex->ops->destroy(ex);
     free(ex->policy_ae);
     free(ex);
@@ -524,3 +526,6 @@ void route_table_free(route_table *t)
     free(t->vhost);
     free(t);
 }
+
+void *route_exchange_user(const route_exchange *ex) { return ex->user; }
+void route_exchange_set_user(route_exchange *ex, void *user) { ex->user = user; }

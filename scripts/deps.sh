@@ -16,13 +16,32 @@ missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-    echo "warren: missing packages:$missing" >&2
-    echo "run: sudo apt-get install -y$missing" >&2
-    exit 1
+
+# rabbitmqadmin, for the management tests: the Python script inside Debian's
+# rabbitmq-server package, unpacked into build/tools without installing the
+# server (no Erlang needed).
+fetch_rabbitmqadmin() {
+    root="$(cd "$(dirname "$0")/.." && pwd)"
+    [ -x "$root/build/tools/usr/bin/rabbitmqadmin" ] && return 0
+    tmp=$(mktemp -d) || return 1
+    if (cd "$tmp" && apt-get download -qq rabbitmq-server >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1; apt-get download -qq rabbitmq-server >/dev/null; }); then
+        mkdir -p "$root/build/tools" && dpkg-deb -x "$tmp"/rabbitmq-server_*.deb "$root/build/tools"
+    else
+        echo "warren: could not download rabbitmq-server for rabbitmqadmin" >&2
+    fi
+    rm -rf "$tmp"
+}
+
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "warren: missing packages:$missing" >&2
+        echo "run: sudo apt-get install -y$missing" >&2
+        exit 1
+    fi
+    echo "warren: installing$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || true
+    apt-get install -y -qq $missing >/dev/null
 fi
-echo "warren: installing$missing" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null || true
-apt-get install -y -qq $missing >/dev/null
+fetch_rabbitmqadmin

@@ -32,7 +32,8 @@
  * Segment header (32 bytes):
  *   offset size field
  *   0      8    magic "WARRENJS"
- *   8      4    version (2; 1 is still read: its CRCs start from 0)
+ *   8      4    version (3; 2 and 1 are still read: they have no groups or
+ *               delays, and version 1's CRCs start from 0)
  *   12     4    segment number (matches the file name)
  *   16     8    sequence number of the segment's first record
  *   24     4    reserved, 0
@@ -42,8 +43,9 @@
  *   offset size field
  *   0      4    length: header + payload, without padding (loc.length)
  *   4      1    type: 1 message, 2 enqueue, 3 settle, 4 delivered, 5 purge,
- *               6 queue delete
- *   5      1    reserved, 0
+ *               6 queue delete, 7 group end, 8 delayed
+ *   5      1    flags: bit 0 = member of an atomic group (not on a group
+ *               end); the other bits 0
  *   6      2    reserved, 0
  *   8      4    header CRC: CRC32C of bytes 0..7, starting from the segment
  *               number (from 0 in version 1 segments)
@@ -57,25 +59,47 @@
  *   10 2 routing len   16 4 loc.segment      16 4 loc.segment
  *   12 4 props len     20 4 loc.offset       20 4 loc.offset
  *   16 4 body len      24 4 loc.length       24 4 loc.length
- *   20 .. exchange, routing key,             28 1 kind (1 ack, 2 drop, 3 dead-letter)
- *         properties, body                   29 1 reserved, 0
+ *   20 .. exchange, routing key,             28 1 kind (1 ack, 2 drop, 3 dead-
+ *         properties, body                        letter, 4 move)
+ *                                            29 1 reserved, 0
  *                                            30 2 reason len
  *   delivered (4)      purge (5),            32 2 target len
  *   0  8 queue_id      queue delete (6)      34 .. reason, target (exchange)
  *   8  8 msg_id        0  8 queue_id
  *   16 4 delivery count
  *
+ *   group end (7)                            delayed (8)
+ *   0  4 member records (at least 1)         0  8 queue_id
+ *   4  4 member bytes: from the first        8  8 msg_id
+ *        member's offset to this record's    16 8 until_ms (wall clock, ms
+ *                                                 since the epoch; 0 = cleared)
+ *
+ * Atomic groups (journal_group_begin/end). A group is its member records
+ * -- each flagged, contiguous, in one segment -- followed by a group end
+ * record that counts them:
+ *
+ *   [member|F] [member|F] ... [member|F] [group end: n, bytes]
+ *
+ * Replay applies the members only when it reaches their group end and the
+ * n flagged records just before it are whole and take exactly `bytes`; a
+ * group cut short by a crash (anywhere in its records), or with a record
+ * damaged, is dropped whole, and so is a flagged record with no group end
+ * after it. A group never spans segments (reserve() does not roll over
+ * inside one), so a torn group is always at the end of the last segment,
+ * which replay truncates from the group's first member. Records outside
+ * groups are as before: no extra bytes, no extra work.
+ *
  * Compaction (journal_compact.c) copies the live records of a sparse
  * segment to the active one: a message record again with the same msg_id,
  * an enqueue for an entry already live -- which moves it to the new
- * location -- and its delivered count. Replay therefore meets a moved
+ * location -- and its delivered count and delay. Replay therefore meets a moved
  * entry's enqueue after entries enqueued later; the broker restores queues
  * in msg_id order.
  *
  * Checkpoint (written to checkpoint.tmp, fsynced, renamed):
  *   offset size field
  *   0      8    magic "WARRENCK"
- *   8      4    version (1)
+ *   8      4    version (2; 1 is still read: its entries have no delays)
  *   12     4    S: number of segments
  *   16     8    E: number of live entries
  *   24     4    R: number of segment references
@@ -87,7 +111,8 @@
  *                            segment, the last listed one), 8 4 count
  *   ..     32*E live entries: 0 8 queue_id, 8 8 msg_id, 16 4 message
  *                            segment, 20 4 enqueue segment, 24 4 delivered
- *                            segment (0 = none), 28 4 reserved
+ *                            segment (0 = none), 28 4 delayed segment
+ *                            (0 = none)
  *   ..     4    CRC32C of everything before it
  *
  * Threads and the batch pipeline. The loop thread appends each record into
@@ -351,17 +376,29 @@ static void start_segment(journal *j)
     s->size = SEG_HEADER_SIZE;
 }
 
+/* Whether a record may start a new segment: not an enqueue, which stays
+ * next to the message it usually follows, nor a group's records after its
+ * first, so a group never spans segments (replay decides on a group within
+ * one segment). */
+static bool may_roll(const journal *j, rec_type type)
+{
+    return type != REC_ENQUEUE && (!j->group.open || j->group.records == 0);
+}
+
 /* Reserves a record of `len` bytes (header included) in the fill batch and
  * the active segment, rolling to a new segment first when the active one
- * has passed segment_size -- except for an enqueue, which stays next to
- * the message it usually follows. Returns the record's first byte. */
+ * has passed segment_size (if may_roll). Returns the record's first byte. */
 static uint8_t *reserve(journal *j, rec_type type, uint64_t len, journal_loc *loc)
 {
     assert(len <= UINT32_MAX);
     uint64_t padded = align8(len);
     jseg *s = j->active;
-    if (s == NULL || (type != REC_ENQUEUE && s->size >= j->segment_size) ||
-        s->size + padded > UINT32_MAX)
+    bool roll = s == NULL || (s->size >= j->segment_size && may_roll(j, type));
+    /* A group's records (a few messages of at most max_message_size) fit
+     * in the 3 GiB between a segment's size limit and UINT32_MAX. */
+    assert(!j->group.open || j->group.records == 0 || roll ||
+           s->size + padded <= UINT32_MAX);
+    if (roll || s->size + padded > UINT32_MAX)
         start_segment(j);
     s = j->active;
     uint8_t *p = batch_room(j, padded);
@@ -375,7 +412,16 @@ static uint8_t *reserve(journal *j, rec_type type, uint64_t len, journal_loc *lo
 
 static journal_seq finish(journal *j, uint8_t *rec, rec_type type, uint32_t len)
 {
-    journal_rec_seal(rec, type, len, j->active->seed);
+    uint8_t flags = 0;
+    if (j->group.open && type != REC_GROUP_END) {
+        if (j->group.records++ == 0) {
+            j->group.seg = j->active->num;
+            j->group.first_off = j->active->size - align8(len);
+        }
+        assert(j->group.seg == j->active->num);
+        flags = REC_FLAG_GROUP;
+    }
+    journal_rec_seal(rec, type, flags, len, j->active->seed);
     journal_seq seq = j->next_seq++;
     j->fill->last_seq = seq;
     j->appended_records++;
@@ -448,7 +494,7 @@ journal_seq journal_append_settle(journal *j, uint64_t queue_id, uint64_t msg_id
                                   journal_loc loc, journal_settle_kind kind, amqp_bytes reason,
                                   amqp_bytes target)
 {
-    assert(kind >= JOURNAL_ACK && kind <= JOURNAL_DEAD_LETTER);
+    assert(kind >= JOURNAL_ACK && kind <= JOURNAL_MOVE);
     assert(reason.len <= UINT16_MAX && target.len <= UINT16_MAX);
     journal_loc at;
     uint64_t len = (uint64_t)REC_HEADER_SIZE + SETTLE_FIXED + reason.len + target.len;
@@ -477,6 +523,45 @@ journal_seq journal_append_delivered(journal *j, uint64_t queue_id, uint64_t msg
     put32(p + 16, count);
     journal_account_delivered(j, queue_id, msg_id, count, at.segment);
     return finish(j, rec, REC_DELIVERED, at.length);
+}
+
+journal_seq journal_append_delayed(journal *j, uint64_t queue_id, uint64_t msg_id,
+                                   uint64_t until_ms)
+{
+    journal_loc at;
+    uint8_t *rec = reserve(j, REC_DELAYED, REC_HEADER_SIZE + DLY_PAYLOAD, &at);
+    uint8_t *p = rec + REC_HEADER_SIZE;
+    put64(p, queue_id);
+    put64(p + 8, msg_id);
+    put64(p + 16, until_ms);
+    journal_account_delayed(j, queue_id, msg_id, until_ms, at.segment);
+    return finish(j, rec, REC_DELAYED, at.length);
+}
+
+void journal_group_begin(journal *j)
+{
+    assert(!j->group.open); /* groups do not nest */
+    j->group = (struct jgroup){.open = true};
+}
+
+/* The end record names how many members precede it and how many bytes they
+ * take, so replay can tell a whole group from one that lost records. */
+journal_seq journal_group_end(journal *j)
+{
+    assert(j->group.open);
+    uint32_t records = j->group.records;
+    if (records == 0) {
+        j->group.open = false;
+        return 0;
+    }
+    journal_loc at;
+    uint8_t *rec = reserve(j, REC_GROUP_END, REC_HEADER_SIZE + GROUP_PAYLOAD, &at);
+    assert(at.segment == j->group.seg);
+    put32(rec + REC_HEADER_SIZE, records);
+    put32(rec + REC_HEADER_SIZE + 4, (uint32_t)(at.offset - j->group.first_off));
+    journal_seq seq = finish(j, rec, REC_GROUP_END, at.length);
+    j->group = (struct jgroup){0};
+    return seq;
 }
 
 static journal_seq append_queue_record(journal *j, rec_type type, uint64_t queue_id)
@@ -979,6 +1064,7 @@ void journal_close(journal *j)
 {
     if (j == NULL)
         return;
+    assert(!j->group.open);
     gc_pass(j, false);
     commit(j, true);
     pthread_mutex_lock(&j->mu);
@@ -1268,6 +1354,7 @@ static void maybe_checkpoint(journal *j)
 
 void journal_tick(journal *j)
 {
+    assert(!j->group.open); /* a group is appended within one callback */
     uint64_t now = now_ms();
     if (j->appended_since_tick) {
         j->appended_since_tick = false;

@@ -9,12 +9,14 @@
  *   then each such entry moved to the copy by an enqueue record;
  * - an enqueue record of a live entry whose message is elsewhere: the entry
  *   moved (to where its message is now);
- * - a delivered record holding an entry's newest count: appended again.
- * A moved entry's delivery count goes with it. When the last step is done
+ * - a delivered record holding an entry's newest count, a delayed record
+ *   holding its newest delay: appended again.
+ * A moved entry's delivery count and delay go with it. When the last step is done
  * the segment pins nothing; GC deletes it after the copies are on disk.
  * Between steps the broker appends as usual: new records never land in a
  * closed segment, and an entry settled meanwhile is simply not found.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -241,12 +243,15 @@ static bool collect(journal *j, jcompact *c)
 static void move_entry(journal *j, jcompact *c, uint64_t queue_id, const jentry *e,
                        journal_loc to)
 {
-    uint64_t id = e->msg_id;
-    uint32_t count = e->count;
+    uint64_t id = e->msg_id, until = 0;
+    uint32_t count = e->count, dly_seg;
     bool delivered = e->dlv_seg != 0;
-    journal_append_enqueue(j, queue_id, id, to); /* resets the entry's delivered pin */
+    bool delayed = journal_delay_of(j, queue_id, e, &dly_seg, &until);
+    journal_append_enqueue(j, queue_id, id, to); /* resets its delivered and delayed pins */
     if (delivered)
         journal_append_delivered(j, queue_id, id, count);
+    if (delayed)
+        journal_append_delayed(j, queue_id, id, until);
     c->moved_entries++;
 }
 
@@ -288,6 +293,14 @@ static void carry(journal *j, jcompact *c, const jrec *r)
         if (e && e->dlv_seg == c->seg)
             journal_append_delivered(j, r->queue_id, r->msg_id, e->count);
         return;
+    case REC_DELAYED: { /* the newest one is in the index: appended once */
+        uint32_t seg;
+        uint64_t until;
+        e = journal_entry_of(j, r->queue_id, r->msg_id);
+        if (e && journal_delay_of(j, r->queue_id, e, &seg, &until) && seg == c->seg)
+            journal_append_delayed(j, r->queue_id, r->msg_id, until);
+        return;
+    }
     default: return; /* settles, purges, deletes: what they did is in the index */
     }
 }
@@ -362,6 +375,7 @@ static void step(evutil_socket_t fd, short what, void *arg)
     jcompact *c = j->compact;
     if (c == NULL)
         return;
+    assert(!j->group.open); /* its records must not join one */
     uint64_t t0 = now_us();
     bool more = run_step(j, c);
     if (j->compact != c)

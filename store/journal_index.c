@@ -15,9 +15,13 @@
  *
  * Invariants (pins and refs are what keep a segment on disk):
  * - A live entry pins the segment of its message record, of its enqueue
- *   record and of its newest delivered record: seg.pins is the number of
- *   such references (an entry whose records share a segment pins it more
- *   than once; only zero matters).
+ *   record, of its newest delivered record and of its newest delayed record
+ *   (one that clears the delay too: an older one must not come back):
+ *   seg.pins is the number of such references (an entry whose records share
+ *   a segment pins it more than once; only zero matters). A delay lives in
+ *   its queue's `delays` table while the entry is live; an enqueue of a
+ *   live entry (a move by compaction) drops it, as it drops the delivered
+ *   pin: compaction appends both again.
  * - A settle, purge or queue delete record in segment T that ends an entry
  *   enqueued in an older segment E makes T depend on E: E.refd_by[T] and
  *   T.refs count such settles. While E exists, the enqueue in it would
@@ -195,6 +199,7 @@ void journal_queue_remove(jqueue_map *m, uint64_t id)
     if (m->slots[i].q == NULL)
         return;
     journal_entry_table_free(&m->slots[i].q->entries);
+    journal_entry_table_free(&m->slots[i].q->delays);
     free(m->slots[i].q);
     for (uint32_t k = (i + 1) & m->mask; m->slots[k].q; k = (k + 1) & m->mask) {
         if (!in_range(hash64(m->slots[k].key) & m->mask, i, k)) {
@@ -211,6 +216,7 @@ void journal_queue_map_free(jqueue_map *m)
     for (uint32_t i = 0; m->slots && i <= m->mask; i++) {
         if (m->slots[i].q) {
             journal_entry_table_free(&m->slots[i].q->entries);
+            journal_entry_table_free(&m->slots[i].q->delays);
             free(m->slots[i].q);
         }
     }
@@ -322,13 +328,85 @@ bool journal_add_ref(journal *j, uint32_t from, uint32_t to, uint32_t count)
     return true;
 }
 
-/* Drops a live entry's pins; the record ending it is in segment `at`. */
-static void release_entry(journal *j, const jentry *e, uint32_t at)
+/* ---- delays ------------------------------------------------------------ */
+
+static uint64_t delay_until(const jentry *d) { return d->enq_seg | (uint64_t)d->dlv_seg << 32; }
+
+static void delay_put(jentry *d, uint32_t seg, uint64_t until_ms)
+{
+    d->seg = seg;
+    d->enq_seg = (uint32_t)until_ms;
+    d->dlv_seg = (uint32_t)(until_ms >> 32);
+}
+
+static jentry *delay_find(jqueue *q, const jentry *e)
+{
+    return (e->flags & ENTRY_DELAYED) ? journal_entry_find(&q->delays, e->msg_id) : NULL;
+}
+
+/* Forgets an entry's delay and its pin. */
+static void delay_drop(journal *j, jqueue *q, jentry *e)
+{
+    jentry *d = delay_find(q, e);
+    if (d) {
+        unpin(j, d->seg);
+        journal_entry_remove(&q->delays, d);
+    }
+    e->flags &= ~ENTRY_DELAYED;
+}
+
+bool journal_account_delayed(journal *j, uint64_t queue_id, uint64_t msg_id, uint64_t until_ms,
+                             uint32_t at)
+{
+    jqueue *q = journal_queue_find(&j->queues, queue_id);
+    jentry *e = q ? journal_entry_find(&q->entries, msg_id) : NULL;
+    if (e == NULL)
+        return false;
+    bool created = false;
+    jentry *d = journal_entry_upsert(&q->delays, msg_id, &created);
+    if (d == NULL)
+        journal_oom(j, "the delay index");
+    if (!created)
+        unpin(j, d->seg);
+    delay_put(d, at, until_ms);
+    pin(j, at);
+    e->flags |= ENTRY_DELAYED; /* (upserting into delays left entries as they were) */
+    return true;
+}
+
+bool journal_delay_of(const journal *j, uint64_t queue_id, const jentry *e, uint32_t *seg,
+                      uint64_t *until_ms)
+{
+    jqueue *q = journal_queue_find(&j->queues, queue_id);
+    const jentry *d = q ? delay_find(q, e) : NULL;
+    if (d == NULL)
+        return false;
+    *seg = d->seg;
+    *until_ms = delay_until(d);
+    return true;
+}
+
+bool journal_delay_set_until(journal *j, uint64_t queue_id, const jentry *e, uint64_t until_ms)
+{
+    jqueue *q = journal_queue_find(&j->queues, queue_id);
+    jentry *d = q ? delay_find(q, e) : NULL;
+    if (d == NULL)
+        return false;
+    delay_put(d, d->seg, until_ms);
+    return true;
+}
+
+/* ---- entries ----------------------------------------------------------- */
+
+/* Drops a live entry's pins (and its delay); the record ending it is in
+ * segment `at`. */
+static void release_entry(journal *j, jqueue *q, jentry *e, uint32_t at)
 {
     unpin(j, e->seg);
     unpin(j, e->enq_seg);
     if (e->dlv_seg)
         unpin(j, e->dlv_seg);
+    delay_drop(j, q, e);
     if (!journal_add_ref(j, e->enq_seg, at, 1))
         journal_oom(j, "segment references");
 }
@@ -348,6 +426,7 @@ void journal_account_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id, uin
         unpin(j, e->enq_seg);
         if (e->dlv_seg)
             unpin(j, e->dlv_seg);
+        delay_drop(j, q, e);
     }
     *e = (jentry){.msg_id = msg_id, .seg = msg_seg, .enq_seg = at};
     pin(j, msg_seg);
@@ -360,7 +439,7 @@ bool journal_account_settle(journal *j, uint64_t queue_id, uint64_t msg_id, uint
     jentry *e = q ? journal_entry_find(&q->entries, msg_id) : NULL;
     if (e == NULL)
         return false;
-    release_entry(j, e, at);
+    release_entry(j, q, e, at);
     journal_entry_remove(&q->entries, e);
     j->live_entries--;
     return true;
@@ -378,7 +457,7 @@ bool journal_account_delivered(journal *j, uint64_t queue_id, uint64_t msg_id, u
     jentry *e = journal_entry_of(j, queue_id, msg_id);
     if (e == NULL)
         return false;
-    e->count = count & 0x7fffffff;
+    e->count = count & ENTRY_COUNT_MAX;
     if (e->dlv_seg != at) {
         if (e->dlv_seg)
             unpin(j, e->dlv_seg);
@@ -395,10 +474,11 @@ void journal_account_purge(journal *j, uint64_t queue_id, uint32_t at)
         return;
     for (uint32_t i = 0; q->entries.slots && i <= q->entries.mask; i++) {
         if (q->entries.slots[i].seg != 0)
-            release_entry(j, &q->entries.slots[i], at);
+            release_entry(j, q, &q->entries.slots[i], at);
     }
     j->live_entries -= q->entries.count;
     journal_entry_table_free(&q->entries);
+    journal_entry_table_free(&q->delays);
 }
 
 void journal_account_queue_delete(journal *j, uint64_t queue_id, uint32_t at)

@@ -29,8 +29,9 @@ struct event;
 #define JOURNAL_CK_NAME "checkpoint"
 
 enum {
-    JOURNAL_VERSION = 1,     /* of the checkpoint */
-    JOURNAL_SEG_VERSION = 2, /* of segment files; 1: records' CRCs start from 0 */
+    JOURNAL_VERSION = 2,     /* of the checkpoint; 1 (no delays) is still read */
+    JOURNAL_SEG_VERSION = 3, /* of segment files; 2: no groups or delays; 1: records'
+                                CRCs start from 0 (both still read) */
     SEG_HEADER_SIZE = 32,
     REC_HEADER_SIZE = 16,
     REC_ALIGN = 8,
@@ -47,7 +48,12 @@ enum {
     SETTLE_FIXED = 34, /* queue, msg, loc, kind, pad, reason len, target len */
     DLV_PAYLOAD = 20,  /* queue, msg, count */
     QUEUE_PAYLOAD = 8, /* purge, queue delete: queue */
+    GROUP_PAYLOAD = 8, /* group end: records, bytes */
+    DLY_PAYLOAD = 24,  /* queue, msg, until_ms */
 };
+
+/* Record header flags (byte 5). */
+enum { REC_FLAG_GROUP = 1 }; /* a member of an atomic group: applied only with it */
 
 typedef enum rec_type {
     REC_MESSAGE = 1,
@@ -56,6 +62,8 @@ typedef enum rec_type {
     REC_DELIVERED = 4,
     REC_PURGE = 5,
     REC_QUEUE_DELETE = 6,
+    REC_GROUP_END = 7,
+    REC_DELAYED = 8,
 } rec_type;
 
 /* Log levels, numbered as broker/broker.h's log_level. */
@@ -96,11 +104,14 @@ bool journal_crc32c_hw(void);
 /* A decoded record; slices point into the record's bytes. */
 typedef struct jrec {
     rec_type type;
+    bool grouped; /* REC_FLAG_GROUP */
     uint64_t queue_id, msg_id;
     journal_loc loc;          /* enqueue, settle: where the message is */
     journal_settle_kind kind; /* settle */
     amqp_bytes reason, target;
-    uint32_t count;      /* delivered */
+    uint32_t count;      /* delivered; group end: member records */
+    uint32_t bytes;      /* group end: the members' bytes, padding included */
+    uint64_t until_ms;   /* delayed */
     journal_message msg; /* message */
 } jrec;
 
@@ -126,9 +137,9 @@ rec_status journal_rec_check(const uint8_t *p, uint64_t avail, uint32_t seed, ui
 /* Decodes a record that passed journal_rec_check. false if its payload is
  * inconsistent (lengths that do not add up, unknown settle kind). */
 bool journal_rec_decode(const uint8_t *rec, uint32_t len, jrec *out);
-/* Fills in the header of a record whose payload is already at rec + 16, and
- * zeroes the padding up to align8(len). */
-void journal_rec_seal(uint8_t *rec, rec_type type, uint32_t len, uint32_t seed);
+/* Fills in the header of a record whose payload is already at rec + 16
+ * (flags: REC_FLAG_*), and zeroes the padding up to align8(len). */
+void journal_rec_seal(uint8_t *rec, rec_type type, uint8_t flags, uint32_t len, uint32_t seed);
 
 void journal_seg_header_encode(uint8_t *out, uint32_t num, uint64_t first_seq);
 bool journal_seg_header_decode(const uint8_t *p, uint64_t avail, uint32_t *num,
@@ -137,16 +148,27 @@ bool journal_seg_header_decode(const uint8_t *p, uint64_t avail, uint32_t *num,
 /* ---- live-entry index (journal_index.c) -------------------------------- */
 
 /* A live queue entry: message msg_id is in the queue. It pins the segment
- * of its message record (seg), of its enqueue record (enq_seg) and of its
- * newest delivered record (dlv_seg, 0 = none, then count is 0). */
+ * of its message record (seg), of its enqueue record (enq_seg), of its
+ * newest delivered record (dlv_seg, 0 = none, then count is 0) and, if
+ * ENTRY_DELAYED, of its newest delayed record (kept in the queue's
+ * `delays`: few entries have one, so the common entry stays 24 bytes). */
 typedef struct jentry {
     uint64_t msg_id;
     uint32_t seg, enq_seg, dlv_seg;
-    uint32_t flags : 1; /* ENTRY_REPLAYED: its enqueue went to the replay handler */
-    uint32_t count : 31; /* the delivery count of its newest delivered record */
+    uint32_t flags : 2;  /* ENTRY_* */
+    uint32_t count : 30; /* the delivery count of its newest delivered record */
 } jentry;
 
-enum { ENTRY_REPLAYED = 1 };
+enum {
+    ENTRY_REPLAYED = 1, /* its enqueue went to the replay handler */
+    ENTRY_DELAYED = 2,  /* it has a delayed record: see jqueue.delays */
+};
+#define ENTRY_COUNT_MAX 0x3fffffffu
+
+/* An entry's delay, in a jqueue's `delays` table (a jentry_table too): seg
+ * is its newest delayed record's segment and enq_seg, dlv_seg hold that
+ * record's until_ms (low, high 32 bits). journal_index.c's delay_* helpers
+ * are the only readers and writers. */
 
 /* Open addressing, linear probing, backward-shift deletion; a slot is empty
  * when seg == 0 (segment numbers start at 1). */
@@ -158,6 +180,7 @@ typedef struct jentry_table {
 typedef struct jqueue {
     uint64_t id;
     jentry_table entries;
+    jentry_table delays; /* the delays of its ENTRY_DELAYED entries */
 } jqueue;
 
 typedef struct jqueue_slot {
@@ -240,7 +263,7 @@ typedef struct jck_ref {
 
 typedef struct jck_entry {
     uint64_t queue_id, msg_id;
-    uint32_t seg, enq_seg, dlv_seg;
+    uint32_t seg, enq_seg, dlv_seg, dly_seg;
 } jck_entry;
 
 typedef struct jcheckpoint {
@@ -290,6 +313,12 @@ struct journal {
         struct jmoved *slots;
         uint32_t mask, count, swept_at;
     } moved;
+    struct jgroup {            /* the atomic group being appended */
+        bool open;
+        uint32_t records;      /* members so far */
+        uint32_t seg;          /* where they are (a group never spans segments) */
+        uint64_t first_off;    /* the first member's offset */
+    } group;
 
     /* shared: mu guards these */
     pthread_mutex_t mu;
@@ -335,6 +364,15 @@ void journal_account_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id, uin
 bool journal_account_settle(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t at);
 bool journal_account_delivered(journal *j, uint64_t queue_id, uint64_t msg_id, uint32_t count,
                                uint32_t at);
+bool journal_account_delayed(journal *j, uint64_t queue_id, uint64_t msg_id, uint64_t until_ms,
+                             uint32_t at);
+/* The delay of a live entry with ENTRY_DELAYED: its record's segment and
+ * until_ms (then true), or false. */
+bool journal_delay_of(const journal *j, uint64_t queue_id, const jentry *e, uint32_t *seg,
+                      uint64_t *until_ms);
+/* Sets the until_ms of an entry's delay (replay of a checkpointed one,
+ * whose value is in its record); false if it has none. */
+bool journal_delay_set_until(journal *j, uint64_t queue_id, const jentry *e, uint64_t until_ms);
 void journal_account_purge(journal *j, uint64_t queue_id, uint32_t at);
 void journal_account_queue_delete(journal *j, uint64_t queue_id, uint32_t at);
 /* Records that `to` holds `count` settles for entries enqueued in `from`. */

@@ -16,6 +16,8 @@ static bool payload_len_ok(uint8_t type, uint64_t n)
     case REC_DELIVERED: return n == DLV_PAYLOAD;
     case REC_PURGE:
     case REC_QUEUE_DELETE: return n == QUEUE_PAYLOAD;
+    case REC_GROUP_END: return n == GROUP_PAYLOAD;
+    case REC_DELAYED: return n == DLY_PAYLOAD;
     default: return false;
     }
 }
@@ -26,7 +28,10 @@ rec_status journal_rec_check(const uint8_t *p, uint64_t avail, uint32_t seed, ui
         return REC_TRUNCATED;
     uint32_t n = get32(p);
     uint8_t type = p[4];
-    if (p[5] != 0 || get16(p + 6) != 0 || journal_crc32c(seed, p, 8) != get32(p + 8))
+    if ((p[5] & ~REC_FLAG_GROUP) != 0 || get16(p + 6) != 0 ||
+        journal_crc32c(seed, p, 8) != get32(p + 8))
+        return REC_BAD_HEADER;
+    if ((p[5] & REC_FLAG_GROUP) && type == REC_GROUP_END)
         return REC_BAD_HEADER;
     if (n < REC_HEADER_SIZE || !payload_len_ok(type, n - REC_HEADER_SIZE))
         return REC_BAD_HEADER;
@@ -63,7 +68,7 @@ static bool decode_settle(const uint8_t *p, uint64_t n, jrec *r)
 {
     uint8_t kind = p[28];
     uint64_t reason = get16(p + 30), target = get16(p + 32);
-    if (kind < JOURNAL_ACK || kind > JOURNAL_DEAD_LETTER || p[29] != 0)
+    if (kind < JOURNAL_ACK || kind > JOURNAL_MOVE || p[29] != 0)
         return false;
     if (reason + target != n - SETTLE_FIXED)
         return false;
@@ -82,6 +87,7 @@ bool journal_rec_decode(const uint8_t *rec, uint32_t len, jrec *r)
     uint64_t n = len - REC_HEADER_SIZE;
     memset(r, 0, sizeof *r);
     r->type = (rec_type)rec[4];
+    r->grouped = (rec[5] & REC_FLAG_GROUP) != 0;
     switch (r->type) {
     case REC_MESSAGE: return decode_message(p, n, r);
     case REC_ENQUEUE:
@@ -97,15 +103,24 @@ bool journal_rec_decode(const uint8_t *rec, uint32_t len, jrec *r)
         return true;
     case REC_PURGE:
     case REC_QUEUE_DELETE: r->queue_id = get64(p); return true;
+    case REC_GROUP_END:
+        r->count = get32(p);
+        r->bytes = get32(p + 4);
+        return r->count > 0;
+    case REC_DELAYED:
+        r->queue_id = get64(p);
+        r->msg_id = get64(p + 8);
+        r->until_ms = get64(p + 16);
+        return true;
     }
     return false;
 }
 
-void journal_rec_seal(uint8_t *rec, rec_type type, uint32_t len, uint32_t seed)
+void journal_rec_seal(uint8_t *rec, rec_type type, uint8_t flags, uint32_t len, uint32_t seed)
 {
     put32(rec, len);
     rec[4] = (uint8_t)type;
-    rec[5] = 0;
+    rec[5] = flags;
     put16(rec + 6, 0);
     put32(rec + 8, journal_crc32c(seed, rec, 8));
     put32(rec + 12, journal_crc32c(seed, rec + REC_HEADER_SIZE, len - REC_HEADER_SIZE));

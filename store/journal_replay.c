@@ -15,8 +15,17 @@
  *   loaded state. Records after it -- the end of its last segment, newer
  *   segments -- are scanned.
  * Either way the handlers see, in append order: a message before any
- * enqueue of it; an enqueue only for a message they were given; a settle or
- * delivered only for an entry they were given an enqueue of.
+ * enqueue of it; an enqueue only for a message they were given; a settle,
+ * delivered or delayed only for an entry they were given an enqueue of.
+ *
+ * Atomic groups (format: journal.c). The scanner holds a group's flagged
+ * members back (their offsets: the segment is in memory) and applies them
+ * when the group end that counts them follows; anything else -- damage
+ * between them, an unflagged record, a count or length that does not
+ * match, the segment ending first -- drops the held members, counted in
+ * incomplete_groups. At the end of the last segment that is a group torn
+ * by the crash: the file is truncated from its first member, so the next
+ * replay sees it the same way (not at all).
  *
  * Damage: a record that fails its checks is skipped by scanning forward
  * 8 bytes at a time for the next record whose header and payload CRCs both
@@ -130,7 +139,7 @@ typedef struct replay {
 
 typedef struct scan_out {
     uint64_t valid_end; /* where a torn tail starts */
-    uint64_t records, corrupt, torn;
+    uint64_t records, corrupt, torn, incomplete_groups;
     uint32_t msgs; /* message records not covered by the checkpoint */
     uint64_t first_seq;
     uint32_t seed; /* of its records, from its header */
@@ -166,6 +175,26 @@ static void replay_enqueue(replay *rp, const jrec *r, uint32_t seg, bool filtere
         rp->h->enqueue(rp->ctx, r->queue_id, r->msg_id, r->loc);
 }
 
+/* Covered by the checkpoint, only the entry's newest delayed record counts
+ * (the checkpoint has its segment, not its until_ms). */
+static void replay_delayed(replay *rp, const jrec *r, uint32_t seg, bool filtered)
+{
+    journal *j = rp->j;
+    jentry *e = journal_entry_of(j, r->queue_id, r->msg_id);
+    uint32_t dly_seg;
+    uint64_t until;
+    if (e == NULL || !(e->flags & ENTRY_REPLAYED))
+        return;
+    if (!filtered)
+        journal_account_delayed(j, r->queue_id, r->msg_id, r->until_ms, seg);
+    else if (!journal_delay_of(j, r->queue_id, e, &dly_seg, &until) || dly_seg != seg)
+        return;
+    else
+        journal_delay_set_until(j, r->queue_id, e, r->until_ms);
+    if (rp->h->delayed)
+        rp->h->delayed(rp->ctx, r->queue_id, r->msg_id, r->until_ms);
+}
+
 static void dispatch(replay *rp, const jrec *r, journal_loc at, bool filtered)
 {
     journal *j = rp->j;
@@ -189,7 +218,7 @@ static void dispatch(replay *rp, const jrec *r, journal_loc at, bool filtered)
         if (!filtered)
             journal_account_delivered(j, r->queue_id, r->msg_id, r->count, at.segment);
         else if (e->dlv_seg == at.segment)
-            e->count = r->count & 0x7fffffff; /* the checkpoint has the pin, not the count */
+            e->count = r->count & ENTRY_COUNT_MAX; /* the checkpoint has the pin, not the count */
         if (h->delivered)
             h->delivered(rp->ctx, r->queue_id, r->msg_id, r->count);
         return;
@@ -207,6 +236,8 @@ static void dispatch(replay *rp, const jrec *r, journal_loc at, bool filtered)
         if (h->queue_delete)
             h->queue_delete(rp->ctx, r->queue_id);
         return;
+    case REC_DELAYED: replay_delayed(rp, r, at.segment, filtered); return;
+    case REC_GROUP_END: return; /* the scanner's business */
     }
 }
 
@@ -257,11 +288,92 @@ static void damaged_end(replay *rp, const jseg *s, const uint8_t *map, uint64_t 
     }
 }
 
+/* A group's members held back until its end record (offsets into the
+ * segment, which is in memory). */
+typedef struct held_group {
+    uint64_t first_off, end; /* the first member; just past the last */
+    uint32_t n;
+    bool broken; /* dropped for damage: members and end after it are its rest */
+} held_group;
+
+/* Applies one record; those before `covered` are the checkpoint's. */
+static void apply(replay *rp, const jrec *r, journal_loc at, uint64_t covered, scan_out *o)
+{
+    dispatch(rp, r, at, at.offset < covered);
+    o->msgs += r->type == REC_MESSAGE && at.offset >= covered;
+}
+
+/* Drops the held members (`why` for the log), counting the group once:
+ * what follows damage up to its end record is the rest of the same one. */
+static void group_drop(replay *rp, const jseg *s, held_group *g, scan_out *o, const char *why)
+{
+    if (g->n > 0 && !g->broken) {
+        o->incomplete_groups++;
+        journal_log(rp->j, JLOG_ERROR,
+                    "segment %u: atomic group of %u records at offset %llu dropped whole (%s)",
+                    s->num, g->n, (unsigned long long)g->first_off, why);
+    }
+    *g = (held_group){0};
+}
+
+/* A group end at `off`: applies the held members if they are all of it. */
+static void group_end(replay *rp, const jseg *s, const uint8_t *map, uint64_t size,
+                      held_group *g, const jrec *end, uint64_t off, uint64_t covered,
+                      scan_out *o)
+{
+    if (g->broken || g->n != end->count || g->end != off || off - g->first_off != end->bytes) {
+        if (g->n == 0 && !g->broken) {
+            o->incomplete_groups++; /* every member lost, and nothing else */
+            journal_log(rp->j, JLOG_ERROR, "segment %u: group end at offset %llu without "
+                        "its records", s->num, (unsigned long long)off);
+        }
+        group_drop(rp, s, g, o, "records missing");
+        return;
+    }
+    for (uint64_t at = g->first_off; at < off;) {
+        jrec r;
+        uint32_t len = 0;
+        bool ok = record_at(map, size, at, o->seed, &r, &len);
+        assert(ok); /* checked when held */
+        (void)ok;
+        apply(rp, &r, (journal_loc){s->num, (uint32_t)at, len}, covered, o);
+        at += align8(len);
+    }
+    *g = (held_group){0};
+}
+
+/* A group still held where the last segment's records end was torn by the
+ * crash: the tail is cut from its first member. */
+static void group_torn(replay *rp, const jseg *s, uint64_t size, held_group *g, scan_out *o)
+{
+    journal_log(rp->j, JLOG_WARNING,
+                "segment %u: atomic group of %u records at offset %llu torn; dropped whole, "
+                "truncating from there", s->num, g->n, (unsigned long long)g->first_off);
+    o->incomplete_groups += !g->broken;
+    o->records -= g->n;
+    o->valid_end = g->first_off;
+    o->torn = size - g->first_off;
+    o->remove = g->first_off <= SEG_HEADER_SIZE && !o->header_ok;
+    *g = (held_group){0};
+}
+
+/* Where a segment's records end (damage with nothing valid after it, or
+ * its end): a held group is incomplete. */
+static void scan_end(replay *rp, const jseg *s, uint64_t size, bool last, held_group *g,
+                     scan_out *o)
+{
+    if (g->n > 0 && last)
+        group_torn(rp, s, size, g, o);
+    else
+        group_drop(rp, s, g, o, "the segment ends first");
+}
+
 static void scan(replay *rp, const jseg *s, const uint8_t *map, uint64_t size, bool last,
                  uint64_t covered, scan_out *o)
 {
     uint32_t num = 0;
     uint64_t off = SEG_HEADER_SIZE;
+    held_group g = {0};
     o->seed = s->seed;
     o->header_ok = journal_seg_header_decode(map, size, &num, &o->first_seq, &o->seed) &&
                    num == s->num;
@@ -281,17 +393,27 @@ static void scan(replay *rp, const jseg *s, const uint8_t *map, uint64_t size, b
         jrec r;
         uint32_t len = 0;
         if (record_at(map, size, off, o->seed, &r, &len)) {
-            dispatch(rp, &r, (journal_loc){s->num, (uint32_t)off, len}, off < covered);
+            if (r.grouped) {
+                g.first_off = g.n++ ? g.first_off : off;
+                g.end = off + align8(len);
+            } else if (r.type == REC_GROUP_END) {
+                group_end(rp, s, map, size, &g, &r, off, covered, o);
+            } else {
+                group_drop(rp, s, &g, o, "its end is missing");
+                apply(rp, &r, (journal_loc){s->num, (uint32_t)off, len}, covered, o);
+            }
             o->records++;
-            o->msgs += r.type == REC_MESSAGE && off >= covered;
             off += align8(len);
             continue;
         }
         uint64_t next = resync(map, size, off + REC_ALIGN, o->seed);
         if (next >= size) {
             damaged_end(rp, s, map, off, size, last, o);
+            scan_end(rp, s, size, last, &g, o);
             return;
         }
+        group_drop(rp, s, &g, o, "a damaged record");
+        g.broken = true;
         o->corrupt++;
         journal_log(rp->j, JLOG_ERROR,
                     "segment %u: corrupt record at offset %llu, skipped %llu bytes to the "
@@ -299,6 +421,7 @@ static void scan(replay *rp, const jseg *s, const uint8_t *map, uint64_t size, b
                     (unsigned long long)(next - off));
         off = next;
     }
+    scan_end(rp, s, size, last, &g, o);
 }
 
 static bool io_fail(char *err, size_t errlen, const char *what, const char *path)
@@ -362,6 +485,7 @@ static bool replay_segment(replay *rp, jseg *s, bool last, const jck_seg *ck, ui
     rp->stats->records += o.records;
     rp->stats->corrupt_records += o.corrupt;
     rp->stats->torn_tail_bytes += o.torn;
+    rp->stats->incomplete_groups += o.incomplete_groups;
     if (o.header_ok && o.first_seq + o.records > *next_seq)
         *next_seq = o.first_seq + o.records;
     s->size = size;
@@ -407,7 +531,8 @@ static bool checkpoint_matches(journal *j, const jcheckpoint *ck)
     }
     for (uint64_t i = 0; i < ck->nentries; i++) {
         const jck_entry *e = &ck->entries[i];
-        if (!ck_seg(ck, e->seg) || !ck_seg(ck, e->enq_seg) || (e->dlv_seg && !ck_seg(ck, e->dlv_seg)))
+        if (!ck_seg(ck, e->seg) || !ck_seg(ck, e->enq_seg) ||
+            (e->dlv_seg && !ck_seg(ck, e->dlv_seg)) || (e->dly_seg && !ck_seg(ck, e->dly_seg)))
             return false;
     }
     return true;
@@ -425,6 +550,8 @@ static void checkpoint_apply(replay *rp, const jcheckpoint *ck)
         journal_account_enqueue(j, e->queue_id, e->msg_id, e->seg, e->enq_seg);
         if (e->dlv_seg)
             journal_account_delivered(j, e->queue_id, e->msg_id, 0, e->dlv_seg);
+        if (e->dly_seg) /* until_ms: from its record, when replay reads it */
+            journal_account_delayed(j, e->queue_id, e->msg_id, 0, e->dly_seg);
         if (!set_add(&rp->ck_msgs, e->msg_id))
             journal_oom(j, "the replay message set");
     }
@@ -528,14 +655,19 @@ static uint8_t *put_entries(const journal *j, uint8_t *p)
         const jqueue *q = j->queues.slots[i].q;
         for (uint32_t k = 0; q && q->entries.slots && k <= q->entries.mask; k++) {
             const jentry *e = &q->entries.slots[k];
+            uint32_t dly_seg = 0;
+            uint64_t until;
             if (e->seg == 0)
                 continue;
+            if (e->flags & ENTRY_DELAYED)
+                journal_delay_of(j, q->id, e, &dly_seg, &until);
             memset(p, 0, CK_ENTRY_SIZE);
             put64(p, q->id);
             put64(p + 8, e->msg_id);
             put32(p + 16, e->seg);
             put32(p + 20, e->enq_seg);
             put32(p + 24, e->dlv_seg);
+            put32(p + 28, dly_seg);
             p += CK_ENTRY_SIZE;
         }
     }
@@ -546,6 +678,7 @@ static uint8_t *put_entries(const journal *j, uint8_t *p)
  * that this very checkpoint makes unnecessary: they are left out. */
 uint8_t *journal_checkpoint_image(journal *j, size_t *len)
 {
+    assert(!j->group.open); /* it describes whole groups only */
     uint32_t cutoff = j->active ? j->active->num : j->next_seg_num;
     uint64_t nentries = 0, nrefs = 0;
     for (uint32_t i = 0; j->queues.slots && i <= j->queues.mask; i++)
@@ -629,8 +762,9 @@ void journal_checkpoint_free(jcheckpoint *ck)
 static jcheckpoint *ck_parse(const uint8_t *b, uint64_t size, const char **why)
 {
     *why = "bad header or CRC";
-    if (size < CK_HEADER_SIZE + 4 || memcmp(b, JOURNAL_CK_MAGIC, 8) != 0 ||
-        get32(b + 8) != JOURNAL_VERSION || journal_crc32c(0, b, size - 4) != get32(b + size - 4))
+    uint32_t version = size >= CK_HEADER_SIZE ? get32(b + 8) : 0;
+    if (size < CK_HEADER_SIZE + 4 || memcmp(b, JOURNAL_CK_MAGIC, 8) != 0 || version < 1 ||
+        version > JOURNAL_VERSION || journal_crc32c(0, b, size - 4) != get32(b + size - 4))
         return NULL;
     uint64_t nsegs = get32(b + 12), nentries = get64(b + 16), nrefs = get32(b + 24);
     *why = "sizes do not add up";
@@ -666,7 +800,7 @@ static jcheckpoint *ck_parse(const uint8_t *b, uint64_t size, const char **why)
         ck->refs[i] = (jck_ref){get32(p), get32(p + 4), get32(p + 8)};
     for (uint64_t i = 0; i < nentries; i++, p += CK_ENTRY_SIZE)
         ck->entries[i] = (jck_entry){get64(p), get64(p + 8), get32(p + 16), get32(p + 20),
-                                     get32(p + 24)};
+                                     get32(p + 24), version >= 2 ? get32(p + 28) : 0};
     return ck;
 }
 

@@ -58,6 +58,7 @@ typedef enum journal_settle_kind {
     JOURNAL_ACK = 1,         /* consumed and acknowledged */
     JOURNAL_DROP = 2,        /* dropped (expired, max-length, rejected without DLX) */
     JOURNAL_DEAD_LETTER = 3, /* moved to a dead-letter exchange */
+    JOURNAL_MOVE = 4,        /* moved to another queue (redrive) */
 } journal_settle_kind;
 
 /* Opens (creating if needed) the journal in cfg->dir. Does not replay:
@@ -93,9 +94,24 @@ journal_seq journal_append_settle(journal *j, uint64_t queue_id, uint64_t msg_id
 /* It was delivered (again): its delivery count is now `count`. */
 journal_seq journal_append_delivered(journal *j, uint64_t queue_id, uint64_t msg_id,
                                      uint32_t count);
+/* Message msg_id in queue_id is held back until `until_ms` (wall clock, ms
+ * since the epoch); 0 clears it. The newest one counts, like a delivery
+ * count; replay passes it to the `delayed` handler. */
+journal_seq journal_append_delayed(journal *j, uint64_t queue_id, uint64_t msg_id,
+                                   uint64_t until_ms);
 /* Every message of the queue left it (queue.purge), or the queue is gone. */
 journal_seq journal_append_purge(journal *j, uint64_t queue_id);
 journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id);
+
+/* Atomic groups: the records appended between journal_group_begin and
+ * journal_group_end are replayed all or none -- a crash that tears the
+ * journal's tail inside a group drops the whole group (e.g. a message
+ * settled in one queue and enqueued in another: it stays in exactly one).
+ * Call both in the same loop callback; groups do not nest. A group never
+ * spans segments. journal_group_end returns the sequence that makes the
+ * whole group durable (the last record's), 0 for an empty group. */
+void journal_group_begin(journal *j);
+journal_seq journal_group_end(journal *j);
 
 /* The highest sequence known to be on disk (all of it with sync = none,
  * once written). */
@@ -129,11 +145,13 @@ size_t journal_read_messages(journal *j, const uint64_t *ids, const journal_loc 
 
 /* Called for each record, in append order, during replay. Any may be NULL.
  * An enqueue comes only after the message handler had that message; a
- * settle or delivered only for an entry whose enqueue the handler had
- * (records about collected or damaged data are left out). After a clean
- * close (or a periodic checkpoint) only what is still live is replayed:
- * messages with live entries, their enqueues and delivered counts. A
- * message that ends up in no queue can be dropped by the caller. */
+ * settle, delivered or delayed only for an entry whose enqueue the handler
+ * had (records about collected or damaged data are left out). After a
+ * clean close (or a periodic checkpoint) only what is still live is
+ * replayed: messages with live entries, their enqueues, delivered counts
+ * and delays. The records of an atomic group come all together, once the
+ * group is known to be whole, or not at all. A message that ends up in no
+ * queue can be dropped by the caller. */
 typedef struct journal_replay_handlers {
     /* `m` slices the record, valid during the call */
     void (*message)(void *ctx, uint64_t msg_id, journal_loc loc, const journal_message *m);
@@ -142,13 +160,17 @@ typedef struct journal_replay_handlers {
     void (*delivered)(void *ctx, uint64_t queue_id, uint64_t msg_id, uint32_t count);
     void (*purge)(void *ctx, uint64_t queue_id);
     void (*queue_delete)(void *ctx, uint64_t queue_id);
+    /* the newest journal_append_delayed of a live entry (0: cleared) */
+    void (*delayed)(void *ctx, uint64_t queue_id, uint64_t msg_id, uint64_t until_ms);
 } journal_replay_handlers;
 
 typedef struct journal_replay_stats {
     uint64_t records, segments, bytes; /* valid records, files and bytes read */
     uint64_t corrupt_records; /* bad CRC or length in the middle: skipped */
     uint64_t torn_tail_bytes; /* truncated after the last segment's records (a torn
-                                 record, or a reused file's old bytes) */
+                                 record or group, or a reused file's old bytes) */
+    uint64_t incomplete_groups; /* atomic groups missing records (torn at the tail, or
+                                   damaged): none of their records was applied */
     bool from_checkpoint;     /* a checkpoint (clean close or periodic) was used */
 } journal_replay_stats;
 

@@ -20,10 +20,10 @@ import time
 import traceback
 import urllib.parse
 
-CLIENTS = ("pika", "py-amqp", "kombu", "celery", "raw")
+CLIENTS = ("pika", "py-amqp", "kombu", "celery", "raw", "http")
 GROUPS = ("connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content",
           "consumer", "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions",
-          "durability", "framework")
+          "durability", "framework", "mgmt", "permissions")
 ID_RE = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
 
 # Reply codes (amqp-rabbitmq-0.9.1.json).
@@ -129,7 +129,7 @@ class Ctx:
         self._report = report
         self._n = 0
         self._closers = []
-        self.queues, self.exchanges = [], []
+        self.queues, self.exchanges, self.urls = [], [], []
 
     # names
     def name(self, kind="q"):
@@ -152,6 +152,14 @@ class Ctx:
         self.exchanges.append(name)
         self._report({"name": ["x", name]})
         return name
+
+    def track_url(self, url):
+        """An HTTP resource (a management API URL: a vhost, a user, a policy)
+        that cleanup DELETEs, in reverse order of tracking, with the broker's
+        credentials."""
+        self.urls.append(url)
+        self._report({"name": ["h", url]})
+        return url
 
     def step(self, what):
         """Marks progress: a timeout's detail names the last step reached."""
@@ -251,9 +259,22 @@ def _close_quietly(c):
             c.close()
 
 
-def delete_names(broker, queues, exchanges):
-    """Best-effort deletion of this scenario's queues and exchanges (a fresh
-    connection: the scenario may have broken its own)."""
+def delete_urls(broker, urls):
+    """Best-effort HTTP DELETE of tracked management URLs, newest first."""
+    import base64
+    import urllib.request
+    auth = base64.b64encode(("%s:%s" % (broker.user, broker.password)).encode()).decode()
+    for url in reversed(list(dict.fromkeys(urls))):
+        req = urllib.request.Request(url, method="DELETE", headers={"Authorization": "Basic " + auth})
+        with contextlib.suppress(Exception):
+            urllib.request.urlopen(req, timeout=5).close()
+
+
+def delete_names(broker, queues, exchanges, urls=()):
+    """Best-effort deletion of this scenario's queues, exchanges and HTTP
+    resources (a fresh connection: the scenario may have broken its own)."""
+    if urls:
+        delete_urls(broker, urls)
     if not queues and not exchanges:
         return
     import pika
@@ -317,7 +338,7 @@ def child_main(sc, broker, run_id, timeout, wfd):
     report({"status": status, "detail": detail})
     t.close_all()
     try:
-        delete_names(broker, t.queues, t.exchanges)
+        delete_names(broker, t.queues, t.exchanges, t.urls)
         report({"cleaned": True})
     except Exception as e:  # noqa: BLE001
         sys.stderr.write("cleanup of %s/%s failed: %s\n" % (sc.id, sc.client, e))
@@ -330,7 +351,7 @@ class Running:
         self.started = time.monotonic()
         self.buf = b""
         self.result = None
-        self.names = {"q": [], "x": []}
+        self.names = {"q": [], "x": [], "h": []}
         self.cleaned = False
         self.step = None
         self.eof = False
@@ -390,10 +411,10 @@ def reap(pid):
         os.waitpid(pid, 0)
 
 
-def _cleanup_child(broker, queues, exchanges, wfd):
+def _cleanup_child(broker, queues, exchanges, urls, wfd):
     os.setpgid(0, 0)
     os.close(wfd)
-    delete_names(broker, queues, exchanges)
+    delete_names(broker, queues, exchanges, urls)
 
 
 def finish(r, broker, emit):
@@ -412,8 +433,8 @@ def finish(r, broker, emit):
         if r.step:
             detail += " (last step: %s)" % r.step
     emit(r.sc, status, millis, detail)
-    if not r.cleaned and (r.names["q"] or r.names["x"]):
-        pid, rfd = fork_child(_cleanup_child, broker, r.names["q"], r.names["x"])
+    if not r.cleaned and (r.names["q"] or r.names["x"] or r.names["h"]):
+        pid, rfd = fork_child(_cleanup_child, broker, r.names["q"], r.names["x"], r.names["h"])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             ready, _, _ = select.select([rfd], [], [], max(0.0, deadline - time.monotonic()))
@@ -521,6 +542,7 @@ def print_versions():
         except Exception:  # noqa: BLE001
             vers[client] = "not installed"
     vers["raw"] = "python %s (socket + pika codec)" % sys.version.split()[0]
+    vers["http"] = "python %s (urllib)" % sys.version.split()[0]
     for k, v in vers.items():
         print("VERSION %s %s" % (k, v))
 

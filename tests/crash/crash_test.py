@@ -3,15 +3,23 @@
 queues; the broker is killed with SIGKILL at a random moment, restarted, and
 every queue is drained and checked:
 
-  - every confirmed message is still queued or was delivered and acked
-    (an ack sent just before the kill may not have arrived: then the message
-    is still queued, and that is fine);
+  - every confirmed message is in exactly one place -- still queued, in the
+    dead-letter queue, or delivered and acked (an ack or reject sent just
+    before the kill may not have arrived: then the message is still queued,
+    and that is fine); none lost, none in two places or twice in one;
   - no message appears that was never published;
   - the remaining messages of each queue keep their publish order;
-  - messages seen again (delivered before the crash) carry redelivered=true.
+  - messages seen again (delivered before the crash) carry redelivered=true;
+  - a dead-lettered one carries x-death naming its queue and the reason:
+    "rejected" only if a consumer rejected it, "expired" from the TTL queue.
 
-Consumers ack most messages at once and hold some back, acking those later
-and out of order. Every other trial runs the journal with 1 MiB segments,
+Consumers ack most messages at once, hold some back (acking those later and
+out of order) and reject a few without requeue: crash.q1 and crash.q2
+dead-letter into crash.dlq. A fifth of the messages go to crash.ttl, which
+has no consumer and a short x-message-ttl: they expire into crash.dlq. Each
+dead-letter is one atomic group in the journal (settle in the source, the
+copy's message and enqueue in the DLQ), so a crash leaves it in exactly one
+of the two. Every other trial runs the journal with 1 MiB segments,
 so segments fill, are collected (kept as spare files and reused), and
 sparse ones (held-back messages among acked ones) are compacted while the
 broker is killed; their messages carry 4 KiB bodies so that segments fill.
@@ -38,8 +46,12 @@ import pika
 
 REPO = Path(__file__).resolve().parents[2]
 WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "warren")
-QUEUES = ["crash.q1", "crash.q2"]
+QUEUES = ["crash.q1", "crash.q2"]  # consumed
+TTL_QUEUE, DLQ = "crash.ttl", "crash.dlq"
+TARGETS = QUEUES * 2 + [TTL_QUEUE]  # where publish n goes: TARGETS[n % 5]
 PUBLISHERS, CONSUMERS = 2, 2
+REJECT_RATE = 0.05
+DLX = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": DLQ}
 LISTEN_RE = re.compile(r"AMQP listening on 127\.0\.0\.1:(\d+)")
 
 
@@ -79,8 +91,10 @@ class Trial:
         self.confirmed = set()   # (queue, n) confirm received
         self.delivered = set()   # (queue, n) seen by a consumer
         self.acked = set()       # (queue, n) ack sent
+        self.rejected = set()    # (queue, n) reject (requeue=false) sent
         self.stop = threading.Event()
         self.reused = False      # the restart cut old bytes off a reused file
+        self.torn_group = False  # the restart dropped a torn atomic group
 
     def publisher(self, port, pid):
         try:
@@ -89,7 +103,7 @@ class Trial:
             ch.confirm_delivery()
             n = 0
             while not self.stop.is_set():
-                q = QUEUES[n % len(QUEUES)]
+                q = TARGETS[n % len(TARGETS)]
                 key = (q, pid * 10_000_000 + n)
                 with self.lock:
                     self.attempted.add(key)
@@ -114,9 +128,16 @@ class Trial:
                     continue
                 with self.lock:
                     self.delivered.add((q, int(body.split()[0])))
-                # ack most at once; hold some back (they stay delivered) and
-                # ack them later, in random order
-                if self.rng.random() < 0.9:
+                # ack most at once; reject a few (dead-lettered); hold some
+                # back (they stay delivered) and ack them later, in random order
+                r = self.rng.random()
+                if r < REJECT_RATE:
+                    n = int(body.split()[0])
+                    with self.lock:
+                        self.rejected.add((q, n))
+                    ch.basic_reject(method.delivery_tag, requeue=False)
+                    acks = []
+                elif r < 0.9:
                     acks = [(method.delivery_tag, int(body.split()[0]))]
                 else:
                     held.append((method.delivery_tag, int(body.split()[0])))
@@ -142,8 +163,12 @@ class Trial:
     def _run(self, data_dir):
         proc, port, _ = start(data_dir, self.settings)
         c = connect(port)
+        ch = c.channel()
+        ch.queue_declare(DLQ, durable=True)
         for q in QUEUES:
-            c.channel().queue_declare(q, durable=True)
+            ch.queue_declare(q, durable=True, arguments=DLX)
+        ch.queue_declare(TTL_QUEUE, durable=True,
+                         arguments=dict(DLX, **{"x-message-ttl": self.rng.randint(20, 300)}))
         c.close()
         threads = [threading.Thread(target=self.publisher, args=(port, i), daemon=True)
                    for i in range(PUBLISHERS)]
@@ -159,6 +184,7 @@ class Trial:
             t.join(10)
         proc, port, log = start(data_dir, self.settings)
         self.reused = any("records end at offset" in line for line in log)
+        self.torn_group = any("atomic group" in line and "torn" in line for line in log)
         try:
             return self.check(port)
         finally:
@@ -169,17 +195,21 @@ class Trial:
         c = connect(port)
         ch = c.channel()
         problems = []
-        remaining = set()
-        for q in QUEUES:
+        where = {}  # n -> the queues it was found in
+        for q in QUEUES + [TTL_QUEUE, DLQ]:
             last = {}
             while True:
                 method, props, body = ch.basic_get(q, auto_ack=True)
                 if method is None:
                     break
                 n = int(body.split()[0])
-                remaining.add((q, n))
-                if (q, n) not in self.attempted:
-                    problems.append("never published: %s %d" % (q, n))
+                origin = TARGETS[n % len(TARGETS)]
+                where.setdefault(n, []).append(q)
+                if (origin, n) not in self.attempted:
+                    problems.append("never published: %s %d" % (origin, n))
+                if q == DLQ:
+                    problems += self.check_death(origin, n, props)
+                    continue
                 pub = n // 10_000_000
                 if n <= last.get(pub, -1):
                     problems.append("order broken in %s: %d after %d" % (q, n, last[pub]))
@@ -187,32 +217,50 @@ class Trial:
                 if (q, n) in self.delivered and not method.redelivered:
                     problems.append("seen again without redelivered: %s %d" % (q, n))
         c.close()
+        problems += ["in two places: %d in %s" % (n, qs) for n, qs in sorted(where.items())
+                     if len(qs) > 1][:5]
+        remaining = {(TARGETS[n % len(TARGETS)], n) for n in where}
         lost = self.confirmed - remaining - self.acked
         problems += ["lost: %s %d" % k for k in sorted(lost)[:5]]
-        return len(lost), len(self.confirmed), problems
+        dead = sum(1 for qs in where.values() if DLQ in qs)
+        return len(lost), len(self.confirmed), dead, problems
+
+    def check_death(self, origin, n, props):
+        deaths = (props.headers or {}).get("x-death") or [{}]
+        reason, queue = deaths[0].get("reason"), deaths[0].get("queue")
+        want = "expired" if origin == TTL_QUEUE else "rejected"
+        if queue != origin or reason != want:
+            return ["dead-lettered %d: x-death says %s from %s" % (n, reason, queue)]
+        if want == "rejected" and (origin, n) not in self.rejected:
+            return ["dead-lettered %d without a reject" % n]
+        return []
 
 
 def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("CRASH_TRIALS", 20))
-    total_lost = failed = reused = 0
+    total_lost = total_dead = failed = reused = torn_groups = 0
     for i in range(trials):
         try:
             small = i % 2 == 1
             trial = Trial(1000 + i, ("journal.segment_size=1048576",) if small else (),
                           4096 if small else 0)
-            lost, confirmed, problems = trial.run()
+            lost, confirmed, dead, problems = trial.run()
             reused += trial.reused
+            torn_groups += trial.torn_group
         except Exception as e:  # a trial that cannot run is a failure
-            lost, confirmed, problems = 0, 0, ["error: %r" % (e,)]
+            lost, confirmed, dead, problems = 0, 0, 0, ["error: %r" % (e,)]
         total_lost += lost
+        total_dead += dead
         ok = not problems
         failed += not ok
-        print("%s %d - crash trial %d: %d confirmed, %d lost" %
-              ("ok" if ok else "not ok", i + 1, i + 1, confirmed, lost), flush=True)
+        print("%s %d - crash trial %d: %d confirmed, %d dead-lettered, %d lost" %
+              ("ok" if ok else "not ok", i + 1, i + 1, confirmed, dead, lost), flush=True)
         for p in problems[:10]:
             print("# " + p, flush=True)
     print("1..%d" % trials)
     print("# %d restarts found old bytes of a reused file after the last records" % reused)
+    print("# %d messages found dead-lettered after the restarts" % total_dead)
+    print("# %d restarts dropped a torn atomic group (a dead-letter cut by the kill)" % torn_groups)
     print("%d trials, %d lost" % (trials, total_lost))
     return 1 if failed else 0
 

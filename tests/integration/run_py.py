@@ -22,7 +22,7 @@ sys.path.insert(0, PY_DIR)
 import harness  # noqa: E402
 
 AREA_ORDER = ["connection", "channel", "exchange", "queue", "basic", "requeue", "confirm", "tx",
-              "permissions", "policies", "malformed", "warrenctl"]
+              "permissions", "policies", "malformed", "warrenctl", "mgmt"]
 TEST_TIMEOUT = int(os.environ.get("WARREN_TEST_TIMEOUT", "20"))
 CLEANUP_TIMEOUT = 10
 

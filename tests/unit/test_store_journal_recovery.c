@@ -653,7 +653,7 @@ static void test_version1_segments_read(void **state)
     int records = 0;
     for (off_t off = SEG_HEADER_SIZE; off < size; records++) {
         uint32_t len = get32(b + off);
-        journal_rec_seal(b + off, (rec_type)b[off + 4], len, 0);
+        journal_rec_seal(b + off, (rec_type)b[off + 4], 0, len, 0);
         off += (off_t)align8(len);
     }
     assert_int_equal(records, 41);

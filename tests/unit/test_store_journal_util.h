@@ -287,11 +287,12 @@ static inline void check_msg(journal *j, journal_loc loc, uint64_t id, size_t bo
 /* ---- replay recorder ----------------------------------------------------------- */
 
 typedef struct rrec {
-    char type; /* M E S D P X */
+    char type; /* M E S D P X, L (delayed) */
     uint64_t q, m;
     journal_loc loc;
     uint32_t count;
     int kind;
+    uint64_t until;
 } rrec;
 
 typedef struct rlog {
@@ -328,9 +329,13 @@ static inline void r_delivered(void *c, uint64_t q, uint64_t m, uint32_t n)
 }
 static inline void r_purge(void *c, uint64_t q) { rlog_push(c, (rrec){.type = 'P', .q = q}); }
 static inline void r_delete(void *c, uint64_t q) { rlog_push(c, (rrec){.type = 'X', .q = q}); }
+static inline void r_delayed(void *c, uint64_t q, uint64_t m, uint64_t until)
+{
+    rlog_push(c, (rrec){.type = 'L', .q = q, .m = m, .until = until});
+}
 
-static const journal_replay_handlers recorder = {r_message, r_enqueue, r_settle,
-                                                 r_delivered, r_purge, r_delete};
+static const journal_replay_handlers recorder = {r_message, r_enqueue, r_settle, r_delivered,
+                                                 r_purge,   r_delete,  r_delayed};
 
 static inline void fx_replay(jfx *f, rlog *l, journal_replay_stats *st)
 {
@@ -359,6 +364,7 @@ typedef struct live_entry {
     uint64_t q, m;
     uint32_t count;
     journal_loc loc;
+    uint64_t until; /* its delay (0: none) */
 } live_entry;
 
 typedef struct live_set {
@@ -385,17 +391,20 @@ static inline live_set live_from_log(const rlog *l)
             for (k = 0; k < s.n && !(s.v[k].q == r->q && s.v[k].m == r->m); k++) {
             }
             if (k == s.n)
-                s.v[s.n++] = (live_entry){r->q, r->m, 0, r->loc};
+                s.v[s.n++] = (live_entry){r->q, r->m, 0, r->loc, 0};
             else
                 s.v[k].loc = r->loc;
             break;
         case 'S':
         case 'D':
+        case 'L':
             for (k = 0; k < s.n && !(s.v[k].q == r->q && s.v[k].m == r->m); k++) {
             }
             assert_true(k < s.n); /* never about an entry we were not given */
             if (r->type == 'D') {
                 s.v[k].count = r->count;
+            } else if (r->type == 'L') {
+                s.v[k].until = r->until;
             } else {
                 s.v[k] = s.v[--s.n];
             }

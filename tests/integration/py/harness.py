@@ -43,6 +43,8 @@ TARGET = os.environ.get("WARREN_TEST_TARGET") or None
 WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "warren")
 USER, PASSWORD, VHOST = "guest", "guest", "/"
 LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
+MGMT_RE = re.compile(r"management listening on ([0-9.]+):([0-9]+)")
+CONTROL_RE = re.compile(r"control socket at (\S+)")
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 
@@ -92,15 +94,18 @@ class WarrenProcess:
         self.proc = None
         self.tmpdir = None
         self.host, self.port = None, None
+        self.mgmt_port, self.control_socket = None, None
         self.log_lines = []
         self._port_found = threading.Event()
+        self._mgmt_found = threading.Event()
 
     def start(self):
         if not os.access(WARREN_BIN, os.X_OK):
             raise RuntimeError("Warren binary not found: %s (set WARREN_BIN or build it)" % WARREN_BIN)
         self.tmpdir = tempfile.mkdtemp(prefix="warren-itest-")
         argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
-                "--set", "data_dir=%s" % self.tmpdir]
+                "--set", "data_dir=%s" % self.tmpdir,
+                "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1"]
         for s in self.settings:
             argv += ["--set", s]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -113,6 +118,7 @@ class WarrenProcess:
             self.stop()
             raise RuntimeError("Warren did not report 'AMQP listening on' within %.0f s; log:\n%s"
                                % (START_TIMEOUT, self.log_tail()))
+        self._mgmt_found.wait(START_TIMEOUT)
         return self.host, self.port
 
     def _drain(self):
@@ -123,7 +129,15 @@ class WarrenProcess:
             if m and self.port is None:
                 self.host, self.port = m.group(1), int(m.group(2))
                 self._port_found.set()
+            m = MGMT_RE.search(line)
+            if m and self.mgmt_port is None:
+                self.mgmt_port = int(m.group(2))
+            m = CONTROL_RE.search(line)
+            if m and self.control_socket is None:
+                self.control_socket = m.group(1)
+                self._mgmt_found.set()
         self._port_found.set()
+        self._mgmt_found.set()
 
     def log_tail(self, n=30):
         return "\n".join(self.log_lines[-n:])
@@ -161,6 +175,25 @@ def broker_address():
             _shared["proc"] = proc
             _shared["addr"] = proc.start()
     return _shared["addr"]
+
+
+def mgmt_address():
+    """(host, port) of the management HTTP API of the broker under test:
+    the shared Warren's (parsed from its log), or WARREN_TEST_MGMT=host:port
+    (default 127.0.0.1:15672) with a target."""
+    if TARGET:
+        host, _, port = (os.environ.get("WARREN_TEST_MGMT") or "127.0.0.1:15672").rpartition(":")
+        return host or "127.0.0.1", int(port)
+    broker_address()
+    return "127.0.0.1", _shared["proc"].mgmt_port
+
+
+def control_socket():
+    """The shared Warren's control socket path (None with a target)."""
+    if TARGET:
+        return None
+    broker_address()
+    return _shared["proc"].control_socket
 
 
 def stop_shared_broker():

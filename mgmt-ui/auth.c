@@ -1,0 +1,96 @@
+/* Who is asking: HTTP basic authentication, in this one function.
+ *
+ * The broker's access_login checks the password and loopback_users; the
+ * user's tags decide which routes it may use. A request on the control socket without an Authorization header is the
+ * local administrator (as rabbitmqctl needs no password); one that carries
+ * the header is authenticated like a TCP request (warrenctl's
+ * authenticate_user relies on that). loopback_users applies: the peer of a
+ * TCP request is checked, the control socket is local.
+ */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "mgmt_int.h"
+
+/* Standard base64 (padding optional); returns the decoded length or -1. */
+static int base64_decode(const char *in, uint8_t *out, size_t cap)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    for (; *in && *in != '='; in++) {
+        const char *p = strchr(alphabet, *in);
+        if (!p || !*in)
+            return -1;
+        acc = acc << 6 | (uint32_t)(p - alphabet);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n == cap)
+                return -1;
+            out[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return (int)n;
+}
+
+static bool peer_is_loopback(struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    const struct sockaddr *sa = evcon ? evhttp_connection_get_addr(evcon) : NULL;
+    if (!sa)
+        return false;
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* The broker's tag bits as this module's. */
+static unsigned tags_of(unsigned access_tags)
+{
+    return (access_tags & ACCESS_TAG_ADMINISTRATOR ? TAG_ADMINISTRATOR : 0) |
+           (access_tags & ACCESS_TAG_MONITORING ? TAG_MONITORING : 0) |
+           (access_tags & ACCESS_TAG_POLICYMAKER ? TAG_POLICYMAKER : 0) |
+           (access_tags & ACCESS_TAG_MANAGEMENT ? TAG_MANAGEMENT : 0);
+}
+
+bool mgmt_authenticate(mgmt_req *r, bool *had_credentials)
+{
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+    *had_credentials = h != NULL;
+    if (!h && r->control) {
+        snprintf(r->user.name, sizeof r->user.name, "warrenctl");
+        r->user.tags = TAG_ADMINISTRATOR;
+        return true;
+    }
+    if (!h || strncasecmp(h, "Basic ", 6) != 0)
+        return false;
+    uint8_t raw[512];
+    int n = base64_decode(h + 6, raw, sizeof raw);
+    const uint8_t *colon = n > 0 ? memchr(raw, ':', (size_t)n) : NULL;
+    if (!colon)
+        return false;
+    amqp_bytes user = {raw, (uint32_t)(colon - raw)};
+    amqp_bytes pass = {colon + 1, (uint32_t)(n - (colon + 1 - raw))};
+    bool local = r->control || peer_is_loopback(r->req);
+    char why[256];
+    const access_user *u = access_login(server_access(r->s), user, pass, local, why, sizeof why);
+    if (!u) {
+        log_msg(LOG_WARNING, "HTTP access denied: %s", why);
+        return false;
+    }
+    snprintf(r->user.name, sizeof r->user.name, "%s", access_user_name(u));
+    r->user.tags = tags_of(access_user_tag_flags(u));
+    return true;
+}

@@ -1,0 +1,181 @@
+/* Private to mgmt-ui/: the request, the route tables of the resource
+ * families and the helpers their handlers share. */
+#ifndef WARREN_MGMT_INT_H
+#define WARREN_MGMT_INT_H
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#include "mgmt.h"
+
+/* User tags; administrator implies the others, monitoring and policymaker
+ * imply management. */
+enum {
+    TAG_MANAGEMENT = 1,
+    TAG_POLICYMAKER = 2,
+    TAG_MONITORING = 4,
+    TAG_ADMINISTRATOR = 8,
+};
+
+typedef struct mgmt_user {
+    char name[128];
+    unsigned tags;
+} mgmt_user;
+
+/* A sampling window from ?msg_rates_age=&msg_rates_incr= (seconds). */
+typedef struct mgmt_window {
+    uint32_t age_s, incr_s; /* 0 = just the rate */
+} mgmt_window;
+
+#define MGMT_PATH_BUF 2048
+#define MGMT_MAX_BODY (20u << 20) /* larger bodies get 413 */
+
+typedef struct mgmt_req {
+    mgmt *m;
+    server *s;
+    struct evhttp_request *req;
+    enum evhttp_cmd_type method;
+    bool control; /* came on the control socket */
+    bool streaming;
+    mgmt_user user;
+    amqp_bytes cap[4];
+    int ncap;
+    char path_buf[MGMT_PATH_BUF];
+    struct evkeyvalq query;
+    bool disable_stats;
+    mgmt_window msg_window, len_window;
+    json_t *body; /* parsed by mgmt_body */
+    struct evbuffer *out; /* the reply being written */
+    mgmt_json *w;
+} mgmt_req;
+
+/* Frees a request whose reply has been sent (stream.c frees its own). */
+void mgmt_req_free(mgmt_req *r);
+
+typedef void (*mgmt_handler)(mgmt_req *r);
+
+typedef struct mgmt_route {
+    enum evhttp_cmd_type method;
+    const char *pattern; /* "/api/queues/{}/{}" */
+    unsigned tag;        /* required tag */
+    mgmt_handler fn;
+} mgmt_route;
+
+/* Each resource family's table, ended by a zero row. */
+extern const mgmt_route mgmt_overview_routes[];
+extern const mgmt_route mgmt_connection_routes[];
+extern const mgmt_route mgmt_exchange_routes[];
+extern const mgmt_route mgmt_queue_routes[];
+extern const mgmt_route mgmt_binding_routes[];
+
+/* The port the HTTP listener bound (http.c). */
+int mgmt_port(const mgmt *m);
+
+/* auth.c: fills r->user from the Authorization header (or the control
+ * socket's local administrator). False when the request has no valid
+ * credentials; *had_credentials says whether it carried any. */
+bool mgmt_authenticate(mgmt_req *r, bool *had_credentials);
+
+/* ---- replies (http.c) ---------------------------------------------------- */
+
+/* A JSON reply: write into the returned writer, then mgmt_send. */
+mgmt_json *mgmt_reply(mgmt_req *r);
+void mgmt_send(mgmt_req *r, int status);
+/* An empty reply (201, 204) with optional Location. */
+void mgmt_send_empty(mgmt_req *r, int status, const char *location);
+/* RabbitMQ's error body {"error": error, "reason": reason}. */
+void mgmt_error(mgmt_req *r, int status, const char *error, const char *reason);
+void mgmt_errorf(mgmt_req *r, int status, const char *error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* 400 {"error":"bad_request","reason":[what, value]}, RabbitMQ's form for a
+ * body field of the wrong type: value is `json` (any JSON) or `str`. */
+void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str);
+/* 404 {"error":"Object Not Found","reason":"Not Found"} */
+void mgmt_not_found(mgmt_req *r);
+/* An AMQP error from the broker as RabbitMQ's API reports it. */
+void mgmt_amqp_error(mgmt_req *r, const amqp_error *err);
+/* The text of an AMQP error without its "CODE_NAME - " prefix. */
+const char *mgmt_error_text(const amqp_error *err);
+
+/* The request body as a JSON object; replies 400 and returns NULL when it
+ * is not one. An empty body is {}. */
+json_t *mgmt_body(mgmt_req *r);
+/* A query parameter, or NULL. */
+const char *mgmt_query(mgmt_req *r, const char *key);
+bool mgmt_query_true(mgmt_req *r, const char *key);
+
+/* The vhost named by capture i, or NULL (404 sent). */
+vhost *mgmt_vhost_arg(mgmt_req *r, int i);
+/* A capture as a NUL-terminated string in `buf` (bytes after a NUL cut). */
+const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
+
+/* ---- lists (stream.c) ----------------------------------------------------- */
+
+/* The list query from the request; replies 400 and returns NULL when it
+ * is invalid. */
+mgmt_list *mgmt_list_begin(mgmt_req *r);
+/* Renders one listed object; false when it is gone (skipped). */
+typedef bool (*mgmt_render_fn)(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it);
+/* Sorts and pages `l` (owned from here), then writes the list -- RabbitMQ's
+ * paged envelope when ?page= was given -- in slices, yielding to the loop
+ * between them. */
+void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn);
+/* Renders one object as the whole reply (columns apply). */
+void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it);
+
+/* ---- statistics rendering (stats_json.c) ---------------------------------- */
+
+/* "key": value, "key_details": {"rate": r, samples...}; `f` names the
+ * field in st's history (a counter or a gauge). */
+void mgmt_stat(mgmt_req *r, mgmt_json *w, const char *key, uint64_t value, const stats *st,
+               stat_id f);
+/* "message_stats": {...} with the listed counters (deliver_get computed). */
+void mgmt_message_stats(mgmt_req *r, mgmt_json *w, const stats *st, const stat_id *fields,
+                        size_t n, bool deliver_get);
+/* messages, messages_ready, messages_unacknowledged with their details. */
+void mgmt_queue_totals(mgmt_req *r, mgmt_json *w, const stats *st, uint64_t ready,
+                       uint64_t unacked);
+/* A numeric sort key for "message_stats.X" / "message_stats.X_details.rate". */
+bool mgmt_stat_sort_key(const stats *st, const char *sort, double *out);
+const char *mgmt_stat_name(stat_id f);
+/* Milliseconds to the ISO-ish form RabbitMQ uses ("2026-11-30 04:44:34"). */
+void mgmt_format_time(uint64_t wall_ms, char *out, size_t cap);
+
+/* ---- body fields (res_exchange.c) ------------------------------------------ */
+
+/* A boolean field (true/false or "true"/"false"); absent gives dflt.
+ * Replies 400 ["not_boolean", value] otherwise. */
+bool mgmt_body_bool(mgmt_req *r, json_t *body, const char *key, bool dflt, bool *out);
+/* An object field as an AMQP table (content, into buf); absent is empty.
+ * Replies 400 with the conversion's reason otherwise. */
+bool mgmt_body_table(mgmt_req *r, json_t *body, const char *key, uint8_t *buf, size_t cap,
+                     amqp_bytes *out);
+
+/* ---- bindings (res_binding.c) ---------------------------------------------- */
+
+typedef struct mgmt_binding_filter {
+    const route_exchange *source;        /* NULL = any */
+    const queue *dest_queue;             /* NULL = any (unless dest_exchange) */
+    const route_exchange *dest_exchange; /* NULL = any (unless dest_queue) */
+    bool defaults;      /* include the default exchange's implicit bindings */
+    bool only_defaults; /* and nothing else */
+} mgmt_binding_filter;
+/* The bindings of `v` that pass the filter, as a JSON array reply. */
+void mgmt_bindings_send(mgmt_req *r, vhost *v, const mgmt_binding_filter *f);
+
+/* ---- messages (res_message.c) ----------------------------------------------- */
+
+void mgmt_post_publish(mgmt_req *r);
+void mgmt_post_get(mgmt_req *r);
+
+/* ---- shared renderers ----------------------------------------------------- */
+
+/* {"name": ..., "vhost": ...}-style connection, channel and consumer views
+ * shared by the connection and queue families (res_conn.c). */
+void mgmt_channel_details(mgmt_json *w, conn *c, chan *ch);
+void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const consumer *cons);
+/* Wall clock of a server_now_ms instant. */
+uint64_t mgmt_wall_of(server *s, uint64_t mono_ms);
+
+#endif

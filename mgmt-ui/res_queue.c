@@ -1,0 +1,352 @@
+/* Queues: /api/queues[/{vhost}[/{name}]] GET, PUT (declare: 201 new, 204
+ * existing), DELETE (?if-unused=true, ?if-empty=true), .../bindings,
+ * .../contents (DELETE = purge) and .../get.
+ *
+ * Beyond RabbitMQ's fields each queue shows its health:
+ * oldest_ready_age_ms (how long the head has waited), oldest_unacked_age_ms
+ * (the oldest delivery still unsettled) and delivery_count_histogram (how
+ * many queued messages -- ready or unacked -- were delivered 0, 1, 2, 3-4,
+ * 5-9, 10-19, 20-49, 50+ times: poison messages show up in the high
+ * buckets before they loop for long).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mgmt_int.h"
+
+static const stat_id queue_stats_fields[] = {
+    STAT_ACK,     STAT_DELIVER,   STAT_DELIVER_NO_ACK, STAT_GET, STAT_GET_EMPTY, STAT_GET_NO_ACK,
+    STAT_PUBLISH, STAT_REDELIVER,
+};
+
+/* The oldest unsettled delivery from q: its consumers' channels first,
+ * then (basic.get deliveries) every channel. 0 = none. */
+static uint64_t oldest_unacked(server *s, queue *q)
+{
+    uint64_t best = 0;
+    if (!queue_unacked_count(q))
+        return 0;
+    for (consumer *c = queue_next_consumer(q, NULL); c; c = queue_next_consumer(q, c)) {
+        uint64_t t = chan_oldest_unacked_from(c->ch, q);
+        if (t && (!best || t < best))
+            best = t;
+    }
+    for (size_t i = 0; !best && i < server_conn_count(s); i++) {
+        conn *cn = server_conn_at(s, i);
+        for (uint32_t slot = 0; slot < conn_channel_slots(cn); slot++) {
+            chan *ch = conn_channel_at(cn, slot);
+            uint64_t t = ch ? chan_oldest_unacked_from(ch, q) : 0;
+            if (t && (!best || t < best))
+                best = t;
+        }
+    }
+    return best;
+}
+
+static void histogram(mgmt_json *w, const uint32_t *counts)
+{
+    mgmt_json_key(w, "delivery_count_histogram");
+    mgmt_json_obj(w);
+    for (int i = 0; i < QUEUE_DC_BUCKETS; i++) {
+        char key[24];
+        uint32_t lo = queue_dc_bucket_floor[i];
+        if (i + 1 == QUEUE_DC_BUCKETS)
+            snprintf(key, sizeof key, "%u+", lo);
+        else if (queue_dc_bucket_floor[i + 1] == lo + 1)
+            snprintf(key, sizeof key, "%u", lo);
+        else
+            snprintf(key, sizeof key, "%u-%u", lo, queue_dc_bucket_floor[i + 1] - 1);
+        mgmt_json_kuint(w, key, counts[i]);
+    }
+    mgmt_json_end_obj(w);
+}
+
+static void health(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
+{
+    uint64_t now = server_now_ms(r->s), unacked = oldest_unacked(r->s, q);
+    if (qi->oldest_ready_ms)
+        mgmt_json_kuint(w, "oldest_ready_age_ms", now - qi->oldest_ready_ms);
+    else
+        mgmt_json_knull(w, "oldest_ready_age_ms");
+    if (unacked)
+        mgmt_json_kuint(w, "oldest_unacked_age_ms", now - unacked);
+    else
+        mgmt_json_knull(w, "oldest_unacked_age_ms");
+    histogram(w, qi->delivery_counts);
+}
+
+static void consumer_details(mgmt_req *r, mgmt_json *w, queue *q)
+{
+    mgmt_json_key(w, "consumer_details");
+    mgmt_json_arr(w);
+    for (consumer *c = queue_next_consumer(q, NULL); c; c = queue_next_consumer(q, c))
+        mgmt_consumer_json(r, w, chan_conn(c->ch), c->ch, c);
+    mgmt_json_end_arr(w);
+}
+
+static void tag_or_null(mgmt_json *w, const char *key, const consumer *c)
+{
+    if (c)
+        mgmt_json_kstr(w, key, c->tag);
+    else
+        mgmt_json_knull(w, key);
+}
+
+/* ?disable_stats=true: the declaration only, as RabbitMQ shows it. */
+static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
+{
+    mgmt_json_obj(w);
+    mgmt_json_key(w, "arguments");
+    mgmt_json_table(w, queue_arguments(q));
+    mgmt_json_kbool(w, "auto_delete", queue_auto_delete(q));
+    mgmt_json_kbool(w, "durable", queue_durable(q));
+    mgmt_json_kbool(w, "exclusive", queue_exclusive(q));
+    mgmt_json_kbytes(w, "name", queue_name(q));
+    mgmt_json_kstr(w, "node", server_node_name(r->s));
+    mgmt_json_kstr(w, "state", "running");
+    mgmt_json_kstr(w, "type", "classic");
+    mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
+    mgmt_json_end_obj(w);
+}
+
+static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
+{
+    if (r->disable_stats) {
+        queue_basics(r, w, q);
+        return;
+    }
+    queue_info qi;
+    queue_describe(q, &qi);
+    mgmt_json_obj(w);
+    mgmt_json_key(w, "arguments");
+    mgmt_json_table(w, queue_arguments(q));
+    mgmt_json_kbool(w, "auto_delete", queue_auto_delete(q));
+    if (one)
+        consumer_details(r, w, q);
+    mgmt_json_kuint(w, "consumers", qi.consumers);
+    if (one) {
+        mgmt_json_key(w, "deliveries");
+        mgmt_json_arr(w);
+        mgmt_json_end_arr(w);
+    }
+    mgmt_json_kbool(w, "durable", queue_durable(q));
+    mgmt_json_key(w, "effective_policy_definition");
+    mgmt_json_obj(w);
+    mgmt_json_end_obj(w);
+    mgmt_json_kbool(w, "exclusive", queue_exclusive(q));
+    tag_or_null(w, "exclusive_consumer_tag", qi.exclusive_consumer);
+    mgmt_json_knull(w, "head_message_timestamp");
+    if (one) {
+        mgmt_json_key(w, "incoming");
+        mgmt_json_arr(w);
+        mgmt_json_end_arr(w);
+    }
+    mgmt_json_kuint(w, "memory", qi.memory);
+    mgmt_json_kuint(w, "message_bytes_ready", qi.ready_bytes);
+    mgmt_message_stats(r, w, qi.stats, queue_stats_fields,
+                       sizeof queue_stats_fields / sizeof queue_stats_fields[0], true);
+    mgmt_queue_totals(r, w, qi.stats, qi.ready, qi.unacked);
+    mgmt_json_kbytes(w, "name", queue_name(q));
+    mgmt_json_kstr(w, "node", server_node_name(r->s));
+    mgmt_json_knull(w, "operator_policy");
+    mgmt_json_knull(w, "policy");
+    tag_or_null(w, "single_active_consumer_tag", qi.active_consumer);
+    mgmt_json_kstr(w, "state", "running");
+    mgmt_json_kstr(w, "type", "classic");
+    mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
+    health(r, w, q, &qi);
+    mgmt_json_end_obj(w);
+}
+
+static queue *lookup(mgmt_req *r, const mgmt_list_item *it)
+{
+    vhost *v = server_vhost(r->s, AMQP_CSTR(it->vhost));
+    return v ? vhost_queue_find(v, it->name) : NULL;
+}
+
+static bool render_listed(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+{
+    queue *q = lookup(r, it);
+    if (q)
+        queue_json(r, w, q, false);
+    return q != NULL;
+}
+
+static bool render_one(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+{
+    queue *q = lookup(r, it);
+    if (q)
+        queue_json(r, w, q, true);
+    return q != NULL;
+}
+
+/* ---- lists -------------------------------------------------------------- */
+
+/* A numeric sort key, when `sort` names one. */
+static bool sort_key(mgmt_req *r, queue *q, const char *sort, double *out)
+{
+    if (!sort)
+        return false;
+    queue_info qi;
+    queue_describe(q, &qi);
+    const struct { const char *name; double v; } keys[] = {
+        {"messages", (double)qi.ready + qi.unacked},
+        {"messages_ready", qi.ready},
+        {"messages_unacknowledged", qi.unacked},
+        {"consumers", qi.consumers},
+        {"memory", (double)qi.memory},
+        {"message_bytes_ready", (double)qi.ready_bytes},
+        {"oldest_ready_age_ms",
+         qi.oldest_ready_ms ? (double)(server_now_ms(r->s) - qi.oldest_ready_ms) : 0},
+        {"messages_details.rate", stats_rate(qi.stats, STAT_MESSAGES)},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strcmp(sort, keys[i].name) == 0)
+            return *out = keys[i].v, true;
+    return mgmt_stat_sort_key(qi.stats, sort, out);
+}
+
+typedef struct collect {
+    mgmt_req *r;
+    mgmt_list *l;
+    const char *vhost, *sort;
+} collect;
+
+static void add_queue(void *arg, queue *q)
+{
+    collect *c = arg;
+    double key = 0;
+    bool has = sort_key(c->r, q, c->sort, &key);
+    mgmt_list_add(c->l, c->vhost, queue_name(q), 0, key, has);
+}
+
+static void list_queues(mgmt_req *r, vhost *only)
+{
+    mgmt_list *l = mgmt_list_begin(r);
+    if (!l)
+        return;
+    for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v)) {
+        if (only && v != only)
+            continue;
+        collect c = {r, l, vhost_name(v), mgmt_list_query_of(l)->sort};
+        vhost_foreach_queue(v, add_queue, &c);
+    }
+    mgmt_list_send(r, l, render_listed);
+}
+
+static void get_queues(mgmt_req *r) { list_queues(r, NULL); }
+
+static void get_vhost_queues(mgmt_req *r)
+{
+    vhost *v = mgmt_vhost_arg(r, 0);
+    if (v)
+        list_queues(r, v);
+}
+
+static void get_queue(mgmt_req *r)
+{
+    vhost *v = mgmt_vhost_arg(r, 0);
+    if (!v)
+        return;
+    mgmt_list_item it = {.vhost = vhost_name(v), .name = r->cap[1]};
+    mgmt_object_send(r, render_one, &it);
+}
+
+/* ---- changes ------------------------------------------------------------ */
+
+static void put_queue(mgmt_req *r)
+{
+    vhost *v = mgmt_vhost_arg(r, 0);
+    json_t *body = v ? mgmt_body(r) : NULL;
+    if (!body)
+        return;
+    static uint8_t args[64 * 1024];
+    queue_spec spec = {.name = r->cap[1]};
+    if (!mgmt_body_bool(r, body, "durable", false, &spec.durable) ||
+        !mgmt_body_bool(r, body, "auto_delete", false, &spec.auto_delete) ||
+        !mgmt_body_table(r, body, "arguments", args, sizeof args, &spec.arguments))
+        return;
+    amqp_error err = {0};
+    if (spec.name.len == 0 || spec.name.len > 255 ||
+        (spec.name.len >= 4 && memcmp(spec.name.ptr, "amq.", 4) == 0)) {
+        err.code = spec.name.len > 255 ? AMQP_PRECONDITION_FAILED : AMQP_ACCESS_REFUSED;
+        snprintf(err.text, sizeof err.text, "queue name too long");
+        mgmt_amqp_error(r, &err);
+        return;
+    }
+    queue *q = vhost_queue_find(v, spec.name);
+    bool existed = q != NULL;
+    if (q && queue_owner(q)) {
+        amqp_fail(&err, AMQP_RESOURCE_LOCKED, AMQP_QUEUE_DECLARE,
+                  "cannot obtain exclusive access to locked queue '%.*s' in vhost '%s'",
+                  (int)spec.name.len, (const char *)spec.name.ptr, vhost_name(v));
+        mgmt_amqp_error(r, &err);
+        return;
+    }
+    if (admin_queue_declare(v, &spec, &q, &err) != AMQP_OK) {
+        mgmt_amqp_error(r, &err);
+        return;
+    }
+    mgmt_send_empty(r, existed ? 204 : 201, NULL);
+}
+
+static void delete_queue(mgmt_req *r)
+{
+    vhost *v = mgmt_vhost_arg(r, 0);
+    if (!v)
+        return;
+    if (!vhost_queue_find(v, r->cap[1])) {
+        mgmt_not_found(r);
+        return;
+    }
+    amqp_error err = {0};
+    if (admin_queue_delete(v, r->cap[1], mgmt_query_true(r, "if-unused"),
+                           mgmt_query_true(r, "if-empty"), &err) != AMQP_OK) {
+        mgmt_amqp_error(r, &err);
+        return;
+    }
+    mgmt_send_empty(r, 204, NULL);
+}
+
+static void purge_queue(mgmt_req *r)
+{
+    vhost *v = mgmt_vhost_arg(r, 0);
+    if (!v)
+        return;
+    if (!vhost_queue_find(v, r->cap[1])) {
+        mgmt_not_found(r);
+        return;
+    }
+    amqp_error err = {0};
+    if (admin_queue_purge(v, r->cap[1], &err) != AMQP_OK)
+        mgmt_amqp_error(r, &err);
+    else
+        mgmt_send_empty(r, 204, NULL);
+}
+
+static void get_queue_bindings(mgmt_req *r)
+{
+    vhost *v = mgmt_vhost_arg(r, 0);
+    if (!v)
+        return;
+    queue *q = vhost_queue_find(v, r->cap[1]);
+    if (!q) {
+        mgmt_not_found(r);
+        return;
+    }
+    mgmt_binding_filter f = {.dest_queue = q, .defaults = true};
+    mgmt_bindings_send(r, v, &f);
+}
+
+const mgmt_route mgmt_queue_routes[] = {
+    {EVHTTP_REQ_GET, "/api/queues", TAG_MANAGEMENT, get_queues},
+    {EVHTTP_REQ_GET, "/api/queues/{}", TAG_MANAGEMENT, get_vhost_queues},
+    {EVHTTP_REQ_GET, "/api/queues/{}/{}", TAG_MANAGEMENT, get_queue},
+    {EVHTTP_REQ_PUT, "/api/queues/{}/{}", TAG_MANAGEMENT, put_queue},
+    {EVHTTP_REQ_DELETE, "/api/queues/{}/{}", TAG_MANAGEMENT, delete_queue},
+    {EVHTTP_REQ_GET, "/api/queues/{}/{}/bindings", TAG_MANAGEMENT, get_queue_bindings},
+    {EVHTTP_REQ_DELETE, "/api/queues/{}/{}/contents", TAG_MANAGEMENT, purge_queue},
+    {EVHTTP_REQ_POST, "/api/queues/{}/{}/get", TAG_MANAGEMENT, mgmt_post_get},
+    {0},
+};

@@ -1,0 +1,212 @@
+/* List replies written as they are built.
+ *
+ * A list endpoint fills an mgmt_list snapshot (names and sort keys only),
+ * then mgmt_list_send renders the page in slices of about SLICE_BYTES: the
+ * first slice decides -- a list that fits is sent as one reply with a
+ * Content-Length; a bigger one goes out with chunked transfer encoding,
+ * and each further slice is rendered only when the previous one has been
+ * written to the socket (evhttp_send_reply_chunk_with_cb). Between slices
+ * the loop serves AMQP, so a 10,000-queue listing never holds it for more
+ * than one slice. Objects are looked up again at render time; one deleted
+ * meanwhile is skipped. A client that goes away mid-list frees the stream
+ * through the connection's close callback.
+ *
+ * Why on the loop: a prototype that snapshotted the queues on the loop and
+ * rendered the JSON on a thread (commit cad85fd) gave a 1000 msg/s flow a
+ * median p99 of 154 ms against 28 ms for these slices, with 10,000 queues
+ * and a client looping the full list (tests/bench/mgmt.sh, 4 interleaved
+ * rounds on a loaded 2-core machine): the snapshot of every queue's fields
+ * and rates is itself one long stall, where slices are short ones.
+ */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mgmt_int.h"
+
+#define SLICE_BYTES (64 * 1024)
+
+typedef struct stream {
+    mgmt_req *r;
+    mgmt_list *l;
+    mgmt_render_fn fn;
+    size_t next;
+    struct evhttp_connection *evcon;
+} stream;
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || v > 0xffffffffu || *s == '-')
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* RabbitMQ's pagination checks and texts. */
+static bool page_params(mgmt_req *r, mgmt_list_query *q)
+{
+    const char *page = mgmt_query(r, "page"), *size = mgmt_query(r, "page_size");
+    q->page_size = 100;
+    if (!page)
+        return true;
+    q->paged = true;
+    if (!parse_u32(page, &q->page) || (size && !parse_u32(size, &q->page_size))) {
+        mgmt_error(r, 400, "bad_request", "Pagination parameters are invalid");
+        return false;
+    }
+    if (q->page < 1 || q->page_size < 1 || q->page_size > 500) {
+        char s[24];
+        snprintf(s, sizeof s, "%u", q->page_size);
+        mgmt_errorf(r, 400, "invalid_pagination_parameters",
+                    "Invalid pagination parameters: page number %u, page size %s", q->page,
+                    size ? s : "undefined");
+        return false;
+    }
+    return true;
+}
+
+mgmt_list *mgmt_list_begin(mgmt_req *r)
+{
+    mgmt_list_query q = {0};
+    if (!page_params(r, &q))
+        return NULL;
+    q.name = mgmt_query(r, "name");
+    q.use_regex = mgmt_query_true(r, "use_regex");
+    q.sort = mgmt_query(r, "sort");
+    q.sort_reverse = mgmt_query_true(r, "sort_reverse");
+    char why[256];
+    mgmt_list *l = mgmt_list_new(&q, why, sizeof why);
+    if (!l)
+        mgmt_errorf(r, 400, "bad_request", "invalid regular expression: %s", why);
+    return l;
+}
+
+static void stream_free(stream *st)
+{
+    if (st->evcon)
+        evhttp_connection_set_closecb(st->evcon, NULL, NULL);
+    mgmt_list_free(st->l);
+    mgmt_req_free(st->r);
+    free(st);
+}
+
+/* Renders items until a slice is full; true when the list is complete. */
+static bool render_slice(stream *st)
+{
+    mgmt_json *w = st->r->w;
+    size_t start = mgmt_json_written(w);
+    server_touch_clock(st->r->s);
+    while (st->next < mgmt_list_count(st->l) && mgmt_json_written(w) - start < SLICE_BYTES)
+        st->fn(st->r, w, mgmt_list_at(st->l, st->next++));
+    if (st->next < mgmt_list_count(st->l))
+        return false;
+    mgmt_json_end_arr(w);
+    if (mgmt_list_query_of(st->l)->paged)
+        mgmt_json_end_obj(w);
+    return true;
+}
+
+static void next_chunk(struct evhttp_connection *evcon, void *arg);
+
+static void send_slice(stream *st)
+{
+    bool done = render_slice(st);
+    mgmt_json_flush(st->r->w);
+    if (!done) {
+        evhttp_send_reply_chunk_with_cb(st->r->req, st->r->out, next_chunk, st);
+        return;
+    }
+    evhttp_send_reply_chunk(st->r->req, st->r->out);
+    /* no close callback once done: ending the reply may free the connection */
+    evhttp_connection_set_closecb(st->evcon, NULL, NULL);
+    st->evcon = NULL;
+    evhttp_send_reply_end(st->r->req);
+    st->r->req = NULL;
+    stream_free(st);
+}
+
+static void next_chunk(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    send_slice(arg);
+}
+
+/* The client went away mid-list: evhttp frees the request itself. */
+static void stream_closed(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    stream *st = arg;
+    st->evcon = NULL;
+    st->r->req = NULL;
+    stream_free(st);
+}
+
+static void write_head(mgmt_req *r, mgmt_list *l)
+{
+    mgmt_json *w = mgmt_reply(r);
+    const mgmt_list_query *q = mgmt_list_query_of(l);
+    const char *cols = mgmt_query(r, "columns");
+    if (cols)
+        mgmt_json_columns(w, cols, q->paged ? 3 : 2);
+    if (q->paged) {
+        mgmt_json_obj(w);
+        mgmt_json_kuint(w, "filtered_count", mgmt_list_filtered(l));
+        mgmt_json_kuint(w, "item_count", mgmt_list_count(l));
+        mgmt_json_kuint(w, "page", q->page);
+        mgmt_json_kuint(w, "page_count", mgmt_list_page_count(l));
+        mgmt_json_kuint(w, "page_size", q->page_size);
+        mgmt_json_kuint(w, "total_count", mgmt_list_total(l));
+        mgmt_json_key(w, "items");
+    }
+    mgmt_json_arr(w);
+}
+
+void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn)
+{
+    char why[256];
+    if (!mgmt_list_finish(l, why, sizeof why)) {
+        mgmt_error(r, 400, "page_out_of_range", why);
+        mgmt_list_free(l);
+        return;
+    }
+    write_head(r, l);
+    stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        mgmt_list_free(l);
+        mgmt_error(r, 500, "internal_error", "out of memory");
+        return;
+    }
+    *st = (stream){.r = r, .l = l, .fn = fn};
+    if (render_slice(st)) { /* it all fits: one plain reply */
+        mgmt_send(r, 200);
+        mgmt_list_free(l);
+        free(st);
+        return;
+    }
+    r->streaming = true;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(r->req, 200, "OK");
+    st->evcon = evhttp_request_get_connection(r->req);
+    evhttp_connection_set_closecb(st->evcon, stream_closed, st);
+    mgmt_json_flush(r->w);
+    evhttp_send_reply_chunk_with_cb(r->req, r->out, next_chunk, st);
+}
+
+void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it)
+{
+    mgmt_json *w = mgmt_reply(r);
+    const char *cols = mgmt_query(r, "columns");
+    if (cols)
+        mgmt_json_columns(w, cols, 1);
+    if (!fn(r, w, it)) {
+        mgmt_not_found(r);
+        return;
+    }
+    mgmt_send(r, 200);
+}

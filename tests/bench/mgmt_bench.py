@@ -1,0 +1,348 @@
+#!/usr/bin/python3
+"""Management-plane benchmarks (tests/bench/mgmt.sh runs them).
+
+  timing  With 10,000 queues: GET /api/queues?page=1&page_size=100, the full
+          unpaged /api/queues and /api/overview, medians of several calls, on
+          Warren and (RABBIT=1) on the local RabbitMQ, in a vhost created for
+          the run and deleted after.
+  p99     With 10,000 queues on Warren: warren-perf's fixed 1000 msg/s flow
+          (scenario 7), alone and while a client loops the big requests.
+  instr   Broker instructions per message (valgrind callgrind, which this
+          noisy shared machine cannot disturb) for scenarios 1 and 3:
+          BASE_BIN against this build with management on.
+  ab      Throughput A/B for scenarios 1, 3 and 9: a build without the
+          management plane (BASE_BIN) against this one with a client polling
+          /api/overview and /api/queues every second, interleaved.
+
+Every loop is bounded; only 127.0.0.1 is contacted.
+"""
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+import pika
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WARREN_BIN = os.environ.get("WARREN_BIN", os.path.join(ROOT, "build/release/warren"))
+PERF = os.environ.get("PERF", os.path.join(ROOT, "build/release/warren-perf"))
+QUEUES = int(os.environ.get("QUEUES", "10000"))
+AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+
+class Warren:
+    """A Warren on ephemeral ports in a temp dir (management on or off)."""
+
+    def __init__(self, binary=WARREN_BIN, management=True):
+        self.dir = tempfile.mkdtemp(prefix="warren-mgmt-bench-")
+        argv = [binary, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + self.dir]
+        if management:
+            argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1"]
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.proc = subprocess.Popen(argv, stderr=self.log, stdout=subprocess.DEVNULL)
+        self.amqp = self.http = None
+        for _ in range(100):
+            self.log.seek(0)
+            text = self.log.read()
+            m = re.search(r"AMQP listening on 127\.0\.0\.1:(\d+)", text)
+            h = re.search(r"management listening on 127\.0\.0\.1:(\d+)", text)
+            if m and (h or not management):
+                self.amqp, self.http = int(m.group(1)), int(h.group(1)) if h else None
+                break
+            time.sleep(0.1)
+        if not self.amqp:
+            raise RuntimeError("warren did not start: " + text)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def http_get(port, path, vhost_path=None):
+    """(seconds, bytes) of one GET, body read to the end."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    t = time.perf_counter()
+    c.request("GET", path, headers={"Authorization": AUTH})
+    r = c.getresponse()
+    body = r.read()
+    dt = time.perf_counter() - t
+    c.close()
+    if r.status != 200:
+        raise RuntimeError("%s: %d %s" % (path, r.status, body[:200]))
+    return dt, len(body)
+
+
+def http_call(port, method, path, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    hdrs = {"Authorization": AUTH, "Content-Type": "application/json"}
+    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=hdrs)
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status
+
+
+def declare_queues(amqp_port, vhost, n):
+    c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp_port, vhost))
+    ch = c.channel()
+    for i in range(n):
+        ch.queue_declare("mgmt.bench.%05d" % i)
+    c.close()
+
+
+def timings(port, vhost):
+    v = urllib.parse.quote(vhost, safe="")
+    calls = [("page 100", "/api/queues/%s?page=1&page_size=100" % v, 15),
+             ("full", "/api/queues/%s" % v, 5),
+             ("overview", "/api/overview", 10)]
+    out = {}
+    for label, path, n in calls:
+        http_get(port, path)  # warm
+        runs = [http_get(port, path) for _ in range(n)]
+        out[label] = (statistics.median(r[0] for r in runs) * 1000, runs[0][1])
+    return out
+
+
+def cmd_timing():
+    rows = {}
+    w = Warren()
+    try:
+        declare_queues(w.amqp, "/", QUEUES)
+        rows["Warren"] = timings(w.http, "/")
+    finally:
+        w.stop()
+    if os.environ.get("RABBIT", "1") == "1":
+        vhost = "mgmt-bench-%d" % os.getpid()
+        rport = int(os.environ.get("RABBIT_MGMT_PORT", "15672"))
+        try:
+            if http_call(rport, "PUT", "/api/vhosts/" + vhost, {}) not in (201, 204):
+                raise RuntimeError("cannot create vhost")
+            http_call(rport, "PUT", "/api/permissions/%s/guest" % vhost,
+                      {"configure": ".*", "write": ".*", "read": ".*"})
+            declare_queues(5672, vhost, QUEUES)
+            time.sleep(6)  # RabbitMQ's statistics arrive every 5 s
+            rows["RabbitMQ"] = timings(rport, vhost)
+        except Exception as e:
+            print("RabbitMQ: %s" % e)
+        finally:
+            http_call(rport, "DELETE", "/api/vhosts/" + vhost)
+    print("%d queues: median ms (response bytes)" % QUEUES)
+    print("%-10s %-22s %-22s %-22s" % ("broker", "page_size=100", "full /api/queues", "/api/overview"))
+    for broker, t in rows.items():
+        print("%-10s %-22s %-22s %-22s" % (broker, *("%.1f (%d)" % t[k] for k in ("page 100", "full", "overview"))))
+    for broker, t in rows.items():
+        print("RESULT broker=%s page_ms=%.1f full_ms=%.1f overview_ms=%.1f" %
+              (broker, t["page 100"][0], t["full"][0], t["overview"][0]))
+
+
+def perf(amqp_port, args, timeout=120):
+    out = subprocess.run([PERF, "--uri", "amqp://guest:guest@127.0.0.1:%d" % amqp_port, "--quiet"] + args,
+                         capture_output=True, text=True, timeout=timeout)
+    line = [l for l in out.stdout.splitlines() if l.startswith("RESULT")]
+    if not line:
+        raise RuntimeError("warren-perf: " + out.stdout[-500:] + out.stderr[-500:])
+    return dict(kv.split("=", 1) for kv in line[-1].split()[1:])
+
+
+class Looper(threading.Thread):
+    """Requests `paths` back to back (or every `every` seconds) until stopped."""
+
+    def __init__(self, port, paths, every=0.0):
+        super().__init__(daemon=True)
+        self.port, self.paths, self.every = port, paths, every
+        self.stop_flag = threading.Event()
+        self.count, self.errors = 0, 0
+
+    def run(self):
+        deadline = time.monotonic() + 600
+        while not self.stop_flag.is_set() and time.monotonic() < deadline:
+            for p in self.paths:
+                try:
+                    http_get(self.port, p)
+                    self.count += 1
+                except Exception:
+                    self.errors += 1
+            if self.every:
+                self.stop_flag.wait(self.every)
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join(70)
+
+
+P99_ARGS = ["--size", "16", "--batch", "1", "--rate", "1000", "--inflight", "5000",
+            "--duration", os.environ.get("P99_DURATION", "10"), "--warmup", "1"]
+
+
+def cmd_p99():
+    rounds = int(os.environ.get("ROUNDS", "3"))
+    if os.environ.get("OFFLOOP") == "compare":
+        return p99_compare(rounds)
+    w = Warren()
+    try:
+        declare_queues(w.amqp, "/", QUEUES)
+        results = {"idle": [], "paged loop": [], "full loop": []}
+        for _ in range(rounds):
+            results["idle"].append(float(perf(w.amqp, P99_ARGS)["p99_us"]))
+            for label, paths in (("paged loop", ["/api/queues?page=1&page_size=100", "/api/overview"]),
+                                 ("full loop", ["/api/queues", "/api/queues?page=1&page_size=100"])):
+                loop = Looper(w.http, paths)
+                loop.start()
+                r = perf(w.amqp, P99_ARGS)
+                loop.stop()
+                results[label].append(float(r["p99_us"]))
+                results[label + " requests"] = results.get(label + " requests", 0) + loop.count
+    finally:
+        w.stop()
+    print("%d queues, fixed 1000 msg/s: p99 latency (us), median of %d" % (QUEUES, rounds))
+    for label in ("idle", "paged loop", "full loop"):
+        print("  %-12s p99 %8.0f  (runs: %s)  %s" % (label, statistics.median(results[label]),
+              ", ".join("%.0f" % x for x in results[label]),
+              "%d HTTP requests" % results.get(label + " requests", 0) if label != "idle" else ""))
+        print("RESULT mode=p99 load=%s p99_us=%.0f" % (label.replace(" ", "_"), statistics.median(results[label])))
+
+
+def p99_compare(rounds):
+    """The in-loop sliced writer against the off-loop prototype
+    (WARREN_MGMT_OFFLOOP=1: snapshot on the loop, render on a thread), each
+    while a client loops the full /api/queues, interleaved. The prototype
+    lives in commit cad85fd (mgmt-ui/proto_offloop.c); build that commit to
+    rerun this comparison -- later builds ignore the variable, so both
+    columns then measure the in-loop design."""
+    res = {}
+    for rnd in range(rounds):
+        order = [("in-loop", "0"), ("off-loop", "1")]
+        if rnd % 2:
+            order.reverse()
+        for label, flag in order:
+            os.environ["WARREN_MGMT_OFFLOOP"] = flag
+            w = Warren()
+            try:
+                declare_queues(w.amqp, "/", QUEUES)
+                perf(w.amqp, P99_ARGS[:-4] + ["--duration", "2", "--warmup", "0"])  # settle
+                loop = Looper(w.http, ["/api/queues"])
+                loop.start()
+                r = perf(w.amqp, P99_ARGS)
+                loop.stop()
+                res.setdefault(label, []).append((float(r["p99_us"]), loop.count))
+            finally:
+                w.stop()
+    os.environ.pop("WARREN_MGMT_OFFLOOP", None)
+    print("%d queues, fixed 1000 msg/s while a client loops the full /api/queues: p99 (us)" % QUEUES)
+    for label, runs in res.items():
+        print("  %-9s median p99 %8.0f  (runs: %s)" % (label, statistics.median(r[0] for r in runs),
+              ", ".join("%.0f/%d req" % r for r in runs)))
+        print("RESULT mode=p99_compare design=%s p99_us=%.0f" % (label, statistics.median(r[0] for r in runs)))
+
+
+AB_SCENARIOS = {
+    "1": ["--size", "16", "--batch", "16", "--inflight", "5000"],
+    "3": ["--size", "16", "--batch", "16", "--inflight", "5000", "--ack", "manual", "--prefetch", "100"],
+    "9": ["--size", "1024", "--persistent", "--confirm", "100", "--ack", "manual", "--prefetch", "100",
+          "--inflight", "5000"],
+}
+
+
+def cmd_ab():
+    base = os.environ.get("BASE_BIN")
+    if not base or not os.access(base, os.X_OK):
+        sys.exit("ab: set BASE_BIN to a Warren built without the management plane (e.g. main)")
+    rounds = int(os.environ.get("ROUNDS", "3"))
+    dur = os.environ.get("DURATION", "4")
+    rates = {}
+    for rnd in range(rounds):
+        for sc, args in AB_SCENARIOS.items():
+            order = [("base", base, False), ("mgmt", WARREN_BIN, True)]
+            if rnd % 2:
+                order.reverse()
+            for label, binary, mgmt in order:
+                w = Warren(binary, management=mgmt)
+                loop = None
+                try:
+                    if mgmt:
+                        loop = Looper(w.http, ["/api/overview", "/api/queues"], every=1.0)
+                        loop.start()
+                    r = perf(w.amqp, args + ["--duration", dur, "--warmup", "1", "--broker-pid",
+                                             str(w.proc.pid)])
+                    rates.setdefault((sc, label), []).append(float(r["recv_rate"]))
+                    cpu_us = float(r.get("broker_cpu", 0)) / 100 / max(float(r["recv_rate"]), 1) * 1e6
+                    rates.setdefault((sc, label, "cpu"), []).append(cpu_us)
+                finally:
+                    if loop:
+                        loop.stop()
+                    w.stop()
+                time.sleep(1)
+    print("scenario | without management (msg/s) | with management, polled every 1 s | ratio")
+    for sc in AB_SCENARIOS:
+        b, m = rates[(sc, "base")], rates[(sc, "mgmt")]
+        ratios = [y / x for x, y in zip(b, m)]
+        print("  %-3s %12.0f %12.0f   ratio %.3f  (per round: %s)" % (
+            sc, statistics.median(b), statistics.median(m), statistics.median(m) / statistics.median(b),
+            ", ".join("%.3f" % r for r in ratios)))
+        cb, cm = statistics.median(rates[(sc, "base", "cpu")]), statistics.median(rates[(sc, "mgmt", "cpu")])
+        print("      broker CPU per message: %.3f us without, %.3f us with (%+.1f%%)" % (cb, cm, (cm / cb - 1) * 100))
+        print("RESULT mode=ab scenario=%s base=%.0f mgmt=%.0f ratio=%.3f cpu_us_base=%.3f cpu_us_mgmt=%.3f" % (
+            sc, statistics.median(b), statistics.median(m), statistics.median(m) / statistics.median(b), cb, cm))
+
+
+def callgrind_ir(binary, mgmt, args, n):
+    """Total instructions callgrind counts in a broker that carries n messages."""
+    d = tempfile.mkdtemp(prefix="warren-cg-")
+    out = os.path.join(d, "cg.out")
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, binary,
+            "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + d]
+    if mgmt:
+        argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1"]
+    log = open(os.path.join(d, "log"), "w+")
+    p = subprocess.Popen(argv, stderr=log, stdout=subprocess.DEVNULL)
+    try:
+        port = None
+        for _ in range(300):
+            log.seek(0)
+            m = re.search(r"AMQP listening on 127\.0\.0\.1:(\d+)", log.read())
+            if m:
+                port = int(m.group(1))
+                break
+            time.sleep(0.1)
+        perf(port, args + ["--count", str(n)], timeout=600)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+    with open(out) as f:
+        total = int(re.search(r"summary: (\d+)", f.read()).group(1))
+    shutil.rmtree(d, ignore_errors=True)
+    return total
+
+
+def cmd_instr():
+    base = os.environ.get("BASE_BIN")
+    if not base:
+        sys.exit("instr: set BASE_BIN to a Warren built without the management plane")
+    for sc in ("1", "3"):
+        args = AB_SCENARIOS[sc]
+        for label, binary, mgmt in (("base", base, False), ("mgmt", WARREN_BIN, True)):
+            # the difference of two runs cancels start-up and shutdown
+            per = (callgrind_ir(binary, mgmt, args, 150000) - callgrind_ir(binary, mgmt, args, 50000)) / 100000
+            print("scenario %s %-4s %6.0f instructions per message" % (sc, label, per))
+            print("RESULT mode=instr scenario=%s build=%s instr_per_msg=%.0f" % (sc, label, per))
+
+
+if __name__ == "__main__":
+    cmds = {"timing": cmd_timing, "p99": cmd_p99, "ab": cmd_ab, "instr": cmd_instr}
+    if len(sys.argv) != 2 or sys.argv[1] not in cmds:
+        sys.exit("usage: mgmt_bench.py timing|p99|ab|instr")
+    cmds[sys.argv[1]]()
