@@ -2047,7 +2047,7 @@ static const char body_21[] =
     "  return { refresh: refreshAll, title: 'Policies' };\n"
     "}\n";
 
-/* /js/queue.js (10870 bytes) */
+/* /js/queue.js (11037 bytes) */
 static const char body_22[] =
     "// One queue: counts and rates with charts, the health facts Warren adds\n"
     "// (oldest ready and unacked ages, delivery-count histogram), consumers,\n"
@@ -2198,12 +2198,14 @@ static const char body_22[] =
     "      tile('Consumers', num(q.consumers)));\n"
     "    lengths.update([levelsFromSamples(q.messages_ready_details\?.samples), levelsFromSamples(q.messages_unacknowledged_details\?.samples)]);\n"
     "    rates.update(['publish', 'deliver_get', 'redeliver', 'ack'].map((k) => ratesFromSamples(st[`${k}_details`]\?.samples)));\n"
-    "    const readyAge = q.oldest_ready_age_ms \?\? q.oldest_ready_age;\n"
-    "    const unackedAge = q.oldest_unacked_age_ms \?\? q.oldest_unacked_age;\n"
+    "    // Warren reports null when nothing is ready (unacked); absent = not reported.\n"
+    "    const readyAge = 'oldest_ready_age_ms' in q \? q.oldest_ready_age_ms : undefined;\n"
+    "    const unackedAge = 'oldest_unacked_age_ms' in q \? q.oldest_unacked_age_ms : undefined;\n"
     "    replace(health,\n"
     "      facts([\n"
-    "        ['Oldest ready message', readyAge === undefined \? h('span', { class: 'hint' }, 'not reported') : (q.messages_ready \? duration(readyAge) : 'none ready')],\n"
-    "        ['Oldest unacked delivery', unackedAge === undefined \? h('span', { class: 'hint' }, 'not reported') : (q.messages_unacknowledged \? duration(unackedAge) : 'none unacked')],\n"
+    "        ['Oldest ready message', readyAge === undefined \? h('span', { class: 'hint' }, 'not reported') : (readyAge === null || !q.messages_ready \? 'none ready' : duration(readyAge))],\n"
+    "        ['Oldest unacked delivery', unackedAge === undefined \? h('span', { class: 'hint' }, 'not reported') : (unackedAge === null || !q.messages_unacknowledged \? 'none unacked' : duration(unackedAge)"
+    ")],\n"
     "        q.head_message_timestamp \? ['Head message timestamp', time(q.head_message_timestamp * 1000)] : null,\n"
     "      ]),\n"
     "      h('h3', { class: 'subhead' }, 'Messages by times delivered'),\n"
@@ -2937,7 +2939,7 @@ static const mgmt_asset assets[] = {
     {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7490, "\"ae18c30ec9dadc545018\""},
     {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8381, "\"20afa31696acb796f57d\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 5281, "\"4f1afb1836addf726ef6\""},
-    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 10870, "\"abf5aca3ced7c2031c4e\""},
+    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 11037, "\"1f9cfc932aa58839b912\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2658, "\"b491677e8aa42d728bbb\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 1231, "\"6bec316a4311c1103761\""},
     {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 10021, "\"5ba6c4e60a698e2f3a7b\""},

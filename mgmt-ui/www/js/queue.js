@@ -146,12 +146,13 @@ export async function render(el, [vhost, name]) {
       tile('Consumers', num(q.consumers)));
     lengths.update([levelsFromSamples(q.messages_ready_details?.samples), levelsFromSamples(q.messages_unacknowledged_details?.samples)]);
     rates.update(['publish', 'deliver_get', 'redeliver', 'ack'].map((k) => ratesFromSamples(st[`${k}_details`]?.samples)));
-    const readyAge = q.oldest_ready_age_ms ?? q.oldest_ready_age;
-    const unackedAge = q.oldest_unacked_age_ms ?? q.oldest_unacked_age;
+    // Warren reports null when nothing is ready (unacked); absent = not reported.
+    const readyAge = 'oldest_ready_age_ms' in q ? q.oldest_ready_age_ms : undefined;
+    const unackedAge = 'oldest_unacked_age_ms' in q ? q.oldest_unacked_age_ms : undefined;
     replace(health,
       facts([
-        ['Oldest ready message', readyAge === undefined ? h('span', { class: 'hint' }, 'not reported') : (q.messages_ready ? duration(readyAge) : 'none ready')],
-        ['Oldest unacked delivery', unackedAge === undefined ? h('span', { class: 'hint' }, 'not reported') : (q.messages_unacknowledged ? duration(unackedAge) : 'none unacked')],
+        ['Oldest ready message', readyAge === undefined ? h('span', { class: 'hint' }, 'not reported') : (readyAge === null || !q.messages_ready ? 'none ready' : duration(readyAge))],
+        ['Oldest unacked delivery', unackedAge === undefined ? h('span', { class: 'hint' }, 'not reported') : (unackedAge === null || !q.messages_unacknowledged ? 'none unacked' : duration(unackedAge))],
         q.head_message_timestamp ? ['Head message timestamp', time(q.head_message_timestamp * 1000)] : null,
       ]),
       h('h3', { class: 'subhead' }, 'Messages by times delivered'),
