@@ -105,6 +105,7 @@ $(B)/warren-perf: $(BENCH_SRCS)
 # The codec is generated from the spec and committed; this regenerates it.
 codegen:
 	/usr/bin/python3 amqp/gen_codec.py amqp/amqp-rabbitmq-0.9.1.json amqp
+	/usr/bin/python3 mgmt-ui/gen_assets.py
 
 check-codegen:
 	@scripts/check-codegen.sh

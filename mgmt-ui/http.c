@@ -2,7 +2,9 @@
  * listener (management.tcp.ip:port) and the control socket
  * (data_dir/warrenctl.sock, mode 0600) -- sharing one dispatcher.
  *
- * A request goes: decode the path -> find its route in the tables (404 when
+ * On the TCP listener a path outside /api is the web console's
+ * (mgmt_console_serve: embedded files, ETag, CSP). An API request goes:
+ * decode the path -> find its route in the tables (404 when
  * no pattern matches, 405 with Allow when only the method is wrong) ->
  * authenticate (401) -> check the route's tag (403) -> check the body size
  * (413) -> the handler, which parses, checks, calls the broker and renders.
@@ -31,6 +33,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "mgmt_console.h"
 #include "mgmt_int.h"
 
 typedef struct endpoint {
@@ -397,6 +400,8 @@ static void dispatch(struct evhttp_request *req, void *arg)
         evhttp_send_error(req, 403, "Forbidden");
         return;
     }
+    if (!ep->control && mgmt_console_serve(req))
+        return;
     mgmt_req *r = calloc(1, sizeof *r);
     if (!r) {
         evhttp_send_error(req, 500, "Internal Server Error");

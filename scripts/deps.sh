@@ -1,9 +1,17 @@
 #!/bin/sh
 # Installs the Debian packages Warren needs to build, run and test, when they
 # are missing. As root it runs apt-get; otherwise it prints the command.
+# `deps.sh browser` adds what the console's browser tests need: chromium,
+# and node + npm (for playwright-core) unless a node is already on PATH (the
+# machine image ships Node 20; Debian's own nodejs package is older).
 set -e
 PKGS="gcc make pkg-config libevent-dev libssl-dev libsqlite3-dev libjansson-dev \
 libcmocka-dev librabbitmq-dev libpcre2-dev python3 python3-pika python3-amqp python3-kombu"
+if [ "${1:-}" = browser ]; then
+    PKGS="$PKGS chromium curl"
+    command -v node > /dev/null 2>&1 || PKGS="$PKGS nodejs"
+    command -v npm > /dev/null 2>&1 || PKGS="$PKGS npm"
+fi
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

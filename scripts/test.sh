@@ -2,7 +2,8 @@
 # `make test`: every layer -- codegen check, unit tests, integration tests
 # (pika and rabbitmq-c against a broker started on an ephemeral port), the
 # crash test (SIGKILL at random moments, CRASH_TRIALS=20), the conformance
-# suite's quick subset (every client library), then unit and integration
+# suite's quick subset (every client library), the console's browser tests
+# (chromium), then unit and integration
 # tests again under AddressSanitizer + UBSan.
 # Each layer prints TAP lines; this script counts them and ends with one
 # line "N passed, M failed" (exit 1 on any failure).
@@ -41,6 +42,7 @@ build() { # VARIANT
 }
 
 run_layer "codegen" scripts/check-codegen.sh
+run_layer "console assets" /usr/bin/python3 mgmt-ui/gen_assets.py --check
 for variant in release asan; do
     if ! build "$variant" > "$log/build" 2>&1; then
         cat "$log/build"
@@ -59,6 +61,8 @@ for variant in release asan; do
             timeout 600 /usr/bin/python3 tests/crash/crash_test.py "${CRASH_TRIALS:-20}"
         run_layer "conformance quick subset ($variant)" env QUICK=1 FORMAT=tap \
             WARREN_BIN="$PWD/build/$variant/warren" timeout 900 conformance/run.sh
+        run_layer "browser (console, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \
+            tests/browser/run.sh
     fi
 done
 

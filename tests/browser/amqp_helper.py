@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""AMQP side of the browser tests (pika, 127.0.0.1 only).
+
+    amqp_helper.py consume PORT VHOST QUEUE USER PASS
+        declares QUEUE, consumes it with prefetch 10 without acking, prints
+        "ready" and stays connected until stdin closes (at most 900 s), so
+        the connections, channels and consumers pages have something real;
+        prints "closed CODE TEXT" when the broker closes the connection.
+    amqp_helper.py mkqueues PORT VHOST PREFIX COUNT USER PASS
+        declares COUNT queues PREFIX00000.. and publishes (i % 7) messages
+        to every 10th, so sorting by messages has something to sort; prints
+        "made COUNT".
+"""
+import select
+import sys
+import time
+
+import pika
+
+
+def connect(port, vhost, user, password):
+    params = pika.ConnectionParameters(host='127.0.0.1', port=int(port), virtual_host=vhost,
+                                       credentials=pika.PlainCredentials(user, password),
+                                       client_properties={'connection_name': 'console browser test'},
+                                       heartbeat=0, blocked_connection_timeout=60)
+    return pika.BlockingConnection(params)
+
+
+def consume(port, vhost, queue, user, password):
+    conn = connect(port, vhost, user, password)
+    ch = conn.channel()
+    ch.queue_declare(queue, auto_delete=True)
+    ch.basic_qos(prefetch_count=10)
+    ch.basic_consume(queue, lambda *a: None, auto_ack=False, consumer_tag='console-test-consumer')
+    print('ready', flush=True)
+    deadline = time.monotonic() + 900
+    try:
+        while time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.5)
+            r, _, _ = select.select([sys.stdin], [], [], 0)
+            if r and not sys.stdin.readline():
+                break
+        conn.close()
+    except pika.exceptions.ConnectionClosedByBroker as e:
+        # Closed from the console: say how, for the test to check the reason.
+        print('closed %d %s' % (e.reply_code, e.reply_text), flush=True)
+
+
+def mkqueues(port, vhost, prefix, count, user, password):
+    conn = connect(port, vhost, user, password)
+    ch = conn.channel()
+    for i in range(int(count)):
+        name = '%s%05d' % (prefix, i)
+        ch.queue_declare(name)
+        if i % 10 == 0:
+            for _ in range(i % 7):
+                ch.basic_publish('', name, b'x')
+    conn.close()
+    print('made %s' % count, flush=True)
+
+
+if __name__ == '__main__':
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {'consume': consume, 'mkqueues': mkqueues}[cmd](*args)
