@@ -13,11 +13,6 @@
 #                               (set when this script starts Warren)
 #      SHOTS=dir                screenshots (default build/browser-screenshots)
 #      PERF_QUEUES=N            queues for the scale test (default 10000)
-#
-# Until Warren serves the whole management API (it refuses the management.*
-# keys, or OPTIONS on /api/users, /api/vhosts/x, /api/policies or
-# /api/definitions allows no write), the layer says so and tests the console
-# through the dev proxy against the local RabbitMQ (127.0.0.1:15672) instead.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
@@ -52,14 +47,6 @@ wait_log() {
     done
 }
 
-start_devproxy() {
-    /usr/bin/python3 tests/browser/devserver.py --port 0 --api http://127.0.0.1:15672 > "$TMP/dev.log" 2>&1 &
-    PIDS+=($!)
-    local port
-    port=$(wait_log "$TMP/dev.log" 'listening on 127\.0\.0\.1:([0-9]+)' $!)
-    [ -n "$port" ] && BASE=http://127.0.0.1:$port
-}
-
 BASE=${CONSOLE_URL:-}
 AMQP_PORT=${CONSOLE_AMQP_PORT:-5672}
 if [ -z "$BASE" ]; then
@@ -69,40 +56,15 @@ if [ -z "$BASE" ]; then
     PIDS+=($!)
     mport=$(wait_log "$TMP/warren.log" 'management listening on 127\.0\.0\.1:([0-9]+)' $!)
     aport=$(wait_log "$TMP/warren.log" 'AMQP listening on 127\.0\.0\.1:([0-9]+)' $!)
-    missing=""
-    if [ -n "$mport" ]; then
-        for p in users vhosts/x policies definitions; do
-            code=$(curl -s -o /dev/null -w '%{http_code}' -X OPTIONS -u guest:guest "http://127.0.0.1:$mport/api/$p")
-            allow=$(curl -s -o /dev/null -D - -X OPTIONS -u guest:guest "http://127.0.0.1:$mport/api/$p" | tr -d '\r' | sed -n 's/^[Aa]llow: //p')
-            case "$code $allow" in
-                200*PUT*|200*POST*) ;;
-                *) missing="$missing /api/$p" ;;
-            esac
-        done
-    fi
-    if [ -n "$mport" ] && [ -n "$aport" ] && [ -z "$missing" ]; then
-        BASE=http://127.0.0.1:$mport
-        AMQP_PORT=$aport
-        export CONSOLE_TARGET=warren
-        echo "# testing Warren's console at $BASE (AMQP on $AMQP_PORT)"
-    elif [ -n "$mport" ] && curl -sf -u guest:guest http://127.0.0.1:15672/api/whoami > /dev/null 2>&1; then
-        # The console needs the admin endpoints too; until Warren has them
-        # all, the console is tested against RabbitMQ's API.
-        echo "# this Warren's management API has no writes yet on:$missing;"
-        echo "# testing the console through the dev proxy against RabbitMQ on 127.0.0.1:15672"
-        start_devproxy
-        AMQP_PORT=5672
-    elif grep -q 'management' "$TMP/warren.log" &&
-         curl -sf -u guest:guest http://127.0.0.1:15672/api/whoami > /dev/null 2>&1; then
-        echo "# this Warren has no management API yet ($(grep -m1 management "$TMP/warren.log"));"
-        echo "# testing the console through the dev proxy against RabbitMQ on 127.0.0.1:15672"
-        start_devproxy
-        AMQP_PORT=5672
-    else
+    if [ -z "$mport" ] || [ -z "$aport" ]; then
         cat "$TMP/warren.log" >&2
         echo "not ok 1 - browser: Warren starts with its management listener"
         exit 1
     fi
+    BASE=http://127.0.0.1:$mport
+    AMQP_PORT=$aport
+    export CONSOLE_TARGET=warren
+    echo "# testing Warren's console at $BASE (AMQP on $AMQP_PORT)"
 fi
 [ -n "$BASE" ] || { echo "not ok 1 - browser: a console to test"; exit 1; }
 BASE=$BASE AMQP_PORT=$AMQP_PORT timeout 1200 node tests/browser/run.mjs
