@@ -7,7 +7,7 @@
  * decode the path -> find its route in the tables (404 when
  * no pattern matches, 405 with Allow when only the method is wrong) ->
  * authenticate (401) -> check the route's tag (401, as RabbitMQ) -> check the body size
- * (413) -> the handler, which parses, checks, calls the broker and renders.
+ * (400, as RabbitMQ) -> the handler, which parses, checks, calls the broker and renders.
  * Every error body is built by mgmt_error. A handler that streams (a big
  * list) takes over the request; otherwise it is freed when the handler
  * returns.
@@ -231,10 +231,15 @@ json_t *mgmt_body(mgmt_req *r)
     if (n == 0)
         return r->body = json_object();
     json_error_t e;
-    r->body = json_loadb((const char *)evbuffer_pullup(in, -1), n, 0, &e);
+    r->body = json_loadb((const char *)evbuffer_pullup(in, -1), n, JSON_DECODE_ANY, &e);
     if (!r->body) {
         mgmt_errorf(r, 400, "bad_request", "not_json: %s (line %d, column %d)", e.text, e.line,
                     e.column);
+        return NULL;
+    }
+    if (json_is_string(r->body)) { /* RabbitMQ's own words for this mistake */
+        mgmt_error(r, 400, "bad_request", "invalid payload: the request body JSON-decoded to a "
+                                          "string. Is the input doubly-JSON-encoded?");
         return NULL;
     }
     if (!json_is_object(r->body)) {
@@ -337,8 +342,7 @@ static bool admit(mgmt_req *r, const mgmt_route *rt)
     }
     size_t body = evbuffer_get_length(evhttp_request_get_input_buffer(r->req));
     if (body > MGMT_MAX_BODY) {
-        mgmt_errorf(r, 413, "payload_too_large", "request body of %zu bytes is over the limit of %u",
-                    body, MGMT_MAX_BODY);
+        mgmt_error(r, 400, "bad_request", "Exceeded HTTP request body size limit");
         return false;
     }
     return true;

@@ -183,12 +183,13 @@ class Errors(MgmtTest):
         self.assert_error(r, 400, "bad_request", "null_not_allowed")
         self.assertEqual(request("GET", "/api/queues/%2F/" + name).status, 404)
 
-    @unittest.skipUnless(WARREN, "RabbitMQ answers 500 here")
-    def test_413_body_over_the_limit(self):
-        big = b"{" + b" " * (21 << 20) + b"}"
-        r = request("PUT", "/api/queues/%2F/" + h.unique("mgmtq"), big)
-        self.assertEqual(r.status, 413, r.body[:200])
-        self.assertEqual(sorted(r.json()), ["error", "reason"])
+    def test_400_body_over_the_limit(self):
+        # RabbitMQ 3.10 reads 8,000,000 bytes and refuses the rest
+        name = h.unique("mgmtq")
+        big = b"{" + b" " * (9 << 20) + b"}"
+        r = request("PUT", "/api/queues/%2F/" + name, big)
+        self.assert_error(r, 400, "bad_request", "Exceeded HTTP request body size limit")
+        self.assertEqual(request("GET", "/api/queues/%2F/" + name).status, 404)
 
     def test_bad_queue_argument_is_400_with_rabbitmq_text(self):
         name = h.unique("mgmtq")
