@@ -21,6 +21,7 @@ enum {
 typedef struct mgmt_user {
     char name[128];
     unsigned tags;
+    bool local; /* the control socket's local administrator (no user) */
 } mgmt_user;
 
 /* A sampling window from ?msg_rates_age=&msg_rates_incr= (seconds). */
@@ -91,6 +92,14 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials);
 bool mgmt_vhost_allowed(mgmt_req *r, vhost *v);
 bool mgmt_lists_all_vhosts(mgmt_req *r);
 bool mgmt_sees_user(mgmt_req *r, const char *user);
+/* Whether the user's permissions in v allow `kind` on resource `name`
+ * ("" = the default exchange): 1 yes, 0 no, -1 no permissions in v at all.
+ * RabbitMQ checks them for every change made through the API, an
+ * administrator's too; the local administrator is not checked. */
+int mgmt_permission(mgmt_req *r, vhost *v, access_kind kind, amqp_bytes name);
+/* mgmt_permission, replying 401 "Access refused." (RabbitMQ's words) and
+ * returning false unless it is 1. */
+bool mgmt_permission_check(mgmt_req *r, vhost *v, access_kind kind, amqp_bytes name);
 
 /* ---- replies (http.c) ---------------------------------------------------- */
 

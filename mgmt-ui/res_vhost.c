@@ -110,7 +110,7 @@ bool mgmt_body_str(mgmt_req *r, json_t *body, const char *key, const char *dflt,
  * administrator is no user, so it gets none. */
 static void grant_creator(mgmt_req *r, const char *vh)
 {
-    if (!access_find_user(server_access(r->s), r->user.name))
+    if (r->user.local)
         return;
     meta_permission p = {r->user.name, vh, FULL_ACCESS, FULL_ACCESS, FULL_ACCESS};
     char err[256];

@@ -71,6 +71,14 @@ class AccessTest(unittest.TestCase):
     def grant(self, vh, user, **perms):
         self.ok("PUT", "/api/permissions/%s/%s" % (q(vh), q(user)), dict(FULL, **perms))
 
+    def closed_by_broker(self, c, seconds=5):
+        """The ConnectionClosedByBroker that c gets within `seconds`."""
+        deadline = time.monotonic() + seconds
+        with self.assertRaises(pex.ConnectionClosedByBroker) as cm:
+            while time.monotonic() < deadline:
+                c.process_data_events(time_limit=0.1)
+        return cm.exception
+
     def as_user(self, user, password="pw"):
         return {"auth": basic(user, password)}
 
@@ -150,11 +158,7 @@ class VhostTest(AccessTest):
         c = h.connect(vhost=v)
         self._conns.append(c)
         self.ok("DELETE", "/api/vhosts/" + q(v), status=204)
-        deadline = time.monotonic() + 5
-        with self.assertRaises(pex.ConnectionClosedByBroker) as cm:
-            while time.monotonic() < deadline:
-                c.process_data_events(time_limit=0.1)
-        self.assertEqual(cm.exception.reply_code, h.CONNECTION_FORCED)
+        self.assertEqual(self.closed_by_broker(c).reply_code, h.CONNECTION_FORCED)
 
     def test_vhost_connections_and_channels(self):
         v = self.vhost()
@@ -288,11 +292,8 @@ class UserTest(AccessTest):
         c = h.connect(vhost=v, user=u, password="pw")
         self._conns.append(c)
         self.ok("DELETE", "/api/users/" + q(u), status=204)
-        deadline = time.monotonic() + 5
-        with self.assertRaises(pex.ConnectionClosedByBroker) as cm:
-            while time.monotonic() < deadline:
-                c.process_data_events(time_limit=0.1)
-        self.assertEqual((cm.exception.reply_code, cm.exception.reply_text),
+        e = self.closed_by_broker(c)
+        self.assertEqual((e.reply_code, e.reply_text),
                          (h.CONNECTION_FORCED, "CONNECTION_FORCED - user '%s' is deleted" % u))
 
 
@@ -416,6 +417,56 @@ class AuthorisationTest(AccessTest):
         self.assertNotIn(v, {x["vhost"] for x in self.get("/api/queues", **as_u)})
         self.error(request("GET", "/api/queues/" + q(v), **as_u), 401, "not_authorised",
                    "User not authorised to access virtual host")
+
+    def test_changes_need_the_users_permissions(self):
+        # configure c-*, write w-*, read r-*, as over AMQP; administrators too
+        u, v = self.user("management"), self.vhost()
+        self.grant(v, u, configure="^c-", write="^w-", read="^r-")
+        for kind in ("queues", "exchanges"):
+            for name in ("r-1", "w-1"):
+                self.ok("PUT", "/api/%s/%s/%s" % (kind, q(v), name), {})
+        as_u, refused = self.as_user(u), "Access refused."
+        self.error(request("PUT", "/api/queues/%s/x" % q(v), {}, **as_u), 401, "not_authorised", refused)
+        self.error(request("PUT", "/api/exchanges/%s/x" % q(v), {}, **as_u), 401, "not_authorised", refused)
+        self.ok("PUT", "/api/queues/%s/c-q" % q(v), {}, status=201, **as_u)
+        self.ok("PUT", "/api/exchanges/%s/c-x" % q(v), {}, status=201, **as_u)
+        self.error(request("DELETE", "/api/queues/%s/r-1" % q(v), **as_u), 401, "not_authorised", refused)
+        self.error(request("DELETE", "/api/exchanges/%s/r-1" % q(v), **as_u), 401, "not_authorised", refused)
+        self.error(request("DELETE", "/api/queues/%s/w-1/contents" % q(v), **as_u), 401, "not_authorised", refused)
+        self.ok("DELETE", "/api/queues/%s/r-1/contents" % q(v), status=204, **as_u)
+        get = {"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
+        self.error(request("POST", "/api/queues/%s/w-1/get" % q(v), get, **as_u), 401, "not_authorised",
+                   "ACCESS_REFUSED - access to queue 'w-1' in vhost '%s' refused for user '%s'" % (v, u))
+        self.assertEqual(self.ok("POST", "/api/queues/%s/r-1/get" % q(v), get, status=200, **as_u).json(), [])
+        pub = {"properties": {}, "routing_key": "k", "payload": "x", "payload_encoding": "string"}
+        self.error(request("POST", "/api/exchanges/%s/amq.default/publish" % q(v), pub, **as_u), 400, "bad_request",
+                   "403 ACCESS_REFUSED - access to exchange 'amq.default' in vhost '%s' refused for user '%s'" % (v, u))
+        self.ok("POST", "/api/exchanges/%s/w-1/publish" % q(v), pub, status=200, **as_u)
+        # a binding needs write on its destination and read on its source
+        self.error(request("POST", "/api/bindings/%s/e/w-1/q/w-1" % q(v), {"routing_key": "k"}, **as_u), 401,
+                   "not_authorised", refused)
+        self.error(request("POST", "/api/bindings/%s/e/r-1/q/r-1" % q(v), {"routing_key": "k"}, **as_u), 401,
+                   "not_authorised", refused)
+        self.ok("POST", "/api/bindings/%s/e/r-1/q/w-1" % q(v), {"routing_key": "k"}, status=201, **as_u)
+        self.ok("POST", "/api/bindings/%s/e/r-1/e/w-1" % q(v), {"routing_key": "k"}, status=201)
+        self.grant(v, u, configure="^c-", write="^c-", read="^r-")
+        self.error(request("DELETE", "/api/bindings/%s/e/r-1/q/w-1/k" % q(v), **as_u), 401, "not_authorised", refused)
+        self.error(request("DELETE", "/api/bindings/%s/e/r-1/e/w-1/k" % q(v), **as_u), 401, "not_authorised",
+                   refused)
+        self.ok("DELETE", "/api/bindings/%s/e/r-1/q/w-1/k" % q(v), status=204)
+
+    def test_administrator_without_permissions_cannot_change_a_vhost(self):
+        v = self.vhost()
+        self.ok("PUT", "/api/queues/%s/q1" % q(v), {})
+        self.ok("DELETE", "/api/permissions/%s/guest" % q(v), status=204)
+        self.get("/api/queues/%s/q1" % q(v))  # reading needs no permissions
+        for method, path, body in (("PUT", "/api/queues/%s/q2" % q(v), {}), ("DELETE", "/api/queues/%s/q1" % q(v), None),
+                                   ("PUT", "/api/exchanges/%s/x" % q(v), {}),
+                                   ("POST", "/api/queues/%s/q1/get" % q(v),
+                                    {"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}),
+                                   ("POST", "/api/exchanges/%s/amq.default/publish" % q(v),
+                                    {"properties": {}, "routing_key": "q1", "payload": "x", "payload_encoding": "string"})):
+            self.error(request(method, path, body), 401, "not_authorised", "Access refused.")
 
     def test_connections_of_other_users(self):
         mgmt_user, mon, v = self.user("management"), self.user("monitoring"), self.vhost()
