@@ -104,12 +104,19 @@ void mgmt_send_empty(mgmt_req *r, int status, const char *location)
     evhttp_send_reply(r->req, status, status_text(status), NULL);
 }
 
-void mgmt_error(mgmt_req *r, int status, const char *error, const char *reason)
+/* Throws away what a handler wrote before it failed; the writer flushes
+ * its buffer when freed, so it goes first. */
+static void reset_reply(mgmt_req *r)
 {
-    if (r->out)
-        evbuffer_drain(r->out, evbuffer_get_length(r->out));
     mgmt_json_free(r->w);
     r->w = NULL;
+    if (r->out)
+        evbuffer_drain(r->out, evbuffer_get_length(r->out));
+}
+
+void mgmt_error(mgmt_req *r, int status, const char *error, const char *reason)
+{
+    reset_reply(r);
     mgmt_json *w = mgmt_reply(r);
     mgmt_json_obj(w);
     mgmt_json_kstr(w, "error", error);
@@ -169,10 +176,7 @@ static void put_jansson(mgmt_json *w, const json_t *v)
 
 void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str)
 {
-    if (r->out)
-        evbuffer_drain(r->out, evbuffer_get_length(r->out));
-    mgmt_json_free(r->w);
-    r->w = NULL;
+    reset_reply(r);
     mgmt_json *w = mgmt_reply(r);
     mgmt_json_obj(w);
     mgmt_json_kstr(w, "error", "bad_request");
@@ -273,6 +277,14 @@ vhost *mgmt_vhost_arg(mgmt_req *r, int i)
         v = NULL;
     }
     return v;
+}
+
+vhost *mgmt_vhost_arg_declare(mgmt_req *r, int i)
+{
+    if (server_vhost(r->s, r->cap[i]))
+        return mgmt_vhost_arg(r, i);
+    mgmt_error(r, 404, "not_found", "vhost_not_found");
+    return NULL;
 }
 
 /* ?msg_rates_age=60&msg_rates_incr=5 (seconds; RabbitMQ caps samples). */

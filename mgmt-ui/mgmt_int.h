@@ -133,6 +133,9 @@ bool mgmt_query_true(mgmt_req *r, const char *key);
  * "User not authorised to access virtual host" for one the user may not
  * see (mgmt_vhost_allowed). */
 vhost *mgmt_vhost_arg(mgmt_req *r, int i);
+/* The same for a declaration (PUT of a queue or exchange), where RabbitMQ
+ * answers an unknown vhost with 404 {"error":"not_found","reason":"vhost_not_found"}. */
+vhost *mgmt_vhost_arg_declare(mgmt_req *r, int i);
 /* A capture as a NUL-terminated string in `buf` (bytes after a NUL cut). */
 const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
 

@@ -35,13 +35,20 @@ typedef struct walk {
     bool found;
 } walk;
 
+/* The path names a properties key either as listed ("a.%23", the path
+ * segment encoded once) or decoded ("a.#", sent as "a.%23"): RabbitMQ
+ * takes both. */
 static bool props_match(const walk *k, amqp_bytes key, amqp_bytes args)
 {
-    char props[1024];
+    char props[1024], decoded[1024];
+    amqp_bytes seg;
     if (!k->props)
         return true;
     mgmt_props_key(key, args, props, sizeof props);
-    return strcmp(props, k->props) == 0;
+    if (strcmp(props, k->props) == 0)
+        return true;
+    return mgmt_path_decode(props, decoded, sizeof decoded, &seg, 1) == 1 &&
+           amqp_bytes_equal_cstr(seg, k->props);
 }
 
 static void default_binding(void *arg, queue *q)

@@ -156,7 +156,7 @@ bool mgmt_body_table(mgmt_req *r, json_t *body, const char *key, uint8_t *buf, s
 
 static void put_exchange(mgmt_req *r)
 {
-    vhost *v = mgmt_vhost_arg(r, 0);
+    vhost *v = mgmt_vhost_arg_declare(r, 0);
     json_t *body = v ? mgmt_body(r) : NULL;
     if (!body)
         return;

@@ -190,7 +190,12 @@ static bool publish_allowed(mgmt_req *r, vhost *v, amqp_bytes ex)
  * channel's text when the user has permissions in the vhost. */
 static bool get_allowed(mgmt_req *r, vhost *v, amqp_bytes q)
 {
-    int p = vhost_queue_find(v, q) ? mgmt_permission(r, v, ACCESS_READ, q) : 1;
+    if (!vhost_queue_find(v, q)) { /* RabbitMQ keeps the code name in this one's reason */
+        mgmt_errorf(r, 404, "not_found", "NOT_FOUND - no queue '%.*s' in vhost '%s'", (int)q.len,
+                    (const char *)q.ptr, vhost_name(v));
+        return false;
+    }
+    int p = mgmt_permission(r, v, ACCESS_READ, q);
     if (p < 0)
         mgmt_error(r, 401, "not_authorised", "Access refused.");
     else if (!p)

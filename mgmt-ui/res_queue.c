@@ -257,7 +257,7 @@ static void get_queue(mgmt_req *r)
 
 static void put_queue(mgmt_req *r)
 {
-    vhost *v = mgmt_vhost_arg(r, 0);
+    vhost *v = mgmt_vhost_arg_declare(r, 0);
     json_t *body = v ? mgmt_body(r) : NULL;
     if (!body)
         return;
