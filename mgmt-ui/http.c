@@ -267,6 +267,14 @@ const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap)
     return buf;
 }
 
+bool mgmt_cap_name(mgmt_req *r, int i, char *buf, size_t cap)
+{
+    if (r->cap[i].len >= cap || memchr(r->cap[i].ptr, 0, r->cap[i].len))
+        return false;
+    mgmt_cap_str(r, i, buf, cap);
+    return true;
+}
+
 vhost *mgmt_vhost_arg(mgmt_req *r, int i)
 {
     vhost *v = server_vhost(r->s, r->cap[i]);

@@ -138,6 +138,9 @@ vhost *mgmt_vhost_arg(mgmt_req *r, int i);
 vhost *mgmt_vhost_arg_declare(mgmt_req *r, int i);
 /* A capture as a NUL-terminated string in `buf` (bytes after a NUL cut). */
 const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
+/* Capture i as a user or vhost name in `buf`: false when it holds a NUL or
+ * does not fit, so it names nothing (a cut name would name another). */
+bool mgmt_cap_name(mgmt_req *r, int i, char *buf, size_t cap);
 
 /* ---- lists (stream.c) ----------------------------------------------------- */
 

@@ -125,7 +125,10 @@ static void put_vhost(mgmt_req *r)
     json_t *body = mgmt_body(r);
     if (!body)
         return;
-    mgmt_cap_str(r, 0, name, sizeof name);
+    if (!mgmt_cap_name(r, 0, name, sizeof name)) {
+        mgmt_error(r, 400, "bad_request", "invalid vhost name");
+        return;
+    }
     vhost *old = server_vhost(r->s, AMQP_CSTR(name));
     meta_vhost spec = {.name = name, .tags = tags};
     const char *dqt = old ? vhost_default_queue_type(old) : "";
@@ -137,9 +140,12 @@ static void put_vhost(mgmt_req *r)
         !mgmt_body_bool(r, body, "tracing", old && vhost_tracing(old), &spec.tracing))
         return;
     spec.default_queue_type = dqt;
-    if (r->cap[0].len >= sizeof name || !server_validate_vhost(&spec, err, sizeof err) ||
-        !server_put_vhost(r->s, &spec, err, sizeof err)) {
-        mgmt_error(r, 400, "bad_request", r->cap[0].len >= sizeof name ? "name too long" : err);
+    if (!server_validate_vhost(&spec, err, sizeof err)) {
+        mgmt_error(r, 400, "bad_request", err);
+        return;
+    }
+    if (!server_put_vhost(r->s, &spec, err, sizeof err)) {
+        mgmt_error(r, 500, "internal_error", err);
         return;
     }
     if (!old)
@@ -150,8 +156,7 @@ static void put_vhost(mgmt_req *r)
 static void delete_vhost(mgmt_req *r)
 {
     char name[256], err[256];
-    mgmt_cap_str(r, 0, name, sizeof name);
-    if (!server_vhost(r->s, r->cap[0])) {
+    if (!mgmt_cap_name(r, 0, name, sizeof name) || !server_vhost(r->s, r->cap[0])) {
         mgmt_not_found(r);
         return;
     }

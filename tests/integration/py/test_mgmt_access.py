@@ -297,6 +297,24 @@ class UserTest(AccessTest):
                          (h.CONNECTION_FORCED, "CONNECTION_FORCED - user '%s' is deleted" % u))
 
 
+    @unittest.skipUnless(WARREN, "RabbitMQ's names are binaries: a NUL is one more byte there")
+    def test_a_name_with_a_nul_names_nobody(self):
+        u, v = self.user(), self.vhost()
+        self.grant(v, u)
+        cut = q(u) + "%00x"
+        self.assertEqual(request("GET", "/api/users/" + cut).status, 404)
+        self.assertEqual(request("DELETE", "/api/users/" + cut).status, 404)
+        self.error(request("PUT", "/api/users/" + cut, {"password": "x", "tags": ""}), 400, "bad_request")
+        self.assertEqual(request("GET", "/api/permissions/%s/%s" % (q(v), cut)).status, 404)
+        self.assertEqual(request("DELETE", "/api/permissions/%s/%s" % (q(v), cut)).status, 404)
+        self.error(request("PUT", "/api/permissions/%s/%s" % (q(v), cut), FULL), 400, "bad_request")
+        self.assertEqual(request("DELETE", "/api/vhosts/%s%%00x" % q(v)).status, 404)
+        self.error(request("PUT", "/api/vhosts/%s%%00x" % q(v), {}), 400, "bad_request")
+        self.get("/api/users/" + q(u))
+        self.get("/api/permissions/%s/%s" % (q(v), q(u)))
+        self.get("/api/vhosts/" + q(v))
+
+
 class PermissionTest(AccessTest):
     def test_put_get_delete(self):
         u, v = self.user(), self.vhost()
