@@ -426,6 +426,7 @@ class AuthorisationTest(AccessTest):
         self.error(request("PUT", "/api/queues/%s/new" % q(other), {}, **as_u), 401, "not_authorised",
                    "User not authorised to access virtual host")
         self.error(request("GET", "/api/queues/" + q(h.unique("mgmt-access-novh")), **as_u), 404, "Object Not Found")
+        self.assertEqual(self.get("/api/consumers/" + q(other), **as_u), [])  # filtered, not refused
 
     def test_monitoring_user_lists_every_vhost_but_not_their_contents(self):
         u, v = self.user("monitoring"), self.vhost()
