@@ -119,6 +119,18 @@ static void grant_creator(mgmt_req *r, const char *vh)
                 r->user.name, err);
 }
 
+/* Kept on an update; on a create 3.10's "defaultqueuetype", else
+ * "default_queue_type", else none. */
+static bool body_queue_type(mgmt_req *r, json_t *body, vhost *old, const char **out)
+{
+    if (old) {
+        *out = vhost_default_queue_type(old);
+        return true;
+    }
+    return mgmt_body_str(r, body, "default_queue_type", "", out) &&
+           mgmt_body_str(r, body, "defaultqueuetype", *out, out);
+}
+
 static void put_vhost(mgmt_req *r)
 {
     char name[256], tags[1024], err[256];
@@ -131,15 +143,11 @@ static void put_vhost(mgmt_req *r)
     }
     vhost *old = server_vhost(r->s, AMQP_CSTR(name));
     meta_vhost spec = {.name = name, .tags = tags};
-    const char *dqt = old ? vhost_default_queue_type(old) : "";
-    if (!old && !mgmt_body_str(r, body, "default_queue_type", "", &dqt))
-        return;
     if (!mgmt_body_str(r, body, "description", "", &spec.description) ||
         !mgmt_body_tags(r, body, tags, sizeof tags) ||
-        (!old && !mgmt_body_str(r, body, "defaultqueuetype", dqt, &dqt)) ||
+        !body_queue_type(r, body, old, &spec.default_queue_type) ||
         !mgmt_body_bool(r, body, "tracing", old && vhost_tracing(old), &spec.tracing))
         return;
-    spec.default_queue_type = dqt;
     if (!server_validate_vhost(&spec, err, sizeof err)) {
         mgmt_error(r, 400, "bad_request", err);
         return;
