@@ -47,9 +47,11 @@ struct mgmt {
     endpoint tcp_ep, ctl_ep;
     char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int port;
+    mgmt_sampler *sampler;
 };
 
 int mgmt_port(const mgmt *m) { return m->port; }
+mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
 
 static const mgmt_route *const tables[] = {
     mgmt_overview_routes, mgmt_connection_routes, mgmt_exchange_routes,
@@ -542,6 +544,7 @@ mgmt *mgmt_new(server *s)
     if (!m)
         return NULL;
     m->s = s;
+    m->sampler = mgmt_sampler_new(s); /* without it rates read 0 */
     const config *cfg = server_config(s);
     if (!listen_tcp(m)) {
         if (cfg->mgmt_port_set || errno != EADDRINUSE) {
@@ -567,5 +570,6 @@ void mgmt_free(mgmt *m)
         evhttp_free(m->ctl);
     if (m->sock_path[0])
         unlink(m->sock_path);
+    mgmt_sampler_free(m->sampler);
     free(m);
 }

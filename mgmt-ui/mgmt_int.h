@@ -80,6 +80,31 @@ extern const mgmt_route mgmt_policy_routes[];
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
 
+/* ---- node values and their rates (sampler.c) -------------------------------- */
+
+typedef enum node_field {
+    NODE_CONNECTION_CREATED, NODE_CONNECTION_CLOSED, NODE_CHANNEL_CREATED, NODE_CHANNEL_CLOSED,
+    NODE_QUEUE_DECLARED, NODE_QUEUE_CREATED, NODE_QUEUE_DELETED,
+    NODE_MEM_USED, NODE_FD_USED, NODE_SOCKETS_USED, NODE_DISK_FREE,
+    NODE_FIELDS
+} node_field;
+typedef struct mgmt_sampler mgmt_sampler;
+/* Samples every 5 s on the server's loop from now on; NULL on OOM. */
+mgmt_sampler *mgmt_sampler_new(server *s);
+void mgmt_sampler_free(mgmt_sampler *sm);
+/* The server's sampler (http.c); NULL when it could not be set up (rates 0). */
+mgmt_sampler *mgmt_sampler_of(const mgmt *m);
+/* Every node value now. */
+void mgmt_node_now(server *s, uint64_t out[NODE_FIELDS]);
+/* Change per second between the last two samples (0 before there are two). */
+double mgmt_sampler_rate(const mgmt_sampler *sm, node_field f);
+/* "key": now[f], "key_details": {"rate": ...} */
+void mgmt_node_stat(mgmt_json *w, const mgmt_sampler *sm, const char *key, const uint64_t *now,
+                    node_field f);
+/* The churn counters as RabbitMQ names them (channel_closed ...
+ * queue_deleted), each with its _details. */
+void mgmt_churn_json(mgmt_json *w, const mgmt_sampler *sm, const uint64_t *now);
+
 /* auth.c: fills r->user from the Authorization header (or the control
  * socket's local administrator). False when the request has no valid
  * credentials; *had_credentials says whether it carried any. */

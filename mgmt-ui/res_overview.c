@@ -4,12 +4,10 @@
  * (processes, reductions, garbage collection) are left out; the others
  * come from the process itself (/proc, statvfs, getrlimit).
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "mgmt_int.h"
@@ -45,12 +43,34 @@ static void count_exchange(void *arg, route_exchange *ex)
     ((totals *)arg)->exchanges++;
 }
 
-/* Sums over one vhost, or all when v is NULL. */
-static totals sum_totals(server *s, vhost *only)
+/* Which vhosts and connections a sum covers: one vhost, or what the
+ * overview shows the user (RabbitMQ: everything to administrators and
+ * monitoring users, else the vhosts with permissions and the user's own
+ * connections). */
+typedef struct scope {
+    vhost *only;   /* NULL = every vhost in scope */
+    mgmt_req *for_user; /* NULL = no filter */
+} scope;
+
+static bool vhost_in(const scope *sc, vhost *v)
+{
+    if (sc->only)
+        return v == sc->only;
+    return !sc->for_user || mgmt_vhost_allowed(sc->for_user, v);
+}
+
+static bool conn_in(const scope *sc, const conn_info *ci)
+{
+    if (sc->only)
+        return strcmp(ci->vhost, vhost_name(sc->only)) == 0;
+    return !sc->for_user || strcmp(ci->user, sc->for_user->user.name) == 0;
+}
+
+static totals sum_totals(server *s, const scope *sc)
 {
     totals t = {0};
     for (vhost *v = server_vhost_next(s, NULL); v; v = server_vhost_next(s, v)) {
-        if (only && v != only)
+        if (!vhost_in(sc, v))
             continue;
         vhost_foreach_queue(v, count_queue, &t);
         route_foreach_exchange(vhost_routes(v), count_exchange, &t);
@@ -58,7 +78,7 @@ static totals sum_totals(server *s, vhost *only)
     for (size_t i = 0; i < server_conn_count(s); i++) {
         conn_info ci;
         conn_describe(server_conn_at(s, i), &ci);
-        if (only && strcmp(ci.vhost, vhost_name(only)) != 0)
+        if (!conn_in(sc, &ci))
             continue;
         t.connections++;
         t.channels += ci.channels;
@@ -74,6 +94,17 @@ static stats live_broker_stats(server *s)
     stats st = {.hist = server_stats(s)->hist};
     for (vhost *v = server_vhost_next(s, NULL); v; v = server_vhost_next(s, v))
         stats_add(&st, vhost_stats(v));
+    return st;
+}
+
+/* The same over the vhosts a user may see: counters only (no history of
+ * that sum is kept, so rates read 0). */
+static stats visible_stats(mgmt_req *r)
+{
+    stats st = {0};
+    for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v))
+        if (mgmt_vhost_allowed(r, v))
+            stats_add(&st, vhost_stats(v));
     return st;
 }
 
@@ -114,13 +145,15 @@ static void listeners(mgmt_json *w, server *s, mgmt *m)
     mgmt_json_end_arr(w);
 }
 
-static void object_totals(mgmt_json *w, const totals *t)
+/* RabbitMQ counts consumers only for administrators and monitoring users. */
+static void object_totals(mgmt_json *w, const totals *t, bool consumers)
 {
     mgmt_json_key(w, "object_totals");
     mgmt_json_obj(w);
     mgmt_json_kuint(w, "channels", t->channels);
     mgmt_json_kuint(w, "connections", t->connections);
-    mgmt_json_kuint(w, "consumers", t->consumers);
+    if (consumers)
+        mgmt_json_kuint(w, "consumers", t->consumers);
     mgmt_json_kuint(w, "exchanges", t->exchanges);
     mgmt_json_kuint(w, "queues", t->queues);
     mgmt_json_end_obj(w);
@@ -149,87 +182,134 @@ static void overview_versions(mgmt_json *w, server *s)
     mgmt_json_kstr(w, "cluster_name", server_node_name(s));
 }
 
+/* The management listener as RabbitMQ describes its web contexts (port
+ * as a string; cowboy's options are Erlang's and left out). */
+static void contexts(mgmt_json *w, server *s, mgmt *m)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", mgmt_port(m));
+    mgmt_json_key(w, "contexts");
+    mgmt_json_arr(w);
+    mgmt_json_obj(w);
+    mgmt_json_key(w, "ssl_opts");
+    mgmt_json_arr(w);
+    mgmt_json_end_arr(w);
+    mgmt_json_kstr(w, "node", server_node_name(s));
+    mgmt_json_kstr(w, "description", "RabbitMQ Management");
+    mgmt_json_kstr(w, "path", "/");
+    mgmt_json_kstr(w, "port", port);
+    mgmt_json_end_obj(w);
+    mgmt_json_end_arr(w);
+}
+
+/* Administrators and monitoring users see the whole broker, the node and
+ * its listeners; anyone else the totals of its own vhosts and
+ * connections, as RabbitMQ 3.10 answers. */
 static void get_overview(mgmt_req *r)
 {
     mgmt_json *w = mgmt_reply(r);
     const char *cols = mgmt_query(r, "columns");
     if (cols)
         mgmt_json_columns(w, cols, 1);
-    totals t = sum_totals(r->s, NULL);
-    stats st = live_broker_stats(r->s);
+    bool monitor = mgmt_lists_all_vhosts(r);
+    scope sc = {NULL, monitor ? NULL : r};
+    totals t = sum_totals(r->s, &sc);
+    stats st = monitor ? live_broker_stats(r->s) : visible_stats(r);
+    uint64_t node[NODE_FIELDS];
+    mgmt_node_now(r->s, node);
     mgmt_json_obj(w);
     overview_versions(w, r->s);
     mgmt_json_kbool(w, "disable_stats", false);
     mgmt_json_kbool(w, "enable_queue_totals", false);
     mgmt_message_stats(r, w, &st, broker_stats, sizeof broker_stats / sizeof broker_stats[0],
                        true);
+    mgmt_json_key(w, "churn_rates");
+    mgmt_json_obj(w);
+    mgmt_churn_json(w, mgmt_sampler_of(r->m), node);
+    mgmt_json_end_obj(w);
     mgmt_json_key(w, "queue_totals");
     mgmt_json_obj(w);
     mgmt_queue_totals(r, w, &st, t.ready, t.unacked);
     mgmt_json_end_obj(w);
-    object_totals(w, &t);
+    object_totals(w, &t, monitor);
     mgmt_json_kint(w, "statistics_db_event_queue", 0);
-    mgmt_json_kstr(w, "node", server_node_name(r->s));
-    listeners(w, r->s, r->m);
+    if (monitor) {
+        mgmt_json_kstr(w, "node", server_node_name(r->s));
+        listeners(w, r->s, r->m);
+        contexts(w, r->s, r->m);
+    }
     mgmt_json_end_obj(w);
     mgmt_send(r, 200);
 }
 
 /* ---- /api/nodes --------------------------------------------------------- */
 
-static uint64_t rss_bytes(void)
+static void auth_mechanisms(mgmt_json *w)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, rss = 0;
-    if (f) {
-        if (fscanf(f, "%lu %lu", &size, &rss) != 2)
-            rss = 0;
-        fclose(f);
+    static const char *const mechs[][2] = {
+        {"AMQPLAIN", "QPid AMQPLAIN mechanism"},
+        {"PLAIN", "SASL PLAIN authentication mechanism"},
+    };
+    mgmt_json_key(w, "auth_mechanisms");
+    mgmt_json_arr(w);
+    for (int i = 0; i < 2; i++) {
+        mgmt_json_obj(w);
+        mgmt_json_kstr(w, "name", mechs[i][0]);
+        mgmt_json_kstr(w, "description", mechs[i][1]);
+        mgmt_json_kbool(w, "enabled", true);
+        mgmt_json_end_obj(w);
     }
-    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+    mgmt_json_end_arr(w);
 }
 
-static uint64_t fds_used(void)
+static void empty_list(mgmt_json *w, const char *key)
 {
-    DIR *d = opendir("/proc/self/fd");
-    uint64_t n = 0;
-    if (!d)
-        return 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n > 0 ? n - 1 : 0; /* the directory's own fd */
+    mgmt_json_key(w, key);
+    mgmt_json_arr(w);
+    mgmt_json_end_arr(w);
 }
 
+/* RabbitMQ 3.10's node object without what only an Erlang VM has
+ * (processes, run queue, GC, applications, Mnesia, net_ticktime).
+ * Warren has no socket limit of its own: sockets_total is what the
+ * descriptor limit leaves after the descriptors in use for other things. */
 static void node_json(mgmt_req *r, mgmt_json *w)
 {
     server *s = r->s;
-    struct statvfs vfs;
+    const mgmt_sampler *sm = mgmt_sampler_of(r->m);
     struct rlimit rl;
-    uint64_t disk_free = statvfs(server_config(s)->data_dir, &vfs) == 0
-                             ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
+    uint64_t now[NODE_FIELDS];
+    char pid[24];
+    mgmt_node_now(s, now);
     getrlimit(RLIMIT_NOFILE, &rl);
+    uint64_t fd_total = (uint64_t)rl.rlim_cur, other_fds = now[NODE_FD_USED] - now[NODE_SOCKETS_USED];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
     mgmt_json_obj(w);
-    mgmt_json_kstr(w, "name", server_node_name(s));
-    mgmt_json_kstr(w, "type", "disc");
-    mgmt_json_kbool(w, "running", true);
-    mgmt_json_kbool(w, "being_drained", false);
-    mgmt_json_kint(w, "os_pid", getpid());
-    mgmt_json_kuint(w, "uptime", wall_clock_ms() - server_started_at(s));
-    mgmt_json_kuint(w, "mem_used", rss_bytes());
-    mgmt_json_kuint(w, "mem_limit", server_memory_limit(s));
-    mgmt_json_kbool(w, "mem_alarm", server_memory_alarm(s));
-    mgmt_json_kuint(w, "disk_free", disk_free);
-    mgmt_json_kuint(w, "disk_free_limit", 50000000);
+    auth_mechanisms(w);
+    mgmt_churn_json(w, sm, now);
+    empty_list(w, "cluster_links");
+    contexts(w, s, r->m);
+    mgmt_json_kstr(w, "db_dir", server_config(s)->data_dir);
+    mgmt_node_stat(w, sm, "disk_free", now, NODE_DISK_FREE);
     mgmt_json_kbool(w, "disk_free_alarm", false);
-    mgmt_json_kuint(w, "fd_used", fds_used());
-    mgmt_json_kuint(w, "fd_total", (uint64_t)rl.rlim_cur);
+    mgmt_json_kuint(w, "disk_free_limit", 50000000);
+    exchange_types(w);
+    mgmt_json_kuint(w, "fd_total", fd_total);
+    mgmt_node_stat(w, sm, "fd_used", now, NODE_FD_USED);
+    mgmt_json_kbool(w, "mem_alarm", server_memory_alarm(s));
+    mgmt_json_kstr(w, "mem_calculation_strategy", "rss");
+    mgmt_json_kuint(w, "mem_limit", server_memory_limit(s));
+    mgmt_node_stat(w, sm, "mem_used", now, NODE_MEM_USED);
+    mgmt_json_kstr(w, "name", server_node_name(s));
+    mgmt_json_kstr(w, "os_pid", pid); /* a string, as RabbitMQ sends it */
+    empty_list(w, "partitions");
     mgmt_json_kint(w, "processors", sysconf(_SC_NPROCESSORS_ONLN));
     mgmt_json_kstr(w, "rates_mode", "basic");
-    mgmt_json_key(w, "partitions");
-    mgmt_json_arr(w);
-    mgmt_json_end_arr(w);
-    exchange_types(w);
+    mgmt_json_kbool(w, "running", true);
+    mgmt_json_kuint(w, "sockets_total", fd_total > other_fds ? fd_total - other_fds : 0);
+    mgmt_node_stat(w, sm, "sockets_used", now, NODE_SOCKETS_USED);
+    mgmt_json_kstr(w, "type", "disc");
+    mgmt_json_kuint(w, "uptime", wall_clock_ms() - server_started_at(s));
     mgmt_json_end_obj(w);
 }
 
@@ -272,7 +352,8 @@ static bool render_vhost(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
     vhost *v = server_vhost(r->s, it->name);
     if (!v)
         return false;
-    totals t = sum_totals(r->s, v);
+    scope sc = {v, NULL};
+    totals t = sum_totals(r->s, &sc);
     stats *st = vhost_stats(v);
     mgmt_json_obj(w);
     mgmt_json_kbytes(w, "name", it->name);
