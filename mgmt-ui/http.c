@@ -57,6 +57,7 @@ static const mgmt_route *const tables[] = {
     mgmt_overview_routes, mgmt_connection_routes, mgmt_exchange_routes,
     mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
     mgmt_user_routes,     mgmt_permission_routes, mgmt_policy_routes,
+    mgmt_health_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */

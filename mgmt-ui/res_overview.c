@@ -1,5 +1,5 @@
 /* The broker as a whole: /api/overview, /api/nodes, /api/whoami,
- * /api/vhosts, the health checks, /api/aliveness-test, /api/extensions and
+ * /api/vhosts, /api/extensions and
  * Warren's /api/environment. Fields RabbitMQ fills from its Erlang VM
  * (processes, reductions, garbage collection) are left out; the others
  * come from the process itself (/proc, statvfs, getrlimit).
@@ -399,73 +399,6 @@ static void get_vhost(mgmt_req *r)
     mgmt_object_send(r, render_vhost, &it);
 }
 
-/* ---- health ------------------------------------------------------------- */
-
-static void status_ok(mgmt_req *r)
-{
-    mgmt_json *w = mgmt_reply(r);
-    mgmt_json_obj(w);
-    mgmt_json_kstr(w, "status", "ok");
-    mgmt_json_end_obj(w);
-    mgmt_send(r, 200);
-}
-
-static void get_alarms(mgmt_req *r)
-{
-    if (!server_memory_alarm(r->s)) {
-        status_ok(r);
-        return;
-    }
-    mgmt_json *w = mgmt_reply(r);
-    mgmt_json_obj(w);
-    mgmt_json_kstr(w, "status", "failed");
-    mgmt_json_kstr(w, "reason", "There are alarms in effect in the cluster");
-    mgmt_json_key(w, "alarms");
-    mgmt_json_arr(w);
-    mgmt_json_obj(w);
-    mgmt_json_kstr(w, "node", server_node_name(r->s));
-    mgmt_json_kstr(w, "resource", "memory");
-    mgmt_json_end_obj(w);
-    mgmt_json_end_arr(w);
-    mgmt_json_end_obj(w);
-    mgmt_send(r, 503);
-}
-
-static void get_vhosts_health(mgmt_req *r) { status_ok(r); }
-
-static void discard(void *arg, msg *m, bool redelivered, uint32_t remaining)
-{
-    (void)m, (void)redelivered, (void)remaining;
-    (*(int *)arg)++;
-}
-
-/* RabbitMQ's aliveness test: declare "aliveness-test", publish, get. */
-static void get_aliveness(mgmt_req *r)
-{
-    vhost *v = mgmt_vhost_arg(r, 0);
-    if (!v)
-        return;
-    amqp_bytes name = AMQP_CSTR("aliveness-test");
-    queue_spec spec = {.name = name};
-    queue *q;
-    amqp_error err = {0};
-    bool routed = false;
-    int got = 0;
-    if (admin_queue_declare(v, &spec, &q, &err) != AMQP_OK ||
-        admin_publish(v, r->user.name, AMQP_CSTR(""), name, (amqp_bytes){(const uint8_t *)"\0", 2},
-                      AMQP_CSTR("test_message"), &routed, &err) != AMQP_OK ||
-        admin_get(v, name, 1, ADMIN_ACK, discard, &got, &err) < 0 || got != 1) {
-        mgmt_json *w = mgmt_reply(r);
-        mgmt_json_obj(w);
-        mgmt_json_kstr(w, "status", "failed");
-        mgmt_json_kstr(w, "reason", err.text[0] ? mgmt_error_text(&err) : "no message");
-        mgmt_json_end_obj(w);
-        mgmt_send(r, 503);
-        return;
-    }
-    status_ok(r);
-}
-
 static void get_extensions(mgmt_req *r)
 {
     mgmt_json *w = mgmt_reply(r);
@@ -496,10 +429,6 @@ const mgmt_route mgmt_overview_routes[] = {
     {EVHTTP_REQ_GET, "/api/whoami", TAG_MANAGEMENT, get_whoami},
     {EVHTTP_REQ_GET, "/api/vhosts", TAG_MANAGEMENT, get_vhosts},
     {EVHTTP_REQ_GET, "/api/vhosts/{}", TAG_ADMINISTRATOR, get_vhost}, /* as RabbitMQ 3.10 */
-    {EVHTTP_REQ_GET, "/api/health/checks/alarms", TAG_MANAGEMENT, get_alarms},
-    {EVHTTP_REQ_GET, "/api/health/checks/local-alarms", TAG_MANAGEMENT, get_alarms},
-    {EVHTTP_REQ_GET, "/api/health/checks/virtual-hosts", TAG_MANAGEMENT, get_vhosts_health},
-    {EVHTTP_REQ_GET, "/api/aliveness-test/{}", TAG_MANAGEMENT, get_aliveness},
     {EVHTTP_REQ_GET, "/api/extensions", TAG_MANAGEMENT, get_extensions},
     {EVHTTP_REQ_GET, "/api/environment", TAG_ADMINISTRATOR, get_environment},
     {0},
