@@ -1,0 +1,308 @@
+"""The management API's policies and operator policies, the policy fields of
+queues and exchanges, the overview's churn_rates and per-user totals, the
+node's fields, and the health checks.
+
+Every expectation was checked against RabbitMQ 3.10.8 (run with
+WARREN_TEST_TARGET=127.0.0.1:5672), except where a test is marked Warren's
+own: there RabbitMQ answers 500 or keeps what Warren refuses.
+"""
+import unittest
+
+import harness as h
+from test_mgmt import q, request, poll
+from test_mgmt_access import AccessTest, WARREN, basic
+
+DEF = {"max-length": 3}
+
+
+def until(fetch, pred):
+    """fetch() once pred holds of it (statistics and policies may lag in
+    RabbitMQ), else the last value."""
+    last = []
+
+    def probe():
+        last[:] = [fetch()]
+        try:
+            return pred(last[0])
+        except (KeyError, TypeError, IndexError):
+            return False
+    poll(probe)
+    return last[0]
+
+
+class PolicyTest(AccessTest):
+    def vhost(self, body=None, grant=True):
+        name = super().vhost(body)
+        if grant:  # the test's own user declares queues there
+            self.grant(name, h.USER)
+        return name
+
+    def put_policy(self, vh, name, body, kind="policies", status=(201, 204), **kw):
+        return self.ok("PUT", "/api/%s/%s/%s" % (kind, q(vh), q(name)), body, status=status, **kw)
+
+    def refused(self, vh, body, reason=None, kind="policies"):
+        r = request("PUT", "/api/%s/%s/p" % (kind, q(vh)), body)
+        return self.error(r, 400, "bad_request", reason)
+
+
+class CrudTest(PolicyTest):
+    def test_put_201_then_204_get_list_delete(self):
+        v = self.vhost()
+        body = {"pattern": "^a", "definition": DEF, "priority": 2, "apply-to": "queues"}
+        self.put_policy(v, "p1", body, status=201)
+        self.put_policy(v, "p1", body, status=204)
+        want = dict(body, vhost=v, name="p1")
+        self.assertEqual(self.get("/api/policies/%s/p1" % q(v)), want)
+        self.assertEqual(self.get("/api/policies/" + q(v)), [want])
+        self.assertIn(want, self.get("/api/policies"))
+        self.ok("DELETE", "/api/policies/%s/p1" % q(v), status=204)
+        self.error(request("GET", "/api/policies/%s/p1" % q(v)), 404, "Object Not Found", "Not Found")
+        self.error(request("DELETE", "/api/policies/%s/p1" % q(v)), 404, "Object Not Found", "Not Found")
+
+    def test_defaults_and_ignored_keys(self):
+        v = self.vhost()
+        self.put_policy(v, "p", {"pattern": ".*", "definition": {"expires": 100000}, "extra": 1})
+        got = self.get("/api/policies/%s/p" % q(v))
+        self.assertEqual((got["apply-to"], got["priority"]), ("all", 0))
+        self.assertNotIn("extra", got)
+
+    def test_operator_policies_are_their_own_name_space(self):
+        v = self.vhost()
+        self.put_policy(v, "same", {"pattern": "^a", "definition": DEF})
+        self.put_policy(v, "same", {"pattern": "^b", "definition": {"max-length": 9}},
+                        kind="operator-policies", status=201)
+        self.assertEqual(self.get("/api/policies/%s/same" % q(v))["pattern"], "^a")
+        self.assertEqual(self.get("/api/operator-policies/%s/same" % q(v))["pattern"], "^b")
+        self.assertEqual(len(self.get("/api/operator-policies/" + q(v))), 1)
+        self.ok("DELETE", "/api/operator-policies/%s/same" % q(v), status=204)
+        self.assertEqual(self.get("/api/operator-policies/" + q(v)), [])
+        self.assertEqual(len(self.get("/api/policies/" + q(v))), 1)
+
+    def test_unknown_vhost(self):
+        nv = h.unique("mgmt-policy-novh")
+        self.error(request("PUT", "/api/policies/%s/p" % nv, {"pattern": "^a", "definition": DEF}),
+                   404, "not_found", "vhost_not_found")
+        for path in ("/api/policies/%s" % nv, "/api/policies/%s/p" % nv, "/api/operator-policies/%s/p" % nv):
+            self.error(request("GET", path), 404, "Object Not Found", "Not Found")
+        self.error(request("DELETE", "/api/policies/%s/p" % nv), 404, "Object Not Found", "Not Found")
+
+
+class ValidationTest(PolicyTest):
+    def test_missing_keys(self):
+        v = self.vhost()
+        self.refused(v, {}, "[{key_missing,pattern},{key_missing,definition}]")
+        self.refused(v, {"pattern": "^a"}, "[{key_missing,definition}]")
+        self.refused(v, {"definition": DEF}, "[{key_missing,pattern}]")
+
+    def test_rabbitmq_texts(self):
+        v = self.vhost()
+        self.refused(v, {"pattern": "^a", "definition": {"max-priority": 3}},
+                     "Validation failed\n\n[{&lt;&lt;\"max-priority\"&gt;&gt;,3}] are not recognised policy settings\n")
+        self.refused(v, {"pattern": "^a", "definition": {}}, "Validation failed\n\nno policy provided\n")
+        self.refused(v, {"pattern": "^a", "definition": DEF, "priority": "3"},
+                     "Validation failed\n\npriority should be a number, actually was &lt;&lt;\"3\"&gt;&gt;\n")
+        self.refused(v, {"pattern": "^a", "definition": DEF, "priority": None},
+                     "Validation failed\n\npriority should be a number, actually was null\n")
+        self.refused(v, {"pattern": 5, "definition": DEF}, "Validation failed\n\npattern should be a binary but was 5\n")
+        b = self.refused(v, {"pattern": "(", "definition": DEF})
+        self.assertTrue(b["reason"].startswith("Validation failed\n\npattern should be regular expression but is invalid"))
+        b = self.refused(v, {"pattern": "^a", "definition": {"max-length": "x"}})
+        self.assertIn("is not a valid maximum length", b["reason"])
+        b = self.refused(v, {"pattern": "^a", "definition": DEF, "apply-to": "bogus"})
+        self.assertTrue(b["reason"].startswith("Validation failed\n\napply-to 'bogus' unrecognised"), b)
+        b = self.refused(v, {"pattern": "^a", "definition": {"alternate-exchange": "ae"}}, kind="operator-policies")
+        self.assertIn("are not recognised policy settings", b["reason"])
+        self.assertEqual(self.get("/api/policies/" + q(v)), [])
+        self.assertEqual(self.get("/api/operator-policies/" + q(v)), [])
+
+    def test_every_problem_listed_priority_last(self):
+        v = self.vhost()
+        b = self.refused(v, {"pattern": "(", "definition": {"max-length": "x"}, "priority": "3"})
+        lines = b["reason"].split("\n")
+        self.assertIn("is not a valid maximum length", lines[2])
+        self.assertTrue(lines[3].startswith("pattern should be regular expression"), lines)
+        self.assertTrue(lines[4].startswith("priority should be a number"), lines)
+
+    @unittest.skipUnless(WARREN, "RabbitMQ 3.10 answers 500 for these and keeps a fractional priority")
+    def test_warren_refuses_what_rabbitmq_crashes_on(self):
+        v = self.vhost()
+        for d in ([1], "x"):
+            self.refused(v, {"pattern": "^a", "definition": d}, "Validation failed\n\ndefinition must be a dictionary\n")
+        self.error(request("PUT", "/api/policies/%s/p" % q(v), {"pattern": "^a", "definition": DEF, "apply-to": 5}),
+                   400, "bad_request")
+        self.refused(v, {"pattern": "^a", "definition": DEF, "priority": 1.5},
+                     "Validation failed\n\npriority should be an integer in 32 bits, actually was 1.5\n")
+        self.put_policy(v, "p", {"pattern": "^a", "definition": DEF, "priority": 2.0}, status=201)
+        self.assertEqual(self.get("/api/policies/%s/p" % q(v))["priority"], 2)
+
+
+class WhoMayTest(PolicyTest):
+    BODY = {"pattern": "^a", "definition": DEF}
+
+    def test_policymaker_in_its_vhosts(self):
+        v, other = self.vhost(), self.vhost()
+        pol = self.user("policymaker")
+        self.grant(v, pol)
+        me = self.as_user(pol)
+        self.put_policy(v, "p", self.BODY, status=201, **me)
+        self.assertEqual(len(self.get("/api/policies/%s/p" % q(v), **me)["definition"]), 1)
+        self.put_policy(other, "p", self.BODY)
+        self.assertEqual([p["vhost"] for p in self.get("/api/policies", **me)], [v],
+                         "the list shows only its vhosts")
+        self.error(request("PUT", "/api/policies/%s/p" % q(other), self.BODY, **me), 401, "not_authorised",
+                   "User not authorised to access object")
+        self.error(request("GET", "/api/policies/" + q(other), **me), 401, "not_authorised",
+                   "User not authorised to access virtual host")
+        self.error(request("PUT", "/api/operator-policies/%s/p" % q(v), self.BODY, **me), 401, "not_authorised",
+                   "Not administrator user")
+        self.ok("DELETE", "/api/policies/%s/p" % q(v), status=204, **me)
+
+    def test_management_user_reads_lists_only(self):
+        v = self.vhost()
+        m = self.user("management")
+        self.grant(v, m)
+        me = self.as_user(m)
+        self.put_policy(v, "p", self.BODY)
+        self.put_policy(v, "o", self.BODY, kind="operator-policies")
+        self.assertEqual(len(self.get("/api/policies/" + q(v), **me)), 1)
+        self.assertEqual(len(self.get("/api/operator-policies/" + q(v), **me)), 1)
+        for method, body in (("GET", None), ("PUT", self.BODY), ("DELETE", None)):
+            self.error(request(method, "/api/policies/%s/p" % q(v), body, **me), 401, "not_authorised",
+                       "User not authorised to access object")
+        self.error(request("GET", "/api/operator-policies/%s/o" % q(v), **me), 401, "not_authorised",
+                   "Not administrator user")
+        none = self.user("")
+        self.error(request("GET", "/api/policies", auth=basic(none, "pw")), 401, "not_authorised",
+                   "Not management user")
+
+
+class AppliedTest(PolicyTest):
+    def test_queue_and_exchange_show_what_applies(self):
+        v = self.vhost()
+        self.put_policy(v, "qp", {"pattern": "^a", "definition": {"max-length": 3, "message-ttl": 60000},
+                                  "apply-to": "queues", "priority": 1})
+        self.put_policy(v, "op", {"pattern": "^a", "definition": {"max-length": 2, "expires": 100000}},
+                        kind="operator-policies")
+        self.put_policy(v, "xp", {"pattern": "^ax$", "definition": {"alternate-exchange": "ae"},
+                                  "apply-to": "exchanges"})
+        self.ok("PUT", "/api/queues/%s/aq" % q(v), {})
+        self.ok("PUT", "/api/queues/%s/bq" % q(v), {})
+        self.ok("PUT", "/api/exchanges/%s/ax" % q(v), {"type": "fanout"})
+        got = until(lambda: self.get("/api/queues/%s/aq" % q(v)), lambda x: x.get("operator_policy") == "op")
+        self.assertEqual((got["policy"], got["operator_policy"], got["effective_policy_definition"]),
+                         ("qp", "op", {"max-length": 2, "message-ttl": 60000, "expires": 100000}))
+        other = self.get("/api/queues/%s/bq" % q(v))
+        self.assertEqual((other["policy"], other["operator_policy"], other["effective_policy_definition"]),
+                         (None, None, {}))
+        x = until(lambda: self.get("/api/exchanges/%s/ax" % q(v)), lambda x: x.get("policy") == "xp")
+        self.assertEqual(x["policy"], "xp")
+        self.assertNotIn("policy", self.get("/api/exchanges/%s/amq.direct" % q(v)),
+                         "RabbitMQ leaves policy out when none applies")
+        self.ok("DELETE", "/api/operator-policies/%s/op" % q(v), status=204)
+        got = until(lambda: self.get("/api/queues/%s/aq" % q(v)), lambda x: x.get("operator_policy") is None)
+        self.assertEqual(got["effective_policy_definition"], {"max-length": 3, "message-ttl": 60000})
+
+
+class OverviewTest(PolicyTest):
+    CHURN = ("channel_closed", "channel_created", "connection_closed", "connection_created",
+             "queue_created", "queue_declared", "queue_deleted")
+
+    def test_churn_rates_count(self):
+        before = self.get("/api/overview")["churn_rates"]
+        for k in self.CHURN:
+            self.assertIsInstance(before[k], int, k)
+            self.assertIsInstance(before[k + "_details"]["rate"], (int, float), k)
+        c = h.connect()
+        ch = c.channel()
+        name = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_delete(name)
+        c.close()
+        after = until(lambda: self.get("/api/overview")["churn_rates"],
+                     lambda a: a["connection_closed"] > before["connection_closed"])
+        for k in self.CHURN:
+            self.assertGreater(after[k], before[k], k)
+
+    def test_non_administrator_sees_its_own(self):
+        v = self.vhost()
+        self.ok("PUT", "/api/queues/%s/q1" % q(v), {})
+        m = self.user("management")
+        self.grant(v, m)
+        mine = self.get("/api/overview", **self.as_user(m))
+        self.assertEqual(mine["object_totals"]["queues"], 1)
+        self.assertEqual(mine["object_totals"]["exchanges"], 7)
+        self.assertEqual(mine["object_totals"]["connections"], 0)
+        for k in ("node", "listeners", "contexts"):
+            self.assertNotIn(k, mine)
+        self.assertNotIn("consumers", mine["object_totals"])
+        self.assertIn("churn_rates", mine)
+        mon = self.user("monitoring")
+        theirs = self.get("/api/overview", **self.as_user(mon))
+        self.assertGreaterEqual(theirs["object_totals"]["exchanges"], 14)
+        self.assertIn("consumers", theirs["object_totals"])
+        self.assertIn("listeners", theirs)
+
+
+class NodeTest(PolicyTest):
+    def test_fields(self):
+        c = h.connect()
+        self.addCleanup(c.close)
+        n = self.get("/api/nodes")[0]
+        for k in ("sockets_used", "sockets_total", "fd_used", "fd_total", "mem_used", "disk_free", "uptime",
+                  "processors", "connection_created", "queue_declared"):
+            self.assertIsInstance(n[k], int, k)
+        for k in ("sockets_used", "fd_used", "mem_used", "disk_free", "channel_created"):
+            self.assertIsInstance(n[k + "_details"]["rate"], (int, float), k)
+        self.assertIsInstance(n["os_pid"], str)
+        self.assertGreaterEqual(n["sockets_used"], 1, "this test's own connection")
+        self.assertLessEqual(n["sockets_total"], n["fd_total"])
+        self.assertIn("PLAIN", [m["name"] for m in n["auth_mechanisms"] if m["enabled"]])
+        self.assertEqual((n["partitions"], n["cluster_links"]), ([], []))
+        self.assertEqual(n["contexts"][0]["description"], "RabbitMQ Management")
+
+
+class HealthTest(PolicyTest):
+    def check(self, path, status, body):
+        r = request("GET", "/api/health/checks/" + path)
+        self.assertEqual(r.status, status, r.body[:300])
+        if body is not None:
+            self.assertEqual(r.json(), body)
+        return r.json()
+
+    def test_listeners(self):
+        host, port = h.broker_address()
+        self.check("port-listener/%d" % port, 200, {"status": "ok", "port": port})
+        b = self.check("port-listener/1", 503, None)
+        self.assertEqual((b["status"], b["reason"], b["missing"]), ("failed", "No active listener", 1))
+        self.assertIn(port, b["ports"])
+        self.error(request("GET", "/api/health/checks/port-listener/abc"), 400, "bad_request", "Invalid port")
+        for p in ("amqp", "amqp091", "AMQP0-9-1"):
+            self.check("protocol-listener/" + p, 200, {"status": "ok", "protocol": "amqp"})
+        self.check("protocol-listener/management", 200, {"status": "ok", "protocol": "http"})
+        b = self.check("protocol-listener/mqtt-none", 503, None)
+        self.assertEqual((b["reason"], b["missing"]), ("No active listener", "mqtt-none"))
+        self.assertIn("amqp", b["protocols"])
+
+    def test_single_node_and_certificates(self):
+        for c in ("node-is-quorum-critical", "node-is-mirror-sync-critical"):
+            self.check(c, 200, {"status": "ok", "reason": "single node cluster"})
+        self.check("certificate-expiration/1/weeks", 200, {"status": "ok"})
+        self.error(request("GET", "/api/health/checks/certificate-expiration/x/days"), 400, "bad_request",
+                   "Invalid expiration value.")
+        self.error(request("GET", "/api/health/checks/certificate-expiration/1/eons"), 400, "bad_request",
+                   "Time unit not recognised. Supported units: days, weeks, months, years.")
+
+    def test_alarms_and_vhosts(self):
+        for c in ("alarms", "local-alarms", "virtual-hosts"):
+            self.check(c, 200, {"status": "ok"})
+
+    def test_aliveness(self):
+        v = self.vhost()
+        self.assertEqual(self.get("/api/aliveness-test/" + q(v)), {"status": "ok"})
+        self.error(request("GET", "/api/aliveness-test/" + h.unique("novh")), 404, "Object Not Found", "Not Found")
+        m = self.user("management")
+        self.error(request("GET", "/api/aliveness-test/" + q(v), **self.as_user(m)), 401, "not_authorised",
+                   "User not authorised to access virtual host")
+
+
+if __name__ == "__main__":
+    unittest.main()
