@@ -801,11 +801,27 @@ class Rabbitmqadmin(MgmtTest):
         self.admin("delete", "exchange", "name=" + x)
         self.assertEqual(request("GET", "/api/queues/%2F/" + name).status, 404)
 
+    def test_policies_and_operator_policies(self):
+        name = h.unique("mgmtadm-pol")
+        pattern = "^" + h.unique("mgmtadm-nomatch")
+        for kind, listing in (("policy", "policies"), ("operator_policy", "operator_policies")):
+            self.admin("declare", kind, "name=" + name, "pattern=" + pattern,
+                       'definition={"max-length":5}', "priority=3", "apply-to=queues")
+            try:
+                rows = [r for r in json.loads(self.admin("list", listing)) if r["name"] == name]
+                self.assertEqual(rows, [{"vhost": "/", "name": name, "pattern": pattern,
+                                         "apply-to": "queues", "definition": {"max-length": 5},
+                                         "priority": 3}], kind)
+            finally:
+                self.admin("delete", kind, "name=" + name)
+            self.assertNotIn(name, [r["name"] for r in json.loads(self.admin("list", listing))])
+
     def test_list_every_kind(self):
         self.ch.basic_consume(self.queue(), lambda *a: None)
         for kind in ("connections", "channels", "consumers", "exchanges", "queues", "bindings",
-                     "vhosts", "nodes"):
-            rows = json.loads(self.admin("list", kind))
+                     "vhosts", "nodes", "users", "permissions"):
+            # RabbitMQ lists a new consumer within its 5 s statistics interval
+            rows = poll(lambda: json.loads(self.admin("list", kind)))
             self.assertIsInstance(rows, list, kind)
             self.assertTrue(rows, kind)
         self.assertIn("management_version", self.admin("show", "overview"))
