@@ -38,32 +38,58 @@ static void policy_json(mgmt_json *w, const char *vh, const policy_spec *p)
 }
 
 typedef struct listing {
-    mgmt_json *w;
+    mgmt_list *l;
     const char *vhost;
+    bool by_priority;
 } listing;
 
 static void list_one(void *arg, const policy_spec *p)
 {
     listing *l = arg;
-    policy_json(l->w, l->vhost, p);
+    mgmt_list_add(l->l, l->vhost, AMQP_CSTR(p->name), 0, p->priority, l->by_priority);
 }
 
-/* The policies of `only` (or of every vhost the user may see) as the reply. */
+static bool render(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it, bool op)
+{
+    char name[256];
+    policy_spec p;
+    vhost *v = server_vhost(r->s, AMQP_CSTR(it->vhost));
+    if (!v || it->name.len >= sizeof name)
+        return false;
+    memcpy(name, it->name.ptr, it->name.len);
+    name[it->name.len] = 0;
+    if (!policy_get(v, name, op, &p))
+        return false;
+    policy_json(w, it->vhost, &p);
+    return true;
+}
+
+static bool render_policy(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+{
+    return render(r, w, it, false);
+}
+
+static bool render_operator_policy(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+{
+    return render(r, w, it, true);
+}
+
+/* The policies of `only` (or of every vhost the user may see) as the
+ * reply, by priority unless ?sort= says otherwise (RabbitMQ's order). */
 static void send_list(mgmt_req *r, vhost *only, bool op)
 {
-    listing l = {mgmt_reply(r), NULL};
-    const char *cols = mgmt_query(r, "columns");
-    if (cols)
-        mgmt_json_columns(l.w, cols, 2);
-    mgmt_json_arr(l.w);
+    const char *sort = mgmt_query(r, "sort");
+    mgmt_list *l = mgmt_list_begin(r);
+    if (!l)
+        return;
+    listing ls = {l, NULL, !sort || strcmp(sort, "priority") == 0};
     for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v)) {
         if (only ? v != only : !mgmt_vhost_allowed(r, v))
             continue;
-        l.vhost = vhost_name(v);
-        policy_foreach(v, op, list_one, &l);
+        ls.vhost = vhost_name(v);
+        policy_foreach(v, op, list_one, &ls);
     }
-    mgmt_json_end_arr(l.w);
-    mgmt_send(r, 200);
+    mgmt_list_send(r, l, op ? render_operator_policy : render_policy);
 }
 
 static void get_policies(mgmt_req *r) { send_list(r, NULL, false); }

@@ -59,6 +59,15 @@ class CrudTest(PolicyTest):
         self.error(request("GET", "/api/policies/%s/p1" % q(v)), 404, "Object Not Found", "Not Found")
         self.error(request("DELETE", "/api/policies/%s/p1" % q(v)), 404, "Object Not Found", "Not Found")
 
+    def test_list_order_is_priority_across_vhosts(self):
+        a, b = self.vhost(), self.vhost()
+        for vh, name, prio in ((b, "z1", 1), (a, "y5", 5), (a, "a3", 3), (b, "b4", 4)):
+            self.put_policy(vh, name, {"pattern": "^x", "definition": DEF, "priority": prio})
+        mine = lambda rows: [(p["vhost"], p["name"]) for p in rows if p["vhost"] in (a, b)]
+        self.assertEqual(mine(self.get("/api/policies")), [(b, "z1"), (a, "a3"), (b, "b4"), (a, "y5")])
+        self.assertEqual(mine(self.get("/api/policies?sort=name")), [(a, "a3"), (b, "b4"), (a, "y5"), (b, "z1")])
+        self.assertEqual([p["name"] for p in self.get("/api/policies/%s?columns=name" % q(a))], ["a3", "y5"])
+
     def test_defaults_and_ignored_keys(self):
         v = self.vhost()
         self.put_policy(v, "p", {"pattern": ".*", "definition": {"expires": 100000}, "extra": 1})
