@@ -348,7 +348,10 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
         declare_ok(ch, q, d->nowait);
         return AMQP_OK;
     }
-    if (name.len == 0) {
+    if (name.len == 0 && queue_args_quorum(d->arguments)) {
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                         "Cannot declare a server-named queue for type rabbit_quorum_queue");
+    } else if (name.len == 0) {
         server_random_name(conn_server(ch->c), "amq.gen-", generated, sizeof generated);
         name = AMQP_CSTR(generated);
     } else if (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0) {
@@ -389,7 +392,8 @@ int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_erro
         return AMQP_OK;
     }
     queue_args args;
-    if (queue_args_parse(spec->arguments, spec->name, vhost_name(v), &args, err) != AMQP_OK)
+    if (queue_args_parse(spec->arguments, spec->name, vhost_name(v), &args, err) != AMQP_OK ||
+        queue_type_check(spec, vhost_name(v), err) != AMQP_OK)
         return AMQP_ERROR;
     q = queue_new(v, spec);
     if (!q)
@@ -515,6 +519,10 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     if (chan_find_consumer(ch, AMQP_CSTR(tag)))
         return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_BASIC_CONSUME,
                          "attempt to reuse consumer tag '%s'", tag);
+    if (ch->prefetch_global && queue_get_args(q)->type == QUEUE_TYPE_QUORUM)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_CONSUME,
+                         "queue '%.*s' in vhost '%s' does not support global qos",
+                         PRINTABLE(name), vname(ch));
     if (queue_has_exclusive_consumer(q) || (b->exclusive && queue_consumer_count(q)))
         return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_BASIC_CONSUME,
                          "queue '%.*s' in vhost '%s' in exclusive use", PRINTABLE(name),
@@ -525,9 +533,17 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
                          "invalid arg 'x-priority' for queue '%.*s' in vhost '%s'",
                          PRINTABLE(name), vname(ch));
+    int64_t timeout = -1;
+    if (amqp_table_get(b->arguments, "x-consumer-timeout", &f) &&
+        (!amqp_field_int(&f, &timeout) || timeout < 0))
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
+                         "invalid arg 'x-consumer-timeout' for queue '%.*s' in vhost '%s'",
+                         PRINTABLE(name), vname(ch));
     consumer *cons = calloc(1, sizeof *cons);
     if (!cons)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_CONSUME, "out of memory");
+    cons->timeout_ms = timeout;
+    ch->timeout_check_at = 0; /* its timeout may be the channel's shortest */
     memcpy(cons->tag, tag, strlen(tag) + 1);
     cons->ch = ch;
     cons->q = q;

@@ -23,6 +23,7 @@
 struct msg {
     journal_loc loc; /* where the journal keeps it, when journaled */
     bool journaled;
+    bool journaled_transient; /* journaled only for quorum queues (not delivery mode 2) */
     uint32_t refs;
     uint32_t props_len;
     uint64_t id;
@@ -105,6 +106,7 @@ msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes pr
         return NULL;
     m->refs = 1;
     m->journaled = false;
+    m->journaled_transient = false;
     m->props_len = properties.len;
     m->id = next_id++;
     m->body_size = body_size;
@@ -226,6 +228,8 @@ bool msg_persistent(const msg *m)
 }
 
 bool msg_journaled(const msg *m) { return m->journaled; }
+bool msg_journaled_transient(const msg *m) { return m->journaled_transient; }
+void msg_set_journaled_transient(msg *m) { m->journaled_transient = true; }
 
 bool msg_journal_loc(const msg *m, journal_loc *loc)
 {

@@ -105,6 +105,7 @@ struct queue {
     uint32_t exclusive_consumers;
     uint32_t next_seq; /* for the next message enqueued */
     uint32_t unacked;  /* deliveries not yet settled */
+    uint64_t delivery_limit_dead; /* dead-lettered or dropped by x-delivery-limit */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
     stats stats; /* management counters */
 };
@@ -198,6 +199,8 @@ const queue_args *queue_get_args(const queue *q) { return &q->limits; }
 vhost *queue_vhost(queue *q) { return q->v; }
 uint64_t queue_store_id(const queue *q) { return q->store_id; }
 void queue_set_store_id(queue *q, uint64_t id) { q->store_id = id; }
+bool queue_is_quorum(const queue *q) { return q->limits.type == QUEUE_TYPE_QUORUM; }
+const char *queue_type_name(const queue *q) { return queue_is_quorum(q) ? "quorum" : "classic"; }
 
 static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
@@ -684,9 +687,17 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
     return true;
 }
 
+/* A return past x-delivery-limit dead-letters the message, as RabbitMQ's
+ * quorum queues do: its delivery count is its returns so far, this one
+ * included. */
 void queue_requeue(queue *q, queue_item e)
 {
     msg_ref(e.m);
+    if (q->limits.delivery_limit >= 0 && e.delivery_count > q->limits.delivery_limit) {
+        q->delivery_limit_dead++;
+        queue_dead_letter(q, e, "delivery_limit");
+        return;
+    }
     if (!insert_in_place(q, slot_of(e))) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
         msg_unref(e.m);

@@ -105,9 +105,24 @@ static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
     mgmt_json_kbytes(w, "name", queue_name(q));
     mgmt_json_kstr(w, "node", server_node_name(r->s));
     mgmt_json_kstr(w, "state", "running");
-    mgmt_json_kstr(w, "type", "classic");
+    mgmt_json_kstr(w, "type", queue_type_name(q));
     mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
     mgmt_json_end_obj(w);
+}
+
+/* A quorum queue's members: this node, its leader, online. */
+static void quorum_fields(mgmt_req *r, mgmt_json *w, queue *q)
+{
+    if (!queue_is_quorum(q))
+        return;
+    mgmt_json_kstr(w, "leader", server_node_name(r->s));
+    const char *keys[] = {"members", "online"};
+    for (int i = 0; i < 2; i++) {
+        mgmt_json_key(w, keys[i]);
+        mgmt_json_arr(w);
+        mgmt_json_str(w, server_node_name(r->s));
+        mgmt_json_end_arr(w);
+    }
 }
 
 static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
@@ -142,6 +157,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
         mgmt_json_arr(w);
         mgmt_json_end_arr(w);
     }
+    quorum_fields(r, w, q);
     mgmt_json_kuint(w, "memory", qi.memory);
     mgmt_json_kuint(w, "message_bytes_ready", qi.ready_bytes);
     mgmt_message_stats(r, w, qi.stats, queue_stats_fields,
@@ -153,7 +169,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_json_knull(w, "policy");
     tag_or_null(w, "single_active_consumer_tag", qi.active_consumer);
     mgmt_json_kstr(w, "state", "running");
-    mgmt_json_kstr(w, "type", "classic");
+    mgmt_json_kstr(w, "type", queue_type_name(q));
     mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
     health(r, w, q, &qi);
     mgmt_json_end_obj(w);
