@@ -982,6 +982,7 @@ typedef struct queue_info {
     size_t memory;             /* bytes the queue's own structures use (not bodies) */
     uint64_t oldest_ready_ms;  /* server_now_ms clock, 0 = none */
     uint32_t delivery_counts[QUEUE_DC_BUCKETS];
+    uint64_t delivery_limit_dead; /* messages dead-lettered or dropped by the delivery limit */
     consumer *active_consumer; /* x-single-active-consumer, or NULL */
     consumer *exclusive_consumer;
     stats *stats;

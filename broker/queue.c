@@ -832,6 +832,7 @@ void queue_describe(queue *q, queue_info *out)
                         .ready_bytes = q->bytes,
                         .memory = memory,
                         .oldest_ready_ms = queue_oldest_ready_ms(q),
+                        .delivery_limit_dead = q->delivery_limit_dead,
                         .active_consumer = q->limits.single_active ? q->active : NULL,
                         .stats = &q->stats};
     queue_delivery_counts(q, out->delivery_counts);

@@ -145,6 +145,8 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
         mgmt_json_arr(w);
         mgmt_json_end_arr(w);
     }
+    /* Warren's: messages the delivery limit dead-lettered or dropped */
+    mgmt_json_kuint(w, "delivery_limit_dead_letters", qi.delivery_limit_dead);
     mgmt_json_kbool(w, "durable", queue_durable(q));
     mgmt_json_key(w, "effective_policy_definition");
     mgmt_json_obj(w);

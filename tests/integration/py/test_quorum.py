@@ -260,6 +260,17 @@ class WarrenOnly(QuorumBase):
         m, p, _ = self.get_within(dlq)
         self.assertEqual(p.headers["x-first-death-reason"], "delivery_limit")
 
+    def test_dead_letters_counted_in_api(self):
+        q = self.quorum(**{"x-delivery-limit": 0})
+        self.publish("", q, b"m")
+        h.sync(self.ch)
+        m, _, _ = self.get(q)
+        self.ch.basic_reject(m.delivery_tag, requeue=True)
+        host, port = h.mgmt_address()
+        req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s" % (host, port, q))
+        req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+        self.assertEqual(json.load(urllib.request.urlopen(req, timeout=5))["delivery_limit_dead_letters"], 1)
+
     def test_quorum_default_limit_is_20(self):
         src, dlq = self.dlq_pair({})
         self.publish("", src, b"m")
