@@ -48,6 +48,13 @@ class QuorumBase(h.BrokerTest):
         self.assertIsNotNone(m, "queue %s empty" % q)
         return m, p, b
 
+    def api_queue(self, q):
+        """The queue as GET /api/queues/%2F/<q> shows it."""
+        host, port = h.mgmt_address()
+        req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s" % (host, port, q))
+        req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+        return json.load(urllib.request.urlopen(req, timeout=5))
+
     def get_within(self, q, timeout=3.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -152,11 +159,7 @@ class QuorumRules(QuorumBase):
 
     def test_type_in_api(self):
         q = self.quorum()
-        host, port = h.mgmt_address()
-        time.sleep(0.2)
-        req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s" % (host, port, q))
-        req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
-        d = json.load(urllib.request.urlopen(req, timeout=5))
+        d = self.api_queue(q)
         self.assertEqual(d["type"], "quorum")
         self.assertEqual(d["members"], [d["leader"]])
         self.assertEqual(d["online"], [d["leader"]])
@@ -266,10 +269,7 @@ class WarrenOnly(QuorumBase):
         h.sync(self.ch)
         m, _, _ = self.get(q)
         self.ch.basic_reject(m.delivery_tag, requeue=True)
-        host, port = h.mgmt_address()
-        req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s" % (host, port, q))
-        req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
-        self.assertEqual(json.load(urllib.request.urlopen(req, timeout=5))["delivery_limit_dead_letters"], 1)
+        self.assertEqual(self.api_queue(q)["delivery_limit_dead_letters"], 1)
 
     def test_quorum_default_limit_is_20(self):
         src, dlq = self.dlq_pair({})
