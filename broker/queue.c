@@ -656,6 +656,14 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
             return true;
         }
     }
+    /* a quorum queue refuses once it is over its limit, so it takes the
+     * message that crosses it (RabbitMQ 3.10's rabbit_fifo) */
+    if (q->limits.type == QUEUE_TYPE_QUORUM && q->limits.overflow == QUEUE_REJECT_PUBLISH) {
+        if (over_limit(q)) {
+            msg_unref(m);
+            return false;
+        }
+    }
     uint64_t at = expiry_of(q, e.enqueued_at, e.expires_at);
     if (at && at <= now) { /* TTL 0 and nobody to take it */
         queue_dead_letter(q, e, "expired");
@@ -667,7 +675,8 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
         return false;
     }
     queue_item it;
-    while (over_limit(q)) {
+    while (over_limit(q) && !(q->limits.type == QUEUE_TYPE_QUORUM &&
+                              q->limits.overflow == QUEUE_REJECT_PUBLISH)) {
         if (q->limits.overflow == QUEUE_DROP_HEAD) {
             if (pop_front(q, &it))
                 queue_dead_letter(q, it, "maxlen");

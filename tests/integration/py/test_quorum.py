@@ -165,6 +165,28 @@ class QuorumRules(QuorumBase):
         self.assertEqual(d["online"], [d["leader"]])
 
 
+class QuorumOverflow(QuorumBase):
+    def test_reject_publish_nacks_once_over(self):
+        # 3.10 takes the message that crosses the limit and refuses the next ones
+        q = self.quorum(**{"x-max-length": 1, "x-overflow": "reject-publish"})
+        self.ch.confirm_delivery()
+        self.publish("", q, b"a")
+        self.publish("", q, b"b")
+        for b in (b"c", b"d"):
+            with self.assertRaises(pex.NackError):
+                self.publish("", q, b)
+        self.assertEqual([b for _, _, b in h.get_all(self.ch, q)], [b"a", b"b"])
+
+    def test_drop_head_dead_letters_maxlen(self):
+        src, dlq = self.dlq_pair({"x-max-length": 1, "x-overflow": "drop-head"})
+        for b in (b"a", b"b"):
+            self.publish("", src, b)
+        h.sync(self.ch)
+        m, p, b = self.get_within(dlq)
+        self.assertEqual((b, p.headers["x-death"][0]["reason"]), (b"a", "maxlen"))
+        self.assertEqual([b for _, _, b in h.get_all(self.ch, src)], [b"b"])
+
+
 class DeliveryLimit(QuorumBase):
     def test_reject_requeue_counts_then_dead_letters(self):
         src, dlq = self.dlq_pair({"x-delivery-limit": 2})
