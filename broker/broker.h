@@ -687,6 +687,8 @@ extern const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS];
  * (this delivery included) -- and later settles it. */
 void queue_delivery_held(queue *q, uint32_t count);
 void queue_delivery_settled(queue *q, uint32_t count);
+/* A delivery from `q` timed out (a consumer timeout), for its statistics. */
+void queue_consumer_timed_out(queue *q);
 /* Deliveries from `q` not yet acked, rejected or requeued. */
 uint32_t queue_unacked_count(const queue *q);
 /* How many of its messages -- ready ones by how often they were delivered
@@ -983,6 +985,7 @@ typedef struct queue_info {
     uint64_t oldest_ready_ms;  /* server_now_ms clock, 0 = none */
     uint32_t delivery_counts[QUEUE_DC_BUCKETS];
     uint64_t delivery_limit_dead; /* messages dead-lettered or dropped by the delivery limit */
+    uint64_t consumer_timeouts;   /* consumers cancelled or channels closed by consumer timeouts */
     consumer *active_consumer; /* x-single-active-consumer, or NULL */
     consumer *exclusive_consumer;
     stats *stats;

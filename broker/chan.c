@@ -459,6 +459,7 @@ void chan_tick(chan *ch, uint64_t now)
                 next = e->delivered_at + t;
             continue;
         }
+        queue_consumer_timed_out(e->q);
         if (!e->cons || server_config(conn_server(ch->c))->consumer_timeout_close_channel) {
             timed_out_close(ch, t);
             return; /* the channel is gone */

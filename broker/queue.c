@@ -106,6 +106,7 @@ struct queue {
     uint32_t next_seq; /* for the next message enqueued */
     uint32_t unacked;  /* deliveries not yet settled */
     uint64_t delivery_limit_dead; /* dead-lettered or dropped by x-delivery-limit */
+    uint64_t consumer_timeouts;   /* deliveries whose consumer timeout fired */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
     stats stats; /* management counters */
 };
@@ -219,6 +220,8 @@ void queue_delivery_settled(queue *q, uint32_t count)
 }
 
 uint32_t queue_unacked_count(const queue *q) { return q->unacked; }
+
+void queue_consumer_timed_out(queue *q) { q->consumer_timeouts++; }
 
 void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS])
 {
@@ -842,6 +845,7 @@ void queue_describe(queue *q, queue_info *out)
                         .memory = memory,
                         .oldest_ready_ms = queue_oldest_ready_ms(q),
                         .delivery_limit_dead = q->delivery_limit_dead,
+                        .consumer_timeouts = q->consumer_timeouts,
                         .active_consumer = q->limits.single_active ? q->active : NULL,
                         .stats = &q->stats};
     queue_delivery_counts(q, out->delivery_counts);

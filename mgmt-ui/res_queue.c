@@ -139,6 +139,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_json_kbool(w, "auto_delete", queue_auto_delete(q));
     if (one)
         consumer_details(r, w, q);
+    mgmt_json_kuint(w, "consumer_timeouts", qi.consumer_timeouts); /* Warren's */
     mgmt_json_kuint(w, "consumers", qi.consumers);
     if (one) {
         mgmt_json_key(w, "deliveries");

@@ -321,6 +321,7 @@ class WarrenOnly(QuorumBase):
         self.assertIn(other, slow.consumer_tags)
         m, p, b = self.get(q)  # requeued, at its place, counted
         self.assertEqual((b, m.redelivered, p.headers), (b"a", True, {"x-delivery-count": 1}))
+        self.assertEqual(self.api_queue(q)["consumer_timeouts"], 1)
 
     def test_consumer_timeout_queue_argument(self):
         q = self.quorum(**{"x-consumer-timeout": 300})
