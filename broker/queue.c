@@ -53,6 +53,12 @@
 #include "broker.h"
 #include "queue_internal.h"
 
+/* Quorum queue priorities (RabbitMQ 4.x): 0..4 normal, above high; while
+ * both wait, a normal message goes after every QUORUM_HIGH_RUN high ones,
+ * so the normal ones are not starved. */
+#define QUORUM_NORMAL_PRIORITY_MAX 4
+#define QUORUM_HIGH_RUN 2
+
 /* Messages this close to the head of a ring stay in RAM, so a consumer
  * that keeps up never waits for a read. */
 #define RESIDENT_SLOTS 64
@@ -104,6 +110,7 @@ struct queue {
     uint32_t nconsumers;
     uint32_t exclusive_consumers;
     uint32_t next_seq; /* for the next message enqueued */
+    uint32_t high_run; /* quorum: high-priority deliveries in a row */
     uint32_t unacked;  /* deliveries not yet settled */
     uint64_t delivery_limit_dead; /* dead-lettered or dropped by x-delivery-limit */
     uint64_t consumer_timeouts;   /* deliveries whose consumer timeout fired */
@@ -147,7 +154,8 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     /* validated by the caller; read again so slices point into q->args */
     q->eff_args = queue_arguments(q);
     queue_args_read(q->eff_args, &q->limits);
-    q->nlevels = q->limits.max_priority + 1u;
+    /* a quorum queue has RabbitMQ 4.x's two levels: priority 5 and up is high */
+    q->nlevels = q->limits.type == QUEUE_TYPE_QUORUM ? 2u : q->limits.max_priority + 1u;
     q->levels = calloc(q->nlevels, sizeof *q->levels);
     if (!q->levels) {
         free(q->args);
@@ -264,6 +272,8 @@ static bool ring_grow(ring *r)
  * maximum (0 when unset, as in RabbitMQ). */
 static uint8_t level_for(const queue *q, uint8_t p)
 {
+    if (q->limits.type == QUEUE_TYPE_QUORUM)
+        return p > QUORUM_NORMAL_PRIORITY_MAX;
     return p < q->nlevels ? p : (uint8_t)(q->nlevels - 1);
 }
 
@@ -398,12 +408,26 @@ static bool page_in_head(queue *q, ring *r)
     return n > 0;
 }
 
-/* Takes the head, reading it back if it was paged out; false when the
- * queue is empty. A message the journal cannot give back is skipped. */
-static bool pop_front(queue *q, queue_item *out)
+/* The ring the next delivery comes from: the head's, except in a quorum
+ * queue whose high level has had its run while normal messages wait. */
+static ring *next_ring(queue *q, bool deliver)
+{
+    ring *r = top(q);
+    if (!deliver || q->limits.type != QUEUE_TYPE_QUORUM)
+        return r;
+    if (r == &q->levels[1] && q->levels[0].count && q->high_run >= QUORUM_HIGH_RUN)
+        r = &q->levels[0];
+    q->high_run = r == &q->levels[1] ? q->high_run + 1 : 0;
+    return r;
+}
+
+/* Takes the head (for a delivery: the next to deliver), reading it back if
+ * it was paged out; false when the queue is empty. A message the journal
+ * cannot give back is skipped. */
+static bool pop_next(queue *q, queue_item *out, bool deliver)
 {
     while (q->count) {
-        ring *r = top(q);
+        ring *r = next_ring(q, deliver);
         if (ring_at(r, 0)->paged && !page_in_head(q, r)) {
             pop_slot(q, r, 0);
             continue;
@@ -419,6 +443,8 @@ static bool pop_front(queue *q, queue_item *out)
     }
     return false;
 }
+
+static bool pop_front(queue *q, queue_item *out) { return pop_next(q, out, false); }
 
 /* Drops every slot without reading anything back. */
 static void drop_all(queue *q)
@@ -629,7 +655,7 @@ void queue_dispatch(queue *q)
     queue_item it;
     while (q->count) {
         consumer *c = pick(q);
-        if (!c || !pop_front(q, &it))
+        if (!c || !pop_next(q, &it, true))
             break;
         deliver_to(q, c, it);
         expire_head(q);
@@ -720,7 +746,7 @@ bool queue_get(queue *q, queue_item *out)
 {
     queue_touch(q);
     expire_head(q);
-    if (!pop_front(q, out))
+    if (!pop_next(q, out, true))
         return false;
     expire_head(q);
     return true;

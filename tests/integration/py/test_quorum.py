@@ -293,6 +293,18 @@ class WarrenOnly(QuorumBase):
         self.ch.basic_reject(m.delivery_tag, requeue=True)
         self.assertEqual(self.api_queue(q)["delivery_limit_dead_letters"], 1)
 
+    def test_quorum_two_priorities(self):
+        # RabbitMQ 4.x: priority > 4 is high, the rest normal; a normal one
+        # goes after every two high ones while both wait
+        q = self.quorum()
+        for b in ("n0", "n1", "n2"):
+            self.publish("", q, b.encode(), properties=pika.BasicProperties(priority=4))
+        for b in ("h0", "h1", "h2", "h3"):
+            self.publish("", q, b.encode(), properties=pika.BasicProperties(priority=9))
+        h.sync(self.ch)
+        self.assertEqual([b.decode() for _, _, b in h.get_all(self.ch, q)],
+                         ["h0", "h1", "n0", "h2", "h3", "n1", "n2"])
+
     def test_quorum_default_limit_is_20(self):
         src, dlq = self.dlq_pair({})
         self.publish("", src, b"m")
