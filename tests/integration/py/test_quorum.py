@@ -421,9 +421,9 @@ class Durability(unittest.TestCase):
         self.assertEqual(ch.queue_declare("quorum.src", passive=True).method.message_count, 0)
         conn.close()
 
-    def test_classic_delivery_limit_policy(self):
-        """delivery-limit in a policy applies to classic queues too (3.10
-        skips them); policies set in the store, as test_policies does."""
+    def with_policy(self, pattern, definition):
+        """Restarts the broker with one policy in the store (the management
+        API cannot set policies yet; as test_policies does)."""
         from test_policies import table
         conn, ch = self.start()
         conn.close()
@@ -432,11 +432,15 @@ class Durability(unittest.TestCase):
         with db:
             db.execute("INSERT INTO policies (vhost, name, operator_policy, pattern, apply_to, priority, "
                        "definition) VALUES (?,?,?,?,?,?,?)",
-                       ("/", "dl", 0, "^pol\\.src$", "queues", 0,
-                        table({"delivery-limit": 1, "dead-letter-exchange": "",
-                               "dead-letter-routing-key": "pol.dlq"})))
+                       ("/", "p", 0, pattern, "queues", 0, table(definition)))
         db.close()
-        conn, ch = self.start()
+        return self.start()
+
+    def test_classic_delivery_limit_policy(self):
+        """delivery-limit in a policy applies to classic queues too (3.10
+        skips them)."""
+        conn, ch = self.with_policy("^pol\\.src$", {"delivery-limit": 1, "dead-letter-exchange": "",
+                                                    "dead-letter-routing-key": "pol.dlq"})
         ch.queue_declare("pol.dlq")
         ch.queue_declare("pol.src")
         ch.basic_publish("", "pol.src", b"m")
@@ -445,6 +449,17 @@ class Durability(unittest.TestCase):
             ch.basic_reject(m.delivery_tag, requeue=True)
         m, p, b = ch.basic_get("pol.dlq", auto_ack=True)
         self.assertEqual((b, p.headers["x-first-death-reason"]), (b"m", "delivery_limit"))
+        conn.close()
+
+    def test_consumer_timeout_policy(self):
+        conn, ch = self.with_policy("^pol\\.ct$", {"consumer-timeout": 300})
+        ch.queue_declare("pol.ct")
+        ch.basic_publish("", "pol.ct", b"m")
+        cancelled = []
+        ch.add_on_cancel_callback(lambda frame: cancelled.append(1))
+        ch.basic_consume("pol.ct", lambda *a: None)
+        h.wait_for(conn, lambda: cancelled, timeout=5)
+        self.assertEqual(cancelled, [1])
         conn.close()
 
     def test_clean_restart(self):
