@@ -172,3 +172,22 @@ def _(t):
     ch.basic_publish("", q, b"m")
     m, p, b = ch.basic_get(q, auto_ack=True)
     eq((b, p.delivery_mode), (b"m", None), "message")
+
+
+@scenario("queue.quorum_reject_publish_once_over", "pika")
+def _(t):
+    """3.10's quorum queue takes the message that crosses x-max-length and
+    nacks the ones after it."""
+    from pika import exceptions as pex
+    c, ch = setup(t)
+    q = quorum(t, ch, **{"x-max-length": 1, "x-overflow": "reject-publish"})
+    ch.confirm_delivery()
+    outcome = []
+    for b in (b"a", b"b", b"c"):
+        try:
+            ch.basic_publish("", q, b)
+            outcome.append("ack")
+        except pex.NackError:
+            outcome.append("nack")
+    eq(outcome, ["ack", "ack", "nack"], "confirms")
+    eq(ch.queue_declare(q, passive=True).method.message_count, 2, "queued")
