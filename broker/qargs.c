@@ -80,6 +80,12 @@ static int type_of_args(amqp_bytes args)
 
 static bool is_int_type(uint8_t t) { return t && strchr("bsIlBui", t); }
 
+static const char *unacceptable(const amqp_field *f, char *why, size_t whylen)
+{
+    snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
+    return why;
+}
+
 /* The Erlang term RabbitMQ prints for a rejected value, or NULL if fine. */
 static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes args, char *why,
                                size_t whylen)
@@ -106,10 +112,8 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
         return why;
     case ARG_STR:
     case ARG_DLRK:
-        if (f->type != 'S') {
-            snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
-            return why;
-        }
+        if (f->type != 'S')
+            return unacceptable(f, why, whylen);
         if (kind == ARG_DLRK && !amqp_table_get(args, "x-dead-letter-exchange", &(amqp_field){0})) {
             snprintf(why, whylen, "routing_key_but_no_dlx_defined");
             return why;
@@ -123,15 +127,10 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
         snprintf(why, whylen, "{invalid_overflow_value,%s}", v);
         return why;
     case ARG_BOOL:
-        if (f->type == 't')
-            return NULL;
-        snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
-        return why;
+        return f->type == 't' ? NULL : unacceptable(f, why, whylen);
     case ARG_TYPE:
-        if (f->type != 'S') {
-            snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
-            return why;
-        }
+        if (f->type != 'S')
+            return unacceptable(f, why, whylen);
         if (type_of(f) >= 0)
             return NULL;
         if (amqp_bytes_equal_cstr(f->v.bytes, "stream"))
@@ -141,10 +140,8 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
                      (int)(f->v.bytes.len > 64 ? 64 : f->v.bytes.len), (const char *)f->v.bytes.ptr);
         return why;
     case ARG_DLS:
-        if (f->type != 'S') {
-            snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
-            return why;
-        }
+        if (f->type != 'S')
+            return unacceptable(f, why, whylen);
         if (amqp_bytes_equal_cstr(f->v.bytes, "at-most-once") ||
             amqp_bytes_equal_cstr(f->v.bytes, "at-least-once"))
             return NULL;
