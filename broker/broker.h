@@ -564,6 +564,9 @@ uint64_t chan_oldest_unacked_ms(chan *ch);
 /* The housekeeping tick: consumer timeouts (see config.consumer_timeout_ms).
  * May close the channel with an error (conn_raise). */
 void chan_tick(chan *ch, uint64_t now_ms);
+/* A timeout that applies to the channel's deliveries changed (a policy):
+ * the next tick looks at them again. */
+void chan_timeouts_changed(chan *ch);
 
 /* ---- queues ------------------------------------------------------------- */
 

@@ -439,6 +439,8 @@ static void timed_out_cancel(chan *ch, consumer *cons, uint64_t timeout)
     dispatch_touched(ch, &t);
 }
 
+void chan_timeouts_changed(chan *ch) { ch->timeout_check_at = 0; }
+
 void chan_tick(chan *ch, uint64_t now)
 {
     if (!ch->ua_live || now < ch->timeout_check_at)

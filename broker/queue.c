@@ -603,6 +603,9 @@ bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
     limits.max_priority = q->limits.max_priority;
     limits.single_active = q->limits.single_active;
     uint8_t old_overflow = q->limits.overflow;
+    if (limits.consumer_timeout != q->limits.consumer_timeout)
+        for (consumer *c = q->consumers; c; c = c->q_next == q->consumers ? NULL : c->q_next)
+            chan_timeouts_changed(c->ch);
     free(q->policy_blob); /* nothing points into it once limits are replaced */
     q->policy_blob = blob;
     q->applied = next;
