@@ -652,6 +652,10 @@ bool queue_get(queue *q, queue_item *it);
 /* Dead-letters `it` (reason "rejected", "expired", "maxlen") to the queue's
  * x-dead-letter-exchange, or drops it; takes over it.m's reference. */
 void queue_dead_letter(queue *q, queue_item it, const char *reason);
+/* At-least-once dead-lettering found no queue for `it`: the queue keeps it
+ * (not ready, still in the journal) and dead-letters it again every
+ * second until a queue takes it; takes over it.m's reference. */
+void queue_hold_dead_letter(queue *q, queue_item it, const char *reason);
 /* Restarts the x-expires idle timer (declare, basic.get). */
 void queue_touch(queue *q);
 /* The limits in force: the arguments combined with the queue's policies. */
@@ -989,6 +993,8 @@ typedef struct queue_info {
     uint32_t delivery_counts[QUEUE_DC_BUCKETS];
     uint64_t delivery_limit_dead; /* messages dead-lettered or dropped by the delivery limit */
     uint64_t consumer_timeouts;   /* consumers cancelled or channels closed by consumer timeouts */
+    uint32_t dead_letters_held;   /* at-least-once dead letters waiting for a queue to take them */
+    uint64_t dead_letter_bytes_held; /* their body bytes */
     consumer *active_consumer; /* x-single-active-consumer, or NULL */
     consumer *exclusive_consumer;
     stats *stats;

@@ -83,7 +83,7 @@ static const policy_key keys[] = {
     {"dead-letter-routing-key", "dead letter routing key", V_STRING, NULL, false, ARG_WINS,
      NOT_STREAM, ON_QUEUE},
     {"dead-letter-strategy", "dead letter strategy", V_CHOICE, "at-most-once|at-least-once",
-     false, ARG_NONE, NOT_CLASSIC | NOT_STREAM, 0},
+     false, ARG_WINS, NOT_CLASSIC | NOT_STREAM, ON_QUEUE},
     /* RabbitMQ 3.10 skips classic queues here; Warren limits them too */
     {"delivery-limit", "delivery limit", V_NON_NEG, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
     {"expires", "queue expiry", V_POSITIVE, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},

@@ -220,9 +220,6 @@ void queue_args_read(amqp_bytes args, queue_args *out)
         out->delivery_limit = n < 0 ? -1 : n;
     if (amqp_table_get(args, "x-consumer-timeout", &f) && amqp_field_int(&f, &n) && n >= 0)
         out->consumer_timeout = n;
-    out->at_least_once = out->type == QUEUE_TYPE_QUORUM &&
-                         amqp_table_get(args, "x-dead-letter-strategy", &f) && f.type == 'S' &&
-                         amqp_bytes_equal_cstr(f.v.bytes, "at-least-once");
     if (amqp_table_get(args, "x-message-ttl", &f) && amqp_field_int(&f, &n))
         out->message_ttl = n;
     if (amqp_table_get(args, "x-expires", &f) && amqp_field_int(&f, &n))
@@ -247,6 +244,12 @@ void queue_args_read(amqp_bytes args, queue_args *out)
     out->has_dlrk = amqp_table_get(args, "x-dead-letter-routing-key", &f) && f.type == 'S';
     if (out->has_dlrk)
         out->dlrk = f.v.bytes;
+    /* RabbitMQ 3.10 keeps at-least-once only with reject-publish (else
+     * it falls back to at-most-once) and a dead-letter exchange */
+    out->at_least_once = out->type == QUEUE_TYPE_QUORUM && out->has_dlx &&
+                         out->overflow == QUEUE_REJECT_PUBLISH &&
+                         amqp_table_get(args, "x-dead-letter-strategy", &f) && f.type == 'S' &&
+                         amqp_bytes_equal_cstr(f.v.bytes, "at-least-once");
 }
 
 /* As RabbitMQ words it: "'1000'" when both sides have the argument, else

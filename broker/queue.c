@@ -86,6 +86,11 @@ typedef struct ring {
     uint32_t head, count, cap;
 } ring;
 
+struct held_dead_letter {
+    queue_item it;
+    const char *reason; /* a string literal */
+};
+
 struct queue {
     struct queue_link link; /* vhost bookkeeping; first member */
     vhost *v;
@@ -98,7 +103,9 @@ struct queue {
     uint8_t *policy_blob;   /* names, merged definition, effective arguments */
     policy_applied applied; /* slices of policy_blob; all empty without a policy */
     amqp_bytes eff_args;    /* args with the policies' values; args itself without */
-    struct event *ttl_timer, *idle_timer;
+    struct event *ttl_timer, *idle_timer, *dl_timer;
+    struct held_dead_letter *held; /* at-least-once dead letters nobody took yet */
+    uint32_t nheld, held_cap;
     uint64_t bytes; /* body bytes of ready messages */
     uint64_t store_id; /* the metadata row of a durable queue */
     uint32_t refs;
@@ -168,8 +175,19 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     return q;
 }
 
+static void drop_held(queue *q)
+{
+    for (uint32_t i = 0; i < q->nheld; i++)
+        msg_unref(q->held[i].it.m);
+    q->nheld = 0;
+}
+
 static void queue_free(queue *q)
 {
+    drop_held(q);
+    free(q->held);
+    if (q->dl_timer)
+        event_free(q->dl_timer);
     if (q->ttl_timer)
         event_free(q->ttl_timer);
     if (q->idle_timer)
@@ -531,6 +549,45 @@ void queue_touch(queue *q)
         evtimer_add(q->idle_timer, &tv);
 }
 
+/* ---- at-least-once dead letters ---------------------------------------- */
+
+static void dl_retry_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    queue *q = arg;
+    server_touch_clock(vhost_server(q->v));
+    struct held_dead_letter *batch = q->held;
+    uint32_t n = q->nheld;
+    q->held = NULL, q->nheld = q->held_cap = 0;
+    for (uint32_t i = 0; i < n; i++) /* one nobody takes comes back to q->held */
+        queue_dead_letter(q, batch[i].it, batch[i].reason);
+    free(batch);
+}
+
+void queue_hold_dead_letter(queue *q, queue_item it, const char *reason)
+{
+    if (q->deleted) {
+        msg_unref(it.m);
+        return;
+    }
+    if (q->nheld == q->held_cap) {
+        uint32_t cap = q->held_cap ? q->held_cap * 2 : 8;
+        struct held_dead_letter *grown = realloc(q->held, cap * sizeof *grown);
+        if (!grown) { /* kept in the journal: it comes back after a restart */
+            log_msg(LOG_ERROR, "queue '%s': out of memory holding a dead letter", q->link.name);
+            msg_unref(it.m);
+            return;
+        }
+        q->held = grown, q->held_cap = cap;
+    }
+    q->held[q->nheld++] = (struct held_dead_letter){it, reason};
+    if (!q->dl_timer)
+        q->dl_timer = evtimer_new(server_base(vhost_server(q->v)), dl_retry_fired, q);
+    struct timeval second = {1, 0};
+    if (q->dl_timer && !evtimer_pending(q->dl_timer, NULL))
+        evtimer_add(q->dl_timer, &second);
+}
+
 /* ---- policies ----------------------------------------------------------- */
 
 static bool same_name(const char *a, const char *b)
@@ -848,6 +905,9 @@ void queue_delete(queue *q)
         chan_consumer_cancelled(c->ch, c);
     }
     queue_purge(q);
+    drop_held(q);
+    if (q->dl_timer)
+        event_del(q->dl_timer);
     if (q->ttl_timer)
         event_del(q->ttl_timer);
     if (q->idle_timer)
@@ -875,9 +935,12 @@ void queue_describe(queue *q, queue_info *out)
                         .oldest_ready_ms = queue_oldest_ready_ms(q),
                         .delivery_limit_dead = q->delivery_limit_dead,
                         .consumer_timeouts = q->consumer_timeouts,
+                        .dead_letters_held = q->nheld,
                         .active_consumer = q->limits.single_active ? q->active : NULL,
                         .stats = &q->stats};
     queue_delivery_counts(q, out->delivery_counts);
+    for (uint32_t i = 0; i < q->nheld; i++)
+        out->dead_letter_bytes_held += msg_body_size(q->held[i].it.m);
     /* an exclusive consumer is its queue's only one */
     out->exclusive_consumer = q->exclusive_consumers ? q->consumers : NULL;
 }

@@ -110,12 +110,15 @@ static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
     mgmt_json_end_obj(w);
 }
 
-/* A quorum queue's members: this node, its leader, online. */
-static void quorum_fields(mgmt_req *r, mgmt_json *w, queue *q)
+/* A quorum queue's members (this node, its leader, online) and its
+ * at-least-once dead letters not yet taken by a queue. */
+static void quorum_fields(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
 {
     if (!queue_is_quorum(q))
         return;
     mgmt_json_kstr(w, "leader", server_node_name(r->s));
+    mgmt_json_kuint(w, "message_bytes_dlx", qi->dead_letter_bytes_held);
+    mgmt_json_kuint(w, "messages_dlx", qi->dead_letters_held);
     const char *keys[] = {"members", "online"};
     for (int i = 0; i < 2; i++) {
         mgmt_json_key(w, keys[i]);
@@ -160,7 +163,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
         mgmt_json_arr(w);
         mgmt_json_end_arr(w);
     }
-    quorum_fields(r, w, q);
+    quorum_fields(r, w, q, &qi);
     mgmt_json_kuint(w, "memory", qi.memory);
     mgmt_json_kuint(w, "message_bytes_ready", qi.ready_bytes);
     mgmt_message_stats(r, w, qi.stats, queue_stats_fields,

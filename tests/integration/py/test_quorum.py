@@ -293,6 +293,33 @@ class WarrenOnly(QuorumBase):
         self.ch.basic_reject(m.delivery_tag, requeue=True)
         self.assertEqual(self.api_queue(q)["delivery_limit_dead_letters"], 1)
 
+    def test_at_least_once_keeps_until_a_queue_takes_it(self):
+        dlq = h.unique("quorum.dlq")
+        self.track_queue(dlq)
+        src = self.quorum(**{"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish",
+                             "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        self.publish("", src, b"m")
+        h.sync(self.ch)
+        m, _, _ = self.get(src)
+        self.ch.basic_reject(m.delivery_tag, requeue=False)  # no queue takes it yet
+        self.assertEqual(self.count(src), 0)
+        d = self.api_queue(src)
+        self.assertEqual((d["messages_dlx"], d["message_bytes_dlx"]), (1, 1))
+        self.ch.queue_declare(dlq, durable=True)
+        m, p, b = self.get_within(dlq, timeout=5)
+        self.assertEqual((b, p.headers["x-death"][0]["reason"]), (b"m", "rejected"))
+        self.assertEqual(self.api_queue(src)["messages_dlx"], 0)
+
+    def test_at_least_once_needs_reject_publish(self):
+        # as 3.10: with drop-head the strategy falls back to at-most-once
+        src = self.quorum(**{"x-dead-letter-strategy": "at-least-once", "x-dead-letter-exchange": "",
+                             "x-dead-letter-routing-key": h.unique("nowhere")})
+        self.publish("", src, b"m")
+        h.sync(self.ch)
+        m, _, _ = self.get(src)
+        self.ch.basic_reject(m.delivery_tag, requeue=False)
+        self.assertEqual(self.api_queue(src)["messages_dlx"], 0)
+
     def test_quorum_two_priorities(self):
         # RabbitMQ 4.x: priority > 4 is high, the rest normal; a normal one
         # goes after every two high ones while both wait
