@@ -140,6 +140,13 @@ size_t msg_total_memory(void);
  * dead-letter); NULL on OOM. */
 msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
                    amqp_bytes properties);
+/* m's properties with the header x-delivery-count = count (RabbitMQ's
+ * quorum queue header: how often the message was returned), replacing one
+ * the publisher set, encoded into buf (cap bytes) or, when they do not
+ * fit, into *heap (malloc'd, the caller frees it). Returns their length, 0
+ * when they cannot be had. */
+size_t msg_delivery_count_properties(const msg *m, uint32_t count, uint8_t *buf, size_t cap,
+                                     uint8_t **heap);
 /* The same message with other properties (headers changed by the broker);
  * NULL on OOM. Properties slices need only live during the call. */
 msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);

@@ -280,42 +280,7 @@ static void forget_consumer(chan *ch, consumer *cons)
 
 /* ---- deliveries --------------------------------------------------------- */
 
-/* The delivery count header, as RabbitMQ's quorum queues send it: how often
- * the message was returned (requeued, or its channel or connection closed
- * while holding it), on every queue type. */
-#define DC_HEADER "x-delivery-count"
 #define DC_STACK 4096
-
-/* Encodes `m`'s properties with x-delivery-count = count (replacing one the
- * publisher set) into `buf`; 0 when they cannot be had (the delivery then
- * goes without the header). The caller frees *heap. */
-static size_t delivery_count_props(const msg *m, uint32_t count, uint8_t *buf, size_t cap,
-                                   uint8_t **heap)
-{
-    amqp_basic_properties p;
-    amqp_bytes raw = msg_properties(m);
-    if (amqp_properties_decode(raw, &p, NULL) != AMQP_OK)
-        return 0;
-    size_t need = 2 * ((size_t)raw.len + 64);
-    if (need > cap) {
-        if (!(*heap = malloc(need)))
-            return 0;
-        buf = *heap, cap = need;
-    }
-    uint8_t *hdr = buf + cap / 2;
-    amqp_writer w;
-    amqp_writer_init(&w, hdr, cap / 2);
-    size_t mark = amqp_table_begin(&w);
-    if (p.flags & AMQP_BASIC_HEADERS_FLAG)
-        amqp_put_entries_except(&w, p.headers, DC_HEADER);
-    amqp_put_field_long(&w, DC_HEADER, count);
-    amqp_table_end(&w, mark);
-    if (w.overflow)
-        return 0;
-    p.headers = (amqp_bytes){hdr + 4, (uint32_t)w.len - 4};
-    p.flags |= AMQP_BASIC_HEADERS_FLAG;
-    return amqp_properties_encode(&p, buf, cap / 2);
-}
 
 /* Sends a delivery or get-ok; a message returned before carries its count.
  * RabbitMQ 3.10's quorum queues also put x-delivery-count 0 on the first
@@ -327,7 +292,7 @@ static void send_counted(chan *ch, const amqp_method *m, queue_item it, bool alw
         return;
     }
     uint8_t local[DC_STACK], *heap = NULL;
-    size_t n = delivery_count_props(it.m, it.delivery_count, local, sizeof local, &heap);
+    size_t n = msg_delivery_count_properties(it.m, it.delivery_count, local, sizeof local, &heap);
     if (n)
         conn_send_content_props(ch->c, ch->number, m, it.m,
                                 (amqp_bytes){heap ? heap : local, (uint32_t)n});

@@ -670,6 +670,25 @@ int admin_bind(vhost *v, amqp_bytes source, bool dest_is_queue, amqp_bytes dest,
     return bind_to(v, source, d, key, args, bind, id, err);
 }
 
+/* Shows a message as basic.get would deliver it: with x-delivery-count
+ * when it was returned before (or from a quorum queue). */
+static void show(admin_get_fn fn, void *arg, queue *q, const queue_item *it)
+{
+    bool redelivered = it->delivery_count > 0 || it->maybe_delivered;
+    uint8_t local[1024], *heap = NULL;
+    size_t n = it->delivery_count || queue_is_quorum(q)
+                   ? msg_delivery_count_properties(it->m, it->delivery_count, local, sizeof local,
+                                                   &heap)
+                   : 0;
+    msg *copy = n ? msg_copy_with(it->m, msg_exchange(it->m), msg_routing_key(it->m),
+                                  (amqp_bytes){heap ? heap : local, (uint32_t)n})
+                  : NULL;
+    free(heap);
+    fn(arg, copy ? copy : it->m, redelivered, queue_ready_count(q));
+    if (copy)
+        msg_unref(copy);
+}
+
 /* Takes up to `count` messages, shows each, then settles them all: a
  * requeue puts them back newest first, so they keep their order. */
 int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, admin_get_fn fn,
@@ -685,7 +704,7 @@ int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, adm
     while (n < count && queue_get(q, &taken[n])) {
         queue_item *it = &taken[n++];
         queue_stats(q)->n[STAT_GET]++, vhost_stats(v)->n[STAT_GET]++;
-        fn(arg, it->m, it->delivery_count > 0 || it->maybe_delivered, queue_ready_count(q));
+        show(fn, arg, q, it);
         it->delivery_count++;
     }
     if (n == 0)

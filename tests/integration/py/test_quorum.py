@@ -261,6 +261,22 @@ class DeliveryLimit(QuorumBase):
         h.wait_for(self.conn, lambda: len(got) >= 3)
         self.assertEqual(got, [(False, None), (True, {"x-delivery-count": 1}), (True, {"x-delivery-count": 2})])
 
+    def test_management_get_shows_the_count(self):
+        q = self.quorum()
+        self.publish("", q, b"m")
+        h.sync(self.ch)
+        m, _, _ = self.get(q)
+        self.ch.basic_reject(m.delivery_tag, requeue=True)
+        host, port = h.mgmt_address()
+        body = json.dumps({"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}).encode()
+        req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s/get" % (host, port, q), data=body,
+                                     method="POST", headers={
+                                         "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+                                         "Content-Type": "application/json"})
+        got = json.load(urllib.request.urlopen(req, timeout=5))
+        self.assertEqual((got[0]["redelivered"], got[0]["properties"]["headers"]),
+                         (True, {"x-delivery-count": 1}))
+
     def test_dropped_without_dlx(self):
         q = self.quorum(**{"x-delivery-limit": 0})
         self.publish("", q, b"m")
