@@ -231,6 +231,22 @@ static bool set_segment_size(config *c, const char *v, char *why, size_t n)
     return parse_uint(v, 1u << 20, 1u << 30, &c->journal_segment_size, why, n);
 }
 
+/* consumer_timeout: ms, 0 = none (RabbitMQ's key, default 30 minutes). */
+static bool set_consumer_timeout(config *c, const char *v, char *why, size_t n)
+{
+    return parse_uint(v, 0, UINT64_MAX / 4, &c->consumer_timeout_ms, why, n);
+}
+
+static bool set_consumer_timeout_action(config *c, const char *v, char *why, size_t n)
+{
+    if (strcmp(v, "cancel_consumer") == 0 || strcmp(v, "close_channel") == 0) {
+        c->consumer_timeout_close_channel = v[1] == 'l';
+        return true;
+    }
+    snprintf(why, n, "'%s' is not one of cancel_consumer, close_channel", v);
+    return false;
+}
+
 static bool set_mgmt_port(config *c, const char *v, char *why, size_t n)
 {
     uint64_t x;
@@ -269,6 +285,8 @@ static const struct {
     {"log.console.level", set_log_level},
     {"data_dir", set_data_dir},
     {"handshake_timeout", set_handshake_timeout},
+    {"consumer_timeout", set_consumer_timeout},
+    {"consumer_timeout.action", set_consumer_timeout_action},
 };
 
 void config_defaults(config *c)
@@ -294,6 +312,7 @@ void config_defaults(config *c)
     c->journal_segment_size = 64u << 20;
     strcpy(c->mgmt_ip, "0.0.0.0");
     c->mgmt_port = 15672;
+    c->consumer_timeout_ms = 1800000;
 }
 
 /* Every setting as its rabbitmq.conf key; default_pass is left out. */
@@ -322,6 +341,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"max_message_size", c->max_message_size},
         {"journal.segment_size", c->journal_segment_size},
         {"management.tcp.port", (uint64_t)c->mgmt_port},
+        {"consumer_timeout", c->consumer_timeout_ms},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)nums[i].v);
@@ -338,6 +358,8 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     fn(arg, "log.level", levels[c->log_level]);
     fn(arg, "data_dir", c->data_dir);
     fn(arg, "journal.sync", syncs[c->journal_sync]);
+    fn(arg, "consumer_timeout.action",
+       c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");
 }
 
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,
