@@ -68,6 +68,7 @@ extern const mgmt_route mgmt_connection_routes[];
 extern const mgmt_route mgmt_exchange_routes[];
 extern const mgmt_route mgmt_queue_routes[];
 extern const mgmt_route mgmt_binding_routes[];
+extern const mgmt_route mgmt_definitions_routes[];
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
