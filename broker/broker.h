@@ -66,6 +66,7 @@ typedef struct config {
     char mgmt_ip[64];                   /* management.tcp.ip */
     int mgmt_port;                      /* management.tcp.port; 0 = a free port */
     bool mgmt_port_set;                 /* given in the file or --set, not the default */
+    char load_definitions[512];         /* a definitions file imported at every start; "" = none */
 } config;
 
 /* Sets RabbitMQ's defaults. */

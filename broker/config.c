@@ -93,6 +93,10 @@ static bool set_data_dir(config *c, const char *v, char *why, size_t n)
 {
     return copy_str(c->data_dir, sizeof c->data_dir, v, why, n);
 }
+static bool set_load_definitions(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->load_definitions, sizeof c->load_definitions, v, why, n);
+}
 
 /* "loopback_users = none": nobody is loopback-only, whatever else is set. */
 static bool set_loopback_users(config *c, const char *v, char *why, size_t n)
@@ -268,6 +272,7 @@ static const struct {
     {"log.level", set_log_level},
     {"log.console.level", set_log_level},
     {"data_dir", set_data_dir},
+    {"load_definitions", set_load_definitions},
     {"handshake_timeout", set_handshake_timeout},
 };
 
@@ -337,6 +342,8 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     }
     fn(arg, "log.level", levels[c->log_level]);
     fn(arg, "data_dir", c->data_dir);
+    if (c->load_definitions[0])
+        fn(arg, "load_definitions", c->load_definitions);
     fn(arg, "journal.sync", syncs[c->journal_sync]);
 }
 
