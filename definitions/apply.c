@@ -207,6 +207,7 @@ bool defs_apply(defs_ctx *c)
         json_decref(a.created);
         return defs_fail(c, "the metadata store could not begin a transaction (see the log)");
     }
+    log_msg(LOG_INFO, "definitions: validated; applying them in one transaction");
     bool ok = (c->only || (apply_vhosts_users(&a) && apply_permissions(&a))) &&
               apply_policies(&a) && apply_exchanges(&a) && apply_queues(&a) &&
               apply_bindings(&a);
