@@ -89,6 +89,10 @@ $(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
+$(B)/tests/unit/test_definitions_%: tests/unit/test_definitions_%.c $(B)/libwarren.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
 $(B)/tests/unit/test_mgmt_%: tests/unit/test_mgmt_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
