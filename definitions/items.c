@@ -91,6 +91,10 @@ static bool named(defs_ctx *c, const json_t *it, const char *section, size_t i, 
         return defs_fail(c, "%s: %s must be a string", position(where, sizeof where, section, i),
                          key);
     *name = json_string_value(json_object_get(it, key));
+    /* AMQP names are short strings; the store and messages rely on it */
+    if (json_string_length(json_object_get(it, key)) > 255)
+        return defs_fail(c, "%s: %s '%.40s...' is longer than 255 bytes",
+                         position(where, sizeof where, section, i), key, *name);
     return true;
 }
 

@@ -153,6 +153,12 @@ static void test_reserved_names(void **state)
     json_t *d = doc();
     json_object_set_new(item(d, "queues"), "name", json_string("amq.mine"));
     refused(d, "names starting with 'amq.' are reserved");
+    char longname[300];
+    memset(longname, 'n', 256);
+    longname[256] = 0;
+    d = doc();
+    json_object_set_new(item(d, "exchanges"), "name", json_string(longname));
+    refused(d, "exchanges[0]: name 'nnnn");
 }
 
 /* Valid: applies; the export shows it; a second import changes nothing. */
