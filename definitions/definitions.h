@@ -36,9 +36,10 @@ typedef struct defs_error {
  * permissions, topic_permissions, parameters, global_parameters, policies,
  * queues, exchanges, bindings; the per-vhost form has rabbit_version,
  * parameters, policies, queues, exchanges, bindings, without "vhost"
- * fields. Built-in exchanges (amq.*, the default one), exclusive queues
- * and the default exchange's implicit bindings are left out. Returns a new
- * reference (json_decref it), NULL on out-of-memory. */
+ * fields (except in policies, as RabbitMQ has it). Built-in exchanges
+ * (amq.*, the default one), exclusive queues and the default exchange's
+ * implicit bindings are left out. Returns a new reference (json_decref
+ * it), NULL on out-of-memory. */
 json_t *defs_export(server *s, vhost *only);
 
 /* Imports `doc` (a JSON object) into the whole broker, or into `only`:

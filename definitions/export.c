@@ -78,7 +78,8 @@ static void policy_row(void *arg, const policy_spec *p)
 {
     exporter *e = arg;
     json_t *o = json_object();
-    add_vhost_field(e, o, vhost_name(e->v));
+    /* RabbitMQ keeps a policy's vhost in the per-vhost form too */
+    json_object_set_new(o, "vhost", json_string(vhost_name(e->v)));
     json_object_set_new(o, "name", json_string(p->name));
     json_object_set_new(o, "pattern", json_string(p->pattern));
     json_object_set_new(o, "apply-to", json_string(p->apply_to ? p->apply_to : "all"));
