@@ -94,3 +94,21 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials)
     r->user.tags = tags_of(access_user_tag_flags(u));
     return true;
 }
+
+bool mgmt_vhost_allowed(mgmt_req *r, vhost *v)
+{
+    return (r->user.tags & TAG_ADMINISTRATOR) ||
+           access_find_perms(server_access(r->s), AMQP_CSTR(r->user.name),
+                             AMQP_CSTR(vhost_name(v))) != NULL;
+}
+
+bool mgmt_lists_all_vhosts(mgmt_req *r)
+{
+    return r->user.tags & (TAG_ADMINISTRATOR | TAG_MONITORING);
+}
+
+bool mgmt_sees_user(mgmt_req *r, const char *user)
+{
+    return (r->user.tags & (TAG_ADMINISTRATOR | TAG_MONITORING)) ||
+           strcmp(user, r->user.name) == 0;
+}

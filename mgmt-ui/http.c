@@ -6,7 +6,7 @@
  * (mgmt_console_serve: embedded files, ETag, CSP). An API request goes:
  * decode the path -> find its route in the tables (404 when
  * no pattern matches, 405 with Allow when only the method is wrong) ->
- * authenticate (401) -> check the route's tag (403) -> check the body size
+ * authenticate (401) -> check the route's tag (401, as RabbitMQ) -> check the body size
  * (413) -> the handler, which parses, checks, calls the broker and renders.
  * Every error body is built by mgmt_error. A handler that streams (a big
  * list) takes over the request; otherwise it is freed when the handler
@@ -53,7 +53,8 @@ int mgmt_port(const mgmt *m) { return m->port; }
 
 static const mgmt_route *const tables[] = {
     mgmt_overview_routes, mgmt_connection_routes, mgmt_exchange_routes,
-    mgmt_queue_routes,    mgmt_binding_routes,    mgmt_definitions_routes,
+    mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
+    mgmt_user_routes,     mgmt_permission_routes, mgmt_definitions_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */
@@ -260,8 +261,12 @@ const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap)
 vhost *mgmt_vhost_arg(mgmt_req *r, int i)
 {
     vhost *v = server_vhost(r->s, r->cap[i]);
-    if (!v)
+    if (!v) {
         mgmt_not_found(r);
+    } else if (!mgmt_vhost_allowed(r, v)) {
+        mgmt_error(r, 401, "not_authorised", "User not authorised to access virtual host");
+        v = NULL;
+    }
     return v;
 }
 
@@ -326,8 +331,8 @@ static bool admit(mgmt_req *r, const mgmt_route *rt)
         mgmt_error(r, 401, "not_authorized", had ? "Login failed" : "Not authorized");
         return false;
     }
-    if (!has_tag(&r->user, rt->tag)) {
-        mgmt_error(r, 403, "not_authorised", tag_refusal(rt->tag));
+    if (!has_tag(&r->user, rt->tag)) { /* 401 (not 403), as RabbitMQ 3.10 answers */
+        mgmt_error(r, 401, "not_authorised", tag_refusal(rt->tag));
         return false;
     }
     size_t body = evbuffer_get_length(evhttp_request_get_input_buffer(r->req));

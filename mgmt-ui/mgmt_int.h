@@ -68,6 +68,9 @@ extern const mgmt_route mgmt_connection_routes[];
 extern const mgmt_route mgmt_exchange_routes[];
 extern const mgmt_route mgmt_queue_routes[];
 extern const mgmt_route mgmt_binding_routes[];
+extern const mgmt_route mgmt_vhost_routes[];
+extern const mgmt_route mgmt_user_routes[];
+extern const mgmt_route mgmt_permission_routes[];
 extern const mgmt_route mgmt_definitions_routes[];
 
 /* The port the HTTP listener bound (http.c). */
@@ -77,6 +80,15 @@ int mgmt_port(const mgmt *m);
  * socket's local administrator). False when the request has no valid
  * credentials; *had_credentials says whether it carried any. */
 bool mgmt_authenticate(mgmt_req *r, bool *had_credentials);
+
+/* What the user may see, as RabbitMQ decides it (auth.c). An administrator
+ * sees every vhost and what is in it; anyone else only the vhosts where it
+ * has permissions. The vhost list itself also shows every vhost to a
+ * monitoring user, and connections and channels of other users are shown
+ * to administrators and monitoring users only. */
+bool mgmt_vhost_allowed(mgmt_req *r, vhost *v);
+bool mgmt_lists_all_vhosts(mgmt_req *r);
+bool mgmt_sees_user(mgmt_req *r, const char *user);
 
 /* ---- replies (http.c) ---------------------------------------------------- */
 
@@ -106,7 +118,9 @@ json_t *mgmt_body(mgmt_req *r);
 const char *mgmt_query(mgmt_req *r, const char *key);
 bool mgmt_query_true(mgmt_req *r, const char *key);
 
-/* The vhost named by capture i, or NULL (404 sent). */
+/* The vhost named by capture i, or NULL: 404 sent for an unknown one, 401
+ * "User not authorised to access virtual host" for one the user may not
+ * see (mgmt_vhost_allowed). */
 vhost *mgmt_vhost_arg(mgmt_req *r, int i);
 /* A capture as a NUL-terminated string in `buf` (bytes after a NUL cut). */
 const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
@@ -152,6 +166,21 @@ bool mgmt_body_bool(mgmt_req *r, json_t *body, const char *key, bool dflt, bool 
  * Replies 400 with the conversion's reason otherwise. */
 bool mgmt_body_table(mgmt_req *r, json_t *body, const char *key, uint8_t *buf, size_t cap,
                      amqp_bytes *out);
+
+/* ---- users, vhosts, permissions (res_vhost.c, res_perm.c) ------------------- */
+
+/* "tags" of a body, a comma-separated string or a list of strings, into
+ * out as "a,b" (spaces trimmed, empty tags dropped); absent is "".
+ * Replies 400 when it is neither or does not fit. */
+bool mgmt_body_tags(mgmt_req *r, json_t *body, char *out, size_t cap);
+/* A string field; absent or null gives dflt. Replies 400 otherwise. */
+bool mgmt_body_str(mgmt_req *r, json_t *body, const char *key, const char *dflt,
+                   const char **out);
+/* "key": [tags] of a comma-separated tag list. */
+void mgmt_tags_json(mgmt_json *w, const char *key, const char *csv);
+/* The permissions (or topic permissions) of `user` and/or `vhost` (NULL =
+ * any) as the 200 JSON array reply. */
+void mgmt_permissions_send(mgmt_req *r, const char *user, const char *vhost, bool topic);
 
 /* ---- bindings (res_binding.c) ---------------------------------------------- */
 

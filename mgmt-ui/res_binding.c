@@ -87,7 +87,7 @@ void mgmt_bindings_send(mgmt_req *r, vhost *v, const mgmt_binding_filter *f)
     walk k = {.w = w, .f = f};
     mgmt_json_arr(w);
     for (vhost *each = server_vhost_next(r->s, NULL); each; each = server_vhost_next(r->s, each)) {
-        if (v && each != v)
+        if ((v && each != v) || !mgmt_vhost_allowed(r, each))
             continue;
         k.v = each;
         walk_vhost(&k);

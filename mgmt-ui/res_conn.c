@@ -106,7 +106,7 @@ static void list_conns(mgmt_req *r, vhost *only)
         conn_info ci;
         double key = 0;
         conn_describe(server_conn_at(r->s, i), &ci);
-        if (only && strcmp(ci.vhost, vhost_name(only)) != 0)
+        if ((only && strcmp(ci.vhost, vhost_name(only)) != 0) || !mgmt_sees_user(r, ci.user))
             continue;
         bool has = conn_sort_key(&ci, sort, &key);
         mgmt_list_add(l, ci.vhost, AMQP_CSTR(ci.name), ci.id, key, has);
@@ -134,11 +134,25 @@ static conn *find_conn(mgmt_req *r, amqp_bytes name)
     return NULL;
 }
 
+/* Another user's connection for a user who may not see it: 401 sent. */
+static bool conn_refused(mgmt_req *r, conn *c)
+{
+    conn_info ci;
+    if (!c)
+        return false;
+    conn_describe(c, &ci);
+    if (mgmt_sees_user(r, ci.user))
+        return false;
+    mgmt_error(r, 401, "not_authorised", "User not authorised to access object");
+    return true;
+}
+
 static void get_conn(mgmt_req *r)
 {
     conn *c = find_conn(r, r->cap[0]);
     mgmt_list_item it = {.id = c ? conn_id(c) : 0};
-    mgmt_object_send(r, render_conn, &it);
+    if (!conn_refused(r, c))
+        mgmt_object_send(r, render_conn, &it);
 }
 
 static void delete_conn(mgmt_req *r)
@@ -148,6 +162,8 @@ static void delete_conn(mgmt_req *r)
         mgmt_not_found(r);
         return;
     }
+    if (conn_refused(r, c))
+        return;
     conn_force_close(c, evhttp_find_header(evhttp_request_get_input_headers(r->req), "X-Reason"));
     mgmt_send_empty(r, 204, NULL);
 }
@@ -257,7 +273,8 @@ static void list_chans(mgmt_req *r, vhost *only, conn *of)
         conn *c = server_conn_at(r->s, i);
         conn_info ci;
         conn_describe(c, &ci);
-        if ((of && c != of) || (only && strcmp(ci.vhost, vhost_name(only)) != 0))
+        if ((of && c != of) || (only && strcmp(ci.vhost, vhost_name(only)) != 0) ||
+            !mgmt_sees_user(r, ci.user))
             continue;
         add_channels(l, c);
     }
@@ -276,25 +293,27 @@ static void get_vhost_chans(mgmt_req *r)
 static void get_conn_chans(mgmt_req *r)
 {
     conn *c = find_conn(r, r->cap[0]);
-    if (c)
-        list_chans(r, NULL, c);
-    else
+    if (!c)
         mgmt_not_found(r);
+    else if (!conn_refused(r, c))
+        list_chans(r, NULL, c);
 }
 
 static void get_chan(mgmt_req *r)
 {
     mgmt_list_item it = {0};
+    conn *of = NULL;
     for (size_t i = 0; i < server_conn_count(r->s) && !it.id; i++) {
         conn *c = server_conn_at(r->s, i);
         for (uint32_t slot = 0; slot < conn_channel_slots(c) && !it.id; slot++) {
             chan *ch = conn_channel_at(c, slot);
             char name[200];
             if (ch && (chan_name(c, ch, name, sizeof name), amqp_bytes_equal_cstr(r->cap[0], name)))
-                it.id = CHAN_ID(c, chan_number(ch));
+                it.id = CHAN_ID(c, chan_number(ch)), of = c;
         }
     }
-    mgmt_object_send(r, render_chan, &it);
+    if (!conn_refused(r, of))
+        mgmt_object_send(r, render_chan, &it);
 }
 
 /* ---- consumers ---------------------------------------------------------- */
@@ -348,7 +367,8 @@ static void list_consumers(mgmt_req *r, vhost *only)
         conn *c = server_conn_at(r->s, i);
         conn_info ci;
         conn_describe(c, &ci);
-        if (only && strcmp(ci.vhost, vhost_name(only)) != 0)
+        vhost *v = server_vhost(r->s, AMQP_CSTR(ci.vhost));
+        if ((only && v != only) || !v || !mgmt_vhost_allowed(r, v))
             continue;
         for (uint32_t slot = 0; slot < conn_channel_slots(c); slot++) {
             chan *ch = conn_channel_at(c, slot);

@@ -87,7 +87,7 @@ static void list_exchanges(mgmt_req *r, vhost *only)
     if (!l)
         return;
     for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v)) {
-        if (only && v != only)
+        if ((only && v != only) || !mgmt_vhost_allowed(r, v))
             continue;
         collect c = {l, vhost_name(v), mgmt_list_query_of(l)->sort};
         route_foreach_exchange(vhost_routes(v), add_exchange, &c);

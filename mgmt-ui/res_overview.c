@@ -257,14 +257,10 @@ static void get_whoami(mgmt_req *r)
     mgmt_json *w = mgmt_reply(r);
     mgmt_json_obj(w);
     mgmt_json_kstr(w, "name", r->user.name);
-    mgmt_json_key(w, "tags");
-    mgmt_json_arr(w);
-    static const char *const names[] = {"management", "policymaker", "monitoring",
-                                        "administrator"};
-    for (int i = 0; i < 4; i++)
-        if (r->user.tags & (1u << i))
-            mgmt_json_str(w, names[i]);
-    mgmt_json_end_arr(w);
+    /* every tag as given, as RabbitMQ 3.10 lists them; the control
+     * socket's local administrator is no user */
+    const access_user *u = access_find_user(server_access(r->s), r->user.name);
+    mgmt_tags_json(w, "tags", u ? access_user_tags(u) : "administrator");
     mgmt_json_end_obj(w);
     mgmt_send(r, 200);
 }
@@ -281,17 +277,16 @@ static bool render_vhost(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
     mgmt_json_obj(w);
     mgmt_json_kbytes(w, "name", it->name);
     mgmt_json_kstr(w, "description", vhost_description(v));
-    mgmt_json_key(w, "tags");
-    mgmt_json_arr(w);
-    for (const char *tag = vhost_tags(v); *tag;) {
-        size_t n = strcspn(tag, ",");
-        if (n)
-            mgmt_json_bytes(w, (amqp_bytes){(const uint8_t *)tag, (uint32_t)n});
-        tag += n + (tag[n] == ',');
-    }
-    mgmt_json_end_arr(w);
+    mgmt_tags_json(w, "tags", vhost_tags(v));
     const char *dqt = vhost_default_queue_type(v);
     mgmt_json_kstr(w, "default_queue_type", *dqt ? dqt : "undefined");
+    mgmt_json_key(w, "metadata"); /* RabbitMQ 3.10's copy, with the type only when set */
+    mgmt_json_obj(w);
+    if (*dqt)
+        mgmt_json_kstr(w, "default_queue_type", dqt);
+    mgmt_json_kstr(w, "description", vhost_description(v));
+    mgmt_tags_json(w, "tags", vhost_tags(v));
+    mgmt_json_end_obj(w);
     mgmt_json_kbool(w, "tracing", vhost_tracing(v));
     mgmt_json_key(w, "cluster_state");
     mgmt_json_obj(w);
@@ -310,8 +305,10 @@ static void get_vhosts(mgmt_req *r)
     mgmt_list *l = mgmt_list_begin(r);
     if (!l)
         return;
+    bool all = mgmt_lists_all_vhosts(r);
     for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v))
-        mgmt_list_add(l, "", AMQP_CSTR(vhost_name(v)), 0, 0, false);
+        if (all || mgmt_vhost_allowed(r, v))
+            mgmt_list_add(l, "", AMQP_CSTR(vhost_name(v)), 0, 0, false);
     mgmt_list_send(r, l, render_vhost);
 }
 
@@ -417,7 +414,7 @@ const mgmt_route mgmt_overview_routes[] = {
     {EVHTTP_REQ_GET, "/api/nodes/{}", TAG_MONITORING, get_node},
     {EVHTTP_REQ_GET, "/api/whoami", TAG_MANAGEMENT, get_whoami},
     {EVHTTP_REQ_GET, "/api/vhosts", TAG_MANAGEMENT, get_vhosts},
-    {EVHTTP_REQ_GET, "/api/vhosts/{}", TAG_MANAGEMENT, get_vhost},
+    {EVHTTP_REQ_GET, "/api/vhosts/{}", TAG_ADMINISTRATOR, get_vhost}, /* as RabbitMQ 3.10 */
     {EVHTTP_REQ_GET, "/api/health/checks/alarms", TAG_MANAGEMENT, get_alarms},
     {EVHTTP_REQ_GET, "/api/health/checks/local-alarms", TAG_MANAGEMENT, get_alarms},
     {EVHTTP_REQ_GET, "/api/health/checks/virtual-hosts", TAG_MANAGEMENT, get_vhosts_health},

@@ -227,7 +227,7 @@ static void list_queues(mgmt_req *r, vhost *only)
     if (!l)
         return;
     for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v)) {
-        if (only && v != only)
+        if ((only && v != only) || !mgmt_vhost_allowed(r, v))
             continue;
         collect c = {r, l, vhost_name(v), mgmt_list_query_of(l)->sort};
         vhost_foreach_queue(v, add_queue, &c);

@@ -13,6 +13,8 @@
 #                                management) vs this build polled every second
 #   tests/bench/mgmt.sh instr    scenarios 1, 3: broker instructions per message
 #                                under callgrind, BASE_BIN vs this build
+#   tests/bench/mgmt.sh console  scenarios 1, 9: nothing watching vs chromium
+#                                holding the console open on the overview
 #   tests/bench/mgmt.sh all      the three in turn (ab only if BASE_BIN is set)
 #
 # Env: QUEUES=10000 ROUNDS=3 DURATION=4 WARREN_BIN PERF BASE_BIN RABBIT=1
