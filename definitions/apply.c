@@ -145,6 +145,10 @@ static bool apply_queues(applier *a)
         if (admin_queue_declare(v, &q, &made, &err) != AMQP_OK)
             return defs_fail(c, "%s: %s", what, err.text);
         created(a, "queue", vh, (const char *)q.name.ptr);
+        /* the declare logs a refused store write and goes on; an import
+         * must not commit without the row */
+        if (queue_durable(made) && !queue_store_id(made))
+            return defs_fail(c, "%s: the store refused it (see the log)", what);
         a->counts[N_QUEUES]++;
     }
     return true;

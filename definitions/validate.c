@@ -152,8 +152,11 @@ static bool check_exchanges(defs_ctx *c)
             return defs_fail(c, "%s: the default exchange cannot be declared", what);
         if (amqp_table_get(x.arguments, "alternate-exchange", &f) && f.type != 'S')
             return defs_fail(c, "%s: alternate-exchange must be a string", what);
-        json_object_set_new(c->exchanges, defs_key(key, sizeof key, vh, (const char *)x.name.ptr),
-                            json_stringn((const char *)x.type.ptr, x.type.len));
+        /* the first declaration counts: application skips what exists */
+        defs_key(key, sizeof key, vh, (const char *)x.name.ptr);
+        if (!json_object_get(c->exchanges, key))
+            json_object_set_new(c->exchanges, key,
+                                json_stringn((const char *)x.type.ptr, x.type.len));
     }
     return true;
 }
@@ -213,16 +216,17 @@ static bool check_queues(defs_ctx *c)
     return true;
 }
 
-/* The type of exchange `name` in `vh` (document first, then broker), or
- * NULL when it is in neither. */
+/* The type exchange `name` in `vh` will have -- the broker's when it
+ * exists (an import keeps it), else the document's -- or NULL when it is
+ * in neither. */
 static const char *exchange_type(defs_ctx *c, const char *vh, const char *name)
 {
     char key[600];
-    const char *t = json_string_value(json_object_get(c->exchanges,
-                                                      defs_key(key, sizeof key, vh, name)));
-    vhost *v = t ? NULL : server_vhost(c->s, AMQP_CSTR(vh));
+    vhost *v = server_vhost(c->s, AMQP_CSTR(vh));
     route_exchange *ex = v ? route_exchange_find(vhost_routes(v), AMQP_CSTR(name)) : NULL;
-    return t ? t : ex ? route_type_name(route_exchange_type(ex)) : NULL;
+    if (ex)
+        return route_type_name(route_exchange_type(ex));
+    return json_string_value(json_object_get(c->exchanges, defs_key(key, sizeof key, vh, name)));
 }
 
 static bool check_destination(defs_ctx *c, const defs_binding *b, const char *what)

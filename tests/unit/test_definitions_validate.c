@@ -3,6 +3,8 @@
  * again without change. Runs against a real server (fresh data dir). */
 #include "test_broker_util.h"
 
+#include <sqlite3.h>
+
 #include "../../definitions/definitions.h"
 
 /* A document with one of everything, in vhost "dv". */
@@ -191,6 +193,62 @@ static void test_apply_export_reimport(void **state)
     assert_true(access_delete_user(server_access(srv), "du", why, sizeof why));
 }
 
+/* Validation passes but the store refuses a row half-way (a trigger
+ * stands in for a store error): the import fails and what it had done is
+ * undone -- in memory and in the store. */
+static void test_store_failure_undone(void **state)
+{
+    (void)state;
+    char path[128], *why = NULL;
+    sqlite3 *db;
+    snprintf(path, sizeof path, "%s/metadata.db", dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TRIGGER boom BEFORE INSERT ON queues WHEN "
+                                      "NEW.name = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END;",
+                                  NULL, NULL, &why),
+                     SQLITE_OK);
+    json_t *d = doc();
+    json_array_append_new(json_object_get(d, "queues"),
+                          json_pack("{s:s,s:s,s:b}", "name", "boom", "vhost", "dv", "durable", 1));
+    refused(d, "queue 'boom' in vhost 'dv': the store refused it");
+    assert_null(access_find_user(server_access(srv), "du"));
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM vhosts WHERE name = 'dv') "
+                                            "+ (SELECT count(*) FROM queues WHERE vhost = 'dv') "
+                                            "+ (SELECT count(*) FROM users WHERE name = 'du')",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_exec(db, "DROP TRIGGER boom", NULL, NULL, &why), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* An exchange the broker has keeps its type: a binding is checked against
+ * that one, not the document's redeclaration. */
+static void test_existing_exchange_type_counts(void **state)
+{
+    (void)state;
+    json_t *d = json_loads("{\"exchanges\":[{\"name\":\"hx\",\"vhost\":\"/\",\"type\":"
+                           "\"headers\"}]}", 0, NULL);
+    defs_error err;
+    assert_true(defs_import(srv, d, NULL, &err));
+    json_decref(d);
+    d = json_loads("{\"exchanges\":[{\"name\":\"hx\",\"vhost\":\"/\",\"type\":\"direct\"}],"
+                   "\"queues\":[{\"name\":\"hq\",\"vhost\":\"/\"}],"
+                   "\"bindings\":[{\"source\":\"hx\",\"vhost\":\"/\",\"destination\":\"hq\","
+                   "\"destination_type\":\"queue\",\"arguments\":{\"x-match\":\"some\"}}]}",
+                   0, NULL);
+    assert_false(defs_import(srv, d, NULL, &err));
+    json_decref(d);
+    assert_non_null(strstr(err.reason, "x-match must be all, any"));
+    amqp_error aerr;
+    assert_int_equal(admin_exchange_delete(server_vhost(srv, AMQP_CSTR("/")), AMQP_CSTR("hx"), false,
+                                           &aerr),
+                     AMQP_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +263,8 @@ int main(void)
         cmocka_unit_test(test_unknown_vhost),
         cmocka_unit_test(test_reserved_names),
         cmocka_unit_test(test_apply_export_reimport),
+        cmocka_unit_test(test_store_failure_undone),
+        cmocka_unit_test(test_existing_exchange_type_counts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
