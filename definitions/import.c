@@ -78,7 +78,7 @@ static bool syntax_error(defs_error *err, const json_error_t *je)
 bool defs_import_text(server *s, const char *text, size_t len, vhost *only, defs_error *err)
 {
     json_error_t je;
-    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *doc = json_loadb(text, len, 0, &je);
     if (!doc)
         return syntax_error(err, &je);
     bool ok = defs_import(s, doc, only, err);
@@ -89,7 +89,7 @@ bool defs_import_text(server *s, const char *text, size_t len, vhost *only, defs
 bool defs_import_file(server *s, const char *path, defs_error *err)
 {
     json_error_t je;
-    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *doc = json_load_file(path, 0, &je);
     if (!doc) {
         /* jansson reports an unreadable file at line -1 */
         if (je.line < 0) {
