@@ -20,18 +20,20 @@ static void usage(void)
                     "(load_definitions = FILE)\n");
 }
 
-/* load_definitions: the file is imported before any client is served; a
- * file that cannot be read, parsed or validated stops the start. */
+/* load_definitions: the file (or a directory's *.json files) is imported
+ * before any client is served; one that cannot be read, parsed or
+ * validated stops the start. */
 static bool load_definitions(server *s, const char *path)
 {
     defs_error err;
-    if (!*path || defs_import_file(s, path, &err))
+    char file[1024];
+    if (!*path || defs_import_file(s, path, &err, file, sizeof file))
         return true;
     if (err.line)
-        log_msg(LOG_ERROR, "load_definitions %s:%d:%d: %s", path, err.line, err.column,
+        log_msg(LOG_ERROR, "load_definitions %s:%d:%d: %s", file, err.line, err.column,
                 err.reason);
     else
-        log_msg(LOG_ERROR, "load_definitions %s: %s", path, err.reason);
+        log_msg(LOG_ERROR, "load_definitions %s: %s", file, err.reason);
     return false;
 }
 

@@ -56,9 +56,13 @@ bool defs_import(server *s, const json_t *doc, vhost *only, defs_error *err);
 bool defs_import_text(server *s, const char *text, size_t len, vhost *only, defs_error *err);
 
 /* Start-up (`load_definitions`, `--definitions`): reads and imports the
- * file. false with the reason in `err` when it cannot be read, does not
- * parse (line and column set) or does not validate. */
-bool defs_import_file(server *s, const char *path, defs_error *err);
+ * file -- or, for a directory, each of its *.json files in name order, each
+ * in its own transaction, stopping at the first that fails. false with the
+ * reason in `err` when one cannot be read, does not parse (line and column
+ * set) or does not validate; `failed` (failedlen bytes) then names that
+ * file. */
+bool defs_import_file(server *s, const char *path, defs_error *err, char *failed,
+                      size_t failedlen);
 
 /* Only checks: what defs_import would refuse, without changing anything. */
 bool defs_validate(server *s, const json_t *doc, vhost *only, defs_error *err);

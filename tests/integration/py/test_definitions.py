@@ -342,6 +342,22 @@ class BootLoad(unittest.TestCase):
         self.assertEqual(len(b2.export("defs.v")["bindings"]), 3)
         self.assertIn("importing definitions from " + path, log)
 
+    def test_directory_of_files_in_name_order(self):
+        d = tempfile.mkdtemp(prefix="warren-defs-dir-")
+        self.addCleanup(shutil.rmtree, d, True)
+        with open(os.path.join(d, "1-vhosts.json"), "w") as f:
+            json.dump({"vhosts": [{"name": "dir.v"}]}, f)
+        with open(os.path.join(d, "2-queues.json"), "w") as f:
+            json.dump({"queues": [{"name": "dir.q", "vhost": "dir.v", "durable": True}]}, f)
+        with open(os.path.join(d, "notes.txt"), "w") as f:
+            f.write("not json")
+        b = Broker(self, "load_definitions=%s" % d)
+        self.assertEqual([q["name"] for q in b.export("dir.v")["queues"]], ["dir.q"])
+        with open(os.path.join(d, "3-bad.json"), "w") as f:
+            f.write("{")
+        err = self.start_failing("--definitions", d)
+        self.assertIn("load_definitions %s/3-bad.json:1:1: JSON syntax error" % d, err)
+
     def start_failing(self, *args):
         data = tempfile.mkdtemp(prefix="warren-itest-defs-")
         self.addCleanup(shutil.rmtree, data, True)
