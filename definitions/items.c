@@ -146,9 +146,10 @@ bool defs_read_user(defs_ctx *c, const json_t *it, size_t i, access_user_spec *u
     u->password = json_string_value(pw);
     if (!u->password && !read_str(c, it, "password_hash", "", &u->password_hash, what))
         return false;
+    u->tags = tags;
     return read_str(c, it, "hashing_algorithm", ACCESS_HASH_SHA256, &u->hashing_algorithm,
                     what) &&
-           read_tags(c, json_object_get(it, "tags"), tags, cap, what) && (u->tags = tags);
+           read_tags(c, json_object_get(it, "tags"), tags, cap, what);
 }
 
 bool defs_read_vhost(defs_ctx *c, const json_t *it, size_t i, meta_vhost *v, char *tags,
@@ -162,8 +163,9 @@ bool defs_read_vhost(defs_ctx *c, const json_t *it, size_t i, meta_vhost *v, cha
      * "metadata". Both forms are read. */
     const json_t *md = json_object_get(it, "metadata");
     const json_t *src = json_is_object(md) ? md : it;
+    v->tags = tags;
     return read_str(c, src, "description", "", &v->description, what) &&
-           read_tags(c, json_object_get(src, "tags"), tags, cap, what) && (v->tags = tags) &&
+           read_tags(c, json_object_get(src, "tags"), tags, cap, what) &&
            read_str(c, src, "default_queue_type", "", &v->default_queue_type, what) &&
            read_bool(c, it, "tracing", false, &v->tracing, what);
 }
