@@ -2277,10 +2277,10 @@ static const char body_23[] =
     "  return { refresh: table.refresh, title: 'Queues' };\n"
     "}\n";
 
-/* /js/session.js (1231 bytes) */
+/* /js/session.js (1260 bytes) */
 static const char body_24[] =
     "// Who is logged in and what they may do. The tags decide what the console\n"
-    "// offers; the API decides what is allowed (it refuses with 403 whatever the\n"
+    "// offers; the API decides what is allowed (it refuses with 401 not_authorised, as RabbitMQ, whatever the\n"
     "// console shows), so hiding a button is a courtesy, not the protection.\n"
     "\n"
     "export const MGMT_TAGS = ['management', 'policymaker', 'monitoring', 'administrator'];\n"
@@ -2941,7 +2941,7 @@ static const mgmt_asset assets[] = {
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 5281, "\"4f1afb1836addf726ef6\""},
     {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 11037, "\"1f9cfc932aa58839b912\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2658, "\"b491677e8aa42d728bbb\""},
-    {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 1231, "\"6bec316a4311c1103761\""},
+    {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 1260, "\"5bfc3f417e143a7b1096\""},
     {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 10021, "\"5ba6c4e60a698e2f3a7b\""},
     {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 6690, "\"d62b5245a7dc1548caaf\""},
     {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 5397, "\"96059292a9cafcdb87a8\""},

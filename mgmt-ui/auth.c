@@ -72,6 +72,7 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials)
     if (!h && r->control) {
         snprintf(r->user.name, sizeof r->user.name, "warrenctl");
         r->user.tags = TAG_ADMINISTRATOR;
+        r->user.local = true;
         return true;
     }
     if (!h || strncasecmp(h, "Basic ", 6) != 0)
@@ -100,6 +101,24 @@ bool mgmt_vhost_allowed(mgmt_req *r, vhost *v)
     return (r->user.tags & TAG_ADMINISTRATOR) ||
            access_find_perms(server_access(r->s), AMQP_CSTR(r->user.name),
                              AMQP_CSTR(vhost_name(v))) != NULL;
+}
+
+int mgmt_permission(mgmt_req *r, vhost *v, access_kind kind, amqp_bytes name)
+{
+    if (r->user.local)
+        return 1;
+    access_control *a = server_access(r->s);
+    const access_perms *p =
+        access_find_perms(a, AMQP_CSTR(r->user.name), AMQP_CSTR(vhost_name(v)));
+    return !p ? -1 : access_allowed(a, p, kind, name);
+}
+
+bool mgmt_permission_check(mgmt_req *r, vhost *v, access_kind kind, amqp_bytes name)
+{
+    if (mgmt_permission(r, v, kind, name) == 1)
+        return true;
+    mgmt_error(r, 401, "not_authorised", "Access refused.");
+    return false;
 }
 
 bool mgmt_lists_all_vhosts(mgmt_req *r)

@@ -7,7 +7,7 @@
  * decode the path -> find its route in the tables (404 when
  * no pattern matches, 405 with Allow when only the method is wrong) ->
  * authenticate (401) -> check the route's tag (401, as RabbitMQ) -> check the body size
- * (413) -> the handler, which parses, checks, calls the broker and renders.
+ * (400, as RabbitMQ) -> the handler, which parses, checks, calls the broker and renders.
  * Every error body is built by mgmt_error. A handler that streams (a big
  * list) takes over the request; otherwise it is freed when the handler
  * returns.
@@ -104,12 +104,19 @@ void mgmt_send_empty(mgmt_req *r, int status, const char *location)
     evhttp_send_reply(r->req, status, status_text(status), NULL);
 }
 
-void mgmt_error(mgmt_req *r, int status, const char *error, const char *reason)
+/* Throws away what a handler wrote before it failed; the writer flushes
+ * its buffer when freed, so it goes first. */
+static void reset_reply(mgmt_req *r)
 {
-    if (r->out)
-        evbuffer_drain(r->out, evbuffer_get_length(r->out));
     mgmt_json_free(r->w);
     r->w = NULL;
+    if (r->out)
+        evbuffer_drain(r->out, evbuffer_get_length(r->out));
+}
+
+void mgmt_error(mgmt_req *r, int status, const char *error, const char *reason)
+{
+    reset_reply(r);
     mgmt_json *w = mgmt_reply(r);
     mgmt_json_obj(w);
     mgmt_json_kstr(w, "error", error);
@@ -169,10 +176,7 @@ static void put_jansson(mgmt_json *w, const json_t *v)
 
 void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str)
 {
-    if (r->out)
-        evbuffer_drain(r->out, evbuffer_get_length(r->out));
-    mgmt_json_free(r->w);
-    r->w = NULL;
+    reset_reply(r);
     mgmt_json *w = mgmt_reply(r);
     mgmt_json_obj(w);
     mgmt_json_kstr(w, "error", "bad_request");
@@ -231,10 +235,15 @@ json_t *mgmt_body(mgmt_req *r)
     if (n == 0)
         return r->body = json_object();
     json_error_t e;
-    r->body = json_loadb((const char *)evbuffer_pullup(in, -1), n, 0, &e);
+    r->body = json_loadb((const char *)evbuffer_pullup(in, -1), n, JSON_DECODE_ANY, &e);
     if (!r->body) {
         mgmt_errorf(r, 400, "bad_request", "not_json: %s (line %d, column %d)", e.text, e.line,
                     e.column);
+        return NULL;
+    }
+    if (json_is_string(r->body)) { /* RabbitMQ's own words for this mistake */
+        mgmt_error(r, 400, "bad_request", "invalid payload: the request body JSON-decoded to a "
+                                          "string. Is the input doubly-JSON-encoded?");
         return NULL;
     }
     if (!json_is_object(r->body)) {
@@ -258,6 +267,14 @@ const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap)
     return buf;
 }
 
+bool mgmt_cap_name(mgmt_req *r, int i, char *buf, size_t cap)
+{
+    if (r->cap[i].len >= cap || memchr(r->cap[i].ptr, 0, r->cap[i].len))
+        return false;
+    mgmt_cap_str(r, i, buf, cap);
+    return true;
+}
+
 vhost *mgmt_vhost_arg(mgmt_req *r, int i)
 {
     vhost *v = server_vhost(r->s, r->cap[i]);
@@ -268,6 +285,14 @@ vhost *mgmt_vhost_arg(mgmt_req *r, int i)
         v = NULL;
     }
     return v;
+}
+
+vhost *mgmt_vhost_arg_declare(mgmt_req *r, int i)
+{
+    if (server_vhost(r->s, r->cap[i]))
+        return mgmt_vhost_arg(r, i);
+    mgmt_error(r, 404, "not_found", "vhost_not_found");
+    return NULL;
 }
 
 /* ?msg_rates_age=60&msg_rates_incr=5 (seconds; RabbitMQ caps samples). */
@@ -337,8 +362,7 @@ static bool admit(mgmt_req *r, const mgmt_route *rt)
     }
     size_t body = evbuffer_get_length(evhttp_request_get_input_buffer(r->req));
     if (body > MGMT_MAX_BODY) {
-        mgmt_errorf(r, 413, "payload_too_large", "request body of %zu bytes is over the limit of %u",
-                    body, MGMT_MAX_BODY);
+        mgmt_error(r, 400, "bad_request", "Exceeded HTTP request body size limit");
         return false;
     }
     return true;

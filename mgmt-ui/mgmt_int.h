@@ -21,6 +21,7 @@ enum {
 typedef struct mgmt_user {
     char name[128];
     unsigned tags;
+    bool local; /* the control socket's local administrator (no user) */
 } mgmt_user;
 
 /* A sampling window from ?msg_rates_age=&msg_rates_incr= (seconds). */
@@ -29,7 +30,10 @@ typedef struct mgmt_window {
 } mgmt_window;
 
 #define MGMT_PATH_BUF 2048
-#define MGMT_MAX_BODY (20u << 20) /* larger bodies get 413 */
+/* Larger bodies get RabbitMQ 3.10's 400 "Exceeded HTTP request body size
+ * limit": it reads 8,000,000 bytes (cowboy's default) and refuses what is
+ * left over (a body a few KB longer may pass there, from the last read). */
+#define MGMT_MAX_BODY 8000000u
 
 typedef struct mgmt_req {
     mgmt *m;
@@ -89,6 +93,14 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials);
 bool mgmt_vhost_allowed(mgmt_req *r, vhost *v);
 bool mgmt_lists_all_vhosts(mgmt_req *r);
 bool mgmt_sees_user(mgmt_req *r, const char *user);
+/* Whether the user's permissions in v allow `kind` on resource `name`
+ * ("" = the default exchange): 1 yes, 0 no, -1 no permissions in v at all.
+ * RabbitMQ checks them for every change made through the API, an
+ * administrator's too; the local administrator is not checked. */
+int mgmt_permission(mgmt_req *r, vhost *v, access_kind kind, amqp_bytes name);
+/* mgmt_permission, replying 401 "Access refused." (RabbitMQ's words) and
+ * returning false unless it is 1. */
+bool mgmt_permission_check(mgmt_req *r, vhost *v, access_kind kind, amqp_bytes name);
 
 /* ---- replies (http.c) ---------------------------------------------------- */
 
@@ -122,8 +134,14 @@ bool mgmt_query_true(mgmt_req *r, const char *key);
  * "User not authorised to access virtual host" for one the user may not
  * see (mgmt_vhost_allowed). */
 vhost *mgmt_vhost_arg(mgmt_req *r, int i);
+/* The same for a declaration (PUT of a queue or exchange), where RabbitMQ
+ * answers an unknown vhost with 404 {"error":"not_found","reason":"vhost_not_found"}. */
+vhost *mgmt_vhost_arg_declare(mgmt_req *r, int i);
 /* A capture as a NUL-terminated string in `buf` (bytes after a NUL cut). */
 const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
+/* Capture i as a user or vhost name in `buf`: false when it holds a NUL or
+ * does not fit, so it names nothing (a cut name would name another). */
+bool mgmt_cap_name(mgmt_req *r, int i, char *buf, size_t cap);
 
 /* ---- lists (stream.c) ----------------------------------------------------- */
 

@@ -35,13 +35,20 @@ typedef struct walk {
     bool found;
 } walk;
 
+/* The path names a properties key either as listed ("a.%23", the path
+ * segment encoded once) or decoded ("a.#", sent as "a.%23"): RabbitMQ
+ * takes both. */
 static bool props_match(const walk *k, amqp_bytes key, amqp_bytes args)
 {
-    char props[1024];
+    char props[1024], decoded[1024];
+    amqp_bytes seg;
     if (!k->props)
         return true;
     mgmt_props_key(key, args, props, sizeof props);
-    return strcmp(props, k->props) == 0;
+    if (strcmp(props, k->props) == 0)
+        return true;
+    return mgmt_path_decode(props, decoded, sizeof decoded, &seg, 1) == 1 &&
+           amqp_bytes_equal_cstr(seg, k->props);
 }
 
 static void default_binding(void *arg, queue *q)
@@ -143,6 +150,14 @@ static void get_pair(mgmt_req *r, bool to_queue)
 static void get_eq(mgmt_req *r) { get_pair(r, true); }
 static void get_ee(mgmt_req *r) { get_pair(r, false); }
 
+/* As queue.bind / exchange.bind: write on the destination, read on the
+ * source (replies 401 when refused). */
+static bool binding_allowed(mgmt_req *r, vhost *v, amqp_bytes src)
+{
+    return mgmt_permission_check(r, v, ACCESS_WRITE, r->cap[2]) &&
+           mgmt_permission_check(r, v, ACCESS_READ, src);
+}
+
 static void post_pair(mgmt_req *r, bool to_queue)
 {
     vhost *v = mgmt_vhost_arg(r, 0);
@@ -159,6 +174,8 @@ static void post_pair(mgmt_req *r, bool to_queue)
         return;
     amqp_bytes src = amqp_bytes_equal_cstr(r->cap[1], "amq.default") ? AMQP_CSTR("") : r->cap[1];
     amqp_error err = {0};
+    if (!binding_allowed(r, v, src))
+        return;
     if (admin_bind(v, src, to_queue, r->cap[2], key, args, true, &err) != AMQP_OK) {
         mgmt_amqp_error(r, &err);
         return;
@@ -256,6 +273,9 @@ static void delete_props(mgmt_req *r, bool to_queue)
     mgmt_binding_filter f;
     char props[1024];
     if (!find_props(r, to_queue, &v, &f, props, sizeof props))
+        return;
+    amqp_bytes source = amqp_bytes_equal_cstr(r->cap[1], "amq.default") ? AMQP_CSTR("") : r->cap[1];
+    if (!binding_allowed(r, v, source))
         return;
     static unbind_walk u; /* 64 KiB: too big for the stack; the loop is single-threaded */
     u.copied = false;

@@ -383,11 +383,15 @@ static void list_consumers(mgmt_req *r, vhost *only)
 
 static void get_consumers(mgmt_req *r) { list_consumers(r, NULL); }
 
+/* RabbitMQ filters this list instead of refusing the vhost: a user
+ * without permissions there gets []. */
 static void get_vhost_consumers(mgmt_req *r)
 {
-    vhost *v = mgmt_vhost_arg(r, 0);
+    vhost *v = server_vhost(r->s, r->cap[0]);
     if (v)
         list_consumers(r, v);
+    else
+        mgmt_not_found(r);
 }
 
 const mgmt_route mgmt_connection_routes[] = {

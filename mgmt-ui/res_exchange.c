@@ -156,7 +156,7 @@ bool mgmt_body_table(mgmt_req *r, json_t *body, const char *key, uint8_t *buf, s
 
 static void put_exchange(mgmt_req *r)
 {
-    vhost *v = mgmt_vhost_arg(r, 0);
+    vhost *v = mgmt_vhost_arg_declare(r, 0);
     json_t *body = v ? mgmt_body(r) : NULL;
     if (!body)
         return;
@@ -168,6 +168,8 @@ static void put_exchange(mgmt_req *r)
         !mgmt_body_bool(r, body, "auto_delete", false, &spec.auto_delete) ||
         !mgmt_body_bool(r, body, "internal", false, &spec.internal) ||
         !mgmt_body_table(r, body, "arguments", args, sizeof args, &spec.arguments))
+        return;
+    if (!mgmt_permission_check(r, v, ACCESS_CONFIGURE, spec.name))
         return;
     bool existed = route_exchange_find(vhost_routes(v), spec.name) != NULL;
     amqp_error err = {0};
@@ -188,6 +190,8 @@ static void delete_exchange(mgmt_req *r)
     amqp_bytes name = path_name(r->cap[1]);
     amqp_error err = {0};
     bool exists = route_exchange_find(vhost_routes(v), name) != NULL;
+    if (exists && !mgmt_permission_check(r, v, ACCESS_CONFIGURE, name))
+        return;
     if (exists || name.len == 0 || (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0)) {
         if (admin_exchange_delete(v, name, mgmt_query_true(r, "if-unused"), &err) != AMQP_OK) {
             mgmt_amqp_error(r, &err);

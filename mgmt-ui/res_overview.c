@@ -259,7 +259,7 @@ static void get_whoami(mgmt_req *r)
     mgmt_json_kstr(w, "name", r->user.name);
     /* every tag as given, as RabbitMQ 3.10 lists them; the control
      * socket's local administrator is no user */
-    const access_user *u = access_find_user(server_access(r->s), r->user.name);
+    const access_user *u = r->user.local ? NULL : access_find_user(server_access(r->s), r->user.name);
     mgmt_tags_json(w, "tags", u ? access_user_tags(u) : "administrator");
     mgmt_json_end_obj(w);
     mgmt_send(r, 200);

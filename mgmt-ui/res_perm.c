@@ -69,15 +69,17 @@ typedef struct target {
     char vhost[256], user[256];
 } target;
 
+/* The (vhost, user) of the path; a name that cannot be one is "". */
 static void target_of(mgmt_req *r, target *t)
 {
-    mgmt_cap_str(r, 0, t->vhost, sizeof t->vhost);
-    mgmt_cap_str(r, 1, t->user, sizeof t->user);
+    if (!mgmt_cap_name(r, 0, t->vhost, sizeof t->vhost) ||
+        !mgmt_cap_name(r, 1, t->user, sizeof t->user))
+        t->vhost[0] = t->user[0] = 0;
 }
 
 static bool user_and_vhost_exist(mgmt_req *r, const target *t)
 {
-    return server_vhost(r->s, AMQP_CSTR(t->vhost)) &&
+    return t->user[0] && server_vhost(r->s, AMQP_CSTR(t->vhost)) &&
            access_find_user(server_access(r->s), t->user);
 }
 
@@ -108,7 +110,7 @@ static bool body_regexes(mgmt_req *r, json_t *body, const char *const *keys, con
 
 static bool has_permission(mgmt_req *r, const target *t)
 {
-    return access_find_perms(server_access(r->s), AMQP_CSTR(t->user), AMQP_CSTR(t->vhost));
+    return t->user[0] && access_find_perms(server_access(r->s), AMQP_CSTR(t->user), AMQP_CSTR(t->vhost));
 }
 
 static void get_permission(mgmt_req *r)
@@ -178,7 +180,8 @@ static void count_row(void *arg, const meta_topic_permission *p)
 static bool has_topic_permissions(mgmt_req *r, const target *t)
 {
     size_t n = 0;
-    access_foreach_topic_permission(server_access(r->s), t->user, t->vhost, count_row, &n);
+    if (t->user[0])
+        access_foreach_topic_permission(server_access(r->s), t->user, t->vhost, count_row, &n);
     return n > 0;
 }
 

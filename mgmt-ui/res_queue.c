@@ -257,7 +257,7 @@ static void get_queue(mgmt_req *r)
 
 static void put_queue(mgmt_req *r)
 {
-    vhost *v = mgmt_vhost_arg(r, 0);
+    vhost *v = mgmt_vhost_arg_declare(r, 0);
     json_t *body = v ? mgmt_body(r) : NULL;
     if (!body)
         return;
@@ -275,6 +275,8 @@ static void put_queue(mgmt_req *r)
         mgmt_amqp_error(r, &err);
         return;
     }
+    if (!mgmt_permission_check(r, v, ACCESS_CONFIGURE, spec.name))
+        return;
     queue *q = vhost_queue_find(v, spec.name);
     bool existed = q != NULL;
     if (q && queue_owner(q)) {
@@ -300,6 +302,8 @@ static void delete_queue(mgmt_req *r)
         mgmt_not_found(r);
         return;
     }
+    if (!mgmt_permission_check(r, v, ACCESS_CONFIGURE, r->cap[1]))
+        return;
     amqp_error err = {0};
     if (admin_queue_delete(v, r->cap[1], mgmt_query_true(r, "if-unused"),
                            mgmt_query_true(r, "if-empty"), &err) != AMQP_OK) {
@@ -318,6 +322,8 @@ static void purge_queue(mgmt_req *r)
         mgmt_not_found(r);
         return;
     }
+    if (!mgmt_permission_check(r, v, ACCESS_READ, r->cap[1]))
+        return;
     amqp_error err = {0};
     if (admin_queue_purge(v, r->cap[1], &err) != AMQP_OK)
         mgmt_amqp_error(r, &err);

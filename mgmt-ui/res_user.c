@@ -31,7 +31,7 @@ static void user_json(mgmt_json *w, const access_user *u)
 static const access_user *find_user(mgmt_req *r, amqp_bytes name)
 {
     char buf[256];
-    if (name.len >= sizeof buf)
+    if (name.len >= sizeof buf || memchr(name.ptr, 0, name.len))
         return NULL;
     snprintf(buf, sizeof buf, "%.*s", (int)name.len, (const char *)name.ptr);
     return access_find_user(server_access(r->s), buf);
@@ -129,11 +129,12 @@ static void put_user(mgmt_req *r)
         mgmt_error(r, 400, "bad_request", "tags_not_present");
         return;
     }
-    access_user_spec spec = {.name = mgmt_cap_str(r, 0, name, sizeof name), .tags = tags};
+    access_user_spec spec = {.name = name, .tags = tags};
     if (!mgmt_body_tags(r, body, tags, sizeof tags) || !body_password(r, body, &spec))
         return;
-    if (r->cap[0].len >= sizeof name || !access_validate_user(&spec, err, sizeof err)) {
-        mgmt_error(r, 400, "bad_request", r->cap[0].len >= sizeof name ? "name too long" : err);
+    bool named = mgmt_cap_name(r, 0, name, sizeof name);
+    if (!named || !access_validate_user(&spec, err, sizeof err)) {
+        mgmt_error(r, 400, "bad_request", named ? err : "invalid user name");
         return;
     }
     bool existed = access_find_user(server_access(r->s), name) != NULL;
@@ -147,12 +148,11 @@ static void put_user(mgmt_req *r)
 static void delete_user(mgmt_req *r)
 {
     char name[256], err[256];
-    if (!find_user(r, r->cap[0])) {
+    if (!find_user(r, r->cap[0]) || !mgmt_cap_name(r, 0, name, sizeof name)) {
         mgmt_not_found(r);
         return;
     }
-    if (!access_delete_user(server_access(r->s), mgmt_cap_str(r, 0, name, sizeof name), err,
-                            sizeof err)) {
+    if (!access_delete_user(server_access(r->s), name, err, sizeof err)) {
         mgmt_error(r, 500, "internal_error", err);
         return;
     }

@@ -80,8 +80,10 @@ mgmt_list *mgmt_list_begin(mgmt_req *r)
     q.sort_reverse = mgmt_query_true(r, "sort_reverse");
     char why[256];
     mgmt_list *l = mgmt_list_new(&q, why, sizeof why);
-    if (!l)
-        mgmt_errorf(r, 400, "bad_request", "invalid regular expression: %s", why);
+    if (!l) { /* RabbitMQ says only this; the reason goes to the log */
+        log_msg(LOG_DEBUG, "management: list filter refused: %s", why);
+        mgmt_error(r, 400, "bad_request", "Pagination parameters are invalid");
+    }
     return l;
 }
 

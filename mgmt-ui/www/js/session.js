@@ -1,5 +1,5 @@
 // Who is logged in and what they may do. The tags decide what the console
-// offers; the API decides what is allowed (it refuses with 403 whatever the
+// offers; the API decides what is allowed (it refuses with 401 not_authorised, as RabbitMQ, whatever the
 // console shows), so hiding a button is a courtesy, not the protection.
 
 export const MGMT_TAGS = ['management', 'policymaker', 'monitoring', 'administrator'];
