@@ -93,6 +93,10 @@ static bool set_data_dir(config *c, const char *v, char *why, size_t n)
 {
     return copy_str(c->data_dir, sizeof c->data_dir, v, why, n);
 }
+static bool set_load_definitions(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->load_definitions, sizeof c->load_definitions, v, why, n);
+}
 
 /* "loopback_users = none": nobody is loopback-only, whatever else is set. */
 static bool set_loopback_users(config *c, const char *v, char *why, size_t n)
@@ -262,12 +266,35 @@ static bool set_mgmt_ip(config *c, const char *v, char *why, size_t n)
     return copy_str(c->mgmt_ip, sizeof c->mgmt_ip, v, why, n);
 }
 
+static bool set_prometheus_port(config *c, const char *v, char *why, size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, 0, 65535, &x, why, n))
+        return false;
+    c->prometheus_port = (int)x;
+    c->prometheus_port_set = true;
+    return true;
+}
+
+static bool set_prometheus_ip(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->prometheus_ip, sizeof c->prometheus_ip, v, why, n);
+}
+
+static bool set_prometheus_per_object(config *c, const char *v, char *why, size_t n)
+{
+    return parse_bool(v, &c->prometheus_per_object, why, n);
+}
+
 static const struct {
     const char *key;
     key_parser parse;
 } keys[] = {
     {"management.tcp.port", set_mgmt_port},
     {"management.tcp.ip", set_mgmt_ip},
+    {"prometheus.tcp.port", set_prometheus_port},
+    {"prometheus.tcp.ip", set_prometheus_ip},
+    {"prometheus.return_per_object_metrics", set_prometheus_per_object},
     {"journal.sync", set_journal_sync},
     {"journal.segment_size", set_segment_size},
     {"vm_memory_high_watermark.relative", set_watermark_relative},
@@ -284,6 +311,7 @@ static const struct {
     {"log.level", set_log_level},
     {"log.console.level", set_log_level},
     {"data_dir", set_data_dir},
+    {"load_definitions", set_load_definitions},
     {"handshake_timeout", set_handshake_timeout},
     {"consumer_timeout", set_consumer_timeout},
     {"consumer_timeout.action", set_consumer_timeout_action},
@@ -313,6 +341,8 @@ void config_defaults(config *c)
     strcpy(c->mgmt_ip, "0.0.0.0");
     c->mgmt_port = 15672;
     c->consumer_timeout_ms = 1800000;
+    strcpy(c->prometheus_ip, "0.0.0.0");
+    c->prometheus_port = 15692;
 }
 
 /* Every setting as its rabbitmq.conf key; default_pass is left out. */
@@ -342,12 +372,15 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"journal.segment_size", c->journal_segment_size},
         {"management.tcp.port", (uint64_t)c->mgmt_port},
         {"consumer_timeout", c->consumer_timeout_ms},
+        {"prometheus.tcp.port", (uint64_t)c->prometheus_port},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)nums[i].v);
         fn(arg, nums[i].key, b);
     }
     fn(arg, "management.tcp.ip", c->mgmt_ip);
+    fn(arg, "prometheus.tcp.ip", c->prometheus_ip);
+    fn(arg, "prometheus.return_per_object_metrics", c->prometheus_per_object ? "true" : "false");
     if (c->memory_high_watermark_abs) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)c->memory_high_watermark_abs);
         fn(arg, "vm_memory_high_watermark.absolute", b);
@@ -357,6 +390,8 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     }
     fn(arg, "log.level", levels[c->log_level]);
     fn(arg, "data_dir", c->data_dir);
+    if (c->load_definitions[0])
+        fn(arg, "load_definitions", c->load_definitions);
     fn(arg, "journal.sync", syncs[c->journal_sync]);
     fn(arg, "consumer_timeout.action",
        c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");

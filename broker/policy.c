@@ -962,7 +962,8 @@ void policy_foreach(vhost *v, bool operator_policy,
     for (policy *p = vhost_policies(v)->all; p; p = p->next)
         if (p->operator_policy == operator_policy)
             list[i++] = p;
-    qsort(list, n, sizeof *list, listing_order);
+    if (n) /* qsort(NULL, 0, ...) is undefined */
+        qsort(list, n, sizeof *list, listing_order);
     for (i = 0; i < n; i++) {
         policy_spec s = spec_of(list[i]);
         fn(arg, &s);

@@ -54,7 +54,8 @@ int mgmt_port(const mgmt *m) { return m->port; }
 static const mgmt_route *const tables[] = {
     mgmt_overview_routes, mgmt_connection_routes, mgmt_exchange_routes,
     mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
-    mgmt_user_routes,     mgmt_permission_routes,
+    mgmt_user_routes,     mgmt_permission_routes, mgmt_policy_routes,
+    mgmt_definitions_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */

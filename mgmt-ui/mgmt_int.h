@@ -75,6 +75,8 @@ extern const mgmt_route mgmt_binding_routes[];
 extern const mgmt_route mgmt_vhost_routes[];
 extern const mgmt_route mgmt_user_routes[];
 extern const mgmt_route mgmt_permission_routes[];
+extern const mgmt_route mgmt_policy_routes[];
+extern const mgmt_route mgmt_definitions_routes[];
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);

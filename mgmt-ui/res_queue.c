@@ -152,9 +152,10 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     /* Warren's: messages the delivery limit dead-lettered or dropped */
     mgmt_json_kuint(w, "delivery_limit_dead_letters", qi.delivery_limit_dead);
     mgmt_json_kbool(w, "durable", queue_durable(q));
+    policy_applied pa;
+    policy_of_queue(q, &pa);
     mgmt_json_key(w, "effective_policy_definition");
-    mgmt_json_obj(w);
-    mgmt_json_end_obj(w);
+    mgmt_json_table(w, pa.definition);
     mgmt_json_kbool(w, "exclusive", queue_exclusive(q));
     tag_or_null(w, "exclusive_consumer_tag", qi.exclusive_consumer);
     mgmt_json_knull(w, "head_message_timestamp");
@@ -171,8 +172,8 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_queue_totals(r, w, qi.stats, qi.ready, qi.unacked);
     mgmt_json_kbytes(w, "name", queue_name(q));
     mgmt_json_kstr(w, "node", server_node_name(r->s));
-    mgmt_json_knull(w, "operator_policy");
-    mgmt_json_knull(w, "policy");
+    mgmt_json_kstr(w, "operator_policy", pa.operator_policy); /* NULL writes null */
+    mgmt_json_kstr(w, "policy", pa.policy);
     tag_or_null(w, "single_active_consumer_tag", qi.active_consumer);
     mgmt_json_kstr(w, "state", "running");
     mgmt_json_kstr(w, "type", queue_type_name(q));
