@@ -733,6 +733,65 @@ void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS]);
  * 0 when none is ready. */
 uint64_t queue_oldest_ready_ms(const queue *q);
 
+/* ---- moving messages: DLQ redrive (move.c) ------------------------------ */
+
+/* Moves the ready messages of a queue, in slices on the loop at a bounded
+ * rate, to another queue, to an exchange, or back to the queue each one
+ * died in (its x-death history, as SQS's redrive to source). A message is
+ * settled in its queue and enqueued in its destination in one atomic group
+ * of the journal, so after a crash it is in exactly one of them. It keeps
+ * its properties and headers (x-death too: the history stays with it) and
+ * starts in its destination with a delivery count of 0. The destination's
+ * limits apply: drop-head drops its oldest; a reject-publish destination
+ * that is full refuses nothing -- the message stays where it was. One move
+ * per source queue at a time; the vhost keeps the last one's report. */
+typedef enum move_target { MOVE_TO_SOURCE, MOVE_TO_QUEUE, MOVE_TO_EXCHANGE } move_target;
+typedef struct move_spec {
+    move_target to;
+    amqp_bytes dest;        /* the queue or exchange (MOVE_TO_QUEUE, _EXCHANGE) */
+    amqp_bytes routing_key; /* MOVE_TO_EXCHANGE; each message's own if !has_routing_key */
+    bool has_routing_key;
+    uint64_t count; /* at most this many; 0 = every message ready at the start */
+    uint32_t rate;  /* messages per second, >= 1 */
+} move_spec;
+
+typedef enum move_state { MOVE_RUNNING, MOVE_FINISHED, MOVE_CANCELLED, MOVE_STOPPED } move_state;
+/* Why messages stayed where they were. */
+typedef enum move_skip { MOVE_SKIP_NO_SOURCE, MOVE_SKIP_UNROUTABLE, MOVE_SKIP_FULL, MOVE_SKIPS } move_skip;
+typedef struct move_progress {
+    move_state state;
+    const char *reason; /* why it stopped (MOVE_STOPPED), else "" */
+    move_target to;
+    amqp_bytes dest, routing_key; /* as given */
+    bool has_routing_key;
+    uint32_t rate;
+    uint64_t total, moved; /* total: what it set out to move */
+    uint64_t skipped[MOVE_SKIPS];
+    uint64_t started_at, finished_at; /* wall clock ms; finished 0 while running */
+} move_progress;
+
+/* Starts moving from queue `qname` of `v`. AMQP_OK, or AMQP_ERROR with
+ * `err`: 404 NOT_FOUND for a missing queue or destination, 406
+ * PRECONDITION_FAILED when the destination is the source itself, 405
+ * RESOURCE_LOCKED when a move from that queue is running. Names and keys
+ * are copied. */
+int queue_move_start(vhost *v, amqp_bytes qname, const move_spec *spec, amqp_error *err);
+/* The running or last move from `qname`; false when there was none. Slices
+ * in *out live until the next move from that queue starts. */
+bool queue_move_progress(vhost *v, amqp_bytes qname, move_progress *out);
+/* Where the messages went: fn once per destination queue with its count
+ * ("" for destinations beyond the first MOVE_REPORT_MAX). */
+enum { MOVE_REPORT_MAX = 32 };
+void queue_move_report(vhost *v, amqp_bytes qname,
+                       void (*fn)(void *arg, amqp_bytes queue, uint64_t n), void *arg);
+/* Cancels the running move: what is moved stays moved, the rest stays
+ * where it is. false when none is running. */
+bool queue_move_cancel(vhost *v, amqp_bytes qname);
+/* The vhost is being freed: stops its moves and frees their reports. */
+void queue_moves_free(vhost *v);
+/* Where a vhost keeps its moves (vhost.c). */
+struct move **vhost_moves(vhost *v);
+
 /* ---- consumers ---------------------------------------------------------- */
 
 struct consumer {

@@ -77,6 +77,7 @@ extern const mgmt_route mgmt_user_routes[];
 extern const mgmt_route mgmt_permission_routes[];
 extern const mgmt_route mgmt_policy_routes[];
 extern const mgmt_route mgmt_definitions_routes[];
+extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
