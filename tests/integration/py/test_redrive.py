@@ -175,6 +175,37 @@ class Redrive(h.BrokerTest):
         self.assertEqual((p["state"], p["reason"]), ("stopped", "the source queue was deleted"))
 
 
+    def warrenctl(self, *args):
+        import subprocess
+        from test_warrenctl import warrenctl_bin
+        p = subprocess.run([warrenctl_bin(), "--socket", h.control_socket()] + list(args),
+                           capture_output=True, text=True, timeout=30)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_warrenctl_move_messages(self):
+        work, dlq = self.dead_lettered(3)
+        rc, out, err = self.warrenctl("move_messages", "-p", "/", dlq)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("Moving messages from queue '%s' in vhost '/' to the queue each one died in"
+                      % dlq, out)
+        self.assertIn("state\tfinished\n", out)
+        self.assertIn("moved\t3 of 3\n", out)
+        self.assertIn("moved to\t%s\t3\n" % work, out)
+        self.assertEqual(self.count(work), 3)
+        rc, out, _ = self.warrenctl("move_messages", dlq, "--status", "--formatter", "json")
+        self.assertEqual((rc, json.loads(out)["moved"]), (0, 3))
+        rc, _, err = self.warrenctl("move_messages", dlq, "--cancel")
+        self.assertEqual(rc, 65)
+        self.assertIn("No move from queue", err)
+        other = self.queue()
+        rc, out, _ = self.warrenctl("move_messages", work, "--to-queue", other, "--count", "2",
+                                    "--rate", "100", "-q")
+        self.assertEqual((rc, self.count(other), self.count(work)), (0, 2, 1))
+        rc, _, err = self.warrenctl("move_messages", h.unique("nosuch"))
+        self.assertEqual(rc, 69)
+        self.assertIn("no queue", err)
+
+
 @unittest.skipIf(h.TARGET is not None, "needs own broker")
 class RedriveCrash(unittest.TestCase):
     """SIGKILL while many persistent messages move between durable queues:
