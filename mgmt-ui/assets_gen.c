@@ -1641,7 +1641,7 @@ static const char body_18[] =
     "  return form;\n"
     "}\n";
 
-/* /js/move.js (5859 bytes) */
+/* /js/move.js (6040 bytes) */
 static const char body_19[] =
     "// \"Move messages\" on the queue page: Warren's redrive of a (dead-letter)\n"
     "// queue through /api/queues/{vhost}/{name}/move -- back to the queue each\n"
@@ -1670,6 +1670,7 @@ static const char body_19[] =
     "function progressView(p, onCancel) {\n"
     "  const stateKind = { running: 'running', finished: 'ok', cancelled: 'muted', stopped: 'warn' }[p.state] || 'muted';\n"
     "  const bar = h('progress', { id: 'move-progress-bar', max: String(Math.max(1, p.total)), value: String(p.moved + Object.values(p.skipped || {}).reduce((a, b) => a + b, 0)) });\n"
+    "  bar.style.width = '100%'; // CSSOM: the CSP refuses style attributes\n"
     "  const skipped = Object.entries(p.skipped || {}).filter(([, n]) => n > 0);\n"
     "  return h('div', { id: 'move-progress', 'data-state': p.state },\n"
     "    h('p', {}, badge(stateKind, p.state), ' ', `Moved ${num(p.moved)} of ${num(p.total)} to ${describeDest(p.destination)}`, p.reason \? ` \342\200\224 ${p.reason}` : ''),\n"
@@ -1700,8 +1701,9 @@ static const char body_19[] =
     "  let timer = null;\n"
     "\n"
     "  const showTarget = () => {\n"
-    "    destField.hidden = target.value === 'source';\n"
-    "    keyField.hidden = target.value !== 'exchange';\n"
+    "    // style, not the hidden attribute: .field sets its own display\n"
+    "    destField.style.display = target.value === 'source' \? 'none' : '';\n"
+    "    keyField.style.display = target.value === 'exchange' \? '' : 'none';\n"
     "  };\n"
     "  target.addEventListener('change', showTarget);\n"
     "  showTarget();\n"
@@ -3055,7 +3057,7 @@ static const mgmt_asset assets[] = {
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
-    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 5859, "\"3c2265660b82f22b04ac\""},
+    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 6040, "\"e9c704dcfde15a5a73d0\""},
     {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7490, "\"ae18c30ec9dadc545018\""},
     {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 8381, "\"20afa31696acb796f57d\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},

@@ -25,6 +25,7 @@ function describeDest(d) {
 function progressView(p, onCancel) {
   const stateKind = { running: 'running', finished: 'ok', cancelled: 'muted', stopped: 'warn' }[p.state] || 'muted';
   const bar = h('progress', { id: 'move-progress-bar', max: String(Math.max(1, p.total)), value: String(p.moved + Object.values(p.skipped || {}).reduce((a, b) => a + b, 0)) });
+  bar.style.width = '100%'; // CSSOM: the CSP refuses style attributes
   const skipped = Object.entries(p.skipped || {}).filter(([, n]) => n > 0);
   return h('div', { id: 'move-progress', 'data-state': p.state },
     h('p', {}, badge(stateKind, p.state), ' ', `Moved ${num(p.moved)} of ${num(p.total)} to ${describeDest(p.destination)}`, p.reason ? ` — ${p.reason}` : ''),
@@ -55,8 +56,9 @@ export function moveForm(vhost, queue, onChange) {
   let timer = null;
 
   const showTarget = () => {
-    destField.hidden = target.value === 'source';
-    keyField.hidden = target.value !== 'exchange';
+    // style, not the hidden attribute: .field sets its own display
+    destField.style.display = target.value === 'source' ? 'none' : '';
+    keyField.style.display = target.value === 'exchange' ? '' : 'none';
   };
   target.addEventListener('change', showTarget);
   showTarget();
