@@ -753,17 +753,26 @@ typedef struct move_spec {
     bool has_routing_key;
     uint64_t count; /* at most this many; 0 = every message ready at the start */
     uint32_t rate;  /* messages per second, >= 1 */
+    /* Only messages whose header match_header (empty: no filter) equals
+     * match_value -- a string equal to it, a number or boolean spelled so --
+     * or, without has_match_value, has that header at all; the others stay. */
+    amqp_bytes match_header, match_value;
+    bool has_match_value;
 } move_spec;
 
 typedef enum move_state { MOVE_RUNNING, MOVE_FINISHED, MOVE_CANCELLED, MOVE_STOPPED } move_state;
 /* Why messages stayed where they were. */
-typedef enum move_skip { MOVE_SKIP_NO_SOURCE, MOVE_SKIP_UNROUTABLE, MOVE_SKIP_FULL, MOVE_SKIPS } move_skip;
+typedef enum move_skip {
+    MOVE_SKIP_NO_SOURCE, MOVE_SKIP_UNROUTABLE, MOVE_SKIP_FULL, MOVE_SKIP_NO_MATCH, MOVE_SKIPS
+} move_skip;
 typedef struct move_progress {
     move_state state;
     const char *reason; /* why it stopped (MOVE_STOPPED), else "" */
     move_target to;
     amqp_bytes dest, routing_key; /* as given */
     bool has_routing_key;
+    amqp_bytes match_header, match_value;
+    bool has_match_value;
     uint32_t rate;
     uint64_t total, moved; /* total: what it set out to move */
     uint64_t skipped[MOVE_SKIPS];

@@ -18,13 +18,14 @@
  * then queue_publish puts it in. The message itself moves (same properties,
  * same journal record) unless an exchange destination gives it a new
  * routing key. A message that cannot go (no x-death source, unroutable, a
- * full reject-publish destination) is held aside and put back at its place
+ * full reject-publish destination) or is filtered out is held aside and put back at its place
  * (queue_requeue) when the move ends: until then the journal still has it
  * in the source, so a crash brings it back there. At most HOLD_MAX are held.
  *
  * `total` is fixed at the start (the ready count, or the count asked for),
  * so messages arriving during the move, or routed back to the source by an
  * exchange, are not moved twice. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +250,34 @@ static void to_exchange(struct move *mv, queue_item it, route_exchange *ex, move
         msg_unref(copy);
 }
 
+/* Whether `m` passes the header filter. */
+static bool matches(const struct move *mv, const msg *m)
+{
+    if (!mv->p.match_header.len)
+        return true;
+    amqp_basic_properties p;
+    amqp_field f;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)mv->p.match_header.len,
+             (const char *)mv->p.match_header.ptr);
+    if (amqp_properties_decode(msg_properties(m), &p, NULL) != AMQP_OK ||
+        !(p.flags & AMQP_BASIC_HEADERS_FLAG) || !amqp_table_get(p.headers, name, &f))
+        return false;
+    if (!mv->p.has_match_value)
+        return true;
+    amqp_bytes want = mv->p.match_value;
+    char text[32];
+    int64_t i;
+    if (f.type == 'S')
+        return amqp_bytes_equal(f.v.bytes, want);
+    if (f.type == 't')
+        return amqp_bytes_equal_cstr(want, f.v.i ? "true" : "false");
+    if (!amqp_field_int(&f, &i))
+        return false;
+    snprintf(text, sizeof text, "%lld", (long long)i);
+    return amqp_bytes_equal_cstr(want, text);
+}
+
 /* Moves one message; false when the move must end (*state says how). */
 static bool step(struct move *mv, move_state *state, const char **reason)
 {
@@ -259,7 +288,9 @@ static bool step(struct move *mv, move_state *state, const char **reason)
     }
     mv->examined++;
     move_skip why = MOVE_SKIPS;
-    if (mv->p.to == MOVE_TO_EXCHANGE) {
+    if (!matches(mv, it.m)) {
+        why = MOVE_SKIP_NO_MATCH;
+    } else if (mv->p.to == MOVE_TO_EXCHANGE) {
         route_exchange *ex = route_exchange_find(vhost_routes(mv->v), mv->p.dest);
         if (ex) {
             to_exchange(mv, it, ex, &why);
@@ -360,11 +391,18 @@ static struct move *record(vhost *v, queue *q, const move_spec *spec)
         mv->next = *vhost_moves(v);
         *vhost_moves(v) = mv;
     }
-    uint8_t *names = malloc(spec->dest.len + spec->routing_key.len + 1);
+    const amqp_bytes *parts[] = {&spec->dest, &spec->routing_key, &spec->match_header,
+                                 &spec->match_value};
+    size_t len = 1;
+    for (size_t i = 0; i < 4; i++)
+        len += parts[i]->len;
+    uint8_t *names = malloc(len), *at = names;
     if (!names)
         return NULL;
-    memcpy(names, spec->dest.ptr, spec->dest.len);
-    memcpy(names + spec->dest.len, spec->routing_key.ptr, spec->routing_key.len);
+    for (size_t i = 0; i < 4; i++) {
+        memcpy(at, parts[i]->ptr, parts[i]->len);
+        at += parts[i]->len;
+    }
     free(mv->names);
     mv->names = names;
     free_report(mv);
@@ -389,12 +427,17 @@ int queue_move_start(vhost *v, amqp_bytes qname, const move_spec *spec, amqp_err
     if (!timer)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, 0, "out of memory");
     uint64_t ready = queue_ready_count(q);
+    const uint8_t *rk = mv->names + spec->dest.len, *mh = rk + spec->routing_key.len,
+                  *mval = mh + spec->match_header.len;
     mv->p = (move_progress){.state = MOVE_RUNNING,
                             .reason = "",
                             .to = spec->to,
                             .dest = {mv->names, spec->dest.len},
-                            .routing_key = {mv->names + spec->dest.len, spec->routing_key.len},
+                            .routing_key = {rk, spec->routing_key.len},
                             .has_routing_key = spec->has_routing_key,
+                            .match_header = {mh, spec->match_header.len},
+                            .match_value = {mval, spec->match_value.len},
+                            .has_match_value = spec->has_match_value,
                             .rate = spec->rate ? spec->rate : 1,
                             .total = spec->count && spec->count < ready ? spec->count : ready,
                             .started_at = wall_clock_ms()};

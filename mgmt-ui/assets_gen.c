@@ -1641,7 +1641,7 @@ static const char body_18[] =
     "  return form;\n"
     "}\n";
 
-/* /js/move.js (6040 bytes) */
+/* /js/move.js (6758 bytes) */
 static const char body_19[] =
     "// \"Move messages\" on the queue page: Warren's redrive of a (dead-letter)\n"
     "// queue through /api/queues/{vhost}/{name}/move -- back to the queue each\n"
@@ -1659,7 +1659,7 @@ static const char body_19[] =
     "  ['queue', 'To a queue'],\n"
     "  ['exchange', 'To an exchange'],\n"
     "];\n"
-    "const SKIPS = { no_source: 'no source queue in its x-death', unroutable: 'unroutable', destination_full: 'destination full' };\n"
+    "const SKIPS = { no_source: 'no source queue in its x-death', unroutable: 'unroutable', destination_full: 'destination full', no_match: 'not matching the header' };\n"
     "\n"
     "function describeDest(d) {\n"
     "  if (!d || d.type === 'source') return 'the queue each message died in';\n"
@@ -1694,6 +1694,8 @@ static const char body_19[] =
     "  const key = h('input', { type: 'text', id: 'move-routing-key', autocomplete: 'off', placeholder: 'each message\342\200\231s own' });\n"
     "  const count = h('input', { type: 'number', id: 'move-count', min: '0', placeholder: 'all' });\n"
     "  const rate = h('input', { type: 'number', id: 'move-rate', min: '1', value: '1000' });\n"
+    "  const matchHeader = h('input', { type: 'text', id: 'move-match-header', autocomplete: 'off', placeholder: 'any message' });\n"
+    "  const matchValue = h('input', { type: 'text', id: 'move-match-value', autocomplete: 'off', placeholder: 'any value' });\n"
     "  const destField = field('Destination name', dest);\n"
     "  const keyField = field('Routing key', key);\n"
     "  const status = h('div', { 'aria-live': 'polite' });\n"
@@ -1737,12 +1739,15 @@ static const char body_19[] =
     "      e.preventDefault();\n"
     "      const body = { rate: Number(rate.value) || 1000 };\n"
     "      if (count.value !== '') body.count = Number(count.value);\n"
+    "      if (matchHeader.value !== '') body['match-header'] = matchHeader.value;\n"
+    "      if (matchHeader.value !== '' && matchValue.value !== '') body['match-value'] = matchValue.value;\n"
     "      if (target.value === 'queue') body['dest-queue'] = dest.value;\n"
     "      if (target.value === 'exchange') {\n"
     "        body['dest-exchange'] = dest.value;\n"
     "        if (key.value !== '') body['dest-routing-key'] = key.value;\n"
     "      }\n"
-    "      const what = count.value !== '' \? `Up to ${count.value} messages` : 'Every ready message';\n"
+    "      const what = `${count.value !== '' \? `Up to ${count.value} messages` : 'Every ready message'}${body['match-header'] \? ` with header \342\200\234${body['match-header']}\342\200\235${body['match-value'] !== undefin"
+    "ed \? ` = \342\200\234${body['match-value']}\342\200\235` : ''}` : ''}`;\n"
     "      const where = describeDest({ type: target.value, name: dest.value, routing_key: body['dest-routing-key'] });\n"
     "      if (!await confirmAction({ title: 'Move messages\?', message: `${what} in \342\200\234${queue}\342\200\235 will be moved to ${where}, at most ${body.rate} per second. Messages that cannot go stay here.`, confirmLa"
     "bel: 'Move messages' })) return;\n"
@@ -1752,7 +1757,8 @@ static const char body_19[] =
     "  },\n"
     "  h('p', { class: 'hint' }, 'Each message is moved atomically (it is in exactly one queue, even after a crash), keeps its properties and headers (x-death too), and starts its new queue with a delivery"
     " count of 0.'),\n"
-    "  h('div', { class: 'form-grid' }, field('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate)),\n"
+    "  h('div', { class: 'form-grid' }, field('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate),\n"
+    "    field('Only with header', matchHeader), field('Equal to', matchValue, 'empty: any value')),\n"
     "  h('div', { class: 'form-actions' }, submit), status);\n"
     "  poll();\n"
     "  return form;\n"
@@ -3057,7 +3063,7 @@ static const mgmt_asset assets[] = {
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
-    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 6040, "\"e9c704dcfde15a5a73d0\""},
+    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 6758, "\"c5f7489dd5fd0fb858db\""},
     {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7490, "\"ae18c30ec9dadc545018\""},
     {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 8381, "\"20afa31696acb796f57d\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},

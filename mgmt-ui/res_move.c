@@ -4,11 +4,13 @@
  *
  *   POST   {"dest-queue": q} | {"dest-exchange": x[, "dest-routing-key": k]}
  *          | {} (back to the queue each message died in, from x-death),
- *          with optional "count" (0 = all ready now) and "rate" (msg/s):
+ *          with optional "count" (0 = all ready now), "rate" (msg/s) and
+ *          "match-header" [+ "match-value"] (only messages with that header):
  *          202 and the move's progress; 404 unknown queue, exchange or
  *          destination; 400 bad body or destination = source; 409 running.
  *   GET    the running or last move's progress and report; 404 if none.
  *   DELETE cancels the running move: 204; 404 if none runs. */
+#include <stdio.h>
 #include <string.h>
 
 #include "mgmt_int.h"
@@ -19,7 +21,7 @@
 static const char *const state_names[] = {"running", "finished", "cancelled", "stopped"};
 static const char *const target_names[] = {"source", "queue", "exchange"};
 static const char *const skip_names[MOVE_SKIPS] = {"no_source", "unroutable",
-                                                   "destination_full"};
+                                                   "destination_full", "no_match"};
 
 static void report_row(void *arg, amqp_bytes qname, uint64_t n)
 {
@@ -61,6 +63,14 @@ static void send_progress(mgmt_req *r, vhost *v, const move_progress *p, int sta
     if (p->has_routing_key)
         mgmt_json_kbytes(w, "routing_key", p->routing_key);
     mgmt_json_end_obj(w);
+    if (p->match_header.len) {
+        mgmt_json_key(w, "match");
+        mgmt_json_obj(w);
+        mgmt_json_kbytes(w, "header", p->match_header);
+        if (p->has_match_value)
+            mgmt_json_kbytes(w, "value", p->match_value);
+        mgmt_json_end_obj(w);
+    }
     mgmt_json_kuint(w, "rate", p->rate);
     mgmt_json_kuint(w, "total", p->total);
     mgmt_json_kuint(w, "moved", p->moved);
@@ -113,11 +123,34 @@ static bool int_field(mgmt_req *r, json_t *body, const char *key, json_int_t lo,
     return true;
 }
 
-/* Fills `spec` from the body; false when a 400 was sent. */
-static bool parse_spec(mgmt_req *r, json_t *body, move_spec *spec)
+/* "match-value": a string, or a number or boolean compared as its text. */
+static bool match_value(mgmt_req *r, json_t *body, move_spec *spec, char *text, size_t cap)
 {
-    static const char *const known[] = {"dest-queue", "dest-exchange", "dest-routing-key",
-                                        "count", "rate"};
+    json_t *f = json_object_get(body, "match-value");
+    spec->has_match_value = f != NULL;
+    if (!f)
+        return true;
+    if (json_is_integer(f))
+        snprintf(text, cap, "%lld", (long long)json_integer_value(f));
+    else if (json_is_boolean(f))
+        snprintf(text, cap, "%s", json_is_true(f) ? "true" : "false");
+    else if (!json_is_string(f)) {
+        mgmt_bad_value(r, "not_string", f, NULL);
+        return false;
+    }
+    spec->match_value = json_is_string(f) ? (amqp_bytes){(const uint8_t *)json_string_value(f),
+                                                         (uint32_t)json_string_length(f)}
+                                          : AMQP_CSTR(text);
+    return true;
+}
+
+/* Fills `spec` from the body (a number match-value spelled into `text`);
+ * false when a 400 was sent. */
+static bool parse_spec(mgmt_req *r, json_t *body, move_spec *spec, char *text, size_t cap)
+{
+    static const char *const known[] = {"dest-queue",   "dest-exchange", "dest-routing-key",
+                                        "count",        "rate",          "match-header",
+                                        "match-value"};
     const char *key;
     json_t *val;
     json_object_foreach(body, key, val) {
@@ -129,15 +162,20 @@ static bool parse_spec(mgmt_req *r, json_t *body, move_spec *spec)
             return false;
         }
     }
-    bool has_q, has_x;
+    bool has_q, has_x, has_header;
     amqp_bytes dq = {0}, dx = {0};
     json_int_t count, rate;
     if (!str_field(r, body, "dest-queue", &dq, &has_q) ||
         !str_field(r, body, "dest-exchange", &dx, &has_x) ||
         !str_field(r, body, "dest-routing-key", &spec->routing_key, &spec->has_routing_key) ||
-        !int_field(r, body, "count", 0, UINT32_MAX, 0, &count) ||
+        !str_field(r, body, "match-header", &spec->match_header, &has_header) ||
+        !match_value(r, body, spec, text, cap) || !int_field(r, body, "count", 0, UINT32_MAX, 0, &count) ||
         !int_field(r, body, "rate", 1, MAX_RATE, DEFAULT_RATE, &rate))
         return false;
+    if ((spec->has_match_value && !has_header) || (has_header && !spec->match_header.len)) {
+        mgmt_error(r, 400, "bad_request", "match-value needs a non-empty match-header");
+        return false;
+    }
     if ((has_q && has_x) || (spec->has_routing_key && !has_x)) {
         mgmt_error(r, 400, "bad_request",
                    "give dest-queue, or dest-exchange with an optional dest-routing-key, or "
@@ -156,7 +194,8 @@ static void post_move(mgmt_req *r)
     vhost *v = mgmt_vhost_arg(r, 0);
     json_t *body = v ? mgmt_body(r) : NULL;
     move_spec spec = {0};
-    if (!body || !parse_spec(r, body, &spec))
+    char text[32];
+    if (!body || !parse_spec(r, body, &spec, text, sizeof text))
         return;
     amqp_error err = {0};
     move_progress p;

@@ -14,7 +14,7 @@ const TARGETS = [
   ['queue', 'To a queue'],
   ['exchange', 'To an exchange'],
 ];
-const SKIPS = { no_source: 'no source queue in its x-death', unroutable: 'unroutable', destination_full: 'destination full' };
+const SKIPS = { no_source: 'no source queue in its x-death', unroutable: 'unroutable', destination_full: 'destination full', no_match: 'not matching the header' };
 
 function describeDest(d) {
   if (!d || d.type === 'source') return 'the queue each message died in';
@@ -49,6 +49,8 @@ export function moveForm(vhost, queue, onChange) {
   const key = h('input', { type: 'text', id: 'move-routing-key', autocomplete: 'off', placeholder: 'each message’s own' });
   const count = h('input', { type: 'number', id: 'move-count', min: '0', placeholder: 'all' });
   const rate = h('input', { type: 'number', id: 'move-rate', min: '1', value: '1000' });
+  const matchHeader = h('input', { type: 'text', id: 'move-match-header', autocomplete: 'off', placeholder: 'any message' });
+  const matchValue = h('input', { type: 'text', id: 'move-match-value', autocomplete: 'off', placeholder: 'any value' });
   const destField = field('Destination name', dest);
   const keyField = field('Routing key', key);
   const status = h('div', { 'aria-live': 'polite' });
@@ -92,12 +94,14 @@ export function moveForm(vhost, queue, onChange) {
       e.preventDefault();
       const body = { rate: Number(rate.value) || 1000 };
       if (count.value !== '') body.count = Number(count.value);
+      if (matchHeader.value !== '') body['match-header'] = matchHeader.value;
+      if (matchHeader.value !== '' && matchValue.value !== '') body['match-value'] = matchValue.value;
       if (target.value === 'queue') body['dest-queue'] = dest.value;
       if (target.value === 'exchange') {
         body['dest-exchange'] = dest.value;
         if (key.value !== '') body['dest-routing-key'] = key.value;
       }
-      const what = count.value !== '' ? `Up to ${count.value} messages` : 'Every ready message';
+      const what = `${count.value !== '' ? `Up to ${count.value} messages` : 'Every ready message'}${body['match-header'] ? ` with header “${body['match-header']}”${body['match-value'] !== undefined ? ` = “${body['match-value']}”` : ''}` : ''}`;
       const where = describeDest({ type: target.value, name: dest.value, routing_key: body['dest-routing-key'] });
       if (!await confirmAction({ title: 'Move messages?', message: `${what} in “${queue}” will be moved to ${where}, at most ${body.rate} per second. Messages that cannot go stay here.`, confirmLabel: 'Move messages' })) return;
       const started = await runAction(submit, () => post(path, body), 'Move started');
@@ -105,7 +109,8 @@ export function moveForm(vhost, queue, onChange) {
     },
   },
   h('p', { class: 'hint' }, 'Each message is moved atomically (it is in exactly one queue, even after a crash), keeps its properties and headers (x-death too), and starts its new queue with a delivery count of 0.'),
-  h('div', { class: 'form-grid' }, field('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate)),
+  h('div', { class: 'form-grid' }, field('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate),
+    field('Only with header', matchHeader), field('Equal to', matchValue, 'empty: any value')),
   h('div', { class: 'form-actions' }, submit), status);
   poll();
   return form;

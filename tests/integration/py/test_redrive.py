@@ -65,7 +65,8 @@ class Redrive(h.BrokerTest):
         p = self.wait_done(dlq)
         self.assertEqual((p["state"], p["moved"], p["remaining"]), ("finished", 5, 0))
         self.assertEqual(p["moved_to"], [{"queue": work, "count": 5}])
-        self.assertEqual(p["skipped"], {"no_source": 0, "unroutable": 0, "destination_full": 0})
+        self.assertEqual(p["skipped"], {"no_source": 0, "unroutable": 0, "destination_full": 0,
+                                        "no_match": 0})
         self.assertIsNotNone(p["finished_at"])
         self.assertEqual(self.count(dlq), 0)
         got = [self.ch.basic_get(work, auto_ack=True) for _ in range(5)]
@@ -117,6 +118,30 @@ class Redrive(h.BrokerTest):
         self.assertEqual((p["moved"], p["skipped"]["destination_full"]), (2, 2))
         self.assertEqual(bodies(self.ch, full), [b"m0", b"m1"])
         self.assertEqual(bodies(self.ch, src), [b"m2", b"m3"])
+
+    def test_header_filter(self):
+        work, dlq = self.dead_lettered(0)
+        for i, tenant in enumerate(["a", "b", "a", None, "a"]):
+            self.publish("", dlq, b"m%d" % i, properties=pika.BasicProperties(
+                headers={"x-first-death-queue": work, **({"tenant": tenant} if tenant else {}), "n": i}))
+        self.wait_count(dlq, 5)
+        p = self.move(dlq, {"match-header": "tenant", "match-value": "a"})
+        self.assertEqual(p["match"], {"header": "tenant", "value": "a"})
+        p = self.wait_done(dlq)
+        self.assertEqual((p["moved"], p["skipped"]["no_match"]), (3, 2))
+        self.assertEqual(bodies(self.ch, work), [b"m0", b"m2", b"m4"])
+        self.assertEqual(bodies(self.ch, dlq), [b"m1", b"m3"])  # the others, in their order
+        for i in range(5):
+            self.publish("", dlq, b"n%d" % i, properties=pika.BasicProperties(
+                headers={"x-first-death-queue": work, "n": i}))
+        self.wait_count(dlq, 5)
+        self.move(dlq, {"match-header": "n", "match-value": 3})  # a number matches its value
+        p = self.wait_done(dlq)
+        self.assertEqual(p["moved"], 1)
+        self.assertEqual(bodies(self.ch, work), [b"n3"])
+        self.assertEqual(self.count(dlq), 4)
+        self.assertEqual(request("POST", path(dlq), {"match-value": "x"}).status, 400)
+        self.assertEqual(request("POST", path(dlq), {"match-header": ["x"]}).status, 400)
 
     def test_no_source_stays(self):
         src, plain = self.queue(), self.queue()
