@@ -17,7 +17,7 @@ enum field {
     F_URL, F_USERNAME, F_PASSWORD, F_SOCKET, F_DATA_DIR, F_CONFIG,
     F_NO_HEADERS, F_PRIORITY, F_APPLY_TO, F_DESCRIPTION, F_TAGS, F_QUEUE_TYPE, F_IF_EMPTY,
     F_IF_UNUSED, F_FORMAT, F_SKIP_UNCHANGED, F_UNIT, F_QUEUE_FILTER, F_TO_QUEUE, F_TO_EXCHANGE,
-    F_ROUTING_KEY, F_LIMIT, F_RATE, F_FLAG,
+    F_ROUTING_KEY, F_LIMIT, F_RATE, F_MATCH_HEADER, F_MATCH_VALUE, F_FLAG,
 };
 
 typedef struct optdef {
@@ -66,6 +66,8 @@ static const optdef optdefs[] = {
     {"no-wait", 0, false, F_FLAG, WCTL_OPT_NO_WAIT, false},
     {"status", 0, false, F_FLAG, WCTL_OPT_STATUS, false},
     {"cancel", 0, false, F_FLAG, WCTL_OPT_CANCEL, false},
+    {"match-header", 0, true, F_MATCH_HEADER, WCTL_OPT_MATCH_HEADER, false},
+    {"match-value", 0, true, F_MATCH_VALUE, WCTL_OPT_MATCH_VALUE, false},
 };
 
 static const optdef *find_long(const char *name, size_t len)
@@ -133,6 +135,8 @@ static bool store_value(wctl_opts *o, const optdef *d, const char *v)
     case F_TO_QUEUE: o->to_queue = v; return true;
     case F_TO_EXCHANGE: o->to_exchange = v; return true;
     case F_ROUTING_KEY: o->routing_key = v; return true;
+    case F_MATCH_HEADER: o->match_header = v; return true;
+    case F_MATCH_VALUE: o->match_value = v; return true;
     case F_LIMIT: return parse_int(v, &o->limit) && o->limit >= 0;
     case F_RATE: return parse_int(v, &o->rate) && o->rate >= 1;
     default: return true; /* --node: warrenctl talks to one broker */

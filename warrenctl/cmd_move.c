@@ -86,6 +86,10 @@ static json_t *start_body(const wctl_ctx *c)
         json_object_set_new(b, "dest-exchange", json_string(c->o->to_exchange));
     if (c->o->routing_key)
         json_object_set_new(b, "dest-routing-key", json_string(c->o->routing_key));
+    if (c->o->match_header)
+        json_object_set_new(b, "match-header", json_string(c->o->match_header));
+    if (c->o->match_value)
+        json_object_set_new(b, "match-value", json_string(c->o->match_value));
     if (c->o->given & WCTL_OPT_LIMIT)
         json_object_set_new(b, "count", json_integer(c->o->limit));
     if (c->o->given & WCTL_OPT_RATE)

@@ -80,7 +80,9 @@ enum {
     WCTL_OPT_NO_WAIT = 1u << 17,       /* --no-wait: start it and return */
     WCTL_OPT_STATUS = 1u << 18,        /* --status: the move's progress */
     WCTL_OPT_CANCEL = 1u << 19,        /* --cancel: stop the running move */
-    WCTL_OPT_COUNT = 20
+    WCTL_OPT_MATCH_HEADER = 1u << 20,  /* --match-header H: only messages with it */
+    WCTL_OPT_MATCH_VALUE = 1u << 21,   /* --match-value V: ... equal to V */
+    WCTL_OPT_COUNT = 22
 };
 
 /* The parsed command line. A plain record of what was given (the unit tests
@@ -109,7 +111,7 @@ typedef struct wctl_opts {
     bool no_headers;
     int priority;
     const char *apply_to, *description, *tags, *queue_type, *format, *unit;
-    const char *to_queue, *to_exchange, *routing_key; /* move_messages */
+    const char *to_queue, *to_exchange, *routing_key, *match_header, *match_value; /* move_messages */
     int limit, rate;
     /* argv without the connection options, for "Arguments given:" lines */
     const char *echo[WCTL_MAX_ARGS * 2];

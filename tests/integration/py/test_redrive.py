@@ -226,6 +226,12 @@ class Redrive(h.BrokerTest):
         rc, out, _ = self.warrenctl("move_messages", work, "--to-queue", other, "--count", "2",
                                     "--rate", "100", "-q")
         self.assertEqual((rc, self.count(other), self.count(work)), (0, 2, 1))
+        self.publish("", other, b"tagged", properties=pika.BasicProperties(headers={"t": "x"}))
+        rc, out, _ = self.warrenctl("move_messages", other, "--to-queue", work, "--match-header", "t",
+                                    "--match-value", "x")
+        self.assertEqual(rc, 0)
+        self.assertIn("left in place (no_match)\t2\n", out)
+        self.assertEqual(bodies(self.ch, work)[-1], b"tagged")
         rc, _, err = self.warrenctl("move_messages", h.unique("nosuch"))
         self.assertEqual(rc, 69)
         self.assertIn("no queue", err)
