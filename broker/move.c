@@ -400,7 +400,8 @@ static struct move *record(vhost *v, queue *q, const move_spec *spec)
     if (!names)
         return NULL;
     for (size_t i = 0; i < 4; i++) {
-        memcpy(at, parts[i]->ptr, parts[i]->len);
+        if (parts[i]->len) /* an absent part may be {NULL, 0} */
+            memcpy(at, parts[i]->ptr, parts[i]->len);
         at += parts[i]->len;
     }
     free(mv->names);

@@ -287,6 +287,32 @@ class RedriveCrash(unittest.TestCase):
         finally:
             c.close()
 
+    def test_sigterm_mid_move(self):
+        """A clean stop during a slow move: exit 0, and every message is in
+        one of the queues after the restart (the held-aside ones put back)."""
+        data = tempfile.mkdtemp(prefix="warren-itest-redrive-")
+        self.addCleanup(shutil.rmtree, data, True)
+        proc = h.WarrenProcess(["data_dir=%s" % data])
+        conn = h.connect(proc.start())
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("rd.src", durable=True)
+        ch.queue_declare("rd.dst", durable=True, arguments={"x-max-length": 5, "x-overflow": "reject-publish"})
+        for i in range(200):
+            ch.basic_publish("", "rd.src", b"%d" % i, persistent())
+        r = self.post(proc, "/api/queues/%2F/rd.src/move", json.dumps({"dest-queue": "rd.dst", "rate": 100}))
+        self.assertEqual(r.status, 202)
+        time.sleep(0.3)
+        self.assertEqual(proc.stop(), 0)
+        proc = h.WarrenProcess(["data_dir=%s" % data])
+        try:
+            ch = h.connect(proc.start()).channel()
+            dst, src = bodies(ch, "rd.dst"), bodies(ch, "rd.src")
+        finally:
+            self.assertEqual(proc.stop(), 0)
+        self.assertEqual(len(dst), 5)
+        self.assertEqual(sorted(int(b) for b in src + dst), list(range(200)))
+
     def test_sigkill_mid_move(self):
         moved = [self.trial(seed) for seed in range(self.TRIALS)]
         # at least one trial must have caught the move in the middle
