@@ -221,6 +221,10 @@ void mgmt_post_get(mgmt_req *r);
 
 /* ---- shared renderers ----------------------------------------------------- */
 
+/* "redrive": {"state", "total", "moved", "skipped", "remaining"} of the
+ * running or last move from the queue, or null (res_move.c). */
+void mgmt_move_summary(mgmt_json *w, vhost *v, amqp_bytes qname);
+
 /* {"name": ..., "vhost": ...}-style connection, channel and consumer views
  * shared by the connection and queue families (res_conn.c). */
 void mgmt_channel_details(mgmt_json *w, conn *c, chan *ch);

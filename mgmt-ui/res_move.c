@@ -92,6 +92,26 @@ static void send_progress(mgmt_req *r, vhost *v, const move_progress *p, int sta
     mgmt_send(r, status);
 }
 
+void mgmt_move_summary(mgmt_json *w, vhost *v, amqp_bytes qname)
+{
+    move_progress p;
+    if (!queue_move_progress(v, qname, &p)) {
+        mgmt_json_knull(w, "redrive");
+        return;
+    }
+    uint64_t skipped = 0;
+    for (int i = 0; i < MOVE_SKIPS; i++)
+        skipped += p.skipped[i];
+    mgmt_json_key(w, "redrive");
+    mgmt_json_obj(w);
+    mgmt_json_kstr(w, "state", state_names[p.state]);
+    mgmt_json_kuint(w, "total", p.total);
+    mgmt_json_kuint(w, "moved", p.moved);
+    mgmt_json_kuint(w, "skipped", skipped);
+    mgmt_json_kuint(w, "remaining", p.state == MOVE_RUNNING ? p.total - p.moved - skipped : 0);
+    mgmt_json_end_obj(w);
+}
+
 /* A string field: absent leaves *out empty and *has false. */
 static bool str_field(mgmt_req *r, json_t *body, const char *key, amqp_bytes *out, bool *has)
 {

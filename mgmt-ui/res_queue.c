@@ -7,7 +7,8 @@
  * (the oldest delivery still unsettled) and delivery_count_histogram (how
  * many queued messages -- ready or unacked -- were delivered 0, 1, 2, 3-4,
  * 5-9, 10-19, 20-49, 50+ times: poison messages show up in the high
- * buckets before they loop for long).
+ * buckets before they loop for long), and `redrive`, the progress of the
+ * running or last move from it (res_move.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,7 @@ static void health(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
     else
         mgmt_json_knull(w, "oldest_unacked_age_ms");
     histogram(w, qi->delivery_counts);
+    mgmt_move_summary(w, queue_vhost(q), queue_name(q));
 }
 
 static void consumer_details(mgmt_req *r, mgmt_json *w, queue *q)

@@ -69,6 +69,10 @@ class Redrive(h.BrokerTest):
                                         "no_match": 0})
         self.assertIsNotNone(p["finished_at"])
         self.assertEqual(self.count(dlq), 0)
+        q = request("GET", "/api/queues/%2F/" + dlq).json()
+        self.assertEqual(q["redrive"], {"state": "finished", "total": 5, "moved": 5, "skipped": 0,
+                                        "remaining": 0})
+        self.assertIsNone(request("GET", "/api/queues/%2F/" + work).json()["redrive"])
         got = [self.ch.basic_get(work, auto_ack=True) for _ in range(5)]
         self.assertEqual([b for _, _, b in got], [b"m%d" % i for i in range(5)])
         method, props, _ = got[0]
