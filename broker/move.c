@@ -9,8 +9,8 @@
  * While running it holds a reference on the source queue (queue_hold) and a
  * timer on the loop. Every TICK_MS the timer adds rate * elapsed to a
  * credit and moves that many messages, at most SLICE_MAX, so AMQP traffic
- * keeps the loop between slices; while the journal lags behind the disk the
- * slice is skipped, as publishers wait then.
+ * keeps the loop between slices; while the journal lags behind the disk or
+ * the memory alarm is on the slice is skipped, as publishers wait then.
  *
  * Each message is taken from the head of the source (queue_get, which reads
  * paged-out messages back) and, in the same callback, persist_move settles
@@ -342,7 +342,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         end(mv, MOVE_STOPPED, "the source queue was deleted");
         return;
     }
-    if (server_journal_lagging(s))
+    if (server_journal_lagging(s) || server_memory_alarm(s))
         return;
     move_state state = MOVE_FINISHED;
     const char *reason = "";
