@@ -2,8 +2,9 @@
  * Starts a move and, unless --no-wait, polls it until it ends, then prints
  * the report (what moved, what stayed and why, where it went); --status
  * prints the running or last move's report, --cancel stops it. Exit 0 when
- * the move finished, 69 when it was cancelled or stopped, 75 when it is
- * still running at the timeout. */
+ * the move finished, 69 when it was cancelled, stopped or refused, 65 when
+ * the queue or its destination does not exist, 75 when it is still running
+ * at the timeout. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -77,6 +78,19 @@ static int no_move(wctl_ctx *c, const char *queue)
     return WCTL_EXIT_DATAERR;
 }
 
+/* The queue, or the destination (the broker's text names it), is missing. */
+static int not_found(wctl_ctx *c, const wctl_response *r, const char *queue)
+{
+    wctl_buf reason = {0};
+    wctl_error_reason(r, &reason);
+    if (strcmp(wctl_buf_str(&reason), "Not Found") == 0)
+        wctl_error("Queue '%s' not found in vhost '%s'", queue, c->o->vhost);
+    else
+        wctl_error("%s", wctl_buf_str(&reason));
+    wctl_buf_free(&reason);
+    return WCTL_EXIT_DATAERR;
+}
+
 static json_t *start_body(const wctl_ctx *c)
 {
     json_t *b = json_object();
@@ -121,8 +135,7 @@ int wctl_cmd_move_messages(wctl_ctx *c)
         rc = wctl_call(c, "POST", wctl_buf_str(&path), body, NULL, NULL, &r);
         free(body);
         if (rc == 0) {
-            if (r.status != 202)
-                rc = wctl_http_error(c, &r);
+            rc = r.status == 404 ? not_found(c, &r, q) : r.status != 202 ? wctl_http_error(c, &r) : 0;
             wctl_response_free(&r);
         }
         if (rc) {

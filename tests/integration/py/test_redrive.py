@@ -192,6 +192,37 @@ class Redrive(h.BrokerTest):
         self.assertEqual((r.status, r.json()["error"]), (400, "bad_request"))
         self.assertIn("source queue itself", r.json()["reason"])
 
+    def test_permissions(self):
+        """read on the source, write on the exchange the messages go through
+        (the default one for a queue destination), as the AMQP way needs."""
+        import base64
+        src, dst = self.queue(), self.queue()
+        ex = self.exchange("direct")
+        user = h.unique("rduser")
+        auth = "Basic " + base64.b64encode(("%s:pw" % user).encode()).decode()
+        self.assertIn(request("PUT", "/api/users/" + user, {"password": "pw", "tags": "management"}).status,
+                      (201, 204))
+        self.addCleanup(request, "DELETE", "/api/users/" + user)
+
+        def allow(write, read):
+            r = request("PUT", "/api/permissions/%2F/" + user, {"configure": "", "write": write, "read": read})
+            self.assertIn(r.status, (201, 204), r.body)
+
+        allow(write="^amq\\.default$", read="")
+        r = request("POST", path(src), {"dest-queue": dst}, auth=auth)
+        self.assertEqual((r.status, r.json()["reason"]), (401, "Access refused."))
+        self.assertEqual(request("DELETE", path(src), auth=auth).status, 401)
+        allow(write="", read=".*")
+        self.assertEqual(request("POST", path(src), {"dest-queue": dst}, auth=auth).status, 401)
+        self.assertEqual(request("POST", path(src), {"dest-exchange": ex}, auth=auth).status, 401)
+        allow(write="^" + ex.replace(".", "\\.") + "$", read=".*")
+        self.assertEqual(request("POST", path(src), {"dest-queue": dst}, auth=auth).status, 401)
+        self.assertEqual(request("POST", path(src), {"dest-exchange": ex}, auth=auth).status, 202)
+        self.wait_done(src)
+        allow(write="^amq\\.default$", read=".*")
+        self.assertEqual(request("POST", path(src), {"dest-queue": dst}, auth=auth).status, 202)
+        self.wait_done(src)
+
     def test_source_deleted_mid_move(self):
         src, dst = self.queue(), self.queue()
         for i in range(100):
@@ -236,9 +267,12 @@ class Redrive(h.BrokerTest):
         self.assertEqual(rc, 0)
         self.assertIn("left in place (no_match)\t2\n", out)
         self.assertEqual(bodies(self.ch, work)[-1], b"tagged")
-        rc, _, err = self.warrenctl("move_messages", h.unique("nosuch"))
-        self.assertEqual(rc, 69)
-        self.assertIn("no queue", err)
+        nosuch = h.unique("nosuch")
+        rc, _, err = self.warrenctl("move_messages", nosuch)
+        self.assertEqual((rc, err), (65, "Error:\nQueue '%s' not found in vhost '/'\n" % nosuch))
+        rc, _, err = self.warrenctl("move_messages", work, "--to-queue", nosuch)
+        self.assertEqual(rc, 65)
+        self.assertIn("no queue '%s' in vhost '/'" % nosuch, err)
 
 
 @unittest.skipIf(h.TARGET is not None, "needs own broker")
