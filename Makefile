@@ -21,7 +21,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c routing/*.c store/*.c broker/*.c mgmt-ui/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c routing/*.c store/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -86,6 +86,10 @@ $(B)/tests/unit/test_warrenctl_%: tests/unit/test_warrenctl_%.c $(WCTL_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(WCTL_LIBS) -lcmocka
 
 $(B)/tests/unit/test_broker_%: tests/unit/test_broker_%.c $(B)/libwarren.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_definitions_%: tests/unit/test_definitions_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

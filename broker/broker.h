@@ -66,10 +66,18 @@ typedef struct config {
     char mgmt_ip[64];                   /* management.tcp.ip */
     int mgmt_port;                      /* management.tcp.port; 0 = a free port */
     bool mgmt_port_set;                 /* given in the file or --set, not the default */
+    /* consumer_timeout: ms a delivery may stay unacked, 0 = no limit. What
+     * happens then (consumer_timeout.action): cancel_consumer (default:
+     * only that consumer is cancelled and its unacked deliveries requeued,
+     * as RabbitMQ 4.3's quorum queues do) or close_channel (RabbitMQ 3.x:
+     * 406 on the channel). */
+    uint64_t consumer_timeout_ms;
+    bool consumer_timeout_close_channel;
     char prometheus_ip[64];             /* prometheus.tcp.ip */
     int prometheus_port;                /* prometheus.tcp.port; 0 = a free port */
     bool prometheus_port_set;
     bool prometheus_per_object;         /* prometheus.return_per_object_metrics */
+    char load_definitions[512];         /* a definitions file imported at every start; "" = none */
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -123,6 +131,10 @@ bool msg_persistent(const msg *m);
 bool msg_journaled(const msg *m);
 bool msg_journal_loc(const msg *m, journal_loc *loc);
 void msg_set_journal_loc(msg *m, journal_loc loc);
+/* A message that is not persistent (delivery mode 2) but was journaled
+ * because a quorum queue took it: only quorum queues keep it there. */
+bool msg_journaled_transient(const msg *m);
+void msg_set_journaled_transient(msg *m);
 /* Recovery: the message keeps the id and location it had before. */
 void msg_restore_identity(msg *m, uint64_t id, journal_loc loc);
 /* New ids start above `max_used`. */
@@ -133,6 +145,13 @@ size_t msg_total_memory(void);
  * dead-letter); NULL on OOM. */
 msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
                    amqp_bytes properties);
+/* m's properties with the header x-delivery-count = count (RabbitMQ's
+ * quorum queue header: how often the message was returned), replacing one
+ * the publisher set, encoded into buf (cap bytes) or, when they do not
+ * fit, into *heap (malloc'd, the caller frees it). Returns their length, 0
+ * when they cannot be had. */
+size_t msg_delivery_count_properties(const msg *m, uint32_t count, uint8_t *buf, size_t cap,
+                                     uint8_t **heap);
 /* The same message with other properties (headers changed by the broker);
  * NULL on OOM. Properties slices need only live during the call. */
 msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
@@ -524,6 +543,10 @@ bool conn_cancel_notify(const conn *c); /* client has consumer_cancel_notify */
 void conn_send_method(conn *c, uint16_t channel, const amqp_method *m);
 /* basic.deliver / get-ok / return: method, header and body frames. */
 void conn_send_content(conn *c, uint16_t channel, const amqp_method *m, msg *body);
+/* The same with other encoded properties than the message's (the broker
+ * added a header to this delivery); `props` need only live during the call. */
+void conn_send_content_props(conn *c, uint16_t channel, const amqp_method *m, msg *body,
+                             amqp_bytes props);
 /* True when the client's output backlog is over the limit: stop delivering. */
 bool conn_output_full(const conn *c);
 
@@ -565,14 +588,29 @@ void chan_resume(chan *ch);
 /* When the oldest delivery the channel holds unacked was made
  * (server_now_ms clock); 0 when none. */
 uint64_t chan_oldest_unacked_ms(chan *ch);
+/* The housekeeping tick: consumer timeouts (see config.consumer_timeout_ms).
+ * May close the channel with an error (conn_raise). */
+void chan_tick(chan *ch, uint64_t now_ms);
+/* A timeout that applies to the channel's deliveries changed (a policy):
+ * the next tick looks at them again. */
+void chan_timeouts_changed(chan *ch);
 
 /* ---- queues ------------------------------------------------------------- */
 
 
 /* Parsed queue arguments (x-...). Slices point into the table parsed. */
 enum { QUEUE_DROP_HEAD, QUEUE_REJECT_PUBLISH, QUEUE_REJECT_PUBLISH_DLX };
+enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM };
+/* RabbitMQ 4.x's default x-delivery-limit of a quorum queue. */
+#define QUEUE_QUORUM_DELIVERY_LIMIT 20
 typedef struct queue_args {
     int64_t message_ttl, expires, max_length, max_length_bytes; /* -1 = none */
+    /* returns (requeues, channel or connection closed) a message may have
+     * before it is dead-lettered with reason delivery_limit; -1 = none */
+    int64_t delivery_limit;
+    int64_t consumer_timeout; /* x-consumer-timeout / consumer-timeout policy, ms; -1 = none */
+    uint8_t type;             /* QUEUE_TYPE_ */
+    bool at_least_once;       /* quorum x-dead-letter-strategy at-least-once */
     uint8_t overflow;
     uint8_t max_priority; /* 0 = not a priority queue */
     bool single_active;
@@ -583,6 +621,8 @@ typedef struct queue_args {
 /* Validates declare arguments (406 with RabbitMQ's texts) and parses them. */
 int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost, queue_args *out,
                      amqp_error *err);
+/* Whether the arguments declare a quorum queue. */
+bool queue_args_quorum(amqp_bytes args);
 /* Reads arguments already validated (or combined with validated policy
  * values) without checking them again. */
 void queue_args_read(amqp_bytes args, queue_args *out);
@@ -596,6 +636,10 @@ typedef struct queue_spec {
     amqp_bytes arguments;
     conn *owner; /* for exclusive queues */
 } queue_spec;
+
+/* A quorum queue's properties: 406 "invalid property 'auto-delete' ..."
+ * (or 'exclusive-owner', 'non-durable') as RabbitMQ 3.10 words it. */
+int queue_type_check(const queue_spec *spec, const char *vhost, amqp_error *err);
 
 queue *queue_new(vhost *v, const queue_spec *spec);
 /* Deletes: cancels consumers (notifying them), unbinds, drops ready
@@ -635,6 +679,10 @@ bool queue_get(queue *q, queue_item *it);
 /* Dead-letters `it` (reason "rejected", "expired", "maxlen") to the queue's
  * x-dead-letter-exchange, or drops it; takes over it.m's reference. */
 void queue_dead_letter(queue *q, queue_item it, const char *reason);
+/* At-least-once dead-lettering found no queue for `it`: the queue keeps it
+ * (not ready, still in the journal) and dead-letters it again every
+ * second until a queue takes it; takes over it.m's reference. */
+void queue_hold_dead_letter(queue *q, queue_item it, const char *reason);
 /* Restarts the x-expires idle timer (declare, basic.get). */
 void queue_touch(queue *q);
 /* The limits in force: the arguments combined with the queue's policies. */
@@ -651,6 +699,10 @@ bool queue_set_policy(queue *q, const policy_applied *applied, amqp_bytes effect
 /* The id the store knows a durable queue by (0 = none). */
 uint64_t queue_store_id(const queue *q);
 void queue_set_store_id(queue *q, uint64_t id);
+/* Whether `q` is a quorum queue (x-queue-type quorum). */
+bool queue_is_quorum(const queue *q);
+/* "classic" or "quorum", as /api/queues shows the type. */
+const char *queue_type_name(const queue *q);
 vhost *queue_vhost(queue *q);
 uint32_t queue_purge(queue *q);
 /* Tries to deliver ready messages to consumers with capacity. */
@@ -669,6 +721,8 @@ extern const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS];
  * (this delivery included) -- and later settles it. */
 void queue_delivery_held(queue *q, uint32_t count);
 void queue_delivery_settled(queue *q, uint32_t count);
+/* A delivery from `q` timed out (a consumer timeout), for its statistics. */
+void queue_consumer_timed_out(queue *q);
 /* Deliveries from `q` not yet acked, rejected or requeued. */
 uint32_t queue_unacked_count(const queue *q);
 /* How many of its messages -- ready ones by how often they were delivered
@@ -678,6 +732,74 @@ void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS]);
 /* When the oldest ready message entered the queue (server_now_ms clock);
  * 0 when none is ready. */
 uint64_t queue_oldest_ready_ms(const queue *q);
+
+/* ---- moving messages: DLQ redrive (move.c) ------------------------------ */
+
+/* Moves the ready messages of a queue, in slices on the loop at a bounded
+ * rate, to another queue, to an exchange, or back to the queue each one
+ * died in (its x-death history, as SQS's redrive to source). A message is
+ * settled in its queue and enqueued in its destination in one atomic group
+ * of the journal, so after a crash it is in exactly one of them. It keeps
+ * its properties and headers (x-death too: the history stays with it) and
+ * starts in its destination with a delivery count of 0. The destination's
+ * limits apply: drop-head drops its oldest; a reject-publish destination
+ * that is full refuses nothing -- the message stays where it was. One move
+ * per source queue at a time; the vhost keeps the last one's report. */
+typedef enum move_target { MOVE_TO_SOURCE, MOVE_TO_QUEUE, MOVE_TO_EXCHANGE } move_target;
+typedef struct move_spec {
+    move_target to;
+    amqp_bytes dest;        /* the queue or exchange (MOVE_TO_QUEUE, _EXCHANGE) */
+    amqp_bytes routing_key; /* MOVE_TO_EXCHANGE; each message's own if !has_routing_key */
+    bool has_routing_key;
+    uint64_t count; /* at most this many; 0 = every message ready at the start */
+    uint32_t rate;  /* messages per second, >= 1 */
+    /* Only messages whose header match_header (empty: no filter) equals
+     * match_value -- a string equal to it, a number or boolean spelled so --
+     * or, without has_match_value, has that header at all; the others stay. */
+    amqp_bytes match_header, match_value;
+    bool has_match_value;
+} move_spec;
+
+typedef enum move_state { MOVE_RUNNING, MOVE_FINISHED, MOVE_CANCELLED, MOVE_STOPPED } move_state;
+/* Why messages stayed where they were. */
+typedef enum move_skip {
+    MOVE_SKIP_NO_SOURCE, MOVE_SKIP_UNROUTABLE, MOVE_SKIP_FULL, MOVE_SKIP_NO_MATCH, MOVE_SKIPS
+} move_skip;
+typedef struct move_progress {
+    move_state state;
+    const char *reason; /* why it stopped (MOVE_STOPPED), else "" */
+    move_target to;
+    amqp_bytes dest, routing_key; /* as given */
+    bool has_routing_key;
+    amqp_bytes match_header, match_value;
+    bool has_match_value;
+    uint32_t rate;
+    uint64_t total, moved; /* total: what it set out to move */
+    uint64_t skipped[MOVE_SKIPS];
+    uint64_t started_at, finished_at; /* wall clock ms; finished 0 while running */
+} move_progress;
+
+/* Starts moving from queue `qname` of `v`. AMQP_OK, or AMQP_ERROR with
+ * `err`: 404 NOT_FOUND for a missing queue or destination, 406
+ * PRECONDITION_FAILED when the destination is the source itself, 405
+ * RESOURCE_LOCKED when a move from that queue is running. Names and keys
+ * are copied. */
+int queue_move_start(vhost *v, amqp_bytes qname, const move_spec *spec, amqp_error *err);
+/* The running or last move from `qname`; false when there was none. Slices
+ * in *out live until the next move from that queue starts. */
+bool queue_move_progress(vhost *v, amqp_bytes qname, move_progress *out);
+/* Where the messages went: fn once per destination queue with its count
+ * ("" for destinations beyond the first MOVE_REPORT_MAX). */
+enum { MOVE_REPORT_MAX = 32 };
+void queue_move_report(vhost *v, amqp_bytes qname,
+                       void (*fn)(void *arg, amqp_bytes queue, uint64_t n), void *arg);
+/* Cancels the running move: what is moved stays moved, the rest stays
+ * where it is. false when none is running. */
+bool queue_move_cancel(vhost *v, amqp_bytes qname);
+/* The vhost is being freed: stops its moves and frees their reports. */
+void queue_moves_free(vhost *v);
+/* Where a vhost keeps its moves (vhost.c). */
+struct move **vhost_moves(vhost *v);
 
 /* ---- consumers ---------------------------------------------------------- */
 
@@ -689,6 +811,7 @@ struct consumer {
     bool exclusive;
     int32_t priority;
     uint32_t prefetch; /* 0 = unlimited */
+    int64_t timeout_ms; /* x-consumer-timeout of basic.consume; -1 = the queue's or config's */
     uint32_t unacked;
     consumer *q_next, *q_prev;   /* ring in the queue, by priority */
     consumer *ch_next;           /* list in the channel */
@@ -963,6 +1086,10 @@ typedef struct queue_info {
     size_t memory;             /* bytes the queue's own structures use (not bodies) */
     uint64_t oldest_ready_ms;  /* server_now_ms clock, 0 = none */
     uint32_t delivery_counts[QUEUE_DC_BUCKETS];
+    uint64_t delivery_limit_dead; /* messages dead-lettered or dropped by the delivery limit */
+    uint64_t consumer_timeouts;   /* consumers cancelled or channels closed by consumer timeouts */
+    uint32_t dead_letters_held;   /* at-least-once dead letters waiting for a queue to take them */
+    uint64_t dead_letter_bytes_held; /* their body bytes */
     consumer *active_consumer; /* x-single-active-consumer, or NULL */
     consumer *exclusive_consumer;
     stats *stats;

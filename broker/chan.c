@@ -280,6 +280,27 @@ static void forget_consumer(chan *ch, consumer *cons)
 
 /* ---- deliveries --------------------------------------------------------- */
 
+#define DC_STACK 4096
+
+/* Sends a delivery or get-ok; a message returned before carries its count.
+ * RabbitMQ 3.10's quorum queues also put x-delivery-count 0 on the first
+ * basic.get (`always`). The first delivery, the hot path, goes as it is. */
+static void send_counted(chan *ch, const amqp_method *m, queue_item it, bool always)
+{
+    if (it.delivery_count == 0 && !always) {
+        conn_send_content(ch->c, ch->number, m, it.m);
+        return;
+    }
+    uint8_t local[DC_STACK], *heap = NULL;
+    size_t n = msg_delivery_count_properties(it.m, it.delivery_count, local, sizeof local, &heap);
+    if (n)
+        conn_send_content_props(ch->c, ch->number, m, it.m,
+                                (amqp_bytes){heap ? heap : local, (uint32_t)n});
+    else
+        conn_send_content(ch->c, ch->number, m, it.m);
+    free(heap);
+}
+
 bool chan_can_deliver(const chan *ch, const consumer *cons)
 {
     if (conn_output_full(ch->c))
@@ -300,7 +321,7 @@ void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
     d.basic_deliver.redelivered = it.delivery_count > 0 || it.maybe_delivered;
     d.basic_deliver.exchange = msg_exchange(it.m);
     d.basic_deliver.routing_key = msg_routing_key(it.m);
-    conn_send_content(ch->c, ch->number, &d, it.m);
+    send_counted(ch, &d, it, false);
     count(ch, q, cons->no_ack ? STAT_DELIVER_NO_ACK : STAT_DELIVER);
     if (d.basic_deliver.redelivered)
         count(ch, q, STAT_REDELIVER);
@@ -319,6 +340,101 @@ void chan_resume(chan *ch)
 {
     for (consumer *cons = ch->consumers; cons; cons = cons->ch_next)
         queue_dispatch(cons->q);
+}
+
+/* ---- consumer timeouts -------------------------------------------------- *
+ *
+ * A delivery's timeout is its consumer's x-consumer-timeout, else its
+ * queue's (x-consumer-timeout or consumer-timeout policy, the lower), else
+ * consumer_timeout. The tick costs one comparison per channel: no delivery
+ * can time out before `timeout_check_at`, since every delivery was made at
+ * or after the oldest one and none has a timeout below the channel's floor
+ * (the least over its consumers and consumer_timeout). Only past that
+ * moment are the deliveries walked, and the next moment computed. */
+
+#define NO_TIMEOUT UINT64_MAX
+
+static uint64_t timeout_of(chan *ch, const consumer *cons, const queue *q)
+{
+    int64_t t = cons && cons->timeout_ms >= 0 ? cons->timeout_ms : queue_get_args(q)->consumer_timeout;
+    uint64_t ms = t >= 0 ? (uint64_t)t : server_config(conn_server(ch->c))->consumer_timeout_ms;
+    return ms ? ms : NO_TIMEOUT;
+}
+
+static uint64_t timeout_floor(chan *ch)
+{
+    uint64_t floor = server_config(conn_server(ch->c))->consumer_timeout_ms;
+    floor = floor ? floor : NO_TIMEOUT;
+    for (consumer *cons = ch->consumers; cons; cons = cons->ch_next) {
+        uint64_t t = cons->no_ack ? NO_TIMEOUT : timeout_of(ch, cons, cons->q);
+        floor = t < floor ? t : floor;
+    }
+    return floor;
+}
+
+/* 406 on the channel, RabbitMQ 3.x's words. Frees the channel. */
+static void timed_out_close(chan *ch, uint64_t timeout)
+{
+    amqp_error err;
+    amqp_fail(&err, AMQP_PRECONDITION_FAILED, 0,
+              "delivery acknowledgement on channel %u timed out. Timeout value used: %llu ms. "
+              "This timeout value can be configured, see consumers doc guide to learn more",
+              ch->number, (unsigned long long)timeout);
+    conn_raise(ch->c, ch->number, &err);
+}
+
+/* Cancels `cons` and puts its unacked deliveries back (RabbitMQ 4.3's
+ * quorum queue behaviour): each return counts towards x-delivery-limit. */
+static void timed_out_cancel(chan *ch, consumer *cons, uint64_t timeout)
+{
+    log_msg(LOG_WARNING,
+            "consumer '%s' on channel %u has timed out waiting for a consumer acknowledgement "
+            "(timeout %llu ms): cancelled, its deliveries requeued",
+            cons->tag, ch->number, (unsigned long long)timeout);
+    touched t = TOUCHED_INIT(t);
+    for (uint32_t i = 0; i < ch->ua_count; i++) {
+        unacked *e = ua_at(ch, i);
+        if (e->it.m && e->cons == cons) {
+            touch(&t, e->q);
+            ua_settle(ch, e, SETTLE_REQUEUE);
+        }
+    }
+    /* cancelled before the queues deliver again, so not to it */
+    chan_cancel_consumer(ch, cons, conn_cancel_notify(ch->c));
+    dispatch_touched(ch, &t);
+}
+
+void chan_timeouts_changed(chan *ch) { ch->timeout_check_at = 0; }
+
+void chan_tick(chan *ch, uint64_t now)
+{
+    if (!ch->ua_live || now < ch->timeout_check_at)
+        return;
+    uint64_t floor = timeout_floor(ch), oldest = chan_oldest_unacked_ms(ch);
+    if (floor == NO_TIMEOUT || now - oldest < floor) {
+        ch->timeout_check_at = floor == NO_TIMEOUT ? NO_TIMEOUT : oldest + floor;
+        return;
+    }
+    uint64_t next = now + floor;
+    for (uint32_t i = 0; i < ch->ua_count; i++) {
+        unacked *e = ua_at(ch, i);
+        if (!e->it.m)
+            continue;
+        uint64_t t = timeout_of(ch, e->cons, e->q);
+        if (t == NO_TIMEOUT || e->delivered_at + t > now) {
+            if (t != NO_TIMEOUT && e->delivered_at + t < next)
+                next = e->delivered_at + t;
+            continue;
+        }
+        queue_consumer_timed_out(e->q);
+        if (!e->cons || server_config(conn_server(ch->c))->consumer_timeout_close_channel) {
+            timed_out_close(ch, t);
+            return; /* the channel is gone */
+        }
+        timed_out_cancel(ch, e->cons, t);
+    }
+    ua_pop_holes(ch);
+    ch->timeout_check_at = next;
 }
 
 /* ---- consumers ---------------------------------------------------------- */
@@ -500,7 +616,7 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
     g.basic_get_ok.exchange = msg_exchange(it.m);
     g.basic_get_ok.routing_key = msg_routing_key(it.m);
     g.basic_get_ok.message_count = queue_ready_count(q);
-    conn_send_content(ch->c, ch->number, &g, it.m);
+    send_counted(ch, &g, it, queue_is_quorum(q));
     count(ch, q, no_ack ? STAT_GET_NO_ACK : STAT_GET);
     if (g.basic_get_ok.redelivered)
         count(ch, q, STAT_REDELIVER);

@@ -73,6 +73,8 @@ struct chan {
     consumer *consumers;
     uint32_t prefetch_consumer; /* basic.qos global=false: for new consumers */
     uint32_t prefetch_global;   /* basic.qos global=true: the whole channel */
+    /* consumer timeouts: no delivery can time out before this (chan_tick) */
+    uint64_t timeout_check_at;
     /* the publish being assembled; pub_msg is NULL while an oversize body
      * is being dropped */
     msg *pub_msg;

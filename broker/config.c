@@ -93,6 +93,10 @@ static bool set_data_dir(config *c, const char *v, char *why, size_t n)
 {
     return copy_str(c->data_dir, sizeof c->data_dir, v, why, n);
 }
+static bool set_load_definitions(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->load_definitions, sizeof c->load_definitions, v, why, n);
+}
 
 /* "loopback_users = none": nobody is loopback-only, whatever else is set. */
 static bool set_loopback_users(config *c, const char *v, char *why, size_t n)
@@ -231,6 +235,22 @@ static bool set_segment_size(config *c, const char *v, char *why, size_t n)
     return parse_uint(v, 1u << 20, 1u << 30, &c->journal_segment_size, why, n);
 }
 
+/* consumer_timeout: ms, 0 = none (RabbitMQ's key, default 30 minutes). */
+static bool set_consumer_timeout(config *c, const char *v, char *why, size_t n)
+{
+    return parse_uint(v, 0, UINT64_MAX / 4, &c->consumer_timeout_ms, why, n);
+}
+
+static bool set_consumer_timeout_action(config *c, const char *v, char *why, size_t n)
+{
+    if (strcmp(v, "cancel_consumer") == 0 || strcmp(v, "close_channel") == 0) {
+        c->consumer_timeout_close_channel = v[1] == 'l';
+        return true;
+    }
+    snprintf(why, n, "'%s' is not one of cancel_consumer, close_channel", v);
+    return false;
+}
+
 static bool set_mgmt_port(config *c, const char *v, char *why, size_t n)
 {
     uint64_t x;
@@ -291,7 +311,10 @@ static const struct {
     {"log.level", set_log_level},
     {"log.console.level", set_log_level},
     {"data_dir", set_data_dir},
+    {"load_definitions", set_load_definitions},
     {"handshake_timeout", set_handshake_timeout},
+    {"consumer_timeout", set_consumer_timeout},
+    {"consumer_timeout.action", set_consumer_timeout_action},
 };
 
 void config_defaults(config *c)
@@ -317,6 +340,7 @@ void config_defaults(config *c)
     c->journal_segment_size = 64u << 20;
     strcpy(c->mgmt_ip, "0.0.0.0");
     c->mgmt_port = 15672;
+    c->consumer_timeout_ms = 1800000;
     strcpy(c->prometheus_ip, "0.0.0.0");
     c->prometheus_port = 15692;
 }
@@ -347,6 +371,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"max_message_size", c->max_message_size},
         {"journal.segment_size", c->journal_segment_size},
         {"management.tcp.port", (uint64_t)c->mgmt_port},
+        {"consumer_timeout", c->consumer_timeout_ms},
         {"prometheus.tcp.port", (uint64_t)c->prometheus_port},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
@@ -365,7 +390,11 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     }
     fn(arg, "log.level", levels[c->log_level]);
     fn(arg, "data_dir", c->data_dir);
+    if (c->load_definitions[0])
+        fn(arg, "load_definitions", c->load_definitions);
     fn(arg, "journal.sync", syncs[c->journal_sync]);
+    fn(arg, "consumer_timeout.action",
+       c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");
 }
 
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,

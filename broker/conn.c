@@ -70,9 +70,8 @@ static void unref_cleanup(const void *data, size_t len, void *arg)
 
 /* Method and header frames (and a small body) straight into the output. */
 static void put_content_frames(conn *c, uint16_t channel, const uint8_t *method, size_t mlen,
-                               msg *body, bool with_body)
+                               msg *body, amqp_bytes props, bool with_body)
 {
-    amqp_bytes props = msg_properties(body);
     uint64_t size = msg_body_size(body);
     uint32_t chunk = c->frame_max - AMQP_FRAME_OVERHEAD;
     size_t nbody_frames = size ? (size_t)((size + chunk - 1) / chunk) : 0;
@@ -107,13 +106,19 @@ static void put_content_frames(conn *c, uint16_t channel, const uint8_t *method,
 
 void conn_send_content(conn *c, uint16_t channel, const amqp_method *m, msg *body)
 {
+    conn_send_content_props(c, channel, m, body, msg_properties(body));
+}
+
+void conn_send_content_props(conn *c, uint16_t channel, const amqp_method *m, msg *body,
+                             amqp_bytes props)
+{
     if (c->state == S_CLOSED)
         return;
     uint8_t method[1024];
     size_t mlen = amqp_method_encode(m, method, sizeof method);
     uint64_t size = msg_body_size(body);
     bool copy = size <= COPY_BODY_MAX;
-    put_content_frames(c, channel, method, mlen, body, copy);
+    put_content_frames(c, channel, method, mlen, body, props, copy);
     uint32_t chunk = c->frame_max - AMQP_FRAME_OVERHEAD;
     const uint8_t *b = msg_body(body);
     for (uint64_t off = 0; !copy && off < size; off += chunk) {
@@ -774,6 +779,13 @@ void conn_tick(conn *c, uint64_t now)
             conn_teardown(c);
         }
         return;
+    }
+    /* consumer timeouts: one comparison per channel (chan_tick); a
+     * channel closed meanwhile leaves CHAN_CLOSING in its slot */
+    for (uint32_t i = 0; c->state == S_OPEN && i < chan_slots(c); i++) {
+        chan *ch = chan_at(c, i);
+        if (ch)
+            chan_tick(ch, now);
     }
     if (c->heartbeat == 0)
         return;

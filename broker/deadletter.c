@@ -10,6 +10,10 @@
  * copy does not expire again. A message that would cycle back to a queue it
  * already died in is dropped unless a rejection is part of the cycle.
  *
+ * At-least-once (a quorum queue's x-dead-letter-strategy): a message that
+ * no queue would take stays with its queue, unsettled in the journal, and
+ * is tried again (queue_hold_dead_letter) until one does.
+ *
  * Persistence: the copy is a message of its own (its headers differ), so
  * leaving the source and arriving in the durable targets is one
  * persist_move -- an atomic group in the journal -- before the copy is
@@ -148,15 +152,19 @@ static size_t drop_cycles(msg *copy, queue **targets, size_t n, const char *reas
     return kept;
 }
 
-void queue_dead_letter(queue *q, queue_item it, const char *reason)
+/* Dead-letters `it`; false (nothing done) when no queue would take it and
+ * the queue's strategy is at-least-once, so the caller keeps it. */
+static bool dead_letter(queue *q, queue_item it, const char *reason)
 {
     const queue_args *a = queue_get_args(q);
     route_table *routes = vhost_routes(queue_vhost(q));
     route_exchange *ex = a->has_dlx ? route_exchange_find(routes, a->dlx) : NULL;
+    if (!ex && a->at_least_once)
+        return false;
     if (!ex) {
         persist_settle(q, it.m, JOURNAL_DROP);
         msg_unref(it.m);
-        return;
+        return true;
     }
     size_t cap = msg_properties(it.m).len + 4096, hdrcap = cap;
     uint8_t *buf = malloc(cap + hdrcap);
@@ -164,17 +172,23 @@ void queue_dead_letter(queue *q, queue_item it, const char *reason)
     amqp_bytes key = a->has_dlrk ? a->dlrk : msg_routing_key(it.m);
     msg *copy = n ? msg_copy_with(it.m, a->dlx, key, (amqp_bytes){buf, (uint32_t)n}) : NULL;
     free(buf);
+    if (!copy && a->at_least_once)
+        return false; /* out of memory: try again later */
     if (!copy) {
         persist_settle(q, it.m, JOURNAL_DEAD_LETTER);
         msg_unref(it.m);
         log_msg(LOG_WARNING, "queue '%.*s': could not dead-letter a message",
                 (int)queue_name(q).len, (const char *)queue_name(q).ptr);
-        return;
+        return true;
     }
     amqp_basic_properties p;
     amqp_properties_decode(msg_properties(copy), &p, NULL);
     queue *local[16], **targets;
     size_t nt = vhost_route(queue_vhost(q), ex, key, p.headers, local, 16, &targets);
+    if (nt == 0 && a->at_least_once) {
+        msg_unref(copy);
+        return false;
+    }
     nt = drop_cycles(copy, targets, nt, reason);
     persist_move(q, it.m, JOURNAL_DEAD_LETTER, reason, copy, targets, nt);
     msg_unref(it.m);
@@ -184,4 +198,11 @@ void queue_dead_letter(queue *q, queue_item it, const char *reason)
     if (targets != local)
         free(targets);
     msg_unref(copy);
+    return true;
+}
+
+void queue_dead_letter(queue *q, queue_item it, const char *reason)
+{
+    if (!dead_letter(q, it, reason))
+        queue_hold_dead_letter(q, it, reason);
 }

@@ -348,7 +348,10 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
         declare_ok(ch, q, d->nowait);
         return AMQP_OK;
     }
-    if (name.len == 0) {
+    if (name.len == 0 && queue_args_quorum(d->arguments)) {
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                         "Cannot declare a server-named queue for type rabbit_quorum_queue");
+    } else if (name.len == 0) {
         server_random_name(conn_server(ch->c), "amq.gen-", generated, sizeof generated);
         name = AMQP_CSTR(generated);
     } else if (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0) {
@@ -391,7 +394,8 @@ int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_erro
         return AMQP_OK;
     }
     queue_args args;
-    if (queue_args_parse(spec->arguments, spec->name, vhost_name(v), &args, err) != AMQP_OK)
+    if (queue_args_parse(spec->arguments, spec->name, vhost_name(v), &args, err) != AMQP_OK ||
+        queue_type_check(spec, vhost_name(v), err) != AMQP_OK)
         return AMQP_ERROR;
     q = queue_new(v, spec);
     if (!q)
@@ -518,6 +522,10 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     if (chan_find_consumer(ch, AMQP_CSTR(tag)))
         return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_BASIC_CONSUME,
                          "attempt to reuse consumer tag '%s'", tag);
+    if (ch->prefetch_global && queue_get_args(q)->type == QUEUE_TYPE_QUORUM)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_CONSUME,
+                         "queue '%.*s' in vhost '%s' does not support global qos",
+                         PRINTABLE(name), vname(ch));
     if (queue_has_exclusive_consumer(q) || (b->exclusive && queue_consumer_count(q)))
         return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_BASIC_CONSUME,
                          "queue '%.*s' in vhost '%s' in exclusive use", PRINTABLE(name),
@@ -528,9 +536,17 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
                          "invalid arg 'x-priority' for queue '%.*s' in vhost '%s'",
                          PRINTABLE(name), vname(ch));
+    int64_t timeout = -1;
+    if (amqp_table_get(b->arguments, "x-consumer-timeout", &f) &&
+        (!amqp_field_int(&f, &timeout) || timeout < 0))
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
+                         "invalid arg 'x-consumer-timeout' for queue '%.*s' in vhost '%s'",
+                         PRINTABLE(name), vname(ch));
     consumer *cons = calloc(1, sizeof *cons);
     if (!cons)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_CONSUME, "out of memory");
+    cons->timeout_ms = timeout;
+    ch->timeout_check_at = 0; /* its timeout may be the channel's shortest */
     memcpy(cons->tag, tag, strlen(tag) + 1);
     cons->ch = ch;
     cons->q = q;
@@ -657,6 +673,25 @@ int admin_bind(vhost *v, amqp_bytes source, bool dest_is_queue, amqp_bytes dest,
     return bind_to(v, source, d, key, args, bind, id, err);
 }
 
+/* Shows a message as basic.get would deliver it: with x-delivery-count
+ * when it was returned before (or from a quorum queue). */
+static void show(admin_get_fn fn, void *arg, queue *q, const queue_item *it)
+{
+    bool redelivered = it->delivery_count > 0 || it->maybe_delivered;
+    uint8_t local[1024], *heap = NULL;
+    size_t n = it->delivery_count || queue_is_quorum(q)
+                   ? msg_delivery_count_properties(it->m, it->delivery_count, local, sizeof local,
+                                                   &heap)
+                   : 0;
+    msg *copy = n ? msg_copy_with(it->m, msg_exchange(it->m), msg_routing_key(it->m),
+                                  (amqp_bytes){heap ? heap : local, (uint32_t)n})
+                  : NULL;
+    free(heap);
+    fn(arg, copy ? copy : it->m, redelivered, queue_ready_count(q));
+    if (copy)
+        msg_unref(copy);
+}
+
 /* Takes up to `count` messages, shows each, then settles them all: a
  * requeue puts them back newest first, so they keep their order. */
 int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, admin_get_fn fn,
@@ -672,7 +707,7 @@ int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, adm
     while (n < count && queue_get(q, &taken[n])) {
         queue_item *it = &taken[n++];
         queue_stats(q)->n[STAT_GET]++, vhost_stats(v)->n[STAT_GET]++;
-        fn(arg, it->m, it->delivery_count > 0 || it->maybe_delivered, queue_ready_count(q));
+        show(fn, arg, q, it);
         it->delivery_count++;
     }
     if (n == 0)

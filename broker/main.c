@@ -1,5 +1,5 @@
 /* bin/warren: parses the command line, loads the configuration and runs the
- * server.  Usage: warren [--config FILE] [--set key=value]... */
+ * server.  Usage: warren [--config FILE] [--set key=value]... [--definitions FILE] */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,14 +7,34 @@
 #include <sys/stat.h>
 
 #include "broker.h"
+#include "../definitions/definitions.h"
 #include "../mgmt-ui/mgmt.h"
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: warren [--config FILE] [--set key=value]...\n"
-                    "  --config FILE     read settings from FILE (rabbitmq.conf style)\n"
-                    "  --set key=value   override one setting, e.g. --set "
-                    "listeners.tcp.default=127.0.0.1:0\n");
+    fprintf(stderr, "usage: warren [--config FILE] [--set key=value]... [--definitions FILE]\n"
+                    "  --config FILE       read settings from FILE (rabbitmq.conf style)\n"
+                    "  --set key=value     override one setting, e.g. --set "
+                    "listeners.tcp.default=127.0.0.1:0\n"
+                    "  --definitions FILE  import a definitions file at start "
+                    "(load_definitions = FILE)\n");
+}
+
+/* load_definitions: the file (or a directory's *.json files) is imported
+ * before any client is served; one that cannot be read, parsed or
+ * validated stops the start. */
+static bool load_definitions(server *s, const char *path)
+{
+    defs_error err;
+    char file[1024];
+    if (!*path || defs_import_file(s, path, &err, file, sizeof file))
+        return true;
+    if (err.line)
+        log_msg(LOG_ERROR, "load_definitions %s:%d:%d: %s", file, err.line, err.column,
+                err.reason);
+    else
+        log_msg(LOG_ERROR, "load_definitions %s: %s", file, err.reason);
+    return false;
 }
 
 /* Creates the data directory (one level) so a bad path fails at start. */
@@ -33,12 +53,20 @@ int main(int argc, char **argv)
     char err[1024];
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if ((strcmp(arg, "--config") == 0 || strcmp(arg, "--set") == 0) && i + 1 == argc) {
+        bool takes_value = strcmp(arg, "--config") == 0 || strcmp(arg, "--set") == 0 ||
+                           strcmp(arg, "--definitions") == 0;
+        if (takes_value && i + 1 == argc) {
             fprintf(stderr, "warren: %s needs a value\n", arg);
             return 2;
         }
         if (strcmp(arg, "--config") == 0) {
             if (!config_load_file(&cfg, argv[++i], err, sizeof err)) {
+                fprintf(stderr, "warren: %s\n", err);
+                return 1;
+            }
+        } else if (strcmp(arg, "--definitions") == 0) {
+            if (!config_set(&cfg, "load_definitions", argv[++i], "--definitions", err,
+                            sizeof err)) {
                 fprintf(stderr, "warren: %s\n", err);
                 return 1;
             }
@@ -66,6 +94,10 @@ int main(int argc, char **argv)
     server *s = server_new(&cfg);
     if (!s)
         return 1;
+    if (!load_definitions(s, cfg.load_definitions)) {
+        server_free(s);
+        return 1;
+    }
     mgmt *m = mgmt_new(s);
     if (!m) {
         server_free(s);

@@ -23,6 +23,7 @@
 struct msg {
     journal_loc loc; /* where the journal keeps it, when journaled */
     bool journaled;
+    bool journaled_transient; /* journaled only for quorum queues (not delivery mode 2) */
     uint32_t refs;
     uint32_t props_len;
     uint64_t id;
@@ -105,6 +106,7 @@ msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes pr
         return NULL;
     m->refs = 1;
     m->journaled = false;
+    m->journaled_transient = false;
     m->props_len = properties.len;
     m->id = next_id++;
     m->body_size = body_size;
@@ -216,6 +218,40 @@ msg *msg_with_properties(const msg *m, const amqp_basic_properties *p)
     return copy;
 }
 
+/* The delivery count header, as RabbitMQ's quorum queues send it: how often
+ * the message was returned (requeued, or its channel or connection closed
+ * while holding it). The properties and the new headers table each get
+ * half of the buffer. */
+#define DC_HEADER "x-delivery-count"
+
+size_t msg_delivery_count_properties(const msg *m, uint32_t count, uint8_t *buf, size_t cap,
+                                     uint8_t **heap)
+{
+    amqp_basic_properties p;
+    amqp_bytes raw = msg_properties(m);
+    if (amqp_properties_decode(raw, &p, NULL) != AMQP_OK)
+        return 0;
+    size_t need = 2 * ((size_t)raw.len + 64);
+    if (need > cap) {
+        if (!(*heap = malloc(need)))
+            return 0;
+        buf = *heap, cap = need;
+    }
+    uint8_t *hdr = buf + cap / 2;
+    amqp_writer w;
+    amqp_writer_init(&w, hdr, cap / 2);
+    size_t mark = amqp_table_begin(&w);
+    if (p.flags & AMQP_BASIC_HEADERS_FLAG)
+        amqp_put_entries_except(&w, p.headers, DC_HEADER);
+    amqp_put_field_long(&w, DC_HEADER, count);
+    amqp_table_end(&w, mark);
+    if (w.overflow)
+        return 0;
+    p.headers = (amqp_bytes){hdr + 4, (uint32_t)w.len - 4};
+    p.flags |= AMQP_BASIC_HEADERS_FLAG;
+    return amqp_properties_encode(&p, buf, cap / 2);
+}
+
 bool msg_persistent(const msg *m)
 {
     amqp_bytes raw = msg_properties(m);
@@ -226,6 +262,8 @@ bool msg_persistent(const msg *m)
 }
 
 bool msg_journaled(const msg *m) { return m->journaled; }
+bool msg_journaled_transient(const msg *m) { return m->journaled_transient; }
+void msg_set_journaled_transient(msg *m) { m->journaled_transient = true; }
 
 bool msg_journal_loc(const msg *m, journal_loc *loc)
 {

@@ -28,19 +28,29 @@ static journal *journal_of(queue *q) { return server_journal(vhost_server(queue_
 /* Whether this queue keeps `m` in the journal. */
 static bool journaled_in(queue *q, const msg *m)
 {
-    return msg_journaled(m) && durable_queue(q) && queue_store_id(q) && journal_of(q);
+    return msg_journaled(m) && durable_queue(q) && queue_store_id(q) && journal_of(q) &&
+           (!msg_journaled_transient(m) || queue_is_quorum(q));
+}
+
+/* Quorum queues keep every message durably, whatever its delivery mode. */
+static bool keeps(queue *q, bool persistent)
+{
+    return durable_queue(q) && queue_store_id(q) && (persistent || queue_is_quorum(q));
 }
 
 journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n)
 {
     journal *j = server_journal(s);
     journal_seq seq = 0;
-    if (!j || !msg_persistent(m))
+    if (!j)
         return 0;
+    bool persistent = msg_persistent(m);
     for (size_t i = 0; i < n; i++) {
         queue *q = queues[i];
-        if (!durable_queue(q) || !queue_store_id(q))
+        if (!keeps(q, persistent))
             continue;
+        if (!persistent && !msg_journaled(m))
+            msg_set_journaled_transient(m);
         journal_loc loc;
         if (!msg_journaled(m)) {
             seq = journal_append_message(j, msg_id(m), msg_exchange(m), msg_routing_key(m),
@@ -66,10 +76,9 @@ static void settle(queue *q, uint64_t id, journal_loc loc, journal_settle_kind k
 /* Whether persist_publish would journal `m` in one of the queues. */
 static bool journals_into(const msg *m, queue **queues, size_t n)
 {
-    if (!msg_persistent(m))
-        return false;
+    bool persistent = msg_persistent(m);
     for (size_t i = 0; i < n; i++)
-        if (durable_queue(queues[i]) && queue_store_id(queues[i]))
+        if (keeps(queues[i], persistent))
             return true;
     return false;
 }

@@ -12,7 +12,7 @@
  * Which policy applies (rabbit_policy:match): among the policies whose
  * apply-to covers the object, whose definition suits its queue type
  * (is_policy_applicable: a classic queue skips a policy holding, say,
- * delivery-limit) and whose pattern matches the name, the highest priority
+ * dead-letter-strategy) and whose pattern matches the name, the highest priority
  * wins. RabbitMQ breaks a tie by the order its parameter table returns
  * them in -- an ETS hash order, so no rule a user can rely on; Warren
  * takes the policy whose name sorts first (byte-wise), so the choice is
@@ -75,14 +75,17 @@ typedef struct policy_key {
 static const policy_key keys[] = {
     {"alternate-exchange", "alternate exchange name", V_STRING, NULL, false, ARG_NONE, 0,
      ON_EXCHANGE},
+    /* RabbitMQ 3.12's; the lower of it and x-consumer-timeout applies */
+    {"consumer-timeout", "consumer timeout", V_NON_NEG, NULL, false, ARG_MIN, NOT_STREAM,
+     ON_QUEUE},
     {"dead-letter-exchange", "dead letter exchange name", V_STRING, NULL, false, ARG_WINS,
      NOT_STREAM, ON_QUEUE},
     {"dead-letter-routing-key", "dead letter routing key", V_STRING, NULL, false, ARG_WINS,
      NOT_STREAM, ON_QUEUE},
     {"dead-letter-strategy", "dead letter strategy", V_CHOICE, "at-most-once|at-least-once",
-     false, ARG_NONE, NOT_CLASSIC | NOT_STREAM, 0},
-    {"delivery-limit", "delivery limit", V_NON_NEG, NULL, true, ARG_NONE,
-     NOT_CLASSIC | NOT_STREAM, 0},
+     false, ARG_WINS, NOT_CLASSIC | NOT_STREAM, ON_QUEUE},
+    /* RabbitMQ 3.10 skips classic queues here; Warren limits them too */
+    {"delivery-limit", "delivery limit", V_NON_NEG, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
     {"expires", "queue expiry", V_POSITIVE, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
     {"ha-mode", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"ha-params", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
@@ -959,7 +962,8 @@ void policy_foreach(vhost *v, bool operator_policy,
     for (policy *p = vhost_policies(v)->all; p; p = p->next)
         if (p->operator_policy == operator_policy)
             list[i++] = p;
-    qsort(list, n, sizeof *list, listing_order);
+    if (n) /* qsort(NULL, 0, ...) is undefined */
+        qsort(list, n, sizeof *list, listing_order);
     for (i = 0; i < n; i++) {
         policy_spec s = spec_of(list[i]);
         fn(arg, &s);

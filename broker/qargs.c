@@ -1,13 +1,21 @@
 /* Queue arguments: validated on declare as RabbitMQ 3.10's
  * rabbit_amqqueue:declare_args does, compared on redeclare with its texts,
- * and parsed into queue_args for the queue to act on. */
+ * and parsed into queue_args for the queue to act on.
+ *
+ * Queue types (x-queue-type): classic (also when absent; the two are
+ * equivalent on redeclare) and quorum. Each type refuses the arguments of
+ * the other types as RabbitMQ 3.10 does ("invalid arg ... of queue type
+ * rabbit_quorum_queue"), except that x-delivery-limit works on classic
+ * queues too (Warren's choice, see README). A quorum queue must be durable,
+ * not exclusive and not auto-delete. "stream" is refused until Warren has
+ * streams. */
 #include <stdio.h>
 #include <string.h>
 
 #include "broker.h"
 
 typedef enum arg_kind { ARG_INT, ARG_NON_NEG, ARG_POSITIVE, ARG_STR, ARG_DLRK, ARG_OVERFLOW,
-                        ARG_PRIORITY, ARG_BOOL, ARG_ANY } arg_kind;
+                        ARG_PRIORITY, ARG_BOOL, ARG_TYPE, ARG_DLS, ARG_LIMIT, ARG_ANY } arg_kind;
 
 /* The keys RabbitMQ validates and compares, in its order. */
 static const struct {
@@ -26,14 +34,57 @@ static const struct {
     {"x-overflow", ARG_OVERFLOW},
     {"x-queue-mode", ARG_ANY},
     {"x-single-active-consumer", ARG_BOOL},
-    {"x-queue-type", ARG_ANY},
-    {"x-delivery-limit", ARG_NON_NEG},
+    {"x-queue-type", ARG_TYPE},
+    {"x-quorum-initial-group-size", ARG_NON_NEG},
+    {"x-delivery-limit", ARG_LIMIT},
+    {"x-dead-letter-strategy", ARG_DLS},
+    {"x-consumer-timeout", ARG_NON_NEG},
 };
 #define NKNOWN (sizeof known / sizeof known[0])
 
 static const char *const overflow_names[] = {"drop-head", "reject-publish", "reject-publish-dlx"};
 
+/* Arguments a queue type refuses (RabbitMQ 3.10's queue_arguments
+ * capabilities, as the declare of each one shows). */
+static const char *const classic_refuses[] = {
+    "x-max-in-memory-length", "x-max-in-memory-bytes", "x-dead-letter-strategy",
+    "x-quorum-initial-group-size", "x-max-age", "x-stream-max-segment-size-bytes",
+    "x-initial-cluster-size", "x-queue-leader-locator", NULL};
+static const char *const quorum_refuses[] = {
+    "x-max-priority", "x-queue-mode", "x-queue-version", "x-queue-master-locator", "x-max-age",
+    "x-stream-max-segment-size-bytes", "x-initial-cluster-size", NULL};
+
+/* QUEUE_TYPE_* of an x-queue-type value; -1 for anything else. */
+static int type_of(const amqp_field *f)
+{
+    if (f->type != 'S')
+        return -1;
+    if (amqp_bytes_equal_cstr(f->v.bytes, "classic"))
+        return QUEUE_TYPE_CLASSIC;
+    if (amqp_bytes_equal_cstr(f->v.bytes, "quorum"))
+        return QUEUE_TYPE_QUORUM;
+    return -1;
+}
+
+/* The type the arguments name: classic when absent, -1 when unknown. */
+static int named_type(amqp_bytes args)
+{
+    amqp_field f;
+    return amqp_table_get(args, "x-queue-type", &f) ? type_of(&f) : QUEUE_TYPE_CLASSIC;
+}
+
+static int type_of_args(amqp_bytes args)
+{
+    return named_type(args) == QUEUE_TYPE_QUORUM ? QUEUE_TYPE_QUORUM : QUEUE_TYPE_CLASSIC;
+}
+
 static bool is_int_type(uint8_t t) { return t && strchr("bsIlBui", t); }
+
+static const char *unacceptable(const amqp_field *f, char *why, size_t whylen)
+{
+    snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
+    return why;
+}
 
 /* The Erlang term RabbitMQ prints for a rejected value, or NULL if fine. */
 static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes args, char *why,
@@ -61,10 +112,8 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
         return why;
     case ARG_STR:
     case ARG_DLRK:
-        if (f->type != 'S') {
-            snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
-            return why;
-        }
+        if (f->type != 'S')
+            return unacceptable(f, why, whylen);
         if (kind == ARG_DLRK && !amqp_table_get(args, "x-dead-letter-exchange", &(amqp_field){0})) {
             snprintf(why, whylen, "routing_key_but_no_dlx_defined");
             return why;
@@ -78,10 +127,30 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
         snprintf(why, whylen, "{invalid_overflow_value,%s}", v);
         return why;
     case ARG_BOOL:
-        if (f->type == 't')
+        return f->type == 't' ? NULL : unacceptable(f, why, whylen);
+    case ARG_TYPE:
+        if (f->type != 'S')
+            return unacceptable(f, why, whylen);
+        if (type_of(f) >= 0)
             return NULL;
-        snprintf(why, whylen, "{unacceptable_type,%s}", amqp_erl_type_name(f->type));
+        if (amqp_bytes_equal_cstr(f->v.bytes, "stream"))
+            snprintf(why, whylen, "\"queue type 'stream' is not supported by Warren yet\"");
+        else
+            snprintf(why, whylen, "\"unsupported queue type '%.*s'\"",
+                     (int)(f->v.bytes.len > 64 ? 64 : f->v.bytes.len), (const char *)f->v.bytes.ptr);
         return why;
+    case ARG_DLS:
+        if (f->type != 'S')
+            return unacceptable(f, why, whylen);
+        if (amqp_bytes_equal_cstr(f->v.bytes, "at-most-once") ||
+            amqp_bytes_equal_cstr(f->v.bytes, "at-least-once"))
+            return NULL;
+        snprintf(why, whylen, "invalid_dlx_strategy");
+        return why;
+    case ARG_LIMIT: /* RabbitMQ 3.10 takes any value on a quorum queue */
+        return type_of_args(args) == QUEUE_TYPE_QUORUM
+                   ? NULL
+                   : check_value(ARG_NON_NEG, f, args, why, whylen);
     case ARG_ANY:
         return NULL;
     }
@@ -92,18 +161,46 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
                      amqp_error *err)
 {
     char why[160];
+    bool quorum = type_of_args(args) == QUEUE_TYPE_QUORUM;
     for (size_t i = 0; i < NKNOWN; i++) {
         amqp_field f;
         if (!amqp_table_get(args, known[i].key, &f))
             continue;
-        if (check_value(known[i].kind, &f, args, why, sizeof why))
-            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
-                             "invalid arg '%s' for queue '%.*s' in vhost '%s': %s", known[i].key,
-                             (int)qname.len, (const char *)qname.ptr, vhost_label, why);
+        if (quorum && known[i].kind == ARG_OVERFLOW && check_value(ARG_OVERFLOW, &f, args, why, sizeof why))
+            snprintf(why, sizeof why, "invalid_overflow"); /* the quorum queue's own check */
+        else if (!check_value(known[i].kind, &f, args, why, sizeof why))
+            continue;
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                         "invalid arg '%s' for queue '%.*s' in vhost '%s': %s", known[i].key,
+                         (int)qname.len, (const char *)qname.ptr, vhost_label, why);
     }
+    amqp_field f;
+    for (const char *const *k = quorum ? quorum_refuses : classic_refuses; *k; k++)
+        if (amqp_table_get(args, *k, &f))
+            return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                             "invalid arg '%s' for queue '%.*s' in vhost '%s' of queue type %s", *k,
+                             (int)qname.len, (const char *)qname.ptr, vhost_label,
+                             quorum ? "rabbit_quorum_queue" : "rabbit_classic_queue");
     queue_args_read(args, out);
     return AMQP_OK;
 }
+
+int queue_type_check(const queue_spec *spec, const char *vhost_label, amqp_error *err)
+{
+    if (type_of_args(spec->arguments) != QUEUE_TYPE_QUORUM)
+        return AMQP_OK;
+    const char *prop = spec->auto_delete ? "auto-delete"
+                       : spec->exclusive ? "exclusive-owner"
+                       : !spec->durable  ? "non-durable"
+                                         : NULL;
+    if (!prop)
+        return AMQP_OK;
+    return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                     "invalid property '%s' for queue '%.*s' in vhost '%s'", prop,
+                     (int)spec->name.len, (const char *)spec->name.ptr, vhost_label);
+}
+
+bool queue_args_quorum(amqp_bytes args) { return type_of_args(args) == QUEUE_TYPE_QUORUM; }
 
 /* Values of the wrong type are skipped: effective arguments combine a
  * queue's validated arguments with validated policy values, and a
@@ -111,9 +208,18 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
 void queue_args_read(amqp_bytes args, queue_args *out)
 {
     *out = (queue_args){.message_ttl = -1, .expires = -1, .max_length = -1,
-                        .max_length_bytes = -1};
+                        .max_length_bytes = -1, .delivery_limit = -1, .consumer_timeout = -1};
     amqp_field f;
     int64_t n;
+    out->type = (uint8_t)type_of_args(args);
+    /* RabbitMQ 4.x gives quorum queues a delivery limit of 20 by default;
+     * a negative one means none there */
+    if (out->type == QUEUE_TYPE_QUORUM)
+        out->delivery_limit = QUEUE_QUORUM_DELIVERY_LIMIT;
+    if (amqp_table_get(args, "x-delivery-limit", &f) && amqp_field_int(&f, &n))
+        out->delivery_limit = n < 0 ? -1 : n;
+    if (amqp_table_get(args, "x-consumer-timeout", &f) && amqp_field_int(&f, &n) && n >= 0)
+        out->consumer_timeout = n;
     if (amqp_table_get(args, "x-message-ttl", &f) && amqp_field_int(&f, &n))
         out->message_ttl = n;
     if (amqp_table_get(args, "x-expires", &f) && amqp_field_int(&f, &n))
@@ -126,6 +232,9 @@ void queue_args_read(amqp_bytes args, queue_args *out)
         for (uint8_t i = 0; i < 3; i++)
             if (amqp_bytes_equal_cstr(f.v.bytes, overflow_names[i]))
                 out->overflow = i;
+    /* a quorum queue takes reject-publish-dlx as its default, drop-head */
+    if (out->type == QUEUE_TYPE_QUORUM && out->overflow == QUEUE_REJECT_PUBLISH_DLX)
+        out->overflow = QUEUE_DROP_HEAD;
     if (amqp_table_get(args, "x-max-priority", &f) && amqp_field_int(&f, &n) && n > 0 && n < 256)
         out->max_priority = (uint8_t)n;
     out->single_active = amqp_table_get(args, "x-single-active-consumer", &f) && f.v.i;
@@ -135,6 +244,12 @@ void queue_args_read(amqp_bytes args, queue_args *out)
     out->has_dlrk = amqp_table_get(args, "x-dead-letter-routing-key", &f) && f.type == 'S';
     if (out->has_dlrk)
         out->dlrk = f.v.bytes;
+    /* RabbitMQ 3.10 keeps at-least-once only with reject-publish (else
+     * it falls back to at-most-once) and a dead-letter exchange */
+    out->at_least_once = out->type == QUEUE_TYPE_QUORUM && out->has_dlx &&
+                         out->overflow == QUEUE_REJECT_PUBLISH &&
+                         amqp_table_get(args, "x-dead-letter-strategy", &f) && f.type == 'S' &&
+                         amqp_bytes_equal_cstr(f.v.bytes, "at-least-once");
 }
 
 /* As RabbitMQ words it: "'1000'" when both sides have the argument, else
@@ -159,6 +274,9 @@ int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qn
         amqp_field a, b;
         bool has_a = amqp_table_get(current, known[i].key, &a);
         bool has_b = amqp_table_get(received, known[i].key, &b);
+        if (known[i].kind == ARG_TYPE && named_type(current) >= 0 &&
+            named_type(current) == named_type(received))
+            continue; /* "classic" is what no type means, both ways */
         /* RabbitMQ compares by value: 5 as a byte equals 5 as a signed int */
         if (has_a == has_b && (!has_a || amqp_field_equal(&a, &b)))
             continue;

@@ -53,6 +53,12 @@
 #include "broker.h"
 #include "queue_internal.h"
 
+/* Quorum queue priorities (RabbitMQ 4.x): 0..4 normal, above high; while
+ * both wait, a normal message goes after every QUORUM_HIGH_RUN high ones,
+ * so the normal ones are not starved. */
+#define QUORUM_NORMAL_PRIORITY_MAX 4
+#define QUORUM_HIGH_RUN 2
+
 /* Messages this close to the head of a ring stay in RAM, so a consumer
  * that keeps up never waits for a read. */
 #define RESIDENT_SLOTS 64
@@ -80,6 +86,11 @@ typedef struct ring {
     uint32_t head, count, cap;
 } ring;
 
+struct held_dead_letter {
+    queue_item it;
+    const char *reason; /* a string literal */
+};
+
 struct queue {
     struct queue_link link; /* vhost bookkeeping; first member */
     vhost *v;
@@ -92,7 +103,9 @@ struct queue {
     uint8_t *policy_blob;   /* names, merged definition, effective arguments */
     policy_applied applied; /* slices of policy_blob; all empty without a policy */
     amqp_bytes eff_args;    /* args with the policies' values; args itself without */
-    struct event *ttl_timer, *idle_timer;
+    struct event *ttl_timer, *idle_timer, *dl_timer;
+    struct held_dead_letter *held; /* at-least-once dead letters nobody took yet */
+    uint32_t nheld, held_cap;
     uint64_t bytes; /* body bytes of ready messages */
     uint64_t store_id; /* the metadata row of a durable queue */
     uint32_t refs;
@@ -104,7 +117,10 @@ struct queue {
     uint32_t nconsumers;
     uint32_t exclusive_consumers;
     uint32_t next_seq; /* for the next message enqueued */
+    uint32_t high_run; /* quorum: high-priority deliveries in a row */
     uint32_t unacked;  /* deliveries not yet settled */
+    uint64_t delivery_limit_dead; /* dead-lettered or dropped by x-delivery-limit */
+    uint64_t consumer_timeouts;   /* deliveries whose consumer timeout fired */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
     stats stats; /* management counters */
 };
@@ -145,7 +161,8 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     /* validated by the caller; read again so slices point into q->args */
     q->eff_args = queue_arguments(q);
     queue_args_read(q->eff_args, &q->limits);
-    q->nlevels = q->limits.max_priority + 1u;
+    /* a quorum queue has RabbitMQ 4.x's two levels: priority 5 and up is high */
+    q->nlevels = q->limits.type == QUEUE_TYPE_QUORUM ? 2u : q->limits.max_priority + 1u;
     q->levels = calloc(q->nlevels, sizeof *q->levels);
     if (!q->levels) {
         free(q->args);
@@ -158,8 +175,19 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     return q;
 }
 
+static void drop_held(queue *q)
+{
+    for (uint32_t i = 0; i < q->nheld; i++)
+        msg_unref(q->held[i].it.m);
+    q->nheld = 0;
+}
+
 static void queue_free(queue *q)
 {
+    drop_held(q);
+    free(q->held);
+    if (q->dl_timer)
+        event_free(q->dl_timer);
     if (q->ttl_timer)
         event_free(q->ttl_timer);
     if (q->idle_timer)
@@ -198,6 +226,8 @@ const queue_args *queue_get_args(const queue *q) { return &q->limits; }
 vhost *queue_vhost(queue *q) { return q->v; }
 uint64_t queue_store_id(const queue *q) { return q->store_id; }
 void queue_set_store_id(queue *q, uint64_t id) { q->store_id = id; }
+bool queue_is_quorum(const queue *q) { return q->limits.type == QUEUE_TYPE_QUORUM; }
+const char *queue_type_name(const queue *q) { return queue_is_quorum(q) ? "quorum" : "classic"; }
 
 static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
@@ -216,6 +246,8 @@ void queue_delivery_settled(queue *q, uint32_t count)
 }
 
 uint32_t queue_unacked_count(const queue *q) { return q->unacked; }
+
+void queue_consumer_timed_out(queue *q) { q->consumer_timeouts++; }
 
 void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS])
 {
@@ -258,6 +290,8 @@ static bool ring_grow(ring *r)
  * maximum (0 when unset, as in RabbitMQ). */
 static uint8_t level_for(const queue *q, uint8_t p)
 {
+    if (q->limits.type == QUEUE_TYPE_QUORUM)
+        return p > QUORUM_NORMAL_PRIORITY_MAX;
     return p < q->nlevels ? p : (uint8_t)(q->nlevels - 1);
 }
 
@@ -392,12 +426,26 @@ static bool page_in_head(queue *q, ring *r)
     return n > 0;
 }
 
-/* Takes the head, reading it back if it was paged out; false when the
- * queue is empty. A message the journal cannot give back is skipped. */
-static bool pop_front(queue *q, queue_item *out)
+/* The ring the next delivery comes from: the head's, except in a quorum
+ * queue whose high level has had its run while normal messages wait. */
+static ring *next_ring(queue *q, bool deliver)
+{
+    ring *r = top(q);
+    if (!deliver || q->limits.type != QUEUE_TYPE_QUORUM)
+        return r;
+    if (r == &q->levels[1] && q->levels[0].count && q->high_run >= QUORUM_HIGH_RUN)
+        r = &q->levels[0];
+    q->high_run = r == &q->levels[1] ? q->high_run + 1 : 0;
+    return r;
+}
+
+/* Takes the head (for a delivery: the next to deliver), reading it back if
+ * it was paged out; false when the queue is empty. A message the journal
+ * cannot give back is skipped. */
+static bool pop_next(queue *q, queue_item *out, bool deliver)
 {
     while (q->count) {
-        ring *r = top(q);
+        ring *r = next_ring(q, deliver);
         if (ring_at(r, 0)->paged && !page_in_head(q, r)) {
             pop_slot(q, r, 0);
             continue;
@@ -413,6 +461,8 @@ static bool pop_front(queue *q, queue_item *out)
     }
     return false;
 }
+
+static bool pop_front(queue *q, queue_item *out) { return pop_next(q, out, false); }
 
 /* Drops every slot without reading anything back. */
 static void drop_all(queue *q)
@@ -499,6 +549,45 @@ void queue_touch(queue *q)
         evtimer_add(q->idle_timer, &tv);
 }
 
+/* ---- at-least-once dead letters ---------------------------------------- */
+
+static void dl_retry_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    queue *q = arg;
+    server_touch_clock(vhost_server(q->v));
+    struct held_dead_letter *batch = q->held;
+    uint32_t n = q->nheld;
+    q->held = NULL, q->nheld = q->held_cap = 0;
+    for (uint32_t i = 0; i < n; i++) /* one nobody takes comes back to q->held */
+        queue_dead_letter(q, batch[i].it, batch[i].reason);
+    free(batch);
+}
+
+void queue_hold_dead_letter(queue *q, queue_item it, const char *reason)
+{
+    if (q->deleted) {
+        msg_unref(it.m);
+        return;
+    }
+    if (q->nheld == q->held_cap) {
+        uint32_t cap = q->held_cap ? q->held_cap * 2 : 8;
+        struct held_dead_letter *grown = realloc(q->held, cap * sizeof *grown);
+        if (!grown) { /* kept in the journal: it comes back after a restart */
+            log_msg(LOG_ERROR, "queue '%s': out of memory holding a dead letter", q->link.name);
+            msg_unref(it.m);
+            return;
+        }
+        q->held = grown, q->held_cap = cap;
+    }
+    q->held[q->nheld++] = (struct held_dead_letter){it, reason};
+    if (!q->dl_timer)
+        q->dl_timer = evtimer_new(server_base(vhost_server(q->v)), dl_retry_fired, q);
+    struct timeval second = {1, 0};
+    if (q->dl_timer && !evtimer_pending(q->dl_timer, NULL))
+        evtimer_add(q->dl_timer, &second);
+}
+
 /* ---- policies ----------------------------------------------------------- */
 
 static bool same_name(const char *a, const char *b)
@@ -571,6 +660,9 @@ bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
     limits.max_priority = q->limits.max_priority;
     limits.single_active = q->limits.single_active;
     uint8_t old_overflow = q->limits.overflow;
+    if (limits.consumer_timeout != q->limits.consumer_timeout)
+        for (consumer *c = q->consumers; c; c = c->q_next == q->consumers ? NULL : c->q_next)
+            chan_timeouts_changed(c->ch);
     free(q->policy_blob); /* nothing points into it once limits are replaced */
     q->policy_blob = blob;
     q->applied = next;
@@ -623,7 +715,7 @@ void queue_dispatch(queue *q)
     queue_item it;
     while (q->count) {
         consumer *c = pick(q);
-        if (!c || !pop_front(q, &it))
+        if (!c || !pop_next(q, &it, true))
             break;
         deliver_to(q, c, it);
         expire_head(q);
@@ -653,6 +745,14 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
             return true;
         }
     }
+    /* a quorum queue refuses once it is over its limit, so it takes the
+     * message that crosses it (RabbitMQ 3.10's rabbit_fifo) */
+    if (q->limits.type == QUEUE_TYPE_QUORUM && q->limits.overflow == QUEUE_REJECT_PUBLISH) {
+        if (over_limit(q)) {
+            msg_unref(m);
+            return false;
+        }
+    }
     uint64_t at = expiry_of(q, e.enqueued_at, e.expires_at);
     if (at && at <= now) { /* TTL 0 and nobody to take it */
         queue_dead_letter(q, e, "expired");
@@ -664,7 +764,8 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
         return false;
     }
     queue_item it;
-    while (over_limit(q)) {
+    while (over_limit(q) && !(q->limits.type == QUEUE_TYPE_QUORUM &&
+                              q->limits.overflow == QUEUE_REJECT_PUBLISH)) {
         if (q->limits.overflow == QUEUE_DROP_HEAD) {
             if (pop_front(q, &it))
                 queue_dead_letter(q, it, "maxlen");
@@ -684,9 +785,17 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
     return true;
 }
 
+/* A return past x-delivery-limit dead-letters the message, as RabbitMQ's
+ * quorum queues do: its delivery count is its returns so far, this one
+ * included. */
 void queue_requeue(queue *q, queue_item e)
 {
     msg_ref(e.m);
+    if (q->limits.delivery_limit >= 0 && e.delivery_count > q->limits.delivery_limit) {
+        q->delivery_limit_dead++;
+        queue_dead_letter(q, e, "delivery_limit");
+        return;
+    }
     if (!insert_in_place(q, slot_of(e))) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
         msg_unref(e.m);
@@ -697,7 +806,7 @@ bool queue_get(queue *q, queue_item *out)
 {
     queue_touch(q);
     expire_head(q);
-    if (!pop_front(q, out))
+    if (!pop_next(q, out, true))
         return false;
     expire_head(q);
     return true;
@@ -798,6 +907,9 @@ void queue_delete(queue *q)
         chan_consumer_cancelled(c->ch, c);
     }
     queue_purge(q);
+    drop_held(q);
+    if (q->dl_timer)
+        event_del(q->dl_timer);
     if (q->ttl_timer)
         event_del(q->ttl_timer);
     if (q->idle_timer)
@@ -823,9 +935,14 @@ void queue_describe(queue *q, queue_info *out)
                         .ready_bytes = q->bytes,
                         .memory = memory,
                         .oldest_ready_ms = queue_oldest_ready_ms(q),
+                        .delivery_limit_dead = q->delivery_limit_dead,
+                        .consumer_timeouts = q->consumer_timeouts,
+                        .dead_letters_held = q->nheld,
                         .active_consumer = q->limits.single_active ? q->active : NULL,
                         .stats = &q->stats};
     queue_delivery_counts(q, out->delivery_counts);
+    for (uint32_t i = 0; i < q->nheld; i++)
+        out->dead_letter_bytes_held += msg_body_size(q->held[i].it.m);
     /* an exclusive consumer is its queue's only one */
     out->exclusive_consumer = q->exclusive_consumers ? q->consumers : NULL;
 }

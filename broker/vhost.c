@@ -21,6 +21,7 @@ struct vhost {
     stats stats; /* management counters */
     char *description, *tags, *default_queue_type;
     bool tracing;
+    struct move *moves; /* move.c's list of moves from this vhost's queues */
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -74,6 +75,7 @@ void vhost_free(vhost *v)
     if (!v)
         return;
     v->closing = true;
+    queue_moves_free(v);
     for (uint32_t i = 0; i < v->nbuckets && v->buckets; i++) {
         while (v->buckets[i]) {
             queue *q = (queue *)v->buckets[i];
@@ -92,6 +94,8 @@ void vhost_free(vhost *v)
     free(v->default_queue_type);
     free(v);
 }
+
+struct move **vhost_moves(vhost *v) { return &v->moves; }
 
 const char *vhost_description(const vhost *v) { return v->description; }
 const char *vhost_tags(const vhost *v) { return v->tags; }

@@ -1641,8 +1641,132 @@ static const char body_18[] =
     "  return form;\n"
     "}\n";
 
-/* /js/objects.js (7490 bytes) */
+/* /js/move.js (6758 bytes) */
 static const char body_19[] =
+    "// \"Move messages\" on the queue page: Warren's redrive of a (dead-letter)\n"
+    "// queue through /api/queues/{vhost}/{name}/move -- back to the queue each\n"
+    "// message died in, to another queue, or to an exchange -- with a\n"
+    "// confirmation, live progress while it runs, a report of where messages\n"
+    "// went and why some stayed, and a cancel button.\n"
+    "import { h, replace, field, select, facts, badge, errorBox } from './dom.js';\n"
+    "import { get, post, del } from './http.js';\n"
+    "import { num } from './format.js';\n"
+    "import { confirmAction, runAction } from './ui.js';\n"
+    "\n"
+    "const POLL_MS = 500;\n"
+    "const TARGETS = [\n"
+    "  ['source', 'Back to the queue each message died in (x-death)'],\n"
+    "  ['queue', 'To a queue'],\n"
+    "  ['exchange', 'To an exchange'],\n"
+    "];\n"
+    "const SKIPS = { no_source: 'no source queue in its x-death', unroutable: 'unroutable', destination_full: 'destination full', no_match: 'not matching the header' };\n"
+    "\n"
+    "function describeDest(d) {\n"
+    "  if (!d || d.type === 'source') return 'the queue each message died in';\n"
+    "  if (d.type === 'queue') return `queue \342\200\234${d.name}\342\200\235`;\n"
+    "  return `exchange \342\200\234${d.name}\342\200\235${d.routing_key !== undefined \? ` with routing key \342\200\234${d.routing_key}\342\200\235` : ''}`;\n"
+    "}\n"
+    "\n"
+    "function progressView(p, onCancel) {\n"
+    "  const stateKind = { running: 'running', finished: 'ok', cancelled: 'muted', stopped: 'warn' }[p.state] || 'muted';\n"
+    "  const bar = h('progress', { id: 'move-progress-bar', max: String(Math.max(1, p.total)), value: String(p.moved + Object.values(p.skipped || {}).reduce((a, b) => a + b, 0)) });\n"
+    "  bar.style.width = '100%'; // CSSOM: the CSP refuses style attributes\n"
+    "  const skipped = Object.entries(p.skipped || {}).filter(([, n]) => n > 0);\n"
+    "  return h('div', { id: 'move-progress', 'data-state': p.state },\n"
+    "    h('p', {}, badge(stateKind, p.state), ' ', `Moved ${num(p.moved)} of ${num(p.total)} to ${describeDest(p.destination)}`, p.reason \? ` \342\200\224 ${p.reason}` : ''),\n"
+    "    bar,\n"
+    "    facts([\n"
+    "      ['Rate limit', `${num(p.rate)} msg/s`],\n"
+    "      p.state === 'running' \? ['Remaining', num(p.remaining)] : null,\n"
+    "      skipped.length \? ['Left in place', skipped.map(([k, n]) => `${num(n)} ${SKIPS[k] || k}`).join(', ')] : null,\n"
+    "      p.moved_to\?.length \? ['Moved to', h('ul', { class: 'plain', id: 'move-report' }, p.moved_to.map((r) => h('li', {}, `${r.queue \?\? '(other queues)'}: ${num(r.count)}`)))] : null,\n"
+    "      ['Started', p.started_at || '\342\200\223'], p.finished_at \? ['Finished', p.finished_at] : null,\n"
+    "    ]),\n"
+    "    p.state === 'running' \? h('div', { class: 'form-actions' }, h('button', { type: 'button', class: 'btn btn-danger', id: 'move-cancel', onclick: onCancel }, 'Cancel move')) : null);\n"
+    "}\n"
+    "\n"
+    "// The form and its progress area; onChange runs when a move ends (the\n"
+    "// queue page refreshes its counts).\n"
+    "export function moveForm(vhost, queue, onChange) {\n"
+    "  const path = `/api/queues/${encodeURIComponent(vhost)}/${encodeURIComponent(queue)}/move`;\n"
+    "  const target = select(TARGETS, 'source', { id: 'move-target' });\n"
+    "  const dest = h('input', { type: 'text', id: 'move-dest', autocomplete: 'off' });\n"
+    "  const key = h('input', { type: 'text', id: 'move-routing-key', autocomplete: 'off', placeholder: 'each message\342\200\231s own' });\n"
+    "  const count = h('input', { type: 'number', id: 'move-count', min: '0', placeholder: 'all' });\n"
+    "  const rate = h('input', { type: 'number', id: 'move-rate', min: '1', value: '1000' });\n"
+    "  const matchHeader = h('input', { type: 'text', id: 'move-match-header', autocomplete: 'off', placeholder: 'any message' });\n"
+    "  const matchValue = h('input', { type: 'text', id: 'move-match-value', autocomplete: 'off', placeholder: 'any value' });\n"
+    "  const destField = field('Destination name', dest);\n"
+    "  const keyField = field('Routing key', key);\n"
+    "  const status = h('div', { 'aria-live': 'polite' });\n"
+    "  const submit = h('button', { type: 'submit', class: 'btn btn-primary', id: 'move-submit' }, 'Move messages');\n"
+    "  let timer = null;\n"
+    "\n"
+    "  const showTarget = () => {\n"
+    "    // style, not the hidden attribute: .field sets its own display\n"
+    "    destField.style.display = target.value === 'source' \? 'none' : '';\n"
+    "    keyField.style.display = target.value === 'exchange' \? '' : 'none';\n"
+    "  };\n"
+    "  target.addEventListener('change', showTarget);\n"
+    "  showTarget();\n"
+    "\n"
+    "  async function poll() {\n"
+    "    clearTimeout(timer);\n"
+    "    let p;\n"
+    "    try {\n"
+    "      p = await get(path);\n"
+    "    } catch (err) {\n"
+    "      replace(status, err.status === 404 \? null : errorBox(err));\n"
+    "      return;\n"
+    "    }\n"
+    "    replace(status, progressView(p, cancel));\n"
+    "    if (p.state !== 'running') {\n"
+    "      if (onChange) onChange();\n"
+    "    } else if (status.isConnected) {\n"
+    "      timer = setTimeout(poll, POLL_MS);\n"
+    "    }\n"
+    "  }\n"
+    "\n"
+    "  async function cancel(e) {\n"
+    "    if (!await confirmAction({ title: 'Cancel this move\?', message: 'Messages already moved stay moved; the rest stay in this queue.', confirmLabel: 'Cancel move' })) return;\n"
+    "    await runAction(e.target, () => del(path), 'Move cancelled');\n"
+    "    poll();\n"
+    "  }\n"
+    "\n"
+    "  const form = h('form', {\n"
+    "    id: 'move-form',\n"
+    "    onsubmit: async (e) => {\n"
+    "      e.preventDefault();\n"
+    "      const body = { rate: Number(rate.value) || 1000 };\n"
+    "      if (count.value !== '') body.count = Number(count.value);\n"
+    "      if (matchHeader.value !== '') body['match-header'] = matchHeader.value;\n"
+    "      if (matchHeader.value !== '' && matchValue.value !== '') body['match-value'] = matchValue.value;\n"
+    "      if (target.value === 'queue') body['dest-queue'] = dest.value;\n"
+    "      if (target.value === 'exchange') {\n"
+    "        body['dest-exchange'] = dest.value;\n"
+    "        if (key.value !== '') body['dest-routing-key'] = key.value;\n"
+    "      }\n"
+    "      const what = `${count.value !== '' \? `Up to ${count.value} messages` : 'Every ready message'}${body['match-header'] \? ` with header \342\200\234${body['match-header']}\342\200\235${body['match-value'] !== undefin"
+    "ed \? ` = \342\200\234${body['match-value']}\342\200\235` : ''}` : ''}`;\n"
+    "      const where = describeDest({ type: target.value, name: dest.value, routing_key: body['dest-routing-key'] });\n"
+    "      if (!await confirmAction({ title: 'Move messages\?', message: `${what} in \342\200\234${queue}\342\200\235 will be moved to ${where}, at most ${body.rate} per second. Messages that cannot go stay here.`, confirmLa"
+    "bel: 'Move messages' })) return;\n"
+    "      const started = await runAction(submit, () => post(path, body), 'Move started');\n"
+    "      if (started) poll();\n"
+    "    },\n"
+    "  },\n"
+    "  h('p', { class: 'hint' }, 'Each message is moved atomically (it is in exactly one queue, even after a crash), keeps its properties and headers (x-death too), and starts its new queue with a delivery"
+    " count of 0.'),\n"
+    "  h('div', { class: 'form-grid' }, field('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate),\n"
+    "    field('Only with header', matchHeader), field('Equal to', matchValue, 'empty: any value')),\n"
+    "  h('div', { class: 'form-actions' }, submit), status);\n"
+    "  poll();\n"
+    "  return form;\n"
+    "}\n"
+    "\n";
+
+/* /js/objects.js (7490 bytes) */
+static const char body_20[] =
     "// Renderers shared by the pages for the broker's objects: links to a queue,\n"
     "// exchange or connection page, feature flags, state badges, the known\n"
     "// arguments and policy keys, and a vhost chooser for forms.\n"
@@ -1785,7 +1909,7 @@ static const char body_19[] =
     "}\n";
 
 /* /js/overview.js (8381 bytes) */
-static const char body_20[] =
+static const char body_21[] =
     "// Overview: alarms first, then totals, live charts of queued messages and\n"
     "// message rates over the last ten minutes (from the API's samples), and the\n"
     "// node's facts. /api/nodes needs the monitoring tag; without it the node\n"
@@ -1961,7 +2085,7 @@ static const char body_20[] =
     "}\n";
 
 /* /js/policies.js (5281 bytes) */
-static const char body_21[] =
+static const char body_22[] =
     "// Policies and operator policies: tables, and one form that adds or edits\n"
     "// either kind with the known definition keys offered. Policymakers and\n"
     "// administrators change policies; operator policies are for administrators.\n"
@@ -2047,11 +2171,12 @@ static const char body_21[] =
     "  return { refresh: refreshAll, title: 'Policies' };\n"
     "}\n";
 
-/* /js/queue.js (11037 bytes) */
-static const char body_22[] =
+/* /js/queue.js (11166 bytes) */
+static const char body_23[] =
     "// One queue: counts and rates with charts, the health facts Warren adds\n"
     "// (oldest ready and unacked ages, delivery-count histogram), consumers,\n"
-    "// bindings (add, remove), get and publish messages, purge and delete.\n"
+    "// bindings (add, remove), get, publish and move messages (redrive), purge\n"
+    "// and delete.\n"
     "import { h, replace, errorBox, facts, icon, badge, panel, empty, loading } from './dom.js';\n"
     "import { get, del } from './http.js';\n"
     "import { num, rate, bytes, duration, time } from './format.js';\n"
@@ -2060,6 +2185,7 @@ static const char body_22[] =
     "import { bindingsTable, bindingForm } from './bindings.js';\n"
     "import { publishForm, getMessagesForm } from './messages.js';\n"
     "import { confirmAction, runAction, formPanel } from './ui.js';\n"
+    "import { moveForm } from './move.js';\n"
     "\n"
     "const WINDOW = '\?lengths_age=600&lengths_incr=5&msg_rates_age=600&msg_rates_incr=5';\n"
     "const enc = encodeURIComponent;\n"
@@ -2171,6 +2297,7 @@ static const char body_22[] =
     "      h('h3', { class: 'subhead' }, 'Add a binding to this queue'),\n"
     "      bindingForm({ vhost, fixed: { side: 'destination', type: 'queue', name }, onChange: refreshBindings })),\n"
     "    formPanel('Get messages', getMessagesForm(vhost, name)),\n"
+    "    formPanel('Move messages', moveForm(vhost, name, () => refresh())),\n"
     "    formPanel('Publish a message', h('div', {}, h('p', { class: 'hint' }, 'Published to the default exchange with this queue\342\200\231s name as routing key.'), publishForm(vhost, '', name))),\n"
     "    h('section', { class: 'panel danger-zone' }, h('h2', {}, 'Purge or delete'), h('div', { class: 'form-actions' }, purgeBtn, deleteBtn)));\n"
     "\n"
@@ -2230,7 +2357,7 @@ static const char body_22[] =
     "}\n";
 
 /* /js/queues.js (2658 bytes) */
-static const char body_23[] =
+static const char body_24[] =
     "// Queues: the server-paged table (counts, rates, consumers, the ages Warren\n"
     "// adds) and the form to declare a queue.\n"
     "import { h, replace } from './dom.js';\n"
@@ -2278,7 +2405,7 @@ static const char body_23[] =
     "}\n";
 
 /* /js/session.js (1260 bytes) */
-static const char body_24[] =
+static const char body_25[] =
     "// Who is logged in and what they may do. The tags decide what the console\n"
     "// offers; the API decides what is allowed (it refuses with 401 not_authorised, as RabbitMQ, whatever the\n"
     "// console shows), so hiding a button is a courtesy, not the protection.\n"
@@ -2322,7 +2449,7 @@ static const char body_24[] =
     "}\n";
 
 /* /js/table.js (10021 bytes) */
-static const char body_25[] =
+static const char body_26[] =
     "// A list table over one API collection: sorting, name filtering (plain or\n"
     "// regex), paging and column choice are done by the server with RabbitMQ's\n"
     "// query parameters (page, page_size, name, use_regex, sort, sort_reverse,\n"
@@ -2547,7 +2674,7 @@ static const char body_25[] =
     "}\n";
 
 /* /js/ui.js (6690 bytes) */
-static const char body_26[] =
+static const char body_27[] =
     "// Shared interaction pieces: confirmation dialogs for destructive actions,\n"
     "// transient notices, and the typed key/value editor used for queue and\n"
     "// exchange arguments, message headers and policy definitions.\n"
@@ -2687,7 +2814,7 @@ static const char body_26[] =
     "}\n";
 
 /* /js/user.js (5397 bytes) */
-static const char body_27[] =
+static const char body_28[] =
     "// One user (administrators only): tags and password, permissions per vhost\n"
     "// and topic permissions (set, clear), delete.\n"
     "import { h, replace, field, errorBox, loading, panel, empty, select } from './dom.js';\n"
@@ -2779,7 +2906,7 @@ static const char body_27[] =
     "}\n";
 
 /* /js/users.js (3804 bytes) */
-static const char body_28[] =
+static const char body_29[] =
     "// Users (administrators only): the table, adding a user with tags and a\n"
     "// password, deleting one.\n"
     "import { h, replace, field } from './dom.js';\n"
@@ -2845,7 +2972,7 @@ static const char body_28[] =
     "}\n";
 
 /* /js/vhosts.js (4015 bytes) */
-static const char body_29[] =
+static const char body_30[] =
     "// Virtual hosts: the table (messages and rates per vhost); administrators\n"
     "// add and delete them (deleting asks for the name to be typed).\n"
     "import { h, replace, field, select } from './dom.js';\n"
@@ -2936,17 +3063,18 @@ static const mgmt_asset assets[] = {
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
-    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7490, "\"ae18c30ec9dadc545018\""},
-    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8381, "\"20afa31696acb796f57d\""},
-    {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 5281, "\"4f1afb1836addf726ef6\""},
-    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 11037, "\"1f9cfc932aa58839b912\""},
-    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 2658, "\"b491677e8aa42d728bbb\""},
-    {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 1260, "\"5bfc3f417e143a7b1096\""},
-    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 10021, "\"5ba6c4e60a698e2f3a7b\""},
-    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 6690, "\"d62b5245a7dc1548caaf\""},
-    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 5397, "\"96059292a9cafcdb87a8\""},
-    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 3804, "\"5009a597fa3e9081d43d\""},
-    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
+    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 6758, "\"c5f7489dd5fd0fb858db\""},
+    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7490, "\"ae18c30ec9dadc545018\""},
+    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 8381, "\"20afa31696acb796f57d\""},
+    {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},
+    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 11166, "\"57090ec1c967c09a7134\""},
+    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2658, "\"b491677e8aa42d728bbb\""},
+    {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 1260, "\"5bfc3f417e143a7b1096\""},
+    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 10021, "\"5ba6c4e60a698e2f3a7b\""},
+    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 6690, "\"d62b5245a7dc1548caaf\""},
+    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 5397, "\"96059292a9cafcdb87a8\""},
+    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 3804, "\"5009a597fa3e9081d43d\""},
+    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
 };
 
 const mgmt_asset *mgmt_asset_find(const char *path)

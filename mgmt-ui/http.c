@@ -57,7 +57,7 @@ static const mgmt_route *const tables[] = {
     mgmt_overview_routes, mgmt_connection_routes, mgmt_exchange_routes,
     mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
     mgmt_user_routes,     mgmt_permission_routes, mgmt_policy_routes,
-    mgmt_health_routes,
+    mgmt_health_routes,   mgmt_definitions_routes, mgmt_move_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */
@@ -67,12 +67,14 @@ static const char *status_text(int status)
     switch (status) {
     case 200: return "OK";
     case 201: return "Created";
+    case 202: return "Accepted";
     case 204: return "No Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";

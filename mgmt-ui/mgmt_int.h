@@ -77,6 +77,8 @@ extern const mgmt_route mgmt_user_routes[];
 extern const mgmt_route mgmt_permission_routes[];
 extern const mgmt_route mgmt_policy_routes[];
 extern const mgmt_route mgmt_health_routes[];
+extern const mgmt_route mgmt_definitions_routes[];
+extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
@@ -244,6 +246,10 @@ void mgmt_post_publish(mgmt_req *r);
 void mgmt_post_get(mgmt_req *r);
 
 /* ---- shared renderers ----------------------------------------------------- */
+
+/* "redrive": {"state", "total", "moved", "skipped", "remaining"} of the
+ * running or last move from the queue, or null (res_move.c). */
+void mgmt_move_summary(mgmt_json *w, vhost *v, amqp_bytes qname);
 
 /* {"name": ..., "vhost": ...}-style connection, channel and consumer views
  * shared by the connection and queue families (res_conn.c). */

@@ -7,7 +7,8 @@
  * (the oldest delivery still unsettled) and delivery_count_histogram (how
  * many queued messages -- ready or unacked -- were delivered 0, 1, 2, 3-4,
  * 5-9, 10-19, 20-49, 50+ times: poison messages show up in the high
- * buckets before they loop for long).
+ * buckets before they loop for long), and `redrive`, the progress of the
+ * running or last move from it (res_move.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,7 @@ static void health(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
     else
         mgmt_json_knull(w, "oldest_unacked_age_ms");
     histogram(w, qi->delivery_counts);
+    mgmt_move_summary(w, queue_vhost(q), queue_name(q));
 }
 
 static void consumer_details(mgmt_req *r, mgmt_json *w, queue *q)
@@ -105,9 +107,27 @@ static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
     mgmt_json_kbytes(w, "name", queue_name(q));
     mgmt_json_kstr(w, "node", server_node_name(r->s));
     mgmt_json_kstr(w, "state", "running");
-    mgmt_json_kstr(w, "type", "classic");
+    mgmt_json_kstr(w, "type", queue_type_name(q));
     mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
     mgmt_json_end_obj(w);
+}
+
+/* A quorum queue's members (this node, its leader, online) and its
+ * at-least-once dead letters not yet taken by a queue. */
+static void quorum_fields(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
+{
+    if (!queue_is_quorum(q))
+        return;
+    mgmt_json_kstr(w, "leader", server_node_name(r->s));
+    mgmt_json_kuint(w, "message_bytes_dlx", qi->dead_letter_bytes_held);
+    mgmt_json_kuint(w, "messages_dlx", qi->dead_letters_held);
+    const char *keys[] = {"members", "online"};
+    for (int i = 0; i < 2; i++) {
+        mgmt_json_key(w, keys[i]);
+        mgmt_json_arr(w);
+        mgmt_json_str(w, server_node_name(r->s));
+        mgmt_json_end_arr(w);
+    }
 }
 
 static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
@@ -124,12 +144,15 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_json_kbool(w, "auto_delete", queue_auto_delete(q));
     if (one)
         consumer_details(r, w, q);
+    mgmt_json_kuint(w, "consumer_timeouts", qi.consumer_timeouts); /* Warren's */
     mgmt_json_kuint(w, "consumers", qi.consumers);
     if (one) {
         mgmt_json_key(w, "deliveries");
         mgmt_json_arr(w);
         mgmt_json_end_arr(w);
     }
+    /* Warren's: messages the delivery limit dead-lettered or dropped */
+    mgmt_json_kuint(w, "delivery_limit_dead_letters", qi.delivery_limit_dead);
     mgmt_json_kbool(w, "durable", queue_durable(q));
     policy_applied pa;
     policy_of_queue(q, &pa);
@@ -143,6 +166,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
         mgmt_json_arr(w);
         mgmt_json_end_arr(w);
     }
+    quorum_fields(r, w, q, &qi);
     mgmt_json_kuint(w, "memory", qi.memory);
     mgmt_json_kuint(w, "message_bytes_ready", qi.ready_bytes);
     mgmt_message_stats(r, w, qi.stats, queue_stats_fields,
@@ -154,7 +178,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_json_kstr(w, "policy", pa.policy);
     tag_or_null(w, "single_active_consumer_tag", qi.active_consumer);
     mgmt_json_kstr(w, "state", "running");
-    mgmt_json_kstr(w, "type", "classic");
+    mgmt_json_kstr(w, "type", queue_type_name(q));
     mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
     health(r, w, q, &qi);
     mgmt_json_end_obj(w);

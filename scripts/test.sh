@@ -59,6 +59,9 @@ for variant in release asan; do
     if [ "$variant" = release ]; then
         run_layer "crash (kill -9, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \
             timeout 600 /usr/bin/python3 tests/crash/crash_test.py "${CRASH_TRIALS:-20}"
+        run_layer "crash (kill -9 during a definitions import, $variant)" \
+            env WARREN_BIN="$PWD/build/$variant/warren" \
+            timeout 300 /usr/bin/python3 tests/crash/definitions_crash_test.py "${CRASH_TRIALS:-20}"
         run_layer "conformance quick subset ($variant)" env QUICK=1 FORMAT=tap \
             WARREN_BIN="$PWD/build/$variant/warren" timeout 900 conformance/run.sh
         run_layer "browser (console, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \

@@ -16,7 +16,8 @@ enum field {
     F_NODE, F_LONGNAMES, F_QUIET, F_SILENT, F_TIMEOUT, F_VHOST, F_FORMATTER, F_HELP,
     F_URL, F_USERNAME, F_PASSWORD, F_SOCKET, F_DATA_DIR, F_CONFIG,
     F_NO_HEADERS, F_PRIORITY, F_APPLY_TO, F_DESCRIPTION, F_TAGS, F_QUEUE_TYPE, F_IF_EMPTY,
-    F_IF_UNUSED, F_FORMAT, F_SKIP_UNCHANGED, F_UNIT, F_QUEUE_FILTER,
+    F_IF_UNUSED, F_FORMAT, F_SKIP_UNCHANGED, F_UNIT, F_QUEUE_FILTER, F_TO_QUEUE, F_TO_EXCHANGE,
+    F_ROUTING_KEY, F_LIMIT, F_RATE, F_MATCH_HEADER, F_MATCH_VALUE, F_FLAG,
 };
 
 typedef struct optdef {
@@ -57,6 +58,16 @@ static const optdef optdefs[] = {
     {"online", 0, false, F_QUEUE_FILTER, WCTL_OPT_QUEUE_FILTER, false},
     {"offline", 0, false, F_QUEUE_FILTER, WCTL_OPT_QUEUE_FILTER, false},
     {"local", 0, false, F_QUEUE_FILTER, WCTL_OPT_QUEUE_FILTER, false},
+    {"to-queue", 0, true, F_TO_QUEUE, WCTL_OPT_TO_QUEUE, false},
+    {"to-exchange", 0, true, F_TO_EXCHANGE, WCTL_OPT_TO_EXCHANGE, false},
+    {"routing-key", 0, true, F_ROUTING_KEY, WCTL_OPT_ROUTING_KEY, false},
+    {"count", 0, true, F_LIMIT, WCTL_OPT_LIMIT, false},
+    {"rate", 0, true, F_RATE, WCTL_OPT_RATE, false},
+    {"no-wait", 0, false, F_FLAG, WCTL_OPT_NO_WAIT, false},
+    {"status", 0, false, F_FLAG, WCTL_OPT_STATUS, false},
+    {"cancel", 0, false, F_FLAG, WCTL_OPT_CANCEL, false},
+    {"match-header", 0, true, F_MATCH_HEADER, WCTL_OPT_MATCH_HEADER, false},
+    {"match-value", 0, true, F_MATCH_VALUE, WCTL_OPT_MATCH_VALUE, false},
 };
 
 static const optdef *find_long(const char *name, size_t len)
@@ -121,6 +132,13 @@ static bool store_value(wctl_opts *o, const optdef *d, const char *v)
     case F_QUEUE_TYPE: o->queue_type = v; return true;
     case F_FORMAT: o->format = v; return true;
     case F_UNIT: o->unit = v; return true;
+    case F_TO_QUEUE: o->to_queue = v; return true;
+    case F_TO_EXCHANGE: o->to_exchange = v; return true;
+    case F_ROUTING_KEY: o->routing_key = v; return true;
+    case F_MATCH_HEADER: o->match_header = v; return true;
+    case F_MATCH_VALUE: o->match_value = v; return true;
+    case F_LIMIT: return parse_int(v, &o->limit) && o->limit >= 0;
+    case F_RATE: return parse_int(v, &o->rate) && o->rate >= 1;
     default: return true; /* --node: warrenctl talks to one broker */
     }
 }

@@ -125,6 +125,16 @@ static const wctl_command commands[] = {
      "Deletes a queue", wctl_cmd_delete_queue},
     {"purge_queue", "Queues", 1, 1, 0, "purge_queue <queue> [--timeout <timeout>]",
      "Purges a queue (removes all messages in it)", wctl_cmd_purge_queue},
+    {"move_messages", "Queues", 1, 1,
+     WCTL_OPT_TO_QUEUE | WCTL_OPT_TO_EXCHANGE | WCTL_OPT_ROUTING_KEY | WCTL_OPT_LIMIT |
+         WCTL_OPT_RATE | WCTL_OPT_NO_WAIT | WCTL_OPT_STATUS | WCTL_OPT_CANCEL |
+         WCTL_OPT_MATCH_HEADER | WCTL_OPT_MATCH_VALUE,
+     "move_messages <queue> [--to-queue <queue> | --to-exchange <exchange> [--routing-key <key>]] "
+     "[--count <n>] [--rate <msg/s>] [--match-header <header> [--match-value <value>]] "
+     "[--no-wait] | move_messages <queue> --status | --cancel",
+     "Moves a queue's messages (a dead-letter queue's, by default back to the queue each one "
+     "died in) and reports where they went (Warren only)",
+     wctl_cmd_move_messages},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

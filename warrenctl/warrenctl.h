@@ -72,7 +72,17 @@ enum {
     WCTL_OPT_SKIP_UNCHANGED = 1u << 9, /* --skip-if-unchanged */
     WCTL_OPT_UNIT = 1u << 10,          /* --unit gb */
     WCTL_OPT_QUEUE_FILTER = 1u << 11,  /* --online / --offline / --local (no effect) */
-    WCTL_OPT_COUNT = 12
+    WCTL_OPT_TO_QUEUE = 1u << 12,      /* move_messages --to-queue Q */
+    WCTL_OPT_TO_EXCHANGE = 1u << 13,   /* --to-exchange X */
+    WCTL_OPT_ROUTING_KEY = 1u << 14,   /* --routing-key K */
+    WCTL_OPT_LIMIT = 1u << 15,         /* --count N */
+    WCTL_OPT_RATE = 1u << 16,          /* --rate N (messages per second) */
+    WCTL_OPT_NO_WAIT = 1u << 17,       /* --no-wait: start it and return */
+    WCTL_OPT_STATUS = 1u << 18,        /* --status: the move's progress */
+    WCTL_OPT_CANCEL = 1u << 19,        /* --cancel: stop the running move */
+    WCTL_OPT_MATCH_HEADER = 1u << 20,  /* --match-header H: only messages with it */
+    WCTL_OPT_MATCH_VALUE = 1u << 21,   /* --match-value V: ... equal to V */
+    WCTL_OPT_COUNT = 22
 };
 
 /* The parsed command line. A plain record of what was given (the unit tests
@@ -101,6 +111,8 @@ typedef struct wctl_opts {
     bool no_headers;
     int priority;
     const char *apply_to, *description, *tags, *queue_type, *format, *unit;
+    const char *to_queue, *to_exchange, *routing_key, *match_header, *match_value; /* move_messages */
+    int limit, rate;
     /* argv without the connection options, for "Arguments given:" lines */
     const char *echo[WCTL_MAX_ARGS * 2];
     int necho;

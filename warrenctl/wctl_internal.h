@@ -178,5 +178,6 @@ int wctl_cmd_await_startup(wctl_ctx *c);
 int wctl_cmd_ping(wctl_ctx *c);
 int wctl_cmd_environment(wctl_ctx *c);
 int wctl_cmd_help(wctl_ctx *c);
+int wctl_cmd_move_messages(wctl_ctx *c); /* cmd_move.c */
 
 #endif

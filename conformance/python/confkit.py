@@ -5,7 +5,12 @@ a Ctx `t` that knows the broker (CONF_URI), makes names unique to this run
 (conf.<run_id>.<client>.<id>.<kind><n>) and deletes them afterwards. run()
 executes each scenario in a forked child with its own timeout, so a hung
 broker or client library is a failure, never a hang, and prints one line per
-scenario:  RESULT <group> <id> <client> <pass|fail> <millis> <detail>
+scenario:  RESULT <group> <id> <client> <pass|fail|skip> <millis> <detail>
+
+A scenario marked needs_rabbit (it imports what the broker under test
+exported into a RabbitMQ 3.10) runs only with CONF_COMPARE=1 and the
+RabbitMQ at CONF_RABBIT_MGMT reachable; otherwise it is reported as skip
+with the reason, never as a pass.
 """
 import contextlib
 import json
@@ -43,9 +48,9 @@ INTERNAL_ERROR = 541
 
 
 class Scenario:
-    def __init__(self, sid, client, fn, quick, timeout, exclusive=False):
+    def __init__(self, sid, client, fn, quick, timeout, exclusive=False, needs_rabbit=False):
         self.id, self.client, self.fn, self.quick, self.timeout = sid, client, fn, quick, timeout
-        self.exclusive = exclusive
+        self.exclusive, self.needs_rabbit = exclusive, needs_rabbit
         self.group = sid.split(".", 1)[0]
 
 
@@ -53,23 +58,28 @@ SCENARIOS = []
 RESTART_TIMEOUT = 120  # a restart scenario's default timeout: RabbitMQ takes several seconds per restart
 
 
-def scenario(sid, client, quick=False, timeout=None, restart=False):
+def scenario(sid, client, quick=False, timeout=None, restart=False, needs_rabbit=False):
     """Registers fn as scenario `sid` for `client`. timeout (seconds)
     overrides CONF_TIMEOUT for scenarios that wait on purpose (heartbeats).
     restart=True: the scenario calls t.restart(); it runs alone (no other
-    scenario of this family at the same time), never in the quick subset."""
+    scenario of this family at the same time), never in the quick subset.
+    needs_rabbit=True: it needs the reference RabbitMQ (CONF_RABBIT_MGMT)
+    besides the broker under test; it runs with COMPARE=1 only (see
+    rabbit_unavailable) and cannot be quick."""
     if not ID_RE.match(sid) or sid.split(".", 1)[0] not in GROUPS:
         raise ValueError("bad scenario id %r" % sid)
     if client not in CLIENTS:
         raise ValueError("bad client %r" % client)
     if restart and quick:
         raise ValueError("restart scenario %s cannot be quick" % sid)
+    if needs_rabbit and quick:
+        raise ValueError("scenario %s needs RabbitMQ and cannot be quick" % sid)
 
     def register(fn):
         if any(s.id == sid and s.client == client for s in SCENARIOS):
             raise ValueError("duplicate scenario %s/%s" % (sid, client))
         SCENARIOS.append(Scenario(sid, client, fn, quick, timeout or (RESTART_TIMEOUT if restart else None),
-                                  exclusive=restart))
+                                  exclusive=restart, needs_rabbit=needs_rabbit))
         return fn
     return register
 
@@ -506,6 +516,22 @@ def run(scenarios, broker, run_id, timeout, jobs, emit):
                 finish(r, broker, emit_counting)
 
 
+def rabbit_unavailable():
+    """Why the needs_rabbit scenarios cannot run, or None: they run only in
+    a COMPARE=1 run (CONF_COMPARE=1) whose RabbitMQ management API
+    (CONF_RABBIT_MGMT) accepts a TCP connection."""
+    if os.environ.get("CONF_COMPARE") != "1":
+        return "needs RabbitMQ 3.10 (RABBIT_MGMT): COMPARE=1 only"
+    url = urllib.parse.urlparse(os.environ.get("CONF_RABBIT_MGMT") or "")
+    if not url.hostname:
+        return "needs RabbitMQ 3.10: COMPARE=1 without RABBIT_MGMT"
+    try:
+        socket.create_connection((url.hostname, url.port or 80), timeout=3).close()
+    except OSError as e:
+        return "needs RabbitMQ 3.10: %s not reachable (%s)" % (url.geturl(), e)
+    return None
+
+
 def main(modules):
     """The family entry point: reads the CONF_* environment, loads the
     scenario modules, prints VERSION and RESULT lines."""
@@ -530,6 +556,12 @@ def main(modules):
                                                          one_line(detail)))
         sys.stdout.flush()
 
+    why = rabbit_unavailable() if any(s.needs_rabbit for s in chosen) else None
+    if why:
+        for s in chosen:
+            if s.needs_rabbit:
+                emit(s, "skip", 0, why)
+        chosen = [s for s in chosen if not s.needs_rabbit]
     run(chosen, broker, run_id, timeout, jobs, emit)
     return 0
 

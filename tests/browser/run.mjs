@@ -258,6 +258,30 @@ await test('get the message back: JSON pretty-printed, base64, text', async () =
   await shot('08-queue');
 });
 
+await test('move messages from a queue to another after a confirmation; progress and report shown', async () => {
+  const src = 'console.redrive.dlq';
+  const dst = 'console.redrive.work';
+  for (const q of [src, dst]) assert((await api('PUT', `/api/queues/${enc(VHOST)}/${enc(q)}`, { durable: true })).status < 300, `declare ${q}`);
+  for (let i = 0; i < 3; i += 1) {
+    await api('POST', `/api/exchanges/${enc(VHOST)}/amq.default/publish`, { properties: { headers: { app: 'kept' } }, routing_key: src, payload: `m${i}`, payload_encoding: 'string' });
+  }
+  await go(`queues/${enc(VHOST)}/${enc(src)}`);
+  await openPanel('Move messages');
+  await page.selectOption('#move-target', 'queue');
+  await page.fill('#move-dest', dst);
+  await page.click('#move-submit');
+  await page.locator('dialog.confirm button[value=cancel]').click();
+  assert((await api('GET', `/api/queues/${enc(VHOST)}/${enc(src)}/move`)).status === 404, 'cancel starts nothing');
+  await page.click('#move-submit');
+  await confirmDialog();
+  await page.locator('#move-progress[data-state=finished]').waitFor({ timeout: 15000 });
+  const report = await page.locator('#move-report').textContent();
+  assert(report.includes(`${dst}: 3`), `report: ${report}`);
+  const moved = await api('GET', `/api/queues/${enc(VHOST)}/${enc(dst)}`);
+  assert(moved.json.messages === 3, `destination holds 3: ${moved.json.messages}`);
+  await shot('08b-queue-move');
+});
+
 await test('the XSS queue name renders as text; no dialog fires', async () => {
   await go('queues');
   await openPanel('Add a new queue');

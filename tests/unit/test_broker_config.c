@@ -35,6 +35,8 @@ static void test_defaults_match_rabbitmq(void **state)
     assert_int_equal(c.channel_max, 2047);
     assert_int_equal(c.max_message_size, 128u << 20);
     assert_string_equal(c.default_user, "guest");
+    assert_int_equal(c.consumer_timeout_ms, 1800000);
+    assert_false(c.consumer_timeout_close_channel);
     assert_true(config_loopback_only(&c, "guest"));
     assert_false(config_loopback_only(&c, "alice"));
 }
@@ -95,6 +97,13 @@ static void test_set_overrides(void **state)
     assert_string_equal(c.data_dir, "/tmp/x");
     assert_false(config_set(&c, "max_message_size", "0", "--set", err, sizeof err));
     assert_non_null(strstr(err, "--set: bad value for 'max_message_size'"));
+    assert_true(config_set(&c, "consumer_timeout", "0", "--set", err, sizeof err));
+    assert_int_equal(c.consumer_timeout_ms, 0);
+    assert_true(config_set(&c, "consumer_timeout.action", "close_channel", "--set", err, sizeof err));
+    assert_true(c.consumer_timeout_close_channel);
+    assert_true(config_set(&c, "consumer_timeout.action", "cancel_consumer", "--set", err, sizeof err));
+    assert_false(c.consumer_timeout_close_channel);
+    assert_false(config_set(&c, "consumer_timeout.action", "kill", "--set", err, sizeof err));
 }
 
 static bool set(config *c, const char *key, const char *value)

@@ -394,7 +394,8 @@ static void test_selection(void **state)
     put("quorum", "^sel", "quorum_queues", 7, TABLE("max-length=30"), false);
     assert_string_equal(policy_name_of(q), "classic");
     /* a policy holding a key classic queues do not support skips them */
-    put("dl", "^sel", "queues", 8, TABLE("max-length=20", "delivery-limit=3"), false);
+    put("dl", "^sel", "queues", 8, TABLE("max-length=20", "dead-letter-strategy=s:at-least-once"),
+        false);
     assert_string_equal(policy_name_of(q), "classic");
     /* ties: the name that sorts first */
     put("b-tie", "^sel", "queues", 6, TABLE("max-length=10"), false);

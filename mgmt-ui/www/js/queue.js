@@ -1,6 +1,7 @@
 // One queue: counts and rates with charts, the health facts Warren adds
 // (oldest ready and unacked ages, delivery-count histogram), consumers,
-// bindings (add, remove), get and publish messages, purge and delete.
+// bindings (add, remove), get, publish and move messages (redrive), purge
+// and delete.
 import { h, replace, errorBox, facts, icon, badge, panel, empty, loading } from './dom.js';
 import { get, del } from './http.js';
 import { num, rate, bytes, duration, time } from './format.js';
@@ -9,6 +10,7 @@ import { features, exchangeLink, connectionLink, stateBadge } from './objects.js
 import { bindingsTable, bindingForm } from './bindings.js';
 import { publishForm, getMessagesForm } from './messages.js';
 import { confirmAction, runAction, formPanel } from './ui.js';
+import { moveForm } from './move.js';
 
 const WINDOW = '?lengths_age=600&lengths_incr=5&msg_rates_age=600&msg_rates_incr=5';
 const enc = encodeURIComponent;
@@ -119,6 +121,7 @@ export async function render(el, [vhost, name]) {
       h('h3', { class: 'subhead' }, 'Add a binding to this queue'),
       bindingForm({ vhost, fixed: { side: 'destination', type: 'queue', name }, onChange: refreshBindings })),
     formPanel('Get messages', getMessagesForm(vhost, name)),
+    formPanel('Move messages', moveForm(vhost, name, () => refresh())),
     formPanel('Publish a message', h('div', {}, h('p', { class: 'hint' }, 'Published to the default exchange with this queue’s name as routing key.'), publishForm(vhost, '', name))),
     h('section', { class: 'panel danger-zone' }, h('h2', {}, 'Purge or delete'), h('div', { class: 'form-actions' }, purgeBtn, deleteBtn)));
 
