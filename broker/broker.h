@@ -66,6 +66,10 @@ typedef struct config {
     char mgmt_ip[64];                   /* management.tcp.ip */
     int mgmt_port;                      /* management.tcp.port; 0 = a free port */
     bool mgmt_port_set;                 /* given in the file or --set, not the default */
+    char prometheus_ip[64];             /* prometheus.tcp.ip */
+    int prometheus_port;                /* prometheus.tcp.port; 0 = a free port */
+    bool prometheus_port_set;
+    bool prometheus_per_object;         /* prometheus.return_per_object_metrics */
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -253,6 +257,21 @@ void server_conn_closed(server *s, conn *c);
 uint64_t server_accept_errors(const server *s);
 /* Refreshes the cached clock that server_now_ms returns. */
 void server_touch_clock(server *s);
+
+/* Counts since start that no single object keeps, for the management
+ * plane's /metrics (rabbitmq_prometheus's churn and global counters). The
+ * broker only increments them. */
+typedef struct server_counts {
+    uint64_t connections_opened; /* connection.open accepted */
+    uint64_t connections_closed; /* every closed client socket, handshake or not */
+    uint64_t channels_opened, channels_closed;
+    uint64_t queues_declared; /* non-passive declarations, refused ones too */
+    uint64_t queues_created, queues_deleted;
+    uint64_t auth_attempts, auth_failed; /* AMQP logins */
+    uint64_t messages_routed;            /* publishes that reached a queue */
+    uint64_t messages_received_confirm;  /* publishes on confirm-mode channels */
+} server_counts;
+server_counts *server_counters(server *s);
 
 /* ---- identity and access (access.c) ------------------------------------ */
 

@@ -246,12 +246,35 @@ static bool set_mgmt_ip(config *c, const char *v, char *why, size_t n)
     return copy_str(c->mgmt_ip, sizeof c->mgmt_ip, v, why, n);
 }
 
+static bool set_prometheus_port(config *c, const char *v, char *why, size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, 0, 65535, &x, why, n))
+        return false;
+    c->prometheus_port = (int)x;
+    c->prometheus_port_set = true;
+    return true;
+}
+
+static bool set_prometheus_ip(config *c, const char *v, char *why, size_t n)
+{
+    return copy_str(c->prometheus_ip, sizeof c->prometheus_ip, v, why, n);
+}
+
+static bool set_prometheus_per_object(config *c, const char *v, char *why, size_t n)
+{
+    return parse_bool(v, &c->prometheus_per_object, why, n);
+}
+
 static const struct {
     const char *key;
     key_parser parse;
 } keys[] = {
     {"management.tcp.port", set_mgmt_port},
     {"management.tcp.ip", set_mgmt_ip},
+    {"prometheus.tcp.port", set_prometheus_port},
+    {"prometheus.tcp.ip", set_prometheus_ip},
+    {"prometheus.return_per_object_metrics", set_prometheus_per_object},
     {"journal.sync", set_journal_sync},
     {"journal.segment_size", set_segment_size},
     {"vm_memory_high_watermark.relative", set_watermark_relative},
@@ -294,6 +317,8 @@ void config_defaults(config *c)
     c->journal_segment_size = 64u << 20;
     strcpy(c->mgmt_ip, "0.0.0.0");
     c->mgmt_port = 15672;
+    strcpy(c->prometheus_ip, "0.0.0.0");
+    c->prometheus_port = 15692;
 }
 
 /* Every setting as its rabbitmq.conf key; default_pass is left out. */
@@ -322,12 +347,15 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"max_message_size", c->max_message_size},
         {"journal.segment_size", c->journal_segment_size},
         {"management.tcp.port", (uint64_t)c->mgmt_port},
+        {"prometheus.tcp.port", (uint64_t)c->prometheus_port},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)nums[i].v);
         fn(arg, nums[i].key, b);
     }
     fn(arg, "management.tcp.ip", c->mgmt_ip);
+    fn(arg, "prometheus.tcp.ip", c->prometheus_ip);
+    fn(arg, "prometheus.return_per_object_metrics", c->prometheus_per_object ? "true" : "false");
     if (c->memory_high_watermark_abs) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)c->memory_high_watermark_abs);
         fn(arg, "vm_memory_high_watermark.absolute", b);

@@ -315,6 +315,7 @@ static void close_channel(conn *c, uint16_t n, chan *marker)
     set_chan_slot(c, n, marker); /* the slot exists: replacing or emptying cannot fail */
     if (ch && ch != CHAN_CLOSING) {
         c->nopen--;
+        server_counters(c->srv)->channels_closed++;
         chan_free(ch);
     }
 }
@@ -475,6 +476,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
             return amqp_fail(err, AMQP_INTERNAL_ERROR, m->id, "out of memory");
         }
         c->nopen++;
+        server_counters(c->srv)->channels_opened++;
         amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
         conn_send_method(c, n, &ok);
         return AMQP_OK;

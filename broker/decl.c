@@ -380,6 +380,8 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
  * checked its exclusive owner). The amq. prefix is the caller's check. */
 int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_error *err)
 {
+    server_counts *counts = server_counters(vhost_server(v));
+    counts->queues_declared++;
     queue *q = vhost_queue_find(v, spec->name);
     if (q) {
         if (check_equivalent(q, spec, err) != AMQP_OK)
@@ -396,6 +398,7 @@ int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_erro
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_QUEUE_DECLARE, "out of memory");
     vhost_queue_add(v, q);
     durable_queue_declared(v, q);
+    counts->queues_created++;
     *out = q;
     return AMQP_OK;
 }

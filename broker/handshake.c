@@ -105,8 +105,11 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
                          (const char *)s->mechanism.ptr);
     amqp_bytes user, pass;
     char why[400] = "malformed credentials";
+    server_counts *counts = server_counters(c->srv);
+    counts->auth_attempts++;
     if (!parse_credentials(s->mechanism, s->response, &user, &pass) ||
         !access_login(server_access(c->srv), user, pass, c->loopback, why, sizeof why)) {
+        counts->auth_failed++;
         log_msg(LOG_WARNING, "connection %s: login refused: %s", c->peer, why);
         return amqp_fail(err, AMQP_ACCESS_REFUSED, 0,
                          "Login was refused using authentication mechanism %.*s. For details "
@@ -167,6 +170,7 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
                          "access to vhost '%s' refused for user '%s'", vhost_name(v), c->user);
     c->vh = v;
     c->state = S_OPEN;
+    server_counters(c->srv)->connections_opened++;
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
     conn_send_method(c, 0, &m);
     log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,

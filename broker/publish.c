@@ -241,6 +241,8 @@ vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes head
     if (xs)
         xs->n[STAT_PUBLISH_IN]++, xs->n[STAT_PUBLISH_OUT] += r.queues;
     vhost_stats(v)->n[STAT_PUBLISH]++;
+    if (r.queues)
+        server_counters(vhost_server(v))->messages_routed++;
     return r;
 }
 
@@ -321,8 +323,10 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
         count_unroutable(ch, p->mandatory);
     if (r.queues == 0 && p->mandatory)
         send_return(ch, m);
-    if (ch->mode == MODE_CONFIRM)
+    if (ch->mode == MODE_CONFIRM) {
+        server_counters(conn_server(ch->c))->messages_received_confirm++;
         confirm_next(ch, &r);
+    }
     return AMQP_OK;
 }
 

@@ -785,8 +785,10 @@ void queue_delete(queue *q)
     if (q->deleted)
         return;
     q->deleted = true;
-    if (!vhost_closing(q->v))
+    if (!vhost_closing(q->v)) {
         persist_queue_emptied(q, true);
+        server_counters(vhost_server(q->v))->queues_deleted++;
+    }
     durable_queue_deleted(q->v, q);
     route_unbind_queue(vhost_routes(q->v), q);
     vhost_queue_remove(q->v, q);

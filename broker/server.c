@@ -52,6 +52,7 @@ struct server {
     struct evconnlistener *listener;
     struct event *sigterm, *sigint, *tick, *shutdown_timer, *stats_timer;
     stats stats;         /* the whole broker's (stats.c) */
+    server_counts counts;
     uint64_t started_at; /* wall clock ms */
     char node_name[128];
     int bound_port;
@@ -404,8 +405,11 @@ void server_close_user_connections(server *s, const char *user, const char *text
             conn_close(s->conns[i], AMQP_CONNECTION_FORCED, text, 0);
 }
 
+server_counts *server_counters(server *s) { return &s->counts; }
+
 void server_conn_closed(server *s, conn *c)
 {
+    s->counts.connections_closed++;
     for (size_t i = 0; i < s->nconns; i++) {
         if (s->conns[i] == c) {
             s->conns[i] = s->conns[--s->nconns];
