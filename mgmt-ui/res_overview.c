@@ -177,7 +177,7 @@ static void get_overview(mgmt_req *r)
 
 /* ---- /api/nodes --------------------------------------------------------- */
 
-static uint64_t rss_bytes(void)
+uint64_t mgmt_rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     unsigned long size = 0, rss = 0;
@@ -189,7 +189,7 @@ static uint64_t rss_bytes(void)
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static uint64_t fds_used(void)
+uint64_t mgmt_fds_used(void)
 {
     DIR *d = opendir("/proc/self/fd");
     uint64_t n = 0;
@@ -216,13 +216,13 @@ static void node_json(mgmt_req *r, mgmt_json *w)
     mgmt_json_kbool(w, "being_drained", false);
     mgmt_json_kint(w, "os_pid", getpid());
     mgmt_json_kuint(w, "uptime", wall_clock_ms() - server_started_at(s));
-    mgmt_json_kuint(w, "mem_used", rss_bytes());
+    mgmt_json_kuint(w, "mem_used", mgmt_rss_bytes());
     mgmt_json_kuint(w, "mem_limit", server_memory_limit(s));
     mgmt_json_kbool(w, "mem_alarm", server_memory_alarm(s));
     mgmt_json_kuint(w, "disk_free", disk_free);
     mgmt_json_kuint(w, "disk_free_limit", 50000000);
     mgmt_json_kbool(w, "disk_free_alarm", false);
-    mgmt_json_kuint(w, "fd_used", fds_used());
+    mgmt_json_kuint(w, "fd_used", mgmt_fds_used());
     mgmt_json_kuint(w, "fd_total", (uint64_t)rl.rlim_cur);
     mgmt_json_kint(w, "processors", sysconf(_SC_NPROCESSORS_ONLN));
     mgmt_json_kstr(w, "rates_mode", "basic");
