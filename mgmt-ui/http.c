@@ -48,10 +48,18 @@ struct mgmt {
     char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int port;
     mgmt_sampler *sampler;
+    mgmt_prometheus *prom;
+    uint64_t auth_attempts, auth_failed; /* HTTP basic logins (auth.c) */
 };
 
 int mgmt_port(const mgmt *m) { return m->port; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
+
+void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed)
+{
+    *attempts = m->auth_attempts;
+    *failed = m->auth_failed;
+}
 
 static const mgmt_route *const tables[] = {
     mgmt_overview_routes, mgmt_connection_routes, mgmt_exchange_routes,
@@ -355,7 +363,12 @@ static const char *tag_refusal(unsigned tag)
 static bool admit(mgmt_req *r, const mgmt_route *rt)
 {
     bool had = false;
-    if (!mgmt_authenticate(r, &had)) {
+    bool ok = mgmt_authenticate(r, &had);
+    if (had) { /* a login tried, as rabbitmq_prometheus counts protocol="http" */
+        r->m->auth_attempts++;
+        r->m->auth_failed += !ok;
+    }
+    if (!ok) {
         evhttp_add_header(evhttp_request_get_output_headers(r->req), "WWW-Authenticate",
                           "Basic realm=\"RabbitMQ Management\"");
         mgmt_error(r, 401, "not_authorized", had ? "Login failed" : "Not authorized");
@@ -471,36 +484,38 @@ static struct evhttp *new_http(mgmt *m, endpoint *ep, bool control)
     return h;
 }
 
-static bool listen_tcp(mgmt *m)
+bool mgmt_http_bind(struct evhttp *h, const char *ip, int port, const char *what, int *bound)
 {
-    const config *cfg = server_config(m->s);
-    if (!(m->http = new_http(m, &m->tcp_ep, false)))
-        return false;
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(m->http, cfg->mgmt_ip, (ev_uint16_t)cfg->mgmt_port);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(h, ip, (ev_uint16_t)port);
     if (!bs) {
         int e = errno;
-        log_msg(LOG_ERROR, "management: cannot listen on %s:%d: %s", cfg->mgmt_ip,
-                cfg->mgmt_port, strerror(e));
+        log_msg(LOG_ERROR, "%s: cannot listen on %s:%d: %s", what, ip, port, strerror(e));
         errno = e;
         return false;
     }
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
+    *bound = 0;
     if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &len) == 0) {
         bool v6 = ss.ss_family == AF_INET6;
         inet_ntop(ss.ss_family,
                   v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
                      : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
                   host, sizeof host);
-        port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                        : ((struct sockaddr_in *)&ss)->sin_port);
+        *bound = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                          : ((struct sockaddr_in *)&ss)->sin_port);
     }
-    m->port = port;
-    log_msg(LOG_INFO, "management listening on %s:%d", host, port);
+    log_msg(LOG_INFO, "%s listening on %s:%d", what, host, *bound);
     return true;
+}
+
+static bool listen_tcp(mgmt *m)
+{
+    const config *cfg = server_config(m->s);
+    if (!(m->http = new_http(m, &m->tcp_ep, false)))
+        return false;
+    return mgmt_http_bind(m->http, cfg->mgmt_ip, cfg->mgmt_port, "management", &m->port);
 }
 
 /* data_dir/warrenctl.sock, created with mode 0600 (umask held around bind
@@ -560,6 +575,14 @@ mgmt *mgmt_new(server *s)
         m->http = NULL;
     }
     listen_control(m);
+    m->prom = mgmt_prometheus_new(m, s);
+    if (!m->prom && (cfg->prometheus_port_set || errno != EADDRINUSE)) {
+        mgmt_free(m);
+        return NULL;
+    }
+    if (!m->prom)
+        log_msg(LOG_WARNING, "prometheus: port %d is in use; /metrics is not served (set "
+                             "prometheus.tcp.port)", cfg->prometheus_port);
     return m;
 }
 
@@ -571,6 +594,7 @@ void mgmt_free(mgmt *m)
         evhttp_free(m->http);
     if (m->ctl)
         evhttp_free(m->ctl);
+    mgmt_prometheus_free(m->prom);
     if (m->sock_path[0])
         unlink(m->sock_path);
     mgmt_sampler_free(m->sampler);

@@ -241,7 +241,7 @@ static bool scalar(mgmt_json *w)
 
 /* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid: overlong
  * forms, surrogates and code points past U+10FFFF are invalid. */
-static size_t utf8_len(const uint8_t *p, size_t n)
+size_t mgmt_utf8_len(const uint8_t *p, size_t n)
 {
     uint8_t c = p[0];
     size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
@@ -263,7 +263,7 @@ static void put_string(mgmt_json *w, const uint8_t *p, size_t n)
     for (size_t i = 0; i < n;) {
         uint8_t c = p[i];
         if (c >= 0x80) {
-            size_t len = utf8_len(p + i, n - i);
+            size_t len = mgmt_utf8_len(p + i, n - i);
             if (len)
                 put(w, p + i, len);
             else

@@ -78,6 +78,42 @@ void mgmt_json_kdouble(mgmt_json *w, const char *key, double v);
 void mgmt_json_kbool(mgmt_json *w, const char *key, bool v);
 void mgmt_json_knull(mgmt_json *w, const char *key);
 
+/* Length of the valid UTF-8 sequence at p (1..4 bytes), 0 when it is not
+ * one (overlong forms and surrogates included). */
+size_t mgmt_utf8_len(const uint8_t *p, size_t n);
+
+/* ---- Prometheus text format --------------------------------------------- */
+
+/* Writes Prometheus text exposition format 0.0.4 onto an evbuffer as it is
+ * built (through a small staging buffer), as the JSON writer does:
+ *
+ *   # TYPE name type
+ *   # HELP name help
+ *   name{key="value",...} value
+ *
+ * Label values are escaped as the format asks (\\, \", \n) and every byte
+ * that is not part of valid UTF-8 becomes U+FFFD, so any queue name a client
+ * sent yields a parsable line. Help text escapes \\ and \n. */
+typedef struct mgmt_prom mgmt_prom;
+
+/* NULL on OOM. The writer does not own `out`. */
+mgmt_prom *mgmt_prom_new(struct evbuffer *out);
+/* Flushes what is staged and frees the writer. NULL is fine. */
+void mgmt_prom_free(mgmt_prom *p);
+void mgmt_prom_flush(mgmt_prom *p);
+/* Bytes written so far (staged and flushed). */
+size_t mgmt_prom_written(const mgmt_prom *p);
+
+/* The # TYPE and # HELP lines of a family. */
+void mgmt_prom_family(mgmt_prom *p, const char *name, const char *type, const char *help);
+/* A sample: begin, then any labels, then its value (which ends the line). */
+void mgmt_prom_begin(mgmt_prom *p, const char *name);
+void mgmt_prom_label(mgmt_prom *p, const char *key, amqp_bytes value);
+void mgmt_prom_label_str(mgmt_prom *p, const char *key, const char *value);
+void mgmt_prom_uint(mgmt_prom *p, uint64_t v);
+/* NaN, +Inf and -Inf as the format spells them. */
+void mgmt_prom_double(mgmt_prom *p, double v);
+
 /* ---- AMQP field tables <-> JSON ----------------------------------------- */
 
 /* A validated table (content without its length) as a JSON object, as

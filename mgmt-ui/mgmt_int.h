@@ -82,6 +82,36 @@ extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
+/* Binds `h` to ip:port and logs "WHAT listening on HOST:PORT"; the bound
+ * port in *bound. False (logged, errno kept) when it cannot (http.c). */
+bool mgmt_http_bind(struct evhttp *h, const char *ip, int port, const char *what, int *bound);
+/* HTTP basic logins tried and refused since start (counted by http.c). */
+void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed);
+
+/* prometheus.c: GET /metrics and /metrics/per-object on
+ * prometheus.tcp.ip:port, its own evhttp on the loop. NULL when the port
+ * cannot be bound (logged; fatal only for a configured port, as
+ * mgmt_new decides). */
+typedef struct mgmt_prometheus mgmt_prometheus;
+mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s);
+void mgmt_prometheus_free(mgmt_prometheus *p);
+
+/* prom_metrics.c: one scrape. new takes the snapshot (aggregated: the
+ * sums; per object: the names and ids) and writes nothing; each step
+ * writes about `budget` bytes into w and returns true once the scrape is
+ * complete. NULL on OOM. */
+typedef struct prom_scrape prom_scrape;
+prom_scrape *prom_scrape_new(mgmt *m, server *s, bool per_object, mgmt_prom *w);
+bool prom_scrape_step(prom_scrape *sc, size_t budget);
+void prom_scrape_free(prom_scrape *sc);
+
+/* When the oldest delivery from q still unacked was made (server_now_ms
+ * clock), 0 when none (res_queue.c). */
+uint64_t mgmt_queue_oldest_unacked(server *s, queue *q);
+
+/* The process as /proc shows it (res_overview.c). */
+uint64_t mgmt_rss_bytes(void);
+uint64_t mgmt_fds_used(void);
 
 /* ---- node values and their rates (sampler.c) -------------------------------- */
 

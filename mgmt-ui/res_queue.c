@@ -23,7 +23,7 @@ static const stat_id queue_stats_fields[] = {
 
 /* The oldest unsettled delivery from q: its consumers' channels first,
  * then (basic.get deliveries) every channel. 0 = none. */
-static uint64_t oldest_unacked(server *s, queue *q)
+uint64_t mgmt_queue_oldest_unacked(server *s, queue *q)
 {
     uint64_t best = 0;
     if (!queue_unacked_count(q))
@@ -65,7 +65,7 @@ static void histogram(mgmt_json *w, const uint32_t *counts)
 
 static void health(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
 {
-    uint64_t now = server_now_ms(r->s), unacked = oldest_unacked(r->s, q);
+    uint64_t now = server_now_ms(r->s), unacked = mgmt_queue_oldest_unacked(r->s, q);
     if (qi->oldest_ready_ms)
         mgmt_json_kuint(w, "oldest_ready_age_ms", now - qi->oldest_ready_ms);
     else

@@ -23,7 +23,7 @@ struct mgmt_sampler {
     uint64_t prev_ms, cur_ms; /* monotonic; 0 = no sample yet */
 };
 
-static uint64_t rss_bytes(void)
+uint64_t mgmt_rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     unsigned long size = 0, rss = 0;
@@ -35,7 +35,7 @@ static uint64_t rss_bytes(void)
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static uint64_t fds_used(void)
+uint64_t mgmt_fds_used(void)
 {
     DIR *d = opendir("/proc/self/fd");
     uint64_t n = 0;
@@ -58,8 +58,8 @@ void mgmt_node_now(server *s, uint64_t out[NODE_FIELDS])
     out[NODE_QUEUE_DECLARED] = c->queues_declared;
     out[NODE_QUEUE_CREATED] = c->queues_created;
     out[NODE_QUEUE_DELETED] = c->queues_deleted;
-    out[NODE_MEM_USED] = rss_bytes();
-    out[NODE_FD_USED] = fds_used();
+    out[NODE_MEM_USED] = mgmt_rss_bytes();
+    out[NODE_FD_USED] = mgmt_fds_used();
     out[NODE_SOCKETS_USED] = server_conn_count(s);
     out[NODE_DISK_FREE] = statvfs(server_config(s)->data_dir, &vfs) == 0
                               ? (uint64_t)vfs.f_bavail * vfs.f_frsize

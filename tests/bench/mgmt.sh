@@ -16,6 +16,11 @@
 #   tests/bench/mgmt.sh console  scenarios 1, 9: nothing watching vs chromium
 #                                holding the console open on the overview
 #   tests/bench/mgmt.sh all      the three in turn (ab only if BASE_BIN is set)
+#   tests/bench/mgmt.sh prometheus  10,000 queues: /metrics and
+#                                /metrics/per-object times, Warren and RabbitMQ
+#                                (a vhost of its own, deleted after), and the
+#                                1000 msg/s p99 while /metrics is looped
+#   tests/bench/mgmt.sh all      all of them (ab and instr only if BASE_BIN is set)
 #
 # Env: QUEUES=10000 ROUNDS=3 DURATION=4 WARREN_BIN PERF BASE_BIN RABBIT=1
 set -eu
@@ -25,6 +30,6 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 what=${1:-all}
 run() { /usr/bin/python3 tests/bench/mgmt_bench.py "$1"; }
 case $what in
-    all) run timing; run p99; if [ -n "${BASE_BIN:-}" ]; then run ab; run instr; fi ;;
+    all) run timing; run p99; run prometheus; if [ -n "${BASE_BIN:-}" ]; then run ab; run instr; fi ;;
     *) run "$what" ;;
 esac

@@ -50,17 +50,20 @@ class Warren:
         self.dir = tempfile.mkdtemp(prefix="warren-mgmt-bench-")
         argv = [binary, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + self.dir]
         if management:
-            argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1"]
+            argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
+                     "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]
         self.log = open(os.path.join(self.dir, "log"), "w+")
         self.proc = subprocess.Popen(argv, stderr=self.log, stdout=subprocess.DEVNULL)
-        self.amqp = self.http = None
+        self.amqp = self.http = self.prometheus = None
         for _ in range(100):
             self.log.seek(0)
             text = self.log.read()
             m = re.search(r"AMQP listening on 127\.0\.0\.1:(\d+)", text)
             h = re.search(r"management listening on 127\.0\.0\.1:(\d+)", text)
-            if m and (h or not management):
+            pr = re.search(r"prometheus listening on 127\.0\.0\.1:(\d+)", text)
+            if m and ((h and pr) or not management):
                 self.amqp, self.http = int(m.group(1)), int(h.group(1)) if h else None
+                self.prometheus = int(pr.group(1)) if pr else None
                 break
             time.sleep(0.1)
         if not self.amqp:
@@ -159,6 +162,63 @@ def perf(amqp_port, args, timeout=120):
     if not line:
         raise RuntimeError("warren-perf: " + out.stdout[-500:] + out.stderr[-500:])
     return dict(kv.split("=", 1) for kv in line[-1].split()[1:])
+
+
+PROM_CALLS = [("metrics", "/metrics", 10), ("per-object", "/metrics/per-object", 5)]
+
+
+def prom_timings(port):
+    out = {}
+    for label, path, n in PROM_CALLS:
+        http_get(port, path)  # warm
+        runs = [http_get(port, path) for _ in range(n)]
+        out[label] = (statistics.median(r[0] for r in runs) * 1000, runs[0][1])
+    return out
+
+
+def cmd_prometheus():
+    """/metrics and /metrics/per-object with QUEUES queues, Warren and
+    RabbitMQ (a vhost of its own with the same queues, deleted after); then
+    Warren's 1000 msg/s p99 while a client loops /metrics back to back."""
+    rows, p99 = {}, {}
+    w = Warren()
+    try:
+        declare_queues(w.amqp, "/", QUEUES)
+        rows["Warren"] = prom_timings(w.prometheus)
+        p99["idle"] = float(perf(w.amqp, P99_ARGS)["p99_us"])
+        for label, path in (("/metrics loop", "/metrics"), ("per-object loop", "/metrics/per-object")):
+            loop = Looper(w.prometheus, [path])
+            loop.start()
+            p99[label] = float(perf(w.amqp, P99_ARGS)["p99_us"])
+            loop.stop()
+            p99[label + " requests"] = loop.count
+    finally:
+        w.stop()
+    if os.environ.get("RABBIT", "1") == "1":
+        vhost = "prometheus-bench-%d" % os.getpid()
+        rport = int(os.environ.get("RABBIT_MGMT_PORT", "15672"))
+        pport = int(os.environ.get("RABBIT_PROMETHEUS_PORT", "15692"))
+        try:
+            if http_call(rport, "PUT", "/api/vhosts/" + vhost, {}) not in (201, 204):
+                raise RuntimeError("cannot create vhost")
+            http_call(rport, "PUT", "/api/permissions/%s/guest" % vhost,
+                      {"configure": ".*", "write": ".*", "read": ".*"})
+            declare_queues(5672, vhost, QUEUES)
+            time.sleep(6)  # RabbitMQ's metrics arrive every 5 s
+            rows["RabbitMQ"] = prom_timings(pport)
+        except Exception as e:
+            print("RabbitMQ: %s" % e)
+        finally:
+            http_call(rport, "DELETE", "/api/vhosts/" + vhost)
+    print("%d queues: median ms (response bytes)" % QUEUES)
+    for broker, t in rows.items():
+        print("%-10s /metrics %.1f (%d)  /metrics/per-object %.1f (%d)" %
+              (broker, *t["metrics"], *t["per-object"]))
+        print("RESULT broker=%s metrics_ms=%.1f per_object_ms=%.1f" %
+              (broker, t["metrics"][0], t["per-object"][0]))
+    for label in ("idle", "/metrics loop", "per-object loop"):
+        print("  Warren 1000 msg/s p99 %-16s %8.0f us  %s" % (label, p99[label],
+              "%d scrapes" % p99[label + " requests"] if label != "idle" else ""))
 
 
 class Looper(threading.Thread):
@@ -406,7 +466,7 @@ def cmd_instr():
 
 if __name__ == "__main__":
     cmds = {"timing": cmd_timing, "p99": cmd_p99, "ab": cmd_ab, "instr": cmd_instr,
-            "console": cmd_console}
+            "console": cmd_console, "prometheus": cmd_prometheus}
     if len(sys.argv) != 2 or sys.argv[1] not in cmds:
-        sys.exit("usage: mgmt_bench.py timing|p99|ab|instr")
+        sys.exit("usage: mgmt_bench.py timing|p99|ab|instr|console|prometheus")
     cmds[sys.argv[1]]()

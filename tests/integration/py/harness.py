@@ -44,6 +44,7 @@ WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "w
 USER, PASSWORD, VHOST = "guest", "guest", "/"
 LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
 MGMT_RE = re.compile(r"management listening on ([0-9.]+):([0-9]+)")
+PROM_RE = re.compile(r"prometheus listening on ([0-9.]+):([0-9]+)")
 CONTROL_RE = re.compile(r"control socket at (\S+)")
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
@@ -95,6 +96,7 @@ class WarrenProcess:
         self.tmpdir = None
         self.host, self.port = None, None
         self.mgmt_port, self.control_socket = None, None
+        self.prometheus_port = None
         self.log_lines = []
         self._port_found = threading.Event()
         self._mgmt_found = threading.Event()
@@ -105,7 +107,8 @@ class WarrenProcess:
         self.tmpdir = tempfile.mkdtemp(prefix="warren-itest-")
         argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
                 "--set", "data_dir=%s" % self.tmpdir,
-                "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1"]
+                "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
+                "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]
         for s in self.settings:
             argv += ["--set", s]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -132,6 +135,9 @@ class WarrenProcess:
             m = MGMT_RE.search(line)
             if m and self.mgmt_port is None:
                 self.mgmt_port = int(m.group(2))
+            m = PROM_RE.search(line)
+            if m and self.prometheus_port is None:
+                self.prometheus_port = int(m.group(2))
             m = CONTROL_RE.search(line)
             if m and self.control_socket is None:
                 self.control_socket = m.group(1)
@@ -186,6 +192,17 @@ def mgmt_address():
         return host or "127.0.0.1", int(port)
     broker_address()
     return "127.0.0.1", _shared["proc"].mgmt_port
+
+
+def prometheus_address():
+    """(host, port) of the Prometheus endpoint of the broker under test: the
+    shared Warren's (it logs it before the control socket), or
+    WARREN_TEST_PROMETHEUS=host:port (default 127.0.0.1:15692) with a target."""
+    if TARGET:
+        host, _, port = (os.environ.get("WARREN_TEST_PROMETHEUS") or "127.0.0.1:15692").rpartition(":")
+        return host or "127.0.0.1", int(port)
+    broker_address()
+    return "127.0.0.1", _shared["proc"].prometheus_port
 
 
 def control_socket():
