@@ -55,6 +55,12 @@ struct mgmt {
 int mgmt_port(const mgmt *m) { return m->port; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
 
+void mgmt_http_abandon(struct evhttp_request *req)
+{
+    if (req && !evhttp_request_get_connection(req))
+        evhttp_request_free(req);
+}
+
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed)
 {
     *attempts = m->auth_attempts;

@@ -85,6 +85,10 @@ int mgmt_port(const mgmt *m);
 /* Binds `h` to ip:port and logs "WHAT listening on HOST:PORT"; the bound
  * port in *bound. False (logged, errno kept) when it cannot (http.c). */
 bool mgmt_http_bind(struct evhttp *h, const char *ip, int port, const char *what, int *bound);
+/* A chunked reply's client went away: evhttp detached `req` from its
+ * connection and leaves freeing it to us (it frees a request still
+ * attached itself). Call from the connection's close callback (http.c). */
+void mgmt_http_abandon(struct evhttp_request *req);
 /* HTTP basic logins tried and refused since start (counted by http.c). */
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed);
 

@@ -74,12 +74,13 @@ static void next_slice(struct evhttp_connection *evcon, void *arg)
     send_slice(arg);
 }
 
-/* The client went away mid-scrape: evhttp frees the request itself. */
+/* The client went away mid-scrape. */
 static void slices_closed(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     slices *st = arg;
     st->evcon = NULL;
+    mgmt_http_abandon(st->req);
     slices_free(st);
 }
 

@@ -9,7 +9,8 @@
  * the loop serves AMQP, so a 10,000-queue listing never holds it for more
  * than one slice. Objects are looked up again at render time; one deleted
  * meanwhile is skipped. A client that goes away mid-list frees the stream
- * through the connection's close callback.
+ * (and the request evhttp left behind) through the connection's close
+ * callback.
  *
  * Why on the loop: a prototype that snapshotted the queues on the loop and
  * rendered the JSON on a thread (commit cad85fd) gave a 1000 msg/s flow a
@@ -137,12 +138,13 @@ static void next_chunk(struct evhttp_connection *evcon, void *arg)
     send_slice(arg);
 }
 
-/* The client went away mid-list: evhttp frees the request itself. */
+/* The client went away mid-list. */
 static void stream_closed(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     stream *st = arg;
     st->evcon = NULL;
+    mgmt_http_abandon(st->r->req);
     st->r->req = NULL;
     stream_free(st);
 }

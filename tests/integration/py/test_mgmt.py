@@ -585,6 +585,35 @@ class Lists(MgmtTest):
             json.loads(resp.read())
         c.close()
 
+    @h.needs_own_broker
+    def test_client_leaving_mid_stream_frees_the_reply(self):
+        # evhttp leaves a chunked reply's request to us when its client goes
+        # away; under ASan (make test) a leak makes the broker exit non-zero.
+        proc = h.WarrenProcess()
+        addr = proc.start()
+        self.addCleanup(proc.stop)
+        c = h.connect(addr)
+        ch = c.channel()
+        for i in range(3000):
+            ch.queue_declare("midstream.%05d" % i)
+        c.close()
+        for port, path in [(proc.mgmt_port, "/api/queues"), (proc.prometheus_port, "/metrics/per-object")]:
+            for _ in range(3):
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n\r\n"
+                           % (path, AUTH)).encode())
+                self.assertIn(b"Transfer-Encoding: chunked", s.recv(4096))
+                s.close()  # with most of the reply still to come
+            time.sleep(0.3)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            conn.request("GET", path, headers={"Authorization": AUTH})
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            self.assertGreater(len(resp.read()), 100000)  # a later reply is whole
+            conn.close()
+        self.assertEqual(proc.stop(), 0, proc.log_tail())
+
 
 class Statistics(MgmtTest):
     def test_counts_and_rates_move(self):
