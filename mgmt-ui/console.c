@@ -117,7 +117,7 @@ bool mgmt_console_reply_to(const char *method, const char *uri, const char *if_n
     return true;
 }
 
-static const char *method_name(enum evhttp_cmd_type cmd)
+const char *mgmt_method_name(enum evhttp_cmd_type cmd)
 {
     switch (cmd) {
     case EVHTTP_REQ_GET: return "GET";
@@ -125,6 +125,7 @@ static const char *method_name(enum evhttp_cmd_type cmd)
     case EVHTTP_REQ_POST: return "POST";
     case EVHTTP_REQ_PUT: return "PUT";
     case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
     default: return "OTHER";
     }
 }
@@ -134,7 +135,7 @@ bool mgmt_console_serve(struct evhttp_request *req)
     const char *uri = evhttp_request_get_uri(req);
     const char *inm = evhttp_find_header(evhttp_request_get_input_headers(req), "If-None-Match");
     mgmt_console_reply r;
-    if (!uri || !mgmt_console_reply_to(method_name(evhttp_request_get_command(req)), uri, inm, &r))
+    if (!uri || !mgmt_console_reply_to(mgmt_method_name(evhttp_request_get_command(req)), uri, inm, &r))
         return false;
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     for (size_t i = 0; i < r.header_count; i++)

@@ -440,8 +440,11 @@ static void route_request(mgmt_req *r)
             mgmt_error(r, 405, "method_not_allowed", "Method Not Allowed");
     } else if (!rt) {
         mgmt_not_found(r);
-    } else if (admit(r, rt)) {
-        rt->fn(r);
+    } else {
+        /* a debug access log: the route's pattern, never a client's names */
+        log_msg(LOG_DEBUG, "management: %s %s", mgmt_method_name(r->method), rt->pattern);
+        if (admit(r, rt))
+            rt->fn(r);
     }
 }
 

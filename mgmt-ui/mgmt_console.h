@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <event2/http.h>
+
 /* One embedded file. Everything points at static, read-only data. */
 typedef struct mgmt_asset {
     const char *path;          /* "/index.html", "/js/app.js" */
@@ -17,6 +19,9 @@ typedef struct mgmt_asset {
     size_t length;
     const char *etag;          /* quoted strong ETag: "\"9f86d081884c7d659a2f\"" */
 } mgmt_asset;
+
+/* An HTTP method's name ("OTHER" for the rare ones), for rules and logs. */
+const char *mgmt_method_name(enum evhttp_cmd_type cmd);
 
 /* The file at `path` (exact, with the leading slash, no query), or NULL. */
 const mgmt_asset *mgmt_asset_find(const char *path);

@@ -6,8 +6,9 @@
  * As RabbitMQ 3.10.8: a PUT needs every regex field ("[{key_missing,write}]"
  * otherwise) and an existing user and vhost ("vhost_or_user_not_found");
  * topic permissions are one row per exchange, the (vhost, user) resource
- * exists while it has any, and DELETE removes all of them (3.10 has no
- * path for one exchange and ignores a query).
+ * exists while it has any, and DELETE removes all of them, or with a third
+ * segment (.../{user}/{exchange}) that exchange's row only (204 also when
+ * it has none). GET and PUT ignore a third segment, as 3.10.8 does.
  */
 #include <stdio.h>
 #include <string.h>
@@ -229,16 +230,36 @@ static void put_topic_permission(mgmt_req *r)
     mgmt_send_empty(r, existed ? 204 : 201, NULL);
 }
 
+typedef struct exchange_rows {
+    const char *exchange;
+    size_t n;
+} exchange_rows;
+
+static void count_exchange_row(void *arg, const meta_topic_permission *p)
+{
+    exchange_rows *x = arg;
+    x->n += strcmp(p->exchange, x->exchange) == 0;
+}
+
 static void delete_topic_permission(mgmt_req *r)
 {
     target t;
-    char err[256];
+    char err[256], exchange[256];
     target_of(r, &t);
     if (!has_topic_permissions(r, &t)) {
         mgmt_not_found(r);
         return;
     }
-    if (!access_clear_topic_permission(server_access(r->s), t.user, t.vhost, NULL, err,
+    exchange_rows x = {NULL, 0};
+    if (r->ncap > 2) {
+        x.exchange = mgmt_cap_str(r, 2, exchange, sizeof exchange);
+        access_foreach_topic_permission(server_access(r->s), t.user, t.vhost, count_exchange_row, &x);
+        if (x.n == 0) {
+            mgmt_send_empty(r, 204, NULL);
+            return;
+        }
+    }
+    if (!access_clear_topic_permission(server_access(r->s), t.user, t.vhost, x.exchange, err,
                                        sizeof err)) {
         mgmt_error(r, 500, "internal_error", err);
         return;
@@ -255,6 +276,10 @@ const mgmt_route mgmt_permission_routes[] = {
     {EVHTTP_REQ_GET, "/api/topic-permissions/{}/{}", TAG_ADMINISTRATOR, get_topic_permission},
     {EVHTTP_REQ_PUT, "/api/topic-permissions/{}/{}", TAG_ADMINISTRATOR, put_topic_permission},
     {EVHTTP_REQ_DELETE, "/api/topic-permissions/{}/{}", TAG_ADMINISTRATOR,
+     delete_topic_permission},
+    {EVHTTP_REQ_GET, "/api/topic-permissions/{}/{}/{}", TAG_ADMINISTRATOR, get_topic_permission},
+    {EVHTTP_REQ_PUT, "/api/topic-permissions/{}/{}/{}", TAG_ADMINISTRATOR, put_topic_permission},
+    {EVHTTP_REQ_DELETE, "/api/topic-permissions/{}/{}/{}", TAG_ADMINISTRATOR,
      delete_topic_permission},
     {0},
 };

@@ -28,6 +28,8 @@ import threading
 import time
 import unittest
 
+from pika import exceptions as pex
+
 import harness as h
 
 RUN_TIMEOUT = 15
@@ -740,6 +742,70 @@ class Live(h.BrokerTest):
         finally:
             self.assertEqual(self.ctl("-q", "clear_policy", name)[0], 0)
         self.assertEqual(self.ctl("clear_policy", name)[0], 69)
+
+    def test_connections_channels_consumers(self):
+        q = self.queue()
+        self.ch.basic_qos(prefetch_count=7)
+        tag = self.ch.basic_consume(q, lambda *a: None, consumer_tag=h.unique("tag"))
+        rc, out, err = self.eventually(["-q", "list_consumers", "queue_name", "consumer_tag",
+                                        "ack_required", "prefetch_count"], lambda o: tag in o)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("%s\t%s\ttrue\t7\n" % (q, tag), out)
+        rc, out, err = self.eventually(["-q", "list_channels", "user", "consumer_count", "prefetch_count"],
+                                       lambda o: "%s\t1\t7\n" % h.USER in o)
+        self.assertIn("%s\t1\t7\n" % h.USER, out)
+        rc, out, err = self.ctl("-q", "list_connections", "user", "vhost", "state", "channels", "name")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("%s\t/\trunning\t" % h.USER, out)
+        # close_connection takes the name list_connections shows
+        names = lambda: set(self.ctl("-q", "list_connections", "name")[1].splitlines())
+        before = names()
+        victim = self.connect()
+        deadline = time.monotonic() + 10
+        while not names() - before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        new = names() - before
+        self.assertEqual(len(new), 1, new)
+        self.assertEqual(self.ctl("-q", "close_connection", new.pop(), "go away")[0], 0)
+        with self.assertRaises(pex.ConnectionClosedByBroker) as cm:
+            victim.channel().queue_declare(q, passive=True)
+        self.assertEqual(cm.exception.reply_code, 320)
+        self.assertIn("go away", cm.exception.reply_text)
+
+    def test_topic_permissions(self):
+        vhost, user = h.unique("vhost"), h.unique("user")
+        self.names += [("user", user), ("vhost", vhost)]
+        self.assertEqual(self.ctl("-q", "add_vhost", vhost)[0], 0)
+        self.assertEqual(self.ctl("-q", "add_user", user, "pw")[0], 0)
+        self.assertEqual(self.ctl("-q", "set_topic_permissions", "-p", vhost, user, "amq.topic",
+                                  "^w", "^r")[0], 0)
+        self.assertEqual(self.ctl("-q", "set_topic_permissions", "-p", vhost, user, "amq.direct",
+                                  "^a", "^b")[0], 0)
+        rc, out, err = self.ctl("-s", "list_topic_permissions", "-p", vhost)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()),
+                         ["%s\tamq.direct\t^a\t^b" % user, "%s\tamq.topic\t^w\t^r" % user])
+        self.assertEqual(sorted(self.ctl("-s", "list_user_topic_permissions", user)[1].splitlines()),
+                         ["%s\tamq.direct\t^a\t^b" % vhost, "%s\tamq.topic\t^w\t^r" % vhost])
+        self.assertEqual(self.ctl("-q", "clear_topic_permissions", "-p", vhost, user, "amq.direct")[0], 0)
+        self.assertEqual(self.ctl("-s", "list_topic_permissions", "-p", vhost)[1],
+                         "%s\tamq.topic\t^w\t^r\n" % user)
+        self.assertEqual(self.ctl("-q", "clear_topic_permissions", "-p", vhost, user)[0], 0)
+        self.assertEqual(self.ctl("-s", "list_topic_permissions", "-p", vhost)[1], "\n")  # as rabbitmqctl
+        self.assertEqual(self.ctl("set_topic_permissions", "-p", vhost, h.unique("nouser"),
+                                  "amq.topic", "a", "b")[0], 67)
+
+    def test_operator_policies(self):
+        name, pattern = h.unique("op"), "^" + h.unique("nomatch")
+        self.assertEqual(self.ctl("-q", "set_operator_policy", name, pattern, '{"max-length":100}',
+                                  "--priority", "2", "--apply-to", "queues")[0], 0)
+        try:
+            rc, out, err = self.ctl("-s", "list_operator_policies")
+            self.assertEqual(rc, 0, err)
+            self.assertIn('/\t%s\t%s\tqueues\t{"max-length":100}\t2\n' % (name, pattern), out)
+        finally:
+            self.assertEqual(self.ctl("-q", "clear_operator_policy", name)[0], 0)
+        self.assertNotIn(name, self.ctl("-s", "list_operator_policies")[1])
 
     def test_definitions_export_and_import(self):
         rc, out, _ = self.ctl("export_definitions", "-")
