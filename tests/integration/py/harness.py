@@ -41,6 +41,10 @@ from rawamqp import (FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME
 
 TARGET = os.environ.get("WARREN_TEST_TARGET") or None
 WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "warren")
+# For investigation, not CI: WARREN_TEST_SET="log.level=debug ..." adds --set
+# options to every Warren started here, WARREN_TEST_LOG=FILE appends their logs.
+EXTRA_SETTINGS = os.environ.get("WARREN_TEST_SET", "").split()
+LOG_COPY = os.environ.get("WARREN_TEST_LOG") or None
 USER, PASSWORD, VHOST = "guest", "guest", "/"
 LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
 MGMT_RE = re.compile(r"management listening on ([0-9.]+):([0-9]+)")
@@ -109,7 +113,7 @@ class WarrenProcess:
                 "--set", "data_dir=%s" % self.tmpdir,
                 "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
                 "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]
-        for s in self.settings:
+        for s in EXTRA_SETTINGS + self.settings:
             argv += ["--set", s]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.tmpdir, env=self.env,
@@ -125,9 +129,13 @@ class WarrenProcess:
         return self.host, self.port
 
     def _drain(self):
+        copy = open(LOG_COPY, "a", encoding="utf-8") if LOG_COPY else None
         for raw in iter(self.proc.stderr.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self.log_lines.append(line)
+            if copy:
+                copy.write(line + "\n")
+                copy.flush()
             m = LISTEN_RE.search(line)
             if m and self.port is None:
                 self.host, self.port = m.group(1), int(m.group(2))
@@ -142,6 +150,8 @@ class WarrenProcess:
             if m and self.control_socket is None:
                 self.control_socket = m.group(1)
                 self._mgmt_found.set()
+        if copy:
+            copy.close()
         self._port_found.set()
         self._mgmt_found.set()
 

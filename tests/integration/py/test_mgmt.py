@@ -442,6 +442,14 @@ class Bindings(MgmtTest):
         self.assertEqual([(x["destination_type"], x["routing_key"]) for x in rows], [("exchange", "k")])
         everything = get("/api/bindings") + get("/api/bindings/%2F")
         self.assertTrue(any(x["source"] == a and x["destination"] == b for x in everything))
+        # one by its properties key, deleted by it
+        path = "/api/bindings/%%2F/e/%s/e/%s/" % (a, b) + q(rows[0]["properties_key"])
+        one = get(path)
+        self.assertEqual((one["source"], one["destination"], one["destination_type"], one["routing_key"]),
+                         (a, b, "exchange", "k"))
+        self.assertEqual(request("DELETE", path).status, 204)
+        self.assertEqual(request("GET", path).status, 404)
+        self.assertEqual(get("/api/bindings/%%2F/e/%s/e/%s" % (a, b)), [])
 
     def test_properties_key_as_listed_or_decoded(self):
         name = self.http_queue()
