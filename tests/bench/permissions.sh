@@ -9,8 +9,12 @@
 # one core, from /proc over the whole run, warm-up and set-up included) per
 # run and the median ratio regexes / ".*". The
 # target: at most 1.03. Saved to tests/bench/last-permissions.txt.
+# INSTR=1 counts instead the broker's instructions per message under
+# callgrind (deterministic, immune to the machine's noise): the difference
+# of a 60,000- and a 20,000-message run, per user (saved to
+# tests/bench/last-permissions-instr.txt).
 #
-# Environment: ROUNDS=5 DURATION=10 WARMUP=2 RATE=10000
+# Environment: ROUNDS=5 DURATION=10 WARMUP=2 RATE=10000 INSTR=0
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 PERF=${PERF:-build/release/warren-perf}
@@ -54,6 +58,36 @@ with db:
                " '^(perf\\.x|warren-perf-.*)$', '^(perf\\.x|warren-perf-.*)$')")
     db.execute("INSERT INTO topic_permissions VALUES ('checked', '/', 'perf.x', '^perf\\.', '^perf\\.')")
 EOF
+
+if [ "${INSTR:-0}" = 1 ]; then
+    instr() { # user password count -> total broker instructions
+        "${VALGRIND:-valgrind}" --tool=callgrind --callgrind-out-file="$WORK/cg.out" "$WARREN_BIN" \
+            --set listeners.tcp.default=127.0.0.1:0 --set "data_dir=$WORK/data" \
+            --set journal.sync=none 2> "$WORK/warren.log" &
+        PID=$!
+        PORT=
+        for _ in $(seq 300); do
+            PORT=$(sed -n 's/.*AMQP listening on [0-9.]*:\([0-9]*\).*/\1/p' "$WORK/warren.log")
+            [ -n "$PORT" ] && break
+            sleep 0.1
+        done
+        "$PERF" --uri "amqp://$1:$2@127.0.0.1:$PORT/%2f" --producers 1 --consumers 1 \
+            --exchange-type topic --count "$3" --quiet > /dev/null 2>&1
+        stop_warren
+        sed -n 's/^summary: //p' "$WORK/cg.out"
+    }
+    echo "permission checks: broker instructions per message under callgrind"
+    for u in "guest guest" "checked pw"; do
+        small=$(instr $u 20000); big=$(instr $u 60000)
+        per=$(( (big - small) / 40000 ))
+        echo "${u% *}: $per instructions per message"
+        echo "RESULT mode=instr user=${u% *} instr_per_msg=$per" >> "$WORK/raw"
+    done
+    { echo "# INSTR=1 tests/bench/permissions.sh, $(date -u +%Y-%m-%d): broker instructions per message"
+      grep '^RESULT' "$WORK/raw"; } | tee tests/bench/last-permissions-instr.txt
+    exit 0
+fi
+
 start_warren
 
 # The broker's CPU time in clock ticks (utime + stime), for the whole run:
