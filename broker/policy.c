@@ -28,8 +28,8 @@
  * each policy value combined in as rabbit_amqqueue_process's
  * process_args_policy does (the lower of the two for expires, message-ttl,
  * max-length, max-length-bytes; the argument's for dead-letter-exchange,
- * dead-letter-routing-key, overflow) -- from which it reads the queue_args
- * its hot path uses. An exchange gets the policy's alternate-exchange,
+ * dead-letter-routing-key, overflow, delayed-retry-*) -- from which it
+ * reads the queue_args its hot path uses. An exchange gets the policy's alternate-exchange,
  * which its own argument overrides (rabbit_policy:get_arg).
  *
  * Invariant: after any put or delete every queue and exchange of the vhost
