@@ -728,6 +728,8 @@ bool queue_is_quorum(const queue *q);
 /* "classic" or "quorum", as /api/queues shows the type. */
 const char *queue_type_name(const queue *q);
 vhost *queue_vhost(queue *q);
+/* Drops the ready and the delayed messages (unacked ones stay with their
+ * consumers); returns how many went. */
 uint32_t queue_purge(queue *q);
 /* Tries to deliver ready messages to consumers with capacity. */
 void queue_dispatch(queue *q);
@@ -749,9 +751,9 @@ void queue_delivery_settled(queue *q, uint32_t count);
 void queue_consumer_timed_out(queue *q);
 /* Deliveries from `q` not yet acked, rejected or requeued. */
 uint32_t queue_unacked_count(const queue *q);
-/* How many of its messages -- ready ones by how often they were delivered
- * before, unacked ones by how often they were delivered including now --
- * fall in each bucket. */
+/* How many of its messages -- ready and delayed ones by how often they
+ * were delivered before, unacked ones by how often they were delivered
+ * including now -- fall in each bucket. */
 void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS]);
 /* When the oldest ready message entered the queue (server_now_ms clock);
  * 0 when none is ready. */
