@@ -601,6 +601,9 @@ void chan_timeouts_changed(chan *ch);
 /* Parsed queue arguments (x-...). Slices point into the table parsed. */
 enum { QUEUE_DROP_HEAD, QUEUE_REJECT_PUBLISH, QUEUE_REJECT_PUBLISH_DLX };
 enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM };
+/* x-delayed-retry-type: which returns are held back before they are ready
+ * again (RabbitMQ 4.3's values, see delayed.c). */
+enum { QUEUE_RETRY_DISABLED, QUEUE_RETRY_ALL, QUEUE_RETRY_FAILED, QUEUE_RETRY_RETURNED };
 /* RabbitMQ 4.x's default x-delivery-limit of a quorum queue. */
 #define QUEUE_QUORUM_DELIVERY_LIMIT 20
 typedef struct queue_args {
@@ -609,6 +612,10 @@ typedef struct queue_args {
      * before it is dead-lettered with reason delivery_limit; -1 = none */
     int64_t delivery_limit;
     int64_t consumer_timeout; /* x-consumer-timeout / consumer-timeout policy, ms; -1 = none */
+    /* delayed retry: x-delayed-retry-min / -max (ms) and LavinMQ's
+     * x-delayed-retry-multiplier; -1 = none */
+    int64_t retry_min, retry_max, retry_multiplier;
+    uint8_t retry_type; /* QUEUE_RETRY_ */
     uint8_t type;             /* QUEUE_TYPE_ */
     bool at_least_once;       /* quorum x-dead-letter-strategy at-least-once */
     uint8_t overflow;
@@ -659,9 +666,26 @@ bool queue_has_exclusive_consumer(const queue *q);
  * expiration (ms, -1 = none). Delivers at once if a consumer can take it.
  * Returns false when the queue refuses it (x-overflow reject-publish). */
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms);
+/* Why a delivered message comes back (x-delayed-retry-type selects by it):
+ * the consumer said it failed (basic.reject or basic.nack with requeue),
+ * or it came back without a verdict (its channel or connection closed, its
+ * consumer timed out, basic.recover); PLAIN returns are never delayed (a
+ * management basic.get that requeues, a cancelled move, out of memory). */
+typedef enum queue_return { QUEUE_RETURN_PLAIN, QUEUE_RETURN_FAILED, QUEUE_RETURN_RETURNED } queue_return;
 /* Puts a delivered message back at its place, among the messages that
- * were queued around it (takes a new reference). */
-void queue_requeue(queue *q, queue_item it);
+ * were queued around it (takes a new reference) -- or, past x-delivery-limit,
+ * dead-letters it; or, when the queue's delayed retry selects `why`, holds
+ * it back until its delay is over (queue_retry_delay_ms) and then puts it
+ * back at its place. */
+void queue_requeue(queue *q, queue_item it, queue_return why);
+/* The delayed retry of a return by `why` of a message delivered `count`
+ * times (this delivery included): 0 when none applies, else
+ * min(x-delayed-retry-min x count, x-delayed-retry-max) -- or with a
+ * multiplier m, min x m^(count-1) -- capped at QUEUE_RETRY_DELAY_MAX. */
+#define QUEUE_RETRY_DELAY_MAX 4294967295ull /* ms, about 49.7 days, as LavinMQ */
+uint64_t queue_retry_delay_ms(const queue_args *a, queue_return why, uint32_t count);
+/* Messages held back by delayed retry. */
+uint32_t queue_delayed_count(const queue *q);
 /* A message recovery found in the journal, left there until delivered. */
 typedef struct queue_paged {
     uint64_t id;
@@ -704,6 +728,8 @@ bool queue_is_quorum(const queue *q);
 /* "classic" or "quorum", as /api/queues shows the type. */
 const char *queue_type_name(const queue *q);
 vhost *queue_vhost(queue *q);
+/* Drops the ready and the delayed messages (unacked ones stay with their
+ * consumers); returns how many went. */
 uint32_t queue_purge(queue *q);
 /* Tries to deliver ready messages to consumers with capacity. */
 void queue_dispatch(queue *q);
@@ -725,9 +751,9 @@ void queue_delivery_settled(queue *q, uint32_t count);
 void queue_consumer_timed_out(queue *q);
 /* Deliveries from `q` not yet acked, rejected or requeued. */
 uint32_t queue_unacked_count(const queue *q);
-/* How many of its messages -- ready ones by how often they were delivered
- * before, unacked ones by how often they were delivered including now --
- * fall in each bucket. */
+/* How many of its messages -- ready and delayed ones by how often they
+ * were delivered before, unacked ones by how often they were delivered
+ * including now -- fall in each bucket. */
 void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS]);
 /* When the oldest ready message entered the queue (server_now_ms clock);
  * 0 when none is ready. */
@@ -1090,6 +1116,7 @@ typedef struct queue_info {
     uint64_t consumer_timeouts;   /* consumers cancelled or channels closed by consumer timeouts */
     uint32_t dead_letters_held;   /* at-least-once dead letters waiting for a queue to take them */
     uint64_t dead_letter_bytes_held; /* their body bytes */
+    uint32_t delayed;          /* held back by delayed retry (neither ready nor unacked) */
     consumer *active_consumer; /* x-single-active-consumer, or NULL */
     consumer *exclusive_consumer;
     stats *stats;

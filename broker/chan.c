@@ -135,7 +135,7 @@ static void ua_push(chan *ch, uint64_t tag, queue *q, consumer *cons, queue_item
 {
     if (ch->ua_count == ch->ua_cap && !ua_grow(ch)) {
         /* Out of memory: the message goes back rather than being lost. */
-        queue_requeue(q, it);
+        queue_requeue(q, it, QUEUE_RETURN_PLAIN);
         msg_unref(it.m);
         return;
     }
@@ -152,8 +152,8 @@ static void ua_push(chan *ch, uint64_t tag, queue *q, consumer *cons, queue_item
         cons->unacked++;
 }
 
-/* Settles one entry: ack drops the message, requeue puts it back, reject
- * dead-letters it. Queues whose consumers gained capacity are dispatched by
+/* Settles one entry: ack drops the message, requeue and return put it
+ * back, reject dead-letters it. Queues whose consumers gained capacity are dispatched by
  * the caller. */
 static void ua_settle(chan *ch, unacked *e, settle_mode mode)
 {
@@ -164,8 +164,9 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
         if (mode == SETTLE_ACK)
             persist_settle(e->q, e->it.m, JOURNAL_ACK), count(ch, e->q, STAT_ACK);
         msg_unref(e->it.m);
-    } else if (mode == SETTLE_REQUEUE) {
-        queue_requeue(e->q, e->it);
+    } else if (mode == SETTLE_REQUEUE || mode == SETTLE_RETURN) {
+        queue_requeue(e->q, e->it,
+                      mode == SETTLE_REQUEUE ? QUEUE_RETURN_FAILED : QUEUE_RETURN_RETURNED);
         msg_unref(e->it.m);
     } else {
         queue_dead_letter(e->q, e->it, "rejected");
@@ -263,7 +264,7 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
 void chan_requeue_all(chan *ch)
 {
     touched t = TOUCHED_INIT(t);
-    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_RETURN, &t);
     ch->ua_count = 0;
     ch->ua_head = 0;
     /* other consumers of these queues may take the messages now */
@@ -396,7 +397,7 @@ static void timed_out_cancel(chan *ch, consumer *cons, uint64_t timeout)
         unacked *e = ua_at(ch, i);
         if (e->it.m && e->cons == cons) {
             touch(&t, e->q);
-            ua_settle(ch, e, SETTLE_REQUEUE);
+            ua_settle(ch, e, SETTLE_RETURN);
         }
     }
     /* cancelled before the queues deliver again, so not to it */
@@ -513,7 +514,7 @@ static int basic_recover(chan *ch, const amqp_method *m, amqp_error *err)
     if (!requeue)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, m->id, "requeue=false");
     touched t = TOUCHED_INIT(t);
-    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_REQUEUE, &t);
+    settle_upto(ch, (int64_t)ch->ua_count - 1, SETTLE_RETURN, &t);
     ua_pop_holes(ch);
     if (m->id == AMQP_BASIC_RECOVER) {
         amqp_method ok = {.id = AMQP_BASIC_RECOVER_OK};

@@ -14,8 +14,10 @@ typedef struct unacked {
     consumer *cons; /* NULL for basic.get or once the consumer is cancelled */
 } unacked;
 
-/* How a delivery is settled. */
-typedef enum settle_mode { SETTLE_ACK, SETTLE_REQUEUE, SETTLE_REJECT } settle_mode;
+/* How a delivery is settled: REQUEUE is the client's basic.reject or
+ * basic.nack with requeue (a failed delivery), RETURN puts it back without
+ * a verdict (channel closed, consumer timed out, basic.recover). */
+typedef enum settle_mode { SETTLE_ACK, SETTLE_REQUEUE, SETTLE_RETURN, SETTLE_REJECT } settle_mode;
 
 typedef struct pending_confirm {
     uint64_t seq;

@@ -716,7 +716,7 @@ int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, adm
         queue_item it = taken[i];
         if (mode == ADMIN_REQUEUE) {
             persist_delivered(q, it.m, it.delivery_count);
-            queue_requeue(q, it);
+            queue_requeue(q, it, QUEUE_RETURN_PLAIN);
             msg_unref(it.m);
         } else if (mode == ADMIN_REJECT) {
             queue_dead_letter(q, it, "rejected");

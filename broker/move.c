@@ -101,7 +101,7 @@ static void put_back(struct move *mv)
 {
     for (size_t i = mv->nheld; i-- > 0;) {
         if (!queue_is_deleted(mv->q))
-            queue_requeue(mv->q, mv->held[i]);
+            queue_requeue(mv->q, mv->held[i], QUEUE_RETURN_PLAIN);
         msg_unref(mv->held[i].m);
     }
     mv->nheld = 0;
@@ -295,7 +295,7 @@ static bool step(struct move *mv, move_state *state, const char **reason)
         if (ex) {
             to_exchange(mv, it, ex, &why);
         } else {
-            queue_requeue(mv->q, it);
+            queue_requeue(mv->q, it, QUEUE_RETURN_PLAIN);
             msg_unref(it.m);
             *state = MOVE_STOPPED;
             *reason = "the destination exchange was deleted";
@@ -307,7 +307,7 @@ static bool step(struct move *mv, move_state *state, const char **reason)
         if (dest == mv->q)
             dest = NULL;
         if (!dest && mv->p.to == MOVE_TO_QUEUE) {
-            queue_requeue(mv->q, it);
+            queue_requeue(mv->q, it, QUEUE_RETURN_PLAIN);
             msg_unref(it.m);
             *state = MOVE_STOPPED;
             *reason = "the destination queue was deleted";
@@ -316,7 +316,7 @@ static bool step(struct move *mv, move_state *state, const char **reason)
         to_queue(mv, it, dest, &why);
     }
     if (why != MOVE_SKIPS && !hold(mv, it, why)) {
-        queue_requeue(mv->q, it);
+        queue_requeue(mv->q, it, QUEUE_RETURN_PLAIN);
         msg_unref(it.m);
         *state = MOVE_STOPPED;
         *reason = "too many messages left in place";

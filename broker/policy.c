@@ -28,8 +28,8 @@
  * each policy value combined in as rabbit_amqqueue_process's
  * process_args_policy does (the lower of the two for expires, message-ttl,
  * max-length, max-length-bytes; the argument's for dead-letter-exchange,
- * dead-letter-routing-key, overflow) -- from which it reads the queue_args
- * its hot path uses. An exchange gets the policy's alternate-exchange,
+ * dead-letter-routing-key, overflow, delayed-retry-*) -- from which it
+ * reads the queue_args its hot path uses. An exchange gets the policy's alternate-exchange,
  * which its own argument overrides (rabbit_policy:get_arg).
  *
  * Invariant: after any put or delete every queue and exchange of the vhost
@@ -84,6 +84,16 @@ static const policy_key keys[] = {
      NOT_STREAM, ON_QUEUE},
     {"dead-letter-strategy", "dead letter strategy", V_CHOICE, "at-most-once|at-least-once",
      false, ARG_WINS, NOT_CLASSIC | NOT_STREAM, ON_QUEUE},
+    /* RabbitMQ 4.3's delayed retry (on quorum queues; Warren's on every
+     * type), LavinMQ's multiplier; the queue's own argument wins */
+    {"delayed-retry-max", "delayed retry max", V_NON_NEG, NULL, false, ARG_WINS, NOT_STREAM,
+     ON_QUEUE},
+    {"delayed-retry-min", "delayed retry min", V_NON_NEG, NULL, false, ARG_WINS, NOT_STREAM,
+     ON_QUEUE},
+    {"delayed-retry-multiplier", "delayed retry multiplier", V_POSITIVE, NULL, false, ARG_WINS,
+     NOT_STREAM, ON_QUEUE},
+    {"delayed-retry-type", "delayed retry type", V_CHOICE, "disabled|all|failed|returned", false,
+     ARG_WINS, NOT_STREAM, ON_QUEUE},
     /* RabbitMQ 3.10 skips classic queues here; Warren limits them too */
     {"delivery-limit", "delivery limit", V_NON_NEG, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
     {"expires", "queue expiry", V_POSITIVE, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},

@@ -15,7 +15,8 @@
 #include "broker.h"
 
 typedef enum arg_kind { ARG_INT, ARG_NON_NEG, ARG_POSITIVE, ARG_STR, ARG_DLRK, ARG_OVERFLOW,
-                        ARG_PRIORITY, ARG_BOOL, ARG_TYPE, ARG_DLS, ARG_LIMIT, ARG_ANY } arg_kind;
+                        ARG_PRIORITY, ARG_BOOL, ARG_TYPE, ARG_DLS, ARG_LIMIT, ARG_RETRY_TYPE,
+                        ARG_ANY } arg_kind;
 
 /* The keys RabbitMQ validates and compares, in its order. */
 static const struct {
@@ -39,10 +40,17 @@ static const struct {
     {"x-delivery-limit", ARG_LIMIT},
     {"x-dead-letter-strategy", ARG_DLS},
     {"x-consumer-timeout", ARG_NON_NEG},
+    /* RabbitMQ 4.3's delayed retry, and LavinMQ's multiplier */
+    {"x-delayed-retry-type", ARG_RETRY_TYPE},
+    {"x-delayed-retry-min", ARG_NON_NEG},
+    {"x-delayed-retry-max", ARG_NON_NEG},
+    {"x-delayed-retry-multiplier", ARG_POSITIVE},
 };
 #define NKNOWN (sizeof known / sizeof known[0])
 
 static const char *const overflow_names[] = {"drop-head", "reject-publish", "reject-publish-dlx"};
+/* by QUEUE_RETRY_ */
+static const char *const retry_type_names[] = {"disabled", "all", "failed", "returned"};
 
 /* Arguments a queue type refuses (RabbitMQ 3.10's queue_arguments
  * capabilities, as the declare of each one shows). */
@@ -151,6 +159,13 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
         return type_of_args(args) == QUEUE_TYPE_QUORUM
                    ? NULL
                    : check_value(ARG_NON_NEG, f, args, why, whylen);
+    case ARG_RETRY_TYPE:
+        for (size_t i = 0; f->type == 'S' && i < 4; i++)
+            if (amqp_bytes_equal_cstr(f->v.bytes, retry_type_names[i]))
+                return NULL;
+        amqp_erl_term(f, v, sizeof v);
+        snprintf(why, whylen, "{invalid_delayed_retry_type,%s}", v);
+        return why;
     case ARG_ANY:
         return NULL;
     }
@@ -202,6 +217,26 @@ int queue_type_check(const queue_spec *spec, const char *vhost_label, amqp_error
 
 bool queue_args_quorum(amqp_bytes args) { return type_of_args(args) == QUEUE_TYPE_QUORUM; }
 
+/* x-delayed-retry-*: without a type, a min alone means "failed" (LavinMQ's
+ * way of enabling it); see delayed.c. */
+static void read_retry(amqp_bytes args, queue_args *out)
+{
+    amqp_field f;
+    int64_t n;
+    out->retry_min = out->retry_max = out->retry_multiplier = -1;
+    if (amqp_table_get(args, "x-delayed-retry-min", &f) && amqp_field_int(&f, &n) && n >= 0)
+        out->retry_min = n;
+    if (amqp_table_get(args, "x-delayed-retry-max", &f) && amqp_field_int(&f, &n) && n >= 0)
+        out->retry_max = n;
+    if (amqp_table_get(args, "x-delayed-retry-multiplier", &f) && amqp_field_int(&f, &n) && n > 0)
+        out->retry_multiplier = n;
+    out->retry_type = out->retry_min > 0 ? QUEUE_RETRY_FAILED : QUEUE_RETRY_DISABLED;
+    if (amqp_table_get(args, "x-delayed-retry-type", &f) && f.type == 'S')
+        for (uint8_t i = 0; i < 4; i++)
+            if (amqp_bytes_equal_cstr(f.v.bytes, retry_type_names[i]))
+                out->retry_type = i;
+}
+
 /* Values of the wrong type are skipped: effective arguments combine a
  * queue's validated arguments with validated policy values, and a
  * dead-letter routing key may come without an exchange there. */
@@ -222,6 +257,7 @@ void queue_args_read(amqp_bytes args, queue_args *out)
         out->consumer_timeout = n;
     if (amqp_table_get(args, "x-message-ttl", &f) && amqp_field_int(&f, &n))
         out->message_ttl = n;
+    read_retry(args, out);
     if (amqp_table_get(args, "x-expires", &f) && amqp_field_int(&f, &n))
         out->expires = n;
     if (amqp_table_get(args, "x-max-length", &f) && amqp_field_int(&f, &n))

@@ -33,8 +33,15 @@
  * dead-letters the oldest, reject-publish refuses the new message.
  * x-expires deletes the queue after that long without consumers or use.
  *
+ * Delayed retry: a return that x-delayed-retry-type selects waits in
+ * `delayed`, a min-heap by deadline (delayed.c), neither ready nor unacked;
+ * one timer per queue is armed for the earliest. At its deadline the slot
+ * goes back to its place by its sequence number, as a requeue does, with
+ * its delivery count. A durable queue journals the deadline (wall clock),
+ * so recovery holds the message back until then.
+ *
  * Health counts: the queue keeps, per bucket of delivery count, how many of
- * its messages (ready, or delivered and not yet settled) have been
+ * its messages (ready, delayed, or delivered and not yet settled) have been
  * delivered that often, so a message that keeps coming back shows before
  * it loops for long. Ready slots are counted as they enter and leave the
  * rings, deliveries by the channel (queue_delivery_held / _settled).
@@ -63,23 +70,6 @@
  * that keeps up never waits for a read. */
 #define RESIDENT_SLOTS 64
 
-/* A ring slot: a message in RAM (paged false), or one the journal holds
- * (paged true: `id`, `loc`). body_size serves x-max-length-bytes either way. */
-typedef struct qslot {
-    union {
-        msg *m;
-        uint64_t id;
-    };
-    uint64_t enqueued_at; /* server_now_ms when it entered this queue */
-    uint64_t expires_at;  /* its own expiration (ms, server clock); 0 = none */
-    journal_loc loc;
-    uint32_t body_size;
-    uint32_t seq; /* its place in the queue, see "Order" */
-    uint32_t delivery_count : 30;
-    uint32_t maybe_delivered : 1;
-    uint32_t paged : 1;
-} qslot;
-
 /* A FIFO of slots; cap is a power of two. */
 typedef struct ring {
     qslot *buf;
@@ -103,7 +93,8 @@ struct queue {
     uint8_t *policy_blob;   /* names, merged definition, effective arguments */
     policy_applied applied; /* slices of policy_blob; all empty without a policy */
     amqp_bytes eff_args;    /* args with the policies' values; args itself without */
-    struct event *ttl_timer, *idle_timer, *dl_timer;
+    struct event *ttl_timer, *idle_timer, *dl_timer, *retry_timer;
+    delayed_set delayed; /* held back by delayed retry, see "Delayed retry" */
     struct held_dead_letter *held; /* at-least-once dead letters nobody took yet */
     uint32_t nheld, held_cap;
     uint64_t bytes; /* body bytes of ready messages */
@@ -186,6 +177,9 @@ static void queue_free(queue *q)
 {
     drop_held(q);
     free(q->held);
+    delayed_free(&q->delayed);
+    if (q->retry_timer)
+        event_free(q->retry_timer);
     if (q->dl_timer)
         event_free(q->dl_timer);
     if (q->ttl_timer)
@@ -355,9 +349,9 @@ static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
 /* Puts a requeued slot back at its place in its level's ring, moving the
  * shorter side of the ring by one to make room. */
-static bool insert_in_place(queue *q, qslot s)
+static bool insert_in_place(queue *q, qslot s, uint8_t level)
 {
-    ring *r = &q->levels[level_of(q, s.m)];
+    ring *r = &q->levels[level];
     if (r->count == r->cap && !ring_grow(r))
         return false;
     uint32_t lo = 0, hi = r->count;
@@ -785,10 +779,77 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
     return true;
 }
 
+/* ---- delayed retry ------------------------------------------------------ */
+
+static void retry_fired(evutil_socket_t fd, short what, void *arg);
+
+/* Arms the queue's one retry timer for its earliest deadline. */
+static void arm_retry(queue *q)
+{
+    const delayed_entry *first = delayed_first(&q->delayed);
+    if (!first || q->deleted)
+        return;
+    if (!q->retry_timer)
+        q->retry_timer = evtimer_new(server_base(vhost_server(q->v)), retry_fired, q);
+    uint64_t now = now_ms(q), wait = first->due > now ? first->due - now : 0;
+    struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
+    if (q->retry_timer)
+        evtimer_add(q->retry_timer, &tv);
+}
+
+/* Holds `s` back until `due`; false on out-of-memory (then it is not). */
+static bool hold_delayed(queue *q, qslot s, uint8_t level, uint64_t due)
+{
+    delayed_entry e = {.due = due, .s = s, .level = level};
+    if (!delayed_push(&q->delayed, &e))
+        return false;
+    q->by_delivery_count[dc_bucket(s.delivery_count)]++;
+    if (delayed_first(&q->delayed)->due == due) /* the new earliest */
+        arm_retry(q);
+    return true;
+}
+
+/* Puts the slots whose time has come back at their places; their TTL
+ * applies from now on, at the head as for every message. */
+static void retry_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    queue *q = arg;
+    server_touch_clock(vhost_server(q->v));
+    uint64_t now = now_ms(q);
+    const delayed_entry *first;
+    while ((first = delayed_first(&q->delayed)) && first->due <= now) {
+        delayed_entry e = delayed_pop(&q->delayed);
+        q->by_delivery_count[dc_bucket(e.s.delivery_count)]--;
+        if (!insert_in_place(q, e.s, e.level)) {
+            log_msg(LOG_ERROR, "queue '%s': out of memory, delayed message dropped",
+                    q->link.name);
+            if (!e.s.paged)
+                msg_unref(e.s.m);
+        }
+    }
+    arm_retry(q);
+    queue_dispatch(q); /* expires the head too */
+}
+
+static void drop_delayed(queue *q)
+{
+    while (q->delayed.n) {
+        delayed_entry e = delayed_pop(&q->delayed);
+        q->by_delivery_count[dc_bucket(e.s.delivery_count)]--;
+        if (!e.s.paged)
+            msg_unref(e.s.m);
+    }
+    if (q->retry_timer)
+        event_del(q->retry_timer);
+}
+
+uint32_t queue_delayed_count(const queue *q) { return q->delayed.n; }
+
 /* A return past x-delivery-limit dead-letters the message, as RabbitMQ's
  * quorum queues do: its delivery count is its returns so far, this one
- * included. */
-void queue_requeue(queue *q, queue_item e)
+ * included. The limit comes first: a message over it is not delayed. */
+void queue_requeue(queue *q, queue_item e, queue_return why)
 {
     msg_ref(e.m);
     if (q->limits.delivery_limit >= 0 && e.delivery_count > q->limits.delivery_limit) {
@@ -796,7 +857,15 @@ void queue_requeue(queue *q, queue_item e)
         queue_dead_letter(q, e, "delivery_limit");
         return;
     }
-    if (!insert_in_place(q, slot_of(e))) {
+    uint8_t level = level_of(q, e.m);
+    uint64_t delay = queue_retry_delay_ms(&q->limits, why, e.delivery_count);
+    /* a stopping broker keeps no new deadline: the message is simply back */
+    if (delay && !q->deleted && !vhost_closing(q->v) &&
+        hold_delayed(q, slot_of(e), level, now_ms(q) + delay)) {
+        persist_delayed(q, e.m, delayed_wall_ms() + delay);
+        return;
+    }
+    if (!insert_in_place(q, slot_of(e), level)) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, requeued message dropped", q->link.name);
         msg_unref(e.m);
     }
@@ -812,7 +881,9 @@ bool queue_get(queue *q, queue_item *out)
     return true;
 }
 
-/* Recovery appends in journal order; limits and TTLs apply from now. */
+/* Recovery appends in journal order; limits and TTLs apply from now. A
+ * deadline still ahead (wall clock) holds the message back that long, one
+ * already past makes it ready at once. */
 void queue_restore(queue *q, const queue_paged *p)
 {
     qslot s = {.id = p->id,
@@ -823,16 +894,23 @@ void queue_restore(queue *q, const queue_paged *p)
                .delivery_count = p->delivery_count & 0x3fffffff,
                .maybe_delivered = p->maybe_delivered,
                .enqueued_at = now_ms(q)};
+    uint64_t wall = p->delayed_until ? delayed_wall_ms() : 0;
+    if (p->delayed_until > wall &&
+        hold_delayed(q, s, level_for(q, p->priority), s.enqueued_at + (p->delayed_until - wall)))
+        return;
     if (!push_back(q, s, level_for(q, p->priority)))
         log_msg(LOG_ERROR, "queue '%s': out of memory restoring a message", q->link.name);
 }
 
+/* Delayed messages go too (as LavinMQ purges its retry queue): they wait
+ * for nobody but the clock. Unacked ones stay with their consumers. */
 uint32_t queue_purge(queue *q)
 {
-    uint32_t n = q->count;
+    uint32_t n = q->count + q->delayed.n;
     if (n && !q->deleted && !vhost_closing(q->v))
         persist_queue_emptied(q, false);
     drop_all(q);
+    drop_delayed(q);
     return n;
 }
 
@@ -929,6 +1007,7 @@ void queue_describe(queue *q, queue_info *out)
     size_t memory = sizeof *q + q->args_len + q->nlevels * sizeof *q->levels;
     for (uint32_t i = 0; i < q->nlevels; i++)
         memory += q->levels[i].cap * sizeof(qslot);
+    memory += q->delayed.cap * sizeof(delayed_entry);
     *out = (queue_info){.ready = q->count,
                         .unacked = q->unacked,
                         .consumers = q->nconsumers,
@@ -938,6 +1017,7 @@ void queue_describe(queue *q, queue_info *out)
                         .delivery_limit_dead = q->delivery_limit_dead,
                         .consumer_timeouts = q->consumer_timeouts,
                         .dead_letters_held = q->nheld,
+                        .delayed = q->delayed.n,
                         .active_consumer = q->limits.single_active ? q->active : NULL,
                         .stats = &q->stats};
     queue_delivery_counts(q, out->delivery_counts);

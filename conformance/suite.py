@@ -37,7 +37,8 @@ HTTP_LISTENERS = {"management": re.compile(r"management listening on ([0-9.]+):(
 HTTP_GRACE = 5   # seconds to wait for the HTTP listeners' lines after the AMQP one
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) (\S+) (pass|fail|skip) (\d+) ?(.*)$")
 # A skip is a scenario that needs what this run does not have (the
-# reference RabbitMQ, COMPARE=1 only): reported apart, neither passed nor failed.
+# reference RabbitMQ, COMPARE=1 only; or Warren, for a Warren-only feature):
+# reported apart, neither passed nor failed.
 STATUS_WORD = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
 VERSION_RE = re.compile(r"^VERSION (\S+) (.+)$")
 GROUPS = ["connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content", "consumer",
@@ -792,7 +793,8 @@ def main():
     f, k = len(under_test.failed()), len(under_test.skipped())
     n = len(under_test.results) - k
     if k:
-        printer.note("%d skipped (they need RabbitMQ: COMPARE=1 only)" % k)
+        printer.note("%d skipped (they need RabbitMQ beside the broker, COMPARE=1 only, or are "
+                     "Warren-only)" % k)
     if not printer.tap:
         print("%d passed, %d failed" % (n - f, f), flush=True)
     printer.plan()

@@ -174,6 +174,8 @@ static const struct {
     {"x-dead-letter-exchange", 'S'}, {"x-dead-letter-routing-key", 'S'},
     {"x-overflow", 'S'},           {"x-queue-mode", 'S'},
     {"x-queue-type", 'S'},         {"x-single-active-consumer", 't'},
+    {"x-delayed-retry-type", 'S'}, {"x-delayed-retry-min", 'l'},
+    {"x-delayed-retry-max", 'l'},  {"x-delayed-retry-multiplier", 'l'},
 };
 
 static bool check_queue_args(defs_ctx *c, const queue_spec *q, const char *vh, const char *what)

@@ -1765,7 +1765,7 @@ static const char body_19[] =
     "}\n"
     "\n";
 
-/* /js/objects.js (7490 bytes) */
+/* /js/objects.js (8302 bytes) */
 static const char body_20[] =
     "// Renderers shared by the pages for the broker's objects: links to a queue,\n"
     "// exchange or connection page, feature flags, state badges, the known\n"
@@ -1833,6 +1833,10 @@ static const char body_20[] =
     "  { key: 'x-dead-letter-exchange', type: 'string', label: 'Dead letter exchange' },\n"
     "  { key: 'x-dead-letter-routing-key', type: 'string', label: 'Dead letter routing key' },\n"
     "  { key: 'x-delivery-limit', type: 'number', label: 'Delivery limit', hint: 'deliveries before a message is dead-lettered' },\n"
+    "  { key: 'x-delayed-retry-type', type: 'string', label: 'Delayed retry', hint: 'disabled, all, failed or returned' },\n"
+    "  { key: 'x-delayed-retry-min', type: 'number', label: 'Retry delay min', hint: 'ms, times the delivery count' },\n"
+    "  { key: 'x-delayed-retry-max', type: 'number', label: 'Retry delay max', hint: 'ms' },\n"
+    "  { key: 'x-delayed-retry-multiplier', type: 'number', label: 'Retry multiplier', hint: 'exponential: min x m^(count-1)' },\n"
     "  { key: 'x-max-priority', type: 'number', label: 'Max priority' },\n"
     "  { key: 'x-single-active-consumer', type: 'boolean', label: 'Single active consumer' },\n"
     "  { key: 'x-queue-type', type: 'string', label: 'Queue type', hint: 'classic or quorum' },\n"
@@ -1852,6 +1856,10 @@ static const char body_20[] =
     "  { key: 'dead-letter-exchange', type: 'string', label: 'Dead letter exchange' },\n"
     "  { key: 'dead-letter-routing-key', type: 'string', label: 'Dead letter routing key' },\n"
     "  { key: 'delivery-limit', type: 'number', label: 'Delivery limit' },\n"
+    "  { key: 'delayed-retry-type', type: 'string', label: 'Delayed retry', hint: 'disabled, all, failed, returned' },\n"
+    "  { key: 'delayed-retry-min', type: 'number', label: 'Retry delay min', hint: 'ms' },\n"
+    "  { key: 'delayed-retry-max', type: 'number', label: 'Retry delay max', hint: 'ms' },\n"
+    "  { key: 'delayed-retry-multiplier', type: 'number', label: 'Retry multiplier' },\n"
     "  { key: 'consumer-timeout', type: 'number', label: 'Consumer timeout', hint: 'ms' },\n"
     "  { key: 'queue-mode', type: 'string', label: 'Queue mode', hint: 'lazy (accepted, ignored)' },\n"
     "  { key: 'alternate-exchange', type: 'string', label: 'Alternate exchange', hint: 'exchanges' },\n"
@@ -2171,7 +2179,7 @@ static const char body_22[] =
     "  return { refresh: refreshAll, title: 'Policies' };\n"
     "}\n";
 
-/* /js/queue.js (11166 bytes) */
+/* /js/queue.js (11544 bytes) */
 static const char body_23[] =
     "// One queue: counts and rates with charts, the health facts Warren adds\n"
     "// (oldest ready and unacked ages, delivery-count histogram), consumers,\n"
@@ -2334,6 +2342,10 @@ static const char body_23[] =
     "        ['Oldest unacked delivery', unackedAge === undefined \? h('span', { class: 'hint' }, 'not reported') : (unackedAge === null || !q.messages_unacknowledged \? 'none unacked' : duration(unackedAge)"
     ")],\n"
     "        q.head_message_timestamp \? ['Head message timestamp', time(q.head_message_timestamp * 1000)] : null,\n"
+    "        // Warren's: held back by delayed retry, and what the limits did\n"
+    "        'messages_delayed' in q \? ['Delayed for retry', num(q.messages_delayed)] : null,\n"
+    "        'delivery_limit_dead_letters' in q \? ['Dead-lettered by delivery limit', num(q.delivery_limit_dead_letters)] : null,\n"
+    "        'consumer_timeouts' in q \? ['Consumer timeouts', num(q.consumer_timeouts)] : null,\n"
     "      ]),\n"
     "      h('h3', { class: 'subhead' }, 'Messages by times delivered'),\n"
     "      histogramView(histogramOf(q.delivery_count_histogram \?\? q.delivery_counts)));\n"
@@ -3064,10 +3076,10 @@ static const mgmt_asset assets[] = {
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
     {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 6758, "\"c5f7489dd5fd0fb858db\""},
-    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7490, "\"ae18c30ec9dadc545018\""},
+    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8302, "\"d8fbdefb854b8fb40f4b\""},
     {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 8381, "\"20afa31696acb796f57d\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},
-    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 11166, "\"57090ec1c967c09a7134\""},
+    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 11544, "\"ce800f50637c5de75887\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2658, "\"b491677e8aa42d728bbb\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 1260, "\"5bfc3f417e143a7b1096\""},
     {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 10021, "\"5ba6c4e60a698e2f3a7b\""},

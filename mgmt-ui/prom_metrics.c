@@ -55,7 +55,8 @@ enum node_value {
 
 enum queue_value {
     QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_MEMORY, QV_READY_BYTES, QV_PUBLISHED,
-    QV_OLDEST_READY, QV_OLDEST_UNACKED, QV_DC, /* QUEUE_DC_BUCKETS of them */
+    QV_OLDEST_READY, QV_OLDEST_UNACKED, QV_DELAYED, QV_LIMIT_DEAD, QV_TIMEOUTS,
+    QV_DC, /* QUEUE_DC_BUCKETS of them */
     QV_COUNT = QV_DC + QUEUE_DC_BUCKETS
 };
 
@@ -227,6 +228,17 @@ static const family families[] = {
      "Queued messages by how many times they were delivered (ready: so far; unacked: including "
      "the current delivery)",
      QUEUE, QV_DC, F_BUCKETS, 0},
+    {"warren_queue_messages_delayed", "gauge",
+     "Messages held back by delayed retry until their deadline (neither ready nor unacknowledged)",
+     QUEUE, QV_DELAYED, 0, 0},
+    {"warren_queue_delivery_limit_dead_lettered_total", "counter",
+     "Messages the queue's delivery limit dead-lettered or dropped since the queue was declared "
+     "(not kept across restarts)",
+     QUEUE, QV_LIMIT_DEAD, 0, 0},
+    {"warren_queue_consumer_timeouts_total", "counter",
+     "Deliveries from the queue whose consumer timeout fired since the queue was declared "
+     "(not kept across restarts)",
+     QUEUE, QV_TIMEOUTS, 0, 0},
 };
 #define NFAMILIES (sizeof families / sizeof families[0])
 
@@ -259,6 +271,9 @@ static void queue_values(server *s, queue *q, bool unacked_age, uint64_t *v)
     v[QV_PUBLISHED] = qi.stats->n[STAT_PUBLISH];
     v[QV_OLDEST_READY] = qi.oldest_ready_ms ? now - qi.oldest_ready_ms : 0;
     v[QV_OLDEST_UNACKED] = oldest ? now - oldest : 0;
+    v[QV_DELAYED] = qi.delayed;
+    v[QV_LIMIT_DEAD] = qi.delivery_limit_dead;
+    v[QV_TIMEOUTS] = qi.consumer_timeouts;
     for (int i = 0; i < QUEUE_DC_BUCKETS; i++)
         v[QV_DC + i] = qi.delivery_counts[i];
 }

@@ -24,7 +24,7 @@ static const stat_id broker_stats[] = {
 /* ---- totals ------------------------------------------------------------- */
 
 typedef struct totals {
-    uint64_t ready, unacked, queues, consumers, exchanges, connections, channels;
+    uint64_t ready, unacked, delayed, queues, consumers, exchanges, connections, channels;
     uint64_t recv_oct, send_oct;
 } totals;
 
@@ -33,6 +33,7 @@ static void count_queue(void *arg, queue *q)
     totals *t = arg;
     t->ready += queue_ready_count(q);
     t->unacked += queue_unacked_count(q);
+    t->delayed += queue_delayed_count(q);
     t->consumers += queue_consumer_count(q);
     t->queues++;
 }
@@ -230,6 +231,7 @@ static void get_overview(mgmt_req *r)
     mgmt_json_key(w, "queue_totals");
     mgmt_json_obj(w);
     mgmt_queue_totals(r, w, &st, t.ready, t.unacked);
+    mgmt_json_kuint(w, "messages_delayed", t.delayed); /* Warren's: delayed retry */
     mgmt_json_end_obj(w);
     object_totals(w, &t, monitor);
     mgmt_json_kint(w, "statistics_db_event_queue", 0);
@@ -374,6 +376,7 @@ static bool render_vhost(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
     mgmt_json_kstr(w, server_node_name(r->s), "running");
     mgmt_json_end_obj(w);
     mgmt_queue_totals(r, w, st, t.ready, t.unacked);
+    mgmt_json_kuint(w, "messages_delayed", t.delayed); /* Warren's: delayed retry */
     mgmt_json_kuint(w, "recv_oct", t.recv_oct);
     mgmt_json_kuint(w, "send_oct", t.send_oct);
     mgmt_message_stats(r, w, st, broker_stats, sizeof broker_stats / sizeof broker_stats[0], true);

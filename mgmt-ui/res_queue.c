@@ -172,6 +172,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_message_stats(r, w, qi.stats, queue_stats_fields,
                        sizeof queue_stats_fields / sizeof queue_stats_fields[0], true);
     mgmt_queue_totals(r, w, qi.stats, qi.ready, qi.unacked);
+    mgmt_json_kuint(w, "messages_delayed", qi.delayed); /* Warren's: delayed retry */
     mgmt_json_kbytes(w, "name", queue_name(q));
     mgmt_json_kstr(w, "node", server_node_name(r->s));
     mgmt_json_kstr(w, "operator_policy", pa.operator_policy); /* NULL writes null */
@@ -219,6 +220,7 @@ static bool sort_key(mgmt_req *r, queue *q, const char *sort, double *out)
         {"messages", (double)qi.ready + qi.unacked},
         {"messages_ready", qi.ready},
         {"messages_unacknowledged", qi.unacked},
+        {"messages_delayed", qi.delayed},
         {"consumers", qi.consumers},
         {"memory", (double)qi.memory},
         {"message_bytes_ready", (double)qi.ready_bytes},

@@ -10,7 +10,9 @@ scenario:  RESULT <group> <id> <client> <pass|fail|skip> <millis> <detail>
 A scenario marked needs_rabbit (it imports what the broker under test
 exported into a RabbitMQ 3.10) runs only with CONF_COMPARE=1 and the
 RabbitMQ at CONF_RABBIT_MGMT reachable; otherwise it is reported as skip
-with the reason, never as a pass.
+with the reason, never as a pass. A scenario marked warren_only (a feature
+RabbitMQ 3.10 does not have) is reported as skip, with the reason, on a
+broker whose connection.start does not name the product Warren.
 """
 import contextlib
 import json
@@ -48,9 +50,10 @@ INTERNAL_ERROR = 541
 
 
 class Scenario:
-    def __init__(self, sid, client, fn, quick, timeout, exclusive=False, needs_rabbit=False):
+    def __init__(self, sid, client, fn, quick, timeout, exclusive=False, needs_rabbit=False,
+                 warren_only=False):
         self.id, self.client, self.fn, self.quick, self.timeout = sid, client, fn, quick, timeout
-        self.exclusive, self.needs_rabbit = exclusive, needs_rabbit
+        self.exclusive, self.needs_rabbit, self.warren_only = exclusive, needs_rabbit, warren_only
         self.group = sid.split(".", 1)[0]
 
 
@@ -58,14 +61,16 @@ SCENARIOS = []
 RESTART_TIMEOUT = 120  # a restart scenario's default timeout: RabbitMQ takes several seconds per restart
 
 
-def scenario(sid, client, quick=False, timeout=None, restart=False, needs_rabbit=False):
+def scenario(sid, client, quick=False, timeout=None, restart=False, needs_rabbit=False,
+             warren_only=False):
     """Registers fn as scenario `sid` for `client`. timeout (seconds)
     overrides CONF_TIMEOUT for scenarios that wait on purpose (heartbeats).
     restart=True: the scenario calls t.restart(); it runs alone (no other
     scenario of this family at the same time), never in the quick subset.
     needs_rabbit=True: it needs the reference RabbitMQ (CONF_RABBIT_MGMT)
     besides the broker under test; it runs with COMPARE=1 only (see
-    rabbit_unavailable) and cannot be quick."""
+    rabbit_unavailable) and cannot be quick. warren_only=True: a Warren
+    feature RabbitMQ 3.10 lacks; skipped on another broker (not_warren)."""
     if not ID_RE.match(sid) or sid.split(".", 1)[0] not in GROUPS:
         raise ValueError("bad scenario id %r" % sid)
     if client not in CLIENTS:
@@ -79,7 +84,8 @@ def scenario(sid, client, quick=False, timeout=None, restart=False, needs_rabbit
         if any(s.id == sid and s.client == client for s in SCENARIOS):
             raise ValueError("duplicate scenario %s/%s" % (sid, client))
         SCENARIOS.append(Scenario(sid, client, fn, quick, timeout or (RESTART_TIMEOUT if restart else None),
-                                  exclusive=restart, needs_rabbit=needs_rabbit))
+                                  exclusive=restart, needs_rabbit=needs_rabbit,
+                                  warren_only=warren_only))
         return fn
     return register
 
@@ -532,6 +538,22 @@ def rabbit_unavailable():
     return None
 
 
+def not_warren(broker):
+    """Why the warren_only scenarios cannot run on `broker`, or None: the
+    product its connection.start names."""
+    import pika
+    try:
+        c = pika.BlockingConnection(pika.ConnectionParameters(
+            host=broker.host, port=broker.port, virtual_host=broker.vhost,
+            credentials=pika.PlainCredentials(broker.user, broker.password), socket_timeout=5))
+    except Exception:  # noqa: BLE001 -- the scenarios will say what is wrong
+        return None
+    product = c._impl.server_properties.get("product")
+    c.close()
+    product = product.decode() if isinstance(product, bytes) else product
+    return None if product == "Warren" else "Warren-only (the broker is %s)" % product
+
+
 def main(modules):
     """The family entry point: reads the CONF_* environment, loads the
     scenario modules, prints VERSION and RESULT lines."""
@@ -562,6 +584,12 @@ def main(modules):
             if s.needs_rabbit:
                 emit(s, "skip", 0, why)
         chosen = [s for s in chosen if not s.needs_rabbit]
+    why = not_warren(broker) if any(s.warren_only for s in chosen) else None
+    if why:
+        for s in chosen:
+            if s.warren_only:
+                emit(s, "skip", 0, why)
+        chosen = [s for s in chosen if not s.warren_only]
     run(chosen, broker, run_id, timeout, jobs, emit)
     return 0
 

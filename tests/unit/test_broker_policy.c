@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "../../broker/broker.h"
+#include "test_broker_msgs.h"
 
 static server *srv;
 static vhost *vh;
@@ -123,21 +124,12 @@ static queue *make_queue(const char *name, amqp_bytes args)
     return q;
 }
 
-static msg *make_msg(const char *body)
-{
-    static const uint8_t no_props[2] = {0, 0};
-    msg *m = msg_new(AMQP_CSTR(""), AMQP_CSTR("k"), (amqp_bytes){no_props, 2}, strlen(body));
-    assert_non_null(m);
-    assert_true(msg_append_body(m, (const uint8_t *)body, strlen(body)));
-    return m;
-}
-
 static void publish_n(queue *q, int n)
 {
     for (int i = 0; i < n; i++) {
         char body[16];
         snprintf(body, sizeof body, "m%d", i);
-        msg *m = make_msg(body);
+        msg *m = util_msg(body);
         queue_publish(q, m, -1);
         msg_unref(m);
     }
@@ -535,7 +527,7 @@ static void test_max_length_dead_letters_excess(void **state)
     publish_n(r, 5);
     put("rp", "^rp\\.", "queues", 0, TABLE("max-length=2"), false);
     assert_int_equal(queue_ready_count(r), 5);
-    msg *m = make_msg("refused");
+    msg *m = util_msg("refused");
     assert_false(queue_publish(r, m, -1));
     msg_unref(m);
     /* max-length applies under the old overflow (drop-head) before the new

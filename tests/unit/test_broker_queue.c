@@ -86,9 +86,9 @@ static void test_requeue_returns_to_its_place(void **state)
     assert_true(queue_get(q, &c));
     /* whatever order they come back in, each returns to its place */
     a.delivery_count = b.delivery_count = c.delivery_count = 1;
-    queue_requeue(q, b);
-    queue_requeue(q, c);
-    queue_requeue(q, a);
+    queue_requeue(q, b, QUEUE_RETURN_FAILED);
+    queue_requeue(q, c, QUEUE_RETURN_FAILED);
+    queue_requeue(q, a, QUEUE_RETURN_FAILED);
     msg_unref(a.m);
     msg_unref(b.m);
     msg_unref(c.m);
@@ -97,8 +97,8 @@ static void test_requeue_returns_to_its_place(void **state)
     msg_unref(m4);
     assert_true(queue_get(q, &b)); /* "1" out again, "2" back in front of it */
     assert_true(queue_get(q, &a));
-    queue_requeue(q, a);
-    queue_requeue(q, b);
+    queue_requeue(q, a, QUEUE_RETURN_FAILED);
+    queue_requeue(q, b, QUEUE_RETURN_FAILED);
     msg_unref(a.m);
     msg_unref(b.m);
     const char *want[4] = {"1", "2", "3", "4"};
@@ -172,7 +172,7 @@ static void test_health_counts(void **state)
     assert_true(queue_get(q, &it));
     assert_int_equal(it.enqueued_at, oldest);
     it.delivery_count = 1;
-    queue_requeue(q, it);
+    queue_requeue(q, it, QUEUE_RETURN_FAILED);
     msg_unref(it.m);
     assert_int_equal(queue_oldest_ready_ms(q), oldest); /* its place and age kept */
     assert_true(queue_get(q, &it));

@@ -157,6 +157,10 @@ export async function render(el, [vhost, name]) {
         ['Oldest ready message', readyAge === undefined ? h('span', { class: 'hint' }, 'not reported') : (readyAge === null || !q.messages_ready ? 'none ready' : duration(readyAge))],
         ['Oldest unacked delivery', unackedAge === undefined ? h('span', { class: 'hint' }, 'not reported') : (unackedAge === null || !q.messages_unacknowledged ? 'none unacked' : duration(unackedAge))],
         q.head_message_timestamp ? ['Head message timestamp', time(q.head_message_timestamp * 1000)] : null,
+        // Warren's: held back by delayed retry, and what the limits did
+        'messages_delayed' in q ? ['Delayed for retry', num(q.messages_delayed)] : null,
+        'delivery_limit_dead_letters' in q ? ['Dead-lettered by delivery limit', num(q.delivery_limit_dead_letters)] : null,
+        'consumer_timeouts' in q ? ['Consumer timeouts', num(q.consumer_timeouts)] : null,
       ]),
       h('h3', { class: 'subhead' }, 'Messages by times delivered'),
       histogramView(histogramOf(q.delivery_count_histogram ?? q.delivery_counts)));

@@ -456,6 +456,37 @@ class BrokerTest(unittest.TestCase):
         return cm.exception
 
 
+class DataDirTest(unittest.TestCase):
+    """A test that starts its own Warren on one data directory, stops it
+    (SIGTERM, exit 0) or kills it (SIGKILL), and starts it again there."""
+
+    def setUp(self):
+        self.data_dir = tempfile.mkdtemp(prefix="warren-itest-data-")
+        self.addCleanup(shutil.rmtree, self.data_dir, True)
+        self.proc = None
+        self.addCleanup(self.stop)
+
+    def start(self):
+        """Starts Warren; (connection, channel in confirm mode)."""
+        self.proc = WarrenProcess(["data_dir=%s" % self.data_dir])
+        conn = connect(self.proc.start())
+        ch = conn.channel()
+        ch.confirm_delivery()
+        return conn, ch
+
+    def stop(self):
+        if self.proc:
+            rc = self.proc.stop()
+            self.proc = None
+            self.assertEqual(rc, 0)
+
+    def kill(self):
+        self.proc.proc.kill()
+        self.proc.proc.wait(5)
+        self.proc.stop()
+        self.proc = None
+
+
 def delete_names(queues, exchanges):
     """Best-effort deletion of test queues and exchanges."""
     try:

@@ -5,8 +5,6 @@ reject-publish-dlx) into a durable dead-letter queue is journaled there, with
 its x-death headers, and is no longer in the source. Each test starts a
 private Warren, stops it with SIGTERM or kills it with SIGKILL, and starts it
 again on the same data directory."""
-import shutil
-import tempfile
 import time
 import unittest
 
@@ -17,27 +15,7 @@ import harness as h
 SRC, DLQ, FENCE = "dld.src", "dld.dlq", "dld.fence"
 
 
-class DurableDeadLetter(unittest.TestCase):
-    def setUp(self):
-        self.data_dir = tempfile.mkdtemp(prefix="warren-itest-dld-")
-        self.addCleanup(shutil.rmtree, self.data_dir, True)
-        self.proc = None
-        self.addCleanup(self.stop)
-
-    def start(self):
-        self.proc = h.WarrenProcess(["data_dir=%s" % self.data_dir])
-        addr = self.proc.start()
-        conn = h.connect(addr)
-        ch = conn.channel()
-        ch.confirm_delivery()
-        return conn, ch
-
-    def stop(self):
-        if self.proc:
-            rc = self.proc.stop()
-            self.proc = None
-            self.assertEqual(rc, 0)
-
+class DurableDeadLetter(h.DataDirTest):
     def restart(self, conn, kill):
         """SIGTERM (clean stop) or SIGKILL; the journal must have synced the
         dead-letter first: a confirmed publish appended after it is a fence
@@ -47,9 +25,7 @@ class DurableDeadLetter(unittest.TestCase):
         ch.queue_declare(FENCE, durable=True)
         ch.basic_publish("", FENCE, b"fence", pika.BasicProperties(delivery_mode=2))
         if kill:
-            self.proc.proc.kill()
-            self.proc.proc.wait(5)
-            self.proc = None
+            self.kill()
         else:
             conn.close()
             self.stop()
