@@ -953,6 +953,8 @@ void server_load_vhost(server *s, const meta_vhost *v);
 journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n);
 /* `m` left durable queue `q` (ack, drop or dead-letter). */
 void persist_settle(queue *q, const msg *m, journal_settle_kind kind);
+/* The same for a message paged out of `q` (only its id and place in RAM). */
+void persist_settle_paged(queue *q, uint64_t id, journal_loc loc, journal_settle_kind kind);
 /* `m` was delivered from `q`; it has now been delivered `count` times. */
 void persist_delivered(queue *q, const msg *m, uint32_t count);
 /* `m` in `q` is held back until `until_ms` (wall clock, ms since the epoch;

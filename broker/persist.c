@@ -109,6 +109,11 @@ void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
         settle(q, msg_id(m), loc, kind);
 }
 
+void persist_settle_paged(queue *q, uint64_t id, journal_loc loc, journal_settle_kind kind)
+{
+    settle(q, id, loc, kind);
+}
+
 void persist_delivered(queue *q, const msg *m, uint32_t count)
 {
     if (journaled_in(q, m))

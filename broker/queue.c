@@ -904,11 +904,35 @@ void queue_restore(queue *q, const queue_paged *p)
 
 /* Delayed messages go too (as LavinMQ purges its retry queue): they wait
  * for nobody but the clock. Unacked ones stay with their consumers. */
+static void settle_dropped(queue *q, const qslot *s)
+{
+    if (s->paged)
+        persist_settle_paged(q, s->id, s->loc, JOURNAL_DROP);
+    else
+        persist_settle(q, s->m, JOURNAL_DROP);
+}
+
+/* One purge record empties all of the queue's journal entries, unacked
+ * deliveries too (which must come back after a crash); with deliveries
+ * outstanding, each ready and delayed message is settled on its own. */
+static void journal_purge(queue *q)
+{
+    if (!q->unacked) {
+        persist_queue_emptied(q, false);
+        return;
+    }
+    for (uint32_t l = 0; l < q->nlevels; l++)
+        for (uint32_t i = 0; i < q->levels[l].count; i++)
+            settle_dropped(q, ring_at(&q->levels[l], i));
+    for (uint32_t i = 0; i < q->delayed.n; i++)
+        settle_dropped(q, &q->delayed.v[i].s);
+}
+
 uint32_t queue_purge(queue *q)
 {
     uint32_t n = q->count + q->delayed.n;
     if (n && !q->deleted && !vhost_closing(q->v))
-        persist_queue_emptied(q, false);
+        journal_purge(q);
     drop_all(q);
     drop_delayed(q);
     return n;

@@ -53,14 +53,18 @@ def _(t):
     def ok(s):
         return (s["x"].get("publish_in") == 7 and s["x"].get("publish_out") == 5
                 and all(s["q"].get(k) == n for k, n in want_q.items())
-                and s["v"].get("ack") == 3 and s["v"].get("drop_unroutable") == 1
+                and s["v"].get("ack") == 3 and s["v"].get("drop_unroutable") == drops
                 and s["v"].get("return_unroutable") == 1 and s["v"].get("confirm") == 6
                 and s["ch"].get(sub, {}).get("ack") == 3 and s["ch"].get(pub, {}).get("confirm") == 6
                 and s["ch"].get(ret, {}).get("return_unroutable") == 1)
+    # RabbitMQ 3.10.8's API never counts drop_unroutable (it stays 0 on its
+    # channels and vhosts, and in /metrics; seen here): Warren counts the drop.
+    product = c._impl.server_properties.get("product")
+    drops = 0 if (product.decode() if isinstance(product, bytes) else product) == "RabbitMQ" else 1
     s = poll(snapshot, ok, "message_stats after the flow", timeout=20)
     eq((s["v"]["publish"], s["v"]["deliver_get"], s["v"]["redeliver"]), (7, 6, 1), "vhost publish, deliver_get, "
        "redeliver")
-    eq((s["ch"][pub]["publish"], s["ch"][pub]["drop_unroutable"]), (6, 1), "publisher channel")
+    eq((s["ch"][pub]["publish"], s["ch"][pub]["drop_unroutable"]), (6, drops), "publisher channel")
     eq((s["ch"][sub]["deliver"], s["ch"][sub]["redeliver"]), (6, 1), "consumer channel")
     q = poll(lambda: api.get(path("/api/queues", v, "q1")),
              lambda q: (q["messages"], q["messages_ready"], q["messages_unacknowledged"]) == (2, 0, 2),

@@ -400,3 +400,37 @@ class Arguments(h.BrokerTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PurgeDurability(h.DataDirTest):
+    """queue.purge takes the ready messages only: the unacked ones stay
+    with their consumer, and after a crash they come back (RabbitMQ's
+    classic queues keep them in the queue index until acked)."""
+
+    def check(self, restart, n=10):
+        conn, ch = self.start()
+        ch.queue_declare("purge.durable", durable=True)
+        for i in range(n):
+            ch.basic_publish("", "purge.durable", b"m%d" % i, pika.BasicProperties(delivery_mode=2))
+        held = [ch.basic_get("purge.durable")[0] for _ in range(2)]  # m0, m1 unacked
+        self.assertTrue(all(held))
+        self.assertEqual(ch.queue_purge("purge.durable").method.message_count, n - 2)
+        restart()
+        conn, ch = self.start()
+        got = []
+        while True:
+            m, props, body = ch.basic_get("purge.durable", auto_ack=True)
+            if not m:
+                break
+            got.append((body, m.redelivered))
+        self.assertEqual(got, [(b"m0", True), (b"m1", True)])
+        conn.close()
+
+    def test_unacked_survive_purge_and_crash(self):
+        self.check(self.kill)
+
+    def test_unacked_survive_purge_and_restart(self):
+        self.check(self.stop)
+
+    def test_unacked_survive_purge_of_paged_backlog_and_crash(self):
+        self.check(self.kill, 500)  # most of the 500 are paged out
