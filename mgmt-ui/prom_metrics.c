@@ -56,6 +56,7 @@ enum node_value {
 enum queue_value {
     QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_MEMORY, QV_READY_BYTES, QV_PUBLISHED,
     QV_OLDEST_READY, QV_OLDEST_UNACKED, QV_DELAYED, QV_LIMIT_DEAD, QV_TIMEOUTS,
+    QV_MOVED, QV_MOVE_LEFT,
     QV_DC, /* QUEUE_DC_BUCKETS of them */
     QV_COUNT = QV_DC + QUEUE_DC_BUCKETS
 };
@@ -239,6 +240,11 @@ static const family families[] = {
      "Deliveries from the queue whose consumer timeout fired since the queue was declared "
      "(not kept across restarts)",
      QUEUE, QV_TIMEOUTS, 0, 0},
+    {"warren_queue_redrive_moved", "gauge",
+     "Messages the queue's running or last move (redrive) has moved so far", QUEUE, QV_MOVED, 0, 0},
+    {"warren_queue_redrive_remaining", "gauge",
+     "Messages the queue's running move (redrive) has still to move, 0 when none runs",
+     QUEUE, QV_MOVE_LEFT, 0, 0},
 };
 #define NFAMILIES (sizeof families / sizeof families[0])
 
@@ -274,6 +280,15 @@ static void queue_values(server *s, queue *q, bool unacked_age, uint64_t *v)
     v[QV_DELAYED] = qi.delayed;
     v[QV_LIMIT_DEAD] = qi.delivery_limit_dead;
     v[QV_TIMEOUTS] = qi.consumer_timeouts;
+    move_progress mp;
+    v[QV_MOVED] = v[QV_MOVE_LEFT] = 0;
+    if (queue_move_progress(queue_vhost(q), queue_name(q), &mp)) {
+        uint64_t skipped = 0;
+        for (int i = 0; i < MOVE_SKIPS; i++)
+            skipped += mp.skipped[i];
+        v[QV_MOVED] = mp.moved;
+        v[QV_MOVE_LEFT] = mp.state == MOVE_RUNNING ? mp.total - mp.moved - skipped : 0;
+    }
     for (int i = 0; i < QUEUE_DC_BUCKETS; i++)
         v[QV_DC + i] = qi.delivery_counts[i];
 }

@@ -13,8 +13,9 @@
 #                                management) vs this build polled every second
 #   tests/bench/mgmt.sh instr    scenarios 1, 3: broker instructions per message
 #                                under callgrind, BASE_BIN vs this build
-#   tests/bench/mgmt.sh console  scenarios 1, 9: nothing watching vs chromium
-#                                holding the console open on the overview
+#   tests/bench/mgmt.sh console  scenarios 1, 9: nothing watching, chromium on a
+#                                blank page (the control), chromium holding the
+#                                console open on the overview (DURATION=20)
 #   tests/bench/mgmt.sh all      the three in turn (ab only if BASE_BIN is set)
 #   tests/bench/mgmt.sh prometheus  10,000 queues: /metrics and
 #                                /metrics/per-object times, Warren and RabbitMQ

@@ -1,7 +1,8 @@
 // Keeps Warren's console open on the overview (refresh every 5 s, the
 // default) for a bounded time, for the "console open" benchmark
 // (tests/bench/mgmt_bench.py console). Prints "console open" once the
-// overview shows, then counts the API requests the page made.
+// overview shows, then counts the API requests the page made. BASE
+// about:blank holds the same browser on an empty page (the control).
 //   node hold.mjs BASE SECONDS [USER PASS]
 import { launch, login } from './browser.mjs';
 
@@ -11,10 +12,14 @@ let requests = 0;
 try {
   const page = context.pages()[0] || (await context.newPage());
   page.on('request', (r) => { if (r.url().includes('/api/')) requests++; });
-  await login(page, base, user, pass);
-  await page.waitForSelector('#logout');
-  await page.goto(`${base}/#/`);
-  await page.waitForSelector('#chart-rates', { timeout: 20000 });
+  if (base === 'about:blank') {
+    await page.goto(base);
+  } else {
+    await login(page, base, user, pass);
+    await page.waitForSelector('#logout');
+    await page.goto(`${base}/#/`);
+    await page.waitForSelector('#chart-rates', { timeout: 20000 });
+  }
   console.log('console open');
   const start = requests;
   // Until the time is up or SIGTERM, whichever comes first.

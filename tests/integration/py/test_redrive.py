@@ -95,6 +95,29 @@ class Redrive(h.BrokerTest):
                          [b"m0", b"m1", b"m2"])
         self.assertEqual(bodies(self.ch, src), [b"m3", b"m4"])
 
+    def test_progress_in_metrics(self):
+        from test_prometheus import metrics, value
+        src, dst = self.queue(), self.queue()
+        for i in range(20):
+            self.publish("", src, b"m%d" % i)
+        self.wait_count(src, 20)
+        self.move(src, {"dest-queue": dst, "rate": 10})
+        deadline = time.monotonic() + 10
+        while True:
+            fams = metrics("/metrics/per-object")
+            moved = value(fams, "warren_queue_redrive_moved", queue=src)
+            left = value(fams, "warren_queue_redrive_remaining", queue=src)
+            if moved or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertTrue(0 < moved < 20, moved)
+        self.assertEqual(moved + left, 20)
+        self.assertEqual(value(fams, "warren_queue_redrive_moved", queue=dst), 0)
+        self.assertEqual(request("DELETE", path(src)).status, 204)
+        fams = metrics("/metrics/per-object")
+        self.assertEqual(value(fams, "warren_queue_redrive_remaining", queue=src), 0)
+        self.assertGreaterEqual(value(fams, "warren_queue_redrive_moved", queue=src), moved)
+
     def test_to_exchange_with_routing_key(self):
         src = self.queue()
         ex = self.exchange("direct")
