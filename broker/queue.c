@@ -110,6 +110,7 @@ struct queue {
     uint32_t next_seq; /* for the next message enqueued */
     uint32_t high_run; /* quorum: high-priority deliveries in a row */
     uint32_t unacked;  /* deliveries not yet settled */
+    uint64_t unacked_bytes; /* their body bytes */
     uint64_t delivery_limit_dead; /* dead-lettered or dropped by x-delivery-limit */
     uint64_t consumer_timeouts;   /* deliveries whose consumer timeout fired */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
@@ -227,15 +228,17 @@ static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
 /* ---- health counts ------------------------------------------------------ */
 
-void queue_delivery_held(queue *q, uint32_t count)
+void queue_delivery_held(queue *q, uint32_t count, uint64_t bytes)
 {
     q->unacked++;
+    q->unacked_bytes += bytes;
     q->by_delivery_count[dc_bucket(count)]++;
 }
 
-void queue_delivery_settled(queue *q, uint32_t count)
+void queue_delivery_settled(queue *q, uint32_t count, uint64_t bytes)
 {
     q->unacked--;
+    q->unacked_bytes -= bytes;
     q->by_delivery_count[dc_bucket(count)]--;
 }
 
@@ -1036,6 +1039,7 @@ void queue_describe(queue *q, queue_info *out)
                         .unacked = q->unacked,
                         .consumers = q->nconsumers,
                         .ready_bytes = q->bytes,
+                        .unacked_bytes = q->unacked_bytes,
                         .memory = memory,
                         .oldest_ready_ms = queue_oldest_ready_ms(q),
                         .delivery_limit_dead = q->delivery_limit_dead,

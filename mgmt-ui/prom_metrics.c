@@ -54,7 +54,8 @@ enum node_value {
 };
 
 enum queue_value {
-    QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_MEMORY, QV_READY_BYTES, QV_PUBLISHED,
+    QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_MEMORY, QV_READY_BYTES, QV_UNACKED_BYTES,
+    QV_BYTES, QV_PUBLISHED,
     QV_OLDEST_READY, QV_OLDEST_UNACKED, QV_DELAYED, QV_LIMIT_DEAD, QV_TIMEOUTS,
     QV_MOVED, QV_MOVE_LEFT,
     QV_DC, /* QUEUE_DC_BUCKETS of them */
@@ -113,6 +114,10 @@ static const family families[] = {
     Q("queue_process_memory_bytes", "gauge", "Memory in bytes used by the Erlang queue process",
       QV_MEMORY),
     Q("queue_messages_ready_bytes", "gauge", "Size in bytes of ready messages", QV_READY_BYTES),
+    Q("queue_messages_unacked_bytes", "gauge", "Size in bytes of all unacknowledged messages",
+      QV_UNACKED_BYTES),
+    Q("queue_messages_bytes", "gauge", "Size in bytes of ready and unacknowledged messages",
+      QV_BYTES),
     C("channel_consumers", "gauge", "Consumers on a channel", CV_CONSUMERS),
     C("channel_messages_unacked", "gauge", "Delivered but not yet acknowledged messages",
       CV_UNACKED),
@@ -274,6 +279,8 @@ static void queue_values(server *s, queue *q, bool unacked_age, uint64_t *v)
     v[QV_CONSUMERS] = qi.consumers;
     v[QV_MEMORY] = qi.memory;
     v[QV_READY_BYTES] = qi.ready_bytes;
+    v[QV_UNACKED_BYTES] = qi.unacked_bytes;
+    v[QV_BYTES] = qi.ready_bytes + qi.unacked_bytes;
     v[QV_PUBLISHED] = qi.stats->n[STAT_PUBLISH];
     v[QV_OLDEST_READY] = qi.oldest_ready_ms ? now - qi.oldest_ready_ms : 0;
     v[QV_OLDEST_UNACKED] = oldest ? now - oldest : 0;

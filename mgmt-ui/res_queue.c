@@ -168,7 +168,9 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     }
     quorum_fields(r, w, q, &qi);
     mgmt_json_kuint(w, "memory", qi.memory);
+    mgmt_json_kuint(w, "message_bytes", qi.ready_bytes + qi.unacked_bytes);
     mgmt_json_kuint(w, "message_bytes_ready", qi.ready_bytes);
+    mgmt_json_kuint(w, "message_bytes_unacknowledged", qi.unacked_bytes);
     mgmt_message_stats(r, w, qi.stats, queue_stats_fields,
                        sizeof queue_stats_fields / sizeof queue_stats_fields[0], true);
     mgmt_queue_totals(r, w, qi.stats, qi.ready, qi.unacked);
@@ -223,7 +225,9 @@ static bool sort_key(mgmt_req *r, queue *q, const char *sort, double *out)
         {"messages_delayed", qi.delayed},
         {"consumers", qi.consumers},
         {"memory", (double)qi.memory},
+        {"message_bytes", (double)(qi.ready_bytes + qi.unacked_bytes)},
         {"message_bytes_ready", (double)qi.ready_bytes},
+        {"message_bytes_unacknowledged", (double)qi.unacked_bytes},
         {"oldest_ready_age_ms",
          qi.oldest_ready_ms ? (double)(server_now_ms(r->s) - qi.oldest_ready_ms) : 0},
         {"messages_details.rate", stats_rate(qi.stats, STAT_MESSAGES)},

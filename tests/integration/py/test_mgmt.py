@@ -234,6 +234,21 @@ class Queues(MgmtTest):
         self.assertEqual(request("DELETE", "/api/queues/%2F/" + name).status, 204)
         self.assertEqual(request("DELETE", "/api/queues/%2F/" + name).status, 404)
 
+    def test_message_bytes_ready_and_unacknowledged(self):
+        name = self.http_queue()
+        self.ch.basic_publish("", name, b"x" * 10)
+        self.ch.basic_publish("", name, b"y" * 25)
+        self.assertIsNotNone(self.ch.basic_get(name, auto_ack=False)[0])  # 10 bytes unacked
+        want = (35, 25, 10)
+        fields = ("message_bytes", "message_bytes_ready", "message_bytes_unacknowledged")
+        info = poll(lambda: (lambda i: i if tuple(i.get(k) for k in fields) == want else None)(
+            get("/api/queues/%2F/" + name)))
+        self.assertTrue(info, get("/api/queues/%2F/" + name))
+        self.ch.basic_recover(requeue=True)
+        info = poll(lambda: (lambda i: i if i.get("message_bytes_unacknowledged") == 0 else None)(
+            get("/api/queues/%2F/" + name)))
+        self.assertEqual((info["message_bytes"], info["message_bytes_ready"]), (35, 35))
+
     def test_redeclare_inequivalent_is_400(self):
         name = self.http_queue(durable=True)
         r = request("PUT", "/api/queues/%2F/" + name, {"durable": False})
