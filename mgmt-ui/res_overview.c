@@ -295,6 +295,7 @@ static void node_json(mgmt_req *r, mgmt_json *w)
     mgmt_node_stat(w, sm, "disk_free", now, NODE_DISK_FREE);
     mgmt_json_kbool(w, "disk_free_alarm", false);
     mgmt_json_kuint(w, "disk_free_limit", 50000000);
+    mgmt_node_stat(w, sm, "journal_bytes", now, NODE_JOURNAL_BYTES); /* Warren's */
     exchange_types(w);
     mgmt_json_kuint(w, "fd_total", fd_total);
     mgmt_node_stat(w, sm, "fd_used", now, NODE_FD_USED);

@@ -64,6 +64,7 @@ void mgmt_node_now(server *s, uint64_t out[NODE_FIELDS])
     out[NODE_DISK_FREE] = statvfs(server_config(s)->data_dir, &vfs) == 0
                               ? (uint64_t)vfs.f_bavail * vfs.f_frsize
                               : 0;
+    out[NODE_JOURNAL_BYTES] = server_journal(s) ? journal_size_bytes(server_journal(s)) : 0;
 }
 
 static void sample(evutil_socket_t fd, short what, void *arg)

@@ -593,6 +593,14 @@ uint64_t journal_unwritten_bytes(const journal *j)
     return j->appended_bytes - atomic_load(&j->written_bytes);
 }
 
+uint64_t journal_size_bytes(const journal *j)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < j->nsegs; i++)
+        n += j->segs[i]->size;
+    return n;
+}
+
 /* ---- the sync thread ---------------------------------------------------- */
 
 /* What the sync thread is writing: an iovec run for one segment. */

@@ -119,6 +119,9 @@ journal_seq journal_synced(const journal *j);
 /* Bytes appended that the sync thread has not written yet: what the
  * journal holds in RAM (publishers are slowed down when it grows). */
 uint64_t journal_unwritten_bytes(const journal *j);
+/* The records in its segments (written or not), live or waiting to be
+ * collected: the journal's size on disk, less spare files. */
+uint64_t journal_size_bytes(const journal *j);
 
 /* ---- reading back ---- */
 

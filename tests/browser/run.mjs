@@ -160,6 +160,9 @@ await test('log in as administrator; overview with charts, totals and node facts
   await page.waitForSelector('#chart-rates figure[data-points]');
   await page.waitForSelector('#node dl.facts, #node .hint');
   assert(await page.locator('.tiles .tile').count() >= 5, 'totals tiles');
+  const facts = await page.locator('#node dl.facts').innerText();
+  for (const fact of ['Uptime', 'Memory', 'File descriptors', 'Disk free', 'Journal size'])
+    assert(facts.includes(fact), `node fact ${fact}: ${facts}`);
 });
 
 await test('add a virtual host from the UI and select it', async () => {

@@ -738,6 +738,16 @@ class Broker(MgmtTest):
         self.assertEqual(get("/api/vhosts/%2F")["name"], "/")
         self.assertEqual(request("GET", "/api/vhosts/nosuch").status, 404)
 
+    @unittest.skipUnless(WARREN, "Warren's journal")
+    def test_journal_bytes_grow_with_persistent_messages(self):
+        before = get("/api/nodes")[0]["journal_bytes"]
+        name = self.http_queue(durable=True)
+        for _ in range(20):
+            self.ch.basic_publish("", name, b"z" * 1000, pika.BasicProperties(delivery_mode=2))
+        self.assertEqual(self.wait_count(name, 20), 20)
+        after = get("/api/nodes")[0]["journal_bytes"]
+        self.assertGreaterEqual(after - before, 20 * 1000)
+
     def test_health_aliveness_extensions(self):
         self.assertEqual(get("/api/health/checks/alarms"), {"status": "ok"})
         self.assertEqual(get("/api/health/checks/local-alarms"), {"status": "ok"})
