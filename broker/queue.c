@@ -1175,14 +1175,15 @@ void queue_delete(queue *q)
 
 stats *queue_stats(queue *q) { return &q->stats; }
 
-/* `memory` is what the queue itself holds: its struct, arguments and ring
- * slots. Message bodies are shared between queues and counted once, in
- * msg_total_memory. */
+/* `memory` is what the queue itself holds: its struct, arguments, ring
+ * slots and expiry heap. Message bodies are shared between queues and
+ * counted once, in msg_total_memory. */
 void queue_describe(queue *q, queue_info *out)
 {
     size_t memory = sizeof *q + q->args_len + q->nlevels * sizeof *q->levels;
     for (uint32_t i = 0; i < q->nlevels; i++)
         memory += q->levels[i].cap * sizeof(qslot);
+    memory += q->due.cap * sizeof(expiry_entry);
     *out = (queue_info){.ready = q->count,
                         .unacked = q->unacked,
                         .consumers = q->nconsumers,
