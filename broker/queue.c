@@ -45,7 +45,11 @@
  * or more (otherwise it doubles), so compaction costs what doubling does.
  * A heap entry goes stale when its slot leaves another way; stale ones are
  * skipped when they come up, all dropped when a slot arrives in an empty
- * queue, and filtered out when they outnumber the ready slots twice.
+ * queue, and those of slots taken from the head are filtered out when the
+ * heap is over twice the ready count (and twice what the last filter kept).
+ * A requeue adds an entry again (the old one cannot be told apart), so a
+ * message requeued over and over has several until its time. A policy that
+ * raises or removes the TTL rebuilds the heap in one pass over the rings.
  * Expiry works in slices (at most EXPIRY_SLICE_MAX messages or ~1 ms, then
  * again on a zero-delay timer), so a million messages expiring together do
  * not hold up other queues. A paged-out slot that is just dropped is
@@ -127,6 +131,7 @@ struct queue {
     struct event *ttl_timer, *idle_timer, *dl_timer;
     uint64_t ttl_armed_at; /* when ttl_timer fires; 0 = not armed */
     expiry_heap due;       /* early own expirations, see "Expiry" */
+    uint32_t due_kept;     /* entries the last filter of `due` kept */
     struct held_dead_letter *held; /* at-least-once dead letters nobody took yet */
     uint32_t nheld, held_cap;
     uint64_t bytes; /* body bytes of ready messages */
@@ -661,10 +666,12 @@ static void track_expiry(queue *q, uint8_t level, const qslot *s)
     if (!at)
         return;
     if (expires_early(q, s)) {
-        if (q->count == 1)
+        if (q->count == 1) {
             expiry_heap_clear(&q->due); /* every entry left is stale */
-        else if (q->due.n > 2 * q->count + 1024)
+        } else if (q->due.n > 2 * q->count + 1024 && q->due.n > 2 * q->due_kept) {
             expiry_heap_filter(&q->due, still_queued, q);
+            q->due_kept = q->due.n; /* at most once per doubling: O(1) a push */
+        }
         if (!expiry_heap_push(&q->due, (expiry_entry){s->expires_at, s->seq, level}))
             log_msg(LOG_WARNING, "queue '%s': out of memory; a message expires only when it "
                     "reaches the head", q->link.name);
