@@ -270,6 +270,28 @@ class Expiry(unittest.TestCase):
         deaths = self.dead_letters(ch, 5)
         self.assertEqual([p.headers["i"] for p, _ in deaths], list(range(5)))
 
+    def rchar(self):
+        """Bytes the broker has read with read/pread (the journal's reads)."""
+        with open("/proc/%d/io" % self.proc.proc.pid) as f:
+            return int(next(l for l in f if l.startswith("rchar:")).split()[1])
+
+    @h.needs_own_broker
+    def test_paged_messages_expire_without_their_bodies_being_read(self):
+        conn, ch = self.start()
+        ch.queue_declare("ex.unread", durable=True, arguments={"x-message-ttl": 1500})
+        n, size = 2000, 20000  # 40 MB of bodies
+        for i in range(n):
+            ch.basic_publish("", "ex.unread", b"x" * size, props(i))
+        self.fence(conn)
+        conn.close()
+        self.stop()
+        conn, ch = self.start()  # every message paged out, its TTL counted from now
+        self.assertEqual(self.count(ch, "ex.unread"), n)
+        before = self.rchar()
+        self.assertTrue(h.wait_for(conn, lambda: self.count(ch, "ex.unread") == 0, timeout=5))
+        read = self.rchar() - before
+        self.assertLess(read, n * size // 10, "%d bytes read to drop %d bytes" % (read, n * size))
+
 
 if __name__ == "__main__":
     unittest.main()
