@@ -303,13 +303,35 @@ static qslot *ring_at(ring *r, uint32_t i) { return &r->buf[(r->head + i) & (r->
 /* A slot expired from the middle of its ring (see "Expiry"). */
 static bool is_dead(const qslot *s) { return !s->paged && !s->m; }
 
+/* Doubles a full ring without tombstones. realloc moves a large buffer's
+ * pages rather than copying them, so only the shorter part of a wrapped
+ * ring is copied: a backlog of millions grows without a pause. */
+static bool ring_double(ring *r)
+{
+    uint32_t cap = r->cap ? r->cap * 2 : 16, old = r->cap;
+    qslot *n = realloc(r->buf, (size_t)cap * sizeof *n);
+    if (!n)
+        return false;
+    uint32_t tail_part = old - r->head, wrapped = r->head ? r->count - tail_part : 0;
+    if (wrapped <= tail_part) { /* the wrapped start goes after the old end */
+        memcpy(n + old, n, (size_t)wrapped * sizeof *n);
+    } else { /* the part before the old end goes to the new end */
+        memcpy(n + cap - tail_part, n + r->head, (size_t)tail_part * sizeof *n);
+        r->head = cap - tail_part;
+    }
+    r->buf = n;
+    r->cap = cap;
+    return true;
+}
+
 /* Makes room for one more slot in a full ring: drops its tombstones when
  * they are a quarter of it or more, so each compaction frees many slots,
  * else doubles it. */
 static bool ring_make_room(ring *r)
 {
-    uint32_t cap = r->cap && r->dead >= r->count / 4 ? r->cap : r->cap ? r->cap * 2 : 16;
-    qslot *n = malloc(cap * sizeof *n);
+    if (!r->cap || r->dead < r->count / 4)
+        return ring_double(r);
+    qslot *n = malloc(r->cap * sizeof *n);
     if (!n)
         return false;
     uint32_t kept = 0;
@@ -318,7 +340,6 @@ static bool ring_make_room(ring *r)
             n[kept++] = *ring_at(r, i);
     free(r->buf);
     r->buf = n;
-    r->cap = cap;
     r->head = 0;
     r->count = kept;
     r->dead = 0;

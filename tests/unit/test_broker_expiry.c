@@ -2,7 +2,7 @@
  * filter and slices (expiry.c), and through a real queue the tombstones
  * that messages expiring from the middle of a ring leave: counts drop at
  * once, order holds, requeues find their place, and a full ring compacts
- * instead of growing. */
+ * instead of growing, or grows keeping its order when it wraps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -236,6 +236,30 @@ static void test_stale_entries_and_requeued_expiries(void **state)
     queue_delete(q);
 }
 
+/* A full ring that wraps doubles keeping its order, whichever part moves. */
+static void test_ring_grows_when_wrapped(void **state)
+{
+    (void)state;
+    for (int taken = 0; taken <= 15; taken++) {
+        queue *q = make_queue("ex.wrap");
+        int next = 0, first = taken;
+        for (; next < 16; next++)
+            publish(q, next, -1);
+        for (int i = 0; i < taken; i++) { /* the head moves on */
+            queue_item it;
+            assert_true(queue_get(q, &it));
+            msg_unref(it.m);
+        }
+        for (; next < 16 + taken + 3; next++) /* wraps, fills, then grows */
+            publish(q, next, -1);
+        int want[64];
+        for (int i = first; i < next; i++)
+            want[i - first] = i;
+        expect_bodies(q, want, next - first);
+        queue_delete(q);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_slice_is_bounded),
         cmocka_unit_test(test_middle_expiries_leave_tombstones_that_compact),
         cmocka_unit_test(test_stale_entries_and_requeued_expiries),
+        cmocka_unit_test(test_ring_grows_when_wrapped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
