@@ -13,6 +13,9 @@
            1000 msg/s flow on another queue: that flow's p99 and max, against
            the same flow alone; dropped, and dead-lettered into a third
            queue. With BASE_BIN, that build too. Target: p99 < 10 ms.
+  instr    Broker instructions per message (callgrind, which this noisy
+           shared machine cannot disturb) for scenarios 1 and 3: plain and
+           limits queues on this build, and on BASE_BIN if set.
   quorum   A quorum queue (x-queue-type quorum, persistent 1 KiB, confirms,
            manual ack) on Warren and on the local RabbitMQ (127.0.0.1:5672,
            a queue name of its own, deleted after), interleaved: throughput
@@ -29,7 +32,7 @@ import time
 import pika
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mgmt_bench import PERF, WARREN_BIN, Warren, http_call, perf  # noqa: E402
+from mgmt_bench import PERF, WARREN_BIN, Warren, callgrind_ir, http_call, perf  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = os.environ.get("DURATION", "4")
@@ -96,6 +99,23 @@ def cmd_hotpath():
           % (BASE_BIN, WARREN_BIN, ROUNDS, DURATION))
     rates = interleaved([("base", BASE_BIN, []), ("this", WARREN_BIN, [])], ROUNDS)
     report_ratios(rates, "base", "this", "hotpath")
+
+
+def cmd_instr():
+    variants = [("this", WARREN_BIN, "plain", ["--queue", "bench.plain"]),
+                ("this", WARREN_BIN, "limits", ["--queue", "bench.limits"] + LIMITS)]
+    if BASE_BIN:
+        variants = [("base", BASE_BIN, q, a) for _, _, q, a in variants] + variants
+    print("== instr: broker instructions per message under callgrind (150,000 - 50,000 messages)")
+    for sc, args in SCENARIOS.items():
+        for build, binary, queue, extra in variants:
+            # the difference of two runs cancels start-up and shutdown
+            per = (callgrind_ir(binary, False, args + extra, 150000) -
+                   callgrind_ir(binary, False, args + extra, 50000)) / 100000
+            print("  scenario %s %-4s %-6s %6.0f instructions per message" % (sc, build, queue, per))
+            print("RESULT mode=instr scenario=%s build=%s queue=%s instr_per_msg=%.0f" % (
+                sc, build, queue, per))
+            sys.stdout.flush()
 
 
 def count(ch, queue):
@@ -233,10 +253,11 @@ def cmd_quorum():
 
 
 if __name__ == "__main__":
-    cmds = {"limits": cmd_limits, "hotpath": cmd_hotpath, "mass": cmd_mass, "quorum": cmd_quorum}
+    cmds = {"limits": cmd_limits, "hotpath": cmd_hotpath, "mass": cmd_mass, "quorum": cmd_quorum,
+            "instr": cmd_instr}
     what = sys.argv[1:] or ["limits", "mass", "quorum"] + (["hotpath"] if BASE_BIN else [])
     if any(w not in cmds for w in what):
-        sys.exit("usage: lifecycle_bench.py [limits|hotpath|mass|quorum]...")
+        sys.exit("usage: lifecycle_bench.py [limits|hotpath|mass|quorum|instr]...")
     for w in what:
         cmds[w]()
         sys.stdout.flush()

@@ -210,13 +210,19 @@ class Expiry(unittest.TestCase):
         self.assertIsNotNone(done, "%d dead-lettered" % self.count(ch, DLQ))
         flow(0.2)
         during = lat[before:]
-        print("mass expiry: %d in %.0f ms, other queue max latency %.1f ms over %d"
-              % (n, done * 1000, max(during) * 1000, len(during)))
         self.assertGreater(len(during), 50)
         self.assertEqual(self.count(ch, "ex.mass"), 0)
-        # the other queue's messages kept coming while the expiry ran
-        self.assertLess(max(during), 0.05, "max latency %.1f ms while %d expired in %.0f ms"
-                        % (max(during) * 1000, n, done * 1000))
+        # the other queue's messages kept coming while the expiry ran (in one
+        # go it takes 160 ms here, 2 s under ASan). Under ASan the expiry runs
+        # ten times as long on a shared machine, where this client too waits
+        # for a CPU now and then: there most must be on time, none very late.
+        during.sort()
+        p99, worst = during[len(during) * 99 // 100], during[-1]
+        why = "p99 %.1f ms, max %.1f ms while %d expired in %.0f ms" % (
+            p99 * 1000, worst * 1000, n, done * 1000)
+        asan = "/asan/" in h.WARREN_BIN
+        self.assertLess(worst, 0.5 if asan else 0.05, why)
+        self.assertLess(p99, 0.05, why)
         method, p, body = ch.basic_get(DLQ, auto_ack=True)
         self.assertEqual(p.headers["x-death"][0]["reason"], "expired")
         self.assertEqual(p.headers["x-death"][0]["queue"], "ex.mass")
