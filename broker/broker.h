@@ -695,6 +695,7 @@ typedef struct queue_paged {
     uint32_t delivery_count;
     bool maybe_delivered;
     uint64_t delayed_until; /* held back until then (wall clock, ms since the epoch); 0: not */
+    int64_t expiration_ms;  /* its expiration property, -1 = none */
 } queue_paged;
 /* Recovery: appends a message from the journal, in journal order. */
 void queue_restore(queue *q, const queue_paged *p);
@@ -953,7 +954,7 @@ void server_load_vhost(server *s, const meta_vhost *v);
 journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n);
 /* `m` left durable queue `q` (ack, drop or dead-letter). */
 void persist_settle(queue *q, const msg *m, journal_settle_kind kind);
-/* The same for a message paged out of `q` (only its id and place in RAM). */
+/* The same for a message `q` has paged out (id `id` at `loc`), unread. */
 void persist_settle_paged(queue *q, uint64_t id, journal_loc loc, journal_settle_kind kind);
 /* `m` was delivered from `q`; it has now been delivered `count` times. */
 void persist_delivered(queue *q, const msg *m, uint32_t count);

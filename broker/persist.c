@@ -12,8 +12,8 @@
  * Recovery replays the journal into a list of live entries, in append
  * order, and puts each back in its queue paged out (queue.c), with its
  * delivery count, so a message that was delivered but not acked comes back
- * redelivered. Bodies are not read: a message's size and priority are
- * noted while its record is replayed.
+ * redelivered. Bodies are not read: a message's size, priority and
+ * expiration are noted while its record is replayed.
  *
  * Paging reads a message back when its queue is about to deliver it.
  */
@@ -111,7 +111,7 @@ void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
 
 void persist_settle_paged(queue *q, uint64_t id, journal_loc loc, journal_settle_kind kind)
 {
-    settle(q, id, loc, kind);
+    settle(q, id, loc, kind); /* only what this queue journaled is paged out */
 }
 
 void persist_delivered(queue *q, const msg *m, uint32_t count)
@@ -183,11 +183,18 @@ size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, s
 
 /* ---- recovery ----------------------------------------------------------- */
 
+struct msg_info {
+    uint32_t body_size;
+    uint8_t priority;
+    int64_t expiration_ms; /* -1 = none */
+};
+
 /* A live (queue, message) entry found by replay. */
 typedef struct entry {
     uint64_t queue_id, msg_id;
     journal_loc loc;
     uint64_t delayed_until;
+    int64_t expiration_ms; /* -1 = none */
     uint32_t count, body_size;
     uint8_t priority;
     bool live;
@@ -259,7 +266,8 @@ typedef struct replay {
     size_t n, cap;
     index_map by_entry; /* (queue, message) -> entry index */
     journal *j;
-    uint64_t last_id, last_info; /* the message record just replayed: see info() */
+    uint64_t last_id; /* the message record just replayed, and what restore needs of it */
+    struct msg_info last_info;
     uint64_t max_msg_id;
     bool unordered; /* an entry came after a newer message's: restore sorts */
     bool oom;
@@ -276,16 +284,29 @@ static entry *find_entry(replay *r, uint64_t queue_id, uint64_t msg_id)
     return map_get(&r->by_entry, entry_key(queue_id, msg_id), &i) ? &r->entries[i] : NULL;
 }
 
-/* What a queue needs of a message it restores paged out: body size |
- * priority << 32. */
-static uint64_t info(const journal_message *m)
+/* A valid expiration (checked at publish): decimal milliseconds. */
+static int64_t expiration_of(amqp_bytes s)
+{
+    int64_t ms = 0;
+    for (uint32_t i = 0; i < s.len && ms <= INT64_MAX / 10 - 10; i++)
+        ms = ms * 10 + (s.ptr[i] - '0');
+    return ms;
+}
+
+/* What a queue needs of a message it restores paged out. */
+static struct msg_info info(const journal_message *m)
 {
     amqp_basic_properties p;
-    uint64_t priority = 0;
-    if (m->properties.len >= 2 && (m->properties.ptr[0] << 8 & AMQP_BASIC_PRIORITY_FLAG) &&
-        amqp_properties_decode(m->properties, &p, NULL) == AMQP_OK)
-        priority = p.priority;
-    return m->body.len | priority << 32;
+    struct msg_info in = {.body_size = m->body.len, .expiration_ms = -1};
+    uint16_t flags = m->properties.len >= 2 ? (uint16_t)(m->properties.ptr[0] << 8) : 0;
+    if (!(flags & (AMQP_BASIC_PRIORITY_FLAG | AMQP_BASIC_EXPIRATION_FLAG)) ||
+        amqp_properties_decode(m->properties, &p, NULL) != AMQP_OK)
+        return in;
+    if (p.flags & AMQP_BASIC_PRIORITY_FLAG)
+        in.priority = p.priority;
+    if (p.flags & AMQP_BASIC_EXPIRATION_FLAG)
+        in.expiration_ms = expiration_of(p.expiration);
+    return in;
 }
 
 /* A message's enqueues follow its record, so remembering the last one
@@ -298,13 +319,15 @@ static void on_message(void *ctx, uint64_t msg_id, journal_loc loc, const journa
     r->last_info = info(m);
 }
 
-static uint64_t info_of(replay *r, uint64_t msg_id, journal_loc loc)
+static struct msg_info info_of(replay *r, uint64_t msg_id, journal_loc loc)
 {
     if (msg_id == r->last_id)
         return r->last_info;
     uint8_t *buf = malloc(loc.length);
     journal_message m;
-    uint64_t found = buf && journal_read_message(r->j, loc, buf, &m) ? info(&m) : 0;
+    struct msg_info found = {.expiration_ms = -1};
+    if (buf && journal_read_message(r->j, loc, buf, &m))
+        found = info(&m);
     free(buf);
     return found;
 }
@@ -328,12 +351,13 @@ static void on_enqueue(void *ctx, uint64_t queue_id, uint64_t msg_id, journal_lo
         r->entries = e;
         r->cap = cap;
     }
-    uint64_t size = info_of(r, msg_id, loc);
+    struct msg_info in = info_of(r, msg_id, loc);
     r->entries[r->n] = (entry){.queue_id = queue_id,
                                .msg_id = msg_id,
                                .loc = loc,
-                               .body_size = (uint32_t)size,
-                               .priority = (uint8_t)(size >> 32),
+                               .body_size = in.body_size,
+                               .priority = in.priority,
+                               .expiration_ms = in.expiration_ms,
                                .live = true};
     if (!map_put(&r->by_entry, entry_key(queue_id, msg_id), r->n))
         r->oom = true;
@@ -397,7 +421,8 @@ static void restore(replay *r, bool clean,
                          .priority = e->priority,
                          .delivery_count = e->count,
                          .maybe_delivered = !clean,
-                         .delayed_until = e->delayed_until};
+                         .delayed_until = e->delayed_until,
+                         .expiration_ms = e->expiration_ms};
         each(ctx, e->queue_id, &p);
     }
 }

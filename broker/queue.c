@@ -26,9 +26,7 @@
  * restores every message that way, without reading bodies.
  *
  * Arguments: x-message-ttl (counted from the enqueue time) and per-message
- * expiration give each item an expiry; expired items are dropped (or
- * dead-lettered) from the head, as RabbitMQ's classic queues do, by a timer
- * armed for the head's expiry.
+ * expiration give each item an expiry; see "Expiry".
  * x-max-length / x-max-length-bytes apply after each publish: drop-head
  * dead-letters the oldest, reject-publish refuses the new message.
  * x-expires deletes the queue after that long without consumers or use.
@@ -39,6 +37,32 @@
  * goes back to its place by its sequence number, as a requeue does, with
  * its delivery count. A durable queue journals the deadline (wall clock),
  * so recovery holds the message back until then.
+ *
+ * Expiry: an expired message is dead-lettered (reason expired) or dropped
+ * as soon as its time comes, wherever it is in the ring, by one timer per
+ * queue armed for the earliest expiry. The TTL's expiry grows along a ring
+ * (enqueue times do, and a requeue keeps its place), so for it the heads
+ * are enough. A slot whose own expiration comes before its TTL's is also
+ * put in a min-heap of (expires_at, seq) (expiry.c); at its time it is
+ * found by binary search on seq (a ring is sorted by it) and taken out of
+ * the middle, leaving a tombstone (a slot neither paged nor holding a
+ * message) that counts nowhere: the ready count and bytes drop at once.
+ * Pops skip tombstones -- a ring's head and tail are always live -- and
+ * they are dropped when the ring is next full and they are a quarter of it
+ * or more (otherwise it doubles), so compaction costs what doubling does.
+ * A heap entry goes stale when its slot leaves another way; stale ones are
+ * skipped when they come up, all dropped when a slot arrives in an empty
+ * queue, and those of slots taken from the head are filtered out when the
+ * heap is over twice the ready count (and twice what the last filter kept).
+ * A requeue adds an entry again (the old one cannot be told apart), so a
+ * message requeued over and over has several until its time. A policy that
+ * raises or removes the TTL rebuilds the heap in one pass over the rings.
+ * Expiry works in slices (at most EXPIRY_SLICE_MAX messages or ~1 ms, then
+ * again on a zero-delay timer), so a million messages expiring together do
+ * not hold up other queues. A paged-out slot that is just dropped is
+ * settled in the journal by its id, its body never read; only
+ * dead-lettering reads it back. Deliveries check the head they take too
+ * (the timer may be a turn late), so no expired message goes out.
  *
  * Health counts: the queue keeps, per bucket of delivery count, how many of
  * its messages (ready, delayed, or delivered and not yet settled) have been
@@ -70,10 +94,11 @@
  * that keeps up never waits for a read. */
 #define RESIDENT_SLOTS 64
 
-/* A FIFO of slots; cap is a power of two. */
+/* A FIFO of slots; cap is a power of two. `count` includes `dead`
+ * tombstones (see "Expiry"), never at the head or the tail. */
 typedef struct ring {
     qslot *buf;
-    uint32_t head, count, cap;
+    uint32_t head, count, cap, dead;
 } ring;
 
 struct held_dead_letter {
@@ -94,7 +119,10 @@ struct queue {
     policy_applied applied; /* slices of policy_blob; all empty without a policy */
     amqp_bytes eff_args;    /* args with the policies' values; args itself without */
     struct event *ttl_timer, *idle_timer, *dl_timer, *retry_timer;
-    delayed_set delayed; /* held back by delayed retry, see "Delayed retry" */
+    delayed_set delayed;   /* held back by delayed retry, see "Delayed retry" */
+    uint64_t ttl_armed_at; /* when ttl_timer fires; 0 = not armed */
+    expiry_heap due;       /* early own expirations, see "Expiry" */
+    uint32_t due_kept;     /* entries the last filter of `due` kept */
     struct held_dead_letter *held; /* at-least-once dead letters nobody took yet */
     uint32_t nheld, held_cap;
     uint64_t bytes; /* body bytes of ready messages */
@@ -187,6 +215,7 @@ static void queue_free(queue *q)
         event_free(q->ttl_timer);
     if (q->idle_timer)
         event_free(q->idle_timer);
+    expiry_heap_free(&q->due);
     for (uint32_t i = 0; i < q->nlevels; i++)
         free(q->levels[i].buf);
     free(q->levels);
@@ -268,19 +297,61 @@ uint64_t queue_oldest_ready_ms(const queue *q)
 
 static qslot *ring_at(ring *r, uint32_t i) { return &r->buf[(r->head + i) & (r->cap - 1)]; }
 
-static bool ring_grow(ring *r)
+/* A slot expired from the middle of its ring (see "Expiry"). */
+static bool is_dead(const qslot *s) { return !s->paged && !s->m; }
+
+/* Doubles a full ring without tombstones. realloc moves a large buffer's
+ * pages rather than copying them, so only the shorter part of a wrapped
+ * ring is copied: a backlog of millions grows without a pause. */
+static bool ring_double(ring *r)
 {
-    uint32_t cap = r->cap ? r->cap * 2 : 16;
-    qslot *n = malloc(cap * sizeof *n);
+    uint32_t cap = r->cap ? r->cap * 2 : 16, old = r->cap;
+    qslot *n = realloc(r->buf, (size_t)cap * sizeof *n);
     if (!n)
         return false;
-    for (uint32_t i = 0; i < r->count; i++)
-        n[i] = *ring_at(r, i);
-    free(r->buf);
+    uint32_t tail_part = old - r->head, wrapped = r->head ? r->count - tail_part : 0;
+    if (wrapped <= tail_part) { /* the wrapped start goes after the old end */
+        memcpy(n + old, n, (size_t)wrapped * sizeof *n);
+    } else { /* the part before the old end goes to the new end */
+        memcpy(n + cap - tail_part, n + r->head, (size_t)tail_part * sizeof *n);
+        r->head = cap - tail_part;
+    }
     r->buf = n;
     r->cap = cap;
-    r->head = 0;
     return true;
+}
+
+/* Makes room for one more slot in a full ring: drops its tombstones when
+ * they are a quarter of it or more, so each compaction frees many slots,
+ * else doubles it. */
+static bool ring_make_room(ring *r)
+{
+    if (!r->cap || r->dead < r->count / 4)
+        return ring_double(r);
+    qslot *n = malloc(r->cap * sizeof *n);
+    if (!n)
+        return false;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r->count; i++)
+        if (!is_dead(ring_at(r, i)))
+            n[kept++] = *ring_at(r, i);
+    free(r->buf);
+    r->buf = n;
+    r->head = 0;
+    r->count = kept;
+    r->dead = 0;
+    return true;
+}
+
+/* Keeps a ring's head and tail live. */
+static void strip_dead_ends(ring *r)
+{
+    while (r->count && is_dead(ring_at(r, 0))) {
+        r->head = (r->head + 1) & (r->cap - 1);
+        r->count--, r->dead--;
+    }
+    while (r->count && is_dead(ring_at(r, r->count - 1)))
+        r->count--, r->dead--;
 }
 
 /* The level a message of priority `p` goes to: capped at the queue's
@@ -311,8 +382,6 @@ static ring *top(queue *q)
     return &q->levels[0];
 }
 
-static qslot *head_slot(queue *q) { return q->count ? ring_at(top(q), 0) : NULL; }
-
 static qslot slot_of(queue_item it)
 {
     return (qslot){.m = it.m,
@@ -337,7 +406,7 @@ static void page_out(qslot *s)
 static bool push_back(queue *q, qslot s, uint8_t level)
 {
     ring *r = &q->levels[level];
-    if (r->count == r->cap && !ring_grow(r))
+    if (r->count == r->cap && !ring_make_room(r))
         return false;
     *ring_at(r, r->count++) = s;
     q->count++;
@@ -350,21 +419,38 @@ static bool push_back(queue *q, qslot s, uint8_t level)
  * number arithmetic (RFC 1982) orders them. */
 static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
+/* The index of the first slot of `r` (tombstones included) not before
+ * `seq`; r->count when there is none. */
+static uint32_t lower_bound(ring *r, uint32_t seq)
+{
+    uint32_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (seq_before(ring_at(r, mid)->seq, seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The index of the live slot `seq` in `r`, r->count when it is not there. */
+static uint32_t ring_find(ring *r, uint32_t seq)
+{
+    uint32_t i = lower_bound(r, seq);
+    return i < r->count && ring_at(r, i)->seq == seq && !is_dead(ring_at(r, i)) ? i : r->count;
+}
+
+static void track_expiry(queue *q, uint8_t level, const qslot *s);
+
 /* Puts a requeued slot back at its place in its level's ring, moving the
  * shorter side of the ring by one to make room. */
 static bool insert_in_place(queue *q, qslot s, uint8_t level)
 {
     ring *r = &q->levels[level];
-    if (r->count == r->cap && !ring_grow(r))
+    if (r->count == r->cap && !ring_make_room(r))
         return false;
-    uint32_t lo = 0, hi = r->count;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (seq_before(ring_at(r, mid)->seq, s.seq))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint32_t lo = lower_bound(r, s.seq);
     if (lo <= r->count - lo) {
         r->head = (r->head - 1) & (r->cap - 1);
         for (uint32_t i = 0; i < lo; i++)
@@ -378,18 +464,41 @@ static bool insert_in_place(queue *q, qslot s, uint8_t level)
     q->count++;
     q->bytes += s.body_size;
     q->by_delivery_count[dc_bucket(s.delivery_count)]++;
+    if (s.expires_at || q->limits.message_ttl >= 0)
+        track_expiry(q, level, &s);
     return true;
 }
 
+static void uncount(queue *q, const qslot *s)
+{
+    q->count--;
+    q->bytes -= s->body_size;
+    q->by_delivery_count[dc_bucket(s->delivery_count)]--;
+}
+
+/* Takes the head (i = 0) or the tail of `r`. */
 static qslot pop_slot(queue *q, ring *r, uint32_t i)
 {
     qslot s = *ring_at(r, i);
     if (i == 0)
         r->head = (r->head + 1) & (r->cap - 1);
     r->count--;
-    q->count--;
-    q->bytes -= s.body_size;
-    q->by_delivery_count[dc_bucket(s.delivery_count)]--;
+    if (r->dead)
+        strip_dead_ends(r);
+    uncount(q, &s);
+    return s;
+}
+
+/* Takes slot i of `r`, leaving a tombstone when it is in the middle. */
+static qslot take_slot(queue *q, ring *r, uint32_t i)
+{
+    if (i == 0 || i == r->count - 1)
+        return pop_slot(q, r, i);
+    qslot *at = ring_at(r, i), s = *at;
+    at->m = NULL;
+    at->paged = false;
+    r->dead++;
+    uncount(q, &s);
     return s;
 }
 
@@ -423,6 +532,28 @@ static bool page_in_head(queue *q, ring *r)
     return n > 0;
 }
 
+/* Reads back the paged-out slot `s` alone; false if it cannot be (it is
+ * then settled as dropped). */
+static bool page_in_one(queue *q, qslot *s)
+{
+    msg *m;
+    if (!persist_page_in(q, &s->id, &s->loc, 1, &m))
+        return false;
+    s->m = m;
+    s->paged = false;
+    return true;
+}
+
+static queue_item item_of(qslot s)
+{
+    return (queue_item){.m = s.m,
+                        .seq = s.seq,
+                        .delivery_count = s.delivery_count,
+                        .maybe_delivered = s.maybe_delivered,
+                        .enqueued_at = s.enqueued_at,
+                        .expires_at = s.expires_at};
+}
+
 /* The ring the next delivery comes from: the head's, except in a quorum
  * queue whose high level has had its run while normal messages wait. */
 static ring *next_ring(queue *q, bool deliver)
@@ -447,13 +578,7 @@ static bool pop_next(queue *q, queue_item *out, bool deliver)
             pop_slot(q, r, 0);
             continue;
         }
-        qslot s = pop_slot(q, r, 0);
-        *out = (queue_item){.m = s.m,
-                            .seq = s.seq,
-                            .delivery_count = s.delivery_count,
-                            .maybe_delivered = s.maybe_delivered,
-                            .enqueued_at = s.enqueued_at,
-                            .expires_at = s.expires_at};
+        *out = item_of(pop_slot(q, r, 0));
         return true;
     }
     return false;
@@ -475,9 +600,7 @@ static void drop_all(queue *q)
 static queue_item pop_newest(queue *q, msg *m)
 {
     ring *r = &q->levels[level_of(q, m)];
-    qslot s = pop_slot(q, r, r->count - 1);
-    return (queue_item){.m = s.m, .seq = s.seq, .enqueued_at = s.enqueued_at,
-                        .expires_at = s.expires_at};
+    return item_of(pop_slot(q, r, r->count - 1));
 }
 
 /* ---- expiry ------------------------------------------------------------- */
@@ -496,23 +619,154 @@ static uint64_t expiry_of(const queue *q, uint64_t enqueued_at, uint64_t expires
     return expires_at;
 }
 
-/* Drops expired items at the head, then arms the timer for the next one. */
-static void expire_head(queue *q)
+static uint64_t slot_expiry(const queue *q, const qslot *s)
 {
-    uint64_t now = now_ms(q), at;
-    qslot *h;
-    queue_item it;
-    while ((h = head_slot(q)) && (at = expiry_of(q, h->enqueued_at, h->expires_at)) && at <= now)
-        if (pop_front(q, &it))
-            queue_dead_letter(q, it, "expired");
-    if (!(h = head_slot(q)) || !(at = expiry_of(q, h->enqueued_at, h->expires_at)) || q->deleted)
+    return expiry_of(q, s->enqueued_at, s->expires_at);
+}
+
+static bool item_expired(queue *q, const queue_item *it)
+{
+    uint64_t at = expiry_of(q, it->enqueued_at, it->expires_at);
+    return at && at <= now_ms(q);
+}
+
+/* Only a slot whose own expiration comes before the TTL's can expire
+ * behind a live head, so only such slots go in the heap. */
+static bool expires_early(const queue *q, const qslot *s)
+{
+    return s->expires_at && (q->limits.message_ttl < 0 ||
+                             s->expires_at < s->enqueued_at + (uint64_t)q->limits.message_ttl);
+}
+
+/* Arms the timer for `at` (0: nothing) unless it fires sooner already. */
+static void arm(queue *q, uint64_t at)
+{
+    if (!at || q->deleted || (q->ttl_armed_at && q->ttl_armed_at <= at))
         return;
-    if (!q->ttl_timer)
-        q->ttl_timer = evtimer_new(server_base(vhost_server(q->v)), ttl_fired, q);
-    uint64_t wait = at - now;
+    if (!q->ttl_timer &&
+        !(q->ttl_timer = evtimer_new(server_base(vhost_server(q->v)), ttl_fired, q)))
+        return;
+    uint64_t now = now_ms(q), wait = at > now ? at - now : 0;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
-    if (q->ttl_timer)
-        evtimer_add(q->ttl_timer, &tv);
+    if (evtimer_add(q->ttl_timer, &tv) == 0)
+        q->ttl_armed_at = at;
+}
+
+/* Arms the timer for the earliest head or heap entry. */
+static void rearm(queue *q)
+{
+    uint64_t next = 0;
+    for (uint32_t i = 0; i < q->nlevels; i++) {
+        ring *r = &q->levels[i];
+        uint64_t at = r->count ? slot_expiry(q, ring_at(r, 0)) : 0;
+        if (at && (!next || at < next))
+            next = at;
+    }
+    const expiry_entry *top = expiry_heap_top(&q->due);
+    if (top && (!next || top->at < next))
+        next = top->at;
+    arm(q, next);
+}
+
+/* A heap entry whose slot has been taken from the head is stale: rings
+ * are sorted by seq, so it is before the head's. */
+static bool still_queued(void *ctx, const expiry_entry *e)
+{
+    ring *r = &((queue *)ctx)->levels[e->level];
+    return r->count && !seq_before(e->seq, ring_at(r, 0)->seq);
+}
+
+/* Tells the heap and the timer of slot `s`, just queued in `level`. */
+static void track_expiry(queue *q, uint8_t level, const qslot *s)
+{
+    uint64_t at = slot_expiry(q, s);
+    if (!at)
+        return;
+    if (expires_early(q, s)) {
+        if (q->count == 1) {
+            expiry_heap_clear(&q->due); /* every entry left is stale */
+        } else if (q->due.n > 2 * q->count + 1024 && q->due.n > 2 * q->due_kept) {
+            expiry_heap_filter(&q->due, still_queued, q);
+            q->due_kept = q->due.n; /* at most once per doubling: O(1) a push */
+        }
+        if (!expiry_heap_push(&q->due, (expiry_entry){s->expires_at, s->seq, level}))
+            log_msg(LOG_WARNING, "queue '%s': out of memory; a message expires only when it "
+                    "reaches the head", q->link.name);
+    }
+    arm(q, at);
+}
+
+/* The heap again from every slot: after the TTL grew or went, other slots
+ * expire before it. */
+static void rebuild_heap(queue *q)
+{
+    expiry_heap_clear(&q->due);
+    for (uint32_t l = 0; l < q->nlevels; l++)
+        for (uint32_t i = 0; i < q->levels[l].count; i++) {
+            qslot *s = ring_at(&q->levels[l], i);
+            if (!is_dead(s) && expires_early(q, s))
+                expiry_heap_push(&q->due, (expiry_entry){s->expires_at, s->seq, l});
+        }
+}
+
+/* Expires slot i of `r`: dead-lettered with reason expired, or dropped. A
+ * paged-out message is read back only to be dead-lettered. */
+static void expire_slot(queue *q, ring *r, uint32_t i)
+{
+    qslot *at = ring_at(r, i);
+    if (at->paged && q->limits.has_dlx && !(i == 0 ? page_in_head(q, r) : page_in_one(q, at))) {
+        take_slot(q, r, i); /* unreadable: persist_page_in settled it */
+        return;
+    }
+    qslot s = take_slot(q, r, i);
+    if (s.paged)
+        persist_settle_paged(q, s.id, s.loc, JOURNAL_DROP);
+    else
+        queue_dead_letter(q, item_of(s), "expired");
+}
+
+/* Expires what is due at `now` -- the heads, then the heap -- within one
+ * slice; false when some is left for the next. */
+static bool expire_due(queue *q, uint64_t now)
+{
+    expiry_slice sl;
+    expiry_slice_begin(&sl);
+    for (uint32_t l = 0; l < q->nlevels; l++) {
+        ring *r = &q->levels[l];
+        uint64_t at;
+        while (r->count && (at = slot_expiry(q, ring_at(r, 0))) && at <= now) {
+            if (!expiry_slice_more(&sl))
+                return false;
+            expire_slot(q, r, 0);
+            sl.done++;
+        }
+    }
+    const expiry_entry *top;
+    while ((top = expiry_heap_top(&q->due)) && top->at <= now) {
+        if (!expiry_slice_more(&sl))
+            return false;
+        expiry_entry e = *top;
+        expiry_heap_pop(&q->due);
+        sl.done++; /* stale ones count too: they cost a search */
+        ring *r = &q->levels[e.level];
+        uint32_t i = ring_find(r, e.seq);
+        uint64_t at = i < r->count ? slot_expiry(q, ring_at(r, i)) : 0;
+        if (at && at <= now)
+            expire_slot(q, r, i);
+    }
+    return true;
+}
+
+/* One slice now, the rest on the next loop turn; true when none is left. */
+static bool expire_now(queue *q)
+{
+    uint64_t now = now_ms(q);
+    bool done = expire_due(q, now);
+    if (done)
+        rearm(q);
+    else
+        arm(q, now);
+    return done;
 }
 
 static void ttl_fired(evutil_socket_t fd, short what, void *arg)
@@ -520,9 +774,10 @@ static void ttl_fired(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     queue *q = arg;
     server_touch_clock(vhost_server(q->v));
-    expire_head(q);
+    q->ttl_armed_at = 0;
+    if (expire_now(q) && q->nconsumers && q->count)
+        queue_dispatch(q); /* a delivery may have stopped at expired heads */
 }
-
 
 static void idle_fired(evutil_socket_t fd, short what, void *arg)
 {
@@ -622,7 +877,7 @@ static amqp_bytes blob_bytes(uint8_t **at, amqp_bytes b)
 static bool over_limit(const queue *q);
 
 /* As rabbit_amqqueue_process:process_args_policy after a change. */
-static void apply_limits(queue *q, uint8_t old_overflow)
+static void apply_limits(queue *q, uint8_t old_overflow, int64_t old_ttl)
 {
     if (q->limits.expires >= 0)
         queue_touch(q);
@@ -634,7 +889,10 @@ static void apply_limits(queue *q, uint8_t old_overflow)
     if (old_overflow == QUEUE_DROP_HEAD || q->limits.overflow == QUEUE_DROP_HEAD)
         while (over_limit(q) && pop_front(q, &it))
             queue_dead_letter(q, it, "maxlen");
-    expire_head(q);
+    int64_t ttl = q->limits.message_ttl;
+    if (old_ttl >= 0 && (ttl < 0 || ttl > old_ttl))
+        rebuild_heap(q);
+    expire_now(q);
 }
 
 bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
@@ -657,6 +915,7 @@ bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
     limits.max_priority = q->limits.max_priority;
     limits.single_active = q->limits.single_active;
     uint8_t old_overflow = q->limits.overflow;
+    int64_t old_ttl = q->limits.message_ttl;
     if (limits.consumer_timeout != q->limits.consumer_timeout)
         for (consumer *c = q->consumers; c; c = c->q_next == q->consumers ? NULL : c->q_next)
             chan_timeouts_changed(c->ch);
@@ -666,7 +925,7 @@ bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
     q->eff_args = next_eff;
     q->limits = limits;
     if (!q->deleted)
-        apply_limits(q, old_overflow);
+        apply_limits(q, old_overflow, old_ttl);
     return true;
 }
 
@@ -708,14 +967,21 @@ void queue_dispatch(queue *q)
     if (q->dispatching || q->deleted)
         return;
     q->dispatching = true;
-    expire_head(q);
     queue_item it;
+    uint32_t expired = 0;
     while (q->count) {
         consumer *c = pick(q);
         if (!c || !pop_next(q, &it, true))
             break;
+        if (item_expired(q, &it)) { /* the timer is a turn late */
+            queue_dead_letter(q, it, "expired");
+            if (++expired == EXPIRY_SLICE_MAX) {
+                arm(q, now_ms(q)); /* the rest next turn; the timer dispatches again */
+                break;
+            }
+            continue;
+        }
         deliver_to(q, c, it);
-        expire_head(q);
     }
     q->dispatching = false;
 }
@@ -755,7 +1021,9 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
         queue_dead_letter(q, e, "expired");
         return true;
     }
-    if (!push_back(q, slot_of(e), level_of(q, m))) {
+    qslot slot = slot_of(e);
+    uint8_t level = level_of(q, m);
+    if (!push_back(q, slot, level)) {
         log_msg(LOG_ERROR, "queue '%s': out of memory, message refused", q->link.name);
         msg_unref(m);
         return false;
@@ -777,8 +1045,8 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
         return false;
     }
     page_tail(q, m);
-    if (q->count == 1)
-        expire_head(q);
+    if (at)
+        track_expiry(q, level, &slot);
     return true;
 }
 
@@ -877,18 +1145,25 @@ void queue_requeue(queue *q, queue_item e, queue_return why)
 bool queue_get(queue *q, queue_item *out)
 {
     queue_touch(q);
-    expire_head(q);
-    if (!pop_next(q, out, true))
-        return false;
-    expire_head(q);
-    return true;
+    for (uint32_t expired = 0; pop_next(q, out, true);) {
+        if (!item_expired(q, out))
+            return true;
+        queue_dead_letter(q, *out, "expired"); /* the timer is a turn late */
+        if (++expired == EXPIRY_SLICE_MAX) {
+            arm(q, now_ms(q));
+            break;
+        }
+    }
+    return false;
 }
 
-/* Recovery appends in journal order; limits and TTLs apply from now. A
- * deadline still ahead (wall clock) holds the message back that long, one
- * already past makes it ready at once. */
+/* Recovery appends in journal order; limits and TTLs (the queue's and the
+ * message's own expiration) apply from now. A deadline still ahead (wall
+ * clock) holds the message back that long, one already past makes it ready
+ * at once. */
 void queue_restore(queue *q, const queue_paged *p)
 {
+    uint64_t now = now_ms(q);
     qslot s = {.id = p->id,
                .paged = true,
                .loc = p->loc,
@@ -896,13 +1171,16 @@ void queue_restore(queue *q, const queue_paged *p)
                .seq = q->next_seq++,
                .delivery_count = p->delivery_count & 0x3fffffff,
                .maybe_delivered = p->maybe_delivered,
-               .enqueued_at = now_ms(q)};
+               .enqueued_at = now,
+               .expires_at = p->expiration_ms >= 0 ? now + (uint64_t)p->expiration_ms : 0};
+    uint8_t level = level_for(q, p->priority);
     uint64_t wall = p->delayed_until ? delayed_wall_ms() : 0;
-    if (p->delayed_until > wall &&
-        hold_delayed(q, s, level_for(q, p->priority), s.enqueued_at + (p->delayed_until - wall)))
+    if (p->delayed_until > wall && hold_delayed(q, s, level, now + (p->delayed_until - wall)))
         return;
-    if (!push_back(q, s, level_for(q, p->priority)))
+    if (!push_back(q, s, level))
         log_msg(LOG_ERROR, "queue '%s': out of memory restoring a message", q->link.name);
+    else
+        track_expiry(q, level, &s);
 }
 
 /* Delayed messages go too (as LavinMQ purges its retry queue): they wait
@@ -926,7 +1204,8 @@ static void journal_purge(queue *q)
     }
     for (uint32_t l = 0; l < q->nlevels; l++)
         for (uint32_t i = 0; i < q->levels[l].count; i++)
-            settle_dropped(q, ring_at(&q->levels[l], i));
+            if (!is_dead(ring_at(&q->levels[l], i)))
+                settle_dropped(q, ring_at(&q->levels[l], i));
     for (uint32_t i = 0; i < q->delayed.n; i++)
         settle_dropped(q, &q->delayed.v[i].s);
 }
@@ -938,6 +1217,7 @@ uint32_t queue_purge(queue *q)
         journal_purge(q);
     drop_all(q);
     drop_delayed(q);
+    expiry_heap_clear(&q->due);
     return n;
 }
 
@@ -1017,6 +1297,7 @@ void queue_delete(queue *q)
         event_del(q->dl_timer);
     if (q->ttl_timer)
         event_del(q->ttl_timer);
+    q->ttl_armed_at = 0;
     if (q->idle_timer)
         event_del(q->idle_timer);
     queue_release(q);
@@ -1026,15 +1307,16 @@ void queue_delete(queue *q)
 
 stats *queue_stats(queue *q) { return &q->stats; }
 
-/* `memory` is what the queue itself holds: its struct, arguments and ring
- * slots. Message bodies are shared between queues and counted once, in
- * msg_total_memory. */
+/* `memory` is what the queue itself holds: its struct, arguments, ring
+ * slots and expiry heap. Message bodies are shared between queues and
+ * counted once, in msg_total_memory. */
 void queue_describe(queue *q, queue_info *out)
 {
     size_t memory = sizeof *q + q->args_len + q->nlevels * sizeof *q->levels;
     for (uint32_t i = 0; i < q->nlevels; i++)
         memory += q->levels[i].cap * sizeof(qslot);
     memory += q->delayed.cap * sizeof(delayed_entry);
+    memory += q->due.cap * sizeof(expiry_entry);
     *out = (queue_info){.ready = q->count,
                         .unacked = q->unacked,
                         .consumers = q->nconsumers,

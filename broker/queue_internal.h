@@ -1,5 +1,6 @@
 /* Private to broker/: the part of a queue the vhost's name index uses, and
- * the ring slot and the delayed set that queue.c and delayed.c share. */
+ * the ring slot, the delayed set (delayed.c) and the expiry bookkeeping
+ * (expiry.c) that queue.c shares with them. */
 #ifndef WARREN_QUEUE_INTERNAL_H
 #define WARREN_QUEUE_INTERNAL_H
 
@@ -59,5 +60,48 @@ delayed_entry delayed_pop(delayed_set *d);
 void delayed_free(delayed_set *d);
 /* Wall clock, ms since the epoch: what the journal keeps a deadline in. */
 uint64_t delayed_wall_ms(void);
+
+/* ---- expiry (expiry.c) ---------------------------------------------------
+ * A min-heap of the ring slots whose own expiration comes before the
+ * queue's TTL would expire them, so they can be found deep in a backlog.
+ * An entry names the slot by (level, seq); it goes stale when the slot
+ * leaves the ring another way, and is then skipped when it comes up. */
+typedef struct expiry_entry {
+    uint64_t at;    /* when the slot expires (server_now_ms clock) */
+    uint32_t seq;   /* the slot's sequence number in its ring */
+    uint32_t level; /* its priority ring */
+} expiry_entry;
+
+typedef struct expiry_heap {
+    expiry_entry *e;
+    uint32_t n, cap;
+} expiry_heap;
+
+/* Adds `e`; false (nothing changed) when out of memory. */
+bool expiry_heap_push(expiry_heap *h, expiry_entry e);
+/* The earliest entry (ties: the lowest seq first), NULL when empty. The
+ * pointer lives until the next change. */
+const expiry_entry *expiry_heap_top(const expiry_heap *h);
+/* Removes the earliest entry; the heap must not be empty. */
+void expiry_heap_pop(expiry_heap *h);
+/* Keeps only the entries `keep` returns true for, in O(n). */
+void expiry_heap_filter(expiry_heap *h, bool (*keep)(void *ctx, const expiry_entry *e),
+                        void *ctx);
+/* Empties the heap, keeping its memory; expiry_heap_free releases it. */
+void expiry_heap_clear(expiry_heap *h);
+void expiry_heap_free(expiry_heap *h);
+
+/* One slice of expiry work: at most EXPIRY_SLICE_MAX messages or about
+ * EXPIRY_SLICE_US of time, so expiring a million messages never holds the
+ * loop; the rest continues on the next loop turn. */
+enum { EXPIRY_SLICE_MAX = 1024, EXPIRY_SLICE_US = 1000 };
+typedef struct expiry_slice {
+    uint64_t started_us;
+    uint32_t done; /* messages expired so far; the caller counts them */
+} expiry_slice;
+
+void expiry_slice_begin(expiry_slice *s);
+/* Whether the slice may take another message (the clock is read every 64). */
+bool expiry_slice_more(const expiry_slice *s);
 
 #endif

@@ -44,10 +44,11 @@ AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
 
 class Warren:
-    """A Warren on ephemeral ports in a temp dir (management on or off)."""
+    """A Warren on ephemeral ports in a temp dir, or data_dir to start again
+    on one (management on or off)."""
 
-    def __init__(self, binary=WARREN_BIN, management=True):
-        self.dir = tempfile.mkdtemp(prefix="warren-mgmt-bench-")
+    def __init__(self, binary=WARREN_BIN, management=True, data_dir=None):
+        self.dir = data_dir or tempfile.mkdtemp(prefix="warren-mgmt-bench-")
         argv = [binary, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + self.dir]
         if management:
             argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
@@ -69,13 +70,15 @@ class Warren:
         if not self.amqp:
             raise RuntimeError("warren did not start: " + text)
 
-    def stop(self):
+    def stop(self, keep=False):
+        """SIGTERM; the data dir is removed unless `keep`."""
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def http_get(port, path, vhost_path=None):

@@ -53,6 +53,7 @@
 #define FRAME_MAX 131072
 #define MAX_WORKERS 512
 #define MAX_TOPIC_KEYS 1024
+#define MAX_QUEUE_ARGS 8
 
 typedef struct perf_options {
     const char *uri;
@@ -81,6 +82,8 @@ typedef struct perf_options {
     double await_messages;  /* < 0: not that mode */
     int delete_queues;
     int selftest, check, quiet;
+    amqp_table_entry_t queue_args[MAX_QUEUE_ARGS]; /* --queue-arg, for queue.declare */
+    int n_queue_args;
 } perf_options;
 
 /* A librabbitmq connection with channel 1 open; fd is valid once raw. */
@@ -492,10 +495,11 @@ static int topology_declare(topology *t, perf_conn *ctl, const perf_options *o,
                             unsigned n_bindings)
 {
     int passive = t->keep && o->producers == 0;
+    amqp_table_t args = {o->n_queue_args, (amqp_table_entry_t *)o->queue_args};
     for (unsigned i = 0; i < t->n_queues; i++) {
         amqp_queue_declare_ok_t *ok = amqp_queue_declare(
             ctl->amqp, 1, amqp_cstring_bytes(t->queue[i]), passive, o->persistent, 0, !t->keep,
-            amqp_empty_table);
+            passive ? amqp_empty_table : args);
         if (check_rpc(ctl, "queue.declare") != 0)
             return -1;
         t->messages += ok ? ok->message_count : 0;
@@ -1460,6 +1464,9 @@ static void usage(FILE *out)
         "  --queue NAME            fixed queue names instead: NAME, or NAME.0 .. NAME.N-1\n"
         "                          with --queues N; not auto-delete, kept at the end\n"
         "                          (durable with --persistent)\n"
+        "  --queue-arg KEY=VALUE   an argument of the queues declared (up to 8; a\n"
+        "                          VALUE of digits is a long, else a string), e.g.\n"
+        "                          x-queue-type=quorum (with --queue and --persistent)\n"
         "  --size BYTES            body size; >= 8 carries the send timestamp (16)\n"
         "  --exchange-type T       direct | fanout | topic (direct)\n"
         "  --bindings N            topic: N bindings using * and # patterns, each\n"
@@ -1527,7 +1534,7 @@ enum {
     OPT_BINDINGS, OPT_PERSISTENT, OPT_CONFIRM, OPT_PREFETCH, OPT_ACK, OPT_ACK_EVERY,
     OPT_BATCH, OPT_RATE, OPT_INFLIGHT, OPT_DURATION, OPT_WARMUP, OPT_FANOUT, OPT_IDLE,
     OPT_DECLARE, OPT_BIND_WINDOW, OPT_BROKER_PID, OPT_COUNT, OPT_DRAIN, OPT_QUEUE, OPT_AWAIT,
-    OPT_DELETE_QUEUES, OPT_SELFTEST, OPT_CHECK, OPT_QUIET, OPT_HELP,
+    OPT_DELETE_QUEUES, OPT_SELFTEST, OPT_CHECK, OPT_QUIET, OPT_QUEUE_ARG, OPT_HELP,
 };
 
 static const struct option long_options[] = {
@@ -1545,7 +1552,8 @@ static const struct option long_options[] = {
     {"count", 1, 0, OPT_COUNT}, {"drain", 0, 0, OPT_DRAIN}, {"queue", 1, 0, OPT_QUEUE},
     {"await-messages", 1, 0, OPT_AWAIT}, {"delete-queues", 0, 0, OPT_DELETE_QUEUES},
     {"selftest", 0, 0, OPT_SELFTEST}, {"check", 0, 0, OPT_CHECK},
-    {"quiet", 0, 0, OPT_QUIET}, {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
+    {"quiet", 0, 0, OPT_QUIET}, {"queue-arg", 1, 0, OPT_QUEUE_ARG},
+    {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
 };
 
 /* Applies one numeric option; returns 0 or -1. */
@@ -1643,6 +1651,32 @@ static int options_settle(perf_options *o)
     return 0;
 }
 
+/* --queue-arg KEY=VALUE: the entry points into argv. Returns 0 or -1. */
+static int add_queue_arg(perf_options *o, char *arg)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || o->n_queue_args == MAX_QUEUE_ARGS) {
+        fprintf(stderr, "warren-perf: --queue-arg wants KEY=VALUE, at most %d of them\n",
+                MAX_QUEUE_ARGS);
+        return -1;
+    }
+    *eq = '\0';
+    const char *v = eq + 1;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    amqp_table_entry_t *e = &o->queue_args[o->n_queue_args++];
+    e->key = amqp_cstring_bytes(arg);
+    if (*v && !*end && !errno) {
+        e->value.kind = AMQP_FIELD_KIND_I64;
+        e->value.value.i64 = n;
+    } else {
+        e->value.kind = AMQP_FIELD_KIND_UTF8;
+        e->value.value.bytes = amqp_cstring_bytes(v);
+    }
+    return 0;
+}
+
 static int options_parse(perf_options *o, int argc, char **argv)
 {
     *o = (perf_options){.uri = "amqp://guest:guest@127.0.0.1:5672", .producers = 1,
@@ -1661,6 +1695,10 @@ static int options_parse(perf_options *o, int argc, char **argv)
         case OPT_SELFTEST: o->selftest = 1; break;
         case OPT_CHECK: o->check = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
+        case OPT_QUEUE_ARG:
+            if (add_queue_arg(o, optarg) != 0)
+                return -1;
+            break;
         case OPT_ACK:
             if (strcmp(optarg, "auto") && strcmp(optarg, "manual")) {
                 fprintf(stderr, "warren-perf: --ack is auto or manual\n");
