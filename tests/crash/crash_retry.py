@@ -133,15 +133,15 @@ class RetryPart:
                 n = int(body)
                 count = (props.headers or {}).get("x-delivery-count", 0)
                 s = Settle(count >= fails(n), time.time())
+                # recorded before it is sent: pika may raise after writing it
+                # (the kill seen while flushing), so the broker may have it
                 with self.lock:
-                    self.events.setdefault(n, []).append(
-                        Delivery(phase, s.t, count, method.redelivered))
+                    self.events.setdefault(n, []).extend(
+                        [Delivery(phase, s.t, count, method.redelivered), s])
                 if s.ack:
                     ch.basic_ack(method.delivery_tag)
                 else:
                     ch.basic_reject(method.delivery_tag, requeue=True)
-                with self.lock:  # only once sent: one that was not is no settle
-                    self.events[n].append(s)
                 ch.basic_publish("", FENCE, b"", PERSISTENT)
                 s.fenced = True
         except Exception:
@@ -307,11 +307,10 @@ class RedrivePart:
                     break
                 if method is not None:
                     n = int(body)
-                    with self.lock:
+                    with self.lock:  # acked before it is sent, as in RetryPart
                         self.delivered.add(n)
-                    ch.basic_ack(method.delivery_tag)
-                    with self.lock:
                         self.acked.add(n)
+                    ch.basic_ack(method.delivery_tag)
                     unfenced.append(n)
                 if len(unfenced) >= 20 or (method is None and unfenced):
                     ch.basic_publish("", FENCE, b"", PERSISTENT)
