@@ -475,6 +475,10 @@ journal_seq journal_append_message(journal *j, uint64_t msg_id, amqp_bytes excha
 journal_seq journal_append_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id,
                                    journal_loc loc)
 {
+    /* the broker keeps a message's first location; compaction may have
+     * copied it since, and the enqueue must name the copy: replay drops an
+     * enqueue whose segment is gone, and the index must pin the copy's */
+    loc = journal_moved_loc(j, msg_id, loc);
     journal_loc at;
     uint8_t *rec = reserve(j, REC_ENQUEUE, REC_HEADER_SIZE + ENQ_PAYLOAD, &at);
     uint8_t *p = rec + REC_HEADER_SIZE;

@@ -82,8 +82,9 @@ journal_seq journal_append_message(journal *j, uint64_t msg_id, amqp_bytes excha
                                    journal_loc *loc);
 /* The message `loc` (id msg_id) is now in durable queue `queue_id`. Append
  * it in the same loop callback as the message, or while another queue still
- * holds the message (dead-lettering): a message no queue holds may be
- * collected at the next journal_tick. */
+ * holds the message (dead-lettering, a redrive): a message no queue holds may
+ * be collected at the next journal_tick. `loc` may be where the message was
+ * first written: the record names where compaction copied it since. */
 journal_seq journal_append_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id,
                                    journal_loc loc);
 /* It left the queue. For a dead-letter, `reason` and `target` (exchange)

@@ -21,10 +21,13 @@
 #   SCENARIOS=backlog,restart       (either or both) run the durability issue's
 #                                   long benchmarks instead: durability.sh, which
 #                                   takes N=2000000 (N=200000 for a quick run)
+#   SCENARIOS=poison                a poison message's cost with and without
+#                                   delayed retry instead: poison.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 case ${SCENARIOS:-} in *backlog*|*restart*) exec tests/bench/durability.sh ;; esac
 case ${SCENARIOS:-} in *permissions*) exec tests/bench/permissions.sh ;; esac
+case ${SCENARIOS:-} in *poison*) exec tests/bench/poison.sh ;; esac
 
 PERF=${PERF:-build/release/warren-perf}
 WARREN_BIN=${WARREN_BIN:-build/release/warren}

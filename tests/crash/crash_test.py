@@ -36,6 +36,19 @@ journaled returns) is never below the highest seen before the kill minus
 the deliveries made since the last journal sync (the summary counts how
 many came back with a lower count than seen).
 
+Delayed retries and a redrive run in each trial too (crash_retry.py says
+what they check): crash.retry (x-delayed-retry-type failed, 200 ms to 1 s,
+x-delivery-limit 4) fails messages a few times before acking them, or past
+the limit into crash.retry.dlq; after the restart its consumer finishes the
+work, and every message was acked or dead-lettered with reason
+delivery_limit, exactly once, its x-delivery-count never going back and no
+delivery coming before its deadline (kept across the kill). 2,000 messages
+dead-lettered from crash.redrive are moved back by POST
+/api/queues/%2F/crash.redrive.dlq/move while a consumer acks them, and the
+kill comes mostly midway: each is in exactly one of the two queues or was
+acked. Fences (a confirmed persistent publish after a settle on the same
+channel) tell which settles the journal must have kept.
+
 Usage: crash_test.py [TRIALS]   (default 20; CRASH_TRIALS=500 for the long
 mode). Prints TAP lines, one per trial, then "N trials, M lost".
 Environment: WARREN_BIN (default build/release/warren).
@@ -54,6 +67,8 @@ from pathlib import Path
 
 import pika
 
+from crash_retry import FENCE, FENCE_ARGS, RedrivePart, RetryPart
+
 REPO = Path(__file__).resolve().parents[2]
 WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "warren")
 QUEUES = ["crash.q1", "crash.q2"]  # consumed
@@ -69,22 +84,29 @@ QUORUM = {"x-queue-type": "quorum"}
 def origin_of(n):
     return POISON if n >= POISON_BASE else TARGETS[n % len(TARGETS)]
 LISTEN_RE = re.compile(r"AMQP listening on 127\.0\.0\.1:(\d+)")
+MGMT_RE = re.compile(r"management listening on 127\.0\.0\.1:(\d+)")
 
 
 def start(data_dir, settings=()):
-    argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + data_dir]
+    """Warren on ephemeral AMQP and management ports: (proc, port,
+    management port, log lines up to the management line)."""
+    argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + data_dir,
+            "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
+            "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]
     for s in settings:
         argv += ["--set", s]
     proc = subprocess.Popen(argv,
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
-    log = []
+    log, port = [], None
     for line in proc.stderr:
         log.append(line)
         m = LISTEN_RE.search(line)
-        if m:
+        port = int(m.group(1)) if m else port
+        m = MGMT_RE.search(line)
+        if m and port:
             threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return proc, int(m.group(1)), log
+            return proc, port, int(m.group(1)), log
         if time.monotonic() > deadline:
             break
     proc.kill()
@@ -113,6 +135,8 @@ class Trial:
         self.torn_group = False  # the restart dropped a torn atomic group
         self.poison_seen = {}    # n -> highest x-delivery-count delivered before the kill
         self.count_lower = 0     # poison messages back with a lower count than seen
+        self.retry = RetryPart(self.lock)
+        self.redrive = RedrivePart(self.lock, self.rng)
 
     def publisher(self, port, pid):
         try:
@@ -215,9 +239,16 @@ class Trial:
             shutil.rmtree(data_dir, ignore_errors=True)
 
     def _run(self, data_dir):
-        proc, port, _ = start(data_dir, self.settings)
+        proc, port, http_port, _ = start(data_dir, self.settings)
         c = connect(port)
         ch = c.channel()
+        ch.queue_declare(FENCE, durable=True, arguments=FENCE_ARGS)
+        self.retry.setup(ch)
+        # retries start first: by the kill some have failed past the limit
+        threads = self.retry.threads(port, self.stop, connect)
+        for t in threads:
+            t.start()
+        self.redrive.setup(ch, http_port)
         ch.queue_declare(DLQ, durable=True)
         for q in QUEUES:
             ch.queue_declare(q, durable=True, arguments=DLX)
@@ -228,25 +259,34 @@ class Trial:
             "x-dead-letter-exchange": "", "x-dead-letter-routing-key": POISON_DLQ,
             "x-delivery-limit": POISON_LIMIT}))
         c.close()
-        threads = [threading.Thread(target=self.publisher, args=(port, i), daemon=True)
-                   for i in range(PUBLISHERS)]
-        threads += [threading.Thread(target=self.consumer, args=(port, QUEUES[i % len(QUEUES)]),
-                                     daemon=True) for i in range(CONSUMERS)]
-        threads += [threading.Thread(target=f, args=(port,), daemon=True)
-                    for f in (self.poison_publisher, self.poison_consumer)]
-        for t in threads:
+        later = [threading.Thread(target=self.publisher, args=(port, i), daemon=True)
+                 for i in range(PUBLISHERS)]
+        later += [threading.Thread(target=self.consumer, args=(port, QUEUES[i % len(QUEUES)]),
+                                   daemon=True) for i in range(CONSUMERS)]
+        later += [threading.Thread(target=f, args=(port,), daemon=True)
+                  for f in (self.poison_publisher, self.poison_consumer)]
+        kill_in = self.rng.uniform(0.3, 1.5)
+        later += self.redrive.threads(port, self.stop, connect, kill_in)
+        for t in later:
             t.start()
-        time.sleep(self.rng.uniform(0.3, 1.5))
+        threads += later
+        time.sleep(kill_in)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         self.stop.set()
         for t in threads:
             t.join(10)
-        proc, port, log = start(data_dir, self.settings)
+        proc, port, http_port, log = start(data_dir, self.settings)
         self.reused = any("records end at offset" in line for line in log)
         self.torn_group = any("atomic group" in line and "torn" in line for line in log)
         try:
-            return self.check(port)
+            late = self.retry.finish(port, http_port, connect)
+            lost, confirmed, dead, problems = self.check(port)
+            c = connect(port)
+            ch = c.channel()
+            problems += late + self.retry.check(ch) + self.redrive.check(ch)
+            c.close()
+            return lost + self.retry.lost + self.redrive.lost, confirmed, dead, problems
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(15)
@@ -311,6 +351,7 @@ class Trial:
 def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("CRASH_TRIALS", 20))
     total_lost = total_dead = failed = reused = torn_groups = lower = 0
+    retried = held = unsynced = midway = 0
     for i in range(trials):
         try:
             small = i % 2 == 1
@@ -320,6 +361,10 @@ def main():
             reused += trial.reused
             torn_groups += trial.torn_group
             lower += trial.count_lower
+            retried += trial.retry.acked + trial.retry.dead
+            held += trial.retry.deadlines_held
+            unsynced += trial.retry.counts_unsynced
+            midway += trial.redrive.midway
         except Exception as e:  # a trial that cannot run is a failure
             lost, confirmed, dead, problems = 0, 0, 0, ["error: %r" % (e,)]
         total_lost += lost
@@ -336,6 +381,11 @@ def main():
     print("# %d restarts dropped a torn atomic group (a dead-letter cut by the kill)" % torn_groups)
     print("# %d poison messages came back with a lower x-delivery-count than last seen "
           "(deliveries after the last journal sync)" % lower)
+    print("# %d retried messages acked or dead-lettered (delivery_limit); %d deliveries after a "
+          "restart held until a deadline set before the kill; %d came back with the count of "
+          "before their last delivery (its record not yet synced)" % (retried, held, unsynced))
+    print("# %d of %d kills caught the redrive midway (messages in the DLQ and moved)"
+          % (midway, trials))
     print("%d trials, %d lost" % (trials, total_lost))
     return 1 if failed else 0
 

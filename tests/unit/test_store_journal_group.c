@@ -458,7 +458,9 @@ static void test_groups_across_checkpoints_and_rotation(void **state)
 }
 
 /* Segments holding groups become sparse and are compacted: the moved
- * entries keep their counts and delays; replay agrees with the model. */
+ * entries keep their counts and delays; replay agrees with the model. Then
+ * a redrive moves two compacted messages from Q1 into Q4 with the locations the
+ * broker still holds (those of the deleted segment): replay finds them. */
 static void test_groups_in_compacted_segments(void **state)
 {
     jfx *f = fx_new(16384, JOURNAL_SYNC_BATCH);
@@ -496,6 +498,17 @@ static void test_groups_in_compacted_segments(void **state)
         fx_spin(f, 2);
     }
     assert_false(fx_exists(seg1));
+    size_t before = n;
+    static const uint64_t moved[] = {1, 26};
+    for (size_t i = 0; i < 2; i++) {
+        ops[n++] = (op){'B', 0, 0, 0};
+        ops[n++] = (op){'S', Q1, moved[i], 0};
+        ops[n++] = (op){'E', Q4, moved[i], 0};
+        ops[n++] = (op){'G', 0, 0, 0};
+    }
+    fx_wait_synced(f, run_ops(f->j, ops + before, n - before, locs));
+    free(want.v);
+    want = model_apply(&empty, ops, n);
     fx_close(f);
     for (int pass = 0; pass < 2; pass++) {
         journal_replay_stats rs;
@@ -503,12 +516,17 @@ static void test_groups_in_compacted_segments(void **state)
         fx_reopen_replay(f, pass == 1, &l, &rs);
         live_set got = live_from_log(&l);
         assert_same_live(&got, &want, pass ? "compacted, rescan" : "compacted", -1);
-        assert_int_equal(rs.incomplete_groups, 0);
+        for (size_t i = 0; i < 2; i++) {
+            const live_entry *e = live_get(&got, Q4, moved[i]);
+            assert_non_null(e);
+            check_msg(f->j, e->loc, moved[i], 40 + moved[i] % 7 * 13);
+        }
         const live_entry *e = live_get(&got, Q2, 1040);
         assert_non_null(e);
         assert_int_equal(e->until, 50040);
         assert_int_equal(e->count, 3);
         check_msg(f->j, e->loc, 1040, 40 + 1040 % 7 * 13);
+        assert_int_equal(rs.incomplete_groups, 0);
         free(got.v);
         free(l.v);
         fx_close(f);
