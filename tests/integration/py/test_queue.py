@@ -415,6 +415,10 @@ class PurgeDurability(h.DataDirTest):
         held = [ch.basic_get("purge.durable")[0] for _ in range(2)]  # m0, m1 unacked
         self.assertTrue(all(held))
         self.assertEqual(ch.queue_purge("purge.durable").method.message_count, n - 2)
+        # a confirmed persistent publish after it: the journal is in order, so
+        # what the purge journaled is on disk once this is confirmed
+        ch.queue_declare("purge.fence", durable=True)
+        ch.basic_publish("", "purge.fence", b"f", pika.BasicProperties(delivery_mode=2))
         restart()
         conn, ch = self.start()
         got = []
