@@ -1587,14 +1587,17 @@ sc('extensions.queue_ttl_zero', async (ctx) => {
 });
 
 sc('extensions.per_message_ttl_expires_at_head', async (ctx) => {
-  const { ch } = await openConfirm(ctx);
+  const { conn, ch } = await openConfirm(ctx);
   const q = ctx.q();
   await ch.assertQueue(q, { durable: false });
   await pub(ch, '', q, 'head');
   await pub(ch, '', q, 'behind', { expiration: '50' });
   await sleep(250);
-  // RabbitMQ only expires per-message TTL messages when they reach the head
-  eq((await ch.checkQueue(q)).messageCount, 2, 'depth while the expired message is behind the head');
+  // RabbitMQ's classic queues expire per-message TTL messages only when they
+  // reach the head; Warren expires them where they are (a documented
+  // difference). Either way an expired message is never delivered.
+  const warren = String(conn.connection.serverProperties.product) === 'Warren';
+  eq((await ch.checkQueue(q)).messageCount, warren ? 1 : 2, 'depth while the expired message is behind the head');
   deepEq(bodies(await getAll(ch, q)), ['head'], 'deliverable messages');
 });
 
