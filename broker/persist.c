@@ -52,14 +52,13 @@ journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n)
         if (!persistent && !msg_journaled(m))
             msg_set_journaled_transient(m);
         journal_loc loc;
-        if (!msg_journaled(m)) {
+        if (!msg_journal_loc(m, &loc) || !journal_message_at(j, msg_id(m), loc, &loc)) {
             seq = journal_append_message(j, msg_id(m), msg_exchange(m), msg_routing_key(m),
                                          msg_properties(m),
                                          (amqp_bytes){msg_body(m), (uint32_t)msg_body_size(m)},
                                          &loc);
             msg_set_journal_loc(m, loc);
         }
-        msg_journal_loc(m, &loc);
         seq = journal_append_enqueue(j, queue_store_id(q), msg_id(m), loc);
     }
     return seq;

@@ -472,13 +472,26 @@ journal_seq journal_append_message(journal *j, uint64_t msg_id, amqp_bytes excha
     return finish(j, rec, REC_MESSAGE, (uint32_t)len);
 }
 
+/* The broker keeps a message's first location; compaction may have copied
+ * it since, and an enqueue must name a copy that exists: replay drops an
+ * enqueue whose segment is gone, and the index must pin the copy's. (The
+ * copy's segment may be collected while the first stays, pinned by others.) */
+static journal_loc existing_copy(const journal *j, uint64_t msg_id, journal_loc was)
+{
+    journal_loc moved = journal_moved_loc(j, msg_id, was);
+    return moved.segment != 0 && journal_seg_find(j, moved.segment) ? moved : was;
+}
+
+bool journal_message_at(const journal *j, uint64_t msg_id, journal_loc was, journal_loc *now)
+{
+    *now = existing_copy(j, msg_id, was);
+    return now->segment != 0 && journal_seg_find(j, now->segment) != NULL;
+}
+
 journal_seq journal_append_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id,
                                    journal_loc loc)
 {
-    /* the broker keeps a message's first location; compaction may have
-     * copied it since, and the enqueue must name the copy: replay drops an
-     * enqueue whose segment is gone, and the index must pin the copy's */
-    loc = journal_moved_loc(j, msg_id, loc);
+    loc = existing_copy(j, msg_id, loc);
     journal_loc at;
     uint8_t *rec = reserve(j, REC_ENQUEUE, REC_HEADER_SIZE + ENQ_PAYLOAD, &at);
     uint8_t *p = rec + REC_HEADER_SIZE;

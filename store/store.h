@@ -87,6 +87,11 @@ journal_seq journal_append_message(journal *j, uint64_t msg_id, amqp_bytes excha
  * first written: the record names where compaction copied it since. */
 journal_seq journal_append_enqueue(journal *j, uint64_t queue_id, uint64_t msg_id,
                                    journal_loc loc);
+/* Whether the journal still holds message msg_id, first written at `was`;
+ * *now is where (compaction may have copied it). False once no queue held
+ * it and its segment was collected: to enqueue it again (a copy that lived
+ * on in a non-durable queue, moved into a durable one), append it anew. */
+bool journal_message_at(const journal *j, uint64_t msg_id, journal_loc was, journal_loc *now);
 /* It left the queue. For a dead-letter, `reason` and `target` (exchange)
  * are recorded; otherwise pass empty slices. */
 journal_seq journal_append_settle(journal *j, uint64_t queue_id, uint64_t msg_id,

@@ -442,6 +442,9 @@ static void test_gc_fully_settled_segments(void **state)
     assert_true(before >= 7);
     journal_tick(f->j);
     assert_int_equal(fx_count_segments(f), before); /* everything live */
+    journal_loc at;
+    assert_true(journal_message_at(f->j, 0, loc[0], &at));
+    assert_memory_equal(&at, &loc[0], sizeof at);
 
     for (uint64_t i = 0; i < 30; i++) /* acked in reverse order */
         s = journal_append_settle(f->j, Q1, 29 - i, loc[29 - i], JOURNAL_ACK, (amqp_bytes){0},
@@ -454,6 +457,9 @@ static void test_gc_fully_settled_segments(void **state)
     fx_wait_segments(f, 1); /* only the active one is left */
     journal_get_stats(f->j, &st);
     assert_int_equal(st.segments, 1);
+    /* collected: enqueueing message 0 again needs a new record */
+    assert_false(journal_message_at(f->j, 0, loc[0], &at));
+    assert_true(journal_message_at(f->j, 29, loc[29], &at)); /* in the active one */
 
     usleep(1100 * 1000); /* idle for over a second */
     journal_tick(f->j);

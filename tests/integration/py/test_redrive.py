@@ -4,6 +4,7 @@ or to an exchange, with a count, a rate, progress and cancellation; after a
 SIGKILL mid-move every message is in exactly one of the two queues.
 Warren-only (RabbitMQ needs a shovel), so these run against Warren alone."""
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -373,6 +374,55 @@ class RedriveCrash(unittest.TestCase):
             self.assertEqual(proc.stop(), 0)
         self.assertEqual(len(dst), 5)
         self.assertEqual(sorted(int(b) for b in src + dst), list(range(200)))
+
+    def test_move_after_journal_copy_collected(self):
+        """A persistent message in a durable and a non-durable queue, acked
+        in the durable one: its journal record pins nothing and its segment
+        is collected. Moving the other copy into a durable queue writes the
+        message again, so it is there after a restart (it was lost)."""
+        data = tempfile.mkdtemp(prefix="warren-itest-redrive-")
+        self.addCleanup(shutil.rmtree, data, True)
+        proc = h.WarrenProcess(["data_dir=%s" % data, "journal.segment_size=1048576"])
+        try:
+            ch = h.connect(proc.start()).channel()
+            ch.confirm_delivery()
+            ch.exchange_declare("rd.both", "fanout")
+            ch.queue_declare("rd.durable", durable=True)
+            ch.queue_declare("rd.transient", durable=False)
+            ch.queue_declare("rd.dst", durable=True)
+            ch.queue_declare("rd.filler", durable=True)
+            for q in ("rd.durable", "rd.transient"):
+                ch.queue_bind(q, "rd.both")
+            ch.basic_publish("rd.both", "", b"kept", persistent())
+            method, _, _ = ch.basic_get("rd.durable")
+            ch.basic_ack(method.delivery_tag)
+            first = os.path.join(data, "journal", "00000001.seg")
+            deadline = time.monotonic() + 20
+            while os.path.exists(first) and time.monotonic() < deadline:
+                for _ in range(40):  # fill and free segments: the first one is collected
+                    ch.basic_publish("", "rd.filler", b"f" * 65536, persistent())
+                while ch.basic_get("rd.filler", auto_ack=True)[0]:
+                    pass
+                time.sleep(0.05)
+            self.assertFalse(os.path.exists(first), "the first segment was not collected")
+            r = self.post(proc, "/api/queues/%2F/rd.transient/move", json.dumps({"dest-queue": "rd.dst"}))
+            self.assertEqual(r.status, 202)
+            deadline = time.monotonic() + 10
+            while ch.queue_declare("rd.dst", passive=True).method.message_count == 0:
+                self.assertLess(time.monotonic(), deadline, "the move did not happen")
+                time.sleep(0.05)
+            ch.basic_publish("", "rd.filler", b"fence", persistent())  # confirmed: the move is on disk
+            proc.proc.kill()
+            proc.proc.wait(5)
+        finally:
+            proc.stop()
+        self.assertFalse(any("is gone" in line for line in proc.log_lines), proc.log_tail())
+        proc = h.WarrenProcess(["data_dir=%s" % data])
+        try:
+            ch = h.connect(proc.start()).channel()
+            self.assertEqual(bodies(ch, "rd.dst"), [b"kept"])
+        finally:
+            self.assertEqual(proc.stop(), 0)
 
     def test_sigkill_mid_move(self):
         moved = [self.trial(seed) for seed in range(self.TRIALS)]
