@@ -51,7 +51,8 @@ channel) tell which settles the journal must have kept.
 
 Usage: crash_test.py [TRIALS]   (default 20; CRASH_TRIALS=500 for the long
 mode). Prints TAP lines, one per trial, then "N trials, M lost".
-Environment: WARREN_BIN (default build/release/warren).
+Environment: WARREN_BIN (default build/release/warren); CRASH_KEEP=DIR keeps
+each failed trial's data directory and broker logs in DIR.
 """
 import os
 import random
@@ -83,6 +84,7 @@ QUORUM = {"x-queue-type": "quorum"}
 
 def origin_of(n):
     return POISON if n >= POISON_BASE else TARGETS[n % len(TARGETS)]
+KEEP = os.environ.get("CRASH_KEEP")
 LISTEN_RE = re.compile(r"AMQP listening on 127\.0\.0\.1:(\d+)")
 MGMT_RE = re.compile(r"management listening on 127\.0\.0\.1:(\d+)")
 
@@ -105,7 +107,7 @@ def start(data_dir, settings=()):
         port = int(m.group(1)) if m else port
         m = MGMT_RE.search(line)
         if m and port:
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
             return proc, port, int(m.group(1)), log
         if time.monotonic() > deadline:
             break
@@ -233,13 +235,28 @@ class Trial:
 
     def run(self):
         data_dir = tempfile.mkdtemp(prefix="warren-crash-")
+        self.logs = []
+        result = None
         try:
-            return self._run(data_dir)
+            result = self._run(data_dir)
+            return result
         finally:
+            if KEEP and (result is None or result[3]):
+                self.keep(data_dir)
             shutil.rmtree(data_dir, ignore_errors=True)
 
+    def keep(self, data_dir):
+        """A failed trial's data directory (as the checks left it) and both
+        broker logs, for a post-mortem."""
+        to = tempfile.mkdtemp(prefix="trial-", dir=KEEP)
+        shutil.copytree(data_dir, os.path.join(to, "data"), dirs_exist_ok=True)
+        for i, log in enumerate(self.logs):
+            with open(os.path.join(to, "broker-%d.log" % (i + 1)), "w") as f:
+                f.writelines(log)
+
     def _run(self, data_dir):
-        proc, port, http_port, _ = start(data_dir, self.settings)
+        proc, port, http_port, log = start(data_dir, self.settings)
+        self.logs.append(log)
         c = connect(port)
         ch = c.channel()
         ch.queue_declare(FENCE, durable=True, arguments=FENCE_ARGS)
@@ -277,6 +294,7 @@ class Trial:
         for t in threads:
             t.join(10)
         proc, port, http_port, log = start(data_dir, self.settings)
+        self.logs.append(log)
         self.reused = any("records end at offset" in line for line in log)
         self.torn_group = any("atomic group" in line and "torn" in line for line in log)
         try:
