@@ -10,15 +10,27 @@ synced everything appended before it -- the settle too. Settles with a
 confirmed fence are checked strictly; the others may or may not have reached
 the journal before the kill.
 """
-import os
-import sys
+import http.client
+import json
 import threading
 import time
 
 import pika
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from redrive_bench import call as api  # noqa: E402  (method and path on 127.0.0.1:port)
+
+def api(port, method, path, body=None):
+    """One management API call on 127.0.0.1:port as guest: (status, JSON)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request(method, path, body=json.dumps(body) if body is not None else None,
+                  headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q=",
+                           "Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        return r.status, json.loads(data) if data else None
+    finally:
+        c.close()
+
 
 FENCE = "crash.fence"
 FENCE_ARGS = {"x-max-length": 1}  # fences are only waited for, never read

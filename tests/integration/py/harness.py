@@ -458,7 +458,10 @@ class BrokerTest(unittest.TestCase):
 
 class DataDirTest(unittest.TestCase):
     """A test that starts its own Warren on one data directory, stops it
-    (SIGTERM, exit 0) or kills it (SIGKILL), and starts it again there."""
+    (SIGTERM, exit 0) or kills it (SIGKILL), and starts it again there.
+    `settings` (config lines) and `env` apply to the next start; `confirm`
+    says whether start's channel is in confirm mode."""
+    settings, env, confirm = (), None, True
 
     def setUp(self):
         self.data_dir = tempfile.mkdtemp(prefix="warren-itest-data-")
@@ -467,11 +470,13 @@ class DataDirTest(unittest.TestCase):
         self.addCleanup(self.stop)
 
     def start(self):
-        """Starts Warren; (connection, channel in confirm mode)."""
-        self.proc = WarrenProcess(["data_dir=%s" % self.data_dir])
-        conn = connect(self.proc.start())
+        """Starts Warren; (connection, channel)."""
+        self.proc = WarrenProcess(["data_dir=%s" % self.data_dir] + list(self.settings), self.env)
+        self.addr = self.proc.start()
+        conn = connect(self.addr)
         ch = conn.channel()
-        ch.confirm_delivery()
+        if self.confirm:
+            ch.confirm_delivery()
         return conn, ch
 
     def stop(self):
@@ -479,6 +484,12 @@ class DataDirTest(unittest.TestCase):
             rc = self.proc.stop()
             self.proc = None
             self.assertEqual(rc, 0)
+
+    def restart(self, conn):
+        """A clean stop and a start."""
+        conn.close()
+        self.stop()
+        return self.start()
 
     def kill(self):
         self.proc.proc.kill()

@@ -7,9 +7,7 @@ test starts a private Warren."""
 import base64
 import http.client
 import json
-import shutil
 import struct
-import tempfile
 import time
 import unittest
 
@@ -26,29 +24,8 @@ def props(i, **kw):
     return pika.BasicProperties(delivery_mode=2, headers={"i": i}, **kw)
 
 
-class Expiry(unittest.TestCase):
-    def setUp(self):
-        self.data_dir = tempfile.mkdtemp(prefix="warren-itest-expiry-")
-        self.addCleanup(shutil.rmtree, self.data_dir, True)
-        self.proc = None
-        self.addCleanup(self.stop)
-
-    def start(self):
-        self.proc = h.WarrenProcess(["data_dir=%s" % self.data_dir])
-        self.addr = self.proc.start()
-        conn = h.connect(self.addr)
-        return conn, conn.channel()
-
-    def stop(self):
-        if self.proc:
-            rc = self.proc.stop()
-            self.proc = None
-            self.assertEqual(rc, 0)
-
-    def kill(self):
-        self.proc.proc.kill()
-        self.proc.proc.wait(5)
-        self.proc = None
+class Expiry(h.DataDirTest):
+    confirm = False
 
     def fence(self, conn):
         """A confirmed persistent publish: the journal has synced what was

@@ -6,8 +6,6 @@ that the broker's memory does not follow the backlog. Each test starts a
 private Warren."""
 import os
 import re
-import shutil
-import tempfile
 import unittest
 
 import pika
@@ -35,34 +33,7 @@ def rss_kib(pid):
     raise AssertionError("no VmRSS for %d" % pid)
 
 
-class Paging(unittest.TestCase):
-    def setUp(self):
-        self.data_dir = tempfile.mkdtemp(prefix="warren-itest-paging-")
-        self.addCleanup(shutil.rmtree, self.data_dir, True)
-        self.proc = None
-        self.settings = []
-        self.env = {}
-
-    def start(self):
-        self.proc = h.WarrenProcess(["data_dir=%s" % self.data_dir] + self.settings, self.env)
-        self.addr = self.proc.start()
-        self.addCleanup(self.stop)
-        conn = h.connect(self.addr)
-        ch = conn.channel()
-        ch.confirm_delivery()
-        return conn, ch
-
-    def stop(self):
-        if self.proc:
-            rc = self.proc.stop()
-            self.proc = None
-            self.assertEqual(rc, 0)
-
-    def restart(self, conn):
-        conn.close()
-        self.stop()
-        return self.start()
-
+class Paging(h.DataDirTest):
     def consume_all(self, ch, queue, n):
         got = []
         for method, props, payload in ch.consume(queue, inactivity_timeout=5):
@@ -212,9 +183,7 @@ class Paging(unittest.TestCase):
         # in steps that never hold the loop for long (a loose bound: ASan, a busy machine)
         longest_us = int(re.search(r"at most (\d+) us", done[0]).group(1))
         self.assertLess(longest_us, 50000, done[0])
-        self.proc.proc.kill()  # SIGKILL: recovery from the compacted journal
-        self.proc.proc.wait(5)
-        self.proc = None
+        self.kill()  # SIGKILL: recovery from the compacted journal
         conn, ch = self.start()
         got = self.consume_all(ch, "pg.cmp", len(held))
         self.assertEqual([p.headers["i"] for _, p, _ in got], held)

@@ -9,9 +9,7 @@ timeouts that cancel one consumer); Durability restarts and kills a private
 Warren."""
 import json
 import os
-import shutil
 import sqlite3
-import tempfile
 import time
 import unittest
 import urllib.request
@@ -408,27 +406,9 @@ class WarrenOnly(QuorumBase):
 
 
 @unittest.skipIf(h.TARGET is not None, "needs own broker")
-class Durability(unittest.TestCase):
+class Durability(h.DataDirTest):
     """The delivery count and a quorum queue's transient messages survive a
     clean restart and SIGKILL."""
-
-    def setUp(self):
-        self.data_dir = tempfile.mkdtemp(prefix="warren-itest-quorum-")
-        self.addCleanup(shutil.rmtree, self.data_dir, True)
-        self.proc = None
-        self.addCleanup(self.stop)
-
-    def start(self):
-        self.proc = h.WarrenProcess(["data_dir=%s" % self.data_dir])
-        conn = h.connect(self.proc.start())
-        ch = conn.channel()
-        ch.confirm_delivery()
-        return conn, ch
-
-    def stop(self):
-        if self.proc:
-            self.proc.stop()
-            self.proc = None
 
     def restart(self, conn, kill):
         if kill:
@@ -436,13 +416,9 @@ class Durability(unittest.TestCase):
             ch = conn.channel()
             ch.confirm_delivery()
             ch.basic_publish("", "quorum.fence", b"f")
-            self.proc.proc.kill()
-            self.proc.proc.wait(5)
-            self.proc = None
-        else:
-            conn.close()
-            self.stop()
-        return self.start()
+            self.kill()
+            return self.start()
+        return super().restart(conn)
 
     def check(self, kill):
         conn, ch = self.start()
