@@ -88,6 +88,7 @@ QUORUM = {"x-queue-type": "quorum"}
 def origin_of(n):
     return POISON if n >= POISON_BASE else TARGETS[n % len(TARGETS)]
 KEEP = os.environ.get("CRASH_KEEP")
+NO_SOCKETS = shutil.ignore_patterns("*.sock")  # the control socket cannot be copied
 LISTEN_RE = re.compile(r"AMQP listening on 127\.0\.0\.1:(\d+)")
 MGMT_RE = re.compile(r"management listening on 127\.0\.0\.1:(\d+)")
 
@@ -260,8 +261,9 @@ class Trial:
         checks left it) and both broker logs, for a post-mortem."""
         to = tempfile.mkdtemp(prefix="trial-", dir=KEEP)
         if self.snapshot:
-            shutil.copytree(self.snapshot, os.path.join(to, "killed"), dirs_exist_ok=True)
-        shutil.copytree(data_dir, os.path.join(to, "after"), dirs_exist_ok=True)
+            shutil.copytree(self.snapshot, os.path.join(to, "killed"), dirs_exist_ok=True,
+                            ignore=NO_SOCKETS)
+        shutil.copytree(data_dir, os.path.join(to, "after"), dirs_exist_ok=True, ignore=NO_SOCKETS)
         for i, log in enumerate(self.logs):
             with open(os.path.join(to, "broker-%d.log" % (i + 1)), "w") as f:
                 f.writelines(log)
@@ -305,7 +307,7 @@ class Trial:
         self.stop.set()
         if KEEP:  # the journal as the kill left it, for a failed trial's post-mortem
             self.snapshot = tempfile.mkdtemp(prefix="warren-crash-killed-")
-            shutil.copytree(data_dir, self.snapshot, dirs_exist_ok=True)
+            shutil.copytree(data_dir, self.snapshot, dirs_exist_ok=True, ignore=NO_SOCKETS)
         for t in threads:
             t.join(10)
         proc, port, http_port, log = start(data_dir, self.settings)
