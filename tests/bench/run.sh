@@ -23,6 +23,11 @@
 #                                   takes N=2000000 (N=200000 for a quick run)
 #   SCENARIOS=poison                a poison message's cost with and without
 #                                   delayed retry instead: poison.sh
+#   BASE_BIN=path/to/warren         before/after instead of RabbitMQ: the
+#                                   second column is this other Warren build
+#                                   (fresh each round too), the ratio this/base
+#                                   to 3 decimals, the target >= 0.97 (within
+#                                   3%); saved to tests/bench/last-ab.txt
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 case ${SCENARIOS:-} in *backlog*|*restart*) exec tests/bench/durability.sh ;; esac
@@ -36,6 +41,8 @@ DURATION=${DURATION:-4}
 WARMUP=${WARMUP:-1}
 RABBIT_URI=${RABBIT_URI:-amqp://guest:guest@127.0.0.1:5672}
 OUT=tests/bench/last-run.txt
+BASE_BIN=${BASE_BIN:-}
+if [ -n "$BASE_BIN" ]; then OUT=tests/bench/last-ab.txt; fi
 RAW=$(mktemp /tmp/warren-bench-raw.XXXXXX)
 WORK=$(mktemp -d /tmp/warren-bench.XXXXXX)
 LOGS=${BENCH_LOGS:-/tmp/warren-bench-logs}   # every run's full output, kept
@@ -48,53 +55,62 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 65536 2>/dev/null || true
 [ -x "$PERF" ] || { echo "run.sh: $PERF missing; run 'make bench'" >&2; exit 1; }
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 
-WARREN_STARTED_PID=""
-stop_warren() {
-    [ -z "$WARREN_STARTED_PID" ] && return
-    kill "$WARREN_STARTED_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$WARREN_STARTED_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$WARREN_STARTED_PID" 2>/dev/null
-    wait "$WARREN_STARTED_PID" 2>/dev/null
-    WARREN_STARTED_PID=""
+# stop_instance PREFIX: stops the broker start_instance started as PREFIX.
+stop_instance() {
+    local pidvar=${1}_STARTED_PID
+    local pid=${!pidvar}
+    [ -z "$pid" ] && return
+    kill "$pid" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    printf -v "$pidvar" '%s' ""
 }
+WARREN_STARTED_PID=""
+RABBIT_STARTED_PID=""
+stop_warren() { stop_instance WARREN; }
+start_warren() { start_instance WARREN "$WARREN_BIN"; }
 cleanup() {
-    stop_warren
+    stop_instance WARREN
+    stop_instance RABBIT
     rm -rf "$WORK" "$RAW"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Starts Warren on port 0 in a fresh data dir and parses "... AMQP listening
-# on 127.0.0.1:PORT" from its stderr. Sets WARREN_URI and WARREN_PID, or
-# leaves them empty. Restarted each round: a heap that earlier scenarios grew
-# would hide the memory new connections take.
-start_warren() {
-    WARREN_URI=""
-    WARREN_PID=""
-    if [ ! -x "$WARREN_BIN" ]; then
-        echo "run.sh: $WARREN_BIN not built; Warren column is n/a" >&2
+# start_instance PREFIX BIN: starts Warren (BIN) on port 0 in a fresh data
+# dir and parses "... AMQP listening on 127.0.0.1:PORT" from its stderr
+# ($WORK/PREFIX.log). Sets PREFIX_URI, PREFIX_PID and PREFIX_STARTED_PID, or
+# leaves the first two empty. Restarted each round: a heap that earlier
+# scenarios grew would hide the memory new connections take.
+start_instance() {
+    local prefix=$1 bin=$2 data=$WORK/$1-data log=$WORK/$1.log
+    printf -v "${prefix}_URI" '%s' ""
+    printf -v "${prefix}_PID" '%s' ""
+    if [ ! -x "$bin" ]; then
+        echo "run.sh: $bin not built; its column is n/a" >&2
         return
     fi
-    rm -rf "$WORK/warren-data"
-    mkdir -p "$WORK/warren-data"
-    "$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:0 \
-        --set data_dir="$WORK/warren-data" >"$WORK/warren.out" 2>"$WORK/warren.log" &
-    WARREN_STARTED_PID=$!
+    rm -rf "$data"
+    mkdir -p "$data"
+    "$bin" --set listeners.tcp.default=127.0.0.1:0 \
+        --set data_dir="$data" >"$WORK/$prefix.out" 2>"$log" &
+    local pid=$!
+    printf -v "${prefix}_STARTED_PID" '%s' "$pid"
     local port=""
     for _ in $(seq 1 100); do
-        port=$(sed -n 's/.*AMQP listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' \
-            "$WORK/warren.log" | head -n 1)
+        port=$(sed -n 's/.*AMQP listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$log" | head -n 1)
         [ -n "$port" ] && break
-        kill -0 "$WARREN_STARTED_PID" 2>/dev/null || break
+        kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
     if [ -z "$port" ]; then
-        echo "run.sh: Warren did not report 'AMQP listening on 127.0.0.1:PORT'; log:" >&2
-        tail -n 20 "$WORK/warren.log" >&2
+        echo "run.sh: $bin did not report 'AMQP listening on 127.0.0.1:PORT'; log:" >&2
+        tail -n 20 "$log" >&2
         return
     fi
-    WARREN_URI="amqp://guest:guest@127.0.0.1:$port"
-    WARREN_PID=$WARREN_STARTED_PID
+    printf -v "${prefix}_URI" '%s' "amqp://guest:guest@127.0.0.1:$port"
+    printf -v "${prefix}_PID" '%s' "$pid"
 }
 
 broker_up() { timeout 30 "$PERF" --uri "$1" --check >/dev/null 2>&1; }
@@ -233,11 +249,12 @@ fmt() { # pretty value: integers with thousands separators, one decimal below 10
 }
 
 ratio() { # ratio W/R (hi) or R/W (lo), and whether it meets the target
-    local w=${1%\*} r=${2%\*} better=$3 target=$4
+    local w=${1%\*} r=${2%\*} better=$3 target=$4 digits=1
+    [ -n "$BASE_BIN" ] && target=0.97 digits=3
     case "$w$r" in *n/a*|*err*) echo "-|≥${target}x"; return ;; esac
-    awk -v w="$w" -v r="$r" -v b="$better" -v t="$target" 'BEGIN {
+    awk -v w="$w" -v r="$r" -v b="$better" -v t="$target" -v d="$digits" 'BEGIN {
         if (b == "hi") x = (r > 0) ? w / r : 1e9; else x = (w > 0) ? r / w : 1e9
-        printf (x >= 1e9) ? "inf|" : "%.1fx|", x
+        printf (x >= 1e9) ? "inf|" : "%." d "fx|", x
         printf "≥%sx %s\n", t, (x >= t) ? "met" : "MISSED" }'
 }
 
@@ -252,6 +269,10 @@ fi
 if [ -n "$WARREN_URI" ] && ! broker_up "$WARREN_URI"; then
     echo "run.sh: no AMQP login at $WARREN_URI; Warren column is n/a" >&2
     WARREN_URI=""
+fi
+if [ -n "$BASE_BIN" ]; then
+    start_instance RABBIT "$BASE_BIN"
+    [ -z "$RABBIT_URI" ] && RABBIT_URI=none
 fi
 RABBIT_PID=${RABBIT_PID:-$(pgrep -x beam.smp | head -n 1)}
 if ! broker_up "$RABBIT_URI"; then
@@ -292,6 +313,10 @@ fi
 
 WARREN_CRASHES=0
 for round in $(seq 1 "$ROUNDS"); do
+    if [ "$round" -gt 1 ] && [ -n "$RABBIT_STARTED_PID" ]; then
+        stop_instance RABBIT
+        start_instance RABBIT "$BASE_BIN"
+    fi
     if [ "$round" -gt 1 ] && [ -n "$WARREN_STARTED_PID" ]; then
         stop_warren
         start_warren
@@ -312,8 +337,8 @@ for round in $(seq 1 "$ROUNDS"); do
                 ! kill -0 "$WARREN_STARTED_PID" 2>/dev/null; then
                 WARREN_CRASHES=$((WARREN_CRASHES + 1))
                 echo "    Warren exited during scenario $id; last log lines:" >&2
-                tail -n 5 "$WORK/warren.log" | sed 's/^/      /' >&2
-                cp "$WORK/warren.log" "$LOGS/warren-crash-$WARREN_CRASHES.log"
+                tail -n 5 "$WORK/WARREN.log" | sed 's/^/      /' >&2
+                cp "$WORK/WARREN.log" "$LOGS/warren-crash-$WARREN_CRASHES.log"
                 wait "$WARREN_STARTED_PID" 2>/dev/null
                 WARREN_STARTED_PID=""
                 start_warren
@@ -327,13 +352,15 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 # ---- table -----------------------------------------------------------------
+A=Warren B=RabbitMQ
+[ -n "$BASE_BIN" ] && A="this build" B="base build"
 {
-    echo "Warren vs RabbitMQ -- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, kernel $(uname -r)"
+    echo "$A vs $B -- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, kernel $(uname -r)"
     echo "medians of $ROUNDS interleaved rounds, ${WARMUP}+${DURATION} s per run, 16-byte transient" \
          "messages unless noted; idle connections: $IDLE_N"
-    echo "Warren: ${WARREN_STARTED_PID:+started by run.sh, fresh each round, }${WARREN_URI:-n/a}   RabbitMQ: ${RABBIT_URI:-n/a}"
+    echo "$A: $WARREN_BIN${WARREN_STARTED_PID:+, started by run.sh, fresh each round}   $B: ${BASE_BIN:-${RABBIT_URI:-n/a}}${RABBIT_STARTED_PID:+, fresh each round}"
     echo
-    printf "%-42s | %14s | %14s | %7s | %s\n" scenario Warren RabbitMQ ratio target
+    printf "%-42s | %14s | %14s | %7s | %s\n" scenario "$A" "$B" ratio target
     printf "%-42s-+-%14s-+-%14s-+-%7s-+-%s\n" "$(printf '%.0s-' {1..42})" "$(printf '%.0s-' {1..14})" \
         "$(printf '%.0s-' {1..14})" "-------" "------------"
     for s in "${SCENARIOS[@]}"; do
@@ -345,7 +372,7 @@ done
         printf "%-42s | %14s | %14s | %7s | %s\n" "$id. $label" "$(fmt "$w")" "$(fmt "$r")" "$rat" "$tgt"
     done
     echo
-    echo "ratio: Warren/RabbitMQ for rates, RabbitMQ/Warren for latency and memory (higher is better)."
+    echo "ratio: $A/$B for rates, $B/$A for latency and memory (higher is better)."
     echo "* = warren-perf was the bottleneck in at least one run (a worker thread busy or waiting for a CPU"
     echo "    >90% of the time): the figure is a floor set by the tool on this machine, not the broker's limit."
     [ "$WARREN_CRASHES" -gt 0 ] && echo "Warren exited unexpectedly $WARREN_CRASHES time(s) and was restarted."
