@@ -173,10 +173,27 @@ static void finish(journal *j, const char *why)
     j->compact = NULL;
 }
 
+/* The next step runs on a later loop turn, after the sockets are served:
+ * a zero timer, not event_active, which would run every step in this pass. */
+static void schedule_step(journal *j)
+{
+    static const struct timeval now = {0, 0};
+    evtimer_add(j->compact_ev, &now);
+}
+
 static bool sparse(const journal *j, const jseg *s)
 {
     return s != j->active && s->scanned && !s->compacted && s->pins > 0 && s->msgs >= MIN_MSGS &&
            s->pins * 2 <= s->msgs;
+}
+
+/* A segment whose pins fell since the last tick is being drained (consumers,
+ * expiry): copying what is about to be settled anyway would only cost reads. */
+static bool draining(jseg *s)
+{
+    bool falling = s->pins < s->pins_at_tick;
+    s->pins_at_tick = s->pins;
+    return falling;
 }
 
 void journal_compact_maybe_start(journal *j)
@@ -185,7 +202,7 @@ void journal_compact_maybe_start(journal *j)
         return;
     for (size_t i = 0; i < j->nsegs; i++) {
         jseg *s = j->segs[i];
-        if (!sparse(j, s))
+        if (draining(s) || !sparse(j, s))
             continue;
         pthread_mutex_lock(&j->mu);
         bool written = s->num < j->written_seg;
@@ -201,7 +218,7 @@ void journal_compact_maybe_start(journal *j)
         s->compacted = true; /* once: what cannot be moved is not retried */
         journal_read_ahead(j, s, SEG_HEADER_SIZE, STEP_BYTES); /* while collecting */
         j->compact = c;
-        event_active(j->compact_ev, EV_TIMEOUT, 0);
+        schedule_step(j);
         return;
     }
 }
@@ -365,7 +382,7 @@ static bool run_step(journal *j, jcompact *c)
         finish(j, "unreadable record; the segment stays");
         return true; /* finished already */
     }
-    return c->off < c->end;
+    return c->off < c->end && s->pins > 0; /* all settled meanwhile: no need to read on */
 }
 
 static void step(evutil_socket_t fd, short what, void *arg)
@@ -385,7 +402,7 @@ static void step(evutil_socket_t fd, short what, void *arg)
     if (took > c->longest_step_us)
         c->longest_step_us = took;
     if (more)
-        event_active(j->compact_ev, EV_TIMEOUT, 0);
+        schedule_step(j);
     else
         finish(j, NULL);
 }

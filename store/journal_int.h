@@ -216,6 +216,7 @@ typedef struct jseg {
     uint32_t seed;  /* of its records' CRCs (journal_rec_seed) */
     uint64_t size;  /* bytes appended to it (written or still in a batch) */
     uint64_t pins;  /* live-entry references (see jentry) */
+    uint64_t pins_at_tick; /* pins at the last compaction check: still falling = draining */
     uint32_t msgs;  /* message records in it (compaction's measure of density) */
     uint64_t refs;  /* settles here of entries enqueued in older segments still present */
     jseg_ref *refd_by; /* later segments holding settles of entries enqueued here */
@@ -393,8 +394,9 @@ uint8_t *journal_checkpoint_image(journal *j, size_t *len);
 bool journal_checkpoint_store(journal *j, const uint8_t *image, size_t len);
 
 /* Compaction (journal_compact.c). A sparse segment -- closed, written, its
- * live entries pinning at most a quarter of its messages -- is read a step
- * at a time; the message, enqueue and delivered records of its live entries
+ * live entries pinning at most half of its messages, and no fewer than at
+ * the previous tick (one still being drained by consumers or expiry empties
+ * on its own) -- is read a step at a time, until it pins nothing; the message, enqueue and delivered records of its live entries
  * are appended again (an enqueue of a live entry moves it), so it no longer
  * pins anything and GC deletes it once the copies are on disk. Readers of
  * old locations find the new ones through `moved`. */

@@ -805,6 +805,76 @@ static void test_compaction_under_concurrent_appends(void **state)
     fx_free(f);
 }
 
+/* Compaction leaves alone a segment whose live entries are still falling
+ * (a consumer or an expiry draining it empties it without reads), gives the
+ * loop a turn between its steps (one step per pass, not all of them in the
+ * pass that started it), and stops reading once what it was to copy has
+ * been settled meanwhile. */
+static void test_compaction_waits_for_draining_yields_and_stops_early(void **state)
+{
+    jfx *f = fx_new(4u << 20, JOURNAL_SYNC_BATCH);
+    enum { N = 260, BODY = 20000, KEEP = 20 };
+    journal_loc loc[N];
+    journal_seq s = 0;
+    for (uint64_t i = 0; i < N; i++) {
+        append_msg(f->j, 1000 + i, BODY, &loc[i]);
+        s = journal_append_enqueue(f->j, Q1, 1000 + i, loc[i]);
+    }
+    fx_wait_synced(f, s);
+    size_t in_seg1 = 0;
+    while (in_seg1 < N && loc[in_seg1].segment == 1)
+        in_seg1++;
+    assert_true(in_seg1 > 150 && in_seg1 < N); /* segment 1 is closed and ~4 MB */
+    journal_tick(f->j);
+
+    /* drained a slice per tick down to KEEP live entries: never compacted,
+     * though sparse from a quarter down */
+    size_t live = in_seg1;
+    while (live > KEEP) {
+        size_t slice = live - KEEP < 10 ? live - KEEP : 10;
+        for (size_t k = 0; k < slice; k++, live--)
+            s = journal_append_settle(f->j, Q1, 1000 + (in_seg1 - live), loc[in_seg1 - live],
+                                      JOURNAL_ACK, (amqp_bytes){0}, (amqp_bytes){0});
+        fx_wait_synced(f, s);
+        journal_tick(f->j);
+        assert_null(f->j->compact);
+    }
+    journal_tick(f->j); /* stable since the last tick: now it is compacted */
+    assert_non_null(f->j->compact);
+
+    /* one step per loop pass: collecting, then 256 KiB of ~4 MB read */
+    event_base_loop(f->base, EVLOOP_ONCE);
+    event_base_loop(f->base, EVLOOP_ONCE);
+    assert_non_null(f->j->compact);
+
+    /* the rest settled meanwhile: the next step ends it, the segment unread */
+    for (size_t i = in_seg1 - KEEP; i < in_seg1; i++)
+        s = journal_append_settle(f->j, Q1, 1000 + i, loc[i], JOURNAL_ACK, (amqp_bytes){0},
+                                  (amqp_bytes){0});
+    int passes = 0;
+    while (f->j->compact && passes < 100) {
+        event_base_loop(f->base, EVLOOP_ONCE);
+        passes++;
+    }
+    assert_null(f->j->compact);
+    assert_true(passes <= 3);
+    assert_non_null(strstr(log_last, "segment 1 compacted"));
+    assert_int_equal(log_warnings + log_errors, 0);
+
+    fx_wait_synced(f, s);
+    char seg1[400];
+    fx_seg_path(f, 1, seg1, sizeof seg1);
+    for (int round = 0; round < 200 && fx_exists(seg1); round++) {
+        journal_tick(f->j);
+        fx_spin(f, 2);
+    }
+    assert_false(fx_exists(seg1));
+    journal_stats st;
+    journal_get_stats(f->j, &st);
+    assert_int_equal(st.live_messages, N - in_seg1);
+    fx_free(f);
+}
+
 static void test_delivered_is_durable(void **state)
 {
     jfx *f = fx_new(4096, JOURNAL_SYNC_BATCH);
@@ -999,6 +1069,7 @@ int main(void)
         cmocka_unit_test(test_gc_purge_and_delete),
         cmocka_unit_test(test_gc_dead_letter_across_segments),
         cmocka_unit_test(test_compaction_under_concurrent_appends),
+        cmocka_unit_test(test_compaction_waits_for_draining_yields_and_stops_early),
         cmocka_unit_test(test_delivered_is_durable),
         cmocka_unit_test(test_concurrent_appends),
         cmocka_unit_test(test_big_body),
