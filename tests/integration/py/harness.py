@@ -120,7 +120,8 @@ class WarrenProcess:
                                      preexec_fn=self.preexec_fn)
         # A thread drains stderr for the whole life of the process, so Warren
         # can never block on a full pipe, and keeps the log for failure reports.
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         if not self._port_found.wait(START_TIMEOUT) or self.port is None:
             self.stop()
             raise RuntimeError("Warren did not report 'AMQP listening on' within %.0f s; log:\n%s"
@@ -171,6 +172,8 @@ class WarrenProcess:
                 rc = "killed after SIGTERM timeout"
         elif self.proc is not None:
             rc = self.proc.returncode
+        if self.proc is not None and self.proc.poll() is not None:
+            self._drainer.join(5)  # the log is whole once the pipe is drained
         if self.tmpdir:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None

@@ -65,9 +65,9 @@ class Broker:
     def stop(self):
         if self.proc:
             proc, self.proc = self.proc, None
-            log = proc.log_tail()
-            rc = proc.stop()
-            self.test.assertEqual(rc, 0, "Warren exit status; log:\n" + log)
+            rc = proc.stop()  # then the log: lines logged just before may still be in the pipe
+            log = "\n".join(proc.log_lines)
+            self.test.assertEqual(rc, 0, "Warren exit status; log:\n" + proc.log_tail())
             return log
         return ""
 
