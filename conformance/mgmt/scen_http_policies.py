@@ -159,3 +159,32 @@ def _(t):
     check("are not recognised policy settings" in b["reason"] and "alternate-exchange" in b["reason"],
           "reason %r" % b["reason"])
     eq(api.get(path("/api/operator-policies", v)), [], "nothing created")
+
+
+@scenario("mgmt.policies.delivery_limit_quorum", "http")
+def _(t):
+    """The delivery-limit policy key on a quorum queue: shown as the queue's
+    effective policy; a message returned more than the limit is
+    dead-lettered with reason delivery_limit."""
+    api = mgmt(t)
+    v = vhost(t)
+    api.put(path("/api/policies", v, "limit"), {"pattern": "^src$", "apply-to": "queues",
+                                                 "definition": {"delivery-limit": 1}})
+    c = t.pika(virtual_host=v)
+    ch = c.channel()
+    ch.queue_declare("dlq", durable=True)
+    ch.queue_declare("src", durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                      "x-dead-letter-routing-key": "dlq"})
+    queue_policy(api, v, "src", lambda x: x["policy"] == "limit", "the policy applied to src")
+    eq(api.get(path("/api/queues", v, "src"))["effective_policy_definition"], {"delivery-limit": 1},
+       "effective policy")
+    ch.basic_publish("", "src", b"m")
+    counts = []
+    for _ in range(2):
+        m, p, _ = ch.basic_get("src")
+        counts.append(p.headers["x-delivery-count"])
+        ch.basic_reject(m.delivery_tag, requeue=True)
+    eq(counts, [0, 1], "x-delivery-count of the two deliveries")
+    eq(wait_count(ch, "dlq", 1), 1, "dead-lettered after the second return")
+    m, p, b = ch.basic_get("dlq", auto_ack=True)
+    eq((b, p.headers["x-first-death-reason"]), (b"m", "delivery_limit"), "reason")

@@ -417,3 +417,33 @@ def _(t):
                "Object Not Found", "Not Found", "GET of an unknown properties key")
     error_body(api.call("GET", path("/api/bindings", "conf-no-such-vhost-" + t.run_id), want=404),
                "Object Not Found", "Not Found", "bindings of an unknown vhost")
+
+
+@scenario("mgmt.queues.move_back_to_source", "http", warren_only=True)
+def _(t):
+    """DLQ redrive (Warren's POST /api/queues/{vhost}/{name}/move): with no
+    destination each message goes back to the queue it died in, headers
+    kept, and the move reports what went where."""
+    api = mgmt(t)
+    v = vhost(t)
+    c = t.pika(virtual_host=v)
+    ch = c.channel()
+    ch.queue_declare("dlq", durable=True)
+    for q in ("a", "b"):
+        ch.queue_declare(q, durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    for q, body in (("a", b"a1"), ("b", b"b1"), ("a", b"a2")):
+        ch.basic_publish("", q, body)
+    for q in ("a", "b", "a"):
+        m, _, _ = ch.basic_get(q)
+        ch.basic_reject(m.delivery_tag, requeue=False)
+    eq(wait_count(ch, "dlq", 3), 3, "dead-lettered")
+    api.post(path("/api/queues", v, "dlq", "move"), {}, want=202)
+    done = poll(lambda: api.get(path("/api/queues", v, "dlq", "move")), lambda x: x["state"] == "finished",
+                "the move finished")
+    eq((done["total"], done["moved"], done["remaining"], done["destination"]["type"]), (3, 3, 0, "source"),
+       "progress")
+    eq(sorted((x["queue"], x["count"]) for x in done["moved_to"]), [("a", 2), ("b", 1)], "moved_to")
+    eq((count(ch, "dlq"), count(ch, "a"), count(ch, "b")), (0, 2, 1), "queue lengths after the move")
+    m, p, b = ch.basic_get("a", auto_ack=True)
+    eq((b, p.headers["x-death"][0]["reason"], p.headers["x-first-death-queue"]), (b"a1", "rejected", "a"),
+       "history kept")

@@ -191,3 +191,99 @@ def _(t):
             outcome.append("nack")
     eq(outcome, ["ack", "ack", "nack"], "confirms")
     eq(ch.queue_declare(q, passive=True).method.message_count, 2, "queued")
+
+
+@scenario("extensions.quorum_at_least_once_dead_letters", "pika")
+def _(t):
+    """x-dead-letter-strategy at-least-once (with reject-publish, as 3.10
+    requires): a rejected message reaches the dead-letter queue once, with
+    x-death, and leaves its queue."""
+    c, ch = setup(t)
+    dlq = queue(t, ch, durable=True)
+    src = quorum(t, ch, **{"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish",
+                           "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    ch.basic_publish("", src, b"m", pika.BasicProperties(headers={"a": 1}))
+    sync(ch)
+    m, _, _ = ch.basic_get(src)
+    ch.basic_reject(m.delivery_tag, requeue=False)
+    m, p, b = get_within(c, ch, dlq)
+    eq((b, p.headers["a"], p.headers["x-first-death-reason"], p.headers["x-first-death-queue"]),
+       (b"m", 1, "rejected", src), "dead-lettered message")
+    eq([(d["reason"], d["count"], d["queue"]) for d in p.headers["x-death"]], [("rejected", 1, src)], "x-death")
+    eq(ch.basic_get(dlq)[0], None, "dead-lettered once")
+    eq(ch.queue_declare(src, passive=True).method.message_count, 0, "left in the source")
+
+
+@scenario("extensions.quorum_drop_head_dead_letters", "pika")
+def _(t):
+    c, ch = setup(t)
+    dlq = queue(t, ch, durable=True)
+    src = quorum(t, ch, **{"x-max-length": 2, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    for b in (b"a", b"b", b"c"):
+        ch.basic_publish("", src, b)
+    sync(ch)
+    m, p, b = get_within(c, ch, dlq)
+    eq((b, p.headers["x-first-death-reason"]), (b"a", "maxlen"), "the head dead-lettered")
+    eq([ch.basic_get(src, auto_ack=True)[2] for _ in range(2)], [b"b", b"c"], "what stays")
+
+
+@scenario("extensions.quorum_at_least_once_waits_for_a_queue", "pika", warren_only=True)
+def _(t):
+    """A dead letter that no queue takes stays with its queue (not ready)
+    and is delivered once a queue is there; Warren retries every second,
+    RabbitMQ 3.10 after minutes."""
+    c, ch = setup(t)
+    dlq = t.track_queue(t.name("q"))
+    src = quorum(t, ch, **{"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish",
+                           "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    ch.basic_publish("", src, b"m")
+    sync(ch)
+    m, _, _ = ch.basic_get(src)
+    ch.basic_reject(m.delivery_tag, requeue=False)
+    eq(ch.queue_declare(src, passive=True).method.message_count, 0, "not ready while it waits")
+    ch.queue_declare(dlq, durable=True)
+    m, p, b = get_within(c, ch, dlq, seconds=5)
+    eq((b, p.headers["x-first-death-reason"] if p else None), (b"m", "rejected"), "delivered once a queue is bound")
+
+
+@scenario("extensions.classic_delivery_limit", "pika", warren_only=True)
+def _(t):
+    """x-delivery-limit on a classic queue (RabbitMQ has it on quorum queues
+    only): x-delivery-count on redelivery, dead-lettered past the limit."""
+    c, ch = setup(t)
+    dlq = queue(t, ch)
+    src = queue(t, ch, arguments={"x-delivery-limit": 1, "x-dead-letter-exchange": "",
+                                  "x-dead-letter-routing-key": dlq})
+    ch.basic_publish("", src, b"m")
+    sync(ch)
+    m, p, _ = ch.basic_get(src)
+    eq(p.headers, None, "first delivery unchanged")
+    ch.basic_reject(m.delivery_tag, requeue=True)
+    m, p, _ = ch.basic_get(src)
+    eq((m.redelivered, p.headers), (True, {"x-delivery-count": 1}), "redelivery")
+    ch.basic_nack(m.delivery_tag, requeue=True)
+    m, p, b = get_within(c, ch, dlq)
+    eq((b, p.headers["x-first-death-reason"], p.headers["x-death"][0]["reason"]),
+       (b"m", "delivery_limit", "delivery_limit"), "dead-lettered past the limit")
+
+
+@scenario("consumer.timeout_cancels_only_that_consumer", "pika", warren_only=True)
+def _(t):
+    """x-consumer-timeout on basic.consume: a consumer holding a delivery
+    longer is cancelled (basic.cancel from the broker), its delivery
+    requeued and counted; the channel and its other consumers stay
+    (RabbitMQ 4.3's quorum queue behaviour; 3.10 closes the channel)."""
+    c, ch = setup(t)
+    q = quorum(t, ch)
+    ch.basic_publish("", q, b"a")
+    sync(ch)
+    slow = c.channel()
+    cancelled, got = [], []
+    slow.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+    tag = slow.basic_consume(q, lambda _c, m, p, b: got.append(b), arguments={"x-consumer-timeout": 300})
+    other = slow.basic_consume(queue(t, ch), lambda *a: None)
+    wait_for(c, lambda: cancelled, timeout=5)
+    eq((cancelled, got), ([tag], [b"a"]), "the timed-out consumer cancelled")
+    eq((slow.is_open, other in slow.consumer_tags), (True, True), "channel and other consumer stay")
+    m, p, b = get_within(c, ch, q)
+    eq((b, m.redelivered, p.headers), (b"a", True, {"x-delivery-count": 1}), "requeued and counted")
