@@ -396,8 +396,9 @@ bool journal_checkpoint_store(journal *j, const uint8_t *image, size_t len);
 /* Compaction (journal_compact.c). A sparse segment -- closed, written, its
  * live entries pinning at most half of its messages, and no fewer than at
  * the previous tick (one still being drained by consumers or expiry empties
- * on its own) -- is read a step at a time, until it pins nothing; the message, enqueue and delivered records of its live entries
- * are appended again (an enqueue of a live entry moves it), so it no longer
+ * on its own) -- is read a step per loop turn, until it pins nothing; the
+ * message, enqueue and delivered records of its live entries are appended
+ * again (an enqueue of a live entry moves it), so it no longer
  * pins anything and GC deletes it once the copies are on disk. Readers of
  * old locations find the new ones through `moved`. */
 /* Starts compacting one sparse segment if none is under way (journal_tick). */
