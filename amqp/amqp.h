@@ -228,6 +228,25 @@ int amqp_frame_parse(const uint8_t *buf, size_t len, uint32_t frame_max, uint16_
 int amqp_frame_read(struct evbuffer *in, uint32_t frame_max, uint16_t channel_max,
                     amqp_frame *f, amqp_error *err);
 
+/* Frames read in place: a reader hands out the frames at the front of an
+ * evbuffer one by one, parsed where they lie in its first contiguous chunk
+ * (no copy, no drain per frame); only a frame that runs past the chunk is
+ * made contiguous on its own (amqp_frame_read). A payload stays valid until
+ * amqp_frames_drain, which removes the frames handed out so far; call it
+ * before the buffer is used otherwise and when done. Results and errors are
+ * amqp_frame_parse's. */
+typedef struct amqp_frame_reader {
+    struct evbuffer *in;
+    const uint8_t *chunk; /* the buffer's first contiguous bytes */
+    size_t len;           /* of chunk */
+    size_t used;          /* bytes of chunk handed out, not yet drained */
+} amqp_frame_reader;
+
+void amqp_frames_begin(amqp_frame_reader *r, struct evbuffer *in);
+int amqp_frames_next(amqp_frame_reader *r, uint32_t frame_max, uint16_t channel_max,
+                     amqp_frame *f, amqp_error *err);
+void amqp_frames_drain(amqp_frame_reader *r);
+
 /* The method id (class << 16 | method) a method frame carries; 0 if its
  * payload is shorter than 4 bytes. */
 uint32_t amqp_frame_method_id(const amqp_frame *f);

@@ -123,6 +123,48 @@ int amqp_frame_read(struct evbuffer *in, uint32_t frame_max, uint16_t channel_ma
     return AMQP_OK;
 }
 
+/* Looks at the buffer's first contiguous chunk. */
+static void take_chunk(amqp_frame_reader *r)
+{
+    struct evbuffer_iovec v;
+    bool any = evbuffer_peek(r->in, -1, NULL, &v, 1) >= 1;
+    r->chunk = any ? v.iov_base : (const uint8_t *)""; /* never NULL + 0 */
+    r->len = any ? v.iov_len : 0;
+    r->used = 0;
+}
+
+void amqp_frames_begin(amqp_frame_reader *r, struct evbuffer *in)
+{
+    r->in = in;
+    take_chunk(r);
+}
+
+void amqp_frames_drain(amqp_frame_reader *r)
+{
+    if (r->used)
+        evbuffer_drain(r->in, r->used);
+    take_chunk(r);
+}
+
+int amqp_frames_next(amqp_frame_reader *r, uint32_t frame_max, uint16_t channel_max,
+                     amqp_frame *f, amqp_error *err)
+{
+    size_t whole;
+    int rc = amqp_frame_parse(r->chunk + r->used, r->len - r->used, frame_max, channel_max, f,
+                              &whole, err);
+    if (rc == AMQP_NEED_MORE) { /* it runs past the chunk, or is not all here */
+        amqp_frames_drain(r);
+        rc = amqp_frame_read(r->in, frame_max, channel_max, f, err);
+        if (rc != AMQP_OK)
+            return rc;
+        take_chunk(r); /* the frame is now the start of the first chunk */
+        whole = (size_t)f->size + AMQP_FRAME_OVERHEAD;
+    }
+    if (rc == AMQP_OK)
+        r->used += whole;
+    return rc;
+}
+
 void amqp_frame_header_put(uint8_t *buf, uint8_t type, uint16_t channel, uint32_t size)
 {
     buf[0] = type;

@@ -597,23 +597,25 @@ static void flush_confirms(conn *c)
     }
 }
 
+/* The frames of one read are handled where they lie in the input and
+ * drained together (amqp_frame_reader), not copied or drained one by one. */
 static void read_frames(conn *c)
 {
-    struct evbuffer *in = transport_input(c->t);
+    amqp_frame_reader rd;
+    amqp_frames_begin(&rd, transport_input(c->t));
     while (c->state != S_CLOSED) {
         amqp_frame f;
         amqp_error err = {0};
         /* Before tune-ok, RabbitMQ's limit: 4096 (so a client that has not
          * logged in can make us buffer no more than that). */
         uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : AMQP_FRAME_MIN_SIZE;
-        int r = amqp_frame_read(in, frame_max, 0, &f, &err);
+        int r = amqp_frames_next(&rd, frame_max, 0, &f, &err);
         if (r == AMQP_NEED_MORE)
             break;
         if (r == AMQP_OK) {
             uint16_t channel = f.channel;
             bool publish = amqp_frame_method_id(&f) == AMQP_BASIC_PUBLISH;
             r = handle_frame(c, &f, &err);
-            evbuffer_drain(in, (size_t)f.size + AMQP_FRAME_OVERHEAD);
             if (r == AMQP_OK && publish && (c->alarm || server_journal_lagging(c->srv))) {
                 c->reading_blocked |= c->alarm;
                 c->journal_blocked = !c->alarm;
@@ -626,9 +628,12 @@ static void read_frames(conn *c)
                            f.type == AMQP_FRAME_BODY) ? channel : 0, &err);
         } else {
             conn_raise(c, 0, &err);
-            evbuffer_drain(in, evbuffer_get_length(in));
+            amqp_frames_drain(&rd);
+            evbuffer_drain(rd.in, evbuffer_get_length(rd.in));
+            return;
         }
     }
+    amqp_frames_drain(&rd);
 }
 
 static void update_reading(conn *c)

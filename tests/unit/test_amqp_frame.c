@@ -294,10 +294,91 @@ static void test_read_bad_frame_end(void **state)
     evbuffer_free(in);
 }
 
+/* The reader over a stream cut into chains at odd places, fed a piece at a
+ * time: every frame comes out whole and in order; one that lies inside a
+ * chain is read where it is (its payload points into the caller's bytes,
+ * which evbuffer_add_reference does not copy); one that spans chains is
+ * joined; nothing is left once all is drained. */
+static void test_reader_in_place_across_chains(void **state)
+{
+    enum { FRAMES = 300 };
+    static uint8_t stream[FRAMES * 720];
+    size_t at[FRAMES + 1], n = 0;
+    uint32_t seed = 12345;
+    for (size_t i = 0; i < FRAMES; i++) {
+        seed = seed * 1103515245u + 12345u;
+        static const uint8_t types[] = {1, 2, 3, 8};
+        uint8_t type = types[(seed >> 8) % 4];
+        uint32_t size = type == 8 ? 0 : (seed >> 12) % 700;
+        at[i] = n;
+        n += make_frame(stream + n, type, (uint16_t)i, size, AMQP_FRAME_END);
+    }
+    at[FRAMES] = n;
+
+    struct evbuffer *in = evbuffer_new();
+    amqp_frame_reader rd;
+    size_t fed = 0, next = 0, in_place = 0, joined = 0;
+    while (next < FRAMES) {
+        seed = seed * 1103515245u + 12345u;
+        size_t piece = 1 + (seed >> 10) % 2000;
+        if (piece > n - fed)
+            piece = n - fed;
+        if (piece)
+            evbuffer_add_reference(in, stream + fed, piece, NULL, NULL);
+        fed += piece;
+        amqp_frames_begin(&rd, in);
+        amqp_frame f;
+        int rc;
+        while ((rc = amqp_frames_next(&rd, 4096, 0, &f, NULL)) == AMQP_OK) {
+            assert_int_equal(f.channel, (uint16_t)next);
+            assert_int_equal(f.size, at[next + 1] - at[next] - 8);
+            for (uint32_t j = 0; j < f.size; j++)
+                assert_int_equal(f.payload[j], (uint8_t)j);
+            if (f.payload == stream + at[next] + 7)
+                in_place++;
+            else
+                joined++;
+            if (++next % 7 == 0)
+                amqp_frames_drain(&rd); /* a caller may drain at any point */
+        }
+        assert_int_equal(rc, AMQP_NEED_MORE);
+        amqp_frames_drain(&rd);
+        assert_int_equal(evbuffer_get_length(in), fed - at[next]);
+    }
+    assert_int_equal(fed, n);
+    assert_int_equal(evbuffer_get_length(in), 0);
+    assert_true(in_place > FRAMES / 2 && joined > 0);
+    evbuffer_free(in);
+}
+
+/* A bad frame after good ones in the same chain: the good ones come out,
+ * then the error. */
+static void test_reader_error_after_good_frames(void **state)
+{
+    uint8_t buf[64];
+    size_t n = make_frame(buf, 1, 1, 10, AMQP_FRAME_END);
+    n += make_frame(buf + n, 1, 2, 10, 0xCD);
+    struct evbuffer *in = evbuffer_new();
+    evbuffer_add(in, buf, n);
+    amqp_frame_reader rd;
+    amqp_frame f;
+    amqp_error err;
+    amqp_frames_begin(&rd, in);
+    assert_int_equal(amqp_frames_next(&rd, 4096, 0, &f, &err), AMQP_OK);
+    assert_int_equal(f.channel, 1);
+    assert_int_equal(amqp_frames_next(&rd, 4096, 0, &f, &err), AMQP_ERROR);
+    assert_int_equal(err.code, AMQP_FRAME_ERROR);
+    amqp_frames_drain(&rd);
+    assert_int_equal(evbuffer_get_length(in), 18); /* the bad frame is still there */
+    evbuffer_free(in);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_put_and_protocol_header),
+        cmocka_unit_test(test_reader_in_place_across_chains),
+        cmocka_unit_test(test_reader_error_after_good_frames),
         cmocka_unit_test(test_parse_complete),
         cmocka_unit_test(test_parse_two_frames),
         cmocka_unit_test(test_parse_every_partial_length),
