@@ -53,6 +53,8 @@ void chan_free(chan *ch)
     chan_content_release(ch);
     stats_free(&ch->stats);
     free(ch->access.memo);
+    free(ch->pub_names);
+    free(ch->last_queue);
     free(ch);
 }
 
@@ -573,7 +575,7 @@ int chan_handle(chan *ch, const amqp_method *m, amqp_error *err)
 {
     switch (m->id) {
     case AMQP_BASIC_PUBLISH:
-        return chan_begin_publish(ch, &m->basic_publish);
+        return chan_begin_publish(ch, &m->basic_publish, err);
     case AMQP_BASIC_ACK:
         return ack_like(ch, m->id, m->basic_ack.delivery_tag, m->basic_ack.multiple, SETTLE_ACK,
                         err);

@@ -83,8 +83,7 @@ struct chan {
     uint64_t pub_held; /* bytes of pub_msg reported to the connection as unfinished */
     uint64_t body_size, body_left;
     bool pub_mandatory, pub_immediate;
-    uint8_t pub_exchange_len, pub_rkey_len;
-    uint8_t pub_exchange[255], pub_rkey[255];
+    struct chan_pub_names *pub_names; /* its exchange and key (at the first publish) */
     /* publisher confirms: confirm_seq numbers publishes; those that must
      * wait for the journal, or be nacked, queue up in `pending` (a ring) */
     uint64_t confirm_seq, confirm_sent;
@@ -96,11 +95,10 @@ struct chan {
     size_t tx_npubs, tx_pubs_cap;
     tx_ack *tx_acks;
     size_t tx_nacks, tx_acks_cap;
-    /* the last queue declared, for "" shortcuts in later methods */
-    char last_queue[256];
-    /* direct reply-to: the reply consumer's tag ("" = none) and address */
-    char reply_tag[256];
-    char reply_token[32];
+    /* the last queue declared, for "" shortcuts in later methods (NULL: none) */
+    char *last_queue;
+    /* direct reply-to: the reply consumer's tag and address (NULL: none) */
+    struct chan_reply *reply;
     chan_access_cache access;
 };
 
@@ -116,7 +114,7 @@ int64_t chan_ua_find(chan *ch, uint64_t tag);
 void chan_tx_clear(chan *ch);
 
 /* publish.c: publishing, confirms and transactions */
-int chan_begin_publish(chan *ch, const amqp_basic_publish *p);
+int chan_begin_publish(chan *ch, const amqp_basic_publish *p, amqp_error *err);
 /* Drops the message being assembled, if any (the channel is going away). */
 void chan_content_release(chan *ch);
 int chan_tx_add_publish(chan *ch, const tx_publish *p, amqp_error *err);

@@ -142,7 +142,7 @@ bool conn_output_full(const conn *c) { return c->output_blocked || c->state != S
 
 server *conn_server(conn *c) { return c->srv; }
 vhost *conn_vhost(conn *c) { return c->vh; }
-const char *conn_user(const conn *c) { return c->user; }
+const char *conn_user(const conn *c) { return c->user ? c->user : ""; }
 uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
 bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
 
@@ -403,6 +403,8 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     transport_free(c->t);
     free(c->chans);
     free(c->client_props);
+    free(c->user);
+    free(c->names);
     stats_free(&c->stats);
     free(c->high);
     free(c);
@@ -708,8 +710,9 @@ static const transport_handlers handlers = {on_read, on_drained, on_closed};
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-/* RabbitMQ's connection name, "peer -> local"; ids number connections. */
-static void name_connection(conn *c, server *s, int fd)
+/* RabbitMQ's connection name, "peer -> local", and its parts, in one
+ * block; ids number connections. False when out of memory. */
+static bool name_connection(conn *c, int fd, const char *peer)
 {
     static uint64_t next_id;
     struct sockaddr_storage ss;
@@ -722,22 +725,35 @@ static void name_connection(conn *c, server *s, int fd)
         c->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                  : ((struct sockaddr_in *)&ss)->sin_port);
     }
-    snprintf(c->host, sizeof c->host, "%s", host);
-    const char *colon = strrchr(c->peer, ':');
-    snprintf(c->peer_host, sizeof c->peer_host, "%.*s", colon ? (int)(colon - c->peer) : 0,
-             c->peer);
+    const char *colon = strrchr(peer, ':');
     c->peer_port = colon ? atoi(colon + 1) : 0;
-    snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, host, c->port);
+    /* peer, peer_host, host and name, each NUL-terminated */
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%.100s%c%.*s%c%s%c%.100s -> %s:%d", peer, 0,
+                     colon ? (int)(colon - peer) : 0, peer, 0, host, 0, peer, host, c->port);
+    if (n < 0 || (size_t)n >= sizeof buf || !(c->names = malloc((size_t)n + 1)))
+        return false;
+    memcpy(c->names, buf, (size_t)n + 1);
+    c->peer = c->names;
+    c->peer_host = c->peer + strlen(c->peer) + 1;
+    c->host = c->peer_host + strlen(c->peer_host) + 1;
+    c->name = c->host + strlen(c->host) + 1;
     c->id = ++next_id;
     c->connected_at = wall_clock_ms();
-    (void)s;
+    return true;
 }
 
 void conn_accept(server *s, int fd, bool loopback, const char *peer)
 {
     conn *c = calloc(1, sizeof *c);
+    if (c && !name_connection(c, fd, peer)) {
+        free(c);
+        c = NULL;
+    }
     transport *t = c ? transport_new(server_flusher(s), server_base(s), fd, &handlers, c) : NULL;
     if (!t) {
+        if (c)
+            free(c->names);
         free(c);
         evutil_closesocket(fd);
         return;
@@ -746,8 +762,7 @@ void conn_accept(server *s, int fd, bool loopback, const char *peer)
     c->t = t;
     c->state = S_HEADER;
     c->loopback = loopback;
-    snprintf(c->peer, sizeof c->peer, "%s", peer);
-    name_connection(c, s, fd);
+    c->mechanism = "";
     c->frame_max = server_config(s)->frame_max;
     c->content_limit = server_content_limit(s);
     c->channel_max = server_config(s)->channel_max;
@@ -857,15 +872,26 @@ void conn_journal_synced(conn *c)
 
 /* ---- introspection (management API) ------------------------------------ */
 
-void conn_keep_client_info(conn *c, amqp_bytes props, amqp_bytes mechanism)
+bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mechanism)
 {
-    snprintf(c->mechanism, sizeof c->mechanism, "%.*s", (int)mechanism.len,
-             (const char *)mechanism.ptr);
+    char *name = malloc(user.len + 1);
+    uint8_t *copy = props.len ? malloc(props.len) : NULL;
+    if (!name || (props.len && !copy)) {
+        free(name);
+        free(copy);
+        return false;
+    }
+    memcpy(name, user.ptr, user.len);
+    name[user.len] = 0;
+    free(c->user);
+    c->user = name;
+    c->mechanism = amqp_bytes_equal_cstr(mechanism, "AMQPLAIN") ? "AMQPLAIN" : "PLAIN";
     free(c->client_props);
-    c->client_props = props.len ? malloc(props.len) : NULL;
-    c->client_props_len = c->client_props ? props.len : 0;
-    if (c->client_props)
-        memcpy(c->client_props, props.ptr, props.len);
+    c->client_props = copy;
+    c->client_props_len = props.len;
+    if (copy)
+        memcpy(copy, props.ptr, props.len);
+    return true;
 }
 
 static const char *state_name(const conn *c)
@@ -900,7 +926,7 @@ void conn_describe(const conn *c, conn_info *out)
                        .peer_port = c->peer_port,
                        .host = c->host,
                        .port = c->port,
-                       .user = c->user,
+                       .user = conn_user(c),
                        .vhost = c->vh ? vhost_name(c->vh) : "",
                        .state = state_name(c),
                        .auth_mechanism = c->mechanism,

@@ -42,8 +42,11 @@ struct conn {
     bool reading_paused;
     bool output_blocked;
     bool free_scheduled;
-    char peer[64];
-    char user[256];
+    /* its names, in one block (`names`): peer is the client's "host:port",
+     * name "peer -> local" as RabbitMQ names connections */
+    char *names;
+    const char *peer, *peer_host, *host, *name;
+    char *user; /* who logged in (NULL before) */
     vhost *vh;
     uint16_t channel_max;
     uint32_t frame_max;
@@ -57,12 +60,9 @@ struct conn {
     /* for the management API */
     uint64_t id;
     uint64_t connected_at; /* wall clock ms */
-    char name[160];        /* "peer -> local", as RabbitMQ names connections */
-    char host[64];         /* local address and port */
-    char peer_host[64];
     int peer_port;
-    int port;
-    char mechanism[16];
+    int port;                 /* the local one */
+    const char *mechanism;    /* PLAIN or AMQPLAIN (a literal) */
     uint8_t *client_props; /* copy of start-ok's client_properties */
     uint32_t client_props_len;
     stats stats;
@@ -70,8 +70,9 @@ struct conn {
     uint64_t content_limit; /* server_content_limit, for the check on every growth */
 };
 
-/* Keeps start-ok's client properties and mechanism for the management API. */
-void conn_keep_client_info(conn *c, amqp_bytes props, amqp_bytes mechanism);
+/* Keeps who logged in, and start-ok's client properties and mechanism for
+ * the management API. False when out of memory. */
+bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mechanism);
 
 /* The protocol header has arrived (or part of it): answer connection.start,
  * or send our header back and close on a wrong one. */

@@ -160,7 +160,7 @@ static int expand_queue_name(chan *ch, amqp_bytes *name, uint32_t method_id, amq
 {
     if (name->len)
         return AMQP_OK;
-    if (!ch->last_queue[0])
+    if (!ch->last_queue)
         return amqp_fail(err, AMQP_NOT_FOUND, method_id, "no previously declared queue");
     *name = AMQP_CSTR(ch->last_queue);
     return AMQP_OK;
@@ -311,9 +311,24 @@ static int check_equivalent(queue *q, const queue_spec *d, amqp_error *err)
     return queue_args_equivalent(queue_arguments(q), d->arguments, queue_name(q), vhost_text, err);
 }
 
+/* Remembers the queue for "" in later methods (as a C string: up to a NUL). */
+static void remember_queue(chan *ch, amqp_bytes name)
+{
+    size_t len = strnlen((const char *)name.ptr, name.len);
+    char *copy = realloc(ch->last_queue, len + 1);
+    if (!copy) { /* "" then names no queue rather than an older one */
+        free(ch->last_queue);
+        ch->last_queue = NULL;
+        return;
+    }
+    memcpy(copy, name.ptr, len);
+    copy[len] = 0;
+    ch->last_queue = copy;
+}
+
 static void declare_ok(chan *ch, queue *q, bool nowait)
 {
-    snprintf(ch->last_queue, sizeof ch->last_queue, "%.*s", PRINTABLE(queue_name(q)));
+    remember_queue(ch, queue_name(q));
     if (nowait)
         return;
     amqp_method ok = {.id = AMQP_QUEUE_DECLARE_OK};

@@ -116,8 +116,8 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
                          "see the broker logfile.",
                          (int)s->mechanism.len, (const char *)s->mechanism.ptr);
     }
-    snprintf(c->user, sizeof c->user, "%.*s", (int)user.len, (const char *)user.ptr);
-    conn_keep_client_info(c, s->client_properties, s->mechanism);
+    if (!conn_logged_in(c, user, s->client_properties, s->mechanism))
+        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_CONNECTION_START_OK, "out of memory");
     const config *cfg = server_config(c->srv);
     amqp_method m = {.id = AMQP_CONNECTION_TUNE};
     m.connection_tune.channel_max = cfg->channel_max;

@@ -56,12 +56,23 @@ void chan_content_release(chan *ch)
     msg_unref(content_done(ch));
 }
 
-int chan_begin_publish(chan *ch, const amqp_basic_publish *p)
+/* The names of the publish being assembled, kept from basic.publish to the
+ * header; allocated at the channel's first publish (idle and consuming
+ * channels do not carry them). */
+struct chan_pub_names {
+    uint8_t exchange_len, rkey_len;
+    uint8_t exchange[255], rkey[255];
+};
+
+int chan_begin_publish(chan *ch, const amqp_basic_publish *p, amqp_error *err)
 {
-    memcpy(ch->pub_exchange, p->exchange.ptr, p->exchange.len);
-    ch->pub_exchange_len = (uint8_t)p->exchange.len;
-    memcpy(ch->pub_rkey, p->routing_key.ptr, p->routing_key.len);
-    ch->pub_rkey_len = (uint8_t)p->routing_key.len;
+    struct chan_pub_names *n = ch->pub_names;
+    if (!n && !(n = ch->pub_names = malloc(sizeof *n)))
+        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
+    memcpy(n->exchange, p->exchange.ptr, p->exchange.len);
+    n->exchange_len = (uint8_t)p->exchange.len;
+    memcpy(n->rkey, p->routing_key.ptr, p->routing_key.len);
+    n->rkey_len = (uint8_t)p->routing_key.len;
     ch->pub_mandatory = p->mandatory;
     ch->pub_immediate = p->immediate;
     ch->content = CONTENT_HEADER;
@@ -78,8 +89,8 @@ static int finish_publish(chan *ch, amqp_error *err)
                          (unsigned long long)ch->body_size, (unsigned long long)max);
     }
     amqp_basic_publish p = {
-        .exchange = {ch->pub_exchange, ch->pub_exchange_len},
-        .routing_key = {ch->pub_rkey, ch->pub_rkey_len},
+        .exchange = {ch->pub_names->exchange, ch->pub_names->exchange_len},
+        .routing_key = {ch->pub_names->rkey, ch->pub_names->rkey_len},
         .mandatory = ch->pub_mandatory,
         .immediate = ch->pub_immediate,
     };
@@ -112,8 +123,8 @@ int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err)
     ch->body_size = ch->body_left = h->body_size;
     ch->content = CONTENT_BODY;
     if (h->body_size <= server_config(conn_server(ch->c))->max_message_size) {
-        amqp_bytes ex = {ch->pub_exchange, ch->pub_exchange_len};
-        amqp_bytes rk = {ch->pub_rkey, ch->pub_rkey_len};
+        amqp_bytes ex = {ch->pub_names->exchange, ch->pub_names->exchange_len};
+        amqp_bytes rk = {ch->pub_names->rkey, ch->pub_names->rkey_len};
         /* reserved: about the message's block (header, names, properties, body) */
         uint64_t extra = MSG_HEADER_ESTIMATE + ex.len + rk.len + h->properties.len;
         bool one_frame = h->body_size && conn_content_reserve(ch->c, h->body_size, extra);
