@@ -744,6 +744,17 @@ void access_foreach_permission(const access_control *a, const char *user, const 
 
 /* ---- topic permissions -------------------------------------------------- */
 
+bool access_has_topic_perms(const access_control *a, amqp_bytes user, amqp_bytes vh)
+{
+    perm_key k = {user, vh, {0}}; /* "" sorts first: the user's first row in vh, if any */
+    bool found;
+    size_t i = search(&a->topics, cmp_topic, &k, &found);
+    if (i == a->topics.n)
+        return false;
+    const access_topic_perms *t = a->topics.items[i];
+    return cmp_keys(t->user, t->vhost, NULL, &k) == 0;
+}
+
 const access_topic_perms *access_find_topic_perms(const access_control *a, amqp_bytes user,
                                                   amqp_bytes vh, amqp_bytes exchange)
 {

@@ -413,6 +413,9 @@ bool access_clear_topic_permission(access_control *a, const char *user, const ch
 void access_foreach_topic_permission(const access_control *a, const char *user, const char *vhost,
                                      void (*fn)(void *arg, const meta_topic_permission *p),
                                      void *arg);
+/* Whether the user has any topic permission in the vhost (if not, every
+ * routing key on every topic exchange is allowed). */
+bool access_has_topic_perms(const access_control *a, amqp_bytes user, amqp_bytes vhost);
 /* NULL: no topic permission for that exchange, so every key is allowed. */
 const access_topic_perms *access_find_topic_perms(const access_control *a, amqp_bytes user,
                                                   amqp_bytes vhost, amqp_bytes exchange);

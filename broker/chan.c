@@ -24,6 +24,7 @@ chan *chan_new(conn *c, uint16_t number)
         return NULL;
     ch->c = c;
     ch->number = number;
+    ch->access.ctl = server_access(conn_server(c));
     return ch;
 }
 

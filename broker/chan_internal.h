@@ -52,8 +52,10 @@ typedef struct chan_publish_memo {
 } chan_publish_memo;
 
 typedef struct chan_access_cache {
+    access_control *ctl;       /* the server's */
     uint64_t gen;              /* 0: nothing cached */
     const access_perms *perms; /* NULL: no permissions in the vhost */
+    bool topics;               /* the user has topic permissions in the vhost */
     /* allocated at the channel's first publish, so a channel that never
      * publishes (most consumers, idle clients) does not carry it */
     chan_publish_memo *memo;

@@ -372,8 +372,9 @@ static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
 static int topic_write_permitted(chan *ch, const route_exchange *ex, amqp_bytes key,
                                  amqp_error *err)
 {
-    chan_publish_memo *c = chan_access(ch)->memo; /* write_permitted just refreshed it */
-    if (route_exchange_type(ex) != ROUTE_TOPIC ||
+    const chan_access_cache *a = &ch->access; /* write_permitted just refreshed it */
+    chan_publish_memo *c = a->memo;
+    if (!a->topics || route_exchange_type(ex) != ROUTE_TOPIC ||
         (c && c->topic_ok && c->topic_len == key.len &&
          memcmp(c->topic_key, key.ptr, key.len) == 0))
         return AMQP_OK;

@@ -285,7 +285,12 @@ static void test_topic_permissions(void **state)
     fixture *f = fx_new(NULL);
     char err[300];
     meta_topic_permission t = {"guest", "/", "amq.topic", "^{username}\\.{vhost}\\.", ""};
+    assert_false(access_has_topic_perms(acc(f), AMQP_CSTR("guest"), AMQP_CSTR("/")));
     assert_true(access_put_topic_permission(acc(f), &t, err, sizeof err));
+    assert_true(access_has_topic_perms(acc(f), AMQP_CSTR("guest"), AMQP_CSTR("/")));
+    assert_false(access_has_topic_perms(acc(f), AMQP_CSTR("guest"), AMQP_CSTR("/x")));
+    assert_false(access_has_topic_perms(acc(f), AMQP_CSTR("gues"), AMQP_CSTR("/")));
+    assert_false(access_has_topic_perms(acc(f), AMQP_CSTR("guestt"), AMQP_CSTR("/")));
     const access_topic_perms *tp = access_find_topic_perms(
         acc(f), AMQP_CSTR("guest"), AMQP_CSTR("/"), AMQP_CSTR("amq.topic"));
     assert_non_null(tp);
@@ -300,6 +305,7 @@ static void test_topic_permissions(void **state)
     assert_null(access_find_topic_perms(acc(f), AMQP_CSTR("guest"), AMQP_CSTR("/"),
                                         AMQP_CSTR("amq.topic")));
     assert_false(access_clear_topic_permission(acc(f), "guest", "/", NULL, err, sizeof err));
+    assert_false(access_has_topic_perms(acc(f), AMQP_CSTR("guest"), AMQP_CSTR("/")));
     fx_free(f);
 }
 
