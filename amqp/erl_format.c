@@ -206,7 +206,7 @@ static void put_term(out *o, const amqp_field *f);
 static void put_container(out *o, const amqp_field *f)
 {
     amqp_iter it;
-    amqp_bytes key;
+    amqp_bytes key = {0}; /* set by amqp_table_next; LTO cannot tell */
     amqp_field v;
     bool first = true;
 

@@ -340,7 +340,7 @@ static bool max_age_ok(amqp_bytes v)
 
 static bool value_ok(const policy_key *k, const amqp_field *f)
 {
-    int64_t n;
+    int64_t n = 0;
     bool is_int = f->type != 't' && f->type != 'T' && amqp_field_int(f, &n);
     switch (k->kind) {
     case V_NON_NEG: return is_int && n >= 0;
