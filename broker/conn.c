@@ -630,8 +630,7 @@ static void read_frames(conn *c)
                            f.type == AMQP_FRAME_BODY) ? channel : 0, &err);
         } else {
             conn_raise(c, 0, &err);
-            amqp_frames_drain(&rd);
-            evbuffer_drain(rd.in, evbuffer_get_length(rd.in));
+            evbuffer_drain(rd.in, evbuffer_get_length(rd.in)); /* what was handled, and the rest */
             return;
         }
     }
