@@ -746,7 +746,7 @@ void access_foreach_permission(const access_control *a, const char *user, const 
 
 bool access_has_topic_perms(const access_control *a, amqp_bytes user, amqp_bytes vh)
 {
-    perm_key k = {user, vh, {0}}; /* "" sorts first: the user's first row in vh, if any */
+    perm_key k = {user, vh, AMQP_CSTR("")}; /* "" sorts first: the user's first row in vh */
     bool found;
     size_t i = search(&a->topics, cmp_topic, &k, &found);
     if (i == a->topics.n)
