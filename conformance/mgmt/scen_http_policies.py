@@ -178,10 +178,16 @@ def _(t):
     queue_policy(api, v, "src", lambda x: x["policy"] == "limit", "the policy applied to src")
     eq(api.get(path("/api/queues", v, "src"))["effective_policy_definition"], {"delivery-limit": 1},
        "effective policy")
+    ch.confirm_delivery()
     ch.basic_publish("", "src", b"m")
+
+    def get():  # a quorum queue's return may take a moment to be ready again
+        got = poll(lambda: ch.basic_get("src"), lambda r: r[0] is not None, "a message in src",
+                   timeout=5, step=0.05)
+        return got[0], got[1]
     counts = []
     for _ in range(2):
-        m, p, _ = ch.basic_get("src")
+        m, p = get()
         counts.append(p.headers["x-delivery-count"])
         ch.basic_reject(m.delivery_tag, requeue=True)
     eq(counts, [0, 1], "x-delivery-count of the two deliveries")
