@@ -862,13 +862,7 @@ static void test_compaction_waits_for_draining_yields_and_stops_early(void **sta
     assert_int_equal(log_warnings + log_errors, 0);
 
     fx_wait_synced(f, s);
-    char seg1[400];
-    fx_seg_path(f, 1, seg1, sizeof seg1);
-    for (int round = 0; round < 200 && fx_exists(seg1); round++) {
-        journal_tick(f->j);
-        fx_spin(f, 2);
-    }
-    assert_false(fx_exists(seg1));
+    assert_true(fx_tick_until_gone(f, 1, 200));
     journal_stats st;
     journal_get_stats(f->j, &st);
     assert_int_equal(st.live_messages, N - in_seg1);

@@ -491,13 +491,7 @@ static void test_groups_in_compacted_segments(void **state)
     fx_wait_synced(f, s);
     live_set empty = {NULL, 0};
     live_set want = model_apply(&empty, ops, n);
-    char seg1[400];
-    fx_seg_path(f, 1, seg1, sizeof seg1);
-    for (int round = 0; round < 400 && fx_exists(seg1); round++) {
-        journal_tick(f->j);
-        fx_spin(f, 2);
-    }
-    assert_false(fx_exists(seg1));
+    assert_true(fx_tick_until_gone(f, 1, 400));
     size_t before = n;
     static const uint64_t moved[] = {1, 26};
     for (size_t i = 0; i < 2; i++) {

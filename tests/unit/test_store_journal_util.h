@@ -203,6 +203,19 @@ static inline off_t fx_file_size(const char *path)
 
 static inline bool fx_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* Ticks the journal (running the loop 2 ms after each tick) until segment
+ * `num` is gone, at most `ticks` times; whether it went. */
+static inline bool fx_tick_until_gone(jfx *f, uint32_t num, int ticks)
+{
+    char path[400];
+    fx_seg_path(f, num, path, sizeof path);
+    for (int i = 0; i < ticks && fx_exists(path); i++) {
+        journal_tick(f->j);
+        fx_spin(f, 2);
+    }
+    return !fx_exists(path);
+}
+
 static inline void fx_checkpoint_path(const jfx *f, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/checkpoint", f->jdir);
