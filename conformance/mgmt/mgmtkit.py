@@ -242,12 +242,12 @@ def error_body(resp, error=None, reason=None, what="error body"):
 
 
 def reference_file(name):
-    """The text of a capture in shared/rabbitmq-reference/ (beside the
-    repository, or beside the worktrees folder that holds it)."""
+    """The text of a capture in tests/reference/rabbitmq-3.10/ (RabbitMQ
+    3.10.8's own answers, kept in the repository; RABBITMQ_REFERENCE may
+    name another folder)."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     tried = []
-    for base in (os.environ.get("RABBITMQ_REFERENCE"), os.path.join(root, "..", "shared", "rabbitmq-reference"),
-                 os.path.join(root, "..", "..", "shared", "rabbitmq-reference")):
+    for base in (os.environ.get("RABBITMQ_REFERENCE"), os.path.join(root, "tests", "reference", "rabbitmq-3.10")):
         if not base:
             continue
         p = os.path.normpath(os.path.join(base, name))

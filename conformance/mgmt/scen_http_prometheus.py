@@ -1,6 +1,6 @@
 """Prometheus (CONF_PROMETHEUS, rabbitmq_prometheus's port 15692): the text
 format, metric names, types and HELP lines as in the reference capture
-(shared/rabbitmq-reference/prometheus_metrics_sample.txt), aggregated on
+(tests/reference/rabbitmq-3.10/prometheus_metrics_sample.txt), aggregated on
 /metrics and per object on /metrics/per-object."""
 import os
 import re

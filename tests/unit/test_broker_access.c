@@ -20,7 +20,7 @@
 /* ---- password hashes ---------------------------------------------------- */
 
 /* From GET /api/users on RabbitMQ 3.10.8 after rabbitmqctl add_user (and
- * the guest user of ../shared/rabbitmq-reference/api_users.json). */
+ * the guest user of tests/reference/rabbitmq-3.10/api_users.json). */
 static const struct {
     const char *password, *hash;
 } rabbitmq_sha256[] = {

@@ -33,11 +33,10 @@ VHOST_KEYS = ["rabbit_version", "parameters", "policies", "queues", "exchanges",
 
 
 def reference_path():
-    for base in (os.environ.get("RABBITMQ_REFERENCE"), os.path.join(ROOT, "..", "shared", "rabbitmq-reference"),
-                 os.path.join(ROOT, "..", "..", "shared", "rabbitmq-reference")):
+    for base in (os.environ.get("RABBITMQ_REFERENCE"), os.path.join(ROOT, "tests", "reference", "rabbitmq-3.10")):
         if base and os.path.isfile(os.path.join(base, "api_definitions.json")):
             return os.path.join(base, "api_definitions.json")
-    raise unittest.SkipTest("shared/rabbitmq-reference/api_definitions.json not found")
+    raise AssertionError("tests/reference/rabbitmq-3.10/api_definitions.json not found")
 
 
 def seg(name):

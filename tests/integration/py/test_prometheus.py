@@ -1,7 +1,7 @@
 """Prometheus: GET /metrics and /metrics/per-object on prometheus.tcp.port.
 
 Names, types and HELP lines are checked against RabbitMQ 3.10.8's capture
-(shared/rabbitmq-reference/prometheus_metrics_sample.txt); label keys as
+(tests/reference/rabbitmq-3.10/prometheus_metrics_sample.txt); label keys as
 RabbitMQ's live /metrics/per-object shows them. The warren_ families are
 Warren's own (the queue health of the queue JSON). Also runs against
 RabbitMQ (WARREN_TEST_TARGET=127.0.0.1:5672 WARREN_TEST_TIMEOUT=60), where
@@ -71,15 +71,13 @@ def value(fams, name, **labels):
 
 
 def reference():
-    here = os.path.dirname(os.path.abspath(__file__))
     for base in (os.environ.get("RABBITMQ_REFERENCE"),
-                 os.path.join(h.REPO, "..", "shared", "rabbitmq-reference"),
-                 os.path.join(h.REPO, "..", "..", "shared", "rabbitmq-reference")):
+                 os.path.join(h.REPO, "tests", "reference", "rabbitmq-3.10")):
         p = base and os.path.join(base, "prometheus_metrics_sample.txt")
         if p and os.path.isfile(p):
             with open(p, encoding="utf-8") as f:
                 return parse(f.read())
-    raise unittest.SkipTest("reference capture not found beside %s" % here)
+    raise AssertionError("reference capture not found in tests/reference/rabbitmq-3.10")
 
 
 def poll(fn, ok, timeout=WAIT):
