@@ -66,6 +66,15 @@ typedef struct config {
     char mgmt_ip[64];                   /* management.tcp.ip */
     int mgmt_port;                      /* management.tcp.port; 0 = a free port */
     bool mgmt_port_set;                 /* given in the file or --set, not the default */
+    /* The management listener's limits (http/http.h): a request's body
+     * (management.http.max_body_size, RabbitMQ's key), connections open at
+     * once (management.http.max_connections), the time a request head and
+     * a body may take to arrive (management.http.head_timeout,
+     * .body_timeout, ms) and the time a connection may sit idle between
+     * requests or not read a reply (management.tcp.idle_timeout, ms). */
+    uint64_t mgmt_max_body;
+    unsigned mgmt_max_connections;
+    unsigned mgmt_head_timeout_ms, mgmt_body_timeout_ms, mgmt_idle_timeout_ms;
     /* consumer_timeout: ms a delivery may stay unacked, 0 = no limit. What
      * happens then (consumer_timeout.action): cancel_consumer (default:
      * only that consumer is cancelled and its unacked deliveries requeued,

@@ -266,6 +266,42 @@ static bool set_mgmt_ip(config *c, const char *v, char *why, size_t n)
     return copy_str(c->mgmt_ip, sizeof c->mgmt_ip, v, why, n);
 }
 
+static bool set_mgmt_max_body(config *c, const char *v, char *why, size_t n)
+{
+    return parse_uint(v, 1024, 1u << 30, &c->mgmt_max_body, why, n);
+}
+
+/* A count or a time in ms of the management listener (`*out`). */
+static bool set_mgmt_unsigned(unsigned *out, uint64_t lo, uint64_t hi, const char *v, char *why,
+                              size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, lo, hi, &x, why, n))
+        return false;
+    *out = (unsigned)x;
+    return true;
+}
+
+static bool set_mgmt_max_connections(config *c, const char *v, char *why, size_t n)
+{
+    return set_mgmt_unsigned(&c->mgmt_max_connections, 1, 1000000, v, why, n);
+}
+
+static bool set_mgmt_head_timeout(config *c, const char *v, char *why, size_t n)
+{
+    return set_mgmt_unsigned(&c->mgmt_head_timeout_ms, 100, 3600000, v, why, n);
+}
+
+static bool set_mgmt_body_timeout(config *c, const char *v, char *why, size_t n)
+{
+    return set_mgmt_unsigned(&c->mgmt_body_timeout_ms, 100, 3600000, v, why, n);
+}
+
+static bool set_mgmt_idle_timeout(config *c, const char *v, char *why, size_t n)
+{
+    return set_mgmt_unsigned(&c->mgmt_idle_timeout_ms, 100, 86400000, v, why, n);
+}
+
 static bool set_prometheus_port(config *c, const char *v, char *why, size_t n)
 {
     uint64_t x;
@@ -292,6 +328,11 @@ static const struct {
 } keys[] = {
     {"management.tcp.port", set_mgmt_port},
     {"management.tcp.ip", set_mgmt_ip},
+    {"management.tcp.idle_timeout", set_mgmt_idle_timeout},
+    {"management.http.max_body_size", set_mgmt_max_body},
+    {"management.http.max_connections", set_mgmt_max_connections},
+    {"management.http.head_timeout", set_mgmt_head_timeout},
+    {"management.http.body_timeout", set_mgmt_body_timeout},
     {"prometheus.tcp.port", set_prometheus_port},
     {"prometheus.tcp.ip", set_prometheus_ip},
     {"prometheus.return_per_object_metrics", set_prometheus_per_object},
@@ -340,6 +381,11 @@ void config_defaults(config *c)
     c->journal_segment_size = 64u << 20;
     strcpy(c->mgmt_ip, "0.0.0.0");
     c->mgmt_port = 15672;
+    c->mgmt_max_body = 8000000; /* RabbitMQ 3.10 refuses 9 MB bodies, takes 7 MB */
+    c->mgmt_max_connections = 512;
+    c->mgmt_head_timeout_ms = 10000;
+    c->mgmt_body_timeout_ms = 60000;
+    c->mgmt_idle_timeout_ms = 60000;
     c->consumer_timeout_ms = 1800000;
     strcpy(c->prometheus_ip, "0.0.0.0");
     c->prometheus_port = 15692;
@@ -371,6 +417,11 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"max_message_size", c->max_message_size},
         {"journal.segment_size", c->journal_segment_size},
         {"management.tcp.port", (uint64_t)c->mgmt_port},
+        {"management.tcp.idle_timeout", c->mgmt_idle_timeout_ms},
+        {"management.http.max_body_size", c->mgmt_max_body},
+        {"management.http.max_connections", c->mgmt_max_connections},
+        {"management.http.head_timeout", c->mgmt_head_timeout_ms},
+        {"management.http.body_timeout", c->mgmt_body_timeout_ms},
         {"consumer_timeout", c->consumer_timeout_ms},
         {"prometheus.tcp.port", (uint64_t)c->prometheus_port},
     };

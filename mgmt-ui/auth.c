@@ -7,8 +7,6 @@
  * authenticate_user relies on that). loopback_users applies: the peer of a
  * TCP request is checked, the control socket is local.
  */
-#include <event2/buffer.h>
-#include <event2/http.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,12 +39,9 @@ static int base64_decode(const char *in, uint8_t *out, size_t cap)
     return (int)n;
 }
 
-static bool peer_is_loopback(struct evhttp_request *req)
+static bool peer_is_loopback(http_req *req)
 {
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    const struct sockaddr *sa = evcon ? evhttp_connection_get_addr(evcon) : NULL;
-    if (!sa)
-        return false;
+    const struct sockaddr *sa = http_req_peer(req);
     if (sa->sa_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
     if (sa->sa_family == AF_INET6) {
@@ -67,7 +62,7 @@ static unsigned tags_of(unsigned access_tags)
 
 bool mgmt_authenticate(mgmt_req *r, bool *had_credentials)
 {
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+    const char *h = mgmt_header(r, "Authorization");
     *had_credentials = h != NULL;
     if (!h && r->control) {
         snprintf(r->user.name, sizeof r->user.name, "warrenctl");

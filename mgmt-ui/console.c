@@ -4,7 +4,7 @@
  * gen_assets.py), sorted by path, each with a content type and a strong
  * ETag computed from its bytes. A reply is decided by a pure function over
  * (method, uri, If-None-Match) that fills a struct of static pointers, so
- * it is tested without a server and costs no allocation; the evhttp
+ * it is tested without a server and costs no allocation; the HTTP
  * adapter below only copies headers and hands the body over by reference.
  *
  * Caching: assets are not fingerprinted, so every reply says no-cache and
@@ -21,8 +21,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 
 #define CSP "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " \
             "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "   \
@@ -80,7 +78,7 @@ bool mgmt_console_reply_to(const char *method, const char *uri, const char *if_n
 {
     if (is_api_path(uri))
         return false;
-    bool head = strcmp(method, "HEAD") == 0;
+    bool head = strcmp(method, "HEAD") == 0; /* the server drops its body */
     if (!head && strcmp(method, "GET") != 0) {
         start_reply(out, 405, "Method Not Allowed");
         add_header(out, "Allow", "GET, HEAD");
@@ -112,44 +110,22 @@ bool mgmt_console_reply_to(const char *method, const char *uri, const char *if_n
         out->body = a->body;
         out->length = a->length;
     }
-    if (head)
-        out->body = NULL;
     return true;
 }
 
-const char *mgmt_method_name(enum evhttp_cmd_type cmd)
+bool mgmt_console_serve(http_req *req)
 {
-    switch (cmd) {
-    case EVHTTP_REQ_GET: return "GET";
-    case EVHTTP_REQ_HEAD: return "HEAD";
-    case EVHTTP_REQ_POST: return "POST";
-    case EVHTTP_REQ_PUT: return "PUT";
-    case EVHTTP_REQ_DELETE: return "DELETE";
-    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-    default: return "OTHER";
-    }
-}
-
-bool mgmt_console_serve(struct evhttp_request *req)
-{
-    const char *uri = evhttp_request_get_uri(req);
-    const char *inm = evhttp_find_header(evhttp_request_get_input_headers(req), "If-None-Match");
+    const char *inm = http_req_header(req, "If-None-Match");
     mgmt_console_reply r;
-    if (!uri || !mgmt_console_reply_to(mgmt_method_name(evhttp_request_get_command(req)), uri, inm, &r))
+    if (!mgmt_console_reply_to(http_req_method_name(req), http_req_target(req), inm, &r))
         return false;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     for (size_t i = 0; i < r.header_count; i++)
-        evhttp_add_header(h, r.headers[i].name, r.headers[i].value);
-    struct evbuffer *body = NULL;
-    if (r.body && r.length) {
-        body = evhttp_request_get_output_buffer(req);
+        http_reply_header(req, r.headers[i].name, r.headers[i].value);
+    struct evbuffer *body = evbuffer_new();
+    if (body && r.length) /* by reference: the assets are static */
         evbuffer_add_reference(body, r.body, r.length, NULL, NULL);
-    } else if (r.status == 200) {
-        /* HEAD: the length the GET would have. */
-        char len[24];
-        snprintf(len, sizeof len, "%zu", r.length);
-        evhttp_add_header(h, "Content-Length", len);
-    }
-    evhttp_send_reply(req, r.status, r.reason, body);
+    http_reply(req, r.status, r.reason, body);
+    if (body)
+        evbuffer_free(body);
     return true;
 }

@@ -1,16 +1,28 @@
-/* The HTTP server: two evhttp instances on the broker's loop -- the TCP
- * listener (management.tcp.ip:port) and the control socket
- * (data_dir/warrenctl.sock, mode 0600) -- sharing one dispatcher.
+/* The management plane's HTTP front: the listeners (management.tcp.ip:port
+ * and the control socket data_dir/warrenctl.sock, mode 0600), both served
+ * by http/'s server on the broker's loop, and one dispatcher.
  *
- * On the TCP listener a path outside /api is the web console's
- * (mgmt_console_serve: embedded files, ETag, CSP). An API request goes:
- * decode the path -> find its route in the tables (404 when
- * no pattern matches, 405 with Allow when only the method is wrong) ->
- * authenticate (401) -> check the route's tag (401, as RabbitMQ) -> check the body size
- * (400, as RabbitMQ) -> the handler, which parses, checks, calls the broker and renders.
- * Every error body is built by mgmt_error. A handler that streams (a big
- * list) takes over the request; otherwise it is freed when the handler
- * returns.
+ * Everything that can refuse a request is decided on its head, before a
+ * byte of its body is read (admit): a path outside /api is the web
+ * console's (mgmt_console_serve: embedded files, ETag, CSP); an API
+ * request goes: decode the path -> find its route (404 when no pattern
+ * matches, 405 with Allow when only the method is wrong) -> authenticate
+ * (401) -> check the route's tag (401, as RabbitMQ) -> for a change (PUT,
+ * POST, DELETE): an Origin other than this server's is refused (403), and
+ * so is a body that is not JSON (415; the definitions upload form too,
+ * from the console's own origin only) -> the body's declared size (400,
+ * as RabbitMQ). Only then is the body read, within the server's limits,
+ * and the handler runs (handle): it parses, checks, calls the broker and
+ * renders. Every error body is built by mgmt_error. A handler that streams
+ * (a big list) takes over the request; otherwise it is freed when the
+ * handler returns.
+ *
+ * Why the Origin and Content-Type rules: a browser holding Basic
+ * credentials for this server sends them with any cross-site form or
+ * "simple" fetch (text/plain, form-encoded, multipart) without asking the
+ * server first; such a request carries the attacker's Origin, and a JSON
+ * body cannot be sent cross-site without a CORS preflight, which is never
+ * granted here.
  *
  * The control socket refuses a peer (SO_PEERCRED) whose uid is neither the
  * broker's effective uid nor root, on top of the socket file's mode.
@@ -18,15 +30,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/event.h>
 #include <event2/http.h>
-#include <event2/listener.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/queue.h>
@@ -43,23 +53,18 @@ typedef struct endpoint {
 
 struct mgmt {
     server *s;
-    struct evhttp *http, *ctl;
+    http_server *http, *ctl;
     endpoint tcp_ep, ctl_ep;
     char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int port;
     mgmt_sampler *sampler;
     mgmt_prometheus *prom;
     uint64_t auth_attempts, auth_failed; /* HTTP basic logins (auth.c) */
+    uint64_t cross_origin_refused, media_type_refused;
 };
 
 int mgmt_port(const mgmt *m) { return m->port; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
-
-void mgmt_http_abandon(struct evhttp_request *req)
-{
-    if (req && !evhttp_request_get_connection(req))
-        evhttp_request_free(req);
-}
 
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed)
 {
@@ -90,6 +95,7 @@ static const char *status_text(int status)
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Status";
@@ -107,20 +113,38 @@ mgmt_json *mgmt_reply(mgmt_req *r)
     return r->w;
 }
 
+const char *mgmt_header(mgmt_req *r, const char *name)
+{
+    return r->req ? http_req_header(r->req, name) : NULL;
+}
+
+void mgmt_add_header(mgmt_req *r, const char *name, const char *value)
+{
+    if (r->req)
+        http_reply_header(r->req, name, value);
+}
+
+/* Sends r->out (or nothing) and lets go of the HTTP request, which the
+ * server frees. */
+static void send_out(mgmt_req *r, int status, struct evbuffer *body)
+{
+    http_reply(r->req, status, status_text(status), body);
+    r->req = NULL;
+}
+
 void mgmt_send(mgmt_req *r, int status)
 {
     mgmt_json_flush(mgmt_reply(r));
-    struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
-    evhttp_add_header(h, "Content-Type", "application/json");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply(r->req, status, status_text(status), r->out);
+    mgmt_add_header(r, "Content-Type", "application/json");
+    mgmt_add_header(r, "Cache-Control", "no-cache");
+    send_out(r, status, r->out);
 }
 
 void mgmt_send_empty(mgmt_req *r, int status, const char *location)
 {
     if (location)
-        evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", location);
-    evhttp_send_reply(r->req, status, status_text(status), NULL);
+        mgmt_add_header(r, "Location", location);
+    send_out(r, status, NULL);
 }
 
 /* Throws away what a handler wrote before it failed; the writer flushes
@@ -234,6 +258,8 @@ void mgmt_amqp_error(mgmt_req *r, const amqp_error *err)
 
 void mgmt_req_free(mgmt_req *r)
 {
+    if (r->req) /* a handler that sent nothing: a bug, but not the client's wait */
+        mgmt_error(r, 500, "internal_error", "no reply");
     evhttp_clear_headers(&r->query);
     mgmt_json_free(r->w);
     if (r->out)
@@ -249,8 +275,8 @@ json_t *mgmt_body(mgmt_req *r)
 {
     if (r->body)
         return r->body;
-    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-    size_t n = evbuffer_get_length(in);
+    struct evbuffer *in = http_req_body(r->req);
+    size_t n = in ? evbuffer_get_length(in) : 0;
     if (n == 0)
         return r->body = json_object();
     json_error_t e;
@@ -325,6 +351,20 @@ static void parse_window(mgmt_req *r, const char *age_key, const char *incr_key,
 
 /* ---- dispatch ----------------------------------------------------------- */
 
+static enum evhttp_cmd_type route_method(http_method m)
+{
+    switch (m) {
+    case HTTP_GET: return EVHTTP_REQ_GET;
+    case HTTP_HEAD: return EVHTTP_REQ_HEAD;
+    case HTTP_POST: return EVHTTP_REQ_POST;
+    case HTTP_PUT: return EVHTTP_REQ_PUT;
+    case HTTP_DELETE: return EVHTTP_REQ_DELETE;
+    case HTTP_OPTIONS: return EVHTTP_REQ_OPTIONS;
+    case HTTP_PATCH: return EVHTTP_REQ_PATCH;
+    default: return 0;
+    }
+}
+
 /* The route for (method, path); *allowed collects the methods of routes
  * whose pattern matches, for a 405. */
 static const mgmt_route *find_route(mgmt_req *r, const amqp_bytes *segs, int n, char *allowed,
@@ -365,8 +405,68 @@ static const char *tag_refusal(unsigned tag)
                                     : "Not management user";
 }
 
-/* Authentication, tag and body size; replies and returns false on failure. */
-static bool admit(mgmt_req *r, const mgmt_route *rt)
+static bool changes_state(const mgmt_req *r)
+{
+    return r->method == EVHTTP_REQ_PUT || r->method == EVHTTP_REQ_POST ||
+           r->method == EVHTTP_REQ_DELETE || r->method == EVHTTP_REQ_PATCH;
+}
+
+/* Whether the request's Origin (when a browser sent one) is this server:
+ * "http://" + the Host it was sent to. A request without Origin is not
+ * from a cross-site page (browsers send it with every cross-site POST,
+ * PUT and DELETE), unless Sec-Fetch-Site says it is. */
+static bool same_origin(mgmt_req *r)
+{
+    const char *origin = mgmt_header(r, "Origin");
+    if (!origin) {
+        const char *site = mgmt_header(r, "Sec-Fetch-Site");
+        return !site || strcmp(site, "same-origin") == 0 || strcmp(site, "none") == 0;
+    }
+    const char *host = mgmt_header(r, "Host");
+    return host && strncasecmp(origin, "http://", 7) == 0 && strcasecmp(origin + 7, host) == 0;
+}
+
+/* A media type's name without its parameters equals `want`. */
+static bool media_type_is(const char *ct, const char *want)
+{
+    size_t n = strlen(want);
+    return ct && strncasecmp(ct, want, n) == 0 && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* The console's definitions upload may also come as a form. */
+static bool takes_form_upload(const mgmt_route *rt)
+{
+    return rt->method == EVHTTP_REQ_POST && strncmp(rt->pattern, "/api/definitions", 16) == 0;
+}
+
+/* Checks of a state-changing request against cross-site use; replies and
+ * returns false when refused. */
+static bool check_change(mgmt_req *r, const mgmt_route *rt)
+{
+    bool same = same_origin(r);
+    if (!same) {
+        r->m->cross_origin_refused++;
+        log_msg(LOG_WARNING, "management: refused a %s %s from another origin",
+                http_req_method_name(r->req), rt->pattern);
+        mgmt_error(r, 403, "forbidden", "Cross-origin requests that change state are refused.");
+        return false;
+    }
+    if (!http_req_has_body(r->req))
+        return true;
+    const char *ct = mgmt_header(r, "Content-Type");
+    if (media_type_is(ct, "application/json") ||
+        (takes_form_upload(rt) && media_type_is(ct, "multipart/form-data") &&
+         mgmt_header(r, "Origin")))
+        return true;
+    r->m->media_type_refused++;
+    mgmt_error(r, 415, "unsupported_media_type",
+               "Request bodies must be JSON (Content-Type: application/json).");
+    return false;
+}
+
+/* Authentication, tag, origin, media type and body size; replies and
+ * returns false on failure. */
+static bool admit_api(mgmt_req *r, const mgmt_route *rt)
 {
     bool had = false;
     bool ok = mgmt_authenticate(r, &had);
@@ -375,8 +475,7 @@ static bool admit(mgmt_req *r, const mgmt_route *rt)
         r->m->auth_failed += !ok;
     }
     if (!ok) {
-        evhttp_add_header(evhttp_request_get_output_headers(r->req), "WWW-Authenticate",
-                          "Basic realm=\"RabbitMQ Management\"");
+        mgmt_add_header(r, "WWW-Authenticate", "Basic realm=\"RabbitMQ Management\"");
         mgmt_error(r, 401, "not_authorized", had ? "Login failed" : "Not authorized");
         return false;
     }
@@ -384,34 +483,19 @@ static bool admit(mgmt_req *r, const mgmt_route *rt)
         mgmt_error(r, 401, "not_authorised", tag_refusal(rt->tag));
         return false;
     }
-    size_t body = evbuffer_get_length(evhttp_request_get_input_buffer(r->req));
-    if (body > MGMT_MAX_BODY) {
+    if (changes_state(r) && !r->control && !check_change(r, rt))
+        return false;
+    int64_t len = http_req_content_length(r->req);
+    if (len > 0 && (uint64_t)len > server_config(r->s)->mgmt_max_body) {
         mgmt_error(r, 400, "bad_request", "Exceeded HTTP request body size limit");
         return false;
     }
     return true;
 }
 
-/* The control socket's peer must be the broker's own user or root. */
-static bool peer_allowed(struct evhttp_request *req)
-{
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    struct ucred cred;
-    socklen_t len = sizeof cred;
-    if (!bev || getsockopt(bufferevent_getfd(bev), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-        return false;
-    if (cred.uid == geteuid() || cred.uid == 0)
-        return true;
-    log_msg(LOG_WARNING, "control socket: refused a client running as uid %u (pid %d)",
-            (unsigned)cred.uid, (int)cred.pid);
-    return false;
-}
-
 static void parse_common(mgmt_req *r)
 {
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->req);
-    const char *qs = evhttp_uri_get_query(uri);
+    const char *qs = http_req_query(r->req);
     TAILQ_INIT(&r->query);
     if (qs)
         evhttp_parse_query_str(qs, &r->query);
@@ -420,102 +504,119 @@ static void parse_common(mgmt_req *r)
     parse_window(r, "lengths_age", "lengths_incr", &r->len_window);
 }
 
-static void route_request(mgmt_req *r)
+/* Decides on the head; true when the handler is to run once the body is in. */
+static bool route_request(mgmt_req *r)
 {
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->req);
-    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     amqp_bytes segs[MGMT_PATH_SEGMENTS];
-    int n = path ? mgmt_path_decode(path, r->path_buf, sizeof r->path_buf, segs,
-                                    MGMT_PATH_SEGMENTS)
-                 : -1;
+    int n = mgmt_path_decode(http_req_path(r->req), r->path_buf, sizeof r->path_buf, segs,
+                             MGMT_PATH_SEGMENTS);
     char allowed[128];
     const mgmt_route *rt = n >= 0 ? find_route(r, segs, n, allowed, sizeof allowed) : NULL;
     if (!rt && n >= 0 && allowed[0]) {
         size_t len = strlen(allowed);
         snprintf(allowed + len, sizeof allowed - len, ", OPTIONS");
-        evhttp_add_header(evhttp_request_get_output_headers(r->req), "Allow", allowed);
+        mgmt_add_header(r, "Allow", allowed);
         if (r->method == EVHTTP_REQ_OPTIONS) /* what a path allows, as RabbitMQ answers it */
             mgmt_send_empty(r, 200, NULL);
         else
             mgmt_error(r, 405, "method_not_allowed", "Method Not Allowed");
-    } else if (!rt) {
-        mgmt_not_found(r);
-    } else {
-        /* a debug access log: the route's pattern, never a client's names */
-        log_msg(LOG_DEBUG, "management: %s %s", mgmt_method_name(r->method), rt->pattern);
-        if (admit(r, rt))
-            rt->fn(r);
+        return false;
     }
+    if (!rt) {
+        mgmt_not_found(r);
+        return false;
+    }
+    /* a debug access log: the route's pattern, never a client's names */
+    log_msg(LOG_DEBUG, "management: %s %s", http_req_method_name(r->req), rt->pattern);
+    r->route = rt;
+    return admit_api(r, rt);
 }
 
-static void dispatch(struct evhttp_request *req, void *arg)
+/* The control socket's peer must be the broker's own user or root. */
+static bool peer_allowed(http_req *req)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(http_req_fd(req), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return false;
+    if (cred.uid == geteuid() || cred.uid == 0)
+        return true;
+    log_msg(LOG_WARNING, "control socket: refused a client running as uid %u (pid %d)",
+            (unsigned)cred.uid, (int)cred.pid);
+    return false;
+}
+
+static bool admit(http_req *req, void *arg)
 {
     endpoint *ep = arg;
     if (ep->control && !peer_allowed(req)) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-        evhttp_send_error(req, 403, "Forbidden");
-        return;
+        http_reply(req, 403, "Forbidden", NULL);
+        return false;
     }
     if (!ep->control && mgmt_console_serve(req))
-        return;
+        return false;
     mgmt_req *r = calloc(1, sizeof *r);
     if (!r) {
-        evhttp_send_error(req, 500, "Internal Server Error");
-        return;
+        http_reply(req, 500, "Internal Server Error", NULL);
+        return false;
     }
     r->m = ep->m;
     r->s = ep->m->s;
     r->req = req;
-    r->method = evhttp_request_get_command(req);
+    r->method = route_method(http_req_method(req));
     r->control = ep->control;
     parse_common(r);
     server_touch_clock(r->s);
-    route_request(r);
+    if (!route_request(r)) {
+        mgmt_req_free(r);
+        return false;
+    }
+    http_req_set_data(req, r);
+    return true;
+}
+
+static void handle(http_req *req, void *arg)
+{
+    (void)arg;
+    mgmt_req *r = http_req_data(req);
+    server_touch_clock(r->s);
+    r->route->fn(r);
     if (!r->streaming)
         mgmt_req_free(r);
 }
 
 /* ---- listeners ---------------------------------------------------------- */
 
-static struct evhttp *new_http(mgmt *m, endpoint *ep, bool control)
+http_limits mgmt_http_limits(const config *cfg)
 {
-    struct evhttp *h = evhttp_new(server_base(m->s));
-    if (!h)
-        return NULL;
-    *ep = (endpoint){m, control};
-    evhttp_set_gencb(h, dispatch, ep);
-    evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                      EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                                      EVHTTP_REQ_PATCH);
-    evhttp_set_max_body_size(h, 4 * (ev_ssize_t)MGMT_MAX_BODY);
-    evhttp_set_max_headers_size(h, 64 * 1024);
-    evhttp_set_timeout(h, 120);
-    return h;
+    http_limits lim = http_default_limits();
+    lim.max_connections = cfg->mgmt_max_connections;
+    lim.max_body_bytes = cfg->mgmt_max_body;
+    if (lim.body_budget_bytes < 2 * lim.max_body_bytes)
+        lim.body_budget_bytes = 2 * lim.max_body_bytes;
+    lim.head_timeout_ms = cfg->mgmt_head_timeout_ms;
+    lim.body_timeout_ms = cfg->mgmt_body_timeout_ms;
+    lim.idle_timeout_ms = cfg->mgmt_idle_timeout_ms;
+    return lim;
 }
 
-bool mgmt_http_bind(struct evhttp *h, const char *ip, int port, const char *what, int *bound)
+static http_server *new_http(mgmt *m, endpoint *ep, bool control)
 {
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(h, ip, (ev_uint16_t)port);
-    if (!bs) {
+    *ep = (endpoint){m, control};
+    http_limits lim = mgmt_http_limits(server_config(m->s));
+    static const http_callbacks cb = {.admit = admit, .handle = handle};
+    return http_server_new(server_base(m->s), &lim, &cb, ep);
+}
+
+bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, int *bound)
+{
+    if (!http_server_listen(h, ip, port, bound)) {
         int e = errno;
         log_msg(LOG_ERROR, "%s: cannot listen on %s:%d: %s", what, ip, port, strerror(e));
         errno = e;
         return false;
     }
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    char host[INET6_ADDRSTRLEN] = "?";
-    *bound = 0;
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &len) == 0) {
-        bool v6 = ss.ss_family == AF_INET6;
-        inet_ntop(ss.ss_family,
-                  v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                     : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
-                  host, sizeof host);
-        *bound = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                          : ((struct sockaddr_in *)&ss)->sin_port);
-    }
-    log_msg(LOG_INFO, "%s listening on %s:%d", what, host, *bound);
+    log_msg(LOG_INFO, "%s listening on %s:%d", what, ip, *bound);
     return true;
 }
 
@@ -545,15 +646,12 @@ static bool listen_control(mgmt *m)
     mode_t old = umask(0177);
     int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    struct evconnlistener *l = NULL;
-    if (rc == 0 && chmod(m->sock_path, 0600) == 0)
-        l = evconnlistener_new(server_base(m->s), NULL, NULL,
-                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128, fd);
-    if (!l || !(m->ctl = new_http(m, &m->ctl_ep, true)) || !evhttp_bind_listener(m->ctl, l)) {
+    if (rc == 0)
+        rc = chmod(m->sock_path, 0600);
+    if (rc != 0 || !(m->ctl = new_http(m, &m->ctl_ep, true)) ||
+        !http_server_listen_fd(m->ctl, fd)) {
         log_msg(LOG_ERROR, "control socket %s: %s", m->sock_path, strerror(errno));
-        if (l && !m->ctl)
-            evconnlistener_free(l);
-        else if (!l && fd >= 0)
+        if (rc != 0 && fd >= 0)
             close(fd);
         return false;
     }
@@ -580,7 +678,7 @@ mgmt *mgmt_new(server *s)
         }
         log_msg(LOG_WARNING, "management: port %d is in use; the HTTP API is not served on "
                              "TCP (set management.tcp.port)", cfg->mgmt_port);
-        evhttp_free(m->http);
+        http_server_free(m->http);
         m->http = NULL;
     }
     listen_control(m);
@@ -599,10 +697,8 @@ void mgmt_free(mgmt *m)
 {
     if (!m)
         return;
-    if (m->http)
-        evhttp_free(m->http);
-    if (m->ctl)
-        evhttp_free(m->ctl);
+    http_server_free(m->http);
+    http_server_free(m->ctl);
     mgmt_prometheus_free(m->prom);
     if (m->sock_path[0])
         unlink(m->sock_path);

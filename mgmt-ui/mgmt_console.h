@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <event2/http.h>
+#include "../http/http.h"
 
 /* One embedded file. Everything points at static, read-only data. */
 typedef struct mgmt_asset {
@@ -19,9 +19,6 @@ typedef struct mgmt_asset {
     size_t length;
     const char *etag;          /* quoted strong ETag: "\"9f86d081884c7d659a2f\"" */
 } mgmt_asset;
-
-/* An HTTP method's name ("OTHER" for the rare ones), for rules and logs. */
-const char *mgmt_method_name(enum evhttp_cmd_type cmd);
 
 /* The file at `path` (exact, with the leading slash, no query), or NULL. */
 const mgmt_asset *mgmt_asset_find(const char *path);
@@ -50,7 +47,8 @@ typedef struct mgmt_console_reply {
  * request's If-None-Match header (NULL when absent): "/" is index.html; an
  * embedded file is 200 with its Content-Type, ETag and Cache-Control:
  * no-cache, or 304 when If-None-Match names its ETag (or "*"); other paths
- * 404; methods other than GET and HEAD 405. Every reply carries the
+ * 404; methods other than GET and HEAD 405. HEAD gets GET's reply (the
+ * HTTP server sends its head only). Every reply carries the
  * Content-Security-Policy (no inline script: script-src 'self';
  * frame-ancestors 'none'), X-Content-Type-Options: nosniff,
  * X-Frame-Options: DENY and Referrer-Policy: no-referrer.
@@ -59,9 +57,9 @@ typedef struct mgmt_console_reply {
 bool mgmt_console_reply_to(const char *method, const char *uri, const char *if_none_match,
                            mgmt_console_reply *out);
 
-struct evhttp_request;
-/* Sends the console's reply to an evhttp request (the body by reference,
- * not copied). Returns false, sending nothing, for /api paths. */
-bool mgmt_console_serve(struct evhttp_request *req);
+/* Sends the console's reply to `req` (the body by reference, not copied;
+ * the server leaves it out for HEAD). Returns false, sending nothing, for
+ * /api paths. */
+bool mgmt_console_serve(http_req *req);
 
 #endif

@@ -3,10 +3,11 @@
 #ifndef WARREN_MGMT_INT_H
 #define WARREN_MGMT_INT_H
 
-#include <event2/http.h>
+#include <event2/http.h> /* the route tables' methods, query parsing */
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
+#include "../http/http.h"
 #include "mgmt.h"
 
 /* User tags; administrator implies the others, monitoring and policymaker
@@ -30,16 +31,15 @@ typedef struct mgmt_window {
 } mgmt_window;
 
 #define MGMT_PATH_BUF 2048
-/* Larger bodies get RabbitMQ 3.10's 400 "Exceeded HTTP request body size
- * limit": it reads 8,000,000 bytes (cowboy's default) and refuses what is
- * left over (a body a few KB longer may pass there, from the last read). */
-#define MGMT_MAX_BODY 8000000u
+
+typedef struct mgmt_route mgmt_route;
 
 typedef struct mgmt_req {
     mgmt *m;
     server *s;
-    struct evhttp_request *req;
+    http_req *req; /* NULL once the reply is sent (the server frees it) */
     enum evhttp_cmd_type method;
+    const mgmt_route *route;
     bool control; /* came on the control socket */
     bool streaming;
     mgmt_user user;
@@ -54,17 +54,18 @@ typedef struct mgmt_req {
     mgmt_json *w;
 } mgmt_req;
 
-/* Frees a request whose reply has been sent (stream.c frees its own). */
+/* Frees a request whose reply has been sent (stream.c frees its own); one
+ * whose handler sent nothing is answered 500 first. */
 void mgmt_req_free(mgmt_req *r);
 
 typedef void (*mgmt_handler)(mgmt_req *r);
 
-typedef struct mgmt_route {
+struct mgmt_route {
     enum evhttp_cmd_type method;
     const char *pattern; /* "/api/queues/{}/{}" */
     unsigned tag;        /* required tag */
     mgmt_handler fn;
-} mgmt_route;
+};
 
 /* Each resource family's table, ended by a zero row. */
 extern const mgmt_route mgmt_overview_routes[];
@@ -84,11 +85,9 @@ extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 int mgmt_port(const mgmt *m);
 /* Binds `h` to ip:port and logs "WHAT listening on HOST:PORT"; the bound
  * port in *bound. False (logged, errno kept) when it cannot (http.c). */
-bool mgmt_http_bind(struct evhttp *h, const char *ip, int port, const char *what, int *bound);
-/* A chunked reply's client went away: evhttp detached `req` from its
- * connection and leaves freeing it to us (it frees a request still
- * attached itself). Call from the connection's close callback (http.c). */
-void mgmt_http_abandon(struct evhttp_request *req);
+bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, int *bound);
+/* The HTTP server limits the management settings ask for (http.c). */
+http_limits mgmt_http_limits(const config *cfg);
 /* HTTP basic logins tried and refused since start (counted by http.c). */
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed);
 
@@ -188,6 +187,10 @@ const char *mgmt_error_text(const amqp_error *err);
 /* The request body as a JSON object; replies 400 and returns NULL when it
  * is not one. An empty body is {}. */
 json_t *mgmt_body(mgmt_req *r);
+/* A request header, or NULL. */
+const char *mgmt_header(mgmt_req *r, const char *name);
+/* Adds a header to the reply. */
+void mgmt_add_header(mgmt_req *r, const char *name, const char *value);
 /* A query parameter, or NULL. */
 const char *mgmt_query(mgmt_req *r, const char *key);
 bool mgmt_query_true(mgmt_req *r, const char *key);

@@ -164,7 +164,7 @@ static void delete_conn(mgmt_req *r)
     }
     if (conn_refused(r, c))
         return;
-    conn_force_close(c, evhttp_find_header(evhttp_request_get_input_headers(r->req), "X-Reason"));
+    conn_force_close(c, mgmt_header(r, "X-Reason"));
     mgmt_send_empty(r, 204, NULL);
 }
 

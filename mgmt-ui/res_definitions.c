@@ -33,7 +33,7 @@ static void export(mgmt_req *r, vhost *only)
     if (download && *download && !strpbrk(download, "\"\r\n")) {
         char disp[300];
         snprintf(disp, sizeof disp, "attachment; filename=\"%.250s\"", download);
-        evhttp_add_header(evhttp_request_get_output_headers(r->req), "Content-Disposition", disp);
+        mgmt_add_header(r, "Content-Disposition", disp);
     }
     mgmt_send(r, 200);
 }
@@ -52,8 +52,7 @@ static void get_vhost_definitions(mgmt_req *r)
 /* The "file" part of a multipart/form-data body, or NULL (then *n = 0). */
 static const char *form_file(mgmt_req *r, const char *body, size_t len, size_t *n)
 {
-    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(r->req),
-                                        "Content-Type");
+    const char *ct = mgmt_header(r, "Content-Type");
     const char *b = ct ? strstr(ct, "boundary=") : NULL;
     char delim[200];
     *n = 0;
@@ -85,11 +84,10 @@ static const char *form_file(mgmt_req *r, const char *body, size_t len, size_t *
 
 static void import(mgmt_req *r, vhost *only)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+    struct evbuffer *in = http_req_body(r->req);
     size_t len = evbuffer_get_length(in);
     const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "{}";
-    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(r->req),
-                                        "Content-Type");
+    const char *ct = mgmt_header(r, "Content-Type");
     if (!len)
         len = 2;
     if (ct && strncmp(ct, "multipart/form-data", 19) == 0) {

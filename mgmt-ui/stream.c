@@ -4,13 +4,12 @@
  * then mgmt_list_send renders the page in slices of about SLICE_BYTES: the
  * first slice decides -- a list that fits is sent as one reply with a
  * Content-Length; a bigger one goes out with chunked transfer encoding,
- * and each further slice is rendered only when the previous one has been
- * written to the socket (evhttp_send_reply_chunk_with_cb). Between slices
- * the loop serves AMQP, so a 10,000-queue listing never holds it for more
+ * and each further slice is rendered only when the client has read the
+ * previous one (http_reply_chunk's drained callback). Between slices the
+ * loop serves AMQP, so a 10,000-queue listing never holds it for more
  * than one slice. Objects are looked up again at render time; one deleted
  * meanwhile is skipped. A client that goes away mid-list frees the stream
- * (and the request evhttp left behind) through the connection's close
- * callback.
+ * through the request's abort callback.
  *
  * Why on the loop: a prototype that snapshotted the queues on the loop and
  * rendered the JSON on a thread (commit cad85fd) gave a 1000 msg/s flow a
@@ -20,7 +19,6 @@
  * and rates is itself one long stall, where slices are short ones.
  */
 #include <event2/buffer.h>
-#include <event2/http.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +32,6 @@ typedef struct stream {
     mgmt_list *l;
     mgmt_render_fn fn;
     size_t next;
-    struct evhttp_connection *evcon;
 } stream;
 
 static bool parse_u32(const char *s, uint32_t *out)
@@ -90,8 +87,6 @@ mgmt_list *mgmt_list_begin(mgmt_req *r)
 
 static void stream_free(stream *st)
 {
-    if (st->evcon)
-        evhttp_connection_set_closecb(st->evcon, NULL, NULL);
     mgmt_list_free(st->l);
     mgmt_req_free(st->r);
     free(st);
@@ -113,38 +108,34 @@ static bool render_slice(stream *st)
     return true;
 }
 
-static void next_chunk(struct evhttp_connection *evcon, void *arg);
+static void next_chunk(http_req *req, void *arg);
 
 static void send_slice(stream *st)
 {
     bool done = render_slice(st);
     mgmt_json_flush(st->r->w);
+    http_req *req = st->r->req;
     if (!done) {
-        evhttp_send_reply_chunk_with_cb(st->r->req, st->r->out, next_chunk, st);
+        http_reply_chunk(req, st->r->out, next_chunk, st);
         return;
     }
-    evhttp_send_reply_chunk(st->r->req, st->r->out);
-    /* no close callback once done: ending the reply may free the connection */
-    evhttp_connection_set_closecb(st->evcon, NULL, NULL);
-    st->evcon = NULL;
-    evhttp_send_reply_end(st->r->req);
+    http_reply_chunk(req, st->r->out, NULL, NULL);
     st->r->req = NULL;
+    http_reply_end(req);
     stream_free(st);
 }
 
-static void next_chunk(struct evhttp_connection *evcon, void *arg)
+static void next_chunk(http_req *req, void *arg)
 {
-    (void)evcon;
+    (void)req;
     send_slice(arg);
 }
 
-/* The client went away mid-list. */
-static void stream_closed(struct evhttp_connection *evcon, void *arg)
+/* The client went away mid-list (the server frees the request). */
+static void stream_aborted(http_req *req, void *arg)
 {
-    (void)evcon;
+    (void)req;
     stream *st = arg;
-    st->evcon = NULL;
-    mgmt_http_abandon(st->r->req);
     st->r->req = NULL;
     stream_free(st);
 }
@@ -192,14 +183,12 @@ void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn)
         return;
     }
     r->streaming = true;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
-    evhttp_add_header(h, "Content-Type", "application/json");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(r->req, 200, "OK");
-    st->evcon = evhttp_request_get_connection(r->req);
-    evhttp_connection_set_closecb(st->evcon, stream_closed, st);
+    mgmt_add_header(r, "Content-Type", "application/json");
+    mgmt_add_header(r, "Cache-Control", "no-cache");
+    http_reply_start(r->req, 200, "OK");
+    http_req_on_abort(r->req, stream_aborted, st);
     mgmt_json_flush(r->w);
-    evhttp_send_reply_chunk_with_cb(r->req, r->out, next_chunk, st);
+    http_reply_chunk(r->req, r->out, next_chunk, st);
 }
 
 void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it)

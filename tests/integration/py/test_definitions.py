@@ -250,8 +250,17 @@ class Import(unittest.TestCase):
         form = (b"--BoUnD\r\nContent-Disposition: form-data; name=\"redirect\"\r\n\r\n../#/\r\n"
                 b"--BoUnD\r\nContent-Disposition: form-data; name=\"file\"; filename=\"d.json\"\r\n"
                 b"Content-Type: application/json\r\n\r\n" + body + b"\r\n--BoUnD--\r\n")
-        status, _ = b.call("POST", "/api/definitions", raw=form,
-                           headers={"Content-Type": "multipart/form-data; boundary=BoUnD"})
+        ctype = {"Content-Type": "multipart/form-data; boundary=BoUnD"}
+        # a form is what a cross-site page can post without asking: taken
+        # only from the console's own origin
+        origin = "http://127.0.0.1:%d" % b.proc.mgmt_port
+        status, body = b.call("POST", "/api/definitions", raw=form, headers=ctype)
+        self.assertEqual((status, body["error"]), (415, "unsupported_media_type"))
+        status, body = b.call("POST", "/api/definitions", raw=form,
+                              headers={**ctype, "Origin": "http://evil.example"})
+        self.assertEqual((status, body["error"]), (403, "forbidden"))
+        self.assertEqual(b.export()["queues"], [])
+        status, _ = b.call("POST", "/api/definitions", raw=form, headers={**ctype, "Origin": origin})
         self.assertEqual(status, 204)
         self.assertEqual([q["name"] for q in b.export()["queues"]], ["mp.q"])
 

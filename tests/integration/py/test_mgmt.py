@@ -50,6 +50,7 @@ def request(method, path, body=None, auth=AUTH, headers=None, conn=None):
         hdrs["Authorization"] = auth
     if body is not None and not isinstance(body, (bytes, str)):
         body = json.dumps(body)
+    if body is not None:
         hdrs.setdefault("Content-Type", "application/json")
     try:
         c.request(method, path, body=body, headers=hdrs)
