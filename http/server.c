@@ -429,6 +429,8 @@ void http_conn_reply_done(http_req *r)
         c->state = CONN_CLOSING;
         evtimer_del(c->timer);
         bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) /* nothing left to write */
+            bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
         return;
     }
     c->state = CONN_HEAD;

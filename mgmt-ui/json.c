@@ -341,7 +341,9 @@ void mgmt_json_double(mgmt_json *w, double v)
     }
     if (!scalar(w))
         return;
-    if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) { /* the common 0.0 and 5.0 */
+    /* the common 0.0 and 5.0; the range first, as a cast of a double out
+     * of int64's range is undefined */
+    if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v) {
         put_u64(w, v < 0 ? (uint64_t)-(int64_t)v : (uint64_t)v, v < 0);
         put(w, ".0", 2);
         return;
