@@ -134,14 +134,15 @@ static conn *find_conn(mgmt_req *r, amqp_bytes name)
     return NULL;
 }
 
-/* Another user's connection for a user who may not see it: 401 sent. */
+/* Another user's connection (or its channel) for a user who may not see
+ * it, or not close it: 401 sent. */
 static bool conn_refused(mgmt_req *r, conn *c)
 {
     conn_info ci;
     if (!c)
         return false;
     conn_describe(c, &ci);
-    if (mgmt_sees_user(r, ci.user))
+    if (mgmt_user_object_allowed(r, ci.user))
         return false;
     mgmt_error(r, 401, "not_authorised", "User not authorised to access object");
     return true;

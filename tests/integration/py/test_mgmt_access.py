@@ -521,6 +521,43 @@ class AuthorisationTest(AccessTest):
         self.assertIn(name, [x["name"] for x in self.get("/api/connections", **self.as_user(mon))])
         self.get("/api/connections/" + q(name), **self.as_user(mon))
 
+    def conn_named(self, label):
+        """The API name of the connection whose client named it `label`
+        (RabbitMQ lists it after its next statistics round)."""
+        for _ in range(60):
+            hits = [x["name"] for x in self.get("/api/connections") if x.get("user_provided_name") == label]
+            if hits:
+                return hits[0]
+            time.sleep(0.25)
+        self.fail("connection %s not listed" % label)
+
+    def assert_open(self, c, seconds=1.0):
+        """c is still open after the broker had `seconds` to close it."""
+        c.process_data_events(time_limit=seconds)
+        self.assertTrue(c.is_open)
+
+    def test_monitoring_user_closes_only_its_own_connections(self):
+        # Issue 17, item 4: a monitoring user with permissions on one vhost
+        # closed another user's connection in another vhost (204, 320).
+        mon, other_user, mine, theirs = self.user("monitoring"), self.user(""), self.vhost(), self.vhost()
+        self.grant(mine, mon)
+        self.grant(theirs, other_user)
+        victim = h.connect(vhost=theirs, user=other_user, password="pw",
+                           client_properties={"connection_name": "mgmt-access-victim"})
+        own = h.connect(vhost=mine, user=mon, password="pw", client_properties={"connection_name": "mgmt-access-mon"})
+        self._conns += [victim, own]
+        victim_name, own_name = self.conn_named("mgmt-access-victim"), self.conn_named("mgmt-access-mon")
+        as_mon = self.as_user(mon)
+        self.get("/api/connections/" + q(victim_name), **as_mon)  # monitoring users see it
+        self.error(request("DELETE", "/api/connections/" + q(victim_name), **as_mon), 401, "not_authorised",
+                   "User not authorised to access object")
+        self.assert_open(victim)
+        self.ok("DELETE", "/api/connections/" + q(own_name), status=204, headers={"X-Reason": "own"}, **as_mon)
+        e = self.closed_by_broker(own)
+        self.assertEqual((e.reply_code, e.reply_text), (320, "CONNECTION_FORCED - own"))
+        self.ok("DELETE", "/api/connections/" + q(victim_name), status=204)  # an administrator may
+        self.assertEqual(self.closed_by_broker(victim).reply_code, 320)
+
     def test_own_connections_are_visible(self):
         u, v = self.user("management"), self.vhost()
         self.grant(v, u)
