@@ -131,6 +131,11 @@ bool mgmt_lists_all_vhosts(mgmt_req *r)
     return r->user.tags & (TAG_ADMINISTRATOR | TAG_MONITORING);
 }
 
+bool mgmt_vhost_visible(mgmt_req *r, vhost *v)
+{
+    return mgmt_lists_all_vhosts(r) || mgmt_vhost_allowed(r, v);
+}
+
 bool mgmt_sees_user(mgmt_req *r, const char *user)
 {
     return (r->user.tags & (TAG_ADMINISTRATOR | TAG_MONITORING)) ||

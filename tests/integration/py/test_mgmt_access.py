@@ -434,7 +434,6 @@ class AuthorisationTest(AccessTest):
         self.error(request("PUT", "/api/queues/%s/new" % q(other), {}, **as_u), 401, "not_authorised",
                    "User not authorised to access virtual host")
         self.error(request("GET", "/api/queues/" + q(h.unique("mgmt-access-novh")), **as_u), 404, "Object Not Found")
-        self.assertEqual(self.get("/api/consumers/" + q(other), **as_u), [])  # filtered, not refused
 
     def test_monitoring_user_lists_every_vhost_but_not_their_contents(self):
         u, v = self.user("monitoring"), self.vhost()
@@ -557,6 +556,40 @@ class AuthorisationTest(AccessTest):
         self.assertEqual((e.reply_code, e.reply_text), (320, "CONNECTION_FORCED - own"))
         self.ok("DELETE", "/api/connections/" + q(victim_name), status=204)  # an administrator may
         self.assertEqual(self.closed_by_broker(victim).reply_code, 320)
+
+    def test_consumers_are_shown_to_their_user_and_monitoring_users(self):
+        mgmt_user, mon, v = self.user("management"), self.user("monitoring"), self.vhost()
+        self.grant(v, mgmt_user)
+        c = h.connect(vhost=v, client_properties={"connection_name": "mgmt-access-consumer"})
+        self._conns.append(c)
+        ch = c.channel()
+        ch.queue_declare("mgmt-access-q")
+        ch.basic_consume("mgmt-access-q", lambda *a: None, consumer_tag="guests")
+        mine = h.connect(vhost=v, user=mgmt_user, password="pw")
+        self._conns.append(mine)
+        mine.channel().basic_consume("mgmt-access-q", lambda *a: None, consumer_tag="mine")
+        for _ in range(80):  # until RabbitMQ's statistics name each consumer's user
+            if sum(isinstance(x["channel_details"], dict) and "user" in x["channel_details"]
+                   for x in self.get("/api/consumers/" + q(v))) == 2:
+                break
+            time.sleep(0.25)
+        def tags(path, who):
+            return sorted(x["consumer_tag"] for x in self.get(path, **self.as_user(who)) if x["queue"]["vhost"] == v)
+
+        for path in ("/api/consumers", "/api/consumers/" + q(v)):
+            self.assertEqual(tags(path, mgmt_user), ["mine"], path)  # not guest's, though in its vhost
+            self.assertEqual(tags(path, mon), ["guests", "mine"], path)  # though without permissions there
+
+    @unittest.skipUnless(WARREN, "RabbitMQ 3.10.8 answers 200 [] (it does not check the vhost there)")
+    def test_consumers_of_a_vhost_without_access_401(self):
+        # Issue 17, item 5: 200 [] to a user without access to the vhost.
+        u, mine, other = self.user("management"), self.vhost(), self.vhost()
+        self.grant(mine, u)
+        self.error(request("GET", "/api/consumers/" + q(other), **self.as_user(u)), 401, "not_authorised",
+                   "User not authorised to access virtual host")
+        self.assertEqual(self.get("/api/consumers/" + q(mine), **self.as_user(u)), [])
+        self.error(request("GET", "/api/consumers/" + q(h.unique("mgmt-access-novh")), **self.as_user(u)), 404,
+                   "Object Not Found")
 
     def test_own_connections_are_visible(self):
         u, v = self.user("management"), self.vhost()
