@@ -591,6 +591,20 @@ class AuthorisationTest(AccessTest):
         self.error(request("GET", "/api/consumers/" + q(h.unique("mgmt-access-novh")), **self.as_user(u)), 404,
                    "Object Not Found")
 
+    def test_aliveness_test_needs_the_users_permissions(self):
+        u, v = self.user("management"), self.vhost()
+        path, as_u = "/api/aliveness-test/" + q(v), self.as_user(u)
+        self.error(request("GET", path, **as_u), 401, "not_authorised", "User not authorised to access virtual host")
+        refused = "ACCESS_REFUSED - access to %%s in vhost '%s' refused for user '%s'" % (v, u)
+        for perms, what in ((dict(configure="^$"), "queue 'aliveness-test'"), (dict(write=""), "exchange 'amq.default'"),
+                            (dict(read=""), "queue 'aliveness-test'")):
+            self.grant(v, u, **perms)
+            self.error(request("GET", path, **as_u), 401, "not_authorised", refused % what)
+        self.grant(v, u)
+        self.assertEqual(self.get(path, **as_u), {"status": "ok"})
+        self.ok("DELETE", "/api/permissions/%s/guest" % q(v), status=204)
+        self.error(request("GET", path), 401, "not_authorised", "Access refused.")  # an administrator too
+
     def test_own_connections_are_visible(self):
         u, v = self.user("management"), self.vhost()
         self.grant(v, u)
