@@ -729,6 +729,11 @@ uint64_t queue_store_id(const queue *q);
 void queue_set_store_id(queue *q, uint64_t id);
 /* Whether `q` is a quorum queue (x-queue-type quorum). */
 bool queue_is_quorum(const queue *q);
+/* Whether a returned message from `q` is delivered with x-delivery-count:
+ * always from a quorum queue (RabbitMQ 3.10), from a classic queue only
+ * when a delivery limit or delayed retry (Warren's extensions there) counts
+ * its returns -- a plain classic queue adds nothing, as RabbitMQ's. */
+bool queue_shows_delivery_count(const queue *q);
 /* "classic" or "quorum", as /api/queues shows the type. */
 const char *queue_type_name(const queue *q);
 vhost *queue_vhost(queue *q);
