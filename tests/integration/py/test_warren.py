@@ -205,7 +205,9 @@ class FdExhaustion(unittest.TestCase):
         lines_before, cpu_before = len(proc.log_lines), cpu_seconds(proc.proc.pid)
         time.sleep(3)
         cpu = cpu_seconds(proc.proc.pid) - cpu_before
-        self.assertLess(cpu, 0.5, "broker used %.2f s of CPU in 3 s while out of descriptors" % cpu)
+        # not retrying accept() in a loop, which would take the whole 3 s of
+        # CPU (half of it: a generous bound for ASan)
+        self.assertLess(cpu, 1.5, "broker used %.2f s of CPU in 3 s while out of descriptors" % cpu)
         self.assertLess(len(proc.log_lines) - lines_before, 3, proc.log_tail())
         self.assertLess(sum(len(ln) for ln in proc.log_lines), 20000)
         # the client already connected still works
