@@ -253,6 +253,8 @@ void server_close_user_connections(server *s, const char *user, const char *text
 /* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
 void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
 void server_conn_opened(server *s, conn *c);
+/* c passed connection.open: server_conn_count and the rest list it now. */
+void server_conn_listed(server *s, conn *c);
 /* A confirm or commit-ok waits for journal sequence `seq` (the loop does
  * not spin while the disk is what it waits for). */
 void server_journal_wait(server *s, journal_seq seq);
@@ -1064,11 +1066,15 @@ void stats_exchange_freed(void *ctx, route_exchange *ex);
 
 /* Vhosts in name order: NULL prev gives the first; NULL after the last. */
 vhost *server_vhost_next(server *s, vhost *prev);
-/* Connections: the i-th of server_conn_count (the order changes when one
- * closes); by id, NULL when gone. */
+/* Connections as RabbitMQ lists them: only those that passed
+ * connection.open, not sockets still in the handshake or refused there.
+ * The i-th of server_conn_count (the order changes when one opens or
+ * closes); by id, NULL when gone or not open yet. */
 size_t server_conn_count(const server *s);
 conn *server_conn_at(server *s, size_t i);
 conn *server_conn_find(server *s, uint64_t id);
+/* Every client socket, in the handshake or not (sockets_used). */
+size_t server_socket_count(const server *s);
 /* Wall-clock ms when the server started; its node name ("warren@host"). */
 uint64_t server_started_at(const server *s);
 /* The port the AMQP listener bound (the configured one may be 0). */

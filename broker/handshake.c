@@ -171,6 +171,7 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
     c->vh = v;
     c->state = S_OPEN;
     server_counters(c->srv)->connections_opened++;
+    server_conn_listed(c->srv, c);
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
     conn_send_method(c, 0, &m);
     log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,

@@ -25,6 +25,7 @@
  * ACCEPT_LOG_MS, with how many there were.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/listener.h>
@@ -67,8 +68,11 @@ struct server {
     access_control *access;
     vhost **vhosts; /* sorted by name */
     size_t nvhosts, vhosts_cap;
+    /* every connection; the first nlisted passed connection.open (the
+     * management API lists those), the rest are in the handshake or
+     * failed it */
     conn **conns;
-    size_t nconns, conns_cap;
+    size_t nconns, conns_cap, nlisted;
     uint64_t now_ms;
     uint64_t name_seed;
     bool shutting_down;
@@ -407,15 +411,32 @@ void server_close_user_connections(server *s, const char *user, const char *text
 
 server_counts *server_counters(server *s) { return &s->counts; }
 
+static size_t conn_index(const server *s, const conn *c)
+{
+    size_t i = 0;
+    while (i < s->nconns && s->conns[i] != c)
+        i++;
+    return i;
+}
+
+void server_conn_listed(server *s, conn *c)
+{
+    size_t i = conn_index(s, c);
+    assert(i < s->nconns && i >= s->nlisted);
+    s->conns[i] = s->conns[s->nlisted];
+    s->conns[s->nlisted++] = c;
+}
+
 void server_conn_closed(server *s, conn *c)
 {
     s->counts.connections_closed++;
-    for (size_t i = 0; i < s->nconns; i++) {
-        if (s->conns[i] == c) {
-            s->conns[i] = s->conns[--s->nconns];
-            break;
-        }
+    size_t i = conn_index(s, c);
+    if (i < s->nlisted) { /* the last listed one fills its slot */
+        s->conns[i] = s->conns[--s->nlisted];
+        i = s->nlisted;
     }
+    if (i < s->nconns)
+        s->conns[i] = s->conns[--s->nconns];
     if (s->shutting_down && s->nconns == 0)
         event_base_loopexit(s->base, NULL);
     accept_resume(s); /* its descriptor is about to be free */
@@ -781,12 +802,13 @@ vhost *server_vhost_next(server *s, vhost *prev)
     size_t i = prev ? vhost_slot(s, AMQP_CSTR(vhost_name(prev))) + 1 : 0;
     return i < s->nvhosts ? s->vhosts[i] : NULL;
 }
-size_t server_conn_count(const server *s) { return s->nconns; }
-conn *server_conn_at(server *s, size_t i) { return i < s->nconns ? s->conns[i] : NULL; }
+size_t server_conn_count(const server *s) { return s->nlisted; }
+size_t server_socket_count(const server *s) { return s->nconns; }
+conn *server_conn_at(server *s, size_t i) { return i < s->nlisted ? s->conns[i] : NULL; }
 
 conn *server_conn_find(server *s, uint64_t id)
 {
-    for (size_t i = 0; i < s->nconns; i++)
+    for (size_t i = 0; i < s->nlisted; i++)
         if (conn_id(s->conns[i]) == id)
             return s->conns[i];
     return NULL;
