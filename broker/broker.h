@@ -21,6 +21,7 @@
 
 struct event_base;
 struct evbuffer;
+struct sockaddr;
 
 /* ---- logging ------------------------------------------------------------ */
 
@@ -78,6 +79,13 @@ typedef struct config {
     bool prometheus_port_set;
     bool prometheus_per_object;         /* prometheus.return_per_object_metrics */
     char load_definitions[512];         /* a definitions file imported at every start; "" = none */
+    /* login_brake.* (Warren's, see brake.c): `failures` refused logins
+     * (0 = no brake) from one address within `window` ms brake it for
+     * `duration` ms; loopback addresses only with login_brake.loopback;
+     * at most `max_held` refused connections held at once */
+    uint32_t login_brake_failures, login_brake_window_ms, login_brake_duration_ms;
+    uint32_t login_brake_max_held;
+    bool login_brake_loopback;
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -505,10 +513,40 @@ queue *vhost_queue_by_store_id(vhost *v, uint64_t id);
 /* Deletes the exclusive queues owned by `c`, whose connection is closing. */
 void vhost_drop_exclusive(vhost *v, conn *c);
 
+/* ---- login brake (brake.c) ---------------------------------------------- */
+
+/* A connection whose handshake fails before connection.open (a refused
+ * login, a malformed login response, a wrong method or frame) is held this
+ * long before its socket is closed, as RabbitMQ does (SILENT_CLOSE_DELAY). */
+#define LOGIN_HOLD_MS 3000
+
+/* Refused logins per source address, and the number of refused
+ * connections held (see brake.c for the rules and the table). */
+typedef struct login_brake login_brake;
+/* From cfg's login_brake_* settings; `seed` scrambles the table's hash.
+ * NULL when out of memory. */
+login_brake *login_brake_new(const config *cfg, uint64_t seed);
+void login_brake_free(login_brake *b);
+/* The key an address is counted under: IPv4 (also IPv4-mapped IPv6) whole,
+ * other IPv6 addresses by their /64. */
+void login_brake_key(const struct sockaddr *sa, uint8_t key[16]);
+/* ms left of the brake on `key`; 0 when it is not braked. */
+uint64_t login_brake_left(login_brake *b, const uint8_t key[16], uint64_t now_ms);
+/* Counts a refused login from `key`; true when it brakes the address. */
+bool login_brake_failed(login_brake *b, const uint8_t key[16], uint64_t now_ms);
+/* A refused connection is to be held: false when login_brake_max_held are
+ * held already (it is closed at once then); each true is released once. */
+bool login_brake_hold(login_brake *b);
+void login_brake_release(login_brake *b);
+/* Refused connections held now. */
+uint32_t login_brake_held(const login_brake *b);
+/* The server's brake. */
+login_brake *server_login_brake(server *s);
+
 /* ---- connections -------------------------------------------------------- */
 
-/* Takes ownership of an accepted socket. */
-void conn_accept(server *s, int fd, bool loopback, const char *peer);
+/* Takes ownership of a socket accepted from `sa` ("host:port" in `peer`). */
+void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer);
 /* Closes with connection.close(code, text) -- e.g. 320 on shutdown. */
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
 /* Its vhost is being deleted: closes with 320 and forgets the vhost (its

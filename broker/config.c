@@ -286,10 +286,46 @@ static bool set_prometheus_per_object(config *c, const char *v, char *why, size_
     return parse_bool(v, &c->prometheus_per_object, why, n);
 }
 
+static bool set_u32(uint32_t *out, const char *v, uint64_t min, uint64_t max, char *why,
+                    size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, min, max, &x, why, n))
+        return false;
+    *out = (uint32_t)x;
+    return true;
+}
+
+static bool set_brake_failures(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_failures, v, 0, 1000000, why, n);
+}
+static bool set_brake_window(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_window_ms, v, 1, 86400000, why, n);
+}
+static bool set_brake_duration(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_duration_ms, v, 1, 86400000, why, n);
+}
+static bool set_brake_max_held(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_max_held, v, 0, 1000000, why, n);
+}
+static bool set_brake_loopback(config *c, const char *v, char *why, size_t n)
+{
+    return parse_bool(v, &c->login_brake_loopback, why, n);
+}
+
 static const struct {
     const char *key;
     key_parser parse;
 } keys[] = {
+    {"login_brake.failures", set_brake_failures},
+    {"login_brake.window", set_brake_window},
+    {"login_brake.duration", set_brake_duration},
+    {"login_brake.max_held", set_brake_max_held},
+    {"login_brake.loopback", set_brake_loopback},
     {"management.tcp.port", set_mgmt_port},
     {"management.tcp.ip", set_mgmt_ip},
     {"prometheus.tcp.port", set_prometheus_port},
@@ -343,6 +379,10 @@ void config_defaults(config *c)
     c->consumer_timeout_ms = 1800000;
     strcpy(c->prometheus_ip, "0.0.0.0");
     c->prometheus_port = 15692;
+    c->login_brake_failures = 10;
+    c->login_brake_window_ms = 60000;
+    c->login_brake_duration_ms = 60000;
+    c->login_brake_max_held = 1000;
 }
 
 /* Every setting as its rabbitmq.conf key; default_pass is left out. */
@@ -373,6 +413,10 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"management.tcp.port", (uint64_t)c->mgmt_port},
         {"consumer_timeout", c->consumer_timeout_ms},
         {"prometheus.tcp.port", (uint64_t)c->prometheus_port},
+        {"login_brake.failures", c->login_brake_failures},
+        {"login_brake.window", c->login_brake_window_ms},
+        {"login_brake.duration", c->login_brake_duration_ms},
+        {"login_brake.max_held", c->login_brake_max_held},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)nums[i].v);
@@ -381,6 +425,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     fn(arg, "management.tcp.ip", c->mgmt_ip);
     fn(arg, "prometheus.tcp.ip", c->prometheus_ip);
     fn(arg, "prometheus.return_per_object_metrics", c->prometheus_per_object ? "true" : "false");
+    fn(arg, "login_brake.loopback", c->login_brake_loopback ? "true" : "false");
     if (c->memory_high_watermark_abs) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)c->memory_high_watermark_abs);
         fn(arg, "vm_memory_high_watermark.absolute", b);

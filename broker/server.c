@@ -66,6 +66,7 @@ struct server {
     meta *meta;
     journal *journal;
     access_control *access;
+    login_brake *brake;
     vhost **vhosts; /* sorted by name */
     size_t nvhosts, vhosts_cap;
     /* every connection; the first nlisted passed connection.open (the
@@ -100,6 +101,7 @@ meta *server_meta(server *s) { return s->meta; }
 journal *server_journal(server *s) { return s->journal; }
 
 access_control *server_access(server *s) { return s->access; }
+login_brake *server_login_brake(server *s) { return s->brake; }
 
 queue *server_queue_by_store_id(server *s, uint64_t id)
 {
@@ -442,18 +444,6 @@ void server_conn_closed(server *s, conn *c)
     accept_resume(s); /* its descriptor is about to be free */
 }
 
-static bool is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) ||
-               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return false;
-}
-
 static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
 {
     char host[INET6_ADDRSTRLEN] = "?";
@@ -484,7 +474,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     char peer[64];
     format_addr(sa, peer, sizeof peer);
     s->now_ms = monotonic_ms();
-    conn_accept(s, fd, is_loopback(sa), peer);
+    conn_accept(s, fd, sa, peer);
 }
 
 static void accept_resume(server *s)
@@ -698,7 +688,7 @@ server *server_new(const config *cfg)
     char err[600];
     if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
         !(s->accept_timer = evtimer_new(s->base, accept_resume_cb, s)) ||
-        !(s->access = access_new(s))) {
+        !(s->access = access_new(s)) || !(s->brake = login_brake_new(cfg, next_random(s)))) {
         server_free(s);
         return NULL;
     }
@@ -770,6 +760,7 @@ void server_free(server *s)
         vhost_free(s->vhosts[i]);
     free(s->vhosts);
     access_free(s->access);
+    login_brake_free(s->brake);
     if (s->journal) {
         journal_close(s->journal);
         leave_clean_marker(&s->cfg);
