@@ -36,10 +36,37 @@ bool log_parse_level(const char *name, log_level *out);
 /* ---- configuration ------------------------------------------------------ */
 
 #define CONFIG_MAX_LOOPBACK_USERS 16
+/* listeners per protocol (AMQP, management, Prometheus), the first included */
+#define CONFIG_MAX_LISTENERS 16
+
+/* One listener from a "<prefix>.<name> = [host:]port" key. */
+typedef struct config_listener {
+    char name[48]; /* the key's <name>: "default", "1", "local", ... */
+    char host[64]; /* an IP literal; "" = every interface (see server.c) */
+    int port;      /* 0 binds a free port */
+} config_listener;
+
+/* A protocol's listeners after its first, which stays in the config's
+ * single fields (listen_host/listen_port, mgmt_ip/mgmt_port,
+ * prometheus_ip/prometheus_port). */
+typedef struct config_listeners {
+    config_listener extra[CONFIG_MAX_LISTENERS - 1];
+    unsigned n;
+} config_listeners;
 
 typedef struct config {
-    char listen_host[64]; /* listeners.tcp.default, host part ("0.0.0.0") */
+    /* AMQP listeners, RabbitMQ's listeners.tcp.<name> = [host:]port: the
+     * first here, the others in amqp_more. The default is one, named
+     * "default", on every interface, port 5672; the first listeners.tcp.*
+     * key replaces it (as RabbitMQ's translation builds the list from those
+     * keys alone), a name set again replaces its listener.
+     * listeners.tcp = none: no AMQP listener at all. */
+    char listen_name[48];
+    char listen_host[64]; /* "" = every interface, IPv6 and IPv4 (server.c) */
     int listen_port;      /* 0 binds a free port */
+    bool listeners_explicit; /* a listeners.tcp.<name> key replaced the default */
+    bool listeners_none;     /* listeners.tcp = none */
+    config_listeners amqp_more;
     char default_user[64];
     char default_pass[64];
     char default_vhost[64];
@@ -67,6 +94,11 @@ typedef struct config {
     char mgmt_ip[64];                   /* management.tcp.ip */
     int mgmt_port;                      /* management.tcp.port; 0 = a free port */
     bool mgmt_port_set;                 /* given in the file or --set, not the default */
+    /* management.listeners.tcp.<name> = [host:]port (Warren's; RabbitMQ
+     * has one management TCP listener): more listeners of the API, after
+     * the one of management.tcp.ip/port; a port alone means 0.0.0.0, as
+     * management.tcp.port alone does */
+    config_listeners mgmt_more;
     /* consumer_timeout: ms a delivery may stay unacked, 0 = no limit. What
      * happens then (consumer_timeout.action): cancel_consumer (default:
      * only that consumer is cancelled and its unacked deliveries requeued,
@@ -77,6 +109,7 @@ typedef struct config {
     char prometheus_ip[64];             /* prometheus.tcp.ip */
     int prometheus_port;                /* prometheus.tcp.port; 0 = a free port */
     bool prometheus_port_set;
+    config_listeners prometheus_more;   /* prometheus.listeners.tcp.<name>, as mgmt_more */
     bool prometheus_per_object;         /* prometheus.return_per_object_metrics */
     char load_definitions[512];         /* a definitions file imported at every start; "" = none */
     /* login_brake.* (Warren's, see brake.c): `failures` refused logins
@@ -1115,8 +1148,20 @@ conn *server_conn_find(server *s, uint64_t id);
 size_t server_socket_count(const server *s);
 /* Wall-clock ms when the server started; its node name ("warren@host"). */
 uint64_t server_started_at(const server *s);
-/* The port the AMQP listener bound (the configured one may be 0). */
+/* Room for an address as text (INET6_ADDRSTRLEN). */
+#define SERVER_HOST_LEN 46
+/* sa's address as text into host ("?" unless IPv4 or IPv6; an IPv4-mapped
+ * IPv6 address as the IPv4 one, as RabbitMQ shows peers of a dual-stack
+ * listener); returns its port. */
+int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN]);
+/* The port the first AMQP listener bound (the configured one may be 0);
+ * 0 without one (listeners.tcp = none). */
 int server_amqp_port(const server *s);
+/* The AMQP listeners, in configuration order: the i-th one's port, and in
+ * *ip its address as bound ("::" for every interface on a dual-stack
+ * socket), valid while the server lives. */
+size_t server_amqp_listener_count(const server *s);
+int server_amqp_listener(const server *s, size_t i, const char **ip);
 const char *server_node_name(const server *s);
 uint64_t wall_clock_ms(void);
 

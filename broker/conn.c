@@ -743,20 +743,22 @@ static bool name_connection(conn *c, int fd, const char *peer)
     static uint64_t next_id;
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-        void *addr = ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                                              : (void *)&((struct sockaddr_in *)&ss)->sin_addr;
-        inet_ntop(ss.ss_family, addr, host, sizeof host);
-        c->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
-    }
+    char host[SERVER_HOST_LEN] = "?";
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        c->port = server_sockaddr_host((struct sockaddr *)&ss, host);
+    /* peer is "host:port", an IPv6 host in brackets as RabbitMQ's names
+     * have them ("[::1]:40628 -> [::1]:5672"); peer_host and host go
+     * without them */
     const char *colon = strrchr(peer, ':');
+    int bracket = peer[0] == '[';
+    int peer_host_len = colon ? (int)(colon - peer) - 2 * bracket : 0;
     c->peer_port = colon ? atoi(colon + 1) : 0;
     /* peer, peer_host, host and name, each NUL-terminated */
     char buf[512];
-    int n = snprintf(buf, sizeof buf, "%.100s%c%.*s%c%s%c%.100s -> %s:%d", peer, 0,
-                     colon ? (int)(colon - peer) : 0, peer, 0, host, 0, peer, host, c->port);
+    int n = snprintf(buf, sizeof buf, strchr(host, ':') ? "%.100s%c%.*s%c%s%c%.100s -> [%s]:%d"
+                                                         : "%.100s%c%.*s%c%s%c%.100s -> %s:%d",
+                     peer, 0, peer_host_len > 0 ? peer_host_len : 0, peer + bracket, 0, host, 0,
+                     peer, host, c->port);
     if (n < 0 || (size_t)n >= sizeof buf || !(c->names = malloc((size_t)n + 1)))
         return false;
     memcpy(c->names, buf, (size_t)n + 1);
