@@ -94,11 +94,6 @@ typedef struct config {
     char mgmt_ip[64];                   /* management.tcp.ip */
     int mgmt_port;                      /* management.tcp.port; 0 = a free port */
     bool mgmt_port_set;                 /* given in the file or --set, not the default */
-    /* management.listeners.tcp.<name> = [host:]port (Warren's; RabbitMQ
-     * has one management TCP listener): more listeners of the API, after
-     * the one of management.tcp.ip/port; a port alone means 0.0.0.0, as
-     * management.tcp.port alone does */
-    config_listeners mgmt_more;
     /* consumer_timeout: ms a delivery may stay unacked, 0 = no limit. What
      * happens then (consumer_timeout.action): cancel_consumer (default:
      * only that consumer is cancelled and its unacked deliveries requeued,
@@ -109,6 +104,11 @@ typedef struct config {
     char prometheus_ip[64];             /* prometheus.tcp.ip */
     int prometheus_port;                /* prometheus.tcp.port; 0 = a free port */
     bool prometheus_port_set;
+    /* management.listeners.tcp.<name> = [host:]port (Warren's; RabbitMQ
+     * has one management TCP listener): more listeners of the API, after
+     * the one of management.tcp.ip/port; a port alone means 0.0.0.0, as
+     * management.tcp.port alone does */
+    config_listeners mgmt_more;
     config_listeners prometheus_more;   /* prometheus.listeners.tcp.<name>, as mgmt_more */
     bool prometheus_per_object;         /* prometheus.return_per_object_metrics */
     char load_definitions[512];         /* a definitions file imported at every start; "" = none */
