@@ -21,6 +21,7 @@
 
 struct event_base;
 struct evbuffer;
+struct sockaddr;
 
 /* ---- logging ------------------------------------------------------------ */
 
@@ -35,10 +36,37 @@ bool log_parse_level(const char *name, log_level *out);
 /* ---- configuration ------------------------------------------------------ */
 
 #define CONFIG_MAX_LOOPBACK_USERS 16
+/* listeners per protocol (AMQP, management, Prometheus), the first included */
+#define CONFIG_MAX_LISTENERS 16
+
+/* One listener from a "<prefix>.<name> = [host:]port" key. */
+typedef struct config_listener {
+    char name[48]; /* the key's <name>: "default", "1", "local", ... */
+    char host[64]; /* an IP literal; "" = every interface (see server.c) */
+    int port;      /* 0 binds a free port */
+} config_listener;
+
+/* A protocol's listeners after its first, which stays in the config's
+ * single fields (listen_host/listen_port, mgmt_ip/mgmt_port,
+ * prometheus_ip/prometheus_port). */
+typedef struct config_listeners {
+    config_listener extra[CONFIG_MAX_LISTENERS - 1];
+    unsigned n;
+} config_listeners;
 
 typedef struct config {
-    char listen_host[64]; /* listeners.tcp.default, host part ("0.0.0.0") */
+    /* AMQP listeners, RabbitMQ's listeners.tcp.<name> = [host:]port: the
+     * first here, the others in amqp_more. The default is one, named
+     * "default", on every interface, port 5672; the first listeners.tcp.*
+     * key replaces it (as RabbitMQ's translation builds the list from those
+     * keys alone), a name set again replaces its listener.
+     * listeners.tcp = none: no AMQP listener at all. */
+    char listen_name[48];
+    char listen_host[64]; /* "" = every interface, IPv6 and IPv4 (server.c) */
     int listen_port;      /* 0 binds a free port */
+    bool listeners_explicit; /* a listeners.tcp.<name> key replaced the default */
+    bool listeners_none;     /* listeners.tcp = none */
+    config_listeners amqp_more;
     char default_user[64];
     char default_pass[64];
     char default_vhost[64];
@@ -85,8 +113,21 @@ typedef struct config {
     char prometheus_ip[64];             /* prometheus.tcp.ip */
     int prometheus_port;                /* prometheus.tcp.port; 0 = a free port */
     bool prometheus_port_set;
+    /* management.listeners.tcp.<name> = [host:]port (Warren's; RabbitMQ
+     * has one management TCP listener): more listeners of the API, after
+     * the one of management.tcp.ip/port; a port alone means 0.0.0.0, as
+     * management.tcp.port alone does */
+    config_listeners mgmt_more;
+    config_listeners prometheus_more;   /* prometheus.listeners.tcp.<name>, as mgmt_more */
     bool prometheus_per_object;         /* prometheus.return_per_object_metrics */
     char load_definitions[512];         /* a definitions file imported at every start; "" = none */
+    /* login_brake.* (Warren's, see brake.c): `failures` refused logins
+     * (0 = no brake) from one address within `window` ms brake it for
+     * `duration` ms; loopback addresses only with login_brake.loopback;
+     * at most `max_held` refused connections held at once */
+    uint32_t login_brake_failures, login_brake_window_ms, login_brake_duration_ms;
+    uint32_t login_brake_max_held;
+    bool login_brake_loopback;
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -266,6 +307,8 @@ void server_close_user_connections(server *s, const char *user, const char *text
 /* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
 void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
 void server_conn_opened(server *s, conn *c);
+/* c passed connection.open: server_conn_count and the rest list it now. */
+void server_conn_listed(server *s, conn *c);
 /* A confirm or commit-ok waits for journal sequence `seq` (the loop does
  * not spin while the disk is what it waits for). */
 void server_journal_wait(server *s, journal_seq seq);
@@ -516,10 +559,40 @@ queue *vhost_queue_by_store_id(vhost *v, uint64_t id);
 /* Deletes the exclusive queues owned by `c`, whose connection is closing. */
 void vhost_drop_exclusive(vhost *v, conn *c);
 
+/* ---- login brake (brake.c) ---------------------------------------------- */
+
+/* A connection whose handshake fails before connection.open (a refused
+ * login, a malformed login response, a wrong method or frame) is held this
+ * long before its socket is closed, as RabbitMQ does (SILENT_CLOSE_DELAY). */
+#define LOGIN_HOLD_MS 3000
+
+/* Refused logins per source address, and the number of refused
+ * connections held (see brake.c for the rules and the table). */
+typedef struct login_brake login_brake;
+/* From cfg's login_brake_* settings; `seed` scrambles the table's hash.
+ * NULL when out of memory. */
+login_brake *login_brake_new(const config *cfg, uint64_t seed);
+void login_brake_free(login_brake *b);
+/* The key an address is counted under: IPv4 (also IPv4-mapped IPv6) whole,
+ * other IPv6 addresses by their /64. */
+void login_brake_key(const struct sockaddr *sa, uint8_t key[16]);
+/* ms left of the brake on `key`; 0 when it is not braked. */
+uint64_t login_brake_left(login_brake *b, const uint8_t key[16], uint64_t now_ms);
+/* Counts a refused login from `key`; true when it brakes the address. */
+bool login_brake_failed(login_brake *b, const uint8_t key[16], uint64_t now_ms);
+/* A refused connection is to be held: false when login_brake_max_held are
+ * held already (it is closed at once then); each true is released once. */
+bool login_brake_hold(login_brake *b);
+void login_brake_release(login_brake *b);
+/* Refused connections held now. */
+uint32_t login_brake_held(const login_brake *b);
+/* The server's brake. */
+login_brake *server_login_brake(server *s);
+
 /* ---- connections -------------------------------------------------------- */
 
-/* Takes ownership of an accepted socket. */
-void conn_accept(server *s, int fd, bool loopback, const char *peer);
+/* Takes ownership of a socket accepted from `sa` ("host:port" in `peer`). */
+void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer);
 /* Closes with connection.close(code, text) -- e.g. 320 on shutdown. */
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
 /* Its vhost is being deleted: closes with 320 and forgets the vhost (its
@@ -742,6 +815,11 @@ uint64_t queue_store_id(const queue *q);
 void queue_set_store_id(queue *q, uint64_t id);
 /* Whether `q` is a quorum queue (x-queue-type quorum). */
 bool queue_is_quorum(const queue *q);
+/* Whether a returned message from `q` is delivered with x-delivery-count:
+ * always from a quorum queue (RabbitMQ 3.10), from a classic queue only
+ * when a delivery limit or delayed retry (Warren's extensions there) counts
+ * its returns -- a plain classic queue adds nothing, as RabbitMQ's. */
+bool queue_shows_delivery_count(const queue *q);
 /* "classic" or "quorum", as /api/queues shows the type. */
 const char *queue_type_name(const queue *q);
 vhost *queue_vhost(queue *q);
@@ -1072,15 +1150,31 @@ void stats_exchange_freed(void *ctx, route_exchange *ex);
 
 /* Vhosts in name order: NULL prev gives the first; NULL after the last. */
 vhost *server_vhost_next(server *s, vhost *prev);
-/* Connections: the i-th of server_conn_count (the order changes when one
- * closes); by id, NULL when gone. */
+/* Connections as RabbitMQ lists them: only those that passed
+ * connection.open, not sockets still in the handshake or refused there.
+ * The i-th of server_conn_count (the order changes when one opens or
+ * closes); by id, NULL when gone or not open yet. */
 size_t server_conn_count(const server *s);
 conn *server_conn_at(server *s, size_t i);
 conn *server_conn_find(server *s, uint64_t id);
+/* Every client socket, in the handshake or not (sockets_used). */
+size_t server_socket_count(const server *s);
 /* Wall-clock ms when the server started; its node name ("warren@host"). */
 uint64_t server_started_at(const server *s);
-/* The port the AMQP listener bound (the configured one may be 0). */
+/* Room for an address as text (INET6_ADDRSTRLEN). */
+#define SERVER_HOST_LEN 46
+/* sa's address as text into host ("?" unless IPv4 or IPv6; an IPv4-mapped
+ * IPv6 address as the IPv4 one, as RabbitMQ shows peers of a dual-stack
+ * listener); returns its port. */
+int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN]);
+/* The port the first AMQP listener bound (the configured one may be 0);
+ * 0 without one (listeners.tcp = none). */
 int server_amqp_port(const server *s);
+/* The AMQP listeners, in configuration order: the i-th one's port, and in
+ * *ip its address as bound ("::" for every interface on a dual-stack
+ * socket), valid while the server lives. */
+size_t server_amqp_listener_count(const server *s);
+int server_amqp_listener(const server *s, size_t i, const char **ip);
 const char *server_node_name(const server *s);
 uint64_t wall_clock_ms(void);
 

@@ -286,12 +286,14 @@ static void forget_consumer(chan *ch, consumer *cons)
 
 #define DC_STACK 4096
 
-/* Sends a delivery or get-ok; a message returned before carries its count.
- * RabbitMQ 3.10's quorum queues also put x-delivery-count 0 on the first
- * basic.get (`always`). The first delivery, the hot path, goes as it is. */
-static void send_counted(chan *ch, const amqp_method *m, queue_item it, bool always)
+/* Sends a delivery or get-ok; a message returned before carries its count
+ * where the queue shows it (queue_shows_delivery_count). RabbitMQ 3.10's
+ * quorum queues also put x-delivery-count 0 on the first basic.get
+ * (`always`). The first delivery, the hot path, goes as it is. */
+static void send_counted(chan *ch, const amqp_method *m, const queue *q, queue_item it,
+                         bool always)
 {
-    if (it.delivery_count == 0 && !always) {
+    if ((it.delivery_count == 0 && !always) || !queue_shows_delivery_count(q)) {
         conn_send_content(ch->c, ch->number, m, it.m);
         return;
     }
@@ -325,7 +327,7 @@ void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
     d.basic_deliver.redelivered = it.delivery_count > 0 || it.maybe_delivered;
     d.basic_deliver.exchange = msg_exchange(it.m);
     d.basic_deliver.routing_key = msg_routing_key(it.m);
-    send_counted(ch, &d, it, false);
+    send_counted(ch, &d, q, it, false);
     count(ch, q, cons->no_ack ? STAT_DELIVER_NO_ACK : STAT_DELIVER);
     if (d.basic_deliver.redelivered)
         count(ch, q, STAT_REDELIVER);
@@ -620,7 +622,7 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
     g.basic_get_ok.exchange = msg_exchange(it.m);
     g.basic_get_ok.routing_key = msg_routing_key(it.m);
     g.basic_get_ok.message_count = queue_ready_count(q);
-    send_counted(ch, &g, it, queue_is_quorum(q));
+    send_counted(ch, &g, q, it, queue_is_quorum(q));
     count(ch, q, no_ack ? STAT_GET_NO_ACK : STAT_GET);
     if (g.basic_get_ok.redelivered)
         count(ch, q, STAT_REDELIVER);

@@ -1,6 +1,7 @@
 /* Configuration in RabbitMQ's rabbitmq.conf style: one "key = value" per
  * line, '#' starts a comment. Every key is listed in `keys` with a parser;
  * an unknown key or a bad value is an error that names the file and line. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -54,27 +55,103 @@ static bool copy_str(char *dst, size_t cap, const char *v, char *why, size_t why
     return true;
 }
 
-/* "5672", "127.0.0.1:5672", "[::1]:5672" */
-static bool set_listener(config *c, const char *v, char *why, size_t whylen)
+/* A listener's value: "5672" (a port alone: `wildcard` as the host),
+ * "127.0.0.1:5672", "::1:5672" (the last colon splits, as RabbitMQ's
+ * cuttlefish reads an ip) or "[::1]:5672" (Warren takes brackets too). */
+static bool parse_listener(const char *v, const char *wildcard, config_listener *out, char *why,
+                           size_t whylen)
 {
     const char *colon = strrchr(v, ':');
-    const char *port = colon ? colon + 1 : v;
     uint64_t p;
-    if (!parse_uint(port, 0, 65535, &p, why, whylen))
+    if (!parse_uint(colon ? colon + 1 : v, 0, 65535, &p, why, whylen))
         return false;
-    if (colon) {
-        size_t hl = (size_t)(colon - v);
-        if (hl && v[0] == '[' && v[hl - 1] == ']')
-            v++, hl -= 2;
-        if (hl == 0 || hl >= sizeof c->listen_host) {
-            snprintf(why, whylen, "bad listener address");
-            return false;
-        }
-        memcpy(c->listen_host, v, hl);
-        c->listen_host[hl] = 0;
+    size_t hl = colon ? (size_t)(colon - v) : strlen(wildcard);
+    const char *h = colon ? v : wildcard;
+    if (colon && hl >= 2 && v[0] == '[' && v[hl - 1] == ']')
+        h++, hl -= 2;
+    if (hl >= sizeof out->host) {
+        snprintf(why, whylen, "'%s' is not an IPv4 or IPv6 address and port", v);
+        return false;
     }
-    c->listen_port = (int)p;
+    memcpy(out->host, h, hl);
+    out->host[hl] = 0;
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (colon && inet_pton(AF_INET, out->host, addr) != 1 &&
+        inet_pton(AF_INET6, out->host, addr) != 1) {
+        snprintf(why, whylen, "'%s' is not an IPv4 or IPv6 address and port", v);
+        return false;
+    }
+    out->port = (int)p;
     return true;
+}
+
+static bool listener_name(const char *name, char *why, size_t whylen)
+{
+    if (*name && strlen(name) < sizeof((config_listener *)0)->name && !strchr(name, '.'))
+        return true;
+    snprintf(why, whylen, "a listener name must be 1..%zu characters without a dot",
+             sizeof((config_listener *)0)->name - 1);
+    return false;
+}
+
+/* Puts `l` in `more`, replacing the listener of the same name. */
+static bool put_listener(config_listeners *more, const config_listener *l, char *why,
+                         size_t whylen)
+{
+    unsigned i = 0;
+    while (i < more->n && strcmp(more->extra[i].name, l->name) != 0)
+        i++;
+    if (i == CONFIG_MAX_LISTENERS - 1) {
+        snprintf(why, whylen, "at most %d listeners", CONFIG_MAX_LISTENERS);
+        return false;
+    }
+    more->extra[i] = *l;
+    more->n += i == more->n;
+    return true;
+}
+
+/* listeners.tcp.<name>: see config.listen_name in broker.h. */
+static bool set_amqp_listener(config *c, const char *name, const char *v, char *why, size_t n)
+{
+    config_listener l;
+    if (!listener_name(name, why, n) || !parse_listener(v, "", &l, why, n))
+        return false;
+    strcpy(l.name, name);
+    if (c->listeners_explicit && strcmp(c->listen_name, name) != 0)
+        return put_listener(&c->amqp_more, &l, why, n);
+    c->listeners_explicit = true;
+    strcpy(c->listen_name, l.name);
+    strcpy(c->listen_host, l.host);
+    c->listen_port = l.port;
+    return true;
+}
+
+/* A "<key> = none" key: true for none, else why names the other form. */
+static bool only_none(const char *v, const char *other_form, char *why, size_t n)
+{
+    if (strcmp(v, "none") == 0)
+        return true;
+    snprintf(why, n, "only 'none' is accepted here; use %s", other_form);
+    return false;
+}
+
+static bool set_listeners_none(config *c, const char *v, char *why, size_t n)
+{
+    if (!only_none(v, "listeners.tcp.<name> = [host:]port", why, n))
+        return false;
+    c->listeners_none = true;
+    return true;
+}
+
+/* management.listeners.tcp.<name>, prometheus.listeners.tcp.<name>. */
+static bool set_more_listener(config_listeners *more, const char *name, const char *v, char *why,
+                              size_t n)
+{
+    config_listener l;
+    if (!listener_name(name, why, n) || !parse_listener(v, "0.0.0.0", &l, why, n))
+        return false;
+    strcpy(l.name, name);
+    return put_listener(more, &l, why, n);
 }
 
 static bool set_default_user(config *c, const char *v, char *why, size_t n)
@@ -101,10 +178,8 @@ static bool set_load_definitions(config *c, const char *v, char *why, size_t n)
 /* "loopback_users = none": nobody is loopback-only, whatever else is set. */
 static bool set_loopback_users(config *c, const char *v, char *why, size_t n)
 {
-    if (strcmp(v, "none") != 0) {
-        snprintf(why, n, "only 'none' is accepted here; use loopback_users.<user> = true|false");
+    if (!only_none(v, "loopback_users.<user> = true|false", why, n))
         return false;
-    }
     c->loopback_none = true;
     return true;
 }
@@ -322,10 +397,46 @@ static bool set_prometheus_per_object(config *c, const char *v, char *why, size_
     return parse_bool(v, &c->prometheus_per_object, why, n);
 }
 
+static bool set_u32(uint32_t *out, const char *v, uint64_t min, uint64_t max, char *why,
+                    size_t n)
+{
+    uint64_t x;
+    if (!parse_uint(v, min, max, &x, why, n))
+        return false;
+    *out = (uint32_t)x;
+    return true;
+}
+
+static bool set_brake_failures(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_failures, v, 0, 1000000, why, n);
+}
+static bool set_brake_window(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_window_ms, v, 1, 86400000, why, n);
+}
+static bool set_brake_duration(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_duration_ms, v, 1, 86400000, why, n);
+}
+static bool set_brake_max_held(config *c, const char *v, char *why, size_t n)
+{
+    return set_u32(&c->login_brake_max_held, v, 0, 1000000, why, n);
+}
+static bool set_brake_loopback(config *c, const char *v, char *why, size_t n)
+{
+    return parse_bool(v, &c->login_brake_loopback, why, n);
+}
+
 static const struct {
     const char *key;
     key_parser parse;
 } keys[] = {
+    {"login_brake.failures", set_brake_failures},
+    {"login_brake.window", set_brake_window},
+    {"login_brake.duration", set_brake_duration},
+    {"login_brake.max_held", set_brake_max_held},
+    {"login_brake.loopback", set_brake_loopback},
     {"management.tcp.port", set_mgmt_port},
     {"management.tcp.ip", set_mgmt_ip},
     {"management.tcp.idle_timeout", set_mgmt_idle_timeout},
@@ -340,7 +451,7 @@ static const struct {
     {"journal.segment_size", set_segment_size},
     {"vm_memory_high_watermark.relative", set_watermark_relative},
     {"vm_memory_high_watermark.absolute", set_watermark_absolute},
-    {"listeners.tcp.default", set_listener},
+    {"listeners.tcp", set_listeners_none},
     {"default_user", set_default_user},
     {"default_pass", set_default_pass},
     {"default_vhost", set_default_vhost},
@@ -361,7 +472,7 @@ static const struct {
 void config_defaults(config *c)
 {
     memset(c, 0, sizeof *c);
-    strcpy(c->listen_host, "0.0.0.0");
+    strcpy(c->listen_name, "default");
     c->listen_port = 5672;
     strcpy(c->default_user, "guest");
     strcpy(c->default_pass, "guest");
@@ -389,6 +500,45 @@ void config_defaults(config *c)
     c->consumer_timeout_ms = 1800000;
     strcpy(c->prometheus_ip, "0.0.0.0");
     c->prometheus_port = 15692;
+    c->login_brake_failures = 10;
+    c->login_brake_window_ms = 60000;
+    c->login_brake_duration_ms = 60000;
+    c->login_brake_max_held = 1000;
+}
+
+static void describe_listener(const char *prefix, const config_listener *l,
+                              void (*fn)(void *arg, const char *key, const char *value), void *arg)
+{
+    char key[128], value[96];
+    snprintf(key, sizeof key, "%s.%s", prefix, l->name);
+    if (!*l->host)
+        snprintf(value, sizeof value, "%d", l->port);
+    else
+        snprintf(value, sizeof value, strchr(l->host, ':') ? "[%s]:%d" : "%s:%d", l->host, l->port);
+    fn(arg, key, value);
+}
+
+static void describe_more(const char *prefix, const config_listeners *more,
+                          void (*fn)(void *arg, const char *key, const char *value), void *arg)
+{
+    for (unsigned i = 0; i < more->n; i++)
+        describe_listener(prefix, &more->extra[i], fn, arg);
+}
+
+static void describe_listeners(const config *c,
+                               void (*fn)(void *arg, const char *key, const char *value), void *arg)
+{
+    if (c->listeners_none) {
+        fn(arg, "listeners.tcp", "none");
+    } else {
+        config_listener first = {.port = c->listen_port};
+        strcpy(first.name, c->listen_name);
+        strcpy(first.host, c->listen_host);
+        describe_listener("listeners.tcp", &first, fn, arg);
+        describe_more("listeners.tcp", &c->amqp_more, fn, arg);
+    }
+    describe_more("management.listeners.tcp", &c->mgmt_more, fn, arg);
+    describe_more("prometheus.listeners.tcp", &c->prometheus_more, fn, arg);
 }
 
 /* Every setting as its rabbitmq.conf key; default_pass is left out. */
@@ -398,8 +548,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     static const char *const syncs[] = {"batch", "always", "none"};
     static const char *const levels[] = {"debug", "info", "warning", "error", "none"};
     char b[160];
-    snprintf(b, sizeof b, "%s:%d", c->listen_host, c->listen_port);
-    fn(arg, "listeners.tcp.default", b);
+    describe_listeners(c, fn, arg);
     fn(arg, "default_user", c->default_user);
     fn(arg, "default_vhost", c->default_vhost);
     if (c->loopback_none)
@@ -424,6 +573,10 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"management.http.body_timeout", c->mgmt_body_timeout_ms},
         {"consumer_timeout", c->consumer_timeout_ms},
         {"prometheus.tcp.port", (uint64_t)c->prometheus_port},
+        {"login_brake.failures", c->login_brake_failures},
+        {"login_brake.window", c->login_brake_window_ms},
+        {"login_brake.duration", c->login_brake_duration_ms},
+        {"login_brake.max_held", c->login_brake_max_held},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)nums[i].v);
@@ -432,6 +585,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     fn(arg, "management.tcp.ip", c->mgmt_ip);
     fn(arg, "prometheus.tcp.ip", c->prometheus_ip);
     fn(arg, "prometheus.return_per_object_metrics", c->prometheus_per_object ? "true" : "false");
+    fn(arg, "login_brake.loopback", c->login_brake_loopback ? "true" : "false");
     if (c->memory_high_watermark_abs) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)c->memory_high_watermark_abs);
         fn(arg, "vm_memory_high_watermark.absolute", b);
@@ -448,16 +602,31 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
        c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");
 }
 
+/* The rest of `key` after `prefix`, or NULL when it does not start so. */
+static const char *after_prefix(const char *key, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(key, prefix, n) == 0 ? key + n : NULL;
+}
+
 bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,
                 size_t errlen)
 {
     char why[300];
-    static const char loopback_prefix[] = "loopback_users.";
-    if (strncmp(key, loopback_prefix, sizeof loopback_prefix - 1) == 0) {
-        if (set_loopback_user(c, key + sizeof loopback_prefix - 1, value, why, sizeof why))
-            return true;
-        snprintf(err, errlen, "%s: bad value for '%s': %s", origin, key, why);
-        return false;
+    const char *name;
+    bool ok = false;
+    if ((name = after_prefix(key, "loopback_users.")))
+        ok = set_loopback_user(c, name, value, why, sizeof why);
+    else if ((name = after_prefix(key, "listeners.tcp.")))
+        ok = set_amqp_listener(c, name, value, why, sizeof why);
+    else if ((name = after_prefix(key, "management.listeners.tcp.")))
+        ok = set_more_listener(&c->mgmt_more, name, value, why, sizeof why);
+    else if ((name = after_prefix(key, "prometheus.listeners.tcp.")))
+        ok = set_more_listener(&c->prometheus_more, name, value, why, sizeof why);
+    if (name) {
+        if (!ok)
+            snprintf(err, errlen, "%s: bad value for '%s': %s", origin, key, why);
+        return ok;
     }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (strcmp(keys[i].key, key) != 0)

@@ -4,6 +4,10 @@
  * State diagram:
  *   HEADER --proto header--> START_OK --start-ok--> TUNE_OK --tune-ok-->
  *   OPEN_WAIT --connection.open--> OPEN
+ *   START_OK, TUNE_OK --any error--> HELD (nothing sent, input ignored),
+ *         or CLOSING for a refused login of a client with
+ *         authentication_failure_close; either is closed LOGIN_HOLD_MS
+ *         later at the latest, as RabbitMQ closes them (see hold_refused)
  *   any --hard error / shutdown--> CLOSING (close sent, await close-ok)
  *   OPEN --client's connection.close--> LINGER (close-ok sent; answer any
  *         further close, wait for the client to close the socket)
@@ -370,8 +374,39 @@ void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id)
     c->close_deadline_ms = server_now_ms(c->srv) + CLOSE_OK_TIMEOUT_MS;
 }
 
+/* RabbitMQ's answer to a handshake that fails before connection.open (a
+ * refused login, a malformed login response, a wrong method or frame): the
+ * socket is held LOGIN_HOLD_MS, a brake on guessing passwords, then closed.
+ * Only a refused login of a client that announced
+ * authentication_failure_close hears connection.close first, and its
+ * close-ok ends the wait; the others hear nothing. Past the login brake's
+ * cap on held connections one is closed at once. */
+static void hold_refused(conn *c, const amqp_error *err)
+{
+    login_brake *b = server_login_brake(c->srv);
+    if (!login_brake_hold(b)) {
+        log_msg(LOG_WARNING, "connection %s: %u refused connections are held already, closing it "
+                "at once", c->peer, login_brake_held(b));
+        conn_teardown(c);
+        return;
+    }
+    c->held = true;
+    if (err->code == AMQP_ACCESS_REFUSED && c->auth_failure_close) {
+        conn_close(c, err->code, err->text, err->method_id);
+    } else {
+        c->state = S_HELD;
+        update_reading(c);
+    }
+    c->close_deadline_ms = server_now_ms(c->srv) + LOGIN_HOLD_MS;
+}
+
 void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
 {
+    if (c->state < S_OPEN_WAIT) {
+        log_msg(LOG_WARNING, "connection %s: handshake failed: %s", c->peer, err->text);
+        hold_refused(c, err);
+        return;
+    }
     if (err->silent) {
         log_msg(LOG_WARNING, "connection %s dropped: %s", c->peer, err->text);
         conn_teardown(c);
@@ -379,13 +414,6 @@ void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
     }
     if (channel == 0 || amqp_reply_is_hard(err->code)) {
         log_msg(LOG_WARNING, "connection %s closed: %s", c->peer, err->text);
-        /* Before tune-ok RabbitMQ answers errors with a TCP close; a failed
-         * login gets connection.close only if the client asked for it. */
-        if (c->state < S_OPEN_WAIT &&
-            !(err->code == AMQP_ACCESS_REFUSED && c->auth_failure_close)) {
-            conn_teardown(c);
-            return;
-        }
         conn_close(c, err->code, err->text, err->method_id);
         return;
     }
@@ -399,6 +427,8 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     conn *c = arg;
     assert(c->content_held == 0); /* every channel released its content */
+    if (c->held)
+        login_brake_release(server_login_brake(c->srv));
     server_conn_closed(c->srv, c);
     transport_free(c->t);
     free(c->chans);
@@ -605,13 +635,10 @@ static void read_frames(conn *c)
 {
     amqp_frame_reader rd;
     amqp_frames_begin(&rd, transport_input(c->t));
-    while (c->state != S_CLOSED) {
+    while (c->state != S_CLOSED && c->state != S_HELD) {
         amqp_frame f;
         amqp_error err = {0};
-        /* Before tune-ok, RabbitMQ's limit: 4096 (so a client that has not
-         * logged in can make us buffer no more than that). */
-        uint32_t frame_max = c->state >= S_OPEN_WAIT ? c->frame_max : AMQP_FRAME_MIN_SIZE;
-        int r = amqp_frames_next(&rd, frame_max, 0, &f, &err);
+        int r = amqp_frames_next(&rd, c->frame_max, 0, &f, &err);
         if (r == AMQP_NEED_MORE)
             break;
         if (r == AMQP_OK) {
@@ -640,7 +667,7 @@ static void read_frames(conn *c)
 static void update_reading(conn *c)
 {
     transport_pause_reading(c->t, c->reading_paused || c->reading_blocked || c->journal_blocked ||
-                                      c->state == S_CLOSED);
+                                      c->state == S_CLOSED || c->state == S_HELD);
 }
 
 static void on_read(void *arg)
@@ -716,20 +743,22 @@ static bool name_connection(conn *c, int fd, const char *peer)
     static uint64_t next_id;
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-        void *addr = ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                                              : (void *)&((struct sockaddr_in *)&ss)->sin_addr;
-        inet_ntop(ss.ss_family, addr, host, sizeof host);
-        c->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
-    }
+    char host[SERVER_HOST_LEN] = "?";
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        c->port = server_sockaddr_host((struct sockaddr *)&ss, host);
+    /* peer is "host:port", an IPv6 host in brackets as RabbitMQ's names
+     * have them ("[::1]:40628 -> [::1]:5672"); peer_host and host go
+     * without them */
     const char *colon = strrchr(peer, ':');
+    int bracket = peer[0] == '[';
+    int peer_host_len = colon ? (int)(colon - peer) - 2 * bracket : 0;
     c->peer_port = colon ? atoi(colon + 1) : 0;
     /* peer, peer_host, host and name, each NUL-terminated */
     char buf[512];
-    int n = snprintf(buf, sizeof buf, "%.100s%c%.*s%c%s%c%.100s -> %s:%d", peer, 0,
-                     colon ? (int)(colon - peer) : 0, peer, 0, host, 0, peer, host, c->port);
+    int n = snprintf(buf, sizeof buf, strchr(host, ':') ? "%.100s%c%.*s%c%s%c%.100s -> [%s]:%d"
+                                                         : "%.100s%c%.*s%c%s%c%.100s -> %s:%d",
+                     peer, 0, peer_host_len > 0 ? peer_host_len : 0, peer + bracket, 0, host, 0,
+                     peer, host, c->port);
     if (n < 0 || (size_t)n >= sizeof buf || !(c->names = malloc((size_t)n + 1)))
         return false;
     memcpy(c->names, buf, (size_t)n + 1);
@@ -742,7 +771,19 @@ static bool name_connection(conn *c, int fd, const char *peer)
     return true;
 }
 
-void conn_accept(server *s, int fd, bool loopback, const char *peer)
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) ||
+               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer)
 {
     conn *c = calloc(1, sizeof *c);
     if (c && !name_connection(c, fd, peer)) {
@@ -760,9 +801,12 @@ void conn_accept(server *s, int fd, bool loopback, const char *peer)
     c->srv = s;
     c->t = t;
     c->state = S_HEADER;
-    c->loopback = loopback;
+    c->loopback = is_loopback(sa);
+    login_brake_key(sa, c->brake_key);
     c->mechanism = "";
-    c->frame_max = server_config(s)->frame_max;
+    /* until tune-ok, RabbitMQ's initial_frame_max: a client that has not
+     * logged in (or was refused) can make us buffer no more than that */
+    c->frame_max = AMQP_FRAME_MIN_SIZE;
     c->content_limit = server_content_limit(s);
     c->channel_max = server_config(s)->channel_max;
     c->opened_ms = c->last_recv_ms = c->last_send_ms = server_now_ms(s);
@@ -779,8 +823,8 @@ void conn_tick(conn *c, uint64_t now)
         }
         return;
     }
-    if (c->state == S_CLOSING || c->state == S_LINGER) {
-        if (now > c->close_deadline_ms)
+    if (c->state == S_CLOSING || c->state == S_LINGER || c->state == S_HELD) {
+        if (now >= c->close_deadline_ms)
             conn_teardown(c);
         return;
     }

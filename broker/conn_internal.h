@@ -14,6 +14,7 @@ typedef enum conn_state {
     S_OPEN,
     S_CLOSING,
     S_LINGER,
+    S_HELD, /* the handshake failed: silent, not reading, closed at close_deadline_ms */
     S_CLOSED
 } conn_state;
 
@@ -32,6 +33,7 @@ struct conn {
     transport *t;
     conn_state state;
     bool loopback;
+    bool held;               /* a refused connection, counted by login_brake_hold */
     bool cancel_notify;
     bool auth_failure_close; /* client asked for connection.close on bad login */
     bool blocked_capable;    /* client handles connection.blocked */
@@ -47,6 +49,7 @@ struct conn {
     char *names;
     const char *peer, *peer_host, *host, *name;
     char *user; /* who logged in (NULL before) */
+    uint8_t brake_key[16]; /* the peer's address as the login brake counts it */
     vhost *vh;
     uint16_t channel_max;
     uint32_t frame_max;

@@ -693,12 +693,13 @@ int admin_bind(vhost *v, amqp_bytes source, bool dest_is_queue, amqp_bytes dest,
 }
 
 /* Shows a message as basic.get would deliver it: with x-delivery-count
- * when it was returned before (or from a quorum queue). */
+ * when it was returned before (or from a quorum queue) and the queue shows
+ * the count. */
 static void show(admin_get_fn fn, void *arg, queue *q, const queue_item *it)
 {
     bool redelivered = it->delivery_count > 0 || it->maybe_delivered;
     uint8_t local[1024], *heap = NULL;
-    size_t n = it->delivery_count || queue_is_quorum(q)
+    size_t n = (it->delivery_count || queue_is_quorum(q)) && queue_shows_delivery_count(q)
                    ? msg_delivery_count_properties(it->m, it->delivery_count, local, sizeof local,
                                                    &heap)
                    : 0;

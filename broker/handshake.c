@@ -58,20 +58,21 @@ void handshake_header(conn *c)
     c->state = S_START_OK;
 }
 
-/* Extracts user and password from a PLAIN ("\0user\0pass") or AMQPLAIN
- * (LOGIN and PASSWORD in a table) response. */
+/* Extracts user and password from a PLAIN or AMQPLAIN (LOGIN and
+ * PASSWORD in a table) response. PLAIN as RabbitMQ's
+ * rabbit_auth_mechanism_plain reads it: exactly "\0user\0pass" -- no
+ * authorization identity before the first NUL, no NUL in the password. */
 static bool parse_credentials(amqp_bytes mech, amqp_bytes resp, amqp_bytes *user, amqp_bytes *pass)
 {
     if (amqp_bytes_equal_cstr(mech, "PLAIN")) {
-        const uint8_t *z1 = memchr(resp.ptr, 0, resp.len);
-        if (!z1)
+        if (resp.len == 0 || resp.ptr[0] != 0)
             return false;
-        const uint8_t *u = z1 + 1;
-        const uint8_t *z2 = memchr(u, 0, resp.len - (size_t)(u - resp.ptr));
-        if (!z2)
+        const uint8_t *u = resp.ptr + 1;
+        const uint8_t *z = memchr(u, 0, resp.len - 1);
+        if (!z || memchr(z + 1, 0, resp.len - (size_t)(z + 1 - resp.ptr)))
             return false;
-        *user = (amqp_bytes){u, (uint32_t)(z2 - u)};
-        *pass = (amqp_bytes){z2 + 1, (uint32_t)(resp.len - (size_t)(z2 + 1 - resp.ptr))};
+        *user = (amqp_bytes){u, (uint32_t)(z - u)};
+        *pass = (amqp_bytes){z + 1, (uint32_t)(resp.len - (size_t)(z + 1 - resp.ptr))};
         return true;
     }
     if (amqp_bytes_equal_cstr(mech, "AMQPLAIN")) {
@@ -87,6 +88,31 @@ static bool parse_credentials(amqp_bytes mech, amqp_bytes resp, amqp_bytes *user
     return false;
 }
 
+/* The login brake first (a braked address is refused without a look at
+ * the password, so guessing gains nothing there), then the password; a
+ * refusal counts towards the brake. Loopback clients are not braked unless
+ * login_brake.loopback says so. */
+static bool check_login(conn *c, amqp_bytes user, amqp_bytes pass, char *why, size_t whylen)
+{
+    login_brake *b = server_login_brake(c->srv);
+    const config *cfg = server_config(c->srv);
+    bool braking = !c->loopback || cfg->login_brake_loopback;
+    uint64_t now = server_now_ms(c->srv);
+    uint64_t left = braking ? login_brake_left(b, c->brake_key, now) : 0;
+    if (left) {
+        snprintf(why, whylen, "too many failed logins from %s, refused for %llu s more",
+                 c->peer_host, (unsigned long long)(left + 999) / 1000);
+        return false;
+    }
+    if (access_login(server_access(c->srv), user, pass, c->loopback, why, whylen))
+        return true;
+    if (braking && login_brake_failed(b, c->brake_key, now))
+        log_msg(LOG_WARNING, "login brake: %u failed logins from %s within %u ms; its logins are "
+                "refused for %u ms", cfg->login_brake_failures, c->peer_host,
+                cfg->login_brake_window_ms, cfg->login_brake_duration_ms);
+    return false;
+}
+
 static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_error *err)
 {
     amqp_field caps, f;
@@ -98,17 +124,25 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
         c->blocked_capable = amqp_table_get(caps.v.bytes, "connection.blocked", &f) &&
                              f.type == 't' && f.v.i;
     }
+    /* RabbitMQ's errors here: a wrong mechanism or a malformed response
+     * is a handshake error (silence, then the socket closes), only a
+     * refused login is 403 (conn_raise) */
     if (!amqp_bytes_equal_cstr(s->mechanism, "PLAIN") &&
         !amqp_bytes_equal_cstr(s->mechanism, "AMQPLAIN"))
-        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
-                         "unsupported authentication mechanism '%.*s'", (int)s->mechanism.len,
+        return amqp_fail(err, AMQP_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
+                         "unknown authentication mechanism '%.*s'", (int)s->mechanism.len,
                          (const char *)s->mechanism.ptr);
     amqp_bytes user, pass;
-    char why[400] = "malformed credentials";
     server_counts *counts = server_counters(c->srv);
     counts->auth_attempts++;
-    if (!parse_credentials(s->mechanism, s->response, &user, &pass) ||
-        !access_login(server_access(c->srv), user, pass, c->loopback, why, sizeof why)) {
+    if (!parse_credentials(s->mechanism, s->response, &user, &pass)) {
+        counts->auth_failed++;
+        return amqp_fail(err, AMQP_SYNTAX_ERROR, AMQP_CONNECTION_START_OK,
+                         "%.*s response invalid", (int)s->mechanism.len,
+                         (const char *)s->mechanism.ptr);
+    }
+    char why[400];
+    if (!check_login(c, user, pass, why, sizeof why)) {
         counts->auth_failed++;
         log_msg(LOG_WARNING, "connection %s: login refused: %s", c->peer, why);
         return amqp_fail(err, AMQP_ACCESS_REFUSED, 0,
@@ -171,6 +205,7 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
     c->vh = v;
     c->state = S_OPEN;
     server_counters(c->srv)->connections_opened++;
+    server_conn_listed(c->srv, c);
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
     conn_send_method(c, 0, &m);
     log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,

@@ -253,6 +253,13 @@ void queue_set_store_id(queue *q, uint64_t id) { q->store_id = id; }
 bool queue_is_quorum(const queue *q) { return q->limits.type == QUEUE_TYPE_QUORUM; }
 const char *queue_type_name(const queue *q) { return queue_is_quorum(q) ? "quorum" : "classic"; }
 
+bool queue_shows_delivery_count(const queue *q)
+{
+    const queue_args *a = &q->limits;
+    return a->type == QUEUE_TYPE_QUORUM || a->delivery_limit >= 0 ||
+           (a->retry_min > 0 && a->retry_type != QUEUE_RETRY_DISABLED);
+}
+
 static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
 /* ---- health counts ------------------------------------------------------ */

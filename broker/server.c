@@ -1,4 +1,4 @@
-/* The server: the libevent loop, the AMQP listener, signals, the
+/* The server: the libevent loop, the AMQP listeners, signals, the
  * housekeeping timer, the set of connections, and the vhost registry.
  *
  * Vhosts live in an array sorted by name (looked up by bisection on
@@ -15,16 +15,24 @@
  * 320 CONNECTION_FORCED as RabbitMQ does, give clients a moment to read it,
  * then leave the loop.
  *
+ * Listeners: one per configured address (listeners.tcp.<name>), each
+ * logged "AMQP listening on host:port" in configuration order. A port alone
+ * binds "::" with IPV6_V6ONLY off, so one socket takes IPv6 and IPv4 as
+ * RabbitMQ's listener does, or "0.0.0.0" where the system has no IPv6; an
+ * IPv6 address given is bound IPv6 only, so "0.0.0.0" and "::" can both be
+ * listed. Any listener that cannot be bound stops the start.
+ *
  * Accept failures: an accept() that fails for lack of descriptors (EMFILE,
  * ENFILE) or memory leaves the connection in the backlog, so the listening
  * socket stays readable and a listener left enabled would retry at once,
  * forever. Any failure libevent does not retry by itself therefore
- * disables the listener for ACCEPT_PAUSE_MS, or until a connection closes
- * and gives a descriptor back; the backlog is served then. Failures are
+ * disables every listener for ACCEPT_PAUSE_MS, or until a connection
+ * closes and gives a descriptor back; the backlogs are served then. Failures are
  * counted (server_accept_errors) and logged at most once per
  * ACCEPT_LOG_MS, with how many there were.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/listener.h>
@@ -49,13 +57,16 @@
 struct server {
     config cfg;
     struct event_base *base;
-    struct evconnlistener *listener;
+    /* the AMQP listeners, in configuration order, and where each is bound */
+    struct evconnlistener *listeners[CONFIG_MAX_LISTENERS];
+    char listen_ip[CONFIG_MAX_LISTENERS][SERVER_HOST_LEN];
+    int listen_port[CONFIG_MAX_LISTENERS];
+    size_t nlisteners;
     struct event *sigterm, *sigint, *tick, *shutdown_timer, *stats_timer;
     stats stats;         /* the whole broker's (stats.c) */
     server_counts counts;
     uint64_t started_at; /* wall clock ms */
     char node_name[128];
-    int bound_port;
     struct event *accept_timer; /* re-enables the listener after a failed accept */
     bool accept_paused;
     uint64_t accept_errors;        /* failed accept() calls since start */
@@ -65,10 +76,14 @@ struct server {
     meta *meta;
     journal *journal;
     access_control *access;
+    login_brake *brake;
     vhost **vhosts; /* sorted by name */
     size_t nvhosts, vhosts_cap;
+    /* every connection; the first nlisted passed connection.open (the
+     * management API lists those), the rest are in the handshake or
+     * failed it */
     conn **conns;
-    size_t nconns, conns_cap;
+    size_t nconns, conns_cap, nlisted;
     uint64_t now_ms;
     uint64_t name_seed;
     bool shutting_down;
@@ -81,6 +96,7 @@ struct server {
 };
 
 static void accept_resume(server *s);
+static void close_listeners(server *s);
 
 static uint64_t monotonic_ms(void)
 {
@@ -96,6 +112,7 @@ meta *server_meta(server *s) { return s->meta; }
 journal *server_journal(server *s) { return s->journal; }
 
 access_control *server_access(server *s) { return s->access; }
+login_brake *server_login_brake(server *s) { return s->brake; }
 
 queue *server_queue_by_store_id(server *s, uint64_t id)
 {
@@ -407,46 +424,65 @@ void server_close_user_connections(server *s, const char *user, const char *text
 
 server_counts *server_counters(server *s) { return &s->counts; }
 
+static size_t conn_index(const server *s, const conn *c)
+{
+    size_t i = 0;
+    while (i < s->nconns && s->conns[i] != c)
+        i++;
+    return i;
+}
+
+void server_conn_listed(server *s, conn *c)
+{
+    size_t i = conn_index(s, c);
+    assert(i < s->nconns && i >= s->nlisted);
+    s->conns[i] = s->conns[s->nlisted];
+    s->conns[s->nlisted++] = c;
+}
+
 void server_conn_closed(server *s, conn *c)
 {
     s->counts.connections_closed++;
-    for (size_t i = 0; i < s->nconns; i++) {
-        if (s->conns[i] == c) {
-            s->conns[i] = s->conns[--s->nconns];
-            break;
-        }
+    size_t i = conn_index(s, c);
+    if (i < s->nlisted) { /* the last listed one fills its slot */
+        s->conns[i] = s->conns[--s->nlisted];
+        i = s->nlisted;
     }
+    if (i < s->nconns)
+        s->conns[i] = s->conns[--s->nconns];
     if (s->shutting_down && s->nconns == 0)
         event_base_loopexit(s->base, NULL);
     accept_resume(s); /* its descriptor is about to be free */
 }
 
-static bool is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) ||
-               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return false;
-}
+_Static_assert(SERVER_HOST_LEN >= INET6_ADDRSTRLEN, "room for an IPv6 address");
 
-static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
+int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN])
 {
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
+    strcpy(host, "?");
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        port = ntohs(in6->sin6_port);
+        inet_ntop(AF_INET, &in->sin_addr, host, SERVER_HOST_LEN);
+        return ntohs(in->sin_port);
     }
-    snprintf(out, outlen, "%s:%d", host, port);
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        const uint8_t *a = in6->sin6_addr.s6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            inet_ntop(AF_INET, a + 12, host, SERVER_HOST_LEN);
+        else
+            inet_ntop(AF_INET6, a, host, SERVER_HOST_LEN);
+        return ntohs(in6->sin6_port);
+    }
+    return 0;
+}
+
+/* "host:port", an IPv6 host in brackets, as RabbitMQ writes addresses. */
+static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
+{
+    char host[SERVER_HOST_LEN];
+    int port = server_sockaddr_host(sa, host);
+    snprintf(out, outlen, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
@@ -463,7 +499,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     char peer[64];
     format_addr(sa, peer, sizeof peer);
     s->now_ms = monotonic_ms();
-    conn_accept(s, fd, is_loopback(sa), peer);
+    conn_accept(s, fd, sa, peer);
 }
 
 static void accept_resume(server *s)
@@ -472,8 +508,8 @@ static void accept_resume(server *s)
         return;
     s->accept_paused = false;
     evtimer_del(s->accept_timer);
-    if (s->listener)
-        evconnlistener_enable(s->listener);
+    for (size_t i = 0; i < s->nlisteners; i++)
+        evconnlistener_enable(s->listeners[i]);
 }
 
 static void accept_resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -499,7 +535,9 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
         s->accept_logged_ms = s->now_ms;
         s->accept_errors_logged = s->accept_errors;
     }
-    evconnlistener_disable(l);
+    (void)l; /* every listener: the descriptors are the whole process's */
+    for (size_t i = 0; i < s->nlisteners; i++)
+        evconnlistener_disable(s->listeners[i]);
     s->accept_paused = true;
     struct timeval pause = {0, ACCEPT_PAUSE_MS * 1000};
     evtimer_add(s->accept_timer, &pause);
@@ -558,10 +596,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
         return;
     log_msg(LOG_INFO, "received signal %d, shutting down", (int)sig);
     s->shutting_down = true;
-    if (s->listener) {
-        evconnlistener_free(s->listener);
-        s->listener = NULL;
-    }
+    close_listeners(s);
     for (size_t i = 0; i < s->nconns; i++)
         conn_close(s->conns[i], AMQP_CONNECTION_FORCED,
                    "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'",
@@ -577,52 +612,93 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-/* Fills `ss` from the configured host (an IPv4 or IPv6 literal) and port. */
-static bool listener_address(const config *cfg, struct sockaddr_storage *ss, int *sslen)
+/* A listening socket on host:port (an IPv4 or IPv6 literal; "::" with
+ * v6only off for a dual-stack wildcard); -1 with errno set on failure. */
+static evutil_socket_t open_listener(const char *host, int port, bool v6only)
 {
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *in = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, cfg->listen_host, &in->sin_addr) == 1) {
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    socklen_t len = sizeof *in;
+    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
         in->sin_family = AF_INET;
-        in->sin_port = htons((uint16_t)cfg->listen_port);
-        *sslen = sizeof *in;
-        return true;
-    }
-    if (inet_pton(AF_INET6, cfg->listen_host, &in6->sin6_addr) == 1) {
+        in->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
         in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)cfg->listen_port);
-        *sslen = sizeof *in6;
-        return true;
+        in6->sin6_port = htons((uint16_t)port);
+        len = sizeof *in6;
+    } else {
+        errno = EINVAL;
+        return -1;
     }
-    return false;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1, v6 = v6only;
+    if (fd < 0)
+        return -1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        (ss.ss_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6, sizeof v6) != 0) ||
+        bind(fd, (struct sockaddr *)&ss, len) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
 }
 
-static bool listen_on(server *s)
+/* Binds one AMQP listener ("" = every interface) and logs where. */
+static bool listen_one(server *s, const char *host, int port)
 {
+    evutil_socket_t fd = *host ? open_listener(host, port, true) : open_listener("::", port, false);
+    if (fd < 0 && !*host && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
+        fd = open_listener("0.0.0.0", port, false); /* no IPv6 here */
+    struct evconnlistener *l =
+        fd < 0 ? NULL
+               : evconnlistener_new(s->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE, 1024, fd);
+    if (!l) {
+        const char *shown = *host ? host : "::";
+        log_msg(LOG_ERROR, strchr(shown, ':') ? "cannot listen on [%s]:%d: %s"
+                                              : "cannot listen on %s:%d: %s",
+                shown, port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    evconnlistener_set_error_cb(l, accept_error_cb);
     struct sockaddr_storage ss;
-    int sslen;
-    char addr[128];
-    if (!listener_address(&s->cfg, &ss, &sslen)) {
-        log_msg(LOG_ERROR, "bad listener address '%s'", s->cfg.listen_host);
-        return false;
-    }
-    snprintf(addr, sizeof addr, "%s:%d", s->cfg.listen_host, s->cfg.listen_port);
-    s->listener = evconnlistener_new_bind(s->base, accept_cb, s,
-                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 1024,
-                                          (struct sockaddr *)&ss, sslen);
-    if (!s->listener) {
-        log_msg(LOG_ERROR, "cannot listen on %s: %s", addr, strerror(errno));
-        return false;
-    }
-    evconnlistener_set_error_cb(s->listener, accept_error_cb);
     socklen_t len = sizeof ss;
-    getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &len);
+    char addr[SERVER_HOST_LEN + 16];
+    getsockname(fd, (struct sockaddr *)&ss, &len);
+    size_t i = s->nlisteners++;
+    s->listeners[i] = l;
+    s->listen_port[i] = server_sockaddr_host((struct sockaddr *)&ss, s->listen_ip[i]);
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
-    s->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                   : ((struct sockaddr_in *)&ss)->sin_port);
     log_msg(LOG_INFO, "AMQP listening on %s", addr);
     return true;
+}
+
+/* Every configured AMQP listener, in order; listeners.tcp = none: none. */
+static bool listen_on(server *s)
+{
+    const config *c = &s->cfg;
+    if (c->listeners_none) {
+        log_msg(LOG_INFO, "no AMQP listener (listeners.tcp = none)");
+        return true;
+    }
+    if (!listen_one(s, c->listen_host, c->listen_port))
+        return false;
+    for (unsigned i = 0; i < c->amqp_more.n; i++)
+        if (!listen_one(s, c->amqp_more.extra[i].host, c->amqp_more.extra[i].port))
+            return false;
+    return true;
+}
+
+static void close_listeners(server *s)
+{
+    for (size_t i = 0; i < s->nlisteners; i++)
+        evconnlistener_free(s->listeners[i]);
+    s->nlisteners = 0;
 }
 
 /* Raises the soft descriptor limit to the hard one (every connection is a
@@ -681,7 +757,7 @@ server *server_new(const config *cfg)
     if (!s->base || event_base_priority_init(s->base, SERVER_PRIORITIES) != 0 ||
         !(s->flusher = transport_flusher_new(s->base)) ||
         !(s->accept_timer = evtimer_new(s->base, accept_resume_cb, s)) ||
-        !(s->access = access_new(s))) {
+        !(s->access = access_new(s)) || !(s->brake = login_brake_new(cfg, next_random(s)))) {
         server_free(s);
         return NULL;
     }
@@ -745,14 +821,14 @@ void server_free(server *s)
 {
     if (!s)
         return;
-    if (s->listener)
-        evconnlistener_free(s->listener);
+    close_listeners(s);
     while (s->nconns)
         conn_free_now(s->conns[s->nconns - 1]);
     for (size_t i = 0; i < s->nvhosts; i++)
         vhost_free(s->vhosts[i]);
     free(s->vhosts);
     access_free(s->access);
+    login_brake_free(s->brake);
     if (s->journal) {
         journal_close(s->journal);
         leave_clean_marker(&s->cfg);
@@ -785,12 +861,13 @@ vhost *server_vhost_next(server *s, vhost *prev)
     size_t i = prev ? vhost_slot(s, AMQP_CSTR(vhost_name(prev))) + 1 : 0;
     return i < s->nvhosts ? s->vhosts[i] : NULL;
 }
-size_t server_conn_count(const server *s) { return s->nconns; }
-conn *server_conn_at(server *s, size_t i) { return i < s->nconns ? s->conns[i] : NULL; }
+size_t server_conn_count(const server *s) { return s->nlisted; }
+size_t server_socket_count(const server *s) { return s->nconns; }
+conn *server_conn_at(server *s, size_t i) { return i < s->nlisted ? s->conns[i] : NULL; }
 
 conn *server_conn_find(server *s, uint64_t id)
 {
-    for (size_t i = 0; i < s->nconns; i++)
+    for (size_t i = 0; i < s->nlisted; i++)
         if (conn_id(s->conns[i]) == id)
             return s->conns[i];
     return NULL;
@@ -800,4 +877,11 @@ uint64_t server_started_at(const server *s) { return s->started_at; }
 const char *server_node_name(const server *s) { return s->node_name; }
 stats *server_stats(server *s) { return &s->stats; }
 size_t server_memory_limit(const server *s) { return s->memory_limit; }
-int server_amqp_port(const server *s) { return s->bound_port; }
+int server_amqp_port(const server *s) { return s->nlisteners ? s->listen_port[0] : 0; }
+size_t server_amqp_listener_count(const server *s) { return s->nlisteners; }
+
+int server_amqp_listener(const server *s, size_t i, const char **ip)
+{
+    *ip = s->listen_ip[i];
+    return s->listen_port[i];
+}

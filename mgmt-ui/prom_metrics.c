@@ -392,7 +392,7 @@ static void node_values(prom_scrape *sc)
         [NV_CHAN_OPENED] = k->channels_opened,    [NV_CHAN_CLOSED] = k->channels_closed,
         [NV_Q_DECLARED] = k->queues_declared,     [NV_Q_CREATED] = k->queues_created,
         [NV_Q_DELETED] = k->queues_deleted,       [NV_OPEN_FDS] = mgmt_fds_used(),
-        [NV_OPEN_SOCKETS] = server_conn_count(s), [NV_RSS] = mgmt_rss_bytes(),
+        [NV_OPEN_SOCKETS] = server_socket_count(s), [NV_RSS] = mgmt_rss_bytes(),
         [NV_DISK] = statvfs(server_config(s)->data_dir, &vfs) == 0
                         ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0,
         [NV_MAX_FDS] = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 0,

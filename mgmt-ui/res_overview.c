@@ -141,7 +141,11 @@ static void listeners(mgmt_json *w, server *s, mgmt *m)
     const config *cfg = server_config(s);
     mgmt_json_key(w, "listeners");
     mgmt_json_arr(w);
-    listener(w, s, "amqp", cfg->listen_host, server_amqp_port(s));
+    for (size_t i = 0; i < server_amqp_listener_count(s); i++) {
+        const char *ip;
+        int port = server_amqp_listener(s, i, &ip);
+        listener(w, s, "amqp", ip, port);
+    }
     listener(w, s, "http", cfg->mgmt_ip, mgmt_port(m));
     mgmt_json_end_arr(w);
 }

@@ -60,7 +60,7 @@ void mgmt_node_now(server *s, uint64_t out[NODE_FIELDS])
     out[NODE_QUEUE_DELETED] = c->queues_deleted;
     out[NODE_MEM_USED] = mgmt_rss_bytes();
     out[NODE_FD_USED] = mgmt_fds_used();
-    out[NODE_SOCKETS_USED] = server_conn_count(s);
+    out[NODE_SOCKETS_USED] = server_socket_count(s);
     out[NODE_DISK_FREE] = statvfs(server_config(s)->data_dir, &vfs) == 0
                               ? (uint64_t)vfs.f_bavail * vfs.f_frsize
                               : 0;

@@ -10,6 +10,7 @@ frames pika cannot decode come back as RawFrame objects instead of raising
 (unless the client is STRICT).
 """
 import contextlib
+import select
 import socket
 import struct
 import time
@@ -139,6 +140,33 @@ class Content:
         self.body_size = hframe.body_size
         self.body_frames = bframes
         self.body = b"".join(f.fragment for f in bframes)
+
+
+def watch_closes(clients, timeout):
+    """Watches several clients' sockets at once until each is closed by the
+    peer (or `timeout` s pass): {client: time.monotonic() it closed, or None},
+    and {client: the bytes it sent meanwhile, after what it had buffered}.
+    At once, so the close of one is not seen late while waiting on another
+    (several held connections overlap)."""
+    left = {r.sock: r for r in clients}
+    closed = {r: None for r in clients}
+    sent = {r: r.buf for r in clients}
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(left), [], [], max(0.0, deadline - time.monotonic()))
+        now = time.monotonic()
+        for s in ready:
+            r = left[s]
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, BrokenPipeError):
+                chunk = b""
+            if chunk:
+                sent[r] += chunk
+            else:
+                closed[r] = now
+                del left[s]
+    return closed, sent
 
 
 class RawClient:

@@ -135,3 +135,35 @@ def _(t):
     ch.basic_nack(got[3][0], multiple=True, requeue=False)
     eq(wait_count(ch, dlq, 4), 4, "dead-lettered")
     eq([b for _, _, b in get_all(ch, dlq)], [b"n0", b"n1", b"n2", b"n3"], "dead-letter order")
+
+
+@scenario("ack.requeue_adds_no_header", "pika", quick=True)
+def _(t):
+    """A classic queue without a delivery limit hands a returned message
+    back with the headers it was published with: nothing added by
+    basic.reject, basic.nack or basic.recover, for basic.get and for a
+    consumer alike (quorum queues, and Warren's classic queues with a
+    delivery limit, add x-delivery-count instead)."""
+    c = t.pika()
+    ch = c.channel()
+    q = filled(t, ch, ["h"], pika.BasicProperties(headers={"a": 1, "b": "x"}))
+    ch.basic_publish("", q, b"n")
+    sync(ch)
+    seen = []
+    for verdict in ("reject", "nack", "recover"):
+        for _ in range(2):
+            m, p, b = ch.basic_get(q)
+            seen.append((b.decode(), m.redelivered, p.headers))
+        if verdict == "recover":
+            ch.basic_recover(requeue=True)
+            continue
+        for tag in (m.delivery_tag - 1, m.delivery_tag):
+            (ch.basic_reject(tag, requeue=True) if verdict == "reject"
+             else ch.basic_nack(tag, requeue=True))
+    got = Collector()
+    ch.basic_consume(q, got)
+    wait_for(c, lambda: len(got.msgs) == 2)
+    seen += [(b.decode(), m.redelivered, p.headers) for m, p, b in got.msgs]
+    h = {"a": 1, "b": "x"}
+    eq(seen, [("h", False, h), ("n", False, None)] + [("h", True, h), ("n", True, None)] * 3,
+       "(body, redelivered, headers) of each delivery")

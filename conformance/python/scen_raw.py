@@ -601,6 +601,60 @@ def _(t):
     r.expect_silent_close()
 
 
+HOLD = 3.0  # RabbitMQ's SILENT_CLOSE_DELAY
+
+
+def held_silent(started):
+    """[(client, time.monotonic() before its start-ok, what)]: each hears
+    nothing more and is closed about HOLD s after its start-ok (not before
+    HOLD - 0.5 s; within HOLD + 7 s on a busy machine)."""
+    closed, sent = R.watch_closes([r for r, _, _ in started], HOLD + 7)
+    for r, t0, what in started:
+        eq(sent[r], b"", "%s: bytes sent while held" % what)
+        check(closed[r] is not None, "%s: still open after %.0f s" % (what, HOLD + 7))
+        check(closed[r] - t0 >= HOLD - 0.5,
+              "%s: closed after %.2f s, expected a %.0f s hold" % (what, closed[r] - t0, HOLD))
+
+
+@scenario("connection.refused_login_held_3s", "raw")
+def _(t):
+    """RabbitMQ holds a refused login 3 s (a brake on guessing): with
+    authentication_failure_close the 403 comes at once, then silence until
+    the socket closes; without it, silence only."""
+    cap = {"capabilities": {"authentication_failure_close": True}}
+    started = []
+    for props in (cap, {}):
+        r = t.raw()
+        r.send(R.PROTOCOL_HEADER)
+        r.expect(S.Connection.Start, 0)
+        started.append((r, time.monotonic(), "with the capability" if props else "without it"))
+        r.send_method(0, S.Connection.StartOk(client_properties=props, mechanism="PLAIN",
+                                              response=b"\0guest\0wrong-" + t.run_id.encode(), locale="en_US"))
+    close = started[0][0].expect(S.Connection.Close, 0, timeout=HOLD - 0.5)
+    eq(close.reply_code, ACCESS_REFUSED, "reply code with the capability")
+    held_silent(started)
+    alive(t)
+
+
+@scenario("connection.malformed_plain_response_held_silent", "raw")
+def _(t):
+    """A PLAIN response that is not exactly \\0user\\0pass is a syntax
+    error, not a refused login: no 403 even with
+    authentication_failure_close, and the 3 s hold (php-amqplib's
+    plain_auth_passwordless_must_fail sends an empty one and expects its
+    read to time out)."""
+    started = []
+    for response in (b"", b"guestguest", b"\0guest", b"guest\0guest\0guest"):
+        r = t.raw()
+        r.send(R.PROTOCOL_HEADER)
+        r.expect(S.Connection.Start, 0)
+        started.append((r, time.monotonic(), "response %r" % response))
+        r.send_method(0, S.Connection.StartOk(client_properties={"capabilities": {"authentication_failure_close": True}},
+                                              mechanism="PLAIN", response=response, locale="en_US"))
+    held_silent(started)
+    alive(t)
+
+
 @scenario("connection.unknown_mechanism_closes", "raw")
 def _(t):
     r = t.raw()

@@ -29,7 +29,8 @@ static void test_defaults_match_rabbitmq(void **state)
     config c;
     config_defaults(&c);
     assert_int_equal(c.listen_port, 5672);
-    assert_string_equal(c.listen_host, "0.0.0.0");
+    assert_string_equal(c.listen_host, ""); /* every interface, as RabbitMQ's 5672 */
+    assert_string_equal(c.listen_name, "default");
     assert_int_equal(c.heartbeat, 60);
     assert_int_equal(c.frame_max, 131072);
     assert_int_equal(c.channel_max, 2047);
@@ -153,6 +154,130 @@ static void test_loopback_users(void **state)
     assert_true(config_loopback_only(&c, "guest"));
 }
 
+/* RabbitMQ's listeners.tcp.<name> = [host:]port: the first such key
+ * replaces the default listener, a name set again replaces its own, and
+ * "listeners.tcp = none" leaves none. */
+static void test_amqp_listeners(void **state)
+{
+    (void)state;
+    config c;
+    config_defaults(&c);
+    assert_true(set(&c, "listeners.tcp.1", "127.0.0.1:5672"));
+    assert_true(set(&c, "listeners.tcp.2", "::1:5672"));        /* cuttlefish's form */
+    assert_true(set(&c, "listeners.tcp.local", "[::1]:5673"));  /* and with brackets */
+    assert_true(set(&c, "listeners.tcp.all", "5674"));          /* a port alone */
+    assert_true(set(&c, "listeners.tcp.v6any", ":::5675"));
+    assert_string_equal(c.listen_name, "1"); /* the default listener is gone */
+    assert_string_equal(c.listen_host, "127.0.0.1");
+    assert_int_equal(c.listen_port, 5672);
+    assert_int_equal(c.amqp_more.n, 4);
+    const struct { const char *name, *host; int port; } want[] = {
+        {"2", "::1", 5672}, {"local", "::1", 5673}, {"all", "", 5674}, {"v6any", "::", 5675}};
+    for (unsigned i = 0; i < 4; i++) {
+        assert_string_equal(c.amqp_more.extra[i].name, want[i].name);
+        assert_string_equal(c.amqp_more.extra[i].host, want[i].host);
+        assert_int_equal(c.amqp_more.extra[i].port, want[i].port);
+    }
+    assert_true(set(&c, "listeners.tcp.2", "127.0.0.2:6000")); /* replaced in place */
+    assert_true(set(&c, "listeners.tcp.1", "0"));
+    assert_int_equal(c.amqp_more.n, 4);
+    assert_string_equal(c.amqp_more.extra[0].host, "127.0.0.2");
+    assert_string_equal(c.listen_host, "");
+    assert_int_equal(c.listen_port, 0);
+    assert_false(c.listeners_none);
+    assert_true(set(&c, "listeners.tcp", "none"));
+    assert_true(c.listeners_none);
+
+    config_defaults(&c); /* --set listeners.tcp.default after a file's default: one listener */
+    assert_true(set(&c, "listeners.tcp.default", "5672"));
+    assert_true(set(&c, "listeners.tcp.default", "127.0.0.1:0"));
+    assert_int_equal(c.amqp_more.n, 0);
+    assert_string_equal(c.listen_host, "127.0.0.1");
+
+    config_defaults(&c);
+    char key[32];
+    for (int i = 0; i < CONFIG_MAX_LISTENERS; i++) {
+        snprintf(key, sizeof key, "listeners.tcp.n%d", i);
+        assert_true(set(&c, key, "5672"));
+    }
+    assert_false(set(&c, "listeners.tcp.one_too_many", "5672"));
+}
+
+static void test_more_listeners_of_management_and_prometheus(void **state)
+{
+    (void)state;
+    config c;
+    config_defaults(&c);
+    assert_true(set(&c, "management.tcp.ip", "127.0.0.1"));
+    assert_true(set(&c, "management.listeners.tcp.v6", "::1:15672"));
+    assert_true(set(&c, "management.listeners.tcp.other", "15673"));
+    assert_true(set(&c, "prometheus.listeners.tcp.v6", "[::1]:15692"));
+    assert_string_equal(c.mgmt_ip, "127.0.0.1"); /* the first stays where it was */
+    assert_int_equal(c.mgmt_port, 15672);
+    assert_int_equal(c.mgmt_more.n, 2);
+    assert_string_equal(c.mgmt_more.extra[0].host, "::1");
+    assert_int_equal(c.mgmt_more.extra[0].port, 15672);
+    assert_string_equal(c.mgmt_more.extra[1].host, "0.0.0.0"); /* as management.tcp.port alone */
+    assert_int_equal(c.mgmt_more.extra[1].port, 15673);
+    assert_int_equal(c.prometheus_more.n, 1);
+    assert_string_equal(c.prometheus_more.extra[0].host, "::1");
+    assert_int_equal(c.prometheus_more.extra[0].port, 15692);
+    assert_int_equal(c.amqp_more.n, 0);
+}
+
+static void test_bad_listeners_name_file_line_and_reason(void **state)
+{
+    (void)state;
+    expect_file_error("heartbeat = 5\nlisteners.tcp.1 = localhost:5672\n",
+                      "2: bad value for 'listeners.tcp.1': 'localhost:5672' is not an IPv4 or "
+                      "IPv6 address and port");
+    expect_file_error("listeners.tcp.1 = 127.0.0.1\n",
+                      "1: bad value for 'listeners.tcp.1': '127.0.0.1' is not a non-negative integer");
+    expect_file_error("listeners.tcp.1 = 127.0.0.1:70000\n",
+                      "1: bad value for 'listeners.tcp.1': 70000 is out of range 0..65535");
+    expect_file_error("listeners.tcp.1 = 127.0.0.256:5672\n", "1: bad value for 'listeners.tcp.1'");
+    expect_file_error("listeners.tcp.1 = :5672\n", "1: bad value for 'listeners.tcp.1'");
+    expect_file_error("listeners.tcp.1 = [::1:5672\n", "1: bad value for 'listeners.tcp.1'");
+    expect_file_error("listeners.tcp.a.b = 5672\n",
+                      "1: bad value for 'listeners.tcp.a.b': a listener name must be");
+    expect_file_error("listeners.tcp. = 5672\n", "1: bad value for 'listeners.tcp.'");
+    expect_file_error("listeners.tcp = all\n", "1: bad value for 'listeners.tcp': only 'none'");
+    expect_file_error("\nmanagement.listeners.tcp.x = 1.2.3:15672\n",
+                      "2: bad value for 'management.listeners.tcp.x'");
+    expect_file_error("prometheus.listeners.tcp.x = ::1\n",
+                      "1: bad value for 'prometheus.listeners.tcp.x'");
+}
+
+static void describe_into(void *arg, const char *key, const char *value)
+{
+    char *out = arg;
+    size_t n = strlen(out);
+    snprintf(out + n, 2048 - n, "%s=%s;", key, value);
+}
+
+static void test_listeners_described_as_keys(void **state)
+{
+    (void)state;
+    config c;
+    char out[2048] = "";
+    config_defaults(&c);
+    config_describe(&c, describe_into, out);
+    assert_non_null(strstr(out, "listeners.tcp.default=5672;"));
+    config_defaults(&c);
+    assert_true(set(&c, "listeners.tcp.1", "127.0.0.1:5672"));
+    assert_true(set(&c, "listeners.tcp.2", "::1:5672"));
+    assert_true(set(&c, "management.listeners.tcp.v6", "::1:15672"));
+    out[0] = 0;
+    config_describe(&c, describe_into, out);
+    assert_non_null(strstr(out, "listeners.tcp.1=127.0.0.1:5672;listeners.tcp.2=[::1]:5672;"
+                                "management.listeners.tcp.v6=[::1]:15672;"));
+    assert_null(strstr(out, "listeners.tcp.default"));
+    assert_true(set(&c, "listeners.tcp", "none"));
+    out[0] = 0;
+    config_describe(&c, describe_into, out);
+    assert_non_null(strstr(out, "listeners.tcp=none;"));
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -171,6 +296,10 @@ int main(void)
         cmocka_unit_test(test_errors_name_file_line_and_reason),
         cmocka_unit_test(test_set_overrides),
         cmocka_unit_test(test_loopback_users),
+        cmocka_unit_test(test_amqp_listeners),
+        cmocka_unit_test(test_more_listeners_of_management_and_prometheus),
+        cmocka_unit_test(test_bad_listeners_name_file_line_and_reason),
+        cmocka_unit_test(test_listeners_described_as_keys),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests_name("broker_config", tests, NULL, NULL);

@@ -7,7 +7,6 @@ test starts a private Warren."""
 import base64
 import http.client
 import json
-import struct
 import time
 import unittest
 
@@ -97,12 +96,13 @@ class Expiry(h.DataDirTest):
             time.sleep(0.005)
         order = sorted(short, key=due.get)
         self.assertEqual(sorted(seen), [1, 2, 3], seen)
-        # each within ~100 ms of its time (a loose bound for a busy machine;
-        # one poll is a round trip), and not before it
+        # each at its time, not before it, and not when its place in the
+        # backlog comes (the long-lived ones before it live ten minutes): a
+        # generous bound, for a busy machine where a poll waits for a CPU
         for k, i in enumerate(order, 1):
             late = seen[k] - due[i]
             self.assertGreater(late, -0.005, (i, late))
-            self.assertLess(late, 0.15, (i, late))
+            self.assertLess(late, 1.0, (i, late))
         self.assertEqual(self.count(ch, DLQ), len(short))
         deaths = self.dead_letters(ch, len(short))
         self.assertEqual([p.headers["i"] for p, _ in deaths], order)
@@ -158,48 +158,44 @@ class Expiry(h.DataDirTest):
         ch.queue_declare("ex.flow")
         self.fill_fast("ex.mass", n)
         self.assertTrue(h.wait_for(conn, lambda: self.count(ch, "ex.mass") == n, timeout=15))
-        lat = []
-
-        def got(c, method, p, body):
-            lat.append(time.monotonic() - struct.unpack(">d", body)[0])
-        ch.basic_consume("ex.flow", got, auto_ack=True)
+        delivered = []
+        ch.basic_consume("ex.flow", lambda *a: delivered.append(1), auto_ack=True)
         pub = conn.channel()
 
         def flow(seconds):
             end = time.monotonic() + seconds
             while time.monotonic() < end:
-                pub.basic_publish("", "ex.flow", struct.pack(">d", time.monotonic()))
+                pub.basic_publish("", "ex.flow", b"f")
                 conn.process_data_events(time_limit=0.001)
         flow(0.3)
-        before = len(lat)
-        # a policy's TTL applies to what is queued: all expire at once; the
-        # flow goes on while the request is served
+        # a policy's TTL applies to what is queued: all expire at once. The
+        # expiry works in slices, so between two of them the broker answers
+        # this client's requests and delivers the other queue's messages:
+        # polls see the dead-letter queue half filled, and deliveries of
+        # ex.flow arrive between two such polls. (In one go, every poll would
+        # see none or all of them.) How quickly the flow is served meanwhile
+        # is a figure for tests/bench/lifecycle.sh mass, not asserted here.
         http = self.put_policy("ex-mass", "^ex\\.mass$", {"message-ttl": 1})
         t_policy = time.monotonic()
-        done = None
-        for _ in range(200):
-            flow(0.05)
-            if done is None and self.count(ch, DLQ) == n:
+        done, partial_polls, flowed, seen_at_partial = None, 0, 0, None
+        while done is None and time.monotonic() - t_policy < 10:
+            flow(0.002)
+            dead = self.count(ch, DLQ)
+            if dead == n:
                 done = time.monotonic() - t_policy
-                break
+            elif dead > 0:
+                partial_polls += 1
+                if seen_at_partial is not None:
+                    flowed += len(delivered) - seen_at_partial
+                seen_at_partial = len(delivered)
         self.assertIn(http.getresponse().status, (201, 204))
         http.close()
         self.assertIsNotNone(done, "%d dead-lettered" % self.count(ch, DLQ))
-        flow(0.2)
-        during = lat[before:]
-        self.assertGreater(len(during), 50)
         self.assertEqual(self.count(ch, "ex.mass"), 0)
-        # the other queue's messages kept coming while the expiry ran (in one
-        # go it takes 160 ms here, 2 s under ASan). Under ASan the expiry runs
-        # ten times as long on a shared machine, where this client too waits
-        # for a CPU now and then: there most must be on time, none very late.
-        during.sort()
-        p99, worst = during[len(during) * 99 // 100], during[-1]
-        why = "p99 %.1f ms, max %.1f ms while %d expired in %.0f ms" % (
-            p99 * 1000, worst * 1000, n, done * 1000)
-        asan = "/asan/" in h.WARREN_BIN
-        self.assertLess(worst, 0.5 if asan else 0.05, why)
-        self.assertLess(p99, 0.05, why)
+        why = "%d expired in %.0f ms; %d polls saw it half done, %d deliveries of the other queue " \
+              "between them" % (n, done * 1000, partial_polls, flowed)
+        self.assertGreaterEqual(partial_polls, 2, why)
+        self.assertGreater(flowed, 0, why)
         method, p, body = ch.basic_get(DLQ, auto_ack=True)
         self.assertEqual(p.headers["x-death"][0]["reason"], "expired")
         self.assertEqual(p.headers["x-death"][0]["queue"], "ex.mass")
@@ -220,7 +216,7 @@ class Expiry(h.DataDirTest):
         self.assertTrue(h.wait_for(conn, lambda: self.count(ch, "ex.crash") == n - 1, timeout=5))
         first = time.monotonic() - t0
         self.assertTrue(h.wait_for(conn, lambda: self.count(ch, "ex.crash") == n - 2, timeout=5))
-        self.assertLess(first, 1.2 + 0.3)
+        self.assertLess(first, 1.2 + 1.0)  # at its time (generous: a busy machine), not the other's
         self.assertEqual(self.count(ch, DLQ), 2)
         self.fence(conn)
         self.kill()

@@ -22,6 +22,7 @@ import urllib.parse
 
 import pika
 from pika import exceptions as pex
+from pika import spec as S
 
 import harness as h
 
@@ -523,6 +524,36 @@ class Connections(MgmtTest):
             h.drain(c, 2)
         self.assertEqual(cm.exception.reply_code, h.CONNECTION_FORCED)
         self.assertEqual(cm.exception.reply_text, "CONNECTION_FORCED - bye now")
+
+    def test_handshake_sockets_not_listed(self):
+        """Issue 17 item 19: as RabbitMQ, a connection is listed (and
+        counted) only once connection.open succeeded -- not a socket that
+        sent nothing, nor one in the handshake or tuned but not open."""
+        import test_prometheus
+        raws = [h.RawClient() for _ in range(3)]
+        for r in raws:
+            self.addCleanup(r.close)
+        raws[1].send(h.PROTOCOL_HEADER)
+        raws[1].expect(S.Connection.Start, 0)
+        raws[2].handshake(open_vhost=False)
+        names = ["%s:%d -> %s:%d" % (r.sock.getsockname() + r.sock.getpeername()) for r in raws]
+
+        def listed():
+            return {c["name"] for c in get("/api/connections")} & set(names)
+        self.assertEqual(listed(), set())
+        self.assertEqual({c["name"] for c in get("/api/vhosts/%2F/connections")} & set(names), set())
+        for name in names:
+            self.assertEqual(request("GET", "/api/connections/" + q(name)).status, 404, name)
+        if WARREN:  # RabbitMQ's counts lag its 5 s statistics interval
+            count = len(get("/api/connections"))
+            self.assertEqual(get("/api/overview")["object_totals"]["connections"], count)
+            fams = test_prometheus.metrics()
+            self.assertEqual(test_prometheus.value(fams, "rabbitmq_connections"), count)
+            self.assertGreaterEqual(get("/api/nodes")[0]["sockets_used"], count + len(raws))
+        raws[2].send_method(0, S.Connection.Open(virtual_host="/"))
+        raws[2].expect(S.Connection.OpenOk, 0)
+        self.assertEqual(poll(listed), {names[2]})
+        self.assertEqual(get("/api/connections/" + q(names[2]))["state"], "running")
 
     def test_consumers(self):
         name = self.http_queue()

@@ -19,6 +19,7 @@ import pika
 from pika import exceptions as pex
 
 import harness as h
+from test_mgmt import request as mgmt_request
 
 QUORUM = {"x-queue-type": "quorum"}
 QTYPE = "rabbit_quorum_queue"
@@ -52,6 +53,16 @@ class QuorumBase(h.BrokerTest):
         req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s" % (host, port, q))
         req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
         return json.load(urllib.request.urlopen(req, timeout=5))
+
+    def mgmt_get_requeue(self, q):
+        """POST /api/queues/%2F/<q>/get, count 1, requeued: the message shown."""
+        host, port = h.mgmt_address()
+        body = json.dumps({"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}).encode()
+        req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s/get" % (host, port, q), data=body,
+                                     method="POST", headers={
+                                         "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+                                         "Content-Type": "application/json"})
+        return json.load(urllib.request.urlopen(req, timeout=5))[0]
 
     def get_within(self, q, timeout=3.0):
         deadline = time.monotonic() + timeout
@@ -265,15 +276,29 @@ class DeliveryLimit(QuorumBase):
         h.sync(self.ch)
         m, _, _ = self.get(q)
         self.ch.basic_reject(m.delivery_tag, requeue=True)
-        host, port = h.mgmt_address()
-        body = json.dumps({"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}).encode()
-        req = urllib.request.Request("http://%s:%d/api/queues/%%2F/%s/get" % (host, port, q), data=body,
-                                     method="POST", headers={
-                                         "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
-                                         "Content-Type": "application/json"})
-        got = json.load(urllib.request.urlopen(req, timeout=5))
-        self.assertEqual((got[0]["redelivered"], got[0]["properties"]["headers"]),
+        got = self.mgmt_get_requeue(q)
+        self.assertEqual((got["redelivered"], got["properties"]["headers"]),
                          (True, {"x-delivery-count": 1}))
+
+    def test_classic_without_limit_adds_no_header(self):
+        """Issue 17 item 15: publish with headers, get, reject with requeue,
+        then nack, recover, the management get and a consumer: the header
+        set never changes (RabbitMQ's classic queues add nothing)."""
+        q = self.queue()
+        headers = {"a": 1}
+        self.publish("", q, b"m", properties=pika.BasicProperties(headers=headers))
+        h.sync(self.ch)
+        seen = []
+        for verdict in (self.ch.basic_reject, self.ch.basic_nack, None):
+            m, p, _ = self.get(q)
+            seen.append(p.headers)
+            verdict(m.delivery_tag, requeue=True) if verdict else self.ch.basic_recover(requeue=True)
+        shown = self.mgmt_get_requeue(q)
+        self.assertEqual((shown["redelivered"], shown["properties"]["headers"]), (True, headers))
+        got = []
+        self.ch.basic_consume(q, lambda ch, m, p, b: got.append((m.redelivered, p.headers)), auto_ack=True)
+        h.wait_for(self.conn, lambda: got)
+        self.assertEqual(seen + got, [headers, headers, headers, (True, headers)])
 
     def test_dropped_without_dlx(self):
         q = self.quorum(**{"x-delivery-limit": 0})
@@ -298,6 +323,28 @@ class WarrenOnly(QuorumBase):
         self.ch.basic_nack(m.delivery_tag, requeue=True)
         m, p, _ = self.get_within(dlq)
         self.assertEqual(p.headers["x-first-death-reason"], "delivery_limit")
+
+    def test_classic_header_follows_the_limit_policy(self):
+        """A classic queue shows x-delivery-count while a delivery-limit
+        policy applies to it, and stops when the policy goes."""
+        q = self.queue()
+        pol = h.unique("dcpol")
+        path = "/api/policies/%2F/" + pol
+        self.assertIn(mgmt_request("PUT", path, {"pattern": "^%s$" % q, "apply-to": "queues",
+                                                 "definition": {"delivery-limit": 50}}).status, (201, 204))
+        self.addCleanup(mgmt_request, "DELETE", path)
+        self.publish("", q, b"m", properties=pika.BasicProperties(headers={"a": 1}))
+        h.sync(self.ch)
+        m, p, _ = self.get(q)
+        self.assertEqual(p.headers, {"a": 1})  # the first delivery as published
+        self.ch.basic_reject(m.delivery_tag, requeue=True)
+        m, p, _ = self.get(q)
+        self.assertEqual(p.headers, {"a": 1, "x-delivery-count": 1})
+        self.ch.basic_reject(m.delivery_tag, requeue=True)
+        self.assertEqual(self.mgmt_get_requeue(q)["properties"]["headers"], {"a": 1, "x-delivery-count": 2})
+        self.assertEqual(mgmt_request("DELETE", path).status, 204)
+        m, p, _ = self.get(q)
+        self.assertEqual(p.headers, {"a": 1})
 
     def test_dead_letters_counted_in_api(self):
         q = self.quorum(**{"x-delivery-limit": 0})

@@ -1,7 +1,9 @@
 """Warren's own behaviour around the protocol: start-up configuration, its
 errors, shutdown on SIGTERM, and the memory alarm. Each test starts a
 private Warren, so these are skipped when WARREN_TEST_TARGET is given."""
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -9,6 +11,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import pika
 import pika.spec as S
@@ -97,6 +100,123 @@ class Config(unittest.TestCase):
             c.close()
             with self.assertRaises(pika.exceptions.ProbableAuthenticationError):
                 h.connect(addr)
+
+
+class Listeners(unittest.TestCase):
+    """RabbitMQ's numbered listeners (listeners.tcp.<name> = [host:]port):
+    several AMQP listeners, IPv4 and IPv6, each logged "AMQP listening on
+    host:port" (an IPv6 host in brackets) and each serving the one broker."""
+
+    def start(self, *settings):
+        """A private Warren (the harness's listeners.tcp.default =
+        127.0.0.1:0 comes first); (process, every 'AMQP listening on' address)."""
+        proc = h.WarrenProcess(settings)
+        proc.start()
+        self.addCleanup(proc.stop)
+        deadline = time.monotonic() + 5
+        while not any("management listening on" in ln for ln in proc.log_lines) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        return proc, [m.group(1) for m in (re.search(r"AMQP listening on (\S+)$", ln)
+                                           for ln in proc.log_lines) if m]
+
+    def api(self, proc, path):
+        r = urllib.request.Request("http://127.0.0.1:%d%s" % (proc.mgmt_port, path),
+                                   headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})
+        return json.load(urllib.request.urlopen(r, timeout=10))
+
+    def connection_named(self, proc, name):
+        for _ in range(50):
+            found = [c for c in self.api(proc, "/api/connections") if c.get("user_provided_name") == name]
+            if found:
+                return found[0]
+            time.sleep(0.1)
+        self.fail("connection %s not listed" % name)
+
+    @h.needs_own_broker
+    def test_ipv4_and_ipv6_loopback_both_serve_amqp(self):
+        proc, addrs = self.start("listeners.tcp.2=::1:0")
+        self.assertEqual(len(addrs), 2, proc.log_tail())
+        self.assertTrue(addrs[0].startswith("127.0.0.1:"), addrs)
+        self.assertTrue(addrs[1].startswith("[::1]:"), addrs)
+        v4 = h.connect(("127.0.0.1", int(addrs[0].rsplit(":", 1)[1])),
+                       client_properties={"connection_name": "v4"})
+        self.addCleanup(v4.close)
+        v6 = h.connect(("::1", int(addrs[1].rsplit(":", 1)[1])), client_properties={"connection_name": "v6"})
+        self.addCleanup(v6.close)
+        q = v4.channel().queue_declare("listeners.q").method.queue
+        v6.channel().basic_publish("", q, b"across")
+        self.assertEqual(v4.channel().basic_get(q, auto_ack=True)[2], b"across")
+        info = self.connection_named(proc, "v6")
+        self.assertEqual((info["peer_host"], info["host"]), ("::1", "::1"))
+        self.assertRegex(info["name"], r"^\[::1\]:\d+ -> \[::1\]:%s$" % addrs[1].rsplit(":", 1)[1])
+        amqp = [(x["ip_address"], x["port"]) for x in self.api(proc, "/api/overview")["listeners"]
+                if x["protocol"] == "amqp"]
+        self.assertEqual(amqp, [("127.0.0.1", int(addrs[0].rsplit(":", 1)[1])),
+                                ("::1", int(addrs[1].rsplit(":", 1)[1]))])
+
+    @h.needs_own_broker
+    def test_a_port_alone_takes_ipv6_and_ipv4(self):
+        """As RabbitMQ's 5672: every interface, IPv6 and IPv4 on one socket
+        ("[::]"); an IPv4 client shows as 127.0.0.1, not ::ffff:127.0.0.1."""
+        proc, addrs = self.start("listeners.tcp.any=0")
+        self.assertEqual(len(addrs), 2, proc.log_tail())
+        self.assertTrue(addrs[1].startswith("[::]:"), addrs)
+        port = int(addrs[1].rsplit(":", 1)[1])
+        for host, name in (("127.0.0.1", "any-v4"), ("::1", "any-v6")):
+            c = h.connect((host, port), client_properties={"connection_name": name})
+            self.addCleanup(c.close)
+            self.assertEqual(self.connection_named(proc, name)["peer_host"], host)
+
+    @h.needs_own_broker
+    def test_bad_listener_stops_start_up(self):
+        r = run_warren("--set", "listeners.tcp.2=localhost:5672")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--set: bad value for 'listeners.tcp.2': 'localhost:5672' is not an IPv4 or IPv6 "
+                      "address and port", r.stderr)
+        fd, path = tempfile.mkstemp(suffix=".conf")
+        with os.fdopen(fd, "w") as f:
+            f.write("listeners.tcp.1 = 127.0.0.1:0\nlisteners.tcp.2 = ::1\n")
+        self.addCleanup(os.unlink, path)
+        r = run_warren("--config", path)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("%s:2: bad value for 'listeners.tcp.2'" % path, r.stderr)
+
+    @h.needs_own_broker
+    def test_a_listener_that_cannot_bind_stops_start_up(self):
+        taken = socket.socket()
+        self.addCleanup(taken.close)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        d = tempfile.mkdtemp(prefix="warren-itest-")
+        self.addCleanup(shutil.rmtree, d, True)
+        r = run_warren("--set", "listeners.tcp.1=127.0.0.1:0", "--set", "listeners.tcp.2=127.0.0.1:%d" % port,
+                       "--set", "data_dir=%s" % d, "--set", "management.tcp.port=0",
+                       "--set", "prometheus.tcp.port=0")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot listen on 127.0.0.1:%d" % port, r.stderr)
+
+    @h.needs_own_broker
+    def test_none(self):
+        d = tempfile.mkdtemp(prefix="warren-itest-")
+        self.addCleanup(shutil.rmtree, d, True)
+        p = subprocess.Popen([h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set",
+                              "listeners.tcp=none", "--set", "data_dir=%s" % d, "--set",
+                              "management.tcp.port=0", "--set", "prometheus.tcp.port=0"],
+                             stderr=subprocess.PIPE, text=True)
+        lines = []
+        try:
+            for _ in range(30):
+                lines.append(p.stderr.readline())
+                if "control socket at" in lines[-1]:
+                    break
+            self.assertTrue(any("no AMQP listener (listeners.tcp = none)" in ln for ln in lines), lines)
+            self.assertFalse(any("AMQP listening on" in ln for ln in lines), lines)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(10), 0)
+            p.stderr.close()
 
 
 class Shutdown(unittest.TestCase):
@@ -205,7 +325,9 @@ class FdExhaustion(unittest.TestCase):
         lines_before, cpu_before = len(proc.log_lines), cpu_seconds(proc.proc.pid)
         time.sleep(3)
         cpu = cpu_seconds(proc.proc.pid) - cpu_before
-        self.assertLess(cpu, 0.5, "broker used %.2f s of CPU in 3 s while out of descriptors" % cpu)
+        # not retrying accept() in a loop, which would take the whole 3 s of
+        # CPU (half of it: a generous bound for ASan)
+        self.assertLess(cpu, 1.5, "broker used %.2f s of CPU in 3 s while out of descriptors" % cpu)
         self.assertLess(len(proc.log_lines) - lines_before, 3, proc.log_tail())
         self.assertLess(sum(len(ln) for ln in proc.log_lines), 20000)
         # the client already connected still works
