@@ -61,12 +61,22 @@ typedef struct chan_access_cache {
     chan_publish_memo *memo;
 } chan_access_cache;
 
+/* chanstats.c: counters per exchange and per queue (see there) */
+typedef struct chan_objslot chan_objslot;
+typedef struct chan_objstats {
+    chan_objslot *slots;
+    uint32_t n, cap;
+    uint32_t last;   /* the slot found last */
+    uint32_t victim; /* the next slot to reuse when full */
+} chan_objstats;
+
 enum { CONTENT_IDLE, CONTENT_HEADER, CONTENT_BODY };
 enum { MODE_NONE, MODE_CONFIRM, MODE_TX };
 
 struct chan {
     conn *c;
     stats stats; /* management counters */
+    chan_objstats exchange_stats, queue_stats; /* the same, per exchange and queue */
     uint16_t number;
     uint8_t mode;
     uint8_t content;
@@ -104,6 +114,10 @@ struct chan {
     chan_access_cache access;
 };
 
+/* Counts one event of kind `f` (STAT_DELIVER .. STAT_REDELIVER) on the
+ * channel (in all and for `q`), the queue, the vhost and the server's count
+ * for the queue's type. */
+void chan_count(chan *ch, queue *q, stat_id f);
 void chan_cancel_consumer(chan *ch, consumer *cons, bool notify);
 void chan_requeue_all(chan *ch);
 consumer *chan_find_consumer(chan *ch, amqp_bytes tag);
@@ -114,6 +128,12 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
 /* Index of the unacked delivery `tag` in the ring, -1 if unknown. */
 int64_t chan_ua_find(chan *ch, uint64_t tag);
 void chan_tx_clear(chan *ch);
+
+/* The counters (indexed by stat_id) of the channel with `q` and with the
+ * exchange named `exchange`, created at first use; NULL on out-of-memory. */
+uint64_t *chan_queue_counts(chan *ch, queue *q);
+uint64_t *chan_exchange_counts(chan *ch, amqp_bytes exchange);
+void chan_objstats_free(chan_objstats *s);
 
 /* publish.c: publishing, confirms and transactions */
 int chan_begin_publish(chan *ch, const amqp_basic_publish *p, amqp_error *err);

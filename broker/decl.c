@@ -611,7 +611,7 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
         return AMQP_ERROR;
     queue_item it;
     if (!queue_get(q, &it)) {
-        ch->stats.n[STAT_GET_EMPTY]++, queue_stats(q)->n[STAT_GET_EMPTY]++;
+        chan_count(ch, q, STAT_GET_EMPTY);
         reply(ch, AMQP_BASIC_GET_EMPTY);
         return AMQP_OK;
     }
@@ -722,17 +722,21 @@ int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, adm
     queue_item *taken = calloc(count ? count : 1, sizeof *taken);
     if (!taken)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_GET, "out of memory"), -1;
+    uint64_t *by_type = server_counters(vhost_server(v))->by_queue_type[queue_get_args(q)->type];
     uint32_t n = 0;
     while (n < count && queue_get(q, &taken[n])) {
         queue_item *it = &taken[n++];
         queue_stats(q)->n[STAT_GET]++, vhost_stats(v)->n[STAT_GET]++;
+        by_type[STAT_GET]++; /* RabbitMQ's is a basic.get on a channel of its own */
+        by_type[STAT_REDELIVER] += it->delivery_count > 0 || it->maybe_delivered;
         show(fn, arg, q, it);
         it->delivery_count++;
     }
     if (n == 0)
-        queue_stats(q)->n[STAT_GET_EMPTY]++;
+        queue_stats(q)->n[STAT_GET_EMPTY]++, by_type[STAT_GET_EMPTY]++;
     for (uint32_t i = n; i-- > 0;) {
         queue_item it = taken[i];
+        by_type[STAT_ACK] += mode == ADMIN_ACK;
         if (mode == ADMIN_REQUEUE) {
             persist_delivered(q, it.m, it.delivery_count);
             queue_requeue(q, it, QUEUE_RETURN_PLAIN);

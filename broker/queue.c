@@ -719,8 +719,9 @@ static void expire_slot(queue *q, ring *r, uint32_t i)
         return;
     }
     qslot s = take_slot(q, r, i);
-    if (s.paged)
-        persist_settle_paged(q, s.id, s.loc, JOURNAL_DROP);
+    if (s.paged) /* no dead-letter exchange: dropped where it lies */
+        persist_settle_paged(q, s.id, s.loc, JOURNAL_DROP),
+            queue_count_dead_letter(q, DEAD_EXPIRED, DEAD_DISABLED);
     else
         queue_dead_letter(q, item_of(s), "expired");
 }
@@ -812,7 +813,7 @@ static void dl_retry_fired(evutil_socket_t fd, short what, void *arg)
     uint32_t n = q->nheld;
     q->held = NULL, q->nheld = q->held_cap = 0;
     for (uint32_t i = 0; i < n; i++) /* one nobody takes comes back to q->held */
-        queue_dead_letter(q, batch[i].it, batch[i].reason);
+        queue_retry_dead_letter(q, batch[i].it, batch[i].reason);
     free(batch);
 }
 
