@@ -1,8 +1,9 @@
 /* The Prometheus listener: its own HTTP server on the broker's loop, bound to
  * prometheus.tcp.ip:prometheus.tcp.port (rabbitmq_prometheus's 15692),
  * serving GET /metrics (aggregated, or per object with
- * prometheus.return_per_object_metrics = true) and /metrics/per-object;
- * anything else is 404. No authentication, as rabbitmq_prometheus.
+ * prometheus.return_per_object_metrics = true), /metrics/per-object and
+ * /metrics/detailed?family=...&vhost=...; anything else is 404. No
+ * authentication, as rabbitmq_prometheus.
  *
  * A scrape is written in slices of about SLICE_BYTES, as stream.c writes
  * lists: when the first slice completes the scrape it is one reply with a
@@ -85,11 +86,11 @@ static void send_text(http_req *req, int status, const char *reason, const char 
         evbuffer_free(b);
 }
 
-static void scrape(mgmt_prometheus *p, http_req *req, bool per_object)
+static void scrape(mgmt_prometheus *p, http_req *req, const prom_options *o)
 {
     slices *st = calloc(1, sizeof *st);
     if (!st || !(st->out = evbuffer_new()) || !(st->w = mgmt_prom_new(st->out)) ||
-        !(st->sc = prom_scrape_new(p->m, p->s, per_object, st->w))) {
+        !(st->sc = prom_scrape_new(p->m, p->s, o, st->w))) {
         if (st)
             slices_free(st);
         send_text(req, 500, "Internal Server Error", "out of memory\n");
@@ -107,6 +108,72 @@ static void scrape(mgmt_prometheus *p, http_req *req, bool per_object)
     http_reply_start(req, 200, "OK");
     http_req_on_abort(req, slices_aborted, st);
     http_reply_chunk(req, st->out, next_slice, st);
+}
+
+/* /metrics/detailed's query as rabbitmq_prometheus reads it: each family=
+ * names a family to write (unknown ones are ignored), each vhost= a vhost
+ * whose queues are written (without any, every vhost's). A parameter
+ * without '=' is ignored, as there. */
+typedef struct detailed_query {
+    prom_options o;
+    char **vhosts; /* decoded, owned */
+} detailed_query;
+
+/* One key=value of the query; false on out-of-memory. */
+static bool detailed_param(detailed_query *d, const char *p, size_t n)
+{
+    const char *eq = memchr(p, '=', n);
+    size_t klen = eq ? (size_t)(eq - p) : 0;
+    bool family = klen == 6 && memcmp(p, "family", 6) == 0;
+    if (!family && !(klen == 5 && memcmp(p, "vhost", 5) == 0))
+        return true;
+    char *raw = strndup(eq + 1, n - klen - 1);
+    char *v = raw ? evhttp_uridecode(raw, 1, NULL) : NULL;
+    free(raw);
+    char **grown = v && !family ? realloc(d->vhosts, (d->o.nvhosts + 1) * sizeof *grown) : NULL;
+    if (!v || (!family && !grown)) {
+        free(v);
+        return false;
+    }
+    if (family) {
+        d->o.families |= prom_family_bit(v);
+        free(v);
+        return true;
+    }
+    d->vhosts = grown;
+    d->vhosts[d->o.nvhosts++] = v;
+    d->o.vhosts = (const char *const *)d->vhosts;
+    d->o.vhost_filter = true;
+    return true;
+}
+
+static void detailed_free(detailed_query *d)
+{
+    for (size_t i = 0; i < d->o.nvhosts; i++)
+        free(d->vhosts[i]);
+    free(d->vhosts);
+}
+
+static bool detailed_parse(const char *query, detailed_query *d)
+{
+    *d = (detailed_query){.o = {.detailed = true}};
+    for (const char *p = query; p && *p;) {
+        size_t n = strcspn(p, "&");
+        if (!detailed_param(d, p, n))
+            return false;
+        p += n + (p[n] == '&');
+    }
+    return true;
+}
+
+static void scrape_detailed(mgmt_prometheus *p, http_req *req)
+{
+    detailed_query d;
+    if (detailed_parse(http_req_query(req), &d))
+        scrape(p, req, &d.o);
+    else
+        send_text(req, 500, "Internal Server Error", "out of memory\n");
+    detailed_free(&d);
 }
 
 /* Only bodiless GET and HEAD requests get past their head. */
@@ -131,10 +198,13 @@ static void handle(http_req *req, void *arg)
     mgmt_prometheus *p = arg;
     const char *path = http_req_path(req);
     server_touch_clock(p->s);
+    prom_options o = {.per_object = true};
     if (strcmp(path, "/metrics") == 0)
-        scrape(p, req, server_config(p->s)->prometheus_per_object);
+        o.per_object = server_config(p->s)->prometheus_per_object, scrape(p, req, &o);
     else if (strcmp(path, "/metrics/per-object") == 0)
-        scrape(p, req, true);
+        scrape(p, req, &o);
+    else if (strcmp(path, "/metrics/detailed") == 0)
+        scrape_detailed(p, req);
     else
         send_text(req, 404, "Not Found", "not found\n");
 }
