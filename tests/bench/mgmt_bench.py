@@ -16,6 +16,9 @@
   console Throughput A/B for scenarios 1 and 9 on this build: nothing
           watching, against chromium holding the console open on the
           overview (refresh every 5 s; tests/browser/hold.mjs), interleaved.
+  starve  With 10,000 queues: a confirming publisher (one message in
+          flight) alone, then while 20 clients loop the full /api/queues
+          (issue 17's item 7: its p99 must stay under 10 ms).
 
 Every loop is bounded; only 127.0.0.1 is contacted.
 """
@@ -323,6 +326,35 @@ AB_SCENARIOS = {
 }
 
 
+CONFIRM_ARGS = ["--size", "16", "--batch", "1", "--confirm", "1", "--inflight", "5000",
+                "--duration", os.environ.get("P99_DURATION", "10"), "--warmup", "1"]
+
+
+def cmd_starve():
+    clients = int(os.environ.get("CLIENTS", "20"))
+    w = Warren()
+    try:
+        declare_queues(w.amqp, "/", QUEUES)
+        rows = [("alone", perf(w.amqp, CONFIRM_ARGS), None)]
+        loops = [Looper(w.http, ["/api/queues"]) for _ in range(clients)]
+        for lp in loops:
+            lp.start()
+        r = perf(w.amqp, CONFIRM_ARGS)
+        for lp in loops:
+            lp.stop()
+        rows.append(("%d x /api/queues" % clients, r, loops))
+    finally:
+        w.stop()
+    print("%d queues, a publisher with confirms (one in flight), 16 B" % QUEUES)
+    for label, r, loops in rows:
+        extra = ""
+        if loops:
+            extra = "  %d lists served, %d errors" % (sum(lp.count for lp in loops), sum(lp.errors for lp in loops))
+        print("  %-20s %8.0f msg/s  p99 %8.0f us  max %8.0f us%s" % (
+            label, float(r["sent_rate"]), float(r["p99_us"]), float(r.get("max_us", "0")), extra))
+        print("RESULT mode=starve load=%s rate=%s p99_us=%s" % (label.replace(" ", "_"), r["sent_rate"], r["p99_us"]))
+
+
 def cmd_ab():
     base = os.environ.get("BASE_BIN")
     if not base or not os.access(base, os.X_OK):
@@ -502,7 +534,7 @@ def cmd_instr():
 
 if __name__ == "__main__":
     cmds = {"timing": cmd_timing, "p99": cmd_p99, "ab": cmd_ab, "instr": cmd_instr,
-            "console": cmd_console, "prometheus": cmd_prometheus}
+            "console": cmd_console, "prometheus": cmd_prometheus, "starve": cmd_starve}
     if len(sys.argv) != 2 or sys.argv[1] not in cmds:
         sys.exit("usage: mgmt_bench.py timing|p99|ab|instr|console|prometheus")
     cmds[sys.argv[1]]()
