@@ -1044,13 +1044,19 @@ typedef struct server_counts {
     uint64_t messages_routed;   /* queue copies: a message two queues took counts 2 */
     uint64_t messages_confirmed; /* basic.ack to publishers */
     uint64_t messages_dropped, messages_returned; /* unroutable */
-    /* deliveries, gets, empty gets, acks, redeliveries by the queue's type:
-     * the STAT_DELIVER .. STAT_REDELIVER slots */
+    /* deliveries, gets, empty gets, acks, redeliveries (the STAT_DELIVER ..
+     * STAT_REDELIVER slots) of the queues deleted so far, by queue type; a
+     * live queue's are its own (queue_stats), so the hot path counts them
+     * once. Their sum is RabbitMQ's count by queue type (which, like this,
+     * leaves out what is settled after the queue is gone): server_counts_by_type. */
     uint64_t by_queue_type[QUEUE_TYPES][STAT_COUNTERS];
     uint64_t dead_lettered[QUEUE_TYPES][DEAD_STRATEGIES][DEAD_REASONS];
     uint64_t dead_lettered_confirmed; /* at-least-once dead letters a queue took */
 } server_counts;
 server_counts *server_counters(server *s);
+/* The counts by queue type, the deleted queues' and the live ones', into
+ * out[QUEUE_TYPES][STAT_COUNTERS] (a walk over every queue). */
+void server_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS]);
 
 #define STATS_INTERVAL_MS 5000 /* RabbitMQ's collect_statistics_interval */
 #define STATS_OBJECT_SAMPLES 13  /* one minute of 5 s samples, both ends */

@@ -25,6 +25,7 @@ chan *chan_new(conn *c, uint16_t number)
     ch->c = c;
     ch->number = number;
     ch->access.ctl = server_access(conn_server(c));
+    ch->counts = server_counters(conn_server(c));
     return ch;
 }
 
@@ -59,17 +60,6 @@ void chan_free(chan *ch)
     free(ch->pub_names);
     free(ch->last_queue);
     free(ch);
-}
-
-void chan_count(chan *ch, queue *q, stat_id f)
-{
-    uint64_t *per_queue = chan_queue_counts(ch, q);
-    if (per_queue)
-        per_queue[f]++;
-    ch->stats.n[f]++;
-    queue_stats(q)->n[f]++;
-    vhost_stats(conn_vhost(ch->c))->n[f]++;
-    server_counters(conn_server(ch->c))->by_queue_type[queue_get_args(q)->type][f]++;
 }
 
 /* ---- unacked ring ------------------------------------------------------- */

@@ -4,14 +4,16 @@
  * /metrics/per-object's channel families.
  *
  * Each kind is a small array of slots in first-use order, plus the index
- * of the slot used last: a channel that publishes to one exchange, or takes
- * from one queue, finds its slot with one compare -- of the exchange's name
- * (an exchange deleted and declared again is the same series, as RabbitMQ
- * keys them by name), or of the queue's pointer. A queue slot holds a
- * reference on its queue (queue_hold), so that pointer cannot be reused by
- * another queue while the slot exists. Other slots are found by a linear
- * scan; a new one is allocated only when the channel meets a new exchange
- * or queue, never per message.
+ * of the slot used last: a channel that takes from one queue finds its slot
+ * with one compare of the queue's pointer (inline, chan_queue_counts); a
+ * queue slot holds a reference on its queue (queue_hold), so that pointer
+ * cannot be reused by another queue while the slot exists. Exchanges are
+ * keyed by name (an exchange deleted and declared again is the same series,
+ * as RabbitMQ keys them), and a publish finds its slot through the
+ * channel's publish memo, which already compares the exchange's name with
+ * the last one allowed (chan_publish_counts). Other slots are found by a
+ * linear scan; a new one is allocated only when the channel meets a new
+ * exchange or queue, never per message.
  *
  * At most CHAN_OBJECT_STATS_MAX slots of each kind, so a client touching
  * thousands of queues on one channel cannot grow it without bound: a full
@@ -25,13 +27,6 @@
 
 #include "broker.h"
 #include "chan_internal.h"
-
-struct chan_objslot {
-    queue *q;      /* a queue's slot: the queue, held */
-    uint8_t *name; /* an exchange's slot: its name (owned) */
-    uint32_t len;
-    uint64_t n[STAT_COUNTERS];
-};
 
 static void slot_clear(chan_objslot *s)
 {
@@ -49,8 +44,9 @@ static int32_t reusable(const chan_objstats *s)
     return -1;
 }
 
-/* A fresh (zeroed) slot, or NULL on out-of-memory; s->last points at it. */
-static chan_objslot *add_slot(chan_objstats *s)
+/* A fresh (zeroed) slot, or NULL on out-of-memory; s->last points at it.
+ * The publish memo forgets a slot reused for another exchange. */
+static chan_objslot *add_slot(chan *ch, chan_objstats *s)
 {
     if (s->n == s->cap && s->cap < CHAN_OBJECT_STATS_MAX) {
         uint32_t cap = s->cap ? s->cap * 2 : 2;
@@ -70,20 +66,20 @@ static chan_objslot *add_slot(chan_objstats *s)
     if (dead < 0)
         s->victim = (s->victim + 1) % s->n;
     slot_clear(&s->slots[s->last]);
+    if (ch->access.memo && ch->access.memo->stats_slot == s->last + 1)
+        ch->access.memo->stats_slot = 0;
     return &s->slots[s->last];
 }
 
-uint64_t *chan_queue_counts(chan *ch, queue *q)
+uint64_t *chan_queue_counts_find(chan *ch, queue *q)
 {
     chan_objstats *s = &ch->queue_stats;
-    if (s->n && s->slots[s->last].q == q)
-        return s->slots[s->last].n;
     for (uint32_t i = 0; i < s->n; i++)
         if (s->slots[i].q == q) {
             s->last = i;
             return s->slots[i].n;
         }
-    chan_objslot *slot = add_slot(s);
+    chan_objslot *slot = add_slot(ch, s);
     if (!slot)
         return NULL;
     queue_hold(q);
@@ -107,7 +103,7 @@ uint64_t *chan_exchange_counts(chan *ch, amqp_bytes exchange)
             return s->slots[i].n;
         }
     uint8_t *name = malloc(exchange.len ? exchange.len : 1);
-    chan_objslot *slot = name ? add_slot(s) : NULL;
+    chan_objslot *slot = name ? add_slot(ch, s) : NULL;
     if (!slot) {
         free(name);
         return NULL;
@@ -115,6 +111,17 @@ uint64_t *chan_exchange_counts(chan *ch, amqp_bytes exchange)
     memcpy(name, exchange.ptr, exchange.len);
     slot->name = name, slot->len = exchange.len;
     return slot->n;
+}
+
+uint64_t *chan_publish_counts(chan *ch, amqp_bytes exchange)
+{
+    chan_publish_memo *memo = ch->access.memo;
+    if (memo && memo->write_ok && memo->stats_slot)
+        return ch->exchange_stats.slots[memo->stats_slot - 1].n;
+    uint64_t *n = chan_exchange_counts(ch, exchange);
+    if (memo && memo->write_ok && n)
+        memo->stats_slot = ch->exchange_stats.last + 1;
+    return n;
 }
 
 void chan_objstats_free(chan_objstats *s)

@@ -84,7 +84,7 @@ int chan_begin_publish(chan *ch, const amqp_basic_publish *p, amqp_error *err)
  * transaction counts as expecting a confirmation there. */
 static void count_received(chan *ch)
 {
-    server_counts *k = server_counters(conn_server(ch->c));
+    server_counts *k = ch->counts;
     k->messages_received++;
     k->messages_received_confirm += ch->mode != MODE_NONE;
 }
@@ -331,24 +331,22 @@ static void count_unroutable(chan *ch, uint64_t *per_exchange, bool mandatory)
     if (per_exchange)
         per_exchange[f]++;
     vhost_stats(conn_vhost(ch->c))->n[f]++;
-    server_counts *k = server_counters(conn_server(ch->c));
+    server_counts *k = ch->counts;
     if (mandatory)
         k->messages_returned++;
     else
         k->messages_dropped++;
 }
 
-/* A publish routed to `queues` queues, on the channel and its exchange;
- * returns the exchange's counters (NULL on out-of-memory). */
-static uint64_t *count_publish(chan *ch, amqp_bytes exchange, size_t queues, bool mandatory)
+/* A publish routed to `queues` queues, on the channel and its exchange
+ * (`per_exchange`, NULL on out-of-memory). */
+static void count_publish(chan *ch, uint64_t *per_exchange, size_t queues, bool mandatory)
 {
-    uint64_t *per_exchange = chan_exchange_counts(ch, exchange);
     ch->stats.n[STAT_PUBLISH]++;
     if (per_exchange)
         per_exchange[STAT_PUBLISH]++;
     if (queues == 0)
         count_unroutable(ch, per_exchange, mandatory);
-    return per_exchange;
 }
 
 /* Publishes a message whose properties passed the checks. */
@@ -360,7 +358,8 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
         return chan_tx_add_publish(ch, &t, err);
     }
     routed r = route_and_enqueue(ch, ex, m, pp);
-    uint64_t *per_exchange = count_publish(ch, p->exchange, r.queues, p->mandatory);
+    uint64_t *per_exchange = chan_publish_counts(ch, p->exchange);
+    count_publish(ch, per_exchange, r.queues, p->mandatory);
     if (r.queues == 0 && p->mandatory)
         send_return(ch, m);
     if (ch->mode != MODE_CONFIRM)
@@ -394,6 +393,7 @@ static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
         return AMQP_OK;
     c->write_ok = true;
     c->topic_ok = false; /* it was for another exchange */
+    c->stats_slot = 0;
     c->write_len = (uint8_t)exchange.len;
     memcpy(c->write_exchange, exchange.ptr, exchange.len);
     return AMQP_OK;
@@ -463,7 +463,7 @@ static void ack_upto(chan *ch, uint64_t upto)
     a.basic_ack.multiple = upto - ch->confirm_sent > 1;
     ch->stats.n[STAT_CONFIRM] += upto - ch->confirm_sent;
     vhost_stats(conn_vhost(ch->c))->n[STAT_CONFIRM] += upto - ch->confirm_sent;
-    server_counters(conn_server(ch->c))->messages_confirmed += upto - ch->confirm_sent;
+    ch->counts->messages_confirmed += upto - ch->confirm_sent;
     conn_send_method(ch->c, ch->number, &a);
     ch->confirm_sent = upto;
 }
@@ -550,7 +550,7 @@ journal_seq chan_tx_commit(chan *ch)
             r = route_and_enqueue(ch, ex, t->m, &pp);
         if (r.wait > wait)
             wait = r.wait;
-        count_publish(ch, msg_exchange(t->m), r.queues, t->mandatory);
+        count_publish(ch, chan_exchange_counts(ch, msg_exchange(t->m)), r.queues, t->mandatory);
         if (!r.queues && t->mandatory)
             send_return(ch, t->m);
     }

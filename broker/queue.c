@@ -1280,6 +1280,9 @@ void queue_delete(queue *q)
     if (q->deleted)
         return;
     q->deleted = true;
+    server_counts *k = server_counters(vhost_server(q->v));
+    for (int f = STAT_DELIVER; f <= STAT_REDELIVER; f++)
+        k->by_queue_type[q->limits.type][f] += q->stats.n[f];
     if (!vhost_closing(q->v)) {
         persist_queue_emptied(q, true);
         server_counters(vhost_server(q->v))->queues_deleted++;

@@ -370,6 +370,7 @@ struct prom_scrape {
     bool per_object, detailed;
     bool on[NFAMILIES];   /* the families this scrape writes */
     server_counts counts; /* the global counters as the scrape started */
+    uint64_t by_type[QUEUE_TYPES][STAT_COUNTERS]; /* the same by queue type */
     uint64_t node[NV_COUNT];
     uint64_t queues[QV_COUNT], chans[CV_COUNT], conns[XV_COUNT]; /* aggregated */
     mgmt_list *lists[SCOPES];                                    /* per object */
@@ -650,6 +651,8 @@ prom_scrape *prom_scrape_new(mgmt *m, server *s, const prom_options *o, mgmt_pro
         walk_connections(sc); /* lists none: cannot fail */
     }
     node_values(sc);
+    if (!sc->detailed) /* where the global families are */
+        server_counts_by_type(s, sc->by_type);
     return sc;
 }
 
@@ -705,9 +708,9 @@ static void samples(prom_scrape *sc, const family *f, const uint64_t *v,
 static const char *const queue_type_label[QUEUE_TYPES] = {
     [QUEUE_TYPE_CLASSIC] = "rabbit_classic_queue", [QUEUE_TYPE_QUORUM] = "rabbit_quorum_queue"};
 
-static uint64_t by_queue_type(const server_counts *k, int type, int what)
+static uint64_t by_queue_type(const prom_scrape *sc, int type, int what)
 {
-    const uint64_t *n = k->by_queue_type[type];
+    const uint64_t *n = sc->by_type[type];
     if (what != QT_DELIVERED)
         return n[what];
     return n[STAT_DELIVER] + n[STAT_DELIVER_NO_ACK] + n[STAT_GET] + n[STAT_GET_NO_ACK];
@@ -719,7 +722,7 @@ static void protocol_queue_type(prom_scrape *sc, const family *f)
         mgmt_prom_begin(sc->w, sc->name);
         mgmt_prom_label_str(sc->w, "protocol", "amqp091");
         mgmt_prom_label_str(sc->w, "queue_type", queue_type_label[t]);
-        mgmt_prom_uint(sc->w, by_queue_type(&sc->counts, t, f->value));
+        mgmt_prom_uint(sc->w, by_queue_type(sc, t, f->value));
     }
 }
 
