@@ -415,6 +415,38 @@ class Prometheus(h.BrokerTest):
                  {"protocol": "amqp091", "queue_type": CLASSIC})]:
             self.assertGreaterEqual(value(after, n, **labels), value(during, n, **labels), n)
 
+    def deltas(self, before, names, **labels):
+        after = metrics()
+        return {n: value(after, n, **labels) - value(before, n, **labels) for n in names}
+
+    def test_ack_after_queue_delete_not_counted(self):
+        q = self.queue()
+        self.publish("", q, b"a")
+        self.publish("", q, b"b")
+        first, second = (self.ch.basic_get(q, auto_ack=False)[0] for _ in range(2))
+        self.ch.basic_ack(first.delivery_tag)
+        name = "rabbitmq_global_messages_acknowledged_total"
+        poll(metrics, lambda f: value(f, name, protocol="amqp091", queue_type=CLASSIC))
+        time.sleep(0.5)
+        before = metrics()
+        self.connect().channel().queue_delete(q)
+        self.ch.basic_ack(second.delivery_tag)  # as RabbitMQ: a gone queue's ack is not counted
+        h.drain(self.conn, 0.5)
+        self.assertEqual(self.deltas(before, [name], protocol="amqp091", queue_type=CLASSIC), {name: 0})
+
+    def test_management_publish_counts_as_mandatory_with_confirms(self):
+        q = self.queue()
+        names = ["rabbitmq_global_messages_" + n for n in (
+            "received_total", "received_confirm_total", "routed_total", "unroutable_returned_total",
+            "unroutable_dropped_total", "confirmed_total")]
+        before = metrics()
+        for key in (q, h.unique("nowhere")):
+            self.assertEqual(api("POST", "/api/exchanges/%2F/amq.default/publish",
+                                 {"properties": {}, "routing_key": key, "payload": "x",
+                                  "payload_encoding": "string"}), 200)
+        want = dict(zip(names, (2, 2, 1, 1, 0, 2)))
+        self.assertEqual(poll(lambda: self.deltas(before, names, protocol="amqp091"), lambda d: d == want), want)
+
     def test_per_object_channel_families_per_exchange_and_queue(self):
         q = self.queue()
         self.publish("", q, b"a")
