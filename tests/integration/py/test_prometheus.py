@@ -475,6 +475,26 @@ class Prometheus(h.BrokerTest):
                 "rabbitmq_channel_get_empty_total": {(keys_q, q): 1}}
         self.assertEqual(poll(lambda: ours(metrics("/metrics/per-object")), lambda got: got == want), want)
 
+    @unittest.skipUnless(WARREN, "Warren's bound on a channel's per-queue counters")
+    def test_per_object_channel_queues_bounded(self):
+        """A channel keeps counters for at most 64 queues (oldest reused
+        first), and a deleted queue's leave the listing at once."""
+        ch = self.conn.channel()
+        names = [self.queue(h.unique("slot"), ch=ch) for _ in range(70)]
+        for q in names:
+            ch.basic_get(q, auto_ack=True)  # empty: counted per (channel, queue)
+
+        def listed():
+            f = metrics("/metrics/per-object")
+            return {ls["queue"] for _, ls, _ in f["rabbitmq_channel_get_empty_total"]["samples"]
+                    if ls["queue"] in names}
+        self.assertEqual(listed(), set(names[6:]))
+        for q in names[60:65]:
+            ch.queue_delete(q)
+        self.assertEqual(listed(), set(names[6:60] + names[65:]))
+        ch.basic_get(names[0], auto_ack=True)  # takes a deleted queue's slot, not a live one's
+        self.assertEqual(listed(), set(names[:1] + names[6:60] + names[65:]))
+
     def test_detailed_families_as_rabbitmq(self):
         ref = reference()
         self.queue()
