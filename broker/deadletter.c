@@ -167,6 +167,15 @@ static dead_reason reason_of(const char *reason)
     return strcmp(reason, "delivery_limit") == 0 ? DEAD_DELIVERY_LIMIT : DEAD_REJECTED;
 }
 
+/* At-most-once only when the dead-letter exchange exists (a missing one
+ * counts as none, as RabbitMQ 3.10 counts it). */
+static dead_strategy strategy_of(const queue_args *a, const route_exchange *ex)
+{
+    if (a->at_least_once)
+        return DEAD_AT_LEAST_ONCE;
+    return ex ? DEAD_AT_MOST_ONCE : DEAD_DISABLED;
+}
+
 void queue_count_dead_letter(queue *q, dead_reason why, dead_strategy how)
 {
     server_counts *k = server_counters(vhost_server(queue_vhost(q)));
@@ -182,9 +191,7 @@ static bool dead_letter(queue *q, queue_item it, const char *reason, bool first)
     route_table *routes = vhost_routes(queue_vhost(q));
     route_exchange *ex = a->has_dlx ? route_exchange_find(routes, a->dlx) : NULL;
     if (first)
-        queue_count_dead_letter(q, reason_of(reason), a->at_least_once ? DEAD_AT_LEAST_ONCE
-                                                      : ex               ? DEAD_AT_MOST_ONCE
-                                                                         : DEAD_DISABLED);
+        queue_count_dead_letter(q, reason_of(reason), strategy_of(a, ex));
     if (!ex && a->at_least_once)
         return false;
     if (!ex) {

@@ -719,11 +719,12 @@ static void expire_slot(queue *q, ring *r, uint32_t i)
         return;
     }
     qslot s = take_slot(q, r, i);
-    if (s.paged) /* no dead-letter exchange: dropped where it lies */
-        persist_settle_paged(q, s.id, s.loc, JOURNAL_DROP),
-            queue_count_dead_letter(q, DEAD_EXPIRED, DEAD_DISABLED);
-    else
+    if (s.paged) { /* no dead-letter exchange: dropped where it lies */
+        persist_settle_paged(q, s.id, s.loc, JOURNAL_DROP);
+        queue_count_dead_letter(q, DEAD_EXPIRED, DEAD_DISABLED);
+    } else {
         queue_dead_letter(q, item_of(s), "expired");
+    }
 }
 
 /* Expires what is due at `now` -- the heads, then the heap -- within one
@@ -1285,7 +1286,7 @@ void queue_delete(queue *q)
         k->by_queue_type[q->limits.type][f] += q->stats.n[f];
     if (!vhost_closing(q->v)) {
         persist_queue_emptied(q, true);
-        server_counters(vhost_server(q->v))->queues_deleted++;
+        k->queues_deleted++;
     }
     durable_queue_deleted(q->v, q);
     route_unbind_queue(vhost_routes(q->v), q);
