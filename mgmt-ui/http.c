@@ -400,12 +400,13 @@ static bool has_tag(const mgmt_user *u, unsigned tag)
     return u->tags & tag;
 }
 
-static const char *tag_refusal(unsigned tag)
+/* RabbitMQ's words: a user without any management tag hears of that
+ * first, whatever the route needs. */
+static const char *tag_refusal(const mgmt_user *u, unsigned tag)
 {
-    return tag == TAG_ADMINISTRATOR ? "Not administrator user"
-           : tag == TAG_MONITORING  ? "Not monitor user"
-           : tag == TAG_POLICYMAKER ? "Not policymaker user"
-                                    : "Not management user";
+    if (!has_tag(u, TAG_MANAGEMENT))
+        return "Not management user";
+    return tag == TAG_ADMINISTRATOR ? "Not administrator user" : "Not monitor user";
 }
 
 static bool changes_state(const mgmt_req *r)
@@ -483,7 +484,7 @@ static bool admit_api(mgmt_req *r, const mgmt_route *rt)
         return false;
     }
     if (!has_tag(&r->user, rt->tag)) { /* 401 (not 403), as RabbitMQ 3.10 answers */
-        mgmt_error(r, 401, "not_authorised", tag_refusal(rt->tag));
+        mgmt_error(r, 401, "not_authorised", tag_refusal(&r->user, rt->tag));
         return false;
     }
     if (changes_state(r) && !r->control && !check_change(r, rt))

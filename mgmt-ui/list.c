@@ -11,11 +11,11 @@
  * the snapshot is finished.
  */
 #include <ctype.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../pattern/pattern.h"
 #include "mgmt.h"
 
 typedef struct entry {
@@ -28,8 +28,9 @@ typedef struct entry {
 
 struct mgmt_list {
     mgmt_list_query q;
-    regex_t re;
-    bool has_re;
+    pattern_re *re; /* ?use_regex=true: the bounded engine, case-insensitive */
+    pattern_scratch *scratch;
+    bool limit_logged;
     char *arena;
     size_t arena_len, arena_cap;
     entry *e;
@@ -50,13 +51,14 @@ mgmt_list *mgmt_list_new(const mgmt_list_query *q, char *why, size_t whylen)
         return NULL;
     l->q = *q;
     if (q->name && *q->name && q->use_regex) {
-        int rc = regcomp(&l->re, q->name, REG_EXTENDED | REG_ICASE | REG_NOSUB);
-        if (rc) {
-            regerror(rc, &l->re, why, whylen);
-            free(l);
+        pattern_error e;
+        l->re = pattern_compile(q->name, strlen(q->name), PATTERN_CASELESS, &e);
+        l->scratch = l->re ? pattern_scratch_new() : NULL;
+        if (!l->scratch) {
+            snprintf(why, whylen, "%s", l->re ? "out of memory" : e.text);
+            mgmt_list_free(l);
             return NULL;
         }
-        l->has_re = true;
     }
     return l;
 }
@@ -65,8 +67,8 @@ void mgmt_list_free(mgmt_list *l)
 {
     if (!l)
         return;
-    if (l->has_re)
-        regfree(&l->re);
+    pattern_free(l->re);
+    pattern_scratch_free(l->scratch);
     free(l->arena);
     free(l->e);
     free(l->items);
@@ -93,17 +95,15 @@ static bool name_passes(mgmt_list *l, amqp_bytes name)
 {
     if (!l->q.name || !*l->q.name)
         return true;
-    if (!l->has_re)
+    if (!l->re)
         return contains_icase(name, l->q.name);
-    char local[256], *s = name.len < sizeof local ? local : malloc(name.len + 1);
-    if (!s)
-        return false;
-    memcpy(s, name.ptr, name.len);
-    s[name.len] = 0;
-    bool ok = regexec(&l->re, s, 0, NULL, 0) == 0;
-    if (s != local)
-        free(s);
-    return ok;
+    pattern_result m = pattern_match(l->re, l->scratch, name.ptr, name.len);
+    if (m == PATTERN_LIMIT && !l->limit_logged) {
+        l->limit_logged = true;
+        log_msg(LOG_WARNING, "management: the list filter /%.100s/ reached its match limit; "
+                             "names it could not decide are left out", l->q.name);
+    }
+    return m == PATTERN_MATCH;
 }
 
 /* Copies n bytes plus a NUL into the arena; returns the offset or -1. */

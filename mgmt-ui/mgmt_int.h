@@ -201,6 +201,14 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials);
 bool mgmt_vhost_allowed(mgmt_req *r, vhost *v);
 bool mgmt_lists_all_vhosts(mgmt_req *r);
 bool mgmt_sees_user(mgmt_req *r, const char *user);
+/* Whether v is shown to the user: mgmt_vhost_allowed, or a monitoring
+ * user (RabbitMQ's is_authorized_vhost_visible_for_monitoring). */
+bool mgmt_vhost_visible(mgmt_req *r, vhost *v);
+/* Whether the request may act on a connection or channel of user `owner`,
+ * as RabbitMQ's is_authorized_user decides by method: its own always;
+ * another user's may be read by administrators and monitoring users
+ * (mgmt_sees_user) but closed (DELETE) by administrators only. */
+bool mgmt_user_object_allowed(mgmt_req *r, const char *owner);
 /* Whether the user's permissions in v allow `kind` on resource `name`
  * ("" = the default exchange): 1 yes, 0 no, -1 no permissions in v at all.
  * RabbitMQ checks them for every change made through the API, an

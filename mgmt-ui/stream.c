@@ -29,7 +29,7 @@
 #include "mgmt_int.h"
 
 #define SLICE_BYTES (64 * 1024)
-#define FILTER_CHUNK 64
+#define FILTER_CHUNK 4 /* a regex at its match limit costs ~0.25 ms a name */
 #define FILTER_BUDGET_US 500
 
 typedef enum phase { FILTER, ORDER, RENDER } phase;

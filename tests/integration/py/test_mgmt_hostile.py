@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 import unittest
+import urllib.parse
 
 import harness as h
 
@@ -207,6 +208,51 @@ class Hostile(unittest.TestCase):
         self.assertEqual(errors, [])
         self.assertEqual(results, [(200, 2000)] * 30)  # every listing whole and valid
         self.assertLess(publishing, 30, "200 confirmed publishes took %.1f s beside the listings" % publishing)
+        for n in names:
+            ch.queue_delete(n)
+        conn.close()
+
+    def test_costly_list_filters_are_bounded(self):
+        conn = h.connect(("127.0.0.1", self.proc.port))
+        ch = conn.channel()
+        names = ["a" * 230 + "b%05d" % i for i in range(300)]
+        for n in names:
+            ch.queue_declare(n)
+        stop, worst = threading.Event(), [0.0]
+
+        def round_trips():  # AMQP on another connection all along
+            c = h.connect(("127.0.0.1", self.proc.port))
+            k = c.channel()
+            while not stop.is_set():
+                t = time.monotonic()
+                k.queue_declare(names[0], passive=True)
+                worst[0] = max(worst[0], time.monotonic() - t)
+                time.sleep(0.01)
+            c.close()
+        t = threading.Thread(target=round_trips)
+        t.start()
+        before = rss_kb(self.proc.proc.pid)
+        filters = ["a" + "+" * 22, "(a*)*\\1c", "(a+)+$", "(a|aa)+$", "(.*a){12}$"]
+        try:
+            for f in filters:
+                path = "/api/queues?use_regex=true&name=" + urllib.parse.quote(f)
+                t0 = time.monotonic()
+                status, body = self.request("GET", path)
+                took = time.monotonic() - t0
+                self.assertIn(status, (200, 400), (f, body[:200]))
+                if status == 200:  # what could not be decided is left out
+                    self.assertLessEqual(len(json.loads(body)), len(names), f)
+                self.assertLess(took, 30, "filter %r took %.1f s" % (f, took))
+            # an ordinary filter still finds what it should
+            status, body = self.request("GET", "/api/queues?use_regex=true&name=" +
+                                        urllib.parse.quote("b0001[0-4]$"))
+            self.assertEqual(sorted(q["name"] for q in json.loads(body)), names[10:15])
+        finally:
+            stop.set()
+            t.join(30)
+        grown = rss_kb(self.proc.proc.pid) - before
+        self.assertLess(grown, 100 * 1024, "RSS grew by %d KB" % grown)
+        self.assertLess(worst[0], 5.0, "an AMQP round trip waited %.1f s" % worst[0])
         for n in names:
             ch.queue_delete(n)
         conn.close()
