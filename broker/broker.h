@@ -333,20 +333,6 @@ uint64_t server_accept_errors(const server *s);
 /* Refreshes the cached clock that server_now_ms returns. */
 void server_touch_clock(server *s);
 
-/* Counts since start that no single object keeps, for the management
- * plane's /metrics (rabbitmq_prometheus's churn and global counters). The
- * broker only increments them. */
-typedef struct server_counts {
-    uint64_t connections_opened; /* connection.open accepted */
-    uint64_t connections_closed; /* every closed client socket, handshake or not */
-    uint64_t channels_opened, channels_closed;
-    uint64_t queues_declared; /* non-passive declarations, refused ones too */
-    uint64_t queues_created, queues_deleted;
-    uint64_t auth_attempts, auth_failed; /* AMQP logins */
-    uint64_t messages_routed;            /* publishes that reached a queue */
-    uint64_t messages_received_confirm;  /* publishes on confirm-mode channels */
-} server_counts;
-server_counts *server_counters(server *s);
 
 /* ---- identity and access (access.c) ------------------------------------ */
 
@@ -689,7 +675,17 @@ void chan_timeouts_changed(chan *ch);
 
 /* Parsed queue arguments (x-...). Slices point into the table parsed. */
 enum { QUEUE_DROP_HEAD, QUEUE_REJECT_PUBLISH, QUEUE_REJECT_PUBLISH_DLX };
-enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM };
+enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM, QUEUE_TYPES };
+/* Why a message was dead-lettered (x-death's reason), for the counts. */
+typedef enum dead_reason {
+    DEAD_MAXLEN, DEAD_EXPIRED, DEAD_REJECTED, DEAD_DELIVERY_LIMIT, DEAD_REASONS
+} dead_reason;
+/* What the queue did with a dead letter, RabbitMQ's dead_letter_strategy
+ * label: no dead-letter exchange (or a missing one), at-most-once (to the
+ * exchange, whether a queue took it or not), at-least-once (quorum). */
+typedef enum dead_strategy {
+    DEAD_DISABLED, DEAD_AT_MOST_ONCE, DEAD_AT_LEAST_ONCE, DEAD_STRATEGIES
+} dead_strategy;
 /* x-delayed-retry-type: which returns are held back before they are ready
  * again (RabbitMQ 4.3's values, see delayed.c). */
 enum { QUEUE_RETRY_DISABLED, QUEUE_RETRY_ALL, QUEUE_RETRY_FAILED, QUEUE_RETRY_RETURNED };
@@ -797,6 +793,11 @@ void queue_dead_letter(queue *q, queue_item it, const char *reason);
  * (not ready, still in the journal) and dead-letters it again every
  * second until a queue takes it; takes over it.m's reference. */
 void queue_hold_dead_letter(queue *q, queue_item it, const char *reason);
+/* A held dead letter's next try: as queue_dead_letter, not counted again. */
+void queue_retry_dead_letter(queue *q, queue_item it, const char *reason);
+/* Counts a death of one of q's messages (server_counts.dead_lettered);
+ * queue_dead_letter does, a caller that drops a message itself does too. */
+void queue_count_dead_letter(queue *q, dead_reason why, dead_strategy how);
 /* Restarts the x-expires idle timer (declare, basic.get). */
 void queue_touch(queue *q);
 /* The limits in force: the arguments combined with the queue's policies. */
@@ -1104,6 +1105,37 @@ typedef enum stat_id {
     STAT_FIELDS
 } stat_id;
 
+/* Counts since start that no single object keeps, for the management
+ * plane's /metrics (rabbitmq_prometheus's churn and global counters). The
+ * broker only increments them; none goes down when a vhost, queue or
+ * channel goes away, as RabbitMQ's rabbit_global_counters. */
+typedef struct server_counts {
+    uint64_t connections_opened; /* connection.open accepted */
+    uint64_t connections_closed; /* every closed client socket, handshake or not */
+    uint64_t channels_opened, channels_closed;
+    uint64_t queues_declared; /* non-passive declarations, refused ones too */
+    uint64_t queues_created, queues_deleted;
+    uint64_t auth_attempts, auth_failed; /* AMQP logins */
+    /* basic.publish complete (before any check) and those on confirm or tx
+     * channels, as RabbitMQ counts them; the management API's publish too */
+    uint64_t messages_received, messages_received_confirm;
+    uint64_t messages_routed;   /* queue copies: a message two queues took counts 2 */
+    uint64_t messages_confirmed; /* basic.ack to publishers */
+    uint64_t messages_dropped, messages_returned; /* unroutable */
+    /* deliveries, gets, empty gets, acks, redeliveries (the STAT_DELIVER ..
+     * STAT_REDELIVER slots) of the queues deleted so far, by queue type; a
+     * live queue's are its own (queue_stats), so the hot path counts them
+     * once. Their sum is RabbitMQ's count by queue type (which, like this,
+     * leaves out what is settled after the queue is gone): server_counts_by_type. */
+    uint64_t by_queue_type[QUEUE_TYPES][STAT_COUNTERS];
+    uint64_t dead_lettered[QUEUE_TYPES][DEAD_STRATEGIES][DEAD_REASONS];
+    uint64_t dead_lettered_confirmed; /* at-least-once dead letters a queue took */
+} server_counts;
+server_counts *server_counters(server *s);
+/* The counts by queue type, the deleted queues' and the live ones', into
+ * out[QUEUE_TYPES][STAT_COUNTERS] (a walk over every queue). */
+void server_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS]);
+
 #define STATS_INTERVAL_MS 5000 /* RabbitMQ's collect_statistics_interval */
 #define STATS_OBJECT_SAMPLES 13  /* one minute of 5 s samples, both ends */
 #define STATS_RATE_SAMPLES 2     /* connections and channels: enough for a rate */
@@ -1215,6 +1247,17 @@ typedef struct chan_info {
     const stats *stats;
 } chan_info;
 void chan_describe(const chan *ch, chan_info *out);
+/* The channel's counters per queue it took messages from (STAT_DELIVER ..
+ * STAT_REDELIVER) and per exchange it published to (STAT_PUBLISH,
+ * STAT_CONFIRM, STAT_RETURN_UNROUTABLE, STAT_DROP_UNROUTABLE), indexed by
+ * stat_id, in first-use order: RabbitMQ's channel_queue_metrics and
+ * channel_exchange_metrics. Deleted queues are left out. At most
+ * CHAN_OBJECT_STATS_MAX of each; past that, old ones make room. */
+#define CHAN_OBJECT_STATS_MAX 64
+typedef void (*chan_queue_stats_fn)(void *arg, queue *q, const uint64_t *n);
+typedef void (*chan_exchange_stats_fn)(void *arg, amqp_bytes exchange, const uint64_t *n);
+void chan_foreach_queue_stats(chan *ch, chan_queue_stats_fn fn, void *arg);
+void chan_foreach_exchange_stats(chan *ch, chan_exchange_stats_fn fn, void *arg);
 consumer *chan_consumers(chan *ch); /* linked through ch_next */
 /* When the oldest delivery from `q` this channel holds was made; 0 = none. */
 uint64_t chan_oldest_unacked_from(chan *ch, const queue *q);

@@ -25,6 +25,7 @@ chan *chan_new(conn *c, uint16_t number)
     ch->c = c;
     ch->number = number;
     ch->access.ctl = server_access(conn_server(c));
+    ch->counts = server_counters(conn_server(c));
     return ch;
 }
 
@@ -53,18 +54,12 @@ void chan_free(chan *ch)
     free(ch->tx_acks);
     chan_content_release(ch);
     stats_free(&ch->stats);
+    chan_objstats_free(&ch->exchange_stats);
+    chan_objstats_free(&ch->queue_stats);
     free(ch->access.memo);
     free(ch->pub_names);
     free(ch->last_queue);
     free(ch);
-}
-
-/* Counts one event of kind `f` on the channel, the queue and the vhost. */
-static void count(chan *ch, queue *q, stat_id f)
-{
-    ch->stats.n[f]++;
-    queue_stats(q)->n[f]++;
-    vhost_stats(conn_vhost(ch->c))->n[f]++;
 }
 
 /* ---- unacked ring ------------------------------------------------------- */
@@ -165,7 +160,7 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
     queue_delivery_settled(e->q, e->it.delivery_count, msg_body_size(e->it.m));
     if (queue_is_deleted(e->q) || mode == SETTLE_ACK) {
         if (mode == SETTLE_ACK)
-            persist_settle(e->q, e->it.m, JOURNAL_ACK), count(ch, e->q, STAT_ACK);
+            persist_settle(e->q, e->it.m, JOURNAL_ACK), chan_count(ch, e->q, STAT_ACK);
         msg_unref(e->it.m);
     } else if (mode == SETTLE_REQUEUE || mode == SETTLE_RETURN) {
         queue_requeue(e->q, e->it,
@@ -328,9 +323,9 @@ void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
     d.basic_deliver.exchange = msg_exchange(it.m);
     d.basic_deliver.routing_key = msg_routing_key(it.m);
     send_counted(ch, &d, q, it, false);
-    count(ch, q, cons->no_ack ? STAT_DELIVER_NO_ACK : STAT_DELIVER);
+    chan_count(ch, q, cons->no_ack ? STAT_DELIVER_NO_ACK : STAT_DELIVER);
     if (d.basic_deliver.redelivered)
-        count(ch, q, STAT_REDELIVER);
+        chan_count(ch, q, STAT_REDELIVER);
     it.delivery_count++;
     if (cons->no_ack) {
         persist_settle(q, it.m, JOURNAL_ACK);
@@ -623,9 +618,9 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
     g.basic_get_ok.routing_key = msg_routing_key(it.m);
     g.basic_get_ok.message_count = queue_ready_count(q);
     send_counted(ch, &g, q, it, queue_is_quorum(q));
-    count(ch, q, no_ack ? STAT_GET_NO_ACK : STAT_GET);
+    chan_count(ch, q, no_ack ? STAT_GET_NO_ACK : STAT_GET);
     if (g.basic_get_ok.redelivered)
-        count(ch, q, STAT_REDELIVER);
+        chan_count(ch, q, STAT_REDELIVER);
     it.delivery_count++;
     if (no_ack) {
         persist_settle(q, it.m, JOURNAL_ACK);

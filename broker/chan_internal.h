@@ -46,6 +46,7 @@ typedef struct tx_ack {
  * open channels at once. */
 typedef struct chan_publish_memo {
     bool write_ok, topic_ok;
+    uint32_t stats_slot; /* write_exchange's exchange_stats slot + 1; 0 = not looked up */
     uint8_t write_len, topic_len;
     uint8_t write_exchange[255]; /* write allowed on this exchange */
     uint8_t topic_key[255];      /* and topic write on this key (topic exchanges) */
@@ -61,12 +62,28 @@ typedef struct chan_access_cache {
     chan_publish_memo *memo;
 } chan_access_cache;
 
+/* chanstats.c: counters per exchange and per queue (see there) */
+typedef struct chan_objslot {
+    queue *q;      /* a queue's slot: the queue, held */
+    uint8_t *name; /* an exchange's slot: its name (owned) */
+    uint32_t len;
+    uint64_t n[STAT_COUNTERS];
+} chan_objslot;
+typedef struct chan_objstats {
+    chan_objslot *slots;
+    uint32_t n, cap;
+    uint32_t last;   /* the slot found last */
+    uint32_t victim; /* the next slot to reuse when full */
+} chan_objstats;
+
 enum { CONTENT_IDLE, CONTENT_HEADER, CONTENT_BODY };
 enum { MODE_NONE, MODE_CONFIRM, MODE_TX };
 
 struct chan {
     conn *c;
     stats stats; /* management counters */
+    chan_objstats exchange_stats, queue_stats; /* the same, per exchange and queue */
+    server_counts *counts;                     /* the server's */
     uint16_t number;
     uint8_t mode;
     uint8_t content;
@@ -114,6 +131,36 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
 /* Index of the unacked delivery `tag` in the ring, -1 if unknown. */
 int64_t chan_ua_find(chan *ch, uint64_t tag);
 void chan_tx_clear(chan *ch);
+
+/* The counters (indexed by stat_id) of the channel with `q` and with the
+ * exchange named `exchange`, created at first use; NULL on out-of-memory.
+ * The queue used last is found inline: a delivery or ack costs a compare. */
+uint64_t *chan_queue_counts_find(chan *ch, queue *q);
+static inline uint64_t *chan_queue_counts(chan *ch, queue *q)
+{
+    chan_objstats *s = &ch->queue_stats;
+    return s->n && s->slots[s->last].q == q ? s->slots[s->last].n : chan_queue_counts_find(ch, q);
+}
+uint64_t *chan_exchange_counts(chan *ch, amqp_bytes exchange);
+
+/* Counts one event of kind `f` (STAT_DELIVER .. STAT_REDELIVER) on the
+ * channel (in all and for `q`), the queue and the vhost (the server's count
+ * for the queue's type is the queue's: see server_counts). Inline: it runs
+ * for every delivery and ack. */
+static inline void chan_count(chan *ch, queue *q, stat_id f)
+{
+    uint64_t *per_queue = chan_queue_counts(ch, q);
+    if (per_queue)
+        per_queue[f]++;
+    ch->stats.n[f]++;
+    queue_stats(q)->n[f]++;
+    vhost_stats(conn_vhost(ch->c))->n[f]++;
+}
+
+/* The same for the exchange a publish was just allowed on (the publish
+ * memo's): looked up once per change of exchange, not per message. */
+uint64_t *chan_publish_counts(chan *ch, amqp_bytes exchange);
+void chan_objstats_free(chan_objstats *s);
 
 /* publish.c: publishing, confirms and transactions */
 int chan_begin_publish(chan *ch, const amqp_basic_publish *p, amqp_error *err);

@@ -14,6 +14,12 @@
  * no queue would take stays with its queue, unsettled in the journal, and
  * is tried again (queue_hold_dead_letter) until one does.
  *
+ * Each death is counted once, when it happens (not again when a held one is
+ * tried again), by the queue's type, the reason and the strategy in force
+ * -- at-most-once only when the dead-letter exchange exists, as RabbitMQ
+ * 3.10 counts them -- and an at-least-once one again as confirmed when a
+ * queue takes it.
+ *
  * Persistence: the copy is a message of its own (its headers differ), so
  * leaving the source and arriving in the durable targets is one
  * persist_move -- an atomic group in the journal -- before the copy is
@@ -152,13 +158,40 @@ static size_t drop_cycles(msg *copy, queue **targets, size_t n, const char *reas
     return kept;
 }
 
+static dead_reason reason_of(const char *reason)
+{
+    if (strcmp(reason, "maxlen") == 0)
+        return DEAD_MAXLEN;
+    if (strcmp(reason, "expired") == 0)
+        return DEAD_EXPIRED;
+    return strcmp(reason, "delivery_limit") == 0 ? DEAD_DELIVERY_LIMIT : DEAD_REJECTED;
+}
+
+/* At-most-once only when the dead-letter exchange exists (a missing one
+ * counts as none, as RabbitMQ 3.10 counts it). */
+static dead_strategy strategy_of(const queue_args *a, const route_exchange *ex)
+{
+    if (a->at_least_once)
+        return DEAD_AT_LEAST_ONCE;
+    return ex ? DEAD_AT_MOST_ONCE : DEAD_DISABLED;
+}
+
+void queue_count_dead_letter(queue *q, dead_reason why, dead_strategy how)
+{
+    server_counts *k = server_counters(vhost_server(queue_vhost(q)));
+    k->dead_lettered[queue_get_args(q)->type][how][why]++;
+}
+
 /* Dead-letters `it`; false (nothing done) when no queue would take it and
- * the queue's strategy is at-least-once, so the caller keeps it. */
-static bool dead_letter(queue *q, queue_item it, const char *reason)
+ * the queue's strategy is at-least-once, so the caller keeps it. `first`:
+ * this death has not been counted yet. */
+static bool dead_letter(queue *q, queue_item it, const char *reason, bool first)
 {
     const queue_args *a = queue_get_args(q);
     route_table *routes = vhost_routes(queue_vhost(q));
     route_exchange *ex = a->has_dlx ? route_exchange_find(routes, a->dlx) : NULL;
+    if (first)
+        queue_count_dead_letter(q, reason_of(reason), strategy_of(a, ex));
     if (!ex && a->at_least_once)
         return false;
     if (!ex) {
@@ -198,11 +231,19 @@ static bool dead_letter(queue *q, queue_item it, const char *reason)
     if (targets != local)
         free(targets);
     msg_unref(copy);
+    if (a->at_least_once)
+        server_counters(vhost_server(queue_vhost(q)))->dead_lettered_confirmed++;
     return true;
 }
 
 void queue_dead_letter(queue *q, queue_item it, const char *reason)
 {
-    if (!dead_letter(q, it, reason))
+    if (!dead_letter(q, it, reason, true))
+        queue_hold_dead_letter(q, it, reason);
+}
+
+void queue_retry_dead_letter(queue *q, queue_item it, const char *reason)
+{
+    if (!dead_letter(q, it, reason, false))
         queue_hold_dead_letter(q, it, reason);
 }

@@ -611,7 +611,7 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
         return AMQP_ERROR;
     queue_item it;
     if (!queue_get(q, &it)) {
-        ch->stats.n[STAT_GET_EMPTY]++, queue_stats(q)->n[STAT_GET_EMPTY]++;
+        chan_count(ch, q, STAT_GET_EMPTY);
         reply(ch, AMQP_BASIC_GET_EMPTY);
         return AMQP_OK;
     }
@@ -723,17 +723,22 @@ int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, adm
     queue_item *taken = calloc(count ? count : 1, sizeof *taken);
     if (!taken)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_GET, "out of memory"), -1;
+    uint64_t *n_q = queue_stats(q)->n, *n_v = vhost_stats(v)->n;
     uint32_t n = 0;
-    while (n < count && queue_get(q, &taken[n])) {
+    while (n < count && queue_get(q, &taken[n])) { /* counted as RabbitMQ's basic.get */
         queue_item *it = &taken[n++];
-        queue_stats(q)->n[STAT_GET]++, vhost_stats(v)->n[STAT_GET]++;
+        n_q[STAT_GET]++, n_v[STAT_GET]++;
+        if (it->delivery_count > 0 || it->maybe_delivered)
+            n_q[STAT_REDELIVER]++, n_v[STAT_REDELIVER]++;
         show(fn, arg, q, it);
         it->delivery_count++;
     }
     if (n == 0)
-        queue_stats(q)->n[STAT_GET_EMPTY]++;
+        n_q[STAT_GET_EMPTY]++, n_v[STAT_GET_EMPTY]++;
     for (uint32_t i = n; i-- > 0;) {
         queue_item it = taken[i];
+        if (mode == ADMIN_ACK)
+            n_q[STAT_ACK]++, n_v[STAT_ACK]++;
         if (mode == ADMIN_REQUEUE) {
             persist_delivered(q, it.m, it.delivery_count);
             queue_requeue(q, it, QUEUE_RETURN_PLAIN);

@@ -79,8 +79,20 @@ int chan_begin_publish(chan *ch, const amqp_basic_publish *p, amqp_error *err)
     return AMQP_OK;
 }
 
+/* A complete basic.publish, counted before any check as RabbitMQ's
+ * rabbit_channel does (immediate=true is refused before it counts); a
+ * transaction counts as expecting a confirmation there. */
+static void count_received(chan *ch)
+{
+    server_counts *k = ch->counts;
+    k->messages_received++;
+    k->messages_received_confirm += ch->mode != MODE_NONE;
+}
+
 static int finish_publish(chan *ch, amqp_error *err)
 {
+    if (!ch->pub_immediate)
+        count_received(ch);
     if (!ch->pub_msg) {
         ch->content = CONTENT_IDLE;
         uint64_t max = server_config(conn_server(ch->c))->max_message_size;
@@ -252,8 +264,7 @@ vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes head
     if (xs)
         xs->n[STAT_PUBLISH_IN]++, xs->n[STAT_PUBLISH_OUT] += r.queues;
     vhost_stats(v)->n[STAT_PUBLISH]++;
-    if (r.queues)
-        server_counters(vhost_server(v))->messages_routed++;
+    server_counters(vhost_server(v))->messages_routed += r.queues;
     return r;
 }
 
@@ -313,11 +324,29 @@ static msg *without_bcc(msg *m, amqp_bytes headers)
 }
 
 /* A message no queue took: returned (mandatory) or dropped. */
-static void count_unroutable(chan *ch, bool mandatory)
+static void count_unroutable(chan *ch, uint64_t *per_exchange, bool mandatory)
 {
     stat_id f = mandatory ? STAT_RETURN_UNROUTABLE : STAT_DROP_UNROUTABLE;
     ch->stats.n[f]++;
+    if (per_exchange)
+        per_exchange[f]++;
     vhost_stats(conn_vhost(ch->c))->n[f]++;
+    server_counts *k = ch->counts;
+    if (mandatory)
+        k->messages_returned++;
+    else
+        k->messages_dropped++;
+}
+
+/* A publish routed to `queues` queues, on the channel and its exchange
+ * (`per_exchange`, NULL on out-of-memory). */
+static void count_publish(chan *ch, uint64_t *per_exchange, size_t queues, bool mandatory)
+{
+    ch->stats.n[STAT_PUBLISH]++;
+    if (per_exchange)
+        per_exchange[STAT_PUBLISH]++;
+    if (queues == 0)
+        count_unroutable(ch, per_exchange, mandatory);
 }
 
 /* Publishes a message whose properties passed the checks. */
@@ -329,15 +358,17 @@ static int publish_checked(chan *ch, const amqp_basic_publish *p, route_exchange
         return chan_tx_add_publish(ch, &t, err);
     }
     routed r = route_and_enqueue(ch, ex, m, pp);
-    ch->stats.n[STAT_PUBLISH]++;
-    if (r.queues == 0)
-        count_unroutable(ch, p->mandatory);
+    uint64_t *per_exchange = chan_publish_counts(ch, p->exchange);
+    count_publish(ch, per_exchange, r.queues, p->mandatory);
     if (r.queues == 0 && p->mandatory)
         send_return(ch, m);
-    if (ch->mode == MODE_CONFIRM) {
-        server_counters(conn_server(ch->c))->messages_received_confirm++;
-        confirm_next(ch, &r);
-    }
+    if (ch->mode != MODE_CONFIRM)
+        return AMQP_OK;
+    confirm_next(ch, &r);
+    /* per exchange, a confirm counts when it is decided, not when its ack
+     * leaves: the ack does not say which exchanges it covers */
+    if (per_exchange && !r.refused)
+        per_exchange[STAT_CONFIRM]++;
     return AMQP_OK;
 }
 
@@ -362,6 +393,7 @@ static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
         return AMQP_OK;
     c->write_ok = true;
     c->topic_ok = false; /* it was for another exchange */
+    c->stats_slot = 0;
     c->write_len = (uint8_t)exchange.len;
     memcpy(c->write_exchange, exchange.ptr, exchange.len);
     return AMQP_OK;
@@ -431,6 +463,7 @@ static void ack_upto(chan *ch, uint64_t upto)
     a.basic_ack.multiple = upto - ch->confirm_sent > 1;
     ch->stats.n[STAT_CONFIRM] += upto - ch->confirm_sent;
     vhost_stats(conn_vhost(ch->c))->n[STAT_CONFIRM] += upto - ch->confirm_sent;
+    ch->counts->messages_confirmed += upto - ch->confirm_sent;
     conn_send_method(ch->c, ch->number, &a);
     ch->confirm_sent = upto;
 }
@@ -517,9 +550,7 @@ journal_seq chan_tx_commit(chan *ch)
             r = route_and_enqueue(ch, ex, t->m, &pp);
         if (r.wait > wait)
             wait = r.wait;
-        ch->stats.n[STAT_PUBLISH]++;
-        if (!r.queues)
-            count_unroutable(ch, t->mandatory);
+        count_publish(ch, chan_exchange_counts(ch, msg_exchange(t->m)), r.queues, t->mandatory);
         if (!r.queues && t->mandatory)
             send_return(ch, t->m);
     }
@@ -535,6 +566,17 @@ journal_seq chan_tx_commit(chan *ch)
 }
 
 /* ---- the management API's publish -------------------------------------- */
+
+/* RabbitMQ's management publish is a mandatory publish on a confirm
+ * channel: received, expecting a confirmation, returned when no queue took
+ * it, confirmed unless a queue refused it. */
+static void count_admin_publish(server_counts *k, const vhost_routed *vr)
+{
+    k->messages_received++;
+    k->messages_received_confirm++;
+    k->messages_returned += vr->queues == 0;
+    k->messages_confirmed += !vr->refused;
+}
 
 int admin_publish(vhost *v, const char *user, amqp_bytes exchange, amqp_bytes key,
                   amqp_bytes props, amqp_bytes body, bool *routed_out, amqp_error *err)
@@ -560,6 +602,7 @@ int admin_publish(vhost *v, const char *user, amqp_bytes exchange, amqp_bytes ke
         *routed_out = vr.queues > 0;
         if (vr.queues == 0)
             vhost_stats(v)->n[STAT_DROP_UNROUTABLE]++;
+        count_admin_publish(server_counters(vhost_server(v)), &vr);
     }
     if (sent != m)
         msg_unref(sent);

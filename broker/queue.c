@@ -726,10 +726,12 @@ static void expire_slot(queue *q, ring *r, uint32_t i)
         return;
     }
     qslot s = take_slot(q, r, i);
-    if (s.paged)
+    if (s.paged) { /* no dead-letter exchange: dropped where it lies */
         persist_settle_paged(q, s.id, s.loc, JOURNAL_DROP);
-    else
+        queue_count_dead_letter(q, DEAD_EXPIRED, DEAD_DISABLED);
+    } else {
         queue_dead_letter(q, item_of(s), "expired");
+    }
 }
 
 /* Expires what is due at `now` -- the heads, then the heap -- within one
@@ -819,7 +821,7 @@ static void dl_retry_fired(evutil_socket_t fd, short what, void *arg)
     uint32_t n = q->nheld;
     q->held = NULL, q->nheld = q->held_cap = 0;
     for (uint32_t i = 0; i < n; i++) /* one nobody takes comes back to q->held */
-        queue_dead_letter(q, batch[i].it, batch[i].reason);
+        queue_retry_dead_letter(q, batch[i].it, batch[i].reason);
     free(batch);
 }
 
@@ -1286,9 +1288,12 @@ void queue_delete(queue *q)
     if (q->deleted)
         return;
     q->deleted = true;
+    server_counts *k = server_counters(vhost_server(q->v));
+    for (int f = STAT_DELIVER; f <= STAT_REDELIVER; f++)
+        k->by_queue_type[q->limits.type][f] += q->stats.n[f];
     if (!vhost_closing(q->v)) {
         persist_queue_emptied(q, true);
-        server_counters(vhost_server(q->v))->queues_deleted++;
+        k->queues_deleted++;
     }
     durable_queue_deleted(q->v, q);
     route_unbind_queue(vhost_routes(q->v), q);

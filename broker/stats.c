@@ -140,6 +140,24 @@ void stats_exchange_freed(void *ctx, route_exchange *ex)
     }
 }
 
+/* ---- counts by queue type ----------------------------------------------- */
+
+static void add_by_type(void *arg, queue *q)
+{
+    uint64_t (*out)[STAT_COUNTERS] = arg;
+    const uint64_t *n = queue_stats(q)->n;
+    uint64_t *sum = out[queue_get_args(q)->type];
+    for (int f = STAT_DELIVER; f <= STAT_REDELIVER; f++)
+        sum[f] += n[f];
+}
+
+void server_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS])
+{
+    memcpy(out, server_counters(s)->by_queue_type, sizeof server_counters(s)->by_queue_type);
+    for (vhost *v = server_vhost_next(s, NULL); v; v = server_vhost_next(s, v))
+        vhost_foreach_queue(v, add_by_type, out);
+}
+
 /* ---- the timer ---------------------------------------------------------- */
 
 typedef struct tick_walk {

@@ -121,20 +121,37 @@ http_limits mgmt_http_limits(const config *cfg);
 /* HTTP basic logins tried and refused since start (counted by http.c). */
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed);
 
-/* prometheus.c: GET /metrics and /metrics/per-object on
- * prometheus.tcp.ip:port, its own evhttp on the loop. NULL when the port
- * cannot be bound (logged; fatal only for a configured port, as
+/* prometheus.c: GET /metrics, /metrics/per-object and /metrics/detailed
+ * on prometheus.tcp.ip:port, its own HTTP server on the loop. NULL when
+ * the port cannot be bound (logged; fatal only for a configured port, as
  * mgmt_new decides). */
 typedef struct mgmt_prometheus mgmt_prometheus;
 mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s);
 void mgmt_prometheus_free(mgmt_prometheus *p);
 
-/* prom_metrics.c: one scrape. new takes the snapshot (aggregated: the
- * sums; per object: the names and ids) and writes nothing; each step
- * writes about `budget` bytes into w and returns true once the scrape is
- * complete. NULL on OOM. */
+/* prom_metrics.c: what one scrape writes. /metrics: every family, summed
+ * over the objects unless per_object; /metrics/per-object: per_object;
+ * /metrics/detailed: `detailed`, only the families asked for (RabbitMQ's
+ * family= names), per object, named rabbitmq_detailed_ / rabbitmq_cluster_,
+ * their queues only those of the vhosts asked for when vhost_filter. */
+typedef struct prom_options {
+    bool per_object;
+    bool detailed;
+    uint32_t families;            /* prom_family_bit of each one asked for */
+    bool vhost_filter;            /* vhost= was given */
+    const char *const *vhosts;    /* its values, read by prom_scrape_new only */
+    size_t nvhosts;
+} prom_options;
+/* The bit of a /metrics/detailed family ("queue_coarse_metrics", ...); 0
+ * for a name Warren writes nothing for (unknown, or a RabbitMQ family of
+ * what Warren has not: Erlang, Raft, the message store). */
+uint32_t prom_family_bit(const char *name);
+
+/* One scrape. new takes the snapshot (aggregated: the sums; per object:
+ * the names and ids) and writes nothing; each step writes about `budget`
+ * bytes into w and returns true once the scrape is complete. NULL on OOM. */
 typedef struct prom_scrape prom_scrape;
-prom_scrape *prom_scrape_new(mgmt *m, server *s, bool per_object, mgmt_prom *w);
+prom_scrape *prom_scrape_new(mgmt *m, server *s, const prom_options *o, mgmt_prom *w);
 bool prom_scrape_step(prom_scrape *sc, size_t budget);
 void prom_scrape_free(prom_scrape *sc);
 

@@ -1,8 +1,9 @@
 /* The Prometheus listener: its own HTTP server on the broker's loop, bound to
  * prometheus.tcp.ip:prometheus.tcp.port (rabbitmq_prometheus's 15692),
  * serving GET /metrics (aggregated, or per object with
- * prometheus.return_per_object_metrics = true) and /metrics/per-object;
- * anything else is 404. No authentication, as rabbitmq_prometheus.
+ * prometheus.return_per_object_metrics = true), /metrics/per-object and
+ * /metrics/detailed?family=...&vhost=...; anything else is 404. No
+ * authentication, as rabbitmq_prometheus.
  *
  * A scrape is a job for the management scheduler (work.c), written in
  * slices of about SLICE_BYTES, as stream.c writes lists: when the first
@@ -68,16 +69,80 @@ static void drained(http_req *req, void *arg)
     mgmt_work_queue(mgmt_work_of(st->p->m), &st->job);
 }
 
+/* What the request asks for. /metrics/detailed's query as
+ * rabbitmq_prometheus reads it: each family= names a family to write
+ * (unknown ones are ignored), each vhost= a vhost whose queues are written
+ * (without any, every vhost's); a parameter without '=' is ignored, as
+ * there. */
+typedef struct scrape_query {
+    prom_options o;
+    char **vhosts; /* decoded, owned */
+} scrape_query;
+
+/* One key=value of the query; false on out-of-memory. */
+static bool detailed_param(scrape_query *d, const char *p, size_t n)
+{
+    const char *eq = memchr(p, '=', n);
+    size_t klen = eq ? (size_t)(eq - p) : 0;
+    bool family = klen == 6 && memcmp(p, "family", 6) == 0;
+    if (!family && !(klen == 5 && memcmp(p, "vhost", 5) == 0))
+        return true;
+    char *raw = strndup(eq + 1, n - klen - 1);
+    char *v = raw ? evhttp_uridecode(raw, 1, NULL) : NULL;
+    free(raw);
+    char **grown = v && !family ? realloc(d->vhosts, (d->o.nvhosts + 1) * sizeof *grown) : NULL;
+    if (!v || (!family && !grown)) {
+        free(v);
+        return false;
+    }
+    if (family) {
+        d->o.families |= prom_family_bit(v);
+        free(v);
+        return true;
+    }
+    d->vhosts = grown;
+    d->vhosts[d->o.nvhosts++] = v;
+    d->o.vhosts = (const char *const *)d->vhosts;
+    d->o.vhost_filter = true;
+    return true;
+}
+
+static void query_free(scrape_query *d)
+{
+    for (size_t i = 0; i < d->o.nvhosts; i++)
+        free(d->vhosts[i]);
+    free(d->vhosts);
+}
+
+/* false on out-of-memory (query_free it all the same). */
+static bool query_parse(mgmt_prometheus *p, http_req *req, scrape_query *d)
+{
+    const char *path = http_req_path(req);
+    *d = (scrape_query){.o = {.per_object = strcmp(path, "/metrics/per-object") == 0 ||
+                                            server_config(p->s)->prometheus_per_object}};
+    if (strcmp(path, "/metrics/detailed") != 0)
+        return true;
+    d->o.detailed = true;
+    for (const char *q = http_req_query(req); q && *q;) {
+        size_t n = strcspn(q, "&");
+        if (!detailed_param(d, q, n))
+            return false;
+        q += n + (q[n] == '&');
+    }
+    return true;
+}
+
 /* The first step takes the snapshot; each one renders a slice. */
 static void step(mgmt_job *j)
 {
     slices *st = (slices *)j;
     server_touch_clock(st->p->s);
     if (!st->sc) {
-        const char *path = http_req_path(st->req);
-        bool per_object = strcmp(path, "/metrics/per-object") == 0 ||
-                          server_config(st->p->s)->prometheus_per_object;
-        if (!(st->sc = prom_scrape_new(st->p->m, st->p->s, per_object, st->w))) {
+        scrape_query d;
+        if (query_parse(st->p, st->req, &d))
+            st->sc = prom_scrape_new(st->p->m, st->p->s, &d.o, st->w);
+        query_free(&d);
+        if (!st->sc) {
             send_text(st->req, 500, "Internal Server Error", "out of memory\n");
             slices_free(st);
             return;
@@ -133,7 +198,8 @@ static void handle(http_req *req, void *arg)
 {
     mgmt_prometheus *p = arg;
     const char *path = http_req_path(req);
-    if (strcmp(path, "/metrics") != 0 && strcmp(path, "/metrics/per-object") != 0) {
+    if (strcmp(path, "/metrics") != 0 && strcmp(path, "/metrics/per-object") != 0 &&
+        strcmp(path, "/metrics/detailed") != 0) {
         send_text(req, 404, "Not Found", "not found\n");
         return;
     }

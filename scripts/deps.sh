@@ -33,6 +33,23 @@ fetch_rabbitmqadmin() {
     rm -rf "$tmp"
 }
 
+# promtool, for the Prometheus tests (`promtool check metrics`): the static
+# program alone, taken out of Debian's prometheus package into build/tools
+# without installing the package (a 96 MB server with a service of its own).
+fetch_promtool() {
+    root="$(cd "$(dirname "$0")/.." && pwd)"
+    [ -x "$root/build/tools/usr/bin/promtool" ] && return 0
+    tmp=$(mktemp -d) || return 1
+    if (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1; apt-get download -qq prometheus >/dev/null; }); then
+        mkdir -p "$root/build/tools" &&
+            dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$root/build/tools" ./usr/bin/promtool
+    else
+        echo "warren: could not download prometheus for promtool" >&2
+    fi
+    rm -rf "$tmp"
+}
+
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "warren: missing packages:$missing" >&2
@@ -45,3 +62,4 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq $missing >/dev/null
 fi
 fetch_rabbitmqadmin
+fetch_promtool

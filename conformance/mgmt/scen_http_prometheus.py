@@ -164,3 +164,52 @@ def _(t):
 def _(t):
     status, _, _ = fetch(t, "/conf-no-such-path")
     eq(status, 404, "status of an unknown path")
+
+
+@scenario("mgmt.prometheus.global_label_sets", "http")
+def _(t):
+    # The global counters by queue type have a classic and a quorum sample;
+    # the dead-letter ones RabbitMQ 3.10's (queue_type, dead_letter_strategy)
+    # pairs.
+    fams = metrics(t)
+
+    def label_sets(n, *keys):
+        check(n in fams, "%s is written" % n)
+        return sorted(tuple(ls.get(k) for k in keys) for _, ls, _ in fams[n]["samples"])
+    types = label_sets("rabbitmq_global_messages_delivered_total", "protocol", "queue_type")
+    for qt in ("rabbit_classic_queue", "rabbit_quorum_queue"):
+        check(("amqp091", qt) in types, "delivered_total has protocol=amqp091, queue_type=%s: %s" % (qt, types))
+    classic = [("rabbit_classic_queue", s) for s in ("at_most_once", "disabled")]
+    quorum = [("rabbit_quorum_queue", s) for s in ("at_least_once", "at_most_once", "disabled")]
+    for reason, pairs in (("rejected", classic + quorum), ("expired", classic + quorum),
+                          ("maxlen", classic + quorum[1:]), ("confirmed", quorum[:1])):
+        got = label_sets("rabbitmq_global_messages_dead_lettered_%s_total" % reason, "queue_type",
+                         "dead_letter_strategy")
+        eq(got, sorted(pairs), "label sets of dead_lettered_%s_total" % reason)
+    got = label_sets("rabbitmq_global_messages_dead_lettered_delivery_limit_total", "queue_type",
+                     "dead_letter_strategy")
+    check(set(quorum) <= set(got), "delivery_limit's quorum label sets %s" % got)
+
+
+@scenario("mgmt.prometheus.detailed", "http", timeout=45)
+def _(t):
+    # /metrics/detailed: the families asked for, named rabbitmq_detailed_,
+    # the queue ones of the vhosts asked for only; no known family: only
+    # build_info and identity_info.
+    api = mgmt(t)
+    v = vhost(t)
+    api.put(path("/api/queues", v, "q1"), {})
+    ch = t.pika(virtual_host=v).channel()
+    ch.basic_publish("", "q1", b"m")
+    ch.basic_publish("", "q1", b"m")
+    q = "/metrics/detailed?family=queue_coarse_metrics&vhost=" + urllib.request.quote(v, safe="")
+
+    def samples():
+        fams = metrics(t, q)
+        return [(ls.get("vhost"), ls.get("queue"), val) for _, ls, val in
+                fams.get("rabbitmq_detailed_queue_messages", {"samples": []})["samples"]]
+    got = poll(samples, lambda s: s == [(v, "q1", 2)], "queue_messages of q1 alone, 2", timeout=30)
+    eq(got, [(v, "q1", 2)], "rabbitmq_detailed_queue_messages with vhost=%s" % v)
+    for p in ("/metrics/detailed", "/metrics/detailed?family=conf_no_such_family"):
+        names = sorted(n for n in metrics(t, p) if n.startswith("rabbitmq_"))
+        eq(names, ["rabbitmq_build_info", "rabbitmq_identity_info"], "families of " + p)
