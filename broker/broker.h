@@ -191,6 +191,7 @@ typedef struct consumer consumer;
 typedef struct access_control access_control; /* users and permissions (access.c) */
 typedef struct policy_set policy_set;
 typedef struct policy_applied policy_applied;
+typedef struct param_set param_set;
 
 /* ---- transports --------------------------------------------------------- */
 
@@ -939,6 +940,45 @@ void policy_reapply(vhost *v);
  * (logged and skipped). */
 bool policy_restore(vhost *v, const meta_policy *row);
 
+/* ---- runtime parameters (param.c) ---------------------------------------- */
+
+/* RabbitMQ's runtime parameters: a vhost's (component, name) -> value --
+ * those of components Warren keeps for features to come (shovels,
+ * federation upstreams); operator policies are the policy engine's -- and
+ * the server's global ones, name -> value. A value is JSON text, which the
+ * broker keeps as given (the management plane checks it). Puts and
+ * deletes go to the metadata store, and a vhost's parameters go with it. */
+typedef struct param_spec {
+    const char *component; /* ignored (NULL when listed) for a global parameter */
+    const char *name;
+    const char *value; /* JSON text */
+} param_spec;
+
+/* A vhost's set (v) or the server's global one (v NULL); NULL on OOM. */
+param_set *param_set_new(server *s, vhost *v);
+void param_set_free(param_set *ps);
+param_set *vhost_params(vhost *v);
+param_set *server_params(server *s);
+size_t param_count(const param_set *ps);
+/* Adds, or replaces the value of that (component, name); everything is
+ * copied. *created (may be NULL) says whether it is new. false, with
+ * nothing changed, on out-of-memory or a refused store write (logged). */
+bool param_put(param_set *ps, const param_spec *p, bool *created);
+/* false when there is no such parameter or the store refused (logged). */
+bool param_delete(param_set *ps, const char *component, const char *name);
+/* *out's strings are valid until the next change of the set. */
+bool param_get(const param_set *ps, const char *component, const char *name, param_spec *out);
+/* In (component, name) order; component NULL: all of them. fn must not
+ * change the set; the strings are valid during the call. */
+void param_foreach(const param_set *ps, const char *component,
+                   void (*fn)(void *arg, const param_spec *p), void *arg);
+/* Start-up: a stored row, added without writing it back. */
+bool param_restore(param_set *ps, const meta_parameter *row);
+/* Start-up: gives the server RabbitMQ's global internal_cluster_id
+ * ("rabbitmq-cluster-id-" + 22 random characters) unless it has one.
+ * false when it cannot be stored (logged). */
+bool param_ensure_cluster_id(server *s);
+
 /* ---- durable topology (durable.c) -------------------------------------- */
 
 /* Each writes the change to the metadata store when it concerns durable
@@ -953,7 +993,8 @@ void durable_queue_deleted(vhost *v, queue *q);
 void durable_binding(vhost *v, const route_exchange *source, route_dest dest, amqp_bytes key,
                      amqp_bytes args, bool bound);
 /* Restores, at start, the vhosts, users, permissions and topic
- * permissions, then durable exchanges, queues and bindings. */
+ * permissions, policies and runtime parameters, then durable exchanges,
+ * queues and bindings. */
 bool durable_load(server *s);
 /* durable_load's vhost rows: registers the vhost (no store write). */
 void server_load_vhost(server *s, const meta_vhost *v);

@@ -65,6 +65,7 @@ struct server {
     meta *meta;
     journal *journal;
     access_control *access;
+    param_set *params; /* global runtime parameters */
     vhost **vhosts; /* sorted by name */
     size_t nvhosts, vhosts_cap;
     conn **conns;
@@ -96,6 +97,7 @@ meta *server_meta(server *s) { return s->meta; }
 journal *server_journal(server *s) { return s->journal; }
 
 access_control *server_access(server *s) { return s->access; }
+param_set *server_params(server *s) { return s->params; }
 
 queue *server_queue_by_store_id(server *s, uint64_t id)
 {
@@ -677,7 +679,7 @@ server *server_new(const config *cfg)
     char err[600];
     if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
         !(s->accept_timer = evtimer_new(s->base, accept_resume_cb, s)) ||
-        !(s->access = access_new(s))) {
+        !(s->access = access_new(s)) || !(s->params = param_set_new(s, NULL))) {
         server_free(s);
         return NULL;
     }
@@ -698,7 +700,8 @@ server *server_new(const config *cfg)
     event_add(s->stats_timer, &every);
     event_add(s->sigterm, NULL);
     event_add(s->sigint, NULL);
-    if (!durable_load(s) || !first_boot(s) || !open_journal(s) || !listen_on(s)) {
+    if (!durable_load(s) || !first_boot(s) || !param_ensure_cluster_id(s) || !open_journal(s) ||
+        !listen_on(s)) {
         server_free(s);
         return NULL;
     }
@@ -749,6 +752,7 @@ void server_free(server *s)
         vhost_free(s->vhosts[i]);
     free(s->vhosts);
     access_free(s->access);
+    param_set_free(s->params);
     if (s->journal) {
         journal_close(s->journal);
         leave_clean_marker(&s->cfg);
