@@ -80,6 +80,7 @@ extern const mgmt_route mgmt_policy_routes[];
 extern const mgmt_route mgmt_health_routes[];
 extern const mgmt_route mgmt_definitions_routes[];
 extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
+extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
@@ -177,6 +178,10 @@ void mgmt_errorf(mgmt_req *r, int status, const char *error, const char *fmt, ..
 /* 400 {"error":"bad_request","reason":[what, value]}, RabbitMQ's form for a
  * body field of the wrong type: value is `json` (any JSON) or `str`. */
 void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str);
+/* 400 bad_request with `text` escaped as RabbitMQ escapes every
+ * bad_request reason (rabbit_mgmt_format's escape_html_tags: < and >
+ * only) -- validation texts that quote Erlang binaries (res_policy.c). */
+void mgmt_error_escaped(mgmt_req *r, const char *text);
 /* 404 {"error":"Object Not Found","reason":"Not Found"} */
 void mgmt_not_found(mgmt_req *r);
 /* An AMQP error from the broker as RabbitMQ's API reports it. */
