@@ -277,6 +277,13 @@ uint64_t server_content_limit(const server *s);
 uint64_t server_content_share(const server *s);
 /* Whether the memory alarm is on (new connections start blocked too). */
 bool server_memory_alarm(const server *s);
+/* Sets the memory high watermark while running, as rabbitmqctl
+ * set_vm_memory_high_watermark does: `absolute` bytes when it is not 0,
+ * else `relative` (0..1) of the RAM. The alarm is checked again at once,
+ * and the budget for unfinished bodies follows, on open connections too.
+ * The configuration (server_config) shows it; a restart goes back to the
+ * file's setting, as RabbitMQ's does. */
+void server_set_memory_watermark(server *s, double relative, uint64_t absolute);
 /* Whether the journal's unwritten backlog is so large that publishers
  * should wait for the disk (with hysteresis; they resume on a sync). */
 bool server_journal_lagging(server *s);
@@ -530,6 +537,9 @@ void conn_tick(conn *c, uint64_t now_ms);
 void conn_set_alarm(conn *c, bool on);
 /* Frees at once (server shutdown, after the loop has stopped). */
 void conn_free_now(conn *c);
+/* The server's budget for unfinished bodies changed (a new watermark):
+ * the connection's copy, checked on every growth, follows. */
+void conn_content_limit_changed(conn *c);
 /* The memory held by messages being assembled on c's channels changed by
  * `delta` bytes. AMQP_ERROR with 506 RESOURCE_ERROR in `err` when a growth
  * leaves the broker over its budget and this connection over its share

@@ -525,6 +525,33 @@ static void check_memory(server *s)
         conn_set_alarm(s->conns[i], alarm);
 }
 
+/* The limits that follow from the watermark in s->cfg. The body budget is
+ * below the watermark, so bodies still arriving can never raise the alarm
+ * by themselves; never below one maximal message. */
+static void apply_watermark(server *s)
+{
+    const config *cfg = &s->cfg;
+    s->memory_limit = cfg->memory_high_watermark_abs
+                          ? cfg->memory_high_watermark_abs
+                          : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
+                                     cfg->memory_high_watermark);
+    s->content_limit = s->memory_limit / 2;
+    if (s->content_limit < cfg->max_message_size + cfg->frame_max)
+        s->content_limit = cfg->max_message_size + cfg->frame_max;
+}
+
+void server_set_memory_watermark(server *s, double relative, uint64_t absolute)
+{
+    s->cfg.memory_high_watermark = relative;
+    s->cfg.memory_high_watermark_abs = absolute;
+    apply_watermark(s);
+    log_msg(LOG_INFO, "memory high watermark set to %zu bytes (%s)", s->memory_limit,
+            absolute ? "absolute" : "relative to the RAM");
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_content_limit_changed(s->conns[i]);
+    check_memory(s);
+}
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -663,15 +690,7 @@ server *server_new(const config *cfg)
     gethostname(host, sizeof host - 1);
     host[strcspn(host, ".")] = 0;
     snprintf(s->node_name, sizeof s->node_name, "warren@%s", host);
-    s->memory_limit = cfg->memory_high_watermark_abs
-                          ? cfg->memory_high_watermark_abs
-                          : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
-                                     cfg->memory_high_watermark);
-    /* Below the watermark, so bodies still arriving can never raise the
-     * alarm by themselves; never below one maximal message. */
-    s->content_limit = s->memory_limit / 2;
-    if (s->content_limit < cfg->max_message_size + cfg->frame_max)
-        s->content_limit = cfg->max_message_size + cfg->frame_max;
+    apply_watermark(s);
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();

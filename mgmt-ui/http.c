@@ -65,6 +65,7 @@ struct mgmt {
 
 int mgmt_port(const mgmt *m) { return m->port; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
+mgmt_prometheus *mgmt_prometheus_of(const mgmt *m) { return m->prom; }
 
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed)
 {
@@ -77,7 +78,7 @@ static const mgmt_route *const tables[] = {
     mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
     mgmt_user_routes,     mgmt_permission_routes, mgmt_policy_routes,
     mgmt_health_routes,   mgmt_definitions_routes, mgmt_move_routes,
-    mgmt_parameter_routes,
+    mgmt_parameter_routes, mgmt_node_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */

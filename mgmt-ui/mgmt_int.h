@@ -33,6 +33,7 @@ typedef struct mgmt_window {
 #define MGMT_PATH_BUF 2048
 
 typedef struct mgmt_route mgmt_route;
+typedef struct mgmt_prometheus mgmt_prometheus;
 
 typedef struct mgmt_req {
     mgmt *m;
@@ -81,9 +82,14 @@ extern const mgmt_route mgmt_health_routes[];
 extern const mgmt_route mgmt_definitions_routes[];
 extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
+extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
+/* The Prometheus listener, NULL when it is not served (http.c), and the
+ * port it bound (prometheus.c). */
+mgmt_prometheus *mgmt_prometheus_of(const mgmt *m);
+int mgmt_prometheus_port(const mgmt_prometheus *p);
 /* Binds `h` to ip:port and logs "WHAT listening on HOST:PORT"; the bound
  * port in *bound. False (logged, errno kept) when it cannot (http.c). */
 bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, int *bound);
@@ -96,7 +102,6 @@ void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed);
  * prometheus.tcp.ip:port, its own evhttp on the loop. NULL when the port
  * cannot be bound (logged; fatal only for a configured port, as
  * mgmt_new decides). */
-typedef struct mgmt_prometheus mgmt_prometheus;
 mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s);
 void mgmt_prometheus_free(mgmt_prometheus *p);
 

@@ -143,6 +143,9 @@ static void listeners(mgmt_json *w, server *s, mgmt *m)
     mgmt_json_arr(w);
     listener(w, s, "amqp", cfg->listen_host, server_amqp_port(s));
     listener(w, s, "http", cfg->mgmt_ip, mgmt_port(m));
+    if (mgmt_prometheus_of(m))
+        listener(w, s, "http/prometheus", cfg->prometheus_ip,
+                 mgmt_prometheus_port(mgmt_prometheus_of(m)));
     mgmt_json_end_arr(w);
 }
 
