@@ -245,6 +245,10 @@ void server_free(server *s);
 
 const config *server_config(const server *s);
 struct event_base *server_base(server *s);
+/* The loop's event priorities: every event has the default (1); the
+ * lowest (SERVER_PRIORITY_IDLE) runs only when nothing else is active. */
+#define SERVER_PRIORITIES 3
+#define SERVER_PRIORITY_IDLE 2
 transport_flusher *server_flusher(server *s);
 /* The durable metadata store (data_dir/metadata.db) and message journal. */
 meta *server_meta(server *s);

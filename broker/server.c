@@ -696,7 +696,11 @@ server *server_new(const config *cfg)
     raise_fd_limit();
     s->base = event_base_new();
     char err[600];
-    if (!s->base || !(s->flusher = transport_flusher_new(s->base)) ||
+    /* Three priorities: everything runs at the default (1); background
+     * work that must never delay clients (the management plane's turns)
+     * takes 2, and runs only in loop turns with nothing else to do. */
+    if (!s->base || event_base_priority_init(s->base, SERVER_PRIORITIES) != 0 ||
+        !(s->flusher = transport_flusher_new(s->base)) ||
         !(s->accept_timer = evtimer_new(s->base, accept_resume_cb, s)) ||
         !(s->access = access_new(s)) || !(s->params = param_set_new(s, NULL))) {
         server_free(s);

@@ -530,13 +530,15 @@ static void conn_close(http_conn *c)
 
 /* ---- accepting ------------------------------------------------------------ */
 
-/* Makes room for one more connection: the oldest one still waiting for a
- * request head goes. False when every connection is busy. */
+/* Makes room for one more connection: the oldest one waiting for a request
+ * head (with no reply still going out) or lingering goes. False when every
+ * connection is busy. */
 static bool evict_one(http_server *s)
 {
     http_conn *c;
     TAILQ_FOREACH(c, &s->conns, link)
-        if (c->state == CONN_HEAD || c->state == CONN_LINGER) {
+        if ((c->state == CONN_HEAD && !evbuffer_get_length(bufferevent_get_output(c->bev))) ||
+            c->state == CONN_LINGER) {
             s->st.evicted++;
             conn_close(c);
             return true;

@@ -1,4 +1,5 @@
-/* Who is asking: HTTP basic authentication, in this one function.
+/* Who is asking (HTTP basic authentication, in one function) and what
+ * they may see and change.
  *
  * The broker's access_login checks the password and loopback_users; the
  * user's tags decide which routes it may use. A request on the control socket without an Authorization header is the
@@ -6,6 +7,15 @@
  * the header is authenticated like a TCP request (warrenctl's
  * authenticate_user relies on that). loopback_users applies: the peer of a
  * TCP request is checked, the control socket is local.
+ *
+ * The route's tag is checked by the dispatcher; what depends on the object
+ * is checked by the handlers with the functions below, which are RabbitMQ
+ * 3.10's rabbit_mgmt_util is_authorized_* rules: a vhost (permissions in
+ * it, or administrator; monitoring users also see it listed), another
+ * user's connection or channel (is_authorized_user: read by monitoring
+ * users, closed by administrators only), and the AMQP permission a change
+ * needs. conformance/mgmt/authz_table.json is the whole table, route by
+ * route and tag by tag, as recorded from RabbitMQ.
  */
 #include <netinet/in.h>
 #include <stdio.h>
@@ -121,8 +131,20 @@ bool mgmt_lists_all_vhosts(mgmt_req *r)
     return r->user.tags & (TAG_ADMINISTRATOR | TAG_MONITORING);
 }
 
+bool mgmt_vhost_visible(mgmt_req *r, vhost *v)
+{
+    return mgmt_lists_all_vhosts(r) || mgmt_vhost_allowed(r, v);
+}
+
 bool mgmt_sees_user(mgmt_req *r, const char *user)
 {
     return (r->user.tags & (TAG_ADMINISTRATOR | TAG_MONITORING)) ||
            strcmp(user, r->user.name) == 0;
+}
+
+bool mgmt_user_object_allowed(mgmt_req *r, const char *owner)
+{
+    if (r->method != EVHTTP_REQ_DELETE)
+        return mgmt_sees_user(r, owner);
+    return (r->user.tags & TAG_ADMINISTRATOR) || strcmp(owner, r->user.name) == 0;
 }

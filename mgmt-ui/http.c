@@ -33,6 +33,7 @@
 #include <event2/http.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ struct mgmt {
     char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int port;
     mgmt_sampler *sampler;
+    mgmt_work *work;
     mgmt_prometheus *prom;
     uint64_t auth_attempts, auth_failed; /* HTTP basic logins (auth.c) */
     uint64_t cross_origin_refused, media_type_refused;
@@ -66,6 +68,7 @@ struct mgmt {
 int mgmt_port(const mgmt *m) { return m->port; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
 mgmt_prometheus *mgmt_prometheus_of(const mgmt *m) { return m->prom; }
+mgmt_work *mgmt_work_of(const mgmt *m) { return m->work; }
 
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed)
 {
@@ -360,12 +363,13 @@ static bool has_tag(const mgmt_user *u, unsigned tag)
     return u->tags & tag;
 }
 
-static const char *tag_refusal(unsigned tag)
+/* RabbitMQ's words: a user without any management tag hears of that
+ * first, whatever the route needs. */
+static const char *tag_refusal(const mgmt_user *u, unsigned tag)
 {
-    return tag == TAG_ADMINISTRATOR ? "Not administrator user"
-           : tag == TAG_MONITORING  ? "Not monitor user"
-           : tag == TAG_POLICYMAKER ? "Not policymaker user"
-                                    : "Not management user";
+    if (!has_tag(u, TAG_MANAGEMENT))
+        return "Not management user";
+    return tag == TAG_ADMINISTRATOR ? "Not administrator user" : "Not monitor user";
 }
 
 static bool changes_state(const mgmt_req *r)
@@ -443,7 +447,7 @@ static bool admit_api(mgmt_req *r, const mgmt_route *rt)
         return false;
     }
     if (!has_tag(&r->user, rt->tag)) { /* 401 (not 403), as RabbitMQ 3.10 answers */
-        mgmt_error(r, 401, "not_authorised", tag_refusal(rt->tag));
+        mgmt_error(r, 401, "not_authorised", tag_refusal(&r->user, rt->tag));
         return false;
     }
     if (changes_state(r) && !r->control && !check_change(r, rt))
@@ -509,6 +513,19 @@ static bool peer_allowed(http_req *req)
     return false;
 }
 
+/* The client went away before the reply ended (the server frees req). */
+static void aborted(http_req *req, void *arg)
+{
+    (void)req;
+    mgmt_req *r = arg;
+    r->req = NULL;
+    mgmt_work_cancel(r->m->work, &r->job);
+    if (r->on_abort)
+        r->on_abort(r->on_abort_arg);
+    else
+        mgmt_req_free(r);
+}
+
 static bool admit(http_req *req, void *arg)
 {
     endpoint *ep = arg;
@@ -535,17 +552,26 @@ static bool admit(http_req *req, void *arg)
         return false;
     }
     http_req_set_data(req, r);
+    http_req_on_abort(req, aborted, r);
     return true;
 }
 
-static void handle(http_req *req, void *arg)
+static void run_handler(mgmt_job *j)
 {
-    (void)arg;
-    mgmt_req *r = http_req_data(req);
+    mgmt_req *r = (mgmt_req *)((char *)j - offsetof(mgmt_req, job));
     server_touch_clock(r->s);
     r->route->fn(r);
     if (!r->streaming)
         mgmt_req_free(r);
+}
+
+/* The body is in: the handler runs in the scheduler's turn. */
+static void handle(http_req *req, void *arg)
+{
+    (void)arg;
+    mgmt_req *r = http_req_data(req);
+    r->job.step = run_handler;
+    mgmt_work_queue(r->m->work, &r->job);
 }
 
 /* ---- listeners ---------------------------------------------------------- */
@@ -633,6 +659,10 @@ mgmt *mgmt_new(server *s)
         return NULL;
     m->s = s;
     m->sampler = mgmt_sampler_new(s); /* without it rates read 0 */
+    if (!(m->work = mgmt_work_new(server_base(s)))) {
+        mgmt_free(m);
+        return NULL;
+    }
     const config *cfg = server_config(s);
     if (!listen_tcp(m)) {
         if (cfg->mgmt_port_set || errno != EADDRINUSE) {
@@ -663,6 +693,7 @@ void mgmt_free(mgmt *m)
     http_server_free(m->http);
     http_server_free(m->ctl);
     mgmt_prometheus_free(m->prom);
+    mgmt_work_free(m->work); /* every job went with its connection */
     if (m->sock_path[0])
         unlink(m->sock_path);
     mgmt_sampler_free(m->sampler);

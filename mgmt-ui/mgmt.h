@@ -181,12 +181,16 @@ typedef struct mgmt_list mgmt_list;
 /* NULL on OOM or a bad regex (why says which). */
 mgmt_list *mgmt_list_new(const mgmt_list_query *q, char *why, size_t whylen);
 void mgmt_list_free(mgmt_list *l);
-/* Adds an object unless the name filter rejects it (it is still counted
- * in the total). False on OOM. */
+/* Adds an object (counted in the total whatever the filter says). False
+ * on OOM. */
 bool mgmt_list_add(mgmt_list *l, const char *vh, amqp_bytes name, uint64_t id, double num,
                    bool has_num);
-/* Sorts (numeric key when set, then vhost and name) and fixes the page.
- * False with RabbitMQ's error ("page_out_of_range", ...) in why. */
+/* Runs the name filter over up to `max` more of the added names; true
+ * once every name has been through it. */
+bool mgmt_list_filter(mgmt_list *l, size_t max);
+/* Filters what is left, sorts (numeric key when set, then vhost and name)
+ * and fixes the page. No more adds after it. False with RabbitMQ's error
+ * ("page_out_of_range", ...) in why. */
 bool mgmt_list_finish(mgmt_list *l, char *why, size_t whylen);
 size_t mgmt_list_total(const mgmt_list *l);
 size_t mgmt_list_filtered(const mgmt_list *l);

@@ -6,6 +6,7 @@
 #include <event2/http.h> /* the route tables' methods, query parsing */
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
+#include <sys/queue.h>
 
 #include "../http/http.h"
 #include "mgmt.h"
@@ -35,12 +36,41 @@ typedef struct mgmt_window {
 typedef struct mgmt_route mgmt_route;
 typedef struct mgmt_prometheus mgmt_prometheus;
 
+/* ---- the management plane's share of the loop (work.c) --------------------- */
+
+/* A piece of management work, run a step at a time by the scheduler. A
+ * step does a bounded amount (a handler, a phase, a slice) and queues the
+ * job again when more is ready at once. */
+typedef struct mgmt_job mgmt_job;
+struct mgmt_job {
+    void (*step)(mgmt_job *j); /* may free the job */
+    TAILQ_ENTRY(mgmt_job) link;
+    bool queued;
+};
+typedef struct mgmt_work mgmt_work;
+/* NULL on OOM. Free it after every job is gone or cancelled. */
+mgmt_work *mgmt_work_new(struct event_base *base);
+void mgmt_work_free(mgmt_work *w);
+/* Runs j's step in a later loop turn (no-op when already queued). */
+void mgmt_work_queue(mgmt_work *w, mgmt_job *j);
+/* Takes j out of the queue (no-op when not queued). */
+void mgmt_work_cancel(mgmt_work *w, mgmt_job *j);
+/* The server's scheduler (http.c). */
+mgmt_work *mgmt_work_of(const mgmt *m);
+/* A monotonic clock in microseconds, for step budgets. */
+uint64_t mgmt_now_us(void);
+
 typedef struct mgmt_req {
     mgmt *m;
     server *s;
     http_req *req; /* NULL once the reply is sent (the server frees it) */
     enum evhttp_cmd_type method;
     const mgmt_route *route;
+    mgmt_job job; /* the handler's run */
+    /* Set by a handler that keeps the request (a stream): called instead
+     * of freeing r when the client goes away first. */
+    void (*on_abort)(void *arg);
+    void *on_abort_arg;
     bool control; /* came on the control socket */
     bool streaming;
     mgmt_user user;
@@ -160,6 +190,14 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials);
 bool mgmt_vhost_allowed(mgmt_req *r, vhost *v);
 bool mgmt_lists_all_vhosts(mgmt_req *r);
 bool mgmt_sees_user(mgmt_req *r, const char *user);
+/* Whether v is shown to the user: mgmt_vhost_allowed, or a monitoring
+ * user (RabbitMQ's is_authorized_vhost_visible_for_monitoring). */
+bool mgmt_vhost_visible(mgmt_req *r, vhost *v);
+/* Whether the request may act on a connection or channel of user `owner`,
+ * as RabbitMQ's is_authorized_user decides by method: its own always;
+ * another user's may be read by administrators and monitoring users
+ * (mgmt_sees_user) but closed (DELETE) by administrators only. */
+bool mgmt_user_object_allowed(mgmt_req *r, const char *owner);
 /* Whether the user's permissions in v allow `kind` on resource `name`
  * ("" = the default exchange): 1 yes, 0 no, -1 no permissions in v at all.
  * RabbitMQ checks them for every change made through the API, an

@@ -4,12 +4,12 @@
  * prometheus.return_per_object_metrics = true) and /metrics/per-object;
  * anything else is 404. No authentication, as rabbitmq_prometheus.
  *
- * A scrape is written in slices of about SLICE_BYTES, as stream.c writes
- * lists: when the first slice completes the scrape it is one reply with a
- * Content-Length (an aggregated scrape always is); otherwise the reply
- * goes out chunked and each further slice is rendered only when the
- * client has read the previous one, so the loop serves AMQP between
- * slices. A client that goes away mid-scrape frees it through the
+ * A scrape is a job for the management scheduler (work.c), written in
+ * slices of about SLICE_BYTES, as stream.c writes lists: when the first
+ * slice completes the scrape it is one reply with a Content-Length (an
+ * aggregated scrape always is); otherwise the reply goes out chunked and
+ * each further slice is queued only when the client has read the previous
+ * one, so the loop serves AMQP between slices. A client that goes away mid-scrape frees it through the
  * request's abort callback. Requests with a body, or other than GET and
  * HEAD, are refused on their head.
  */
@@ -31,47 +31,23 @@ struct mgmt_prometheus {
 };
 
 typedef struct slices {
+    mgmt_job job; /* first: the job is the scrape */
+    mgmt_prometheus *p;
     http_req *req;
     struct evbuffer *out;
     mgmt_prom *w;
     prom_scrape *sc;
+    bool started;
 } slices;
 
 static void slices_free(slices *st)
 {
+    mgmt_work_cancel(mgmt_work_of(st->p->m), &st->job);
     prom_scrape_free(st->sc);
     mgmt_prom_free(st->w);
     if (st->out)
         evbuffer_free(st->out);
     free(st);
-}
-
-static void next_slice(http_req *req, void *arg);
-
-static void send_slice(slices *st)
-{
-    bool done = prom_scrape_step(st->sc, SLICE_BYTES);
-    mgmt_prom_flush(st->w);
-    if (!done) {
-        http_reply_chunk(st->req, st->out, next_slice, st);
-        return;
-    }
-    http_reply_chunk(st->req, st->out, NULL, NULL);
-    http_reply_end(st->req);
-    slices_free(st);
-}
-
-static void next_slice(http_req *req, void *arg)
-{
-    (void)req;
-    send_slice(arg);
-}
-
-/* The client went away mid-scrape (the server frees the request). */
-static void slices_aborted(http_req *req, void *arg)
-{
-    (void)req;
-    slices_free(arg);
 }
 
 static void send_text(http_req *req, int status, const char *reason, const char *text)
@@ -85,28 +61,55 @@ static void send_text(http_req *req, int status, const char *reason, const char 
         evbuffer_free(b);
 }
 
-static void scrape(mgmt_prometheus *p, http_req *req, bool per_object)
+static void drained(http_req *req, void *arg)
 {
-    slices *st = calloc(1, sizeof *st);
-    if (!st || !(st->out = evbuffer_new()) || !(st->w = mgmt_prom_new(st->out)) ||
-        !(st->sc = prom_scrape_new(p->m, p->s, per_object, st->w))) {
-        if (st)
+    (void)req;
+    slices *st = arg;
+    mgmt_work_queue(mgmt_work_of(st->p->m), &st->job);
+}
+
+/* The first step takes the snapshot; each one renders a slice. */
+static void step(mgmt_job *j)
+{
+    slices *st = (slices *)j;
+    server_touch_clock(st->p->s);
+    if (!st->sc) {
+        const char *path = http_req_path(st->req);
+        bool per_object = strcmp(path, "/metrics/per-object") == 0 ||
+                          server_config(st->p->s)->prometheus_per_object;
+        if (!(st->sc = prom_scrape_new(st->p->m, st->p->s, per_object, st->w))) {
+            send_text(st->req, 500, "Internal Server Error", "out of memory\n");
             slices_free(st);
-        send_text(req, 500, "Internal Server Error", "out of memory\n");
-        return;
+            return;
+        }
     }
-    st->req = req;
-    http_reply_header(req, "Content-Type", CONTENT_TYPE);
-    if (prom_scrape_step(st->sc, SLICE_BYTES)) { /* it all fits: one plain reply */
-        mgmt_prom_flush(st->w);
-        http_reply(req, 200, "OK", st->out);
+    bool done = prom_scrape_step(st->sc, SLICE_BYTES);
+    mgmt_prom_flush(st->w);
+    if (!st->started && done) { /* it all fits: one plain reply */
+        http_reply_header(st->req, "Content-Type", CONTENT_TYPE);
+        http_reply(st->req, 200, "OK", st->out);
         slices_free(st);
         return;
     }
-    mgmt_prom_flush(st->w);
-    http_reply_start(req, 200, "OK");
-    http_req_on_abort(req, slices_aborted, st);
-    http_reply_chunk(req, st->out, next_slice, st);
+    if (!st->started) {
+        st->started = true;
+        http_reply_header(st->req, "Content-Type", CONTENT_TYPE);
+        http_reply_start(st->req, 200, "OK");
+    }
+    if (!done) {
+        http_reply_chunk(st->req, st->out, drained, st);
+        return;
+    }
+    http_reply_chunk(st->req, st->out, NULL, NULL);
+    http_reply_end(st->req);
+    slices_free(st);
+}
+
+/* The client went away mid-scrape (the server frees the request). */
+static void slices_aborted(http_req *req, void *arg)
+{
+    (void)req;
+    slices_free(arg);
 }
 
 /* Only bodiless GET and HEAD requests get past their head. */
@@ -130,13 +133,24 @@ static void handle(http_req *req, void *arg)
 {
     mgmt_prometheus *p = arg;
     const char *path = http_req_path(req);
-    server_touch_clock(p->s);
-    if (strcmp(path, "/metrics") == 0)
-        scrape(p, req, server_config(p->s)->prometheus_per_object);
-    else if (strcmp(path, "/metrics/per-object") == 0)
-        scrape(p, req, true);
-    else
+    if (strcmp(path, "/metrics") != 0 && strcmp(path, "/metrics/per-object") != 0) {
         send_text(req, 404, "Not Found", "not found\n");
+        return;
+    }
+    slices *st = calloc(1, sizeof *st);
+    if (!st || !(st->out = evbuffer_new()) || !(st->w = mgmt_prom_new(st->out))) {
+        if (st) {
+            st->p = p;
+            slices_free(st);
+        }
+        send_text(req, 500, "Internal Server Error", "out of memory\n");
+        return;
+    }
+    st->job.step = step;
+    st->p = p;
+    st->req = req;
+    http_req_on_abort(req, slices_aborted, st);
+    mgmt_work_queue(mgmt_work_of(p->m), &st->job);
 }
 
 mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)

@@ -1,15 +1,18 @@
 /* List replies written as they are built.
  *
- * A list endpoint fills an mgmt_list snapshot (names and sort keys only),
- * then mgmt_list_send renders the page in slices of about SLICE_BYTES: the
- * first slice decides -- a list that fits is sent as one reply with a
- * Content-Length; a bigger one goes out with chunked transfer encoding,
- * and each further slice is rendered only when the client has read the
- * previous one (http_reply_chunk's drained callback). Between slices the
- * loop serves AMQP, so a 10,000-queue listing never holds it for more
- * than one slice. Objects are looked up again at render time; one deleted
- * meanwhile is skipped. A client that goes away mid-list frees the stream
- * through the request's abort callback.
+ * A list endpoint fills an mgmt_list snapshot (names and sort keys only)
+ * and hands it to mgmt_list_send, which makes it a job for the management
+ * scheduler (work.c): first the name filter, FILTER_CHUNK names a step
+ * for at most FILTER_BUDGET_US, then the sort and page, then the page
+ * rendered in slices of about SLICE_BYTES. The first slice decides -- a
+ * list that fits is sent as one reply with a Content-Length; a bigger one
+ * goes out with chunked transfer encoding, and each further slice is
+ * queued only when the client has read the previous one
+ * (http_reply_chunk's drained callback). Between steps the loop serves
+ * AMQP, so a 10,000-queue listing never holds it for more than one step.
+ * Objects are looked up again at render time; one deleted meanwhile is
+ * skipped. A client that goes away mid-list frees the stream through the
+ * request's abort callback.
  *
  * Why on the loop: a prototype that snapshotted the queues on the loop and
  * rendered the JSON on a thread (commit cad85fd) gave a 1000 msg/s flow a
@@ -26,11 +29,18 @@
 #include "mgmt_int.h"
 
 #define SLICE_BYTES (64 * 1024)
+#define FILTER_CHUNK 4 /* a regex at its match limit costs ~0.25 ms a name */
+#define FILTER_BUDGET_US 500
+
+typedef enum phase { FILTER, ORDER, RENDER } phase;
 
 typedef struct stream {
+    mgmt_job job;
     mgmt_req *r;
     mgmt_list *l;
     mgmt_render_fn fn;
+    phase phase;
+    bool started; /* the chunked reply's head is out */
     size_t next;
 } stream;
 
@@ -87,6 +97,7 @@ mgmt_list *mgmt_list_begin(mgmt_req *r)
 
 static void stream_free(stream *st)
 {
+    mgmt_work_cancel(mgmt_work_of(st->r->m), &st->job);
     mgmt_list_free(st->l);
     mgmt_req_free(st->r);
     free(st);
@@ -108,36 +119,81 @@ static bool render_slice(stream *st)
     return true;
 }
 
-static void next_chunk(http_req *req, void *arg);
-
-static void send_slice(stream *st)
+/* The client has read the last slice: the next one in a later turn. */
+static void drained(http_req *req, void *arg)
 {
+    (void)req;
+    stream *st = arg;
+    mgmt_work_queue(mgmt_work_of(st->r->m), &st->job);
+}
+
+static void write_head(mgmt_req *r, mgmt_list *l);
+
+static void render_step(stream *st)
+{
+    mgmt_req *r = st->r;
     bool done = render_slice(st);
-    mgmt_json_flush(st->r->w);
-    http_req *req = st->r->req;
-    if (!done) {
-        http_reply_chunk(req, st->r->out, next_chunk, st);
+    if (!st->started && done) { /* it all fits: one plain reply */
+        mgmt_send(r, 200);
+        stream_free(st);
         return;
     }
-    http_reply_chunk(req, st->r->out, NULL, NULL);
-    st->r->req = NULL;
+    if (!st->started) {
+        st->started = true;
+        mgmt_add_header(r, "Content-Type", "application/json");
+        mgmt_add_header(r, "Cache-Control", "no-cache");
+        http_reply_start(r->req, 200, "OK");
+    }
+    mgmt_json_flush(r->w);
+    if (!done) {
+        http_reply_chunk(r->req, r->out, drained, st);
+        return;
+    }
+    http_reply_chunk(r->req, r->out, NULL, NULL);
+    http_req *req = r->req;
+    r->req = NULL;
     http_reply_end(req);
     stream_free(st);
 }
 
-static void next_chunk(http_req *req, void *arg)
+static void step(mgmt_job *j)
 {
-    (void)req;
-    send_slice(arg);
+    stream *st = (stream *)j; /* the job is the first member */
+    mgmt_work *work = mgmt_work_of(st->r->m);
+    switch (st->phase) {
+    case FILTER: {
+        uint64_t start = mgmt_now_us();
+        bool done;
+        while (!(done = mgmt_list_filter(st->l, FILTER_CHUNK)) &&
+               mgmt_now_us() - start < FILTER_BUDGET_US)
+            ;
+        if (done)
+            st->phase = ORDER;
+        mgmt_work_queue(work, j);
+        return;
+    }
+    case ORDER: {
+        char why[256];
+        if (!mgmt_list_finish(st->l, why, sizeof why)) {
+            mgmt_error(st->r, 400, "page_out_of_range", why);
+            stream_free(st);
+            return;
+        }
+        write_head(st->r, st->l);
+        st->phase = RENDER;
+        mgmt_work_queue(work, j);
+        return;
+    }
+    case RENDER:
+        render_step(st);
+        return;
+    }
 }
 
-/* The client went away mid-list (the server frees the request). */
-static void stream_aborted(http_req *req, void *arg)
+/* The client went away (the server frees the request). */
+static void stream_aborted(void *arg)
 {
-    (void)req;
-    stream *st = arg;
-    st->r->req = NULL;
-    stream_free(st);
+    stream_free(arg);
 }
 
 static void write_head(mgmt_req *r, mgmt_list *l)
@@ -162,33 +218,17 @@ static void write_head(mgmt_req *r, mgmt_list *l)
 
 void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn)
 {
-    char why[256];
-    if (!mgmt_list_finish(l, why, sizeof why)) {
-        mgmt_error(r, 400, "page_out_of_range", why);
-        mgmt_list_free(l);
-        return;
-    }
-    write_head(r, l);
     stream *st = calloc(1, sizeof *st);
     if (!st) {
         mgmt_list_free(l);
         mgmt_error(r, 500, "internal_error", "out of memory");
         return;
     }
-    *st = (stream){.r = r, .l = l, .fn = fn};
-    if (render_slice(st)) { /* it all fits: one plain reply */
-        mgmt_send(r, 200);
-        mgmt_list_free(l);
-        free(st);
-        return;
-    }
+    *st = (stream){.job.step = step, .r = r, .l = l, .fn = fn, .phase = FILTER};
     r->streaming = true;
-    mgmt_add_header(r, "Content-Type", "application/json");
-    mgmt_add_header(r, "Cache-Control", "no-cache");
-    http_reply_start(r->req, 200, "OK");
-    http_req_on_abort(r->req, stream_aborted, st);
-    mgmt_json_flush(r->w);
-    http_reply_chunk(r->req, r->out, next_chunk, st);
+    r->on_abort = stream_aborted;
+    r->on_abort_arg = st;
+    mgmt_work_queue(mgmt_work_of(r->m), &st->job);
 }
 
 void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it)

@@ -21,6 +21,10 @@
 #                                /metrics/per-object times, Warren and RabbitMQ
 #                                (a vhost of its own, deleted after), and the
 #                                1000 msg/s p99 while /metrics is looped
+#   tests/bench/mgmt.sh starve   10,000 queues: a confirming publisher's p99 alone
+#                                and while 20 clients loop the full /api/queues
+#   tests/bench/mgmt.sh hostile  costly list regexes beside AMQP round trips;
+#                                RSS added by 12 unauthenticated 30 MB bodies
 #   tests/bench/mgmt.sh all      all of them (ab and instr only if BASE_BIN is set)
 #
 # Env: QUEUES=10000 ROUNDS=3 DURATION=4 WARREN_BIN PERF BASE_BIN RABBIT=1

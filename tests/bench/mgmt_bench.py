@@ -16,6 +16,13 @@
   console Throughput A/B for scenarios 1 and 9 on this build: nothing
           watching, against chromium holding the console open on the
           overview (refresh every 5 s; tests/browser/hold.mjs), interleaved.
+  starve  With 10,000 queues: a confirming publisher (one message in
+          flight) alone, then while 20 clients loop the full /api/queues
+          (issue 17's item 7: its p99 must stay under 10 ms).
+  hostile Issue 17's items 2 and 3: AMQP round trips (a passive declare
+          every 2 ms) while costly ?use_regex=true filters run over 300
+          long names -- the worst round trip (target < 50 ms); and the RSS
+          that 12 unauthenticated 30 MB bodies add (target < 60 MB).
 
 Every loop is bounded; only 127.0.0.1 is contacted.
 """
@@ -323,6 +330,127 @@ AB_SCENARIOS = {
 }
 
 
+CONFIRM_ARGS = ["--size", "16", "--batch", "1", "--confirm", "1", "--inflight", "5000",
+                "--duration", os.environ.get("P99_DURATION", "10"), "--warmup", "1"]
+
+
+def cmd_starve():
+    clients = int(os.environ.get("CLIENTS", "20"))
+    w = Warren()
+    try:
+        declare_queues(w.amqp, "/", QUEUES)
+        rows = [("alone", perf(w.amqp, CONFIRM_ARGS), None)]
+        loops = [Looper(w.http, ["/api/queues"]) for _ in range(clients)]
+        for lp in loops:
+            lp.start()
+        r = perf(w.amqp, CONFIRM_ARGS)
+        for lp in loops:
+            lp.stop()
+        rows.append(("%d x /api/queues" % clients, r, loops))
+    finally:
+        w.stop()
+    print("%d queues, a publisher with confirms (one in flight), 16 B" % QUEUES)
+    for label, r, loops in rows:
+        extra = ""
+        if loops:
+            extra = "  %d lists served, %d errors" % (sum(lp.count for lp in loops), sum(lp.errors for lp in loops))
+        print("  %-20s %8.0f msg/s  p99 %8.0f us  max %8.0f us%s" % (
+            label, float(r["sent_rate"]), float(r["p99_us"]), float(r.get("max_us", "0")), extra))
+        print("RESULT mode=starve load=%s rate=%s p99_us=%s" % (label.replace(" ", "_"), r["sent_rate"], r["p99_us"]))
+
+
+class RoundTrips(threading.Thread):
+    """A passive queue.declare every 2 ms on its own connection; the
+    worst and the p99 round trip."""
+
+    def __init__(self, amqp_port, queue):
+        super().__init__(daemon=True)
+        self.port, self.queue = amqp_port, queue
+        self.stop_flag, self.times = threading.Event(), []
+
+    def run(self):
+        c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.port))
+        ch = c.channel()
+        deadline = time.monotonic() + 600
+        while not self.stop_flag.is_set() and time.monotonic() < deadline:
+            t = time.perf_counter()
+            ch.queue_declare(self.queue, passive=True)
+            self.times.append(time.perf_counter() - t)
+            time.sleep(0.002)
+        c.close()
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join(60)
+        ts = sorted(self.times) or [0.0]
+        return ts[-1] * 1000, ts[int(len(ts) * 0.99) - 1 if len(ts) > 1 else 0] * 1000
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
+
+
+HOSTILE_FILTERS = ["a" + "+" * 22, "(a*)*\\1c", "(a+)+$", "(a|aa)+$", "(.*a){12}$"]
+
+
+def unauthenticated_bodies(http_port, n=12, size=30 << 20):
+    import socket
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", http_port), timeout=10)
+        s.sendall(("POST /api/definitions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\n\r\n" % size).encode())
+        s.setblocking(False)
+        sent = 0
+        try:
+            while sent < size:
+                sent += s.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        socks.append(s)
+    time.sleep(1)
+    return socks
+
+
+def cmd_hostile():
+    w = Warren()
+    try:
+        c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", w.amqp))
+        ch = c.channel()
+        names = ["a" * 230 + "b%05d" % i for i in range(300)]
+        for n in names:
+            ch.queue_declare(n)
+        print("300 queues named 'a'*230 + 'b%05d'; round trips: a passive declare every 2 ms")
+        for f in HOSTILE_FILTERS:
+            rt = RoundTrips(w.amqp, names[0])
+            rt.start()
+            time.sleep(0.2)
+            t = time.perf_counter()
+            try:
+                took, size = http_get(w.http, "/api/queues?use_regex=true&name=" + urllib.parse.quote(f))
+                answer = "200, %d bytes" % size
+            except RuntimeError as e:
+                took, answer = time.perf_counter() - t, str(e)[-60:]
+            time.sleep(0.2)
+            worst, p99 = rt.stop()
+            print("  filter %-14s answered in %7.1f ms (%s); round trip max %6.1f ms, p99 %6.1f ms" %
+                  (f, took * 1000, answer, worst, p99))
+            print("RESULT mode=hostile filter=%s request_ms=%.1f rt_max_ms=%.1f rt_p99_ms=%.1f" %
+                  (urllib.parse.quote(f), took * 1000, worst, p99))
+        c.close()
+        before = rss_kb(w.proc.pid)
+        socks = unauthenticated_bodies(w.http)
+        after = rss_kb(w.proc.pid)
+        for s in socks:
+            s.close()
+        print("  12 unauthenticated 30 MB bodies: RSS %d -> %d KB (+%.1f MB)" %
+              (before, after, (after - before) / 1024))
+        print("RESULT mode=hostile bodies_rss_added_mb=%.1f" % ((after - before) / 1024))
+    finally:
+        w.stop()
+
+
 def cmd_ab():
     base = os.environ.get("BASE_BIN")
     if not base or not os.access(base, os.X_OK):
@@ -502,7 +630,8 @@ def cmd_instr():
 
 if __name__ == "__main__":
     cmds = {"timing": cmd_timing, "p99": cmd_p99, "ab": cmd_ab, "instr": cmd_instr,
-            "console": cmd_console, "prometheus": cmd_prometheus}
+            "console": cmd_console, "prometheus": cmd_prometheus, "starve": cmd_starve,
+            "hostile": cmd_hostile}
     if len(sys.argv) != 2 or sys.argv[1] not in cmds:
         sys.exit("usage: mgmt_bench.py timing|p99|ab|instr|console|prometheus")
     cmds[sys.argv[1]]()

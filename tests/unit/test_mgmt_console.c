@@ -176,7 +176,7 @@ static void test_api_is_not_the_consoles(void **state)
     assert_int_equal(r.status, 404);
 }
 
-/* ---- the evhttp adapter, over a real socket on 127.0.0.1 ---- */
+/* ---- the adapter to the HTTP server, over a real socket on 127.0.0.1 ---- */
 
 struct fetch {
     struct event_base *base;
@@ -187,11 +187,18 @@ struct fetch {
     unsigned char body[8];
 };
 
-static void serve_cb(struct evhttp_request *req, void *arg)
+static bool serve_cb(http_req *req, void *arg)
 {
     (void)arg;
     if (!mgmt_console_serve(req))
-        evhttp_send_error(req, 418, "api");
+        http_reply(req, 418, "api", NULL);
+    return false;
+}
+
+static void never_cb(http_req *req, void *arg)
+{
+    (void)req, (void)arg;
+    fail_msg("every request is answered on its head");
 }
 
 static void done_cb(struct evhttp_request *req, void *arg)
@@ -227,18 +234,15 @@ static void fetch(struct event_base *base, int port, const char *uri, const char
     evhttp_connection_free(c);
 }
 
-static void test_evhttp_adapter(void **state)
+static void test_server_adapter(void **state)
 {
     (void)state;
     struct event_base *base = event_base_new();
-    struct evhttp *http = evhttp_new(base);
-    evhttp_set_gencb(http, serve_cb, NULL);
-    struct evhttp_bound_socket *s = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
-    assert_non_null(s);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    assert_int_equal(getsockname(evhttp_bound_socket_get_fd(s), (struct sockaddr *)&ss, &sl), 0);
-    int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    http_limits lim = http_default_limits();
+    static const http_callbacks cb = {.admit = serve_cb, .handle = never_cb};
+    http_server *http = http_server_new(base, &lim, &cb, NULL);
+    int port;
+    assert_true(http_server_listen(http, "127.0.0.1", 0, &port));
 
     struct fetch f;
     const mgmt_asset *index = mgmt_asset_find("/index.html");
@@ -256,7 +260,7 @@ static void test_evhttp_adapter(void **state)
     fetch(base, port, "/api/overview", NULL, &f);
     assert_int_equal(f.status, 418); /* left to the API */
 
-    evhttp_free(http);
+    http_server_free(http);
     event_base_free(base);
 }
 
@@ -269,7 +273,7 @@ int main(void)
         cmocka_unit_test(test_etag_revalidation),
         cmocka_unit_test(test_not_found_and_methods),
         cmocka_unit_test(test_api_is_not_the_consoles),
-        cmocka_unit_test(test_evhttp_adapter),
+        cmocka_unit_test(test_server_adapter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

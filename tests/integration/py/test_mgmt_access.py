@@ -434,7 +434,6 @@ class AuthorisationTest(AccessTest):
         self.error(request("PUT", "/api/queues/%s/new" % q(other), {}, **as_u), 401, "not_authorised",
                    "User not authorised to access virtual host")
         self.error(request("GET", "/api/queues/" + q(h.unique("mgmt-access-novh")), **as_u), 404, "Object Not Found")
-        self.assertEqual(self.get("/api/consumers/" + q(other), **as_u), [])  # filtered, not refused
 
     def test_monitoring_user_lists_every_vhost_but_not_their_contents(self):
         u, v = self.user("monitoring"), self.vhost()
@@ -520,6 +519,91 @@ class AuthorisationTest(AccessTest):
         self.assertTrue(c.is_open)
         self.assertIn(name, [x["name"] for x in self.get("/api/connections", **self.as_user(mon))])
         self.get("/api/connections/" + q(name), **self.as_user(mon))
+
+    def conn_named(self, label):
+        """The API name of the connection whose client named it `label`
+        (RabbitMQ lists it after its next statistics round)."""
+        for _ in range(60):
+            hits = [x["name"] for x in self.get("/api/connections") if x.get("user_provided_name") == label]
+            if hits:
+                return hits[0]
+            time.sleep(0.25)
+        self.fail("connection %s not listed" % label)
+
+    def assert_open(self, c, seconds=1.0):
+        """c is still open after the broker had `seconds` to close it."""
+        c.process_data_events(time_limit=seconds)
+        self.assertTrue(c.is_open)
+
+    def test_monitoring_user_closes_only_its_own_connections(self):
+        # Issue 17, item 4: a monitoring user with permissions on one vhost
+        # closed another user's connection in another vhost (204, 320).
+        mon, other_user, mine, theirs = self.user("monitoring"), self.user(""), self.vhost(), self.vhost()
+        self.grant(mine, mon)
+        self.grant(theirs, other_user)
+        victim = h.connect(vhost=theirs, user=other_user, password="pw",
+                           client_properties={"connection_name": "mgmt-access-victim"})
+        own = h.connect(vhost=mine, user=mon, password="pw", client_properties={"connection_name": "mgmt-access-mon"})
+        self._conns += [victim, own]
+        victim_name, own_name = self.conn_named("mgmt-access-victim"), self.conn_named("mgmt-access-mon")
+        as_mon = self.as_user(mon)
+        self.get("/api/connections/" + q(victim_name), **as_mon)  # monitoring users see it
+        self.error(request("DELETE", "/api/connections/" + q(victim_name), **as_mon), 401, "not_authorised",
+                   "User not authorised to access object")
+        self.assert_open(victim)
+        self.ok("DELETE", "/api/connections/" + q(own_name), status=204, headers={"X-Reason": "own"}, **as_mon)
+        e = self.closed_by_broker(own)
+        self.assertEqual((e.reply_code, e.reply_text), (320, "CONNECTION_FORCED - own"))
+        self.ok("DELETE", "/api/connections/" + q(victim_name), status=204)  # an administrator may
+        self.assertEqual(self.closed_by_broker(victim).reply_code, 320)
+
+    def test_consumers_are_shown_to_their_user_and_monitoring_users(self):
+        mgmt_user, mon, v = self.user("management"), self.user("monitoring"), self.vhost()
+        self.grant(v, mgmt_user)
+        c = h.connect(vhost=v, client_properties={"connection_name": "mgmt-access-consumer"})
+        self._conns.append(c)
+        ch = c.channel()
+        ch.queue_declare("mgmt-access-q")
+        ch.basic_consume("mgmt-access-q", lambda *a: None, consumer_tag="guests")
+        mine = h.connect(vhost=v, user=mgmt_user, password="pw")
+        self._conns.append(mine)
+        mine.channel().basic_consume("mgmt-access-q", lambda *a: None, consumer_tag="mine")
+        for _ in range(80):  # until RabbitMQ's statistics name each consumer's user
+            if sum(isinstance(x["channel_details"], dict) and "user" in x["channel_details"]
+                   for x in self.get("/api/consumers/" + q(v))) == 2:
+                break
+            time.sleep(0.25)
+        def tags(path, who):
+            return sorted(x["consumer_tag"] for x in self.get(path, **self.as_user(who)) if x["queue"]["vhost"] == v)
+
+        for path in ("/api/consumers", "/api/consumers/" + q(v)):
+            self.assertEqual(tags(path, mgmt_user), ["mine"], path)  # not guest's, though in its vhost
+            self.assertEqual(tags(path, mon), ["guests", "mine"], path)  # though without permissions there
+
+    @unittest.skipUnless(WARREN, "RabbitMQ 3.10.8 answers 200 [] (it does not check the vhost there)")
+    def test_consumers_of_a_vhost_without_access_401(self):
+        # Issue 17, item 5: 200 [] to a user without access to the vhost.
+        u, mine, other = self.user("management"), self.vhost(), self.vhost()
+        self.grant(mine, u)
+        self.error(request("GET", "/api/consumers/" + q(other), **self.as_user(u)), 401, "not_authorised",
+                   "User not authorised to access virtual host")
+        self.assertEqual(self.get("/api/consumers/" + q(mine), **self.as_user(u)), [])
+        self.error(request("GET", "/api/consumers/" + q(h.unique("mgmt-access-novh")), **self.as_user(u)), 404,
+                   "Object Not Found")
+
+    def test_aliveness_test_needs_the_users_permissions(self):
+        u, v = self.user("management"), self.vhost()
+        path, as_u = "/api/aliveness-test/" + q(v), self.as_user(u)
+        self.error(request("GET", path, **as_u), 401, "not_authorised", "User not authorised to access virtual host")
+        refused = "ACCESS_REFUSED - access to %%s in vhost '%s' refused for user '%s'" % (v, u)
+        for perms, what in ((dict(configure="^$"), "queue 'aliveness-test'"), (dict(write=""), "exchange 'amq.default'"),
+                            (dict(read=""), "queue 'aliveness-test'")):
+            self.grant(v, u, **perms)
+            self.error(request("GET", path, **as_u), 401, "not_authorised", refused % what)
+        self.grant(v, u)
+        self.assertEqual(self.get(path, **as_u), {"status": "ok"})
+        self.ok("DELETE", "/api/permissions/%s/guest" % q(v), status=204)
+        self.error(request("GET", path), 401, "not_authorised", "Access refused.")  # an administrator too
 
     def test_own_connections_are_visible(self):
         u, v = self.user("management"), self.vhost()
