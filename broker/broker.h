@@ -232,6 +232,7 @@ typedef struct consumer consumer;
 typedef struct access_control access_control; /* users and permissions (access.c) */
 typedef struct policy_set policy_set;
 typedef struct policy_applied policy_applied;
+typedef struct param_set param_set;
 
 /* ---- transports --------------------------------------------------------- */
 
@@ -323,6 +324,13 @@ uint64_t server_content_limit(const server *s);
 uint64_t server_content_share(const server *s);
 /* Whether the memory alarm is on (new connections start blocked too). */
 bool server_memory_alarm(const server *s);
+/* Sets the memory high watermark while running, as rabbitmqctl
+ * set_vm_memory_high_watermark does: `absolute` bytes when it is not 0,
+ * else `relative` (0..1) of the RAM. The alarm is checked again at once,
+ * and the budget for unfinished bodies follows, on open connections too.
+ * The configuration (server_config) shows it; a restart goes back to the
+ * file's setting, as RabbitMQ's does. */
+void server_set_memory_watermark(server *s, double relative, uint64_t absolute);
 /* Whether the journal's unwritten backlog is so large that publishers
  * should wait for the disk (with hysteresis; they resume on a sync). */
 bool server_journal_lagging(server *s);
@@ -592,6 +600,9 @@ void conn_tick(conn *c, uint64_t now_ms);
 void conn_set_alarm(conn *c, bool on);
 /* Frees at once (server shutdown, after the loop has stopped). */
 void conn_free_now(conn *c);
+/* The server's budget for unfinished bodies changed (a new watermark):
+ * the connection's copy, checked on every growth, follows. */
+void conn_content_limit_changed(conn *c);
 /* The memory held by messages being assembled on c's channels changed by
  * `delta` bytes. AMQP_ERROR with 506 RESOURCE_ERROR in `err` when a growth
  * leaves the broker over its budget and this connection over its share
@@ -1022,6 +1033,45 @@ void policy_reapply(vhost *v);
  * (logged and skipped). */
 bool policy_restore(vhost *v, const meta_policy *row);
 
+/* ---- runtime parameters (param.c) ---------------------------------------- */
+
+/* RabbitMQ's runtime parameters: a vhost's (component, name) -> value --
+ * those of components Warren keeps for features to come (shovels,
+ * federation upstreams); operator policies are the policy engine's -- and
+ * the server's global ones, name -> value. A value is JSON text, which the
+ * broker keeps as given (the management plane checks it). Puts and
+ * deletes go to the metadata store, and a vhost's parameters go with it. */
+typedef struct param_spec {
+    const char *component; /* ignored (NULL when listed) for a global parameter */
+    const char *name;
+    const char *value; /* JSON text */
+} param_spec;
+
+/* A vhost's set (v) or the server's global one (v NULL); NULL on OOM. */
+param_set *param_set_new(server *s, vhost *v);
+void param_set_free(param_set *ps);
+param_set *vhost_params(vhost *v);
+param_set *server_params(server *s);
+size_t param_count(const param_set *ps);
+/* Adds, or replaces the value of that (component, name); everything is
+ * copied. *created (may be NULL) says whether it is new. false, with
+ * nothing changed, on out-of-memory or a refused store write (logged). */
+bool param_put(param_set *ps, const param_spec *p, bool *created);
+/* false when there is no such parameter or the store refused (logged). */
+bool param_delete(param_set *ps, const char *component, const char *name);
+/* *out's strings are valid until the next change of the set. */
+bool param_get(const param_set *ps, const char *component, const char *name, param_spec *out);
+/* In (component, name) order; component NULL: all of them. fn must not
+ * change the set; the strings are valid during the call. */
+void param_foreach(const param_set *ps, const char *component,
+                   void (*fn)(void *arg, const param_spec *p), void *arg);
+/* Start-up: a stored row, added without writing it back. */
+bool param_restore(param_set *ps, const meta_parameter *row);
+/* Start-up: gives the server RabbitMQ's global internal_cluster_id
+ * ("rabbitmq-cluster-id-" + 22 random characters) unless it has one.
+ * false when it cannot be stored (logged). */
+bool param_ensure_cluster_id(server *s);
+
 /* ---- durable topology (durable.c) -------------------------------------- */
 
 /* Each writes the change to the metadata store when it concerns durable
@@ -1036,7 +1086,8 @@ void durable_queue_deleted(vhost *v, queue *q);
 void durable_binding(vhost *v, const route_exchange *source, route_dest dest, amqp_bytes key,
                      amqp_bytes args, bool bound);
 /* Restores, at start, the vhosts, users, permissions and topic
- * permissions, then durable exchanges, queues and bindings. */
+ * permissions, policies and runtime parameters, then durable exchanges,
+ * queues and bindings. */
 bool durable_load(server *s);
 /* durable_load's vhost rows: registers the vhost (no store write). */
 void server_load_vhost(server *s, const meta_vhost *v);

@@ -876,6 +876,8 @@ void conn_free_now(conn *c)
     free_conn(-1, 0, c);
 }
 
+void conn_content_limit_changed(conn *c) { c->content_limit = server_content_limit(c->srv); }
+
 void conn_set_alarm(conn *c, bool on)
 {
     if (c->state != S_OPEN || c->alarm == on)

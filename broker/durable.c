@@ -191,6 +191,14 @@ static void load_policy(void *ctx, const meta_policy *p)
         policy_restore(v, p);
 }
 
+/* Global parameters (vhost NULL) and those of a vhost. */
+static void load_parameter(void *ctx, const meta_parameter *p)
+{
+    vhost *v = p->vhost ? load_vhost(ctx, p->vhost) : NULL;
+    if (!p->vhost || v)
+        param_restore(p->vhost ? vhost_params(v) : server_params(ctx), p);
+}
+
 bool durable_load(server *s)
 {
     static const meta_load_handlers h = {
@@ -199,6 +207,7 @@ bool durable_load(server *s)
         .permission = load_permission,
         .topic_permission = load_topic_permission,
         .policy = load_policy,
+        .parameter = load_parameter,
         .exchange = load_exchange,
         .queue = load_queue,
         .binding = load_binding,

@@ -77,6 +77,7 @@ struct server {
     journal *journal;
     access_control *access;
     login_brake *brake;
+    param_set *params; /* global runtime parameters */
     vhost **vhosts; /* sorted by name */
     size_t nvhosts, vhosts_cap;
     /* every connection; the first nlisted passed connection.open (the
@@ -113,6 +114,7 @@ journal *server_journal(server *s) { return s->journal; }
 
 access_control *server_access(server *s) { return s->access; }
 login_brake *server_login_brake(server *s) { return s->brake; }
+param_set *server_params(server *s) { return s->params; }
 
 queue *server_queue_by_store_id(server *s, uint64_t id)
 {
@@ -561,6 +563,33 @@ static void check_memory(server *s)
         conn_set_alarm(s->conns[i], alarm);
 }
 
+/* The limits that follow from the watermark in s->cfg. The body budget is
+ * below the watermark, so bodies still arriving can never raise the alarm
+ * by themselves; never below one maximal message. */
+static void apply_watermark(server *s)
+{
+    const config *cfg = &s->cfg;
+    s->memory_limit = cfg->memory_high_watermark_abs
+                          ? cfg->memory_high_watermark_abs
+                          : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
+                                     cfg->memory_high_watermark);
+    s->content_limit = s->memory_limit / 2;
+    if (s->content_limit < cfg->max_message_size + cfg->frame_max)
+        s->content_limit = cfg->max_message_size + cfg->frame_max;
+}
+
+void server_set_memory_watermark(server *s, double relative, uint64_t absolute)
+{
+    s->cfg.memory_high_watermark = relative;
+    s->cfg.memory_high_watermark_abs = absolute;
+    apply_watermark(s);
+    log_msg(LOG_INFO, "memory high watermark set to %zu bytes (%s)", s->memory_limit,
+            absolute ? "absolute" : "relative to the RAM");
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_content_limit_changed(s->conns[i]);
+    check_memory(s);
+}
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -737,15 +766,7 @@ server *server_new(const config *cfg)
     gethostname(host, sizeof host - 1);
     host[strcspn(host, ".")] = 0;
     snprintf(s->node_name, sizeof s->node_name, "warren@%s", host);
-    s->memory_limit = cfg->memory_high_watermark_abs
-                          ? cfg->memory_high_watermark_abs
-                          : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
-                                     cfg->memory_high_watermark);
-    /* Below the watermark, so bodies still arriving can never raise the
-     * alarm by themselves; never below one maximal message. */
-    s->content_limit = s->memory_limit / 2;
-    if (s->content_limit < cfg->max_message_size + cfg->frame_max)
-        s->content_limit = cfg->max_message_size + cfg->frame_max;
+    apply_watermark(s);
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ s->now_ms;
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
@@ -757,7 +778,8 @@ server *server_new(const config *cfg)
     if (!s->base || event_base_priority_init(s->base, SERVER_PRIORITIES) != 0 ||
         !(s->flusher = transport_flusher_new(s->base)) ||
         !(s->accept_timer = evtimer_new(s->base, accept_resume_cb, s)) ||
-        !(s->access = access_new(s)) || !(s->brake = login_brake_new(cfg, next_random(s)))) {
+        !(s->access = access_new(s)) || !(s->brake = login_brake_new(cfg, next_random(s))) ||
+        !(s->params = param_set_new(s, NULL))) {
         server_free(s);
         return NULL;
     }
@@ -778,7 +800,8 @@ server *server_new(const config *cfg)
     event_add(s->stats_timer, &every);
     event_add(s->sigterm, NULL);
     event_add(s->sigint, NULL);
-    if (!durable_load(s) || !first_boot(s) || !open_journal(s) || !listen_on(s)) {
+    if (!durable_load(s) || !first_boot(s) || !param_ensure_cluster_id(s) || !open_journal(s) ||
+        !listen_on(s)) {
         server_free(s);
         return NULL;
     }
@@ -829,6 +852,7 @@ void server_free(server *s)
     free(s->vhosts);
     access_free(s->access);
     login_brake_free(s->brake);
+    param_set_free(s->params);
     if (s->journal) {
         journal_close(s->journal);
         leave_clean_marker(&s->cfg);

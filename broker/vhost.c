@@ -13,6 +13,7 @@ struct vhost {
     char *name;
     route_table *routes;
     policy_set *policies;
+    param_set *params;
     struct queue_link **buckets;
     uint32_t nbuckets, nqueues;
     bool closing;   /* being freed at shutdown */
@@ -58,12 +59,13 @@ vhost *vhost_new(server *s, const char *name)
     v->nbuckets = 64;
     v->buckets = calloc(v->nbuckets, sizeof *v->buckets);
     v->policies = policy_set_new();
+    v->params = param_set_new(s, v);
     v->routes = route_table_new(name, &hooks, v);
     v->description = strdup("");
     v->tags = strdup("");
     v->default_queue_type = strdup("");
-    if (!v->name || !v->buckets || !v->policies || !v->routes || !v->description || !v->tags ||
-        !v->default_queue_type) {
+    if (!v->name || !v->buckets || !v->policies || !v->params || !v->routes || !v->description ||
+        !v->tags || !v->default_queue_type) {
         vhost_free(v);
         return NULL;
     }
@@ -85,6 +87,7 @@ void vhost_free(vhost *v)
     if (v->routes)
         route_table_free(v->routes);
     policy_set_free(v->policies);
+    param_set_free(v->params);
     free(v->buckets);
     free(v->replies);
     stats_free(&v->stats);
@@ -96,6 +99,7 @@ void vhost_free(vhost *v)
 }
 
 struct move **vhost_moves(vhost *v) { return &v->moves; }
+param_set *vhost_params(vhost *v) { return v->params; }
 
 const char *vhost_description(const vhost *v) { return v->description; }
 const char *vhost_tags(const vhost *v) { return v->tags; }

@@ -1,8 +1,9 @@
 /* definitions: RabbitMQ's definitions document -- users, vhosts,
- * permissions, topic permissions, policies, exchanges, queues and bindings
- * as one JSON object -- exported from the broker and imported into it, as
- * GET/POST /api/definitions[/{vhost}] and `load_definitions` do in
- * RabbitMQ 3.10.
+ * permissions, topic permissions, runtime parameters (global and per
+ * vhost), policies, exchanges, queues and bindings as one JSON object --
+ * exported from the broker and imported into it, as GET/POST
+ * /api/definitions[/{vhost}] and `load_definitions` do in RabbitMQ 3.10;
+ * and the runtime parameters as JSON for the management API.
  *
  * An import is validated in full against the document and the broker
  * before anything changes; then it is applied inside one metadata
@@ -36,19 +37,21 @@ typedef struct defs_error {
  * permissions, topic_permissions, parameters, global_parameters, policies,
  * queues, exchanges, bindings; the per-vhost form has rabbit_version,
  * parameters, policies, queues, exchanges, bindings, without "vhost"
- * fields (except in policies, as RabbitMQ has it). Built-in exchanges
+ * fields (except in parameters and policies, as RabbitMQ has it).
+ * Parameters include the operator policies (component operator_policy);
+ * global_parameters include internal_cluster_id, as 3.10.8's. Built-in exchanges
  * (amq.*, the default one), exclusive queues and the default exchange's
  * implicit bindings are left out. Returns a new reference (json_decref
  * it), NULL on out-of-memory. */
 json_t *defs_export(server *s, vhost *only);
 
 /* Imports `doc` (a JSON object) into the whole broker, or into `only`:
- * then the items' "vhost" fields are ignored and users, vhosts and
- * permissions are not imported. Objects that exist are kept as they are
- * (queues, exchanges, vhosts); users, permissions and policies are set.
- * "parameters" and "global_parameters" are accepted and ignored with one
- * warning. false with `err` and nothing changed when any item is invalid
- * or the store refuses the transaction. */
+ * then the items' "vhost" fields are ignored and users, vhosts,
+ * permissions and global parameters are not imported. Objects that exist
+ * are kept as they are (queues, exchanges, vhosts); users, permissions,
+ * policies and parameters are set (the node's own internal_cluster_id is
+ * kept). false with `err` and nothing changed when any item is invalid or
+ * the store refuses the transaction. */
 bool defs_import(server *s, const json_t *doc, vhost *only, defs_error *err);
 
 /* The same for a document in text: a syntax error fills err's line and
@@ -66,5 +69,64 @@ bool defs_import_file(server *s, const char *path, defs_error *err, char *failed
 
 /* Only checks: what defs_import would refuse, without changing anything. */
 bool defs_validate(server *s, const json_t *doc, vhost *only, defs_error *err);
+
+/* ---- runtime parameters (params.c) ------------------------------------------ */
+
+/* RabbitMQ's runtime parameters of a vhost, as the management API and the
+ * definitions show them: component, name and a JSON value. Warren takes
+ * operator_policy (its operator policies, value {pattern, definition,
+ * priority, apply-to}), shows policy (the policies, read only), and keeps
+ * shovel, federation-upstream and federation-upstream-set for the features
+ * that come later; any other component is refused, as RabbitMQ refuses one
+ * whose plugin is not enabled. Global parameters are any name -> any JSON
+ * value. */
+enum {
+    DEFS_OPERATOR_POLICY,
+    DEFS_POLICY,
+    DEFS_SHOVEL,
+    DEFS_FEDERATION_UPSTREAM,
+    DEFS_FEDERATION_UPSTREAM_SET,
+    DEFS_PARAM_COMPONENTS
+};
+/* A component's name by index (NULL out of range), and back (-1: not one
+ * Warren takes). */
+const char *defs_param_component_name(int i);
+int defs_param_component(const char *name);
+
+/* Checks a value as RabbitMQ's rabbit_runtime_parameters:set does for that
+ * component, without changing anything: true, or false with RabbitMQ's
+ * text in why -- "Validation failed\n\n" and a line per problem ("component
+ * x not found", "Key \"uri\" not found in up1", ...), or "policies may not
+ * be set using this method". */
+bool defs_param_validate(const char *component, const char *name, const json_t *value,
+                         char *why, size_t whylen);
+/* Validates, then sets it (an operator policy through the policy engine,
+ * applied at once). *created says whether it is new. false with why
+ * (validation, or the store refused). */
+bool defs_param_put(vhost *v, const char *component, const char *name, const json_t *value,
+                    bool *created, char *why, size_t whylen);
+/* false when there is none (policies are never deleted here) or the store
+ * refused. */
+bool defs_param_delete(vhost *v, const char *component, const char *name);
+/* The value (a new reference), NULL when there is no such parameter. */
+json_t *defs_param_value(vhost *v, const char *component, const char *name);
+/* fn(arg, component index, name) for the parameters of v of `component`,
+ * or with NULL of every component but policy (RabbitMQ's /api/parameters);
+ * an unknown component has none. fn must not change them. */
+void defs_param_foreach(vhost *v, const char *component,
+                        void (*fn)(void *arg, int component, const char *name), void *arg);
+/* A global parameter: set (false: the store refused or out of memory) and
+ * read (a new reference; NULL when none). Delete with param_delete on
+ * server_params. */
+bool defs_global_param_put(server *s, const char *name, const json_t *value, bool *created);
+json_t *defs_global_param_value(server *s, const char *name);
+
+/* A JSON value as Erlang prints it in RabbitMQ's messages: a string is a
+ * binary <<"...">>, null the atom null; lists and objects abridged. */
+void defs_erlang_term(const json_t *v, char *out, size_t cap);
+/* A policy's "priority" (absent: 0) as Warren keeps it, an integer in 32
+ * bits (RabbitMQ also takes a fraction): false with RabbitMQ's form of
+ * the message, ending in a newline. */
+bool defs_json_priority(const json_t *v, int32_t *out, char *why, size_t cap);
 
 #endif

@@ -42,6 +42,9 @@ bool defs_fail(defs_ctx *c, const char *fmt, ...) __attribute__((format(printf, 
  * empty array is the empty table. false with the reason in `why`. */
 bool defs_table_from_json(defs_ctx *c, const json_t *obj, bool allow_null, amqp_bytes *out,
                           char *why, size_t whylen);
+/* The same into buf (cap bytes) instead of c->table. */
+bool defs_table_into(const json_t *obj, bool allow_null, uint8_t *buf, size_t cap,
+                     amqp_bytes *out, char *why, size_t whylen);
 /* A validated table as a JSON object, as RabbitMQ exports arguments. New
  * reference; NULL on OOM. */
 json_t *defs_table_to_json(amqp_bytes table);
@@ -59,6 +62,12 @@ typedef struct defs_binding {
     amqp_bytes arguments;
 } defs_binding;
 
+/* A parameter: vhost NULL and component NULL for a global one. */
+typedef struct defs_parameter {
+    const char *vhost, *component, *name;
+    const json_t *value;
+} defs_parameter;
+
 bool defs_read_user(defs_ctx *c, const json_t *it, size_t i, access_user_spec *u, char *tags,
                     size_t cap, char *what, size_t whatlen);
 bool defs_read_vhost(defs_ctx *c, const json_t *it, size_t i, meta_vhost *v, char *tags,
@@ -75,6 +84,16 @@ bool defs_read_exchange(defs_ctx *c, const json_t *it, size_t i, route_exchange_
                         const char **vh, char *what, size_t whatlen);
 bool defs_read_binding(defs_ctx *c, const json_t *it, size_t i, defs_binding *b, char *what,
                        size_t whatlen);
+bool defs_read_parameter(defs_ctx *c, const json_t *it, size_t i, defs_parameter *p, char *what,
+                         size_t whatlen);
+bool defs_read_global_parameter(defs_ctx *c, const json_t *it, size_t i, defs_parameter *p,
+                                char *what, size_t whatlen);
+
+/* defs_param_validate with the caller's buffer (cap bytes) for an
+ * operator policy's definition, which *op then describes (its strings
+ * point into value, its definition into buf). */
+bool defs_param_check(const char *component, const char *name, const json_t *value, uint8_t *buf,
+                      size_t cap, policy_spec *op, char *why, size_t whylen);
 
 /* The passes of an import (validate.c, apply.c). check: true when every
  * item is valid. apply: false (err set) when the broker or the store

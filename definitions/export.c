@@ -88,6 +88,29 @@ static void policy_row(void *arg, const policy_spec *p)
     json_array_append_new(e->arr, o);
 }
 
+/* {"value", "vhost", "component", "name"}, RabbitMQ's order; the vhost
+ * stays in the per-vhost form too, as RabbitMQ has it. */
+static void parameter_row(void *arg, int component, const char *name)
+{
+    exporter *e = arg;
+    const char *cname = defs_param_component_name(component);
+    json_t *o = json_object();
+    json_object_set_new(o, "value", defs_param_value(e->v, cname, name));
+    json_object_set_new(o, "vhost", json_string(vhost_name(e->v)));
+    json_object_set_new(o, "component", json_string(cname));
+    json_object_set_new(o, "name", json_string(name));
+    json_array_append_new(e->arr, o);
+}
+
+static void global_parameter_row(void *arg, const param_spec *p)
+{
+    exporter *e = arg;
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(p->name));
+    json_object_set_new(o, "value", json_loads(p->value, JSON_DECODE_ANY, NULL));
+    json_array_append_new(e->arr, o);
+}
+
 static void queue_row(void *arg, queue *q)
 {
     exporter *e = arg;
@@ -154,6 +177,7 @@ static void per_vhost(exporter *e, json_t *doc, const char *key, void (*fn)(expo
 }
 
 static void policies_of(exporter *e, vhost *v) { policy_foreach(v, false, policy_row, e); }
+static void parameters_of(exporter *e, vhost *v) { defs_param_foreach(v, NULL, parameter_row, e); }
 static void queues_of(exporter *e, vhost *v) { vhost_foreach_queue(v, queue_row, e); }
 static void exchanges_of(exporter *e, vhost *v)
 {
@@ -194,9 +218,12 @@ json_t *defs_export(server *s, vhost *only)
         json_object_set_new(doc, "product_version", json_string(PRODUCT_VERSION));
         access_sections(&e, doc);
     }
-    json_object_set_new(doc, "parameters", json_array());
-    if (!only)
-        json_object_set_new(doc, "global_parameters", json_array());
+    per_vhost(&e, doc, "parameters", parameters_of);
+    if (!only) {
+        e.arr = json_array();
+        param_foreach(server_params(s), NULL, global_parameter_row, &e);
+        json_object_set_new(doc, "global_parameters", e.arr);
+    }
     per_vhost(&e, doc, "policies", policies_of);
     per_vhost(&e, doc, "queues", queues_of);
     per_vhost(&e, doc, "exchanges", exchanges_of);

@@ -29,19 +29,6 @@ static void ctx_done(defs_ctx *c)
     json_decref(c->queues);
 }
 
-/* Warren has no runtime parameters (federation, shovels, limits): they
- * are accepted, and named in one warning. */
-static void warn_parameters(const defs_ctx *c)
-{
-    size_t n = json_array_size(defs_section(c, "parameters"));
-    size_t g = json_array_size(c->only ? NULL : defs_section(c, "global_parameters"));
-    if (n || g)
-        log_msg(LOG_WARNING,
-                "definitions: ignored %zu parameters and %zu global parameters (Warren has "
-                "no runtime parameters)",
-                n, g);
-}
-
 static bool run(server *s, const json_t *doc, vhost *only, defs_error *err, bool apply)
 {
     defs_ctx *c = malloc(sizeof *c); /* the table buffer is large: not on the stack */
@@ -50,10 +37,8 @@ static bool run(server *s, const json_t *doc, vhost *only, defs_error *err, bool
         return false;
     }
     bool ok = ctx_init(c, s, doc, only, err) && defs_check(c);
-    if (ok && apply) {
-        warn_parameters(c);
+    if (ok && apply)
         ok = defs_apply(c);
-    }
     ctx_done(c);
     free(c);
     return ok;

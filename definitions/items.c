@@ -290,3 +290,30 @@ bool defs_read_binding(defs_ctx *c, const json_t *it, size_t i, defs_binding *b,
     return read_str(c, it, "routing_key", "", &b->routing_key, what) &&
            read_table(c, it, "arguments", false, &b->arguments, what);
 }
+
+bool defs_read_parameter(defs_ctx *c, const json_t *it, size_t i, defs_parameter *p, char *what,
+                         size_t whatlen)
+{
+    memset(p, 0, sizeof *p);
+    if (!named(c, it, "parameters", i, "name", &p->name) ||
+        !named(c, it, "parameters", i, "component", &p->component))
+        return false;
+    snprintf(what, whatlen, "parameter '%s' of component '%s'", p->name, p->component);
+    if (!item_vhost(c, it, what, &p->vhost))
+        return false;
+    snprintf(what, whatlen, "parameter '%s' of component '%s' in vhost '%s'", p->name,
+             p->component, p->vhost);
+    p->value = json_object_get(it, "value");
+    return p->value || defs_fail(c, "%s: value is missing", what);
+}
+
+bool defs_read_global_parameter(defs_ctx *c, const json_t *it, size_t i, defs_parameter *p,
+                                char *what, size_t whatlen)
+{
+    memset(p, 0, sizeof *p);
+    if (!named(c, it, "global_parameters", i, "name", &p->name))
+        return false;
+    snprintf(what, whatlen, "global parameter '%s'", p->name);
+    p->value = json_object_get(it, "value");
+    return p->value || defs_fail(c, "%s: value is missing", what);
+}

@@ -161,11 +161,11 @@ static bool put_value(amqp_writer *w, const json_t *v, int depth, bool allow_nul
     return true;
 }
 
-bool defs_table_from_json(defs_ctx *c, const json_t *obj, bool allow_null, amqp_bytes *out,
-                          char *why, size_t whylen)
+bool defs_table_into(const json_t *obj, bool allow_null, uint8_t *buf, size_t cap,
+                     amqp_bytes *out, char *why, size_t whylen)
 {
     if (!obj || json_is_null(obj) || (json_is_array(obj) && json_array_size(obj) == 0)) {
-        *out = (amqp_bytes){c->table, 0};
+        *out = (amqp_bytes){buf, 0};
         return true;
     }
     if (!json_is_object(obj)) {
@@ -173,15 +173,21 @@ bool defs_table_from_json(defs_ctx *c, const json_t *obj, bool allow_null, amqp_
         return false;
     }
     amqp_writer w;
-    amqp_writer_init(&w, c->table, sizeof c->table);
+    amqp_writer_init(&w, buf, cap);
     size_t mark = amqp_table_begin(&w);
     if (!put_object(&w, obj, 1, allow_null, why, whylen))
         return false;
     amqp_table_end(&w, mark);
     if (w.overflow) {
-        snprintf(why, whylen, "too large (over %u bytes encoded)", (unsigned)sizeof c->table);
+        snprintf(why, whylen, "too large (over %zu bytes encoded)", cap);
         return false;
     }
-    *out = (amqp_bytes){c->table + 4, (uint32_t)w.len - 4};
+    *out = (amqp_bytes){buf + 4, (uint32_t)w.len - 4};
     return true;
+}
+
+bool defs_table_from_json(defs_ctx *c, const json_t *obj, bool allow_null, amqp_bytes *out,
+                          char *why, size_t whylen)
+{
+    return defs_table_into(obj, allow_null, c->table, sizeof c->table, out, why, whylen);
 }

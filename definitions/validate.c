@@ -1,7 +1,8 @@
 /* Validation of a whole import before anything is applied: every item is
  * read (JSON types) and checked with the broker's own validators
  * (access_validate_*, server_validate_vhost, policy_validate,
- * queue_args_parse), and every name it refers to -- a permission's user
+ * queue_args_parse, defs_param_check), and every name it refers to -- a
+ * permission's user
  * and vhost, an item's vhost, a binding's source and destination -- must
  * exist in the broker or earlier in the same document's sections. The
  * sections are checked in the order they are applied, filling the
@@ -108,6 +109,13 @@ static void one_line(char *s)
             *p = p[1] ? ';' : 0;
 }
 
+/* Fails the import with a validator's multi-line text as one line. */
+static bool refuse(defs_ctx *c, const char *what, char *why)
+{
+    one_line(why);
+    return defs_fail(c, "%s: %s", what, why);
+}
+
 static bool check_policies(defs_ctx *c)
 {
     size_t i;
@@ -118,10 +126,38 @@ static bool check_policies(defs_ctx *c)
         char what[WHAT], why[512];
         if (!defs_read_policy(c, it, i, &p, &vh, what, sizeof what) || !need_vhost(c, what, vh))
             return false;
-        if (!policy_validate(&p, why, sizeof why)) {
-            one_line(why);
-            return defs_fail(c, "%s: %s", what, why);
-        }
+        if (!policy_validate(&p, why, sizeof why))
+            return refuse(c, what, why);
+    }
+    return true;
+}
+
+static bool check_parameters(defs_ctx *c)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(defs_section(c, "parameters"), i, it) {
+        defs_parameter p;
+        policy_spec op;
+        char what[WHAT], why[512];
+        if (!defs_read_parameter(c, it, i, &p, what, sizeof what) || !need_vhost(c, what, p.vhost))
+            return false;
+        if (!defs_param_check(p.component, p.name, p.value, c->table, sizeof c->table, &op, why,
+                              sizeof why))
+            return refuse(c, what, why);
+    }
+    return true;
+}
+
+static bool check_global_parameters(defs_ctx *c)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(defs_section(c, "global_parameters"), i, it) {
+        defs_parameter p;
+        char what[WHAT];
+        if (!defs_read_global_parameter(c, it, i, &p, what, sizeof what))
+            return false;
     }
     return true;
 }
@@ -288,7 +324,9 @@ bool defs_check(defs_ctx *c)
 {
     if (!sections_are_arrays(c))
         return false;
-    if (!c->only && (!check_users(c) || !check_vhosts(c) || !check_permissions(c)))
+    if (!c->only && (!check_users(c) || !check_vhosts(c) || !check_permissions(c) ||
+                     !check_global_parameters(c)))
         return false;
-    return check_policies(c) && check_exchanges(c) && check_queues(c) && check_bindings(c);
+    return check_policies(c) && check_parameters(c) && check_exchanges(c) && check_queues(c) &&
+           check_bindings(c);
 }

@@ -67,6 +67,7 @@ struct mgmt {
 
 int mgmt_port(const mgmt *m) { return m->port; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
+mgmt_prometheus *mgmt_prometheus_of(const mgmt *m) { return m->prom; }
 mgmt_work *mgmt_work_of(const mgmt *m) { return m->work; }
 
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed)
@@ -80,6 +81,7 @@ static const mgmt_route *const tables[] = {
     mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
     mgmt_user_routes,     mgmt_permission_routes, mgmt_policy_routes,
     mgmt_health_routes,   mgmt_definitions_routes, mgmt_move_routes,
+    mgmt_parameter_routes, mgmt_node_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */
@@ -181,45 +183,6 @@ void mgmt_errorf(mgmt_req *r, int status, const char *error, const char *fmt, ..
     mgmt_error(r, status, error, reason);
 }
 
-/* A jansson value through the writer (echoing what a client sent). */
-static void put_jansson(mgmt_json *w, const json_t *v)
-{
-    const char *key;
-    json_t *e;
-    size_t i;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        mgmt_json_obj(w);
-        json_object_foreach((json_t *)v, key, e) {
-            mgmt_json_key(w, key);
-            put_jansson(w, e);
-        }
-        mgmt_json_end_obj(w);
-        break;
-    case JSON_ARRAY:
-        mgmt_json_arr(w);
-        json_array_foreach((json_t *)v, i, e) put_jansson(w, e);
-        mgmt_json_end_arr(w);
-        break;
-    case JSON_STRING:
-        mgmt_json_bytes(w, (amqp_bytes){(const uint8_t *)json_string_value(v),
-                                        (uint32_t)json_string_length(v)});
-        break;
-    case JSON_INTEGER:
-        mgmt_json_int(w, json_integer_value(v));
-        break;
-    case JSON_REAL:
-        mgmt_json_double(w, json_real_value(v));
-        break;
-    case JSON_TRUE:
-    case JSON_FALSE:
-        mgmt_json_bool(w, json_is_true(v));
-        break;
-    default:
-        mgmt_json_null(w);
-    }
-}
-
 void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str)
 {
     reset_reply(r);
@@ -230,7 +193,7 @@ void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const cha
     mgmt_json_arr(w);
     mgmt_json_str(w, what);
     if (json)
-        put_jansson(w, json);
+        mgmt_json_jansson(w, json);
     else
         mgmt_json_str(w, str);
     mgmt_json_end_arr(w);

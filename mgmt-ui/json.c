@@ -439,6 +439,47 @@ void mgmt_json_table(mgmt_json *w, amqp_bytes table)
     mgmt_json_end_obj(w);
 }
 
+/* ---- jansson values ----------------------------------------------------- */
+
+void mgmt_json_jansson(mgmt_json *w, const json_t *v)
+{
+    const char *key;
+    json_t *e;
+    size_t i;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        mgmt_json_obj(w);
+        json_object_foreach((json_t *)v, key, e) {
+            mgmt_json_key(w, key);
+            mgmt_json_jansson(w, e);
+        }
+        mgmt_json_end_obj(w);
+        break;
+    case JSON_ARRAY:
+        mgmt_json_arr(w);
+        json_array_foreach((json_t *)v, i, e) mgmt_json_jansson(w, e);
+        mgmt_json_end_arr(w);
+        break;
+    case JSON_STRING:
+        mgmt_json_bytes(w, (amqp_bytes){(const uint8_t *)json_string_value(v),
+                                        (uint32_t)json_string_length(v)});
+        break;
+    case JSON_INTEGER:
+        mgmt_json_int(w, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        mgmt_json_double(w, json_real_value(v));
+        break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        mgmt_json_bool(w, json_is_true(v));
+        break;
+    default:
+        mgmt_json_null(w);
+    }
+}
+
+
 /* ---- JSON as AMQP tables ------------------------------------------------ */
 
 static bool put_value(const json_t *v, amqp_writer *w, int depth, char *why, size_t whylen);

@@ -78,6 +78,10 @@ void mgmt_json_kdouble(mgmt_json *w, const char *key, double v);
 void mgmt_json_kbool(mgmt_json *w, const char *key, bool v);
 void mgmt_json_knull(mgmt_json *w, const char *key);
 
+/* A parsed JSON value (jansson's) through the writer: what a client sent,
+ * or a stored runtime parameter. */
+void mgmt_json_jansson(mgmt_json *w, const struct json_t *v);
+
 /* Length of the valid UTF-8 sequence at p (1..4 bytes), 0 when it is not
  * one (overlong forms and surrogates included). */
 size_t mgmt_utf8_len(const uint8_t *p, size_t n);

@@ -34,6 +34,7 @@ typedef struct mgmt_window {
 #define MGMT_PATH_BUF 2048
 
 typedef struct mgmt_route mgmt_route;
+typedef struct mgmt_prometheus mgmt_prometheus;
 
 /* ---- the management plane's share of the loop (work.c) --------------------- */
 
@@ -110,9 +111,15 @@ extern const mgmt_route mgmt_policy_routes[];
 extern const mgmt_route mgmt_health_routes[];
 extern const mgmt_route mgmt_definitions_routes[];
 extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
+extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
+extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
+/* The Prometheus listener, NULL when it is not served (http.c), and the
+ * port it bound (prometheus.c). */
+mgmt_prometheus *mgmt_prometheus_of(const mgmt *m);
+int mgmt_prometheus_port(const mgmt_prometheus *p);
 /* Binds `h` to ip:port and logs "WHAT listening on HOST:PORT"; the bound
  * port in *bound. False (logged, errno kept) when it cannot (http.c). */
 bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, int *bound);
@@ -125,7 +132,6 @@ void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed);
  * on prometheus.tcp.ip:port, its own HTTP server on the loop. NULL when
  * the port cannot be bound (logged; fatal only for a configured port, as
  * mgmt_new decides). */
-typedef struct mgmt_prometheus mgmt_prometheus;
 mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s);
 void mgmt_prometheus_free(mgmt_prometheus *p);
 
@@ -232,6 +238,10 @@ void mgmt_errorf(mgmt_req *r, int status, const char *error, const char *fmt, ..
 /* 400 {"error":"bad_request","reason":[what, value]}, RabbitMQ's form for a
  * body field of the wrong type: value is `json` (any JSON) or `str`. */
 void mgmt_bad_value(mgmt_req *r, const char *what, const json_t *json, const char *str);
+/* 400 bad_request with `text` escaped as RabbitMQ escapes every
+ * bad_request reason (rabbit_mgmt_format's escape_html_tags: < and >
+ * only) -- validation texts that quote Erlang binaries (res_policy.c). */
+void mgmt_error_escaped(mgmt_req *r, const char *text);
 /* 404 {"error":"Object Not Found","reason":"Not Found"} */
 void mgmt_not_found(mgmt_req *r);
 /* An AMQP error from the broker as RabbitMQ's API reports it. */

@@ -243,6 +243,8 @@ mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)
     return p;
 }
 
+int mgmt_prometheus_port(const mgmt_prometheus *p) { return p->port; }
+
 void mgmt_prometheus_free(mgmt_prometheus *p)
 {
     if (!p)

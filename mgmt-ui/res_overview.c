@@ -147,6 +147,9 @@ static void listeners(mgmt_json *w, server *s, mgmt *m)
         listener(w, s, "amqp", ip, port);
     }
     listener(w, s, "http", cfg->mgmt_ip, mgmt_port(m));
+    if (mgmt_prometheus_of(m))
+        listener(w, s, "http/prometheus", cfg->prometheus_ip,
+                 mgmt_prometheus_port(mgmt_prometheus_of(m)));
     mgmt_json_end_arr(w);
 }
 

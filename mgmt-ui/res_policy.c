@@ -15,11 +15,11 @@
  * and ignores other keys. Validation errors are RabbitMQ's text, with its
  * HTML escaping of < and > (it escapes every bad_request reason).
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../definitions/definitions.h"
 #include "mgmt_int.h"
 
 #define DEFINITION_MAX (64 * 1024)
@@ -167,9 +167,7 @@ static void delete_one(mgmt_req *r, bool op)
 
 /* ---- PUT --------------------------------------------------------------------- */
 
-/* RabbitMQ's escaping of a bad_request reason (rabbit_mgmt_format's
- * escape_html_tags): < and > only. */
-static void send_escaped(mgmt_req *r, const char *text)
+void mgmt_error_escaped(mgmt_req *r, const char *text)
 {
     char out[4096];
     size_t n = 0;
@@ -201,52 +199,6 @@ static bool required_keys(mgmt_req *r, json_t *body)
     return len == 0;
 }
 
-/* A JSON value as Erlang prints it in RabbitMQ's messages: a string is a
- * binary <<"...">>, null the atom null. */
-static void erlang_term(const json_t *v, char *out, size_t cap)
-{
-    if (json_is_string(v))
-        snprintf(out, cap, "<<\"%s\">>", json_string_value(v));
-    else if (json_is_null(v) || !v)
-        snprintf(out, cap, "null");
-    else if (json_is_boolean(v))
-        snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false");
-    else if (json_is_integer(v))
-        snprintf(out, cap, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v))
-        snprintf(out, cap, "%g", json_real_value(v));
-    else
-        snprintf(out, cap, "%s", json_is_array(v) ? "[...]" : "#{...}");
-}
-
-/* "priority": absent is 0; RabbitMQ wants a number. Warren keeps an
- * integer, so a fraction is refused where RabbitMQ keeps it. The message
- * goes after the broker's (RabbitMQ checks priority last). */
-static bool body_priority(json_t *body, int32_t *out, char *why, size_t cap)
-{
-    json_t *v = json_object_get(body, "priority");
-    char term[256];
-    *out = 0;
-    if (!v)
-        return true;
-    if (json_is_integer(v) && json_integer_value(v) >= INT32_MIN &&
-        json_integer_value(v) <= INT32_MAX) {
-        *out = (int32_t)json_integer_value(v);
-        return true;
-    }
-    if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
-        fabs(json_real_value(v)) <= INT32_MAX) {
-        *out = (int32_t)json_real_value(v);
-        return true;
-    }
-    erlang_term(v, term, sizeof term);
-    snprintf(why, cap, json_is_number(v) ? "priority should be an integer in 32 bits, actually "
-                                           "was %s\n"
-                                         : "priority should be a number, actually was %s\n",
-             term);
-    return false;
-}
-
 /* Fills spec from the body; replies 400 and returns false on a problem. */
 static bool parse_body(mgmt_req *r, json_t *body, policy_spec *spec, uint8_t *buf, size_t cap)
 {
@@ -255,10 +207,10 @@ static bool parse_body(mgmt_req *r, json_t *body, policy_spec *spec, uint8_t *bu
         return false;
     json_t *pattern = json_object_get(body, "pattern"), *def = json_object_get(body, "definition");
     if (!json_is_string(pattern)) {
-        erlang_term(pattern, term, sizeof term);
+        defs_erlang_term(pattern, term, sizeof term);
         snprintf(text, sizeof text, "Validation failed\n\npattern should be a binary but was %s\n",
                  term);
-        send_escaped(r, text);
+        mgmt_error_escaped(r, text);
         return false;
     }
     if (!json_is_object(def)) { /* RabbitMQ crashes (500) here */
@@ -269,7 +221,11 @@ static bool parse_body(mgmt_req *r, json_t *body, policy_spec *spec, uint8_t *bu
     if (!mgmt_body_str(r, body, "apply-to", "all", &apply_to) ||
         !mgmt_body_table(r, body, "definition", buf, cap, &spec->definition))
         return false;
-    bool prio_ok = body_priority(body, &spec->priority, why, sizeof why);
+    /* Warren keeps an integer priority, so a fraction is refused where
+     * RabbitMQ keeps it; the message goes after the broker's (RabbitMQ
+     * checks priority last) */
+    bool prio_ok = defs_json_priority(json_object_get(body, "priority"), &spec->priority, why,
+                                      sizeof why);
     spec->pattern = json_string_value(pattern);
     spec->apply_to = apply_to;
     bool valid = policy_validate(spec, text, sizeof text - sizeof why);
@@ -278,7 +234,7 @@ static bool parse_body(mgmt_req *r, json_t *body, policy_spec *spec, uint8_t *bu
     if (valid)
         snprintf(text, sizeof text, "Validation failed\n\n");
     strncat(text, why, sizeof text - strlen(text) - 1);
-    send_escaped(r, text);
+    mgmt_error_escaped(r, text);
     return false;
 }
 
@@ -305,7 +261,7 @@ static void put_one(mgmt_req *r, bool op)
         if (policy_put(v, &spec, err, sizeof err))
             mgmt_send_empty(r, existed ? 204 : 201, NULL);
         else if (strncmp(err, "Validation failed", 17) == 0)
-            send_escaped(r, err);
+            mgmt_error_escaped(r, err);
         else
             mgmt_error(r, 500, "internal_error", err);
     }

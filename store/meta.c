@@ -1,6 +1,6 @@
 /* meta: the broker's metadata in sqlite3 (<dir>/metadata.db): vhosts,
- * users, permissions, topic permissions, policies, the broker's own
- * settings, and durable exchanges, queues and bindings.
+ * users, permissions, topic permissions, policies, runtime parameters, the
+ * broker's own settings, and durable exchanges, queues and bindings.
  *
  * Durability. The database is in WAL mode with synchronous=FULL: every
  * commit appends to the WAL and fsyncs it before sqlite3_step returns, so
@@ -14,7 +14,7 @@
  * also fsyncs the directory when it creates the WAL, so a new database's
  * directory entry is durable too.
  *
- * Schema (version 2, kept in PRAGMA user_version). Every row of a vhost
+ * Schema (version 3, kept in PRAGMA user_version). Every row of a vhost
  * carries its vhost; names are TEXT, routing keys and encoded argument
  * tables are BLOBs (never NULL: an empty table is a zero-length blob).
  * Tables are STRICT, so a value of the wrong type is an error rather than a
@@ -38,6 +38,11 @@
  *   policies  (vhost, name, operator_policy, pattern, apply_to, priority,
  *             definition)  PRIMARY KEY (vhost, name, operator_policy)
  *   settings  (key PRIMARY KEY, value)
+ *   -- version 3:
+ *   parameters (vhost, component, name, value)
+ *             PRIMARY KEY (vhost, component, name)
+ *   global_parameters (name PRIMARY KEY, value)
+ *   (a parameter's value is JSON text, kept as given)
  *
  * Invariants:
  * - A queue's id is the journal's queue_id. Puts are upserts (INSERT ... ON
@@ -69,8 +74,8 @@
  * user_version, so a failed step leaves the database at version v. Version 0
  * is a database Warren has never written (a new or empty file). Version 1
  * to 2 adds the tables above and a vhosts row for every vhost the old rows
- * name, so they load as before. A database newer than this broker is
- * refused.
+ * name, so they load as before. Version 2 to 3 adds the two parameter
+ * tables, empty. A database newer than this broker is refused.
  *
  * Every statement is prepared once at open and kept in m->st; each call
  * binds, steps to the end and resets. All calls are on the loop thread.
@@ -127,6 +132,7 @@ enum {
     ST_DELETE_VHOST_PERMISSIONS,
     ST_DELETE_VHOST_TOPIC_PERMISSIONS,
     ST_DELETE_VHOST_POLICIES,
+    ST_DELETE_VHOST_PARAMETERS,
     ST_PUT_PERMISSION,
     ST_DELETE_PERMISSION,
     ST_PUT_TOPIC_PERMISSION,
@@ -134,6 +140,10 @@ enum {
     ST_DELETE_TOPIC_PERMISSIONS,
     ST_PUT_POLICY,
     ST_DELETE_POLICY,
+    ST_PUT_PARAMETER,
+    ST_DELETE_PARAMETER,
+    ST_PUT_GLOBAL_PARAMETER,
+    ST_DELETE_GLOBAL_PARAMETER,
     ST_GET_SETTING,
     ST_PUT_SETTING,
     ST_LOAD_VHOSTS,
@@ -141,6 +151,8 @@ enum {
     ST_LOAD_PERMISSIONS,
     ST_LOAD_TOPIC_PERMISSIONS,
     ST_LOAD_POLICIES,
+    ST_LOAD_PARAMETERS,
+    ST_LOAD_GLOBAL_PARAMETERS,
     ST_LOAD_EXCHANGES,
     ST_LOAD_QUEUES,
     ST_LOAD_BINDINGS,
@@ -210,6 +222,7 @@ static const char *const statement_sql[ST_COUNT] = {
     [ST_DELETE_VHOST_PERMISSIONS] = "DELETE FROM permissions WHERE vhost = ?1",
     [ST_DELETE_VHOST_TOPIC_PERMISSIONS] = "DELETE FROM topic_permissions WHERE vhost = ?1",
     [ST_DELETE_VHOST_POLICIES] = "DELETE FROM policies WHERE vhost = ?1",
+    [ST_DELETE_VHOST_PARAMETERS] = "DELETE FROM parameters WHERE vhost = ?1",
     [ST_PUT_PERMISSION] =
         "INSERT INTO permissions (user, vhost, configure, write, read)"
         " VALUES (?1, ?2, ?3, ?4, ?5)"
@@ -233,6 +246,15 @@ static const char *const statement_sql[ST_COUNT] = {
         " definition = excluded.definition",
     [ST_DELETE_POLICY] =
         "DELETE FROM policies WHERE vhost = ?1 AND name = ?2 AND operator_policy = ?3",
+    [ST_PUT_PARAMETER] =
+        "INSERT INTO parameters (vhost, component, name, value) VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (vhost, component, name) DO UPDATE SET value = excluded.value",
+    [ST_DELETE_PARAMETER] =
+        "DELETE FROM parameters WHERE vhost = ?1 AND component = ?2 AND name = ?3",
+    [ST_PUT_GLOBAL_PARAMETER] =
+        "INSERT INTO global_parameters (name, value) VALUES (?1, ?2)"
+        " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+    [ST_DELETE_GLOBAL_PARAMETER] = "DELETE FROM global_parameters WHERE name = ?1",
     [ST_GET_SETTING] = "SELECT value FROM settings WHERE key = ?1",
     [ST_PUT_SETTING] =
         "INSERT INTO settings (key, value) VALUES (?1, ?2)"
@@ -248,6 +270,9 @@ static const char *const statement_sql[ST_COUNT] = {
     [ST_LOAD_POLICIES] =
         "SELECT vhost, name, pattern, apply_to, priority, definition, operator_policy"
         " FROM policies ORDER BY rowid",
+    [ST_LOAD_PARAMETERS] =
+        "SELECT vhost, component, name, value FROM parameters ORDER BY rowid",
+    [ST_LOAD_GLOBAL_PARAMETERS] = "SELECT name, value FROM global_parameters ORDER BY rowid",
     [ST_LOAD_EXCHANGES] =
         "SELECT vhost, name, type, auto_delete, internal, arguments"
         " FROM exchanges ORDER BY rowid",
@@ -509,11 +534,31 @@ static int migrate_1_to_2(sqlite3 *db)
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
+/* Runtime parameters: per vhost (shovels, federation upstreams, ...) and
+ * global ones (cluster_name, internal_cluster_id, ...). */
+static int migrate_2_to_3(sqlite3 *db)
+{
+    static const char sql[] =
+        "CREATE TABLE parameters ("
+        "  vhost     TEXT NOT NULL,"
+        "  component TEXT NOT NULL,"
+        "  name      TEXT NOT NULL,"
+        "  value     TEXT NOT NULL,"
+        "  PRIMARY KEY (vhost, component, name)"
+        ") STRICT;"
+        "CREATE TABLE global_parameters ("
+        "  name  TEXT NOT NULL PRIMARY KEY,"
+        "  value TEXT NOT NULL"
+        ") STRICT;";
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
 /* migrations[v] takes the schema from version v to v + 1, inside a
  * transaction the caller opens and commits. Returns an sqlite result code. */
 static int (*const migrations[])(sqlite3 *db) = {
     migrate_0_to_1,
     migrate_1_to_2,
+    migrate_2_to_3,
 };
 
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
@@ -884,7 +929,7 @@ bool meta_delete_vhost(meta *m, const char *name)
         ST_DELETE_VHOST_BINDINGS,    ST_DELETE_VHOST_QUEUES,
         ST_DELETE_VHOST_EXCHANGES,   ST_DELETE_VHOST_TOPIC_PERMISSIONS,
         ST_DELETE_VHOST_PERMISSIONS, ST_DELETE_VHOST_POLICIES,
-        ST_DELETE_VHOST,
+        ST_DELETE_VHOST_PARAMETERS,  ST_DELETE_VHOST,
     };
 
     if (!writable(m))
@@ -966,6 +1011,46 @@ bool meta_delete_policy(meta *m, const char *vhost, const char *name, bool opera
         return db_error(m, "delete %s '%s' in vhost '%s'",
                         operator_policy ? "operator policy" : "policy", str(name), str(vhost));
     return true;
+}
+
+bool meta_put_parameter(meta *m, const meta_parameter *p)
+{
+    bool global = p->vhost == NULL;
+    int which = global ? ST_PUT_GLOBAL_PARAMETER : ST_PUT_PARAMETER;
+    const char *texts[] = {p->vhost, p->component, p->name, p->value};
+
+    if (!writable(m))
+        return false;
+    if (global)
+        bind_texts(m->st[which], texts + 2, 2);
+    else
+        bind_texts(m->st[which], texts, 4);
+    if (run(m->st[which]) == SQLITE_DONE)
+        return true;
+    if (global)
+        return db_error(m, "put global parameter '%s'", str(p->name));
+    return db_error(m, "put parameter '%s' of component '%s' in vhost '%s'", str(p->name),
+                    str(p->component), str(p->vhost));
+}
+
+bool meta_delete_parameter(meta *m, const char *vhost, const char *component, const char *name)
+{
+    bool global = vhost == NULL;
+    int which = global ? ST_DELETE_GLOBAL_PARAMETER : ST_DELETE_PARAMETER;
+    const char *texts[] = {vhost, component, name};
+
+    if (!writable(m))
+        return false;
+    if (global)
+        bind_texts(m->st[which], texts + 2, 1);
+    else
+        bind_texts(m->st[which], texts, 3);
+    if (run(m->st[which]) == SQLITE_DONE)
+        return true;
+    if (global)
+        return db_error(m, "delete global parameter '%s'", str(name));
+    return db_error(m, "delete parameter '%s' of component '%s' in vhost '%s'", str(name),
+                    str(component), str(vhost));
 }
 
 /* ---- settings ----------------------------------------------------------- */
@@ -1121,6 +1206,24 @@ static bool emit_policy(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx
     return true;
 }
 
+static bool emit_parameter(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_parameter p = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2), COL_TEXT(st, 3)};
+    if (!p.vhost || !p.component || !p.name || !p.value)
+        return false;
+    h->parameter(ctx, &p);
+    return true;
+}
+
+static bool emit_global_parameter(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
+{
+    meta_parameter p = {NULL, NULL, COL_TEXT(st, 0), COL_TEXT(st, 1)};
+    if (!p.name || !p.value)
+        return false;
+    h->parameter(ctx, &p);
+    return true;
+}
+
 static bool emit_exchange(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
 {
     meta_exchange e = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2),
@@ -1186,6 +1289,9 @@ static bool load_all(meta *m, const meta_load_handlers *h, void *ctx)
         {h->topic_permission != NULL, ST_LOAD_TOPIC_PERMISSIONS, "topic permissions",
          emit_topic_permission},
         {h->policy != NULL, ST_LOAD_POLICIES, "policies", emit_policy},
+        {h->parameter != NULL, ST_LOAD_GLOBAL_PARAMETERS, "global parameters",
+         emit_global_parameter},
+        {h->parameter != NULL, ST_LOAD_PARAMETERS, "parameters", emit_parameter},
         {h->exchange != NULL, ST_LOAD_EXCHANGES, "exchanges", emit_exchange},
         {h->queue != NULL, ST_LOAD_QUEUES, "queues", emit_queue},
         {h->binding != NULL, ST_LOAD_BINDINGS, "bindings", emit_binding},

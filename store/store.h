@@ -1,8 +1,8 @@
 /* store: durability -- the append-only message journal (segment files with
  * CRC32C-checked records, group commit by a sync thread, read-back of
  * bodies, segment GC, replay) and the sqlite3 metadata: vhosts, users,
- * permissions, policies, settings, and durable exchanges, queues and
- * bindings.
+ * permissions, policies, runtime parameters, settings, and durable
+ * exchanges, queues and bindings.
  *
  * Threads: every function here is called on the broker's loop thread. The
  * journal owns one sync thread that writes and fdatasyncs batches; it
@@ -214,8 +214,9 @@ void journal_get_stats(const journal *j, journal_stats *out);
 void journal_tick(journal *j);
 
 /* ======================================================================
- * Metadata (sqlite3, WAL mode): vhosts, users, permissions, policies, the
- * broker's own settings, and durable exchanges, queues and bindings.
+ * Metadata (sqlite3, WAL mode): vhosts, users, permissions, policies,
+ * runtime parameters, the broker's own settings, and durable exchanges,
+ * queues and bindings.
  * ====================================================================== */
 
 typedef struct meta meta;
@@ -275,6 +276,13 @@ typedef struct meta_policy {
     bool operator_policy;
 } meta_policy;
 
+/* A runtime parameter of a vhost (RabbitMQ's shovels, federation
+ * upstreams, ...), or with vhost and component NULL a global one
+ * (cluster_name, ...). The value is JSON text, stored as given. */
+typedef struct meta_parameter {
+    const char *vhost, *component, *name, *value;
+} meta_parameter;
+
 /* Each returns false (and logs) on a database error. Puts insert or update
  * by the row's key; deletes of something absent succeed. Strings are
  * copied by sqlite: nothing is kept after the call. */
@@ -293,7 +301,8 @@ bool meta_put_user(meta *m, const meta_user *u);
 bool meta_delete_user(meta *m, const char *name);
 bool meta_put_vhost(meta *m, const meta_vhost *v);
 /* Also deletes every row of the vhost: exchanges, queues, bindings,
- * permissions, topic permissions and policies. Queue ids are not reused. */
+ * permissions, topic permissions, policies and parameters. Queue ids are
+ * not reused. */
 bool meta_delete_vhost(meta *m, const char *name);
 bool meta_put_permission(meta *m, const meta_permission *p);
 bool meta_delete_permission(meta *m, const char *user, const char *vhost);
@@ -303,6 +312,9 @@ bool meta_delete_topic_permission(meta *m, const char *user, const char *vhost,
                                   const char *exchange);
 bool meta_put_policy(meta *m, const meta_policy *p);
 bool meta_delete_policy(meta *m, const char *vhost, const char *name, bool operator_policy);
+/* vhost NULL: the global parameter `name` (component is ignored). */
+bool meta_put_parameter(meta *m, const meta_parameter *p);
+bool meta_delete_parameter(meta *m, const char *vhost, const char *component, const char *name);
 
 /* A small key/value table for the broker's own facts ("initialized" once
  * the first boot ran). get copies the value into out (cap bytes, NUL
@@ -327,8 +339,8 @@ void meta_rollback(meta *m);
 bool meta_grouped(const meta *m);
 
 /* Loads everything, calling the handlers in this order: vhosts, users,
- * permissions, topic permissions, policies, exchanges, queues, bindings;
- * each table in first-insertion order. A NULL handler skips its table.
+ * permissions, topic permissions, policies, global parameters, parameters,
+ * exchanges, queues, bindings; each table in first-insertion order. A NULL handler skips its table.
  * Slices are valid during the call only; handlers must not call meta. */
 typedef struct meta_load_handlers {
     void (*exchange)(void *ctx, const meta_exchange *e);
@@ -339,6 +351,7 @@ typedef struct meta_load_handlers {
     void (*permission)(void *ctx, const meta_permission *p);
     void (*topic_permission)(void *ctx, const meta_topic_permission *p);
     void (*policy)(void *ctx, const meta_policy *p);
+    void (*parameter)(void *ctx, const meta_parameter *p); /* global ones: vhost NULL */
 } meta_load_handlers;
 
 bool meta_load(meta *m, const meta_load_handlers *h, void *ctx);

@@ -14,10 +14,11 @@
 
 enum field {
     F_NODE, F_LONGNAMES, F_QUIET, F_SILENT, F_TIMEOUT, F_VHOST, F_FORMATTER, F_HELP,
-    F_URL, F_USERNAME, F_PASSWORD, F_SOCKET, F_DATA_DIR, F_CONFIG,
+    F_URL, F_USERNAME, F_PASSWORD, F_SOCKET, F_DATA_DIR, F_CONFIG, F_MGMT_PORT,
     F_NO_HEADERS, F_PRIORITY, F_APPLY_TO, F_DESCRIPTION, F_TAGS, F_QUEUE_TYPE, F_IF_EMPTY,
     F_IF_UNUSED, F_FORMAT, F_SKIP_UNCHANGED, F_UNIT, F_QUEUE_FILTER, F_TO_QUEUE, F_TO_EXCHANGE,
-    F_ROUTING_KEY, F_LIMIT, F_RATE, F_MATCH_HEADER, F_MATCH_VALUE, F_FLAG,
+    F_ROUTING_KEY, F_LIMIT, F_RATE, F_MATCH_HEADER, F_MATCH_VALUE, F_FLAG, F_CLOSE_LIMIT,
+    F_CLOSE_DELAY, F_QUEUE_TIMEOUT,
 };
 
 typedef struct optdef {
@@ -44,6 +45,7 @@ static const optdef optdefs[] = {
     {"socket", 0, true, F_SOCKET, 0, true},
     {"data-dir", 0, true, F_DATA_DIR, 0, true},
     {"config", 0, true, F_CONFIG, 0, true},
+    {"management-port", 0, true, F_MGMT_PORT, 0, true},
     {"no-table-headers", 0, false, F_NO_HEADERS, WCTL_OPT_NO_HEADERS, false},
     {"priority", 0, true, F_PRIORITY, WCTL_OPT_PRIORITY, false},
     {"apply-to", 0, true, F_APPLY_TO, WCTL_OPT_APPLY_TO, false},
@@ -68,6 +70,10 @@ static const optdef optdefs[] = {
     {"cancel", 0, false, F_FLAG, WCTL_OPT_CANCEL, false},
     {"match-header", 0, true, F_MATCH_HEADER, WCTL_OPT_MATCH_HEADER, false},
     {"match-value", 0, true, F_MATCH_VALUE, WCTL_OPT_MATCH_VALUE, false},
+    {"limit", 0, true, F_CLOSE_LIMIT, WCTL_OPT_CLOSE_LIMIT, false},
+    {"global", 0, false, F_FLAG, WCTL_OPT_GLOBAL, false},
+    {"per-connection-delay", 0, true, F_CLOSE_DELAY, WCTL_OPT_CLOSE_DELAY, false},
+    {"queue-timeout", 0, true, F_QUEUE_TIMEOUT, WCTL_OPT_QUEUE_TIMEOUT, false},
 };
 
 static const optdef *find_long(const char *name, size_t len)
@@ -126,6 +132,8 @@ static bool store_value(wctl_opts *o, const optdef *d, const char *v)
     case F_SOCKET: o->socket_path = v; return true;
     case F_DATA_DIR: o->data_dir = v; return true;
     case F_CONFIG: o->config_file = v; return true;
+    case F_NODE: o->node = v; return true;
+    case F_MGMT_PORT: return parse_int(v, &o->mgmt_port) && o->mgmt_port >= 1 && o->mgmt_port <= 65535;
     case F_APPLY_TO: o->apply_to = v; return true;
     case F_DESCRIPTION: o->description = v; return true;
     case F_TAGS: o->tags = v; return true;
@@ -139,7 +147,13 @@ static bool store_value(wctl_opts *o, const optdef *d, const char *v)
     case F_MATCH_VALUE: o->match_value = v; return true;
     case F_LIMIT: return parse_int(v, &o->limit) && o->limit >= 0;
     case F_RATE: return parse_int(v, &o->rate) && o->rate >= 1;
-    default: return true; /* --node: warrenctl talks to one broker */
+    case F_CLOSE_LIMIT: return parse_int(v, &o->close_limit) && o->close_limit >= 0;
+    case F_CLOSE_DELAY: return parse_int(v, &o->close_delay_ms) && o->close_delay_ms >= 0;
+    case F_QUEUE_TIMEOUT: { /* checked, then unused: every queue answers at once */
+        int ms;
+        return parse_int(v, &ms) && ms >= 0;
+    }
+    default: return true;
     }
 }
 

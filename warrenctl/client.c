@@ -2,16 +2,29 @@
  * calls every command makes through it -- one HTTP request each, errors
  * reported the way rabbitmqctl reports them (an unreachable broker is exit
  * 69 with a diagnostics block naming the socket or URL tried; a timeout is
- * exit 75). */
+ * exit 75).
+ *
+ * Where: --url; else with -n NAME@HOST a HOST other than this machine is
+ * reached through its management API, http://HOST:15672 (or
+ * --management-port, or management.tcp.port of --config), as rabbitmqadmin
+ * reaches one -- rabbitmqctl's Erlang distribution has no counterpart;
+ * otherwise the local broker's control socket, and when -n names this
+ * machine but no socket was named (--socket, $WARREN_CTL_SOCKET,
+ * --data-dir, --config) and ./var has none, the local management API on
+ * that port, so `rabbitmqctl -n rabbit@localhost ...` scripts run from any
+ * directory. The node's name part is not checked: Warren's node is
+ * warren@host, and scripts say rabbit@host. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wctl_internal.h"
 
 #define DEFAULT_TIMEOUT_MS 60000
+#define DEFAULT_MGMT_PORT 15672
 #define SOCKET_NAME "warrenctl.sock"
 
 /* ---- configuration ------------------------------------------------------------ */
@@ -26,7 +39,7 @@ static char *trim(char *s)
     return s;
 }
 
-bool wctl_config_data_dir(const char *path, char *out, size_t outlen)
+bool wctl_config_value(const char *path, const char *key, char *out, size_t outlen)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -41,7 +54,7 @@ bool wctl_config_data_dir(const char *path, char *out, size_t outlen)
         if (!eq)
             continue;
         *eq = '\0';
-        if (strcmp(trim(line), "data_dir") == 0)
+        if (strcmp(trim(line), key) == 0)
             snprintf(out, outlen, "%s", trim(eq + 1)); /* the last one wins, as in the broker */
     }
     fclose(f);
@@ -58,7 +71,7 @@ static bool init_unix(wctl_ctx *c, const wctl_opts *o, char *err, size_t errlen)
             snprintf(dir, sizeof dir, "%s", o->data_dir);
         } else if (o->config_file) {
             char from_file[4096];
-            if (!wctl_config_data_dir(o->config_file, from_file, sizeof from_file)) {
+            if (!wctl_config_value(o->config_file, "data_dir", from_file, sizeof from_file)) {
                 snprintf(err, errlen, "cannot read --config %s: %s", o->config_file,
                          strerror(errno));
                 return false;
@@ -93,22 +106,68 @@ static void set_basic_auth(char *out, size_t outlen, const char *user, const cha
     wctl_buf_free(&b64);
 }
 
+/* The management port for -n: --management-port, else the --config
+ * file's management.tcp.port, else 15672. */
+static int node_mgmt_port(const wctl_opts *o)
+{
+    char v[32] = "";
+    int port = o->mgmt_port;
+    if (!port && o->config_file && wctl_config_value(o->config_file, "management.tcp.port", v,
+                                                     sizeof v))
+        port = atoi(v);
+    return port > 0 && port <= 65535 ? port : DEFAULT_MGMT_PORT;
+}
+
+/* A socket was named (rather than ./var taken by default). */
+static bool socket_named(const wctl_opts *o)
+{
+    const char *env = getenv("WARREN_CTL_SOCKET");
+    return o->socket_path || (env && *env) || o->data_dir || o->config_file;
+}
+
+/* The URL -n NAME@HOST means, into url; "" when it means the local socket
+ * (already set up in c). */
+static bool node_url(wctl_ctx *c, const wctl_opts *o, char *url, size_t cap, char *err,
+                     size_t errlen)
+{
+    char host[256];
+    url[0] = 0;
+    if (!wctl_node_host(o->node, host, sizeof host)) {
+        snprintf(err, errlen, "node name too long: %s", o->node);
+        return false;
+    }
+    bool local = wctl_host_is_local(host);
+    if (local && (socket_named(o) || access(c->target.unix_path, F_OK) == 0))
+        return true;
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(url, cap, "http://%s%s%s:%d", v6 ? "[" : "", *host ? host : "localhost",
+             v6 ? "]" : "", node_mgmt_port(o));
+    return true;
+}
+
 bool wctl_ctx_init(wctl_ctx *c, const wctl_opts *o, char *err, size_t errlen)
 {
+    char node_http[300] = "";
     memset(c, 0, sizeof *c);
     c->o = o;
     c->timeout_ms = o->timeout_s >= 0 ? o->timeout_s * 1000 : DEFAULT_TIMEOUT_MS;
     if (o->username) /* over the socket too: the broker then checks them, as over TCP */
         set_basic_auth(c->auth, sizeof c->auth, o->username, o->password);
-    if (!o->url)
-        return init_unix(c, o, err, errlen);
+    if (!o->url && !init_unix(c, o, err, errlen))
+        return false;
+    if (!o->url && o->node && !node_url(c, o, node_http, sizeof node_http, err, errlen))
+        return false;
+    const char *url = o->url ? o->url : node_http;
+    if (!*url)
+        return true;
+    memset(&c->target, 0, sizeof c->target);
     wctl_url u;
-    if (!wctl_url_parse(o->url, &u, err, errlen))
+    if (!wctl_url_parse(url, &u, err, errlen))
         return false;
     snprintf(c->target.host, sizeof c->target.host, "%s", u.host);
     c->target.port = u.port;
     snprintf(c->prefix, sizeof c->prefix, "%s", u.prefix);
-    snprintf(c->where, sizeof c->where, "%s", o->url);
+    snprintf(c->where, sizeof c->where, "%s", url);
     if (!o->username) /* rabbitmqadmin's default */
         set_basic_auth(c->auth, sizeof c->auth, "guest", "guest");
     return true;

@@ -1,7 +1,10 @@
 /* The node commands: status (rabbitmqctl's sections, from /api/overview and
  * /api/nodes, each line only where the broker reports the fact), ping,
- * await_startup (polls until the API answers) and environment (Warren's
- * /api/environment: its effective configuration). */
+ * await_startup (polls until the API answers), environment (Warren's
+ * /api/environment: its effective configuration) and
+ * set_vm_memory_high_watermark (Warren's PUT
+ * /api/nodes/{node}/vm-memory-high-watermark; rabbitmqctl's argument
+ * checks and texts). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,16 +103,21 @@ static void runtime_section(wctl_buf *out, const json_t *ov, const json_t *node)
     line_num(out, "Cluster heartbeat timeout (net_ticktime)", json_object_get(node, "net_ticktime"));
 }
 
-static void alarms_section(wctl_buf *out, const json_t *node, const char *name)
+bool wctl_alarm_lines(wctl_buf *out, const json_t *node, const char *name)
 {
-    wctl_buf_puts(out, "\n\033[1mAlarms\033[0m\n\n");
     bool mem = json_is_true(json_object_get(node, "mem_alarm"));
     bool disk = json_is_true(json_object_get(node, "disk_free_alarm"));
     if (mem)
         wctl_buf_printf(out, "Memory alarm on node %s\n", name);
     if (disk)
         wctl_buf_printf(out, "Free disk space alarm on node %s\n", name);
-    if (!mem && !disk)
+    return mem || disk;
+}
+
+static void alarms_section(wctl_buf *out, const json_t *node, const char *name)
+{
+    wctl_buf_puts(out, "\n\033[1mAlarms\033[0m\n\n");
+    if (!wctl_alarm_lines(out, node, name))
         wctl_buf_puts(out, "(none)\n");
 }
 
@@ -143,8 +151,15 @@ static void resources_section(wctl_buf *out, const json_t *node, const unit *u)
     }
 }
 
-static const char *listener_purpose(const char *protocol)
+/* What a listener is for, in rabbitmqctl's words -- and Warren's: it
+ * speaks AMQP 0-9-1 only, where RabbitMQ's AMQP port takes 1.0 too. */
+static const char *listener_purpose(const char *protocol, const char *product)
 {
+    bool warren = product && strcmp(product, "Warren") == 0;
+    if (warren && protocol && strcmp(protocol, "amqp") == 0)
+        return "AMQP 0-9-1";
+    if (warren && protocol && strcmp(protocol, "amqp/ssl") == 0)
+        return "AMQP 0-9-1 over TLS";
     static const char *const purposes[][2] = {
         {"amqp", "AMQP 0-9-1 and AMQP 1.0"}, {"amqp/ssl", "AMQP 0-9-1 and AMQP 1.0 over TLS"},
         {"http", "HTTP API"}, {"https", "HTTP API over TLS (HTTPS)"},
@@ -156,6 +171,20 @@ static const char *listener_purpose(const char *protocol)
         if (protocol && strcmp(purposes[i][0], protocol) == 0)
             return purposes[i][1];
     return protocol ? protocol : "";
+}
+
+void wctl_listener_line(wctl_buf *out, const json_t *l, const char *product, bool with_node)
+{
+    const char *ip = str(l, "ip_address") ? str(l, "ip_address") : "";
+    bool v6 = strchr(ip, ':') != NULL;
+    if (with_node)
+        wctl_buf_printf(out, "Node: %s, interface: ", str(l, "node") ? str(l, "node") : "");
+    else
+        wctl_buf_puts(out, "Interface: ");
+    wctl_buf_printf(out, "%s%s%s, port: %lld, protocol: %s, purpose: %s\n", v6 ? "[" : "", ip,
+                    v6 ? "]" : "", (long long)json_integer_value(json_object_get(l, "port")),
+                    str(l, "protocol") ? str(l, "protocol") : "",
+                    listener_purpose(str(l, "protocol"), product));
 }
 
 static void totals_and_listeners(wctl_buf *out, const json_t *ov, const json_t *vhosts)
@@ -173,15 +202,8 @@ static void totals_and_listeners(wctl_buf *out, const json_t *ov, const json_t *
     if (!json_is_array(ls))
         return;
     wctl_buf_puts(out, "\n\033[1mListeners\033[0m\n\n");
-    json_array_foreach(ls, i, l) {
-        const char *ip = str(l, "ip_address") ? str(l, "ip_address") : "";
-        bool v6 = strchr(ip, ':') != NULL;
-        wctl_buf_printf(out, "Interface: %s%s%s, port: %lld, protocol: %s, purpose: %s\n",
-                        v6 ? "[" : "", ip, v6 ? "]" : "",
-                        (long long)json_integer_value(json_object_get(l, "port")),
-                        str(l, "protocol") ? str(l, "protocol") : "",
-                        listener_purpose(str(l, "protocol")));
-    }
+    json_array_foreach(ls, i, l)
+        wctl_listener_line(out, l, str(ov, "product_name"), false);
 }
 
 /* This node's entry of /api/nodes: the one named like the overview's node. */
@@ -359,4 +381,142 @@ int wctl_cmd_environment(wctl_ctx *c)
     free(sorted);
     json_decref(env);
     return WCTL_EXIT_OK;
+}
+
+/* ---- set_vm_memory_high_watermark ------------------------------------------------------ */
+
+/* Elixir's Integer.parse: an optional sign and digits; *rest is what follows.
+ * False when there are no digits. */
+static bool int_prefix(const char *s, long long *out, const char **rest)
+{
+    char *end;
+    const char *p = s + (*s == '-' || *s == '+');
+    if (*p < '0' || *p > '9')
+        return false;
+    *out = strtoll(s, &end, 10);
+    *rest = end;
+    return true;
+}
+
+/* Elixir's Float.parse of the whole text: digits, then optionally a
+ * fraction and an exponent; *rest as above. */
+static bool float_prefix(const char *s, double *out, const char **rest)
+{
+    const char *p = s + (*s == '-' || *s == '+');
+    if (*p < '0' || *p > '9')
+        return false;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == '.' && p[1] >= '0' && p[1] <= '9')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            ;
+    const char *e = p;
+    if ((*e == 'e' || *e == 'E') && (e[1] == '-' || e[1] == '+' ? e[2] : e[1]) >= '0' &&
+        (e[1] == '-' || e[1] == '+' ? e[2] : e[1]) <= '9')
+        for (p = e + 2; *p >= '0' && *p <= '9'; p++)
+            ;
+    *out = strtod(s, NULL);
+    *rest = p;
+    return true;
+}
+
+/* rabbitmqctl's memory units: a multiplier, 0 for none. */
+static unsigned long long memory_unit(const char *u)
+{
+    static const struct { const char *unit; unsigned long long mult; } memory_units[] = {
+        {"", 1}, {"k", 1ull << 10}, {"kiB", 1ull << 10}, {"M", 1ull << 20}, {"MiB", 1ull << 20},
+        {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"kB", 1000}, {"MB", 1000000}, {"GB", 1000000000},
+    };
+    for (size_t i = 0; i < sizeof memory_units / sizeof memory_units[0]; i++)
+        if (strcmp(u, memory_units[i].unit) == 0)
+            return memory_units[i].mult;
+    return 0;
+}
+
+/* "absolute <value>": bytes into *bytes, or a usage error's exit code. */
+static int absolute_bytes(wctl_ctx *c, const char *arg, unsigned long long *bytes)
+{
+    long long n;
+    double f;
+    const char *rest;
+    if (!int_prefix(arg, &n, &rest))
+        return wctl_usage_error(c, WCTL_EXIT_DATAERR, "Bad argument.");
+    unsigned long long mult = memory_unit(rest);
+    if (!mult)
+        return wctl_usage_error(c, WCTL_EXIT_DATAERR,
+                                float_prefix(arg, &f, &rest) && memory_unit(rest)
+                                    ? "Bad argument: The threshold should be an integer."
+                                    : "Bad argument: Invalid units.");
+    if (n <= 0 || (unsigned long long)n > ~0ull / 2 / mult)
+        return wctl_usage_error(c, WCTL_EXIT_DATAERR, "Bad argument.");
+    *bytes = (unsigned long long)n * mult;
+    return 0;
+}
+
+/* <fraction>: into *fraction, or a usage error's exit code. */
+static int relative_fraction(wctl_ctx *c, const char *arg, double *fraction)
+{
+    const char *rest;
+    if (!float_prefix(arg, fraction, &rest) || *rest)
+        return wctl_usage_error(c, WCTL_EXIT_DATAERR, "Bad argument.");
+    if (*fraction < 0.0 || *fraction > 1.0)
+        return wctl_usage_error(c, WCTL_EXIT_DATAERR,
+                                "Bad argument: The threshold should be a fraction between 0.0 and "
+                                "1.0");
+    return 0;
+}
+
+/* The body, after rabbitmqctl's argument checks (in its order); NULL with
+ * *rc set when they fail. */
+static json_t *watermark_body(wctl_ctx *c, int *rc)
+{
+    const wctl_opts *o = c->o;
+    bool absolute = strcmp(o->args[0], "absolute") == 0;
+    unsigned long long bytes = 0;
+    double fraction = 0;
+    *rc = 0;
+    if (absolute && o->nargs < 2)
+        *rc = wctl_usage_error(c, WCTL_EXIT_USAGE, "not enough arguments.");
+    else if (!absolute && o->nargs > 1)
+        *rc = wctl_usage_error(c, WCTL_EXIT_USAGE, "too many arguments.");
+    else if (absolute)
+        *rc = absolute_bytes(c, o->args[1], &bytes);
+    else
+        *rc = relative_fraction(c, o->args[0], &fraction);
+    if (*rc)
+        return NULL;
+    return absolute ? json_pack("{s:I}", "absolute", (json_int_t)bytes)
+                    : json_pack("{s:f}", "relative", fraction);
+}
+
+int wctl_cmd_set_vm_memory_high_watermark(wctl_ctx *c)
+{
+    int rc;
+    json_t *body = watermark_body(c, &rc);
+    if (!body)
+        return rc;
+    bool absolute = c->o->nargs == 2;
+    const char *node = wctl_node_name(c);
+    wctl_info(c, "Setting memory threshold on %s to %s%s ...", node, c->o->args[absolute ? 1 : 0],
+              absolute ? " bytes" : "");
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    wctl_buf path = {0};
+    wctl_response r;
+    wctl_api_path(&path, "/api/nodes", node, "vm-memory-high-watermark", (const char *)NULL);
+    rc = wctl_call(c, "PUT", wctl_buf_str(&path), text, NULL, NULL, &r);
+    free(text);
+    wctl_buf_free(&path);
+    if (rc)
+        return rc;
+    if (r.status == 404 || r.status == 405) {
+        wctl_error("the broker at %s does not support 'set_vm_memory_high_watermark' over its "
+                   "HTTP API (Warren's /api/nodes/{node}/vm-memory-high-watermark; for RabbitMQ use "
+                   "rabbitmqctl on its host)", c->where);
+        rc = WCTL_EXIT_UNAVAILABLE;
+    } else {
+        rc = r.status < 300 ? wctl_done(c) : wctl_http_error(c, &r);
+    }
+    wctl_response_free(&r);
+    return rc;
 }

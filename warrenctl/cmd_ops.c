@@ -1,11 +1,12 @@
-/* Definitions export and import, queue purge and delete, and closing a
- * connection. Files are read and written here, by warrenctl, not by the
+/* Definitions export and import, queue purge and delete, and closing one
+ * connection or all of a vhost's (or the node's). Files are read and written here, by warrenctl, not by the
  * broker as rabbitmqctl's node does; "-" is stdout or stdin. */
 #include <errno.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "wctl_internal.h"
 
@@ -218,16 +219,94 @@ static int no_such_connection(wctl_ctx *c, const char *name)
     return WCTL_EXIT_DATAERR;
 }
 
+/* The X-Reason header carrying `why` (one header line: no CR/LF from the user). */
+static void reason_header(wctl_buf *h, const char *why)
+{
+    wctl_buf_puts(h, "X-Reason: ");
+    for (const char *p = why; *p; p++)
+        wctl_buf_append(h, *p == '\r' || *p == '\n' ? " " : p, 1);
+}
+
 int wctl_cmd_close_connection(wctl_ctx *c)
 {
     const char *name = c->o->args[0];
     wctl_info(c, "Closing connection %s, reason: %s...", name, c->o->args[1]);
     wctl_buf path = {0}, reason = {0};
     wctl_api_path(&path, "/api/connections", name, (const char *)NULL);
-    wctl_buf_puts(&reason, "X-Reason: ");
-    for (const char *p = c->o->args[1]; *p; p++) /* one header line: no CR/LF from the user */
-        wctl_buf_append(&reason, *p == '\r' || *p == '\n' ? " " : p, 1);
+    reason_header(&reason, c->o->args[1]);
     int rc = wctl_change(c, "DELETE", &path, NULL, wctl_buf_str(&reason), no_such_connection, name);
     wctl_buf_free(&reason);
     return rc;
+}
+
+/* The connections close_all_connections closes: the vhost's (an unknown
+ * vhost has none, as in rabbitmqctl), or with --global the node's. */
+static int connections_to_close(wctl_ctx *c, bool global, json_t **answer)
+{
+    wctl_buf path = {0};
+    if (global)
+        wctl_buf_puts(&path, "/api/connections");
+    else
+        wctl_api_path(&path, "/api/vhosts", c->o->vhost, "connections", (const char *)NULL);
+    int rc = wctl_get_json(c, wctl_buf_str(&path), true, answer, NULL);
+    wctl_buf_free(&path);
+    return rc;
+}
+
+/* DELETEs each of rows[0..n) with the reason, `delay_ms` apart; a
+ * connection gone meanwhile is no error. */
+static int close_each(wctl_ctx *c, const json_t *rows, size_t n, int delay_ms)
+{
+    wctl_buf reason = {0};
+    int rc = 0;
+    reason_header(&reason, c->o->args[0]);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *name = json_string_value(json_object_get(json_array_get(rows, i), "name"));
+        wctl_buf path = {0};
+        wctl_response r;
+        if (i && delay_ms)
+            nanosleep(&(struct timespec){delay_ms / 1000, (delay_ms % 1000) * 1000000L}, NULL);
+        wctl_api_path(&path, "/api/connections", name ? name : "", (const char *)NULL);
+        rc = wctl_call(c, "DELETE", wctl_buf_str(&path), NULL, wctl_buf_str(&reason), NULL, &r);
+        wctl_buf_free(&path);
+        if (rc)
+            break;
+        if (r.status >= 300 && r.status != 404)
+            rc = wctl_http_error(c, &r);
+        wctl_response_free(&r);
+    }
+    wctl_buf_free(&reason);
+    return rc;
+}
+
+int wctl_cmd_close_all_connections(wctl_ctx *c)
+{
+    const wctl_opts *o = c->o;
+    bool global = o->given & WCTL_OPT_GLOBAL;
+    if (global)
+        wctl_info(c, "Closing all connections to node %s (across all vhosts), reason: %s...",
+                  wctl_node_name(c), o->args[0]);
+    else if (o->close_limit == 0)
+        wctl_info(c, "Closing all connections in vhost %s, reason: %s...", o->vhost, o->args[0]);
+    else
+        wctl_info(c, "Closing %d connections in vhost %s, reason: %s...", o->close_limit, o->vhost,
+                  o->args[0]);
+    json_t *answer;
+    int rc = connections_to_close(c, global, &answer);
+    if (rc)
+        return rc;
+    const json_t *rows = wctl_rows(answer);
+    size_t n = json_array_size(rows);
+    if (!global && o->close_limit > 0 && (size_t)o->close_limit < n)
+        n = (size_t)o->close_limit;
+    rc = close_each(c, rows, n, o->close_delay_ms);
+    json_decref(answer);
+    if (rc)
+        return rc;
+    if (o->json)
+        printf("{\"node\":\"%s\",\"result\":\"ok\",\"value\":\"Closed %zu connections\"}\n",
+               wctl_node_name(c), n);
+    else
+        printf("Closed %zu connections\n", n);
+    return WCTL_EXIT_OK;
 }

@@ -368,14 +368,6 @@ int wctl_cmd_set_policy(wctl_ctx *c)
     return wctl_change(c, "PUT", &path, body, NULL, wctl_no_such_vhost, o->vhost);
 }
 
-static int no_such_policy(wctl_ctx *c, const char *name)
-{
-    (void)c;
-    (void)name;
-    wctl_error("Parameter does not exist");
-    return WCTL_EXIT_UNAVAILABLE;
-}
-
 int wctl_cmd_clear_policy(wctl_ctx *c)
 {
     bool op = strcmp(c->cmd->name, "clear_operator_policy") == 0;
@@ -385,5 +377,5 @@ int wctl_cmd_clear_policy(wctl_ctx *c)
     wctl_buf path = {0};
     wctl_api_path(&path, op ? "/api/operator-policies" : "/api/policies", c->o->vhost, name,
                   (const char *)NULL);
-    return wctl_change(c, "DELETE", &path, NULL, NULL, no_such_policy, name);
+    return wctl_change(c, "DELETE", &path, NULL, NULL, wctl_no_such_parameter, name);
 }

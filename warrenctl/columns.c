@@ -134,6 +134,27 @@ static const wctl_column user_topic_permission_columns[] = {
     {"read", "read", P}, {NULL, NULL, P},
 };
 
+static const wctl_column parameter_columns[] = {
+    {"component", "component", P}, {"name", "name", P}, {"value", "value", WCTL_KIND_JSON_TEXT},
+    {NULL, NULL, P},
+};
+
+static const wctl_column global_parameter_columns[] = {
+    {"name", "name", P}, {"value", "value", WCTL_KIND_JSON_TEXT}, {NULL, NULL, P},
+};
+
+static const wctl_column feature_flag_columns[] = {
+    {"desc", "desc", P}, {"doc_url", "doc_url", P}, {"name", "name", P},
+    {"provided_by", "provided_by", P}, {"stability", "stability", P}, {"state", "state", P},
+    {NULL, NULL, P},
+};
+
+static const wctl_column unresponsive_queue_columns[] = {
+    {"arguments", "arguments", T}, {"auto_delete", "auto_delete", P}, {"durable", "durable", P},
+    {"name", "name", P}, {"pid", "pid", P}, {"recoverable_slaves", "recoverable_slaves", P},
+    {NULL, NULL, P},
+};
+
 #undef P
 #undef T
 
@@ -162,6 +183,10 @@ static const wctl_listing listings[] = {
      BLANK_WHEN_EMPTY},
     {"list_user_topic_permissions", user_topic_permission_columns, "vhost exchange write read",
      BLANK_WHEN_EMPTY | NO_HEADER},
+    {"list_parameters", parameter_columns, "component name value", BLANK_WHEN_EMPTY},
+    {"list_global_parameters", global_parameter_columns, "name value", BLANK_WHEN_EMPTY},
+    {"list_feature_flags", feature_flag_columns, "name state", TAKES_COLUMNS},
+    {"list_unresponsive_queues", unresponsive_queue_columns, "name", TAKES_COLUMNS},
 };
 
 const wctl_listing *wctl_listing_find(const char *command)

@@ -16,6 +16,9 @@ static const wctl_command commands[] = {
      "Displays usage information for a command", wctl_cmd_help},
     {"await_startup", "Nodes", 0, 0, 0, "await_startup [--timeout <timeout>]",
      "Waits for the broker to start (its management API to answer)", wctl_cmd_await_startup},
+    {"cluster_status", "Cluster", 0, 0, 0, "cluster_status [--timeout <timeout>]",
+     "Displays all the nodes in the cluster grouped by node type, together with the currently "
+     "running nodes", wctl_cmd_cluster_status},
     {"add_user", "Users", 1, 2, 0, "add_user <username> <password>",
      "Creates a new user in the internal database. This user will have no permissions for any "
      "virtual hosts by default.", wctl_cmd_add_user},
@@ -77,11 +80,35 @@ static const wctl_command commands[] = {
      "list_queues [--vhost <vhost>] [--online] [--offline] [--local] [--no-table-headers] "
      "[<column>, ...] [--timeout <timeout>]",
      "Lists queues and their properties", wctl_cmd_list},
+    {"list_unresponsive_queues", "Monitoring, observability and health checks", 0, -1,
+     LIST | WCTL_OPT_QUEUE_FILTER | WCTL_OPT_QUEUE_TIMEOUT,
+     "list_unresponsive_queues [--local] [--queue-timeout <milliseconds>] [<column> ...] "
+     "[--no-table-headers] [--timeout <timeout>]",
+     "Tests queues to respond within timeout. Lists those which did not respond", wctl_cmd_list},
     {"ping", "Monitoring, observability and health checks", 0, 0, 0, "ping [--timeout <timeout>]",
      "Checks that the broker is up and its management API answers", wctl_cmd_ping},
+    {"report", "Monitoring, observability and health checks", 0, 0, 0, "report",
+     "Generate a server status report containing a concatenation of all server status "
+     "information for support purposes", wctl_cmd_report},
     {"status", "Monitoring, observability and health checks", 0, 0, WCTL_OPT_UNIT,
      "status [--unit <unit>] [--timeout <timeout>]", "Displays status of a node",
      wctl_cmd_status},
+    {"clear_global_parameter", "Parameters", 1, 1, 0, "clear_global_parameter <name>",
+     "Clears a global runtime parameter", wctl_cmd_clear_parameter},
+    {"clear_parameter", "Parameters", 2, 2, 0,
+     "clear_parameter [--vhost <vhost>] <component_name> <name>", "Clears a runtime parameter.",
+     wctl_cmd_clear_parameter},
+    {"list_global_parameters", "Parameters", 0, 0, LIST,
+     "list_global_parameters [--no-table-headers] [--timeout <timeout>]",
+     "Lists global runtime parameters", wctl_cmd_list},
+    {"list_parameters", "Parameters", 0, 0, LIST,
+     "list_parameters [--vhost <vhost>] [--no-table-headers] [--timeout <timeout>]",
+     "Lists runtime parameters for a virtual host", wctl_cmd_list},
+    {"set_global_parameter", "Parameters", 2, 2, 0, "set_global_parameter <name> <value>",
+     "Sets a runtime parameter.", wctl_cmd_set_parameter},
+    {"set_parameter", "Parameters", 3, 3, 0,
+     "set_parameter [--vhost <vhost>] <component_name> <name> <value>",
+     "Sets a runtime parameter.", wctl_cmd_set_parameter},
     {"clear_operator_policy", "Policies", 1, 1, 0, "clear_operator_policy [--vhost <vhost>] <name>",
      "Clears an operator policy", wctl_cmd_clear_policy},
     {"clear_policy", "Policies", 1, 1, 0, "clear_policy [--vhost <vhost>] <name>",
@@ -110,6 +137,9 @@ static const wctl_command commands[] = {
     {"environment", "Configuration and Environment", 0, 0, 0, "environment",
      "Displays the name and value of each setting in the broker's effective configuration",
      wctl_cmd_environment},
+    {"set_vm_memory_high_watermark", "Configuration and Environment", 1, 2, 0,
+     "set_vm_memory_high_watermark <fraction> | absolute <value>",
+     "Sets the vm_memory_high_watermark setting", wctl_cmd_set_vm_memory_high_watermark},
     {"export_definitions", "Definitions", 1, 1, WCTL_OPT_FORMAT,
      "export_definitions <file_path | \"-\"> [--format <json>] [--timeout <timeout>]",
      "Exports definitions in JSON", wctl_cmd_export_definitions},
@@ -117,6 +147,15 @@ static const wctl_command commands[] = {
      "import_definitions <file_path | \"-\"> [--format <json>] [--skip-if-unchanged] "
      "[--timeout <timeout>]",
      "Imports definitions in JSON", wctl_cmd_import_definitions},
+    {"list_feature_flags", "Feature flags", 0, -1, LIST,
+     "list_feature_flags [<column> ...] [--timeout <timeout>]", "Lists feature flags",
+     wctl_cmd_list},
+    {"close_all_connections", "Operations", 1, 1,
+     WCTL_OPT_CLOSE_LIMIT | WCTL_OPT_GLOBAL | WCTL_OPT_CLOSE_DELAY,
+     "close_all_connections [--vhost <vhost> --limit <limit>] [-n <node> --global] "
+     "[--per-connection-delay <delay>] <explanation>",
+     "Instructs the broker to close all connections for the specified vhost or entire RabbitMQ "
+     "node", wctl_cmd_close_all_connections},
     {"close_connection", "Operations", 2, 2, 0, "close_connection <connection name> <explanation>",
      "Instructs the broker to close the connection of that name (see list_connections name)",
      wctl_cmd_close_connection},
@@ -194,9 +233,9 @@ const char *wctl_command_suggest(const char *name)
 /* ---- help ----------------------------------------------------------------------------- */
 
 static const char *const groups[] = {
-    "Help", "Nodes", "Users", "Access Control", "Monitoring, observability and health checks",
-    "Policies", "Virtual hosts", "Configuration and Environment", "Definitions", "Operations",
-    "Queues",
+    "Help", "Nodes", "Cluster", "Users", "Access Control",
+    "Monitoring, observability and health checks", "Parameters", "Policies", "Virtual hosts",
+    "Configuration and Environment", "Definitions", "Feature flags", "Operations", "Queues",
 };
 
 static void connection_help(FILE *f)
@@ -204,11 +243,15 @@ static void connection_help(FILE *f)
     fputs("\033[1mConnecting to the broker\033[0m\n\n"
           "Without --url, warrenctl talks to the broker on this host over the Unix socket\n"
           "<data_dir>/warrenctl.sock, which only the broker's own OS user may open; it needs\n"
-          "no password there, as rabbitmqctl needs none.\n\n"
+          "no password there, as rabbitmqctl needs none. -n <name>@<host> with another host\n"
+          "uses that host's management HTTP API (port 15672); with this host, the socket, or\n"
+          "when none is found this host's management API. The name part is not checked.\n\n"
           "   --socket <path>               the control socket (else $WARREN_CTL_SOCKET)\n"
           "   --data-dir <dir>              the broker's data_dir (default ./var)\n"
-          "   --config <file>               read data_dir from the broker's warren.conf\n"
+          "   --config <file>               read data_dir (and management.tcp.port) from the\n"
+          "                                 broker's warren.conf\n"
           "   --url http://<host>:<port>    use that broker's management HTTP API instead\n"
+          "   --management-port <port>      the management API's port for -n (default 15672)\n"
           "   -u, --username <user>         its user (default guest); before the command name\n"
           "   -p, --password <password>     its password: -p right after -u before the command\n"
           "                                 name; elsewhere -p is the vhost, as in rabbitmqctl\n\n",
@@ -257,7 +300,7 @@ void wctl_help_command(FILE *f, const wctl_command *cmd)
           "short            | long          | description\n"
           "-----------------|---------------|--------------------------------\n"
           "-?               | --help        | displays command help\n"
-          "-n <node>        | --node <node> | accepted; warrenctl talks to one broker\n"
+          "-n <node>        | --node <node> | the node: <name>@<host> (see below)\n"
           "-t               | --timeout <n> | operation timeout in seconds\n"
           "-q               | --quiet       | suppress informational messages\n"
           "-s               | --silent      | suppress informational messages\n"

@@ -249,6 +249,13 @@ static void compact_json(wctl_buf *out, const json_t *v, size_t flags)
     json_dump_callback(v, dump_to_buf, out, JSON_ENCODE_ANY | JSON_COMPACT | flags);
 }
 
+/* A policy definition is shown as JSON text when it is an object; a
+ * runtime parameter's value whatever it is. */
+static bool as_json_text(const json_t *v, wctl_kind kind)
+{
+    return kind == WCTL_KIND_JSON_TEXT ? v != NULL : json_is_object(v);
+}
+
 void wctl_format_cell(wctl_buf *out, const json_t *v, wctl_kind kind, const char *constant)
 {
     int ver[3];
@@ -284,8 +291,9 @@ void wctl_format_cell(wctl_buf *out, const json_t *v, wctl_kind kind, const char
         wctl_buf_puts(out, "]");
         return;
     case WCTL_KIND_DEFINITION:
-        if (json_is_object(v)) {
-            compact_json(out, v, JSON_SORT_KEYS);
+    case WCTL_KIND_JSON_TEXT:
+        if (as_json_text(v, kind)) {
+            compact_json(out, v, kind == WCTL_KIND_DEFINITION ? JSON_SORT_KEYS : 0);
             return;
         }
         break;
@@ -408,8 +416,9 @@ void wctl_format_json(wctl_buf *out, const json_t *v, wctl_kind kind, const char
         }
         break;
     case WCTL_KIND_DEFINITION:
-        if (json_is_object(v)) {
-            compact_json(&text, v, JSON_SORT_KEYS);
+    case WCTL_KIND_JSON_TEXT:
+        if (as_json_text(v, kind)) {
+            compact_json(&text, v, kind == WCTL_KIND_DEFINITION ? JSON_SORT_KEYS : 0);
             string_json(out, wctl_buf_str(&text));
             wctl_buf_free(&text);
             return;

@@ -82,7 +82,11 @@ enum {
     WCTL_OPT_CANCEL = 1u << 19,        /* --cancel: stop the running move */
     WCTL_OPT_MATCH_HEADER = 1u << 20,  /* --match-header H: only messages with it */
     WCTL_OPT_MATCH_VALUE = 1u << 21,   /* --match-value V: ... equal to V */
-    WCTL_OPT_COUNT = 22
+    WCTL_OPT_CLOSE_LIMIT = 1u << 22,   /* close_all_connections --limit N */
+    WCTL_OPT_GLOBAL = 1u << 23,        /* --global: every vhost's */
+    WCTL_OPT_CLOSE_DELAY = 1u << 24,   /* --per-connection-delay MS */
+    WCTL_OPT_QUEUE_TIMEOUT = 1u << 25, /* list_unresponsive_queues --queue-timeout MS */
+    WCTL_OPT_COUNT = 26
 };
 
 /* The parsed command line. A plain record of what was given (the unit tests
@@ -98,6 +102,8 @@ typedef struct wctl_opts {
     const char *socket_path; /* --socket */
     const char *data_dir;    /* --data-dir */
     const char *config_file; /* --config */
+    const char *node;        /* -n / --node: rabbitmqctl's node name ("rabbit@host") */
+    int mgmt_port;           /* --management-port, for a node's HTTP API; 0 when not given */
     /* rabbitmqctl's general options */
     const char *vhost; /* "/" unless -p / --vhost */
     bool quiet;        /* -q: no informational lines */
@@ -113,6 +119,7 @@ typedef struct wctl_opts {
     const char *apply_to, *description, *tags, *queue_type, *format, *unit;
     const char *to_queue, *to_exchange, *routing_key, *match_header, *match_value; /* move_messages */
     int limit, rate;
+    int close_limit, close_delay_ms; /* close_all_connections */
     /* argv without the connection options, for "Arguments given:" lines */
     const char *echo[WCTL_MAX_ARGS * 2];
     int necho;
@@ -124,6 +131,18 @@ typedef struct wctl_opts {
  * -p vh`). On a usage error returns false and writes rabbitmqctl's wording
  * ("Invalid options for this command:\n--bogus : ") to err. */
 bool wctl_parse_args(int argc, char **argv, wctl_opts *o, char *err, size_t errlen);
+
+/* ---- node names ---------------------------------------------------------------- */
+
+/* The host of a rabbitmqctl node name: "rabbit@host" -> "host"; a name
+ * without '@' (or with nothing after it) is a node on this machine, as
+ * rabbitmqctl completes it: "" then. False when the host does not fit. */
+bool wctl_node_host(const char *node, char *host, size_t cap);
+
+/* Whether `host` is this machine: "" or "localhost", this machine's host
+ * name (short or full), or a name or address that resolves to loopback
+ * addresses only. */
+bool wctl_host_is_local(const char *host);
 
 /* ---- URLs ------------------------------------------------------------------ */
 
@@ -178,6 +197,7 @@ typedef enum wctl_kind {
     WCTL_KIND_PROTOCOL,   /* "AMQP 0-9-1" -> {0,9,1}; JSON [0,9,1] */
     WCTL_KIND_NODE_MAP,   /* {"rabbit@h":"running"} -> [{rabbit@h, running}] */
     WCTL_KIND_DEFINITION, /* a policy definition: compact JSON text with sorted keys */
+    WCTL_KIND_JSON_TEXT,  /* any value as compact JSON text, keys as given; JSON: that text as a string */
     WCTL_KIND_CONSTANT,   /* not in the API object: the column's fixed text */
 } wctl_kind;
 

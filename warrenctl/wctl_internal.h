@@ -57,13 +57,16 @@ typedef struct wctl_ctx {
 
 /* Resolves where the broker is: --url, else --socket, WARREN_CTL_SOCKET,
  * <data_dir>/warrenctl.sock with data_dir from --data-dir, the data_dir key
- * of --config, or ./var. False with the reason in err for a bad --url or
- * an unreadable --config. */
+ * of --config, or ./var -- unless -n names another host, or this one
+ * without a socket to be found, whose management API is used then
+ * (client.c's top comment). False with the reason in err for a bad --url
+ * or node name or an unreadable --config. */
 bool wctl_ctx_init(wctl_ctx *c, const wctl_opts *o, char *err, size_t errlen);
 
-/* Reads the data_dir key of a RabbitMQ-style "key = value" file into out
- * ("" when the file has none). False if the file cannot be read. */
-bool wctl_config_data_dir(const char *path, char *out, size_t outlen);
+/* Reads `key` (data_dir, management.tcp.port) of a RabbitMQ-style "key =
+ * value" file into out ("" when the file has none). False if the file
+ * cannot be read. */
+bool wctl_config_value(const char *path, const char *key, char *out, size_t outlen);
 
 /* One API call. path starts with "/api" and is already percent-encoded;
  * body (JSON) may be NULL; extra_header is one "Name: value" line or NULL;
@@ -129,6 +132,21 @@ bool wctl_listing_takes_columns(const wctl_listing *l);
 /* Its column names, sorted, comma-separated, as rabbitmqctl's help lists them. */
 void wctl_listing_print_names(FILE *f, const wctl_listing *l);
 
+/* ---- node facts shared by status and cluster_status (cmd_node.c) ------------- */
+
+/* "Interface: IP, port: N, protocol: P, purpose: ..." for one of
+ * /api/overview's listeners ("Node: NAME, interface: ..." with_node); the
+ * purpose in rabbitmqctl's words, Warren's AMQP listener as AMQP 0-9-1
+ * only (product is the overview's product_name). */
+void wctl_listener_line(wctl_buf *out, const json_t *listener, const char *product, bool with_node);
+/* The alarm lines of one /api/nodes object; false when it has none. */
+bool wctl_alarm_lines(wctl_buf *out, const json_t *node, const char *name);
+/* A list endpoint's rows: a plain array, or the items of a paged envelope. */
+const json_t *wctl_rows(const json_t *answer);
+/* "Parameter does not exist" (69), rabbitmqctl's answer for a parameter or
+ * policy that is not there. */
+int wctl_no_such_parameter(wctl_ctx *c, const char *name);
+
 /* ---- commands ---------------------------------------------------------------- */
 
 typedef int (*wctl_handler)(wctl_ctx *c);
@@ -179,5 +197,11 @@ int wctl_cmd_ping(wctl_ctx *c);
 int wctl_cmd_environment(wctl_ctx *c);
 int wctl_cmd_help(wctl_ctx *c);
 int wctl_cmd_move_messages(wctl_ctx *c); /* cmd_move.c */
+int wctl_cmd_set_parameter(wctl_ctx *c);  /* cmd_params.c, also set_global_parameter */
+int wctl_cmd_clear_parameter(wctl_ctx *c);
+int wctl_cmd_close_all_connections(wctl_ctx *c);
+int wctl_cmd_set_vm_memory_high_watermark(wctl_ctx *c);
+int wctl_cmd_cluster_status(wctl_ctx *c); /* cmd_cluster.c */
+int wctl_cmd_report(wctl_ctx *c);
 
 #endif

@@ -14,8 +14,9 @@ otherwise on purpose, Warren's answer and why. scen_http_authz.py probes
 the broker under test family by family and compares.
 
 Every request is made on objects that exist: a fixture vhost V with a
-queue, exchanges, bindings, a policy, an operator policy and a connection
-(with a channel and a consumer) of another user; requests that change
+queue, exchanges, bindings, a policy, an operator policy, a runtime
+parameter (a federation upstream) and a connection (with a channel and a
+consumer) of another user; requests that change
 something get a fresh object each (created just before, as the broker's
 administrator), so every principal's answer is independent of the others'.
 """
@@ -123,6 +124,8 @@ class Fixture:
                 {"pattern": "^authz-none$", "definition": {"max-length": 7}, "apply-to": "queues"})
         api.put(path("/api/topic-permissions", self.V, self.owner), {"exchange": "amq.topic", "write": ".*",
                                                                      "read": ".*"})
+        self.UP = "authz.up"
+        api.put(path("/api/parameters", "federation-upstream", self.V, self.UP), {"value": UPSTREAM})
         self.node = api.get("/api/overview")["node"]
 
     # connections
@@ -413,6 +416,45 @@ for kind, attr in (("policies", "P"), ("operator-policies", "OP")):
     route("DELETE", "/api/%s/{}/{}" % kind)(lambda fx, p, k=kind: (path("/api/" + k, fx.V, fresh_policy(fx, k)),
                                                                    None))
 
+# runtime parameters (res_parameter.c): a federation upstream in V
+UPSTREAM = {"uri": "amqp://authz.example"}
+
+
+def fresh_parameter(fx):
+    name = fx.fresh("up")
+    fx.api.put(path("/api/parameters", "federation-upstream", fx.V, name), {"value": UPSTREAM}, want=201)
+    return name
+
+
+def fresh_global(fx, made):
+    name = fx.fresh("g")
+    fx.t.track_url(fx.api.url(path("/api/global-parameters", name)))
+    if made:
+        fx.api.put(path("/api/global-parameters", name), {"value": 1}, want=201)
+    return name
+
+
+fixed("GET", "/api/parameters", "/api/parameters")
+fixed("GET", "/api/parameters/{}", "/api/parameters/federation-upstream")
+fixed("GET", "/api/parameters/{}/{}", lambda fx: path("/api/parameters", "federation-upstream", fx.V))
+fixed("GET", "/api/parameters/{}/{}/{}", lambda fx: path("/api/parameters", "federation-upstream", fx.V, fx.UP))
+route("PUT", "/api/parameters/{}/{}/{}")(
+    lambda fx, p: (path("/api/parameters", "federation-upstream", fx.V, fx.fresh("up")), {"value": UPSTREAM}))
+route("DELETE", "/api/parameters/{}/{}/{}")(
+    lambda fx, p: (path("/api/parameters", "federation-upstream", fx.V, fresh_parameter(fx)), None))
+fixed("GET", "/api/global-parameters", "/api/global-parameters")
+fixed("GET", "/api/global-parameters/{}", "/api/global-parameters/internal_cluster_id")
+route("PUT", "/api/global-parameters/{}")(
+    lambda fx, p: (path("/api/global-parameters", fresh_global(fx, False)), {"value": 1}))
+route("DELETE", "/api/global-parameters/{}")(
+    lambda fx, p: (path("/api/global-parameters", fresh_global(fx, True)), None))
+
+# node operations (res_node.c); the watermark set is the default one
+fixed("GET", "/api/feature-flags", "/api/feature-flags")
+fixed("PUT", "/api/nodes/{}/vm-memory-high-watermark", lambda fx: path("/api/nodes", fx.node,
+                                                                       "vm-memory-high-watermark"),
+      {"relative": 0.4})
+
 # health checks (res_health.c)
 for check in ("alarms", "local-alarms", "virtual-hosts", "node-is-quorum-critical", "node-is-mirror-sync-critical"):
     fixed("GET", "/api/health/checks/" + check, "/api/health/checks/" + check)
@@ -436,7 +478,8 @@ def family(pattern):
     if pattern in ("/api/vhosts/{}/connections", "/api/vhosts/{}/channels"):
         return "connections"
     return {"overview": "overview", "nodes": "overview", "whoami": "overview", "extensions": "overview",
-            "environment": "overview", "connections": "connections", "channels": "connections",
+            "environment": "overview", "feature-flags": "overview", "parameters": "parameters",
+            "global-parameters": "parameters", "connections": "connections", "channels": "connections",
             "consumers": "connections", "exchanges": "exchanges", "queues": "queues", "bindings": "bindings",
             "vhosts": "vhosts", "users": "users", "permissions": "permissions", "topic-permissions": "permissions",
             "policies": "policies", "operator-policies": "policies", "health": "health",
@@ -444,7 +487,7 @@ def family(pattern):
 
 
 FAMILIES = ("overview", "connections", "exchanges", "queues", "move", "bindings", "vhosts", "users", "permissions",
-            "policies", "health", "definitions")
+            "policies", "parameters", "health", "definitions")
 
 
 def rows_of(fam):
@@ -582,4 +625,8 @@ WARREN_ONLY = {
     ("DELETE", "/api/queues/{}/{}/move", ""): ("DELETE /api/queues/{}/{}/contents", "204",
                                                "stops taking messages from the queue: as a purge (read permission "
                                                "on the queue)"),
+    ("PUT", "/api/nodes/{}/vm-memory-high-watermark", ""): ("GET /api/definitions", "204",
+                                                            "changes the node's memory watermark "
+                                                            "(rabbitmqctl set_vm_memory_high_watermark): "
+                                                            "administrators only"),
 }

@@ -1,15 +1,17 @@
 #!/usr/bin/python3
 """Crash test for definitions imports: all or nothing.
 
-A large document (one vhost, a user with permissions, policies, thousands
-of durable queues and exchanges, a binding per queue) is POSTed to
+A large document (one vhost, a user with permissions, policies, runtime
+parameters -- operator policies, federation upstreams, a global one --,
+thousands of durable queues and exchanges, a binding per queue) is POSTed to
 /api/definitions and Warren is killed with SIGKILL at a random moment
 around the import -- before the body has arrived, during validation,
 half-way through the application (one metadata transaction), just after
 the commit. After a restart on the same data dir the export must hold
-either none of the document (no vhost, no user, no queue) or all of it
-(every queue, exchange, binding, policy and permission, with its
-arguments); anything in between is a failure. The first trial is not
+either none of the document (no vhost, no user, no queue, no global
+parameter) or all of it (every queue, exchange, binding, policy,
+parameter and permission, with its arguments); anything in between is a
+failure. The first trial is not
 killed: it measures how long an import takes, and later kills are spread
 over 0..2 times that.
 
@@ -40,7 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "warren")
-VHOST, USER = "crash.defs", "crash-defs-user"
+VHOST, USER, GLOBAL = "crash.defs", "crash-defs-user", "crash-defs-global"
 AUTH = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
 AMQP_RE = re.compile(r"AMQP listening on 127\.0\.0\.1:(\d+)")
 MGMT_RE = re.compile(r"management listening on 127\.0\.0\.1:(\d+)")
@@ -56,6 +58,12 @@ def document(nqueues):
                         {"user": "guest", "vhost": VHOST, "configure": ".*", "write": ".*", "read": ".*"}],
         "policies": [{"vhost": VHOST, "name": "p%d" % i, "pattern": "^q\\.%d" % i, "apply-to": "queues",
                       "definition": {"max-length": 1000 + i}, "priority": i} for i in range(10)],
+        "parameters": [{"value": {"pattern": "^q\\.%d" % i, "definition": {"max-length": 500 + i},
+                                  "priority": i, "apply-to": "queues"},
+                        "vhost": VHOST, "component": "operator_policy", "name": "op%d" % i} for i in range(5)] +
+                      [{"value": {"uri": "amqp://up%d.example" % i}, "vhost": VHOST,
+                        "component": "federation-upstream", "name": "up%d" % i} for i in range(5)],
+        "global_parameters": [{"name": GLOBAL, "value": {"set-by": "the crash test"}}],
         "exchanges": [{"name": "x.%d" % i, "vhost": VHOST, "type": "topic", "durable": True,
                        "auto_delete": False, "internal": False, "arguments": {}} for i in range(nx)],
         "queues": [{"name": "q.%d" % i, "vhost": VHOST, "durable": True, "auto_delete": False,
@@ -136,19 +144,22 @@ def post_in_background(w, body):
 def verdict(export, doc):
     """'none', 'all', or a description of what is partial."""
     mine = {k: [x for x in export[k] if x.get("vhost") == VHOST] for k in ("queues", "exchanges", "bindings",
-                                                                              "policies", "permissions")}
+                                                                              "policies", "permissions",
+                                                                              "parameters")}
     has_user = any(u["name"] == USER for u in export["users"])
     has_vhost = any(v["name"] == VHOST for v in export["vhosts"])
+    has_global = any(p["name"] == GLOBAL for p in export["global_parameters"])
     sizes = {k: len(v) for k, v in mine.items()}
-    if not has_user and not has_vhost and not any(sizes.values()):
+    if not has_user and not has_vhost and not has_global and not any(sizes.values()):
         return "none"
     want = {k: len(doc[k]) for k in sizes}
-    if has_user and has_vhost and sizes == want:
+    if has_user and has_vhost and has_global and sizes == want:
         args = {q["name"]: q["arguments"] for q in mine["queues"]}
         if all(args.get(q["name"]) == q["arguments"] for q in doc["queues"]):
             return "all"
         return "partial: queue arguments differ"
-    return "partial: user %s, vhost %s, %s of %s" % (has_user, has_vhost, sizes, want)
+    return "partial: user %s, vhost %s, global parameter %s, %s of %s" % (has_user, has_vhost, has_global, sizes,
+                                                                           want)
 
 
 def trial(n, body, doc, kill_after):

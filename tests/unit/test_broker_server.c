@@ -3,7 +3,8 @@
  * counted and back off (the listener pauses) instead of being retried in a
  * busy loop, and the backlog is served once descriptors are back (the
  * test lowers its own soft RLIMIT_NOFILE to the descriptors already open);
- * without memory for a client's input, that connection is dropped. */
+ * without memory for a client's input, that connection is dropped; the
+ * memory watermark set while running. */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -146,12 +147,33 @@ static void test_no_memory_for_input_drops_the_connection(void **state)
     close(fd);
 }
 
+/* The watermark set while running: the limits, the budget for bodies
+ * still arriving and the configuration follow. */
+static void test_watermark_at_runtime(void **state)
+{
+    (void)state;
+    const config *cfg = server_config(srv);
+    uint64_t floor = cfg->max_message_size + cfg->frame_max;
+    server_set_memory_watermark(srv, 0.4, 4 * floor);
+    assert_int_equal(server_memory_limit(srv), 4 * floor);
+    assert_int_equal(server_content_limit(srv), 2 * floor);
+    assert_int_equal(cfg->memory_high_watermark_abs, 4 * floor);
+    server_set_memory_watermark(srv, 0.4, 100);
+    assert_int_equal(server_content_limit(srv), floor); /* never below one message */
+    server_set_memory_watermark(srv, 0.25, 0);
+    uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    assert_true(server_memory_limit(srv) >= ram / 4 - 4096 && server_memory_limit(srv) <= ram / 4);
+    assert_int_equal(cfg->memory_high_watermark_abs, 0);
+    assert_false(server_memory_alarm(srv));
+}
+
 int main(void)
 {
     event_set_mem_functions(refusing_malloc, refusing_realloc, free);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accept_pauses_while_out_of_descriptors),
         cmocka_unit_test(test_no_memory_for_input_drops_the_connection),
+        cmocka_unit_test(test_watermark_at_runtime),
     };
     return cmocka_run_group_tests_name("broker_server", tests, setup, teardown);
 }

@@ -19,18 +19,24 @@
 static server *srv;
 static char dir[64];
 
-static int setup(void **state)
+/* A server on `dir` (a restart when the directory holds one's stores). */
+static server *start_server(void)
 {
-    (void)state;
     config c;
     config_defaults(&c);
     strcpy(c.listen_host, "127.0.0.1");
     c.listen_port = 0;
+    strcpy(c.data_dir, dir);
+    return server_new(&c);
+}
+
+static int setup(void **state)
+{
+    (void)state;
     strcpy(dir, "/tmp/warren-unit-XXXXXX");
     assert_non_null(mkdtemp(dir));
-    strcpy(c.data_dir, dir);
     log_set_level(LOG_NONE);
-    srv = server_new(&c);
+    srv = start_server();
     return srv ? 0 : -1;
 }
 

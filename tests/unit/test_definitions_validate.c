@@ -1,6 +1,7 @@
 /* definitions: every kind of refusal names the item and changes nothing;
  * a valid document applies, exports back in RabbitMQ's shape, and imports
- * again without change. Runs against a real server (fresh data dir). */
+ * again without change; runtime parameters' validation texts (RabbitMQ
+ * 3.10.8's). Runs against a real server (fresh data dir). */
 #include "test_broker_util.h"
 
 #include <sqlite3.h>
@@ -17,6 +18,11 @@ static const char *const base_doc =
     "\"read\":\".*\"}],"
     "\"policies\":[{\"vhost\":\"dv\",\"name\":\"pol\",\"pattern\":\"^q\",\"apply-to\":\"queues\","
     "\"definition\":{\"max-length\":5},\"priority\":1}],"
+    "\"parameters\":[{\"value\":{\"pattern\":\"^q\",\"definition\":{\"max-length\":3},\"priority\":0,"
+    "\"apply-to\":\"queues\"},\"vhost\":\"dv\",\"component\":\"operator_policy\",\"name\":\"op\"},"
+    "{\"value\":{\"uri\":\"amqp://up\"},\"vhost\":\"dv\",\"component\":\"federation-upstream\","
+    "\"name\":\"up\"}],"
+    "\"global_parameters\":[{\"name\":\"dg\",\"value\":[1,\"two\"]}],"
     "\"exchanges\":[{\"name\":\"ex\",\"vhost\":\"dv\",\"type\":\"topic\",\"durable\":true,"
     "\"auto_delete\":false,\"internal\":false,\"arguments\":{}}],"
     "\"queues\":[{\"name\":\"q1\",\"vhost\":\"dv\",\"durable\":true,\"auto_delete\":false,"
@@ -175,6 +181,14 @@ static void test_apply_export_reimport(void **state)
     assert_non_null(v);
     assert_non_null(vhost_queue_find(v, AMQP_CSTR("q1")));
     assert_non_null(access_find_user(server_access(srv), "du"));
+    policy_spec op;
+    assert_true(policy_get(v, "op", true, &op));
+    assert_int_equal(queue_get_args(vhost_queue_find(v, AMQP_CSTR("q1")))->max_length, 3);
+    param_spec kept;
+    assert_true(param_get(vhost_params(v), "federation-upstream", "up", &kept));
+    assert_string_equal(kept.value, "{\"uri\":\"amqp://up\"}");
+    assert_true(param_get(server_params(srv), NULL, "dg", &kept));
+    assert_string_equal(kept.value, "[1,\"two\"]");
     json_t *once = defs_export(srv, NULL);
     assert_true(defs_import(srv, once, NULL, &err));
     json_t *twice = defs_export(srv, NULL);
@@ -191,6 +205,73 @@ static void test_apply_export_reimport(void **state)
     char why[300];
     assert_true(server_delete_vhost(srv, "dv", why, sizeof why));
     assert_true(access_delete_user(server_access(srv), "du", why, sizeof why));
+    assert_true(param_delete(server_params(srv), NULL, "dg"));
+}
+
+/* The store refuses a parameter half-way: the operator policy, the global
+ * parameter and the vhost the import made are gone again. */
+static void test_parameter_store_failure_undone(void **state)
+{
+    (void)state;
+    char path[128], *why = NULL;
+    sqlite3 *db;
+    snprintf(path, sizeof path, "%s/metadata.db", dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TRIGGER boom BEFORE INSERT ON parameters WHEN "
+                                      "NEW.name = 'up' BEGIN SELECT RAISE(ABORT, 'boom'); END;",
+                                  NULL, NULL, &why),
+                     SQLITE_OK);
+    refused(doc(), "parameter 'up' of component 'federation-upstream' in vhost 'dv': could not "
+                   "store the parameter");
+    param_spec kept;
+    assert_false(param_get(server_params(srv), NULL, "dg", &kept));
+    assert_int_equal(sqlite3_exec(db, "DROP TRIGGER boom", NULL, NULL, &why), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* A value's check, as RabbitMQ 3.10.8's API words it. */
+static void expect_text(const char *component, const char *value, const char *want)
+{
+    char why[1024];
+    json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
+    assert_non_null(v);
+    bool ok = defs_param_validate(component, "p", v, why, sizeof why);
+    json_decref(v);
+    if (!want) {
+        if (!ok)
+            fail_msg("%s %s refused: %s", component, value, why);
+        return;
+    }
+    assert_false(ok);
+    assert_string_equal(why, want);
+}
+
+static void test_parameter_texts(void **state)
+{
+    (void)state;
+    expect_text("federation-upstream", "{\"uri\":[\"amqp://a\",\"amqps://b\"],\"x\":1}", NULL);
+    expect_text("federation-upstream-set", "[]", NULL);
+    expect_text("shovel", "{\"src-protocol\":\"amqp10\",\"src-address\":\"a\",\"src-uri\":\"amqp://\","
+                          "\"dest-uri\":\"amqp://\",\"dest-queue\":\"q\"}", NULL);
+    expect_text("operator_policy", "{\"pattern\":\"x\",\"definition\":{\"max-length\":1},"
+                                   "\"priority\":2.0}", NULL);
+    expect_text("nosuchcomp", "{}", "Validation failed\n\ncomponent nosuchcomp not found\n");
+    expect_text("policy", "{}", "policies may not be set using this method");
+    expect_text("federation-upstream", "[1]",
+                "Validation failed\n\nUnrecognised terms [1] in p\nKey \"uri\" not found in p\n");
+    expect_text("shovel", "{\"src-protocol\":\"amqp10\",\"dest-protocol\":\"amqp10\","
+                          "\"src-uri\":\"amqp://\",\"dest-uri\":\"amqp://\"}",
+                "Validation failed\n\nKey \"src-address\" not found in p\n"
+                "Key \"dest-address\" not found in p\n");
+    expect_text("shovel", "7", "Validation failed\n\np not a list 7\n");
+    expect_text("operator_policy", "{\"pattern\":\"(\",\"definition\":{\"bogus\":1},\"priority\":\"x\","
+                                   "\"apply-to\":\"nope\",\"z\":null}",
+                "Validation failed\n\nUnrecognised terms [{<<\"z\">>,null}] in p\n"
+                "[{<<\"bogus\">>,1}] are not recognised policy settings\n"
+                "apply-to 'nope' unrecognised; should be one of: 'queues', 'classic_queues',  "
+                "'quorum_queues', 'streams', 'exchanges', or 'all'\n"
+                "pattern should be regular expression but is invalid: {\"missing )\",1}\n"
+                "priority should be a number, actually was <<\"x\">>\n");
 }
 
 /* Validation passes but the store refuses a row half-way (a trigger
@@ -265,6 +346,8 @@ int main(void)
         cmocka_unit_test(test_apply_export_reimport),
         cmocka_unit_test(test_store_failure_undone),
         cmocka_unit_test(test_existing_exchange_type_counts),
+        cmocka_unit_test(test_parameter_store_failure_undone),
+        cmocka_unit_test(test_parameter_texts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

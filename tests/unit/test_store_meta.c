@@ -1,8 +1,9 @@
 /* store metadata (sqlite3): round trips of exchanges, queues, bindings,
- * vhosts, users, permissions, topic permissions, policies and settings,
- * idempotence, queue ids, delete cascades (exchange, queue, user, vhost),
- * reopen, meta_begin/commit/rollback (also across a crash), WAL mode,
- * schema migration (from an empty file and from version 1) and refusal of
+ * vhosts, users, permissions, topic permissions, policies, runtime
+ * parameters and settings, idempotence, queue ids, delete cascades
+ * (exchange, queue, user, vhost), reopen, meta_begin/commit/rollback (also
+ * across a crash), WAL mode, schema migration (from an empty file and from
+ * versions 1 and 2) and refusal of
  * bad files, error logging, and a 10,000-binding load. Each test works in its own temp dir; a second, raw sqlite3
  * connection inspects or prepares the file where the interface cannot. */
 #include <fcntl.h>
@@ -150,12 +151,15 @@ typedef struct row {
 } row;
 
 /* The kinds, numbered as note_kind records them. */
-enum { K_EXCHANGE, K_QUEUE, K_BINDING, K_VHOST, K_USER, K_PERMISSION, K_TOPIC, K_POLICY, K_N };
+enum {
+    K_EXCHANGE, K_QUEUE, K_BINDING, K_VHOST, K_USER, K_PERMISSION, K_TOPIC, K_POLICY,
+    K_GLOBAL_PARAM, K_PARAM, K_N
+};
 
 typedef struct loaded {
     row *ex, *q, *b;
     size_t nex, nq, nb, cap_b;
-    row *k[K_N]; /* version-2 kinds: k[K_VHOST] ... k[K_POLICY] */
+    row *k[K_N]; /* version-2 and -3 kinds: k[K_VHOST] ... k[K_PARAM] */
     size_t nk[K_N];
     int order[K_N]; /* which kinds came in which order */
     int norder;
@@ -278,6 +282,16 @@ static void on_policy(void *ctx, const meta_policy *p)
     r->flag_a = p->operator_policy;
 }
 
+/* A global parameter is (name, value); one of a vhost (vhost, component,
+ * name, value). */
+static void on_parameter(void *ctx, const meta_parameter *p)
+{
+    if (p->vhost)
+        text_row(ctx, K_PARAM, p->vhost, p->component, p->name, p->value, NULL);
+    else
+        text_row(ctx, K_GLOBAL_PARAM, p->name, p->value, NULL, NULL, NULL);
+}
+
 static const meta_load_handlers all_handlers = {
     .exchange = on_exchange,
     .queue = on_queue,
@@ -287,6 +301,7 @@ static const meta_load_handlers all_handlers = {
     .permission = on_permission,
     .topic_permission = on_topic_permission,
     .policy = on_policy,
+    .parameter = on_parameter,
 };
 
 static void free_rows(row *r, size_t n)
@@ -775,12 +790,12 @@ static void test_wal_mode_and_version(void **state)
     /* journal_mode=WAL is persistent, so another connection sees it. */
     raw_text(db, "PRAGMA journal_mode", mode, sizeof mode);
     assert_string_equal(mode, "wal");
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"
                                  " AND name IN ('exchanges', 'queues', 'bindings', 'vhosts',"
                                  " 'users', 'permissions', 'topic_permissions', 'policies',"
-                                 " 'settings')"),
-                     9);
+                                 " 'settings', 'parameters', 'global_parameters')"),
+                     11);
     sqlite3_close(db);
     snprintf(wal, sizeof wal, "%s-wal", f->db);
     assert_int_equal(stat(wal, &sb), 0);
@@ -789,7 +804,7 @@ static void test_wal_mode_and_version(void **state)
 
 /* ---- migration and bad files -------------------------------------------- */
 
-/* Version 0 as an empty (zero-byte) file: migrated to 2 and usable. */
+/* Version 0 as an empty (zero-byte) file: migrated to 3 and usable. */
 static void test_migrate_from_empty_file(void **state)
 {
     fixture *f = fx_empty();
@@ -803,7 +818,7 @@ static void test_migrate_from_empty_file(void **state)
     meta_queue q = qu("/", "q", NONE);
     assert_true(meta_put_queue(f->m, &q));
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
     sqlite3_close(db);
     fx_free(f);
 }
@@ -830,7 +845,7 @@ static void test_migrate_keeps_foreign_tables(void **state)
     assert_int_equal(l.nex + l.nq + l.nb, 0);
     loaded_free(&l);
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM notes"), 1);
     sqlite3_close(db);
     fx_free(f);
@@ -1311,6 +1326,49 @@ static void test_policy_round_trip(void **state)
     fx_free(f);
 }
 
+/* Parameters are keyed by (vhost, component, name), global ones by name;
+ * a value is text kept as given, and a put replaces it in place. */
+static void test_parameter_round_trip(void **state)
+{
+    fixture *f = fx_new();
+    meta_parameter up = {"/", "federation-upstream", "up", "{\"uri\":\"amqp://a\"}"};
+    meta_parameter sh = {"/", "shovel", "up", "{\"src-uri\":\"amqp://\"}"};
+    meta_parameter other = {"v2", "federation-upstream", "up", "[1,2]"};
+    meta_parameter up2 = {"/", "federation-upstream", "up", "{\"uri\":\"amqp://b\"}"};
+    meta_parameter g = {NULL, NULL, "cluster_name", "\"east\""};
+    meta_parameter g2 = {NULL, "ignored", "cluster_name", "\"west\""};
+    loaded l;
+
+    assert_true(meta_put_parameter(f->m, &up));
+    assert_true(meta_put_parameter(f->m, &sh));
+    assert_true(meta_put_parameter(f->m, &other));
+    assert_true(meta_put_parameter(f->m, &g));
+    assert_true(meta_put_parameter(f->m, &up2));
+    assert_true(meta_put_parameter(f->m, &g2));
+    fx_reopen(f);
+    load(f, &l);
+    assert_int_equal(l.nk[K_PARAM], 3);
+    assert_fields(&l.k[K_PARAM][0], "/", "federation-upstream", "up", "{\"uri\":\"amqp://b\"}",
+                  NULL);
+    assert_fields(&l.k[K_PARAM][1], "/", "shovel", "up", "{\"src-uri\":\"amqp://\"}", NULL);
+    assert_fields(&l.k[K_PARAM][2], "v2", "federation-upstream", "up", "[1,2]", NULL);
+    assert_int_equal(l.nk[K_GLOBAL_PARAM], 1);
+    assert_fields(&l.k[K_GLOBAL_PARAM][0], "cluster_name", "\"west\"", NULL, NULL, NULL);
+    loaded_free(&l);
+
+    assert_true(meta_delete_parameter(f->m, "/", "shovel", "up"));
+    assert_true(meta_delete_parameter(f->m, "/", "shovel", "up"));
+    assert_true(meta_delete_parameter(f->m, NULL, NULL, "cluster_name"));
+    assert_true(meta_delete_parameter(f->m, NULL, NULL, "never-set"));
+    load(f, &l);
+    assert_int_equal(l.nk[K_PARAM], 2);
+    assert_string_equal(l.k[K_PARAM][0].f[1], "federation-upstream");
+    assert_string_equal(l.k[K_PARAM][1].f[0], "v2");
+    assert_int_equal(l.nk[K_GLOBAL_PARAM], 0);
+    loaded_free(&l);
+    fx_free(f);
+}
+
 static void test_settings(void **state)
 {
     fixture *f = fx_new();
@@ -1357,6 +1415,7 @@ static void put_vhost_world(fixture *f)
         meta_binding b2 = bx(vh, "amq.topic", "x", AMQP_CSTR("#"), NONE);
         meta_policy pol = {vh, "p", ".*", "all", 0, NONE, false};
         meta_policy opol = {vh, "p", ".*", "all", 0, NONE, true};
+        meta_parameter par = {vh, "shovel", "s", "{}"};
         assert_true(meta_put_vhost(f->m, &vrow));
         assert_true(meta_put_exchange(f->m, &e));
         assert_true(meta_put_queue(f->m, &q));
@@ -1364,6 +1423,7 @@ static void put_vhost_world(fixture *f)
         assert_true(meta_put_binding(f->m, &b2));
         assert_true(meta_put_policy(f->m, &pol));
         assert_true(meta_put_policy(f->m, &opol));
+        assert_true(meta_put_parameter(f->m, &par));
         for (int u = 0; u < 2; u++) {
             meta_permission p = {users[u].name, vh, ".*", ".*", ".*"};
             meta_topic_permission tp = {users[u].name, vh, "x", ".*", ".*"};
@@ -1416,6 +1476,8 @@ static void test_delete_vhost_cascades(void **state)
     assert_int_equal(count_field(l.k[K_TOPIC], 2, 1, "v2"), 2);
     assert_int_equal(l.nk[K_POLICY], 2);
     assert_int_equal(count_field(l.k[K_POLICY], 2, 0, "v2"), 2);
+    assert_int_equal(l.nk[K_PARAM], 1);
+    assert_string_equal(l.k[K_PARAM][0].f[0], "v2");
     loaded_free(&l);
 
     /* A queue of the same name in a re-created vhost gets a new id. */
@@ -1446,18 +1508,20 @@ static void test_delete_user_cascades(void **state)
     assert_int_equal(count_field(l.k[K_PERMISSION], 2, 0, "bob"), 2);
     assert_int_equal(l.nk[K_TOPIC], 2);
     assert_int_equal(count_field(l.k[K_TOPIC], 2, 0, "bob"), 2);
-    assert_int_equal(l.nk[K_VHOST] + l.nk[K_POLICY], 2 + 4);
+    assert_int_equal(l.nk[K_VHOST] + l.nk[K_POLICY] + l.nk[K_PARAM], 2 + 4 + 2);
     assert_int_equal(l.nex + l.nq + l.nb, 8);
     loaded_free(&l);
     fx_free(f);
 }
 
-/* Vhosts, users, permissions, topic permissions, policies, then exchanges,
- * queues, bindings -- whatever order they were written in. */
+/* Vhosts, users, permissions, topic permissions, policies, global and
+ * vhost parameters, then exchanges, queues, bindings -- whatever order they
+ * were written in. */
 static void test_load_order_all_kinds(void **state)
 {
-    static const int want[K_N] = {K_VHOST, K_USER,     K_PERMISSION, K_TOPIC,
-                                  K_POLICY, K_EXCHANGE, K_QUEUE,      K_BINDING};
+    static const int want[K_N] = {K_VHOST,   K_USER,         K_PERMISSION, K_TOPIC,
+                                  K_POLICY,  K_GLOBAL_PARAM, K_PARAM,      K_EXCHANGE,
+                                  K_QUEUE,   K_BINDING};
     fixture *f = fx_new();
     meta_binding b = bq("/", "x", "q", NONE, NONE);
     meta_queue q = qu("/", "q", NONE);
@@ -1467,8 +1531,10 @@ static void test_load_order_all_kinds(void **state)
     meta_permission p = {"u", "/", "", "", ""};
     meta_user u = {"u", "", "rabbit_password_hashing_sha256", ""};
     meta_vhost v = {"/", "", "", "", false};
+    meta_parameter par = {"/", "shovel", "s", "{}"}, global = {NULL, NULL, "cluster_name", "\"c\""};
     loaded l;
 
+    assert_true(meta_put_parameter(f->m, &par));
     assert_true(meta_put_binding(f->m, &b));
     assert_true(meta_put_queue(f->m, &q));
     assert_true(meta_put_exchange(f->m, &e));
@@ -1477,6 +1543,7 @@ static void test_load_order_all_kinds(void **state)
     assert_true(meta_put_permission(f->m, &p));
     assert_true(meta_put_user(f->m, &u));
     assert_true(meta_put_vhost(f->m, &v));
+    assert_true(meta_put_parameter(f->m, &global));
     load(f, &l);
     assert_int_equal(l.norder, K_N);
     for (int i = 0; i < K_N; i++)
@@ -1684,24 +1751,32 @@ static void write_version_1(const char *path)
     sqlite3_close(db);
 }
 
+/* Writes an old schema with write_old, opens it (migrating) and checks it
+ * is at the current version. */
+static void open_migrated(fixture *f, void (*write_old)(const char *path))
+{
+    char err[512] = "";
+    sqlite3 *db;
+
+    write_old(f->db);
+    f->m = meta_open(f->dir, err, sizeof err);
+    if (f->m == NULL)
+        fail_msg("meta_open: %s", err);
+    db = raw_open(f->db);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
+    sqlite3_close(db);
+}
+
 /* Version 1 migrates: rows keep their vhost and queue ids, every vhost they
  * name gets a vhost row, the new tables are empty, and new ids stay above
  * the old ones. */
 static void test_migrate_from_version_1(void **state)
 {
     fixture *f = fx_empty();
-    char err[512] = "";
     char out[8];
-    sqlite3 *db;
     loaded l;
 
-    write_version_1(f->db);
-    f->m = meta_open(f->dir, err, sizeof err);
-    if (f->m == NULL)
-        fail_msg("meta_open: %s", err);
-    db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
-    sqlite3_close(db);
+    open_migrated(f, write_version_1);
     load(f, &l);
     assert_int_equal(l.nk[K_VHOST], 3);
     assert_fields(&l.k[K_VHOST][0], "/", "", "", "", NULL);
@@ -1729,6 +1804,79 @@ static void test_migrate_from_version_1(void **state)
     assert_int_equal(l.nex, 0);
     assert_int_equal(l.nq, 1);
     assert_int_equal(l.nb, 1);
+    loaded_free(&l);
+    fx_free(f);
+}
+
+/* ---- migration from version 2 ------------------------------------------- */
+
+/* The version-2 schema as Warren wrote it (version 1's tables plus
+ * identity, policies and settings), with a vhost, a user, an operator
+ * policy and the first-boot mark. */
+static void write_version_2(const char *path)
+{
+    write_version_1(path);
+    sqlite3 *db = raw_open(path);
+    raw_exec(db,
+             "CREATE TABLE vhosts (name TEXT NOT NULL PRIMARY KEY, description TEXT NOT NULL,"
+             " tags TEXT NOT NULL, default_queue_type TEXT NOT NULL,"
+             " tracing INTEGER NOT NULL CHECK (tracing IN (0, 1))) STRICT;"
+             "CREATE TABLE users (name TEXT NOT NULL PRIMARY KEY, password_hash TEXT NOT NULL,"
+             " hashing_algorithm TEXT NOT NULL, tags TEXT NOT NULL) STRICT;"
+             "CREATE TABLE permissions (user TEXT NOT NULL, vhost TEXT NOT NULL,"
+             " configure TEXT NOT NULL, write TEXT NOT NULL, read TEXT NOT NULL,"
+             " PRIMARY KEY (user, vhost)) STRICT;"
+             "CREATE INDEX permissions_by_vhost ON permissions (vhost);"
+             "CREATE TABLE topic_permissions (user TEXT NOT NULL, vhost TEXT NOT NULL,"
+             " exchange TEXT NOT NULL, write TEXT NOT NULL, read TEXT NOT NULL,"
+             " PRIMARY KEY (user, vhost, exchange)) STRICT;"
+             "CREATE INDEX topic_permissions_by_vhost ON topic_permissions (vhost);"
+             "CREATE TABLE policies (vhost TEXT NOT NULL, name TEXT NOT NULL,"
+             " operator_policy INTEGER NOT NULL CHECK (operator_policy IN (0, 1)),"
+             " pattern TEXT NOT NULL, apply_to TEXT NOT NULL, priority INTEGER NOT NULL,"
+             " definition BLOB NOT NULL, PRIMARY KEY (vhost, name, operator_policy)) STRICT;"
+             "CREATE TABLE settings (key TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL) STRICT;"
+             "INSERT INTO vhosts VALUES ('/', 'Default virtual host', '', '', 0);"
+             "INSERT INTO users VALUES ('guest', 'aGFzaA==', 'rabbit_password_hashing_sha256',"
+             " 'administrator');"
+             "INSERT INTO policies VALUES ('/', 'cap', 1, '.*', 'queues', 3, x'0102');"
+             "INSERT INTO settings VALUES ('initialized', '1');"
+             "PRAGMA user_version = 2;");
+    sqlite3_close(db);
+}
+
+/* Version 2 migrates to 3: every row stays, the parameter tables come
+ * empty and work, and a vhost's delete cascades to its parameters. */
+static void test_migrate_from_version_2(void **state)
+{
+    fixture *f = fx_empty();
+    char out[8];
+    loaded l;
+
+    open_migrated(f, write_version_2);
+    load(f, &l);
+    assert_int_equal(l.nk[K_VHOST], 1);
+    assert_fields(&l.k[K_VHOST][0], "/", "Default virtual host", "", "", NULL);
+    assert_int_equal(l.nk[K_USER], 1);
+    assert_fields(&l.k[K_USER][0], "guest", "aGFzaA==", "rabbit_password_hashing_sha256",
+                  "administrator", NULL);
+    assert_int_equal(l.nk[K_POLICY], 1);
+    assert_true(l.k[K_POLICY][0].flag_a);
+    assert_int_equal(l.k[K_POLICY][0].priority, 3);
+    assert_int_equal(l.nex + l.nq + l.nb, 5);
+    assert_int_equal(l.nk[K_PARAM] + l.nk[K_GLOBAL_PARAM], 0);
+    loaded_free(&l);
+    assert_true(meta_get_setting(f->m, "initialized", out, sizeof out));
+    assert_string_equal(out, "1");
+
+    meta_parameter p = {"/", "shovel", "s", "{}"}, g = {NULL, NULL, "cluster_name", "\"c\""};
+    assert_true(meta_put_parameter(f->m, &p));
+    assert_true(meta_put_parameter(f->m, &g));
+    fx_reopen(f);
+    assert_true(meta_delete_vhost(f->m, "/"));
+    load(f, &l);
+    assert_int_equal(l.nk[K_PARAM], 0);
+    assert_int_equal(l.nk[K_GLOBAL_PARAM], 1); /* not of a vhost */
     loaded_free(&l);
     fx_free(f);
 }
@@ -1763,6 +1911,22 @@ static void test_v2_errors_logged(void **state)
     assert_false(ok);
     assert_log_line(out, "meta: put operator policy 'p' in vhost '/': "
                          "NOT NULL constraint failed: policies\\.pattern");
+
+    meta_parameter par = {"/", "shovel", "s", NULL};
+    path = capture_stderr_begin(&saved);
+    ok = meta_put_parameter(f->m, &par);
+    capture_stderr_end(saved, path, out, sizeof out);
+    assert_false(ok);
+    assert_log_line(out, "meta: put parameter 's' of component 'shovel' in vhost '/': "
+                         "NOT NULL constraint failed: parameters\\.value");
+
+    meta_parameter g = {NULL, NULL, "g", NULL};
+    path = capture_stderr_begin(&saved);
+    ok = meta_put_parameter(f->m, &g);
+    capture_stderr_end(saved, path, out, sizeof out);
+    assert_false(ok);
+    assert_log_line(out, "meta: put global parameter 'g': "
+                         "NOT NULL constraint failed: global_parameters\\.value");
     fx_free(f);
 }
 
@@ -1795,6 +1959,7 @@ int main(void)
         cmocka_unit_test(test_permission_round_trip),
         cmocka_unit_test(test_topic_permission_round_trip),
         cmocka_unit_test(test_policy_round_trip),
+        cmocka_unit_test(test_parameter_round_trip),
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_delete_vhost_cascades),
         cmocka_unit_test(test_delete_user_cascades),
@@ -1804,6 +1969,7 @@ int main(void)
         cmocka_unit_test(test_group_failed_call),
         cmocka_unit_test(test_group_crash),
         cmocka_unit_test(test_migrate_from_version_1),
+        cmocka_unit_test(test_migrate_from_version_2),
         cmocka_unit_test(test_v2_errors_logged),
     };
 

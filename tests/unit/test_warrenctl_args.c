@@ -112,7 +112,13 @@ static void test_general_options(void **state)
                       "--formatter", "json", "-t", "5", "-n", "rabbit@h", "-l", NULL));
     assert_true(o.quiet && o.silent && o.no_headers && o.json);
     assert_int_equal(o.timeout_s, 5);
+    assert_string_equal(o.node, "rabbit@h");
     assert_true(o.given & WCTL_OPT_NO_HEADERS);
+    assert_true(parse(&o, err, sizeof err, "--node=rabbit@x", "--management-port", "15673",
+                      "status", NULL));
+    assert_string_equal(o.node, "rabbit@x");
+    assert_int_equal(o.mgmt_port, 15673);
+    assert_int_equal(o.necho, 2); /* the port is a connection option: not echoed */
     assert_true(parse(&o, err, sizeof err, "list_queues", "--formatter=json", "--timeout=7",
                       NULL));
     assert_true(o.json);
@@ -146,6 +152,16 @@ static void test_command_options_and_values(void **state)
     assert_true(parse(&o, err, sizeof err, "add_user", "--", "-odd", "pw", NULL));
     assert_string_equal(o.args[0], "-odd");
     assert_string_equal(o.args[1], "pw");
+    assert_true(parse(&o, err, sizeof err, "close_all_connections", "--limit", "3",
+                      "--per-connection-delay", "50", "--global", "why", NULL));
+    assert_int_equal(o.close_limit, 3);
+    assert_int_equal(o.close_delay_ms, 50);
+    assert_int_equal(o.given, WCTL_OPT_CLOSE_LIMIT | WCTL_OPT_CLOSE_DELAY | WCTL_OPT_GLOBAL);
+    assert_string_equal(o.args[0], "why");
+    assert_true(parse(&o, err, sizeof err, "list_unresponsive_queues", "--queue-timeout", "100",
+                      "--local", "name", NULL));
+    assert_true(o.given & WCTL_OPT_QUEUE_TIMEOUT);
+    assert_int_equal(o.nargs, 1);
 }
 
 /* Bad options, in rabbitmqctl's words; the command is still found. */
@@ -163,6 +179,11 @@ static void test_bad_options(void **state)
         {{"list_queues", "--formatter", "xml"}, "Invalid options for this command:\n--formatter : xml"},
         {{"list_queues", "--vhost"}, "Invalid options for this command:\n--vhost : "},
         {{"list_queues", "--quiet=yes"}, "Invalid options for this command:\n--quiet=yes : "},
+        {{"close_all_connections", "--limit", "-1"}, "Invalid options for this command:\n--limit : -1"},
+        {{"list_unresponsive_queues", "--queue-timeout", "soon"},
+         "Invalid options for this command:\n--queue-timeout : soon"},
+        {{"status", "--management-port", "70000"},
+         "Invalid options for this command:\n--management-port : 70000"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         wctl_opts o;

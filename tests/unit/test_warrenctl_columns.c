@@ -40,6 +40,10 @@ static void test_defaults(void **state)
         {"list_policies", "vhost name pattern apply-to definition priority"},
         {"list_operator_policies", "vhost name pattern apply-to definition priority"},
         {"list_topic_permissions", "user exchange write read"},
+        {"list_parameters", "component name value"},
+        {"list_global_parameters", "name value"},
+        {"list_feature_flags", "name state"},
+        {"list_unresponsive_queues", "name"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const wctl_column *cols[MAXCOLS];

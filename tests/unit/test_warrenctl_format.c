@@ -76,6 +76,13 @@ static const value_case values[] = {
     {"{\"max-length\":10,\"dead-letter-exchange\":\"dlx\"}", WCTL_KIND_DEFINITION,
      "{\"dead-letter-exchange\":\"dlx\",\"max-length\":10}",
      "\"{\\\"dead-letter-exchange\\\":\\\"dlx\\\",\\\"max-length\\\":10}\""},
+    /* a runtime parameter's value: JSON text as the API gives it, any type */
+    {"{\"pattern\":\"^x\",\"priority\":3}", WCTL_KIND_JSON_TEXT, "{\"pattern\":\"^x\",\"priority\":3}",
+     "\"{\\\"pattern\\\":\\\"^x\\\",\\\"priority\\\":3}\""},
+    {"\"rabbitmq-cluster-id-x\"", WCTL_KIND_JSON_TEXT, "\"rabbitmq-cluster-id-x\"",
+     "\"\\\"rabbitmq-cluster-id-x\\\"\""},
+    {"[{\"upstream\":\"u\"}]", WCTL_KIND_JSON_TEXT, "[{\"upstream\":\"u\"}]",
+     "\"[{\\\"upstream\\\":\\\"u\\\"}]\""},
 };
 
 static void test_values(void **state)

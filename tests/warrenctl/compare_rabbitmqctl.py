@@ -63,6 +63,8 @@ KNOWN = {
                              "reason is its JSON rendering",
     "list_connections_json": "peer_host/host: rabbitmqctl's JSON gives an IP address as a list "
                              "of integers, the API as a string",
+    "cluster_status": "the listeners come in the API's order, rabbitmqctl's in its own",
+    "cluster_status_json": "the listeners come in the API's order, rabbitmqctl's in its own",
 }
 
 
@@ -161,6 +163,8 @@ class Fixture:
         quiet("set_operator_policy", "-p", V, P + "-op", "^pq", '{"max-length":100}', "--apply-to",
               "queues")
         quiet("set_topic_permissions", "-p", V, U, "amq.topic", "^a", "^b")
+        quiet("set_parameter", "-p", V, "federation-upstream", P + "-up",
+              '{"uri":"amqp://localhost:1","expires":3600000}')
         c = self.amqp()
         ch = c.channel()
         ch.queue_declare("q-durable", durable=True)
@@ -371,6 +375,37 @@ def cases(fx):
         ("clear_operator_policy", pv + ["clear_operator_policy", P + "-op2"],
          {"before": [["set_operator_policy", "-p", V, P + "-op2", ".*", '{"max-length":1}']]}),
         ("list_queues_policy", pv + ["list_queues", "name", "policy"], rows),
+        # runtime parameters
+        ("list_parameters", pv + ["list_parameters"], rows),
+        ("list_parameters_json", pv + ["list_parameters", "--formatter", "json"], js),
+        ("list_parameters_novhost", ["list_parameters", "-p", P + "-nothere"], {}),
+        ("list_parameters_empty", ["list_parameters", "-p", P + "-v2"],
+         {"before": [["add_vhost", P + "-v2"]], "after": [["delete_vhost", P + "-v2"]]}),
+        ("list_global_parameters", ["list_global_parameters"], rows),
+        ("set_parameter", pv + ["set_parameter", "federation-upstream", P + "-up2",
+                                '{"uri":"amqp://h"}'],
+         {"after": [["clear_parameter", "-p", V, "federation-upstream", P + "-up2"]]}),
+        ("set_parameter_json", pv + ["set_parameter", "federation-upstream", P + "-up2",
+                                     '{"uri":"amqp://h"}', "--formatter", "json"],
+         {"after": [["clear_parameter", "-p", V, "federation-upstream", P + "-up2"]]}),
+        ("set_parameter_nocomponent", pv + ["set_parameter", "nosuchcomp", "x", "{}"], {}),
+        ("set_parameter_badjson", pv + ["set_parameter", "federation-upstream", "x", "notjson"], {}),
+        ("set_parameter_badvalue", pv + ["set_parameter", "federation-upstream", "x",
+                                         '{"uri":5}'], {}),
+        ("set_parameter_policy", pv + ["set_parameter", "policy", "x",
+                                       '{"pattern":"x","definition":{}}'], {}),
+        ("set_parameter_novhost", ["set_parameter", "-p", P + "-novhost", "federation-upstream",
+                                   "x", '{"uri":"amqp://h"}'], {}),
+        ("set_parameter_fewargs", pv + ["set_parameter", "federation-upstream", "x"], {}),
+        ("clear_parameter", pv + ["clear_parameter", "federation-upstream", P + "-up3"],
+         {"before": [["set_parameter", "-p", V, "federation-upstream", P + "-up3",
+                      '{"uri":"amqp://h"}']]}),
+        ("clear_parameter_none", pv + ["clear_parameter", "federation-upstream", P + "-none"], {}),
+        ("set_global_parameter", ["set_global_parameter", P + "-g", '{"a":1}'],
+         {"after": [["clear_global_parameter", P + "-g"]]}),
+        ("clear_global_parameter", ["clear_global_parameter", P + "-g"],
+         {"before": [["set_global_parameter", P + "-g", "1"]]}),
+        ("clear_global_parameter_none", ["clear_global_parameter", P + "-none"], {}),
         # queues
         ("purge_queue", pv + ["purge_queue", "q-durable"], {}),
         ("purge_queue_json", pv + ["purge_queue", "q-durable", "--formatter", "json"], {}),
@@ -395,6 +430,34 @@ def cases(fx):
         ("ping_quiet", ["-q", "ping"], {}),
         ("await_startup", ["await_startup"], {}),
         ("environment", ["environment"], {}),
+        ("cluster_status", ["cluster_status"], {}),
+        ("cluster_status_json", ["cluster_status", "--formatter", "json"], {}),
+        ("list_feature_flags", ["list_feature_flags"], rows),
+        ("list_feature_flags_all", ["list_feature_flags", "name", "state", "stability",
+                                    "provided_by", "desc", "doc_url"], rows),
+        ("list_feature_flags_json", ["list_feature_flags", "--formatter", "json"], js),
+        ("list_unresponsive_queues", pv + ["list_unresponsive_queues"], {}),
+        ("list_unresponsive_queues_json", pv + ["list_unresponsive_queues", "name", "durable",
+                                                "--formatter", "json"], {}),
+        ("list_unresponsive_queues_badcol", pv + ["list_unresponsive_queues", "name", "type"], {}),
+        # set_vm_memory_high_watermark: refusals only (both refuse before the node is asked)
+        ("set_vm_memory_high_watermark_range", ["set_vm_memory_high_watermark", "2"], {}),
+        ("set_vm_memory_high_watermark_nan", ["set_vm_memory_high_watermark", "abc"], {}),
+        ("set_vm_memory_high_watermark_units", ["set_vm_memory_high_watermark", "absolute",
+                                                "10bytes"], {}),
+        ("set_vm_memory_high_watermark_int", ["set_vm_memory_high_watermark", "absolute", "1.5GB"],
+         {}),
+        ("set_vm_memory_high_watermark_few", ["set_vm_memory_high_watermark", "absolute"], {}),
+        ("set_vm_memory_high_watermark_many", ["set_vm_memory_high_watermark", "0.4", "0.5"], {}),
+        # connections: only in a vhost of this run's own (never the node's or "/")
+        ("close_all_connections", ["close_all_connections", "-p", P + "-v2", "cmp"],
+         {"before": [["add_vhost", P + "-v2"]], "after": [["delete_vhost", P + "-v2"]]}),
+        ("close_all_connections_limit", ["close_all_connections", "-p", P + "-v2", "--limit", "2",
+                                         "cmp"],
+         {"before": [["add_vhost", P + "-v2"]], "after": [["delete_vhost", P + "-v2"]]}),
+        ("close_all_connections_json", ["close_all_connections", "-p", P + "-v2", "cmp",
+                                        "--formatter", "json"],
+         {"before": [["add_vhost", P + "-v2"]], "after": [["delete_vhost", P + "-v2"]]}),
         # the command line
         ("unknown_command", ["bogus_cmd"], {}),
         ("suggestion", ["list_queue"], {}),

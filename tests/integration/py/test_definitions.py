@@ -1,6 +1,7 @@
 """Definitions: GET/POST /api/definitions[/{vhost}], load_definitions at
-start, and the example topology (etc/definitions.example.json) working over
-AMQP. Each test runs a private Warren (imports change users and vhosts).
+start, runtime parameters (operator policies among them) both ways, and the
+example topology (etc/definitions.example.json) working over AMQP. Each test
+runs a private Warren (imports change users and vhosts).
 
 The export's shape and the error statuses (400 bad_request for a refused
 import, 404 / 400 vhost_not_found) were checked against RabbitMQ 3.10.8;
@@ -43,10 +44,22 @@ def seg(name):
     return urllib.parse.quote(name, safe="")
 
 
+CLUSTER_ID = "internal_cluster_id"
+
+
 def sorted_doc(d):
     """The document with every list sorted, for comparisons."""
     return {k: sorted(v, key=lambda x: json.dumps(x, sort_keys=True)) if isinstance(v, list) else v
             for k, v in d.items()}
+
+
+def without_cluster_id(d):
+    """The document without the global internal_cluster_id (each node keeps its own)."""
+    return dict(d, global_parameters=[p for p in d.get("global_parameters", []) if p["name"] != CLUSTER_ID])
+
+
+def cluster_id(d):
+    return [p["value"] for p in d["global_parameters"] if p["name"] == CLUSTER_ID][0]
 
 
 class Broker:
@@ -115,6 +128,17 @@ def topology(v="defs.v"):
                                "read": ".*"}],
         "policies": [{"vhost": v, "name": "p1", "pattern": "^q\\.", "apply-to": "queues",
                       "definition": {"max-length": 10}, "priority": 3}],
+        "parameters": [{"value": {"pattern": "^q\\.one$", "definition": {"max-length": 2}, "priority": 1,
+                                  "apply-to": "queues"},
+                        "vhost": v, "component": "operator_policy", "name": "op1"},
+                       {"value": {"expires": 3600000, "uri": "amqp://upstream.example"}, "vhost": v,
+                        "component": "federation-upstream", "name": "up1"},
+                       {"value": [{"upstream": "up1"}], "vhost": v, "component": "federation-upstream-set",
+                        "name": "set1"},
+                       {"value": {"dest-queue": "q.ae", "dest-uri": "amqp://", "src-queue": "q.one",
+                                  "src-uri": "amqp://"},
+                        "vhost": v, "component": "shovel", "name": "sh1"}],
+        "global_parameters": [{"name": "cluster_name", "value": "defs-cluster"}],
         "exchanges": [{"name": "x.topic", "vhost": v, "type": "topic", "durable": True, "auto_delete": False,
                        "internal": False, "arguments": {"alternate-exchange": "x.ae"}},
                       {"name": "x.ae", "vhost": v, "type": "fanout", "durable": True, "auto_delete": False,
@@ -142,6 +166,9 @@ class Export(unittest.TestCase):
         self.assertEqual((guest["name"], guest["tags"], guest["limits"]), ("guest", ["administrator"], {}))
         self.assertEqual(d["permissions"], [{"user": "guest", "vhost": "/", "configure": ".*", "write": ".*",
                                              "read": ".*"}])
+        self.assertEqual(d["parameters"], [])
+        self.assertEqual([list(p) for p in d["global_parameters"]], [["name", "value"]])
+        self.assertRegex(cluster_id(d), r"^rabbitmq-cluster-id-[A-Za-z0-9_-]{22}$")
         self.assertEqual(list(b.export("/")), VHOST_KEYS)
 
     def test_items_keep_rabbitmq_key_order_and_omit_builtins(self):
@@ -154,10 +181,12 @@ class Export(unittest.TestCase):
         self.assertEqual(list(d["bindings"][0]),
                          ["source", "vhost", "destination", "destination_type", "routing_key", "arguments"])
         self.assertEqual(list(d["policies"][0]), ["vhost", "name", "pattern", "apply-to", "definition", "priority"])
+        self.assertEqual({tuple(p) for p in d["parameters"]}, {("value", "vhost", "component", "name")})
         self.assertFalse([x for x in d["exchanges"] if x["name"].startswith("amq.") or not x["name"]])
         per = b.export("defs.v")
         self.assertTrue(all("vhost" not in x for k in ("queues", "exchanges", "bindings") for x in per[k]))
         self.assertEqual([p["vhost"] for p in per["policies"]], ["defs.v"])   # as RabbitMQ 3.10
+        self.assertEqual({p["vhost"] for p in per["parameters"]}, {"defs.v"})   # likewise
 
     def test_unknown_vhost(self):
         b = Broker(self)
@@ -182,9 +211,11 @@ class Import(unittest.TestCase):
         b = Broker(self)
         b.post(raw)
         d = b.export()
-        for key in ("policies", "queues", "exchanges", "bindings", "vhosts", "permissions", "topic_permissions"):
+        for key in ("policies", "queues", "exchanges", "bindings", "vhosts", "permissions", "topic_permissions",
+                    "parameters"):
             self.assertEqual(sorted_doc(d)[key], sorted_doc(ref)[key], key)
         self.assertEqual(d["users"], ref["users"])
+        self.assertNotEqual(cluster_id(d), cluster_id(ref), "the node keeps its own cluster id")
 
     def test_round_trip_warren_to_warren(self):
         a = Broker(self)
@@ -192,17 +223,22 @@ class Import(unittest.TestCase):
         ch = a.connect(vhost="defs.v").channel()
         ch.queue_declare("transient.q", durable=False)
         exported = a.export()
+        self.assertEqual(sorted_doc(exported)["parameters"], sorted_doc(topology())["parameters"])
         b = Broker(self)
+        own_id = cluster_id(b.export())
         b.post(exported)
-        self.assertEqual(sorted_doc(b.export()), sorted_doc(exported))
+        self.assertEqual(sorted_doc(without_cluster_id(b.export())), sorted_doc(without_cluster_id(exported)))
+        self.assertEqual(cluster_id(b.export()), own_id)
         # and the per-vhost export into an empty vhost of a third broker
         c = Broker(self)
         c.post({"vhosts": [{"name": "other"}]})
         c.post(a.export("defs.v"), vhost="other")
-        def moved(d):   # policies name their vhost even in the per-vhost form
-            return sorted_doc(dict(d, policies=[dict(p, vhost="-") for p in d["policies"]]))
+        def moved(d):   # policies and parameters name their vhost even in the per-vhost form
+            return sorted_doc(dict(d, policies=[dict(p, vhost="-") for p in d["policies"]],
+                                   parameters=[dict(p, vhost="-") for p in d["parameters"]]))
         self.assertEqual(moved(c.export("other")), moved(a.export("defs.v")))
         self.assertEqual([p["vhost"] for p in c.export("other")["policies"]], ["other"])
+        self.assertEqual({p["vhost"] for p in c.export("other")["parameters"]}, {"other"})
 
     def test_import_is_durable_and_routes(self):
         b = Broker(self)
@@ -210,7 +246,7 @@ class Import(unittest.TestCase):
         before = sorted_doc(b.export())
         log = b.stop()
         self.assertIn("imported definitions: 1 users, 1 vhosts, 2 permissions, 1 topic permissions, "
-                      "1 policies, 2 exchanges, 2 queues, 3 bindings", log)
+                      "1 global parameters, 1 policies, 4 parameters, 2 exchanges, 2 queues, 3 bindings", log)
         b2 = Broker(self, data_dir=b.data_dir)
         self.assertEqual(sorted_doc(b2.export()), before, "the import after a restart")
         ch = b2.connect(vhost="defs.v").channel()
@@ -222,6 +258,13 @@ class Import(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(ch.queue_declare("q.one", passive=True).method.message_count, 1)
         self.assertEqual(ch.queue_declare("q.ae", passive=True).method.message_count, 1)
+        # the imported operator policy works as one after the restart: q.one keeps 2 at most
+        for i in range(5):
+            ch.basic_publish("x.topic", "a.b", b"m%d" % i)
+        ch.queue_declare("q.one", passive=True)   # a round trip: the publishes are in
+        self.assertEqual(ch.queue_declare("q.one", passive=True).method.message_count, 2)
+        got = b2.get("/api/queues/defs.v/q.one")
+        self.assertEqual((got["operator_policy"], got["effective_policy_definition"]["max-length"]), ("op1", 2))
         who = b2.call("GET", "/api/whoami", headers={"Authorization": "Basic " +
                                                      base64.b64encode(b"defs-user:guest").decode()})
         self.assertEqual(who, (200, {"name": "defs-user", "tags": ["monitoring"]}))
@@ -264,12 +307,26 @@ class Import(unittest.TestCase):
         self.assertEqual(status, 204)
         self.assertEqual([q["name"] for q in b.export()["queues"]], ["mp.q"])
 
-    def test_parameters_ignored_with_one_warning(self):
+    def test_parameters_from_rabbitmq_and_back(self):
+        """A RabbitMQ 3.10.8 export's parameters (an operator policy and a
+        federation upstream, as RabbitMQ writes them) come back out the same."""
         b = Broker(self)
-        b.post({"parameters": [{"vhost": "/", "component": "federation-upstream", "name": "u", "value": {}}],
-                "global_parameters": [{"name": "internal_cluster_id", "value": "x"}]})
-        log = b.stop()
-        self.assertEqual(len([ln for ln in log.splitlines() if "parameters" in ln and "[warning]" in ln]), 1, log)
+        ref_id = "rabbitmq-cluster-id-k-gGNuRGZI86WRaoPvpE_w"
+        doc = {"vhosts": [{"name": "h"}],
+               "parameters": [{"value": {"pattern": "^x", "definition": {"max-length": 100}, "priority": 3,
+                                         "apply-to": "queues"},
+                               "vhost": "h", "component": "operator_policy", "name": "op1"},
+                              {"value": {"expires": 3600000, "uri": "amqp://localhost:1"}, "vhost": "h",
+                               "component": "federation-upstream", "name": "up1"}],
+               "global_parameters": [{"name": "internal_cluster_id", "value": ref_id}],
+               "policies": []}
+        b.post(doc)
+        d = b.export()
+        self.assertEqual(sorted_doc(d)["parameters"], sorted_doc(doc)["parameters"])
+        self.assertNotEqual(cluster_id(d), ref_id)
+        self.assertEqual(b.get("/api/operator-policies/h/op1")["definition"], {"max-length": 100})
+        self.assertEqual(d["policies"], [], "an operator policy is a parameter, not a policy")
+        self.assertIn("kept this node's own internal_cluster_id", b.stop())
 
 
 # (document change, the words the reason must contain)
@@ -295,6 +352,22 @@ INVALID = [
      "queue 'q.ae' in vhost 'no-such-vhost': vhost 'no-such-vhost' does not exist"),
     ("permission user", lambda d: d["permissions"][0].update(user="ghost"), "user 'ghost' does not exist"),
     ("durable type", lambda d: d["queues"][0].update(durable="yes"), "durable must be true or false"),
+    ("parameter component", lambda d: d["parameters"][1].update(component="vhost-limits"),
+     "parameter 'up1' of component 'vhost-limits' in vhost 'defs.v': component vhost-limits not found"),
+    ("operator policy value", lambda d: d["parameters"][0]["value"].pop("priority"),
+     "parameter 'op1' of component 'operator_policy' in vhost 'defs.v': Key \"priority\" not found in op1"),
+    ("operator policy definition", lambda d: d["parameters"][0]["value"].update(definition={"max-priority": 1}),
+     "are not recognised policy settings"),
+    ("upstream value", lambda d: d["parameters"][1].update(value={"expires": 1}),
+     "parameter 'up1' of component 'federation-upstream' in vhost 'defs.v': Key \"uri\" not found in up1"),
+    ("parameter vhost", lambda d: d["parameters"][2].update(vhost="no-such-vhost"),
+     "vhost 'no-such-vhost' does not exist"),
+    ("parameter value", lambda d: d["parameters"][3].pop("value"), "parameter 'sh1' of component 'shovel' "
+     "in vhost 'defs.v': value is missing"),
+    ("policy as a parameter", lambda d: d["parameters"][3].update(component="policy"),
+     "policies may not be set using this method"),
+    ("global parameter name", lambda d: d["global_parameters"][0].pop("name"),
+     "global_parameters[0]: name must be a string"),
 ]
 
 

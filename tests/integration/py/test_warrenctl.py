@@ -15,6 +15,7 @@ has the side-by-side run against RabbitMQ).
 """
 import base64
 import contextlib
+import http.client
 import http.server
 import json
 import os
@@ -60,11 +61,12 @@ def run(args, env=None, stdin=None, timeout=RUN_TIMEOUT, user=None):
 # ---------------------------------------------------------------- a fake API on a Unix socket
 
 class FakeAPI:
-    """An HTTP/1.1 server on <dir>/warrenctl.sock (mode 0600) answering from
-    a table {(method, path): (status, body, {"chunked": bool})}, recording
+    """An HTTP/1.1 server on <dir>/warrenctl.sock (mode 0600) -- or with
+    tcp_host on that host's ephemeral port (self.port) -- answering from a
+    table {(method, path): (status, body, {"chunked": bool})}, recording
     every request as (method, path, headers, body)."""
 
-    def __init__(self, routes=None, directory=None):
+    def __init__(self, routes=None, directory=None, tcp_host=None):
         self.dir = directory or tempfile.mkdtemp(prefix="warrenctl-test-")
         os.chmod(self.dir, 0o755)
         self.path = os.path.join(self.dir, "warrenctl.sock")
@@ -112,8 +114,15 @@ class FakeAPI:
                 conn, _ = self.socket.accept()
                 return conn, ("local", 0)
 
-        self.server = Server(self.path, Handler)
-        os.chmod(self.path, 0o600)
+        class TCPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+
+        if tcp_host:
+            self.server = TCPServer((tcp_host, 0), Handler)
+            self.port = self.server.server_address[1]
+        else:
+            self.server = Server(self.path, Handler)
+            os.chmod(self.path, 0o600)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -136,11 +145,13 @@ QUEUES = [
      "consumers": 0, "policy": "ttl", "state": "running", "type": "classic"},
 ]
 OVERVIEW = {"node": "warren@host", "product_name": "Warren", "product_version": "0.1.0",
-            "object_totals": {"connections": 2, "queues": 5},
+            "cluster_name": "warren@host", "object_totals": {"connections": 2, "queues": 5},
             "listeners": [{"node": "warren@host", "protocol": "amqp", "ip_address": "127.0.0.1",
                            "port": 5672},
                           {"node": "warren@host", "protocol": "http", "ip_address": "::",
-                           "port": 15672}]}
+                           "port": 15672},
+                          {"node": "warren@host", "protocol": "http/prometheus", "ip_address": "::",
+                           "port": 15692}]}
 NODES = [{"name": "warren@host", "os_pid": "4242", "uptime": 61500, "mem_used": 137100000,
           "mem_limit": 10110396006, "mem_alarm": False, "disk_free_alarm": True,
           "fd_used": 6, "fd_total": 1024, "sockets_used": 1, "sockets_total": 900,
@@ -435,13 +446,226 @@ class Local(unittest.TestCase):
             "\n%sFile Descriptors%s\n\nTotal: 6, limit: 1024\nSockets: 1, limit: 900\n\n"
             "%sFree Disk Space%s\n\nLow free disk space watermark: 0.05 gb\nFree disk space: 84.674 gb\n"
             "\n%sTotals%s\n\nConnection count: 2\nQueue count: 5\nVirtual host count: 2\n\n"
-            "%sListeners%s\n\nInterface: 127.0.0.1, port: 5672, protocol: amqp, purpose: AMQP 0-9-1 "
-            "and AMQP 1.0\nInterface: [::], port: 15672, protocol: http, purpose: HTTP API\n")
+            "%sListeners%s\n\nInterface: 127.0.0.1, port: 5672, protocol: amqp, purpose: AMQP 0-9-1\n"
+            "Interface: [::], port: 15672, protocol: http, purpose: HTTP API\n"
+            "Interface: [::], port: 15692, protocol: http/prometheus, purpose: Prometheus exporter API "
+            "over HTTP\n")
             % ((B, E) * 8))
+        # RabbitMQ's AMQP listener takes 1.0 too, as rabbitmqctl says
+        self.api.route("GET", "/api/overview", 200, dict(OVERVIEW, product_name="RabbitMQ"))
+        self.assertIn("protocol: amqp, purpose: AMQP 0-9-1 and AMQP 1.0\n", self.ctl("status")[1])
         rc, out, _ = self.ctl("status", "--unit", "mb")
         self.assertIn("Total memory used: 137.1 mb\n", out)
         rc, _, err = self.ctl("status", "--unit", "furlongs")
         self.assertEqual(rc, 64)
+
+    def test_cluster_status(self):
+        self.api.route("GET", "/api/overview", 200, OVERVIEW)
+        self.api.route("GET", "/api/nodes", 200, NODES)
+        self.api.route("GET", "/api/feature-flags", 200, [
+            {"name": "quorum_queue", "desc": "Support queues of type `quorum`", "doc_url": "",
+             "state": "enabled", "stability": "stable", "provided_by": "rabbit"}])
+        rc, out, err = self.ctl("cluster_status")
+        self.assertEqual(rc, 0, err)
+        B, E = "\x1b[1m", "\x1b[0m"
+        self.assertEqual(out, (
+            "Cluster status of node warren@host ...\n%sBasics%s\n\nCluster name: warren@host\n\n"
+            "%sDisk Nodes%s\n\nwarren@host\n\n%sRunning Nodes%s\n\nwarren@host\n\n"
+            "%sVersions%s\n\nwarren@host: Warren 0.1.0\n\n"
+            "%sMaintenance status%s\n\nNode: warren@host, status: not under maintenance\n\n"
+            "%sAlarms%s\n\nFree disk space alarm on node warren@host\n\n"
+            "%sNetwork Partitions%s\n\n(none)\n\n%sListeners%s\n\n"
+            "Node: warren@host, interface: 127.0.0.1, port: 5672, protocol: amqp, purpose: AMQP 0-9-1\n"
+            "Node: warren@host, interface: [::], port: 15672, protocol: http, purpose: HTTP API\n"
+            "Node: warren@host, interface: [::], port: 15692, protocol: http/prometheus, purpose: "
+            "Prometheus exporter API over HTTP\n\n"
+            "%sFeature flags%s\n\nFlag: quorum_queue, state: enabled\n") % ((B, E) * 9))
+        rc, out, _ = self.ctl("cluster_status", "--formatter", "json")
+        j = json.loads(out)
+        self.assertEqual(sorted(j), ["alarms", "cluster_name", "disk_nodes", "feature_flags", "listeners",
+                                     "maintenance_status", "partitions", "ram_nodes", "running_nodes",
+                                     "versions"])
+        self.assertEqual((j["running_nodes"], j["ram_nodes"], j["partitions"]), (["warren@host"], [], {}))
+        self.assertEqual(j["alarms"], [{"node": "warren@host", "resource": "disk", "type": "resource_limit"}])
+        self.assertEqual(j["listeners"]["warren@host"][0], {"interface": "127.0.0.1", "node": "warren@host",
+                                                            "port": 5672, "protocol": "amqp",
+                                                            "purpose": "AMQP 0-9-1"})
+        self.assertEqual(j["versions"], {"warren@host": {"rabbitmq_name": "Warren", "rabbitmq_version": "0.1.0"}})
+        # a second node (a future cluster) fills the sections as it is; no flags for a non-administrator
+        self.api.route("GET", "/api/nodes", 200, NODES + [dict(NODES[0], name="warren@other", type="ram",
+                                                               running=False, disk_free_alarm=False,
+                                                               partitions=["warren@host"])])
+        self.api.route("GET", "/api/feature-flags", 401, {"error": "not_authorised",
+                                                          "reason": "Not administrator user"})
+        rc, out, _ = self.ctl("-q", "cluster_status")
+        self.assertIn("%sDisk Nodes%s\n\nwarren@host\n\n%sRAM Nodes%s\n\nwarren@other\n\n"
+                      "%sRunning Nodes%s\n\nwarren@host\n" % ((B, E) * 3), out)
+        self.assertIn("Node warren@other cannot communicate with warren@host\n", out)
+        self.assertTrue(out.endswith("%sFeature flags%s\n\n(none)\n" % (B, E)), out)
+
+    def test_parameters(self):
+        self.api.route("PUT", "/api/parameters/federation-upstream/v%2F1/up", 201)
+        rc, out, err = self.ctl("set_parameter", "-p", "v/1", "federation-upstream", "up", '{"uri":"amqp://h"}')
+        self.assertEqual((rc, out, err), (0, 'Setting runtime parameter "up" for component "federation-upstream" '
+                                             'to "{"uri":"amqp://h"}" in vhost "v/1" ...\n', ""))
+        self.assertEqual(json.loads(self.api.requests[-1][3]), {"value": {"uri": "amqp://h"}})
+        self.assertEqual(self.ctl("set_parameter", "shovel", "s", "notjson")[:3],
+                         (69, 'Setting runtime parameter "s" for component "shovel" to "notjson" in vhost "/" ...\n',
+                          "Error:\nJSON decoding error. Reason: badarg\n"))
+        self.api.route("PUT", "/api/parameters/vhost-limits/%2F/l", 400, {
+            "error": "bad_request", "reason": "Validation failed\n\ncomponent vhost-limits not found\n"})
+        self.assertEqual(self.ctl("-q", "set_parameter", "vhost-limits", "l", "{}")[::2],
+                         (69, "Error:\nValidation failed\n\ncomponent vhost-limits not found\n\n"))
+        self.assertEqual(self.ctl("-q", "set_parameter", "-p", "gone", "shovel", "s", "{}")[::2],
+                         (65, "Virtual host 'gone' does not exist\n"))
+        self.assertEqual(self.ctl("-q", "clear_parameter", "shovel", "s")[::2],
+                         (69, "Error:\nParameter does not exist\n"))
+        self.api.route("PUT", "/api/global-parameters/cluster_name", 204)
+        self.assertEqual(self.ctl("set_global_parameter", "cluster_name", '"east"')[:2],
+                         (0, 'Setting global runtime parameter "cluster_name" to ""east"" ...\n'))
+        self.assertEqual(json.loads(self.api.requests[-1][3]), {"value": "east"})
+        self.api.route("DELETE", "/api/global-parameters/cluster_name", 204)
+        self.assertEqual(self.ctl("clear_global_parameter", "cluster_name")[:2],
+                         (0, 'Clearing global runtime parameter "cluster_name" ...\n'))
+
+    def test_list_parameters_keeps_the_vhosts_rows(self):
+        self.api.route("GET", "/api/parameters/operator_policy/v", 200, [])
+        self.api.route("GET", "/api/parameters", 200, [
+            {"value": {"pattern": "^x", "definition": {"max-length": 1}, "priority": 0, "apply-to": "all"},
+             "vhost": "v", "component": "operator_policy", "name": "op"},
+            {"value": {"uri": "amqp://h"}, "vhost": "other", "component": "federation-upstream", "name": "u"},
+            {"value": [{"upstream": "u"}], "vhost": "v", "component": "federation-upstream-set", "name": "s"}])
+        rc, out, err = self.ctl("list_parameters", "-p", "v")
+        self.assertEqual((rc, out), (0, 'Listing runtime parameters for vhost "v" ...\ncomponent\tname\tvalue\n'
+                                        'operator_policy\top\t{"pattern":"^x","definition":{"max-length":1},'
+                                        '"priority":0,"apply-to":"all"}\n'
+                                        'federation-upstream-set\ts\t[{"upstream":"u"}]\n'))
+        self.assertEqual(self.ctl("list_parameters", "-p", "gone")[::2], (65, "Virtual host 'gone' does not exist\n"))
+        self.api.route("GET", "/api/global-parameters", 200, [{"name": "internal_cluster_id", "value": "x-1"}])
+        self.assertEqual(self.ctl("list_global_parameters", "--formatter", "json")[1],
+                         '[\n{"name":"internal_cluster_id","value":"\\"x-1\\""}\n]\n')
+
+    def test_feature_flags_and_unresponsive_queues(self):
+        self.api.route("GET", "/api/feature-flags", 200, [
+            {"name": "quorum_queue", "desc": "Support queues of type `quorum`", "doc_url": "u", "state": "enabled",
+             "stability": "stable", "provided_by": "rabbit"}])
+        self.assertEqual(self.ctl("list_feature_flags")[1], "Listing feature flags ...\nname\tstate\n"
+                                                             "quorum_queue\tenabled\n")
+        self.assertEqual(self.ctl("-s", "list_feature_flags", "provided_by", "doc_url")[1], "rabbit\tu\n")
+        self.api.route("GET", "/api/queues/%2F", 200, QUEUES + [dict(QUEUES[0], name="stuck", state="down")])
+        self.assertEqual(self.ctl("list_unresponsive_queues", "name", "durable")[1],
+                         "Listing unresponsive queues for vhost / ...\nname\tdurable\nstuck\ttrue\n")
+        self.api.route("GET", "/api/queues/%2F", 200, QUEUES)
+        self.assertEqual(self.ctl("list_unresponsive_queues", "--queue-timeout", "50", "--local")[1],
+                         "Listing unresponsive queues for vhost / ...\n")
+        self.assertEqual(self.ctl("-q", "list_unresponsive_queues", "--formatter", "json")[1], "[\n]\n")
+        rc, _, err = self.ctl("list_unresponsive_queues", "type")
+        self.assertEqual(rc, 64)
+        self.assertTrue(err.startswith("Error (argument validation): Info key(s) type are not supported"))
+
+    def test_set_vm_memory_high_watermark(self):
+        self.api.route("GET", "/api/overview", 200, OVERVIEW)
+        self.api.route("PUT", "/api/nodes/warren%40host/vm-memory-high-watermark", 204)
+        rc, out, err = self.ctl("set_vm_memory_high_watermark", "absolute", "1GB")
+        self.assertEqual((rc, out, err), (0, "Setting memory threshold on warren@host to 1GB bytes ...\n", ""))
+        self.assertEqual(json.loads(self.api.requests[-1][3]), {"absolute": 1000000000})
+        self.ctl("set_vm_memory_high_watermark", "absolute", "2k")
+        self.assertEqual(json.loads(self.api.requests[-1][3]), {"absolute": 2048})
+        rc, out, _ = self.ctl("set_vm_memory_high_watermark", "0.6")
+        self.assertEqual((rc, out), (0, "Setting memory threshold on warren@host to 0.6 ...\n"))
+        self.assertEqual(json.loads(self.api.requests[-1][3]), {"relative": 0.6})
+        before = len(self.api.requests)
+        for args, code, why in ((["2"], 65, "Bad argument: The threshold should be a fraction between 0.0 and 1.0"),
+                                (["abc"], 65, "Bad argument."),
+                                (["absolute"], 64, "not enough arguments."),
+                                (["absolute", "10bytes"], 65, "Bad argument: Invalid units."),
+                                (["absolute", "1.5GB"], 65, "Bad argument: The threshold should be an integer."),
+                                (["0.4", "0.5"], 64, "too many arguments."),
+                                (["absolute", "0"], 65, "Bad argument.")):
+            rc, _, err = self.ctl("set_vm_memory_high_watermark", *args)
+            self.assertEqual(rc, code, args)
+            self.assertTrue(err.startswith("Error (argument validation): %s\n" % why), err)
+        self.assertEqual(len(self.api.requests), before, "refused before any request")
+        del self.api.routes[("PUT", "/api/nodes/warren%40host/vm-memory-high-watermark")]
+        rc, _, err = self.ctl("set_vm_memory_high_watermark", "0.5")
+        self.assertEqual(rc, 69)
+        self.assertIn("does not support 'set_vm_memory_high_watermark'", err)
+
+    def test_close_all_connections(self):
+        conns = [{"name": "c%d" % i} for i in range(3)]
+        self.api.route("GET", "/api/vhosts/v/connections", 200, conns)
+        self.api.route("GET", "/api/connections", 200, conns + [{"name": "elsewhere"}])
+        self.api.route("GET", "/api/overview", 200, OVERVIEW)
+        for i in range(3):
+            self.api.route("DELETE", "/api/connections/c%d" % i, 204)
+        rc, out, err = self.ctl("close_all_connections", "-p", "v", "--limit", "2", "go\naway")
+        self.assertEqual((rc, out, err), (0, "Closing 2 connections in vhost v, reason: go\naway...\n"
+                                             "Closed 2 connections\n", ""))
+        deletes = [(r[1], r[2].get("X-Reason")) for r in self.api.requests if r[0] == "DELETE"]
+        self.assertEqual(deletes, [("/api/connections/c0", "go away"), ("/api/connections/c1", "go away")])
+        rc, out, _ = self.ctl("close_all_connections", "--global", "bye", "--formatter", "json")
+        self.assertEqual((rc, out), (0, '{"node":"warren@host","result":"ok","value":"Closed 4 connections"}\n'))
+        self.assertEqual(self.ctl("close_all_connections", "-p", "gone", "bye")[:2],
+                         (0, "Closing all connections in vhost gone, reason: bye...\nClosed 0 connections\n"))
+
+    def test_report_sections(self):
+        self.api.route("GET", "/api/overview", 200, OVERVIEW)
+        self.api.route("GET", "/api/nodes", 200, NODES)
+        self.api.route("GET", "/api/vhosts", 200, [{"name": "/"}])
+        self.api.route("GET", "/api/environment", 200, {"heartbeat": 60})
+        self.api.route("GET", "/api/policies/%2F", 200, [])
+        self.api.route("GET", "/api/vhosts/%2F/permissions", 200, [])
+        self.api.route("GET", "/api/parameters/operator_policy/%2F", 200, [])
+        self.api.route("GET", "/api/parameters", 200, [])
+        self.api.route("GET", "/api/global-parameters", 200, [])
+        rc, out, err = self.ctl("report")
+        self.assertEqual(rc, 0, err)
+        heads = [ln for ln in out.splitlines() if ln.endswith("...") or ln.startswith("Reporting")]
+        self.assertEqual(heads, [
+            "Reporting server status of node warren@host ...", "Status of node warren@host ...",
+            "Cluster status of node warren@host ...", "Application environment of node warren@host ...",
+            "Listing connections ...", "Listing channels ...", "Timeout: 60.0 seconds ...",
+            "Listing queues for vhost / ...", "Listing exchanges for vhost / ...", "Listing bindings for vhost /...",
+            'Listing permissions for vhost "/" ...', 'Listing policies for vhost "/" ...',
+            "Listing global runtime parameters ...", 'Listing runtime parameters for vhost "/" ...'])
+        self.assertTrue(out.startswith("Reporting server status of node warren@host ...\n\nStatus of node"))
+        rc, _, err = self.ctl("report", "--formatter", "json")
+        self.assertEqual(rc, 64)
+        self.assertTrue(err.startswith('Error (argument validation): "Only report formatter is supported"'))
+
+    def test_node_option(self):
+        """-n: this machine is the control socket; another host its
+        management API on 15672 (or --management-port)."""
+        self.api.route("GET", "/api/vhosts", 200, [{"name": "/"}])
+        for node in ("rabbit@localhost", "rabbit", "rabbit@" + socket.gethostname(), "rabbit@127.0.0.1"):
+            self.assertEqual(self.ctl("-n", node, "-q", "list_vhosts")[:2], (0, "name\n/\n"), node)
+        tcp = FakeAPI(tcp_host="0.0.0.0")
+        self.addCleanup(tcp.close)
+        tcp.route("GET", "/api/vhosts", 200, [{"name": "/"}, {"name": "over-http"}])
+        # another host -- this machine's own non-loopback address stands in for one: its
+        # management API, with the credentials given
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.connect(("192.0.2.1", 9))   # no packet is sent: it only picks the outgoing address
+        mine = udp.getsockname()[0]
+        udp.close()
+        self.assertFalse(mine.startswith("127."), "the test needs a non-loopback address")
+        rc, out, err = run(["-n", "rabbit@" + mine, "--management-port", str(tcp.port), "-u", "ops", "-p", "pw",
+                            "-q", "list_vhosts"])
+        self.assertEqual((rc, out), (0, "name\n/\nover-http\n"), err)
+        self.assertEqual(tcp.requests[-1][2].get("Authorization"), "Basic " + base64.b64encode(b"ops:pw").decode())
+        # this machine without a socket to be found (no ./var here): its management API, as guest
+        empty = tempfile.mkdtemp(prefix="warrenctl-cwd-")
+        self.addCleanup(shutil.rmtree, empty, True)
+        p = subprocess.run([warrenctl_bin(), "-n", "rabbit@localhost", "--management-port", str(tcp.port),
+                            "-q", "list_vhosts"], capture_output=True, text=True, cwd=empty,
+                           timeout=RUN_TIMEOUT, env={k: v for k, v in os.environ.items()
+                                                     if k != "WARREN_CTL_SOCKET"})
+        self.assertEqual((p.returncode, p.stdout), (0, "name\n/\nover-http\n"), p.stderr)
+        self.assertEqual(tcp.requests[-1][2].get("Authorization"), "Basic " + base64.b64encode(b"guest:guest").decode())
+        # a named socket is used even with -n, missing or not
+        rc, _, err = run(["-n", "rabbit@localhost", "--socket", "/nonexistent/w.sock", "-q", "list_vhosts"])
+        self.assertEqual(rc, 69)
+        self.assertIn("/nonexistent/w.sock", err)
 
     def test_ping(self):
         self.api.route("GET", "/api/overview", 200, OVERVIEW)
@@ -817,3 +1041,92 @@ class Live(h.BrokerTest):
         self.assertEqual(rc, 0, err)
         rc, out, _ = self.eventually(["-s", "list_vhosts"], lambda o: vhost + "\n" in o)
         self.assertIn(vhost + "\n", out)
+
+    def test_parameters(self):
+        vhost = h.unique("vhost")
+        self.names.append(("vhost", vhost))
+        self.assertEqual(self.ctl("-q", "add_vhost", vhost)[0], 0)
+        value = '{"uri":"amqp://upstream.example"}'
+        self.assertEqual(self.ctl("-q", "set_parameter", "-p", vhost, "federation-upstream", "up", value)[:3],
+                         (0, "", ""))
+        self.assertEqual(self.ctl("-s", "list_parameters", "-p", vhost)[1],
+                         "federation-upstream\tup\t%s\n" % value)
+        self.assertEqual(self.ctl("-q", "clear_parameter", "-p", vhost, "federation-upstream", "up")[0], 0)
+        self.assertEqual(self.ctl("-q", "clear_parameter", "-p", vhost, "federation-upstream", "up")[::2],
+                         (69, "Error:\nParameter does not exist\n"))
+        rc, out, _ = self.ctl("-s", "list_global_parameters")
+        self.assertRegex(out, r'(^|\n)internal_cluster_id\t"rabbitmq-cluster-id-[A-Za-z0-9_-]{22}"\n')
+
+    def test_cluster_status_flags_and_report(self):
+        rc, out, err = self.ctl("cluster_status")
+        self.assertEqual(rc, 0, err)
+        node = out.splitlines()[0][len("Cluster status of node "):-len(" ...")]
+        self.assertIn("\x1b[1mRunning Nodes\x1b[0m\n\n%s\n" % node, out)
+        self.assertIn("Flag: quorum_queue, state: enabled\n", out)
+        self.assertIn("quorum_queue\tenabled\n", self.ctl("-s", "list_feature_flags")[1])
+        self.assertEqual(self.ctl("-q", "list_unresponsive_queues", "name", "durable")[:2], (0, ""))
+        rc, out, err = self.ctl("report")
+        self.assertEqual(rc, 0, err)
+        for head in ("Status of node %s ..." % node, "Cluster status of node %s ..." % node, "Listing channels ...",
+                     'Listing runtime parameters for vhost "/" ...'):
+            self.assertIn("\n%s\n" % head, out)
+
+    def test_close_all_connections(self):
+        vhost = h.unique("vhost")
+        self.names.append(("vhost", vhost))
+        self.assertEqual(self.ctl("-q", "add_vhost", vhost)[0], 0)
+        self.assertEqual(self.ctl("-q", "set_permissions", "-p", vhost, h.USER, ".*", ".*", ".*")[0], 0)
+        victims = [h.connect(vhost=vhost) for _ in range(2)]
+        rc, out, _ = self.eventually(["-q", "list_connections", "vhost"], lambda o: o.count(vhost + "\n") == 2)
+        rc, out, err = self.ctl("close_all_connections", "-p", vhost, "maintenance")
+        self.assertEqual((rc, out), (0, "Closing all connections in vhost %s, reason: maintenance...\n"
+                                        "Closed 2 connections\n" % vhost), err)
+        for c in victims:
+            with self.assertRaises(pex.ConnectionClosedByBroker) as cm:
+                for _ in range(50):
+                    c.process_data_events(time_limit=0.1)
+            self.assertEqual(cm.exception.reply_code, 320)
+            self.assertIn("maintenance", cm.exception.reply_text)
+        self.assertTrue(self.conn.is_open, "the other vhost's connection stays")
+
+
+@h.needs_own_broker
+class OwnBroker(unittest.TestCase):
+    """Commands that change the node (the memory watermark), and -n, on a
+    private Warren."""
+
+    def setUp(self):
+        self.proc = h.WarrenProcess()
+        self.proc.start()
+        self.addCleanup(self.proc.stop)
+
+    def node(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.proc.mgmt_port, timeout=10)
+        c.request("GET", "/api/nodes", headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest")
+                                                .decode()})
+        return json.loads(c.getresponse().read())[0]
+
+    def test_set_vm_memory_high_watermark(self):
+        local = ["--data-dir", self.proc.tmpdir]
+        self.assertEqual(run(local + ["-q", "set_vm_memory_high_watermark", "absolute", "100MB"])[:3], (0, "", ""))
+        self.assertEqual(self.node()["mem_limit"], 100000000)
+        self.assertIn("Memory high watermark setting: computed to: 0.1 gb\n", run(local + ["status"])[1])
+        self.assertEqual(run(local + ["-q", "set_vm_memory_high_watermark", "0.4"])[0], 0)
+        self.assertGreater(self.node()["mem_limit"], 100000000)
+
+    def test_node_names_this_machine(self):
+        local = ["--data-dir", self.proc.tmpdir]
+        for node in ("rabbit@localhost", "rabbit@" + socket.gethostname()):
+            rc, out, err = run(local + ["-n", node, "-q", "cluster_status"])
+            self.assertEqual(rc, 0, err)
+            self.assertIn("Running Nodes", out)
+        # from a directory without the socket: the management API on the given port
+        empty = tempfile.mkdtemp(prefix="warrenctl-cwd-")
+        self.addCleanup(shutil.rmtree, empty, True)
+        p = subprocess.run([warrenctl_bin(), "-n", "rabbit@localhost", "--management-port",
+                            str(self.proc.mgmt_port), "-q", "status"], capture_output=True, text=True, cwd=empty,
+                           timeout=RUN_TIMEOUT,
+                           env={k: v for k, v in os.environ.items() if k != "WARREN_CTL_SOCKET"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("purpose: AMQP 0-9-1\n", p.stdout)
+        self.assertIn("protocol: http/prometheus, purpose: Prometheus exporter API over HTTP\n", p.stdout)
