@@ -576,6 +576,25 @@ class Lists(MgmtTest):
                          [(names[2], {"publish": 3}), (names[1], {"publish": 2}),
                           (names[0], {"publish": 1})])
 
+    def test_columns_of_any_depth(self):
+        # The console's and rabbitmqadmin's rate columns are three levels deep.
+        name = self.http_queue()
+        self.publish_http(name)
+        path = ("/api/queues/%2F?columns=name,message_stats.publish_details.rate,"
+                "message_stats.nosuch,messages.x")
+        rows = poll(lambda: [r for r in get(path) if r.get("name") == name
+                             and r.get("message_stats") and "messages" in r])
+        self.assertEqual(len(rows), 1, rows)
+        row = rows[0]
+        self.assertEqual(sorted(row), ["message_stats", "messages", "name"])
+        self.assertEqual(list(row["message_stats"]), ["publish_details"])
+        self.assertEqual(list(row["message_stats"]["publish_details"]), ["rate"])
+        self.assertIsInstance(row["message_stats"]["publish_details"]["rate"], float)
+        one = get("/api/queues/%%2F/%s?columns=message_stats.publish_details.rate,"
+                  "message_stats.publish" % name)
+        self.assertEqual(sorted(one["message_stats"]), ["publish", "publish_details"])
+        self.assertEqual(list(one["message_stats"]["publish_details"]), ["rate"])
+
     def test_pagination_errors(self):
         r = request("GET", "/api/queues?page=1&page_size=600")
         self.assert_error(r, 400, "invalid_pagination_parameters",
@@ -863,6 +882,25 @@ class Rabbitmqadmin(MgmtTest):
         self.admin("delete", "queue", "name=" + name)
         self.admin("delete", "exchange", "name=" + x)
         self.assertEqual(request("GET", "/api/queues/%2F/" + name).status, 404)
+
+    def test_list_with_a_rate_column(self):
+        name = h.unique("mgmtadm-rate")
+        self._http_queues.append(name)
+        self.admin("declare", "queue", "name=" + name, "durable=false")
+        host, port = h.mgmt_address()
+
+        def rate_printed():  # a steady flow, so every sampling interval sees some
+            for _ in range(10):
+                self.ch.basic_publish("", name, b"x")
+            out = subprocess.run([sys.executable, rabbitmqadmin_path(), "-H", host, "-P", str(port),
+                                  "-u", "guest", "-p", "guest", "-f", "tsv", "list", "queues", "name",
+                                  "message_stats.publish_details.rate"],
+                                 capture_output=True, timeout=20, check=True).stdout.decode()
+            rows = [line.split("\t") for line in out.splitlines()]
+            self.assertEqual(rows[0], ["name", "message_stats.publish_details.rate"])
+            mine = [r[1] for r in rows if r[0] == name]
+            return mine and mine[0] and float(mine[0]) > 0
+        self.assertTrue(poll(rate_printed), "rabbitmqadmin printed no rate")
 
     def test_policies_and_operator_policies(self):
         name = h.unique("mgmtadm-pol")
