@@ -250,6 +250,115 @@ class Queues(MgmtTest):
             get("/api/queues/%2F/" + name)))
         self.assertEqual((info["message_bytes"], info["message_bytes_ready"]), (35, 35))
 
+    def test_messages_in_ram_persistent_and_paged_out(self):
+        # RabbitMQ's breakdown: a transient and two persistent messages in a
+        # durable queue, one persistent one unacked; then in a transient
+        # queue nothing is persistent.
+        durable = self.http_queue(durable=True)
+        persistent = pika.BasicProperties(delivery_mode=2)
+        self.ch.basic_publish("", durable, b"t" * 10)
+        self.ch.basic_publish("", durable, b"p" * 20, properties=persistent)
+        self.ch.basic_publish("", durable, b"q" * 30, properties=persistent)
+        self.assertIsNotNone(self.ch.basic_get(durable, auto_ack=True)[0])  # the transient one
+        self.assertIsNotNone(self.ch.basic_get(durable, auto_ack=False)[0])  # 20 bytes unacked
+        want = {"messages_persistent": 2, "message_bytes_persistent": 50, "messages_ram": 2,
+                "message_bytes_ram": 50, "messages_ready_ram": 1, "messages_unacknowledged_ram": 1,
+                "messages_paged_out": 0, "message_bytes_paged_out": 0}
+        fields = sorted(want)
+        path = "/api/queues/%2F/" + durable
+        info = poll(lambda: (lambda i: i if {k: i.get(k) for k in fields} == want else None)(get(path)))
+        self.assertTrue(info, {k: get(path).get(k) for k in fields})
+        self.ch.basic_recover(requeue=True)
+        transient = self.http_queue()
+        self.ch.basic_publish("", transient, b"p" * 20, properties=persistent)
+        info = poll(lambda: (lambda i: i if i.get("messages_ram") == 1 else None)(
+            get("/api/queues/%2F/" + transient)))
+        self.assertEqual((info["messages_persistent"], info["message_bytes_persistent"]), (0, 0))
+
+    @unittest.skipUnless(WARREN, "RabbitMQ pages out under memory pressure only")
+    def test_paged_out_counts_come_and_go(self):
+        # A durable queue keeps the first 64 of its backlog in RAM and the
+        # rest in the journal only; read back, they count in RAM again, and
+        # once consumed nothing is left on any count.
+        name = self.http_queue(durable=True)
+        persistent = pika.BasicProperties(delivery_mode=2)
+        for _ in range(100):
+            self.ch.basic_publish("", name, b"m" * 100, properties=persistent)
+        self.ch.basic_publish("", name, b"t" * 7)  # transient: stays in RAM
+        info = poll(lambda: (lambda i: i if i.get("messages") == 101 else None)(
+            get("/api/queues/%2F/" + name)))
+        self.assertEqual((info["messages_paged_out"], info["message_bytes_paged_out"]),
+                         (36, 3600))
+        self.assertEqual((info["messages_ram"], info["message_bytes_ram"]), (65, 6407))
+        self.assertEqual((info["messages_persistent"], info["message_bytes_persistent"]),
+                         (100, 10000))
+        other = self.http_queue(name + "-none")
+        for key in ("messages_paged_out", "message_bytes_ram", "messages_persistent"):
+            for reverse, first in (("true", name), ("false", other)):
+                page = get("/api/queues/%%2F?page=1&name=%s&sort=%s&sort_reverse=%s&columns=name"
+                           % (q(name), key, reverse))
+                self.assertEqual(page["items"][0]["name"], first, (key, reverse))
+        for _ in range(50):
+            self.assertIsNotNone(self.ch.basic_get(name, auto_ack=True)[0])
+        info = get("/api/queues/%2F/" + name)
+        self.assertEqual(info["messages_paged_out"] + info["messages_ram"], 51)
+        self.assertEqual(info["messages_persistent"], 50)
+        while self.ch.basic_get(name, auto_ack=False)[0]:
+            pass
+        info = get("/api/queues/%2F/" + name)
+        self.assertEqual((info["messages_ram"], info["messages_unacknowledged_ram"],
+                          info["messages_persistent"]), (51, 51, 50))
+        self.ch.basic_recover(requeue=True)  # back to the queue, then gone
+        request("DELETE", "/api/queues/%2F/" + name + "/contents")
+        self.assert_nothing_counted(name)
+        # expiring from the middle of the backlog, paged out or not
+        for i in range(100):
+            self.ch.basic_publish("", name, b"e" * 10, properties=pika.BasicProperties(
+                delivery_mode=2, expiration=None if i % 2 else "200"))
+        self.assertTrue(poll(lambda: get("/api/queues/%2F/" + name)["messages"] == 50))
+        self.assertEqual(get("/api/queues/%2F/" + name)["messages_persistent"], 50)
+        request("DELETE", "/api/queues/%2F/" + name + "/contents")
+        self.assert_nothing_counted(name)
+
+    def assert_nothing_counted(self, name):
+        info = get("/api/queues/%2F/" + name)
+        for k in ("messages_paged_out", "message_bytes_paged_out", "messages_ram",
+                  "message_bytes_ram", "messages_persistent", "message_bytes_persistent"):
+            self.assertEqual(info[k], 0, k)
+
+    def test_consumer_capacity(self):
+        # RabbitMQ's: 0 without consumers, 1.0 while a consumer could take
+        # more, falling while messages wait on a consumer at its prefetch,
+        # rising again once it takes them (a moving average, half-life 1 s;
+        # Warren's is computed when asked).
+        name = self.http_queue()
+        path = "/api/queues/%2F/" + name
+        info = poll(lambda: (lambda i: i if "consumer_capacity" in i else None)(get(path)))
+        self.assertEqual(info["consumer_capacity"], 0)
+        ch = self.conn.channel()
+        ch.basic_qos(prefetch_count=1)
+        tags = []
+        ch.basic_consume(name, lambda c, m, p, b: tags.append(m.delivery_tag))
+        full = poll(lambda: (lambda i: i if i.get("consumers") == 1
+                             and i.get("consumer_capacity", 0) >= 0.99 else None)(get(path)))
+        self.assertTrue(full, get(path))
+        self.assertEqual(full["consumer_utilisation"], full["consumer_capacity"])
+        for _ in range(5):
+            ch.basic_publish("", name, b"x")
+        low = poll(lambda: (lambda i: i if i["consumer_capacity"] < 0.5 else None)(get(path)))
+        self.assertTrue(low, get(path))
+        if not WARREN:
+            return  # RabbitMQ stops emitting an idle queue's statistics: the value stays low
+        ch.basic_cancel(ch.consumer_tags[0])
+        ch.basic_recover(requeue=True)
+        self.conn.process_data_events(0.2)
+        ch.basic_qos(prefetch_count=0)
+        ch.basic_consume(name, lambda c, m, p, b: c.basic_ack(m.delivery_tag))
+        high = poll(lambda: (self.conn.process_data_events(0.1),
+                             (lambda i: i if i["messages"] == 0 and i["consumer_capacity"] > 0.8
+                              else None)(get(path)))[1])
+        self.assertTrue(high, get(path))
+
     def test_redeclare_inequivalent_is_400(self):
         name = self.http_queue(durable=True)
         r = request("PUT", "/api/queues/%2F/" + name, {"durable": False})
