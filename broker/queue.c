@@ -283,13 +283,17 @@ static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
 /* ---- health counts ------------------------------------------------------ */
 
+/* Whether the journal holds `m` for `q` (a transient queue's test is inline:
+ * it is on every enqueue and delivery). */
+static bool held_in_journal(queue *q, const msg *m) { return q->durable && persist_pageable(q, m); }
+
 void queue_delivery_held(queue *q, uint32_t count, const msg *m)
 {
     uint64_t bytes = msg_body_size(m);
     q->unacked++;
     q->unacked_bytes += bytes;
     q->by_delivery_count[dc_bucket(count)]++;
-    if (persist_pageable(q, m))
+    if (held_in_journal(q, m))
         q->persistent++, q->persistent_bytes += bytes;
 }
 
@@ -299,7 +303,7 @@ void queue_delivery_settled(queue *q, uint32_t count, const msg *m)
     q->unacked--;
     q->unacked_bytes -= bytes;
     q->by_delivery_count[dc_bucket(count)]--;
-    if (persist_pageable(q, m))
+    if (held_in_journal(q, m))
         q->persistent--, q->persistent_bytes -= bytes;
 }
 
@@ -481,10 +485,7 @@ static void paged_in(queue *q, qslot *s, msg *m)
 }
 
 /* Whether the journal holds slot `s`'s message for `q`. */
-static bool slot_persistent(queue *q, const qslot *s)
-{
-    return s->paged || persist_pageable(q, s->m);
-}
+static bool slot_persistent(queue *q, const qslot *s) { return s->paged || held_in_journal(q, s->m); }
 
 /* Counts a slot entering a ring; uncount undoes it. */
 static void count_in(queue *q, const qslot *s)
@@ -1060,11 +1061,14 @@ void queue_dispatch(queue *q)
     q->dispatching = true;
     queue_item it;
     uint32_t expired = 0;
+    bool delivered = false, blocked = false;
     while (q->count) {
         consumer *c = pick(q);
-        if (!c)
-            use_set(q, false);
-        if (!c || !pop_next(q, &it, true))
+        if (!c) {
+            blocked = true;
+            break;
+        }
+        if (!pop_next(q, &it, true))
             break;
         if (item_expired(q, &it)) { /* the timer is a turn late */
             queue_dead_letter(q, it, "expired");
@@ -1075,10 +1079,16 @@ void queue_dispatch(queue *q)
             continue;
         }
         deliver_to(q, c, it);
-        use_set(q, true);
+        delivered = true;
     }
-    /* emptied another way (purge, expiry) while no consumer could take more */
-    if (!q->count && q->use.inactive && pick(q))
+    /* consumer capacity: a consumer took messages, then perhaps none could
+     * take more; or the queue was emptied another way (purge, expiry) while
+     * none could, and one can now */
+    if (delivered)
+        use_set(q, true);
+    if (blocked)
+        use_set(q, false);
+    else if (!q->count && q->use.inactive && pick(q))
         use_set(q, true);
     q->dispatching = false;
 }
