@@ -162,7 +162,8 @@ bool mgmt_json_columns(mgmt_json *w, const char *csv, int depth)
         w->cols = grown;
         w->cols[w->ncols++] = col;
     }
-    qsort(w->cols, w->ncols, sizeof *w->cols, path_cmp);
+    if (w->ncols) /* cols is NULL for an empty list */
+        qsort(w->cols, w->ncols, sizeof *w->cols, path_cmp);
     return !oom;
 }
 
