@@ -850,10 +850,10 @@ bool queue_is_deleted(const queue *q);
  * 3-4, 5-9, 10-19, 20-49, 50 and more). */
 enum { QUEUE_DC_BUCKETS = 8 };
 extern const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS];
-/* A channel holds a delivery from `q` of `bytes` body bytes, delivered
- * `count` times in all (this delivery included) -- and later settles it. */
-void queue_delivery_held(queue *q, uint32_t count, uint64_t bytes);
-void queue_delivery_settled(queue *q, uint32_t count, uint64_t bytes);
+/* A channel holds a delivery of `m` from `q`, delivered `count` times in
+ * all (this delivery included) -- and later settles it. */
+void queue_delivery_held(queue *q, uint32_t count, const msg *m);
+void queue_delivery_settled(queue *q, uint32_t count, const msg *m);
 /* A delivery from `q` timed out (a consumer timeout), for its statistics. */
 void queue_consumer_timed_out(queue *q);
 /* Deliveries from `q` not yet acked, rejected or requeued. */
@@ -1316,6 +1316,11 @@ uint64_t chan_oldest_unacked_from(chan *ch, const queue *q);
 typedef struct queue_info {
     uint32_t ready, unacked, consumers;
     uint64_t ready_bytes, unacked_bytes;
+    uint32_t paged;            /* ready messages paged out: in the journal, not in RAM */
+    uint64_t paged_bytes;      /* their body bytes */
+    uint32_t persistent;       /* ready and unacked messages the journal holds for the queue */
+    uint64_t persistent_bytes; /* their body bytes */
+    double consumer_capacity;  /* 0..1, RabbitMQ's; 0 without consumers (queue.c) */
     size_t memory;             /* bytes the queue's own structures use (not bodies) */
     uint64_t oldest_ready_ms;  /* server_now_ms clock, 0 = none */
     uint32_t delivery_counts[QUEUE_DC_BUCKETS];

@@ -145,7 +145,7 @@ static void ua_push(chan *ch, uint64_t tag, queue *q, consumer *cons, queue_item
                    .cons = cons};
     ch->ua_live++;
     queue_hold(q);
-    queue_delivery_held(q, it.delivery_count, msg_body_size(it.m));
+    queue_delivery_held(q, it.delivery_count, it.m);
     if (cons)
         cons->unacked++;
 }
@@ -157,7 +157,7 @@ static void ua_settle(chan *ch, unacked *e, settle_mode mode)
 {
     if (e->cons)
         e->cons->unacked--;
-    queue_delivery_settled(e->q, e->it.delivery_count, msg_body_size(e->it.m));
+    queue_delivery_settled(e->q, e->it.delivery_count, e->it.m);
     if (queue_is_deleted(e->q) || mode == SETTLE_ACK) {
         if (mode == SETTLE_ACK)
             persist_settle(e->q, e->it.m, JOURNAL_ACK), chan_count(ch, e->q, STAT_ACK);

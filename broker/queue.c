@@ -69,12 +69,23 @@
  * delivered that often, so a message that keeps coming back shows before
  * it loops for long. Ready slots are counted as they enter and leave the
  * rings, deliveries by the channel (queue_delivery_held / _settled).
+ * So are the ready slots paged out, and the ready and unacked messages the
+ * journal holds for the queue (persistent), with their bytes.
+ *
+ * Consumer capacity, as RabbitMQ's rabbit_queue_consumers computes it: the
+ * queue is active while it can hand a message to a consumer at once, and
+ * turns inactive when a message waits and no consumer can take it (none,
+ * or all at their prefetch), until a consumer is added or takes a message
+ * again. The capacity is the moving average (half-life 1 s) of the active
+ * share of the time over the last active period and the inactive one
+ * since; only the changes of state are recorded, not each message.
  *
  * Lifetime: the vhost holds one reference, every unacked delivery another
  * (queue_hold/queue_release). queue_delete unlinks the queue from the vhost
  * and its bindings, cancels its consumers and drops ready messages; the
  * struct is freed when the last unacked delivery from it is settled.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +104,15 @@
 /* Messages this close to the head of a ring stay in RAM, so a consumer
  * that keeps up never waits for a read. */
 #define RESIDENT_SLOTS 64
+
+/* See "Consumer capacity". */
+typedef struct consumer_use {
+    bool inactive;
+    uint64_t since;     /* server_now_ms of the last change */
+    uint64_t active_ms; /* when inactive: how long the active period before it lasted */
+    double avg;
+} consumer_use;
+#define USE_HALF_LIFE_MS 1000.0
 
 /* A FIFO of slots; cap is a power of two. `count` includes `dead`
  * tombstones (see "Expiry"), never at the head or the tail. */
@@ -142,7 +162,12 @@ struct queue {
     uint64_t delivery_limit_dead; /* dead-lettered or dropped by x-delivery-limit */
     uint64_t consumer_timeouts;   /* deliveries whose consumer timeout fired */
     uint32_t by_delivery_count[QUEUE_DC_BUCKETS]; /* ready + unacked, see above */
-    stats stats; /* management counters */
+    uint32_t paged;           /* ready slots paged out */
+    uint64_t paged_bytes;     /* their body bytes */
+    uint32_t persistent;      /* ready and unacked messages the journal holds for it */
+    uint64_t persistent_bytes;
+    consumer_use use; /* see "Consumer capacity" */
+    stats stats;      /* management counters */
 };
 
 const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS] = {0, 1, 2, 3, 5, 10, 20, 50};
@@ -191,6 +216,7 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     }
     if (q->limits.expires >= 0)
         queue_touch(q);
+    q->use = (consumer_use){.since = server_now_ms(vhost_server(v)), .avg = 1.0};
     policy_apply_queue(v, q);
     return q;
 }
@@ -264,18 +290,64 @@ static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
 
 /* ---- health counts ------------------------------------------------------ */
 
-void queue_delivery_held(queue *q, uint32_t count, uint64_t bytes)
+/* Whether the journal holds `m` for `q` (a transient queue's test is inline:
+ * it is on every enqueue and delivery). */
+static bool held_in_journal(queue *q, const msg *m) { return q->durable && persist_pageable(q, m); }
+
+void queue_delivery_held(queue *q, uint32_t count, const msg *m)
 {
+    uint64_t bytes = msg_body_size(m);
     q->unacked++;
     q->unacked_bytes += bytes;
     q->by_delivery_count[dc_bucket(count)]++;
+    if (held_in_journal(q, m))
+        q->persistent++, q->persistent_bytes += bytes;
 }
 
-void queue_delivery_settled(queue *q, uint32_t count, uint64_t bytes)
+void queue_delivery_settled(queue *q, uint32_t count, const msg *m)
 {
+    uint64_t bytes = msg_body_size(m);
     q->unacked--;
     q->unacked_bytes -= bytes;
     q->by_delivery_count[dc_bucket(count)]--;
+    if (held_in_journal(q, m))
+        q->persistent--, q->persistent_bytes -= bytes;
+}
+
+/* ---- consumer capacity -------------------------------------------------- */
+
+/* RabbitMQ's moving average of the active share: `active` and `inactive`
+ * ms since `avg` was last brought up to date. */
+static double use_avg(uint64_t active, uint64_t inactive, double avg)
+{
+    double t = (double)(active + inactive);
+    if (t == 0)
+        return avg;
+    double w = exp(t * log(0.5) / USE_HALF_LIFE_MS);
+    return (double)active / t * (1 - w) + avg * w;
+}
+
+static void use_set(queue *q, bool active)
+{
+    consumer_use *u = &q->use;
+    if (u->inactive != active)
+        return;
+    uint64_t now = now_ms(q);
+    if (active)
+        u->avg = use_avg(u->active_ms, now - u->since, u->avg);
+    else
+        u->active_ms = now - u->since;
+    u->inactive = !active;
+    u->since = now;
+}
+
+static double consumer_capacity(queue *q)
+{
+    const consumer_use *u = &q->use;
+    uint64_t for_ms = now_ms(q) - u->since;
+    if (!q->nconsumers)
+        return 0;
+    return u->inactive ? use_avg(u->active_ms, for_ms, u->avg) : use_avg(for_ms, 0, u->avg);
 }
 
 uint32_t queue_unacked_count(const queue *q) { return q->unacked; }
@@ -401,13 +473,48 @@ static qslot slot_of(queue_item it)
 }
 
 /* Leaves only what the journal needs to give `s`'s message back. */
-static void page_out(qslot *s)
+static void page_out(queue *q, qslot *s)
 {
     msg *m = s->m;
     msg_journal_loc(m, &s->loc);
     s->id = msg_id(m);
     s->paged = true;
+    q->paged++, q->paged_bytes += s->body_size;
     msg_unref(m);
+}
+
+/* `s` holds its message again. */
+static void paged_in(queue *q, qslot *s, msg *m)
+{
+    s->m = m;
+    s->paged = false;
+    q->paged--, q->paged_bytes -= s->body_size;
+}
+
+/* Whether the journal holds slot `s`'s message for `q`. */
+static bool slot_persistent(queue *q, const qslot *s) { return s->paged || held_in_journal(q, s->m); }
+
+/* Counts a slot entering a ring; uncount undoes it. */
+static void count_in(queue *q, const qslot *s)
+{
+    q->count++;
+    q->bytes += s->body_size;
+    q->by_delivery_count[dc_bucket(s->delivery_count)]++;
+    if (s->paged)
+        q->paged++, q->paged_bytes += s->body_size;
+    if (slot_persistent(q, s))
+        q->persistent++, q->persistent_bytes += s->body_size;
+}
+
+static void uncount(queue *q, const qslot *s)
+{
+    q->count--;
+    q->bytes -= s->body_size;
+    q->by_delivery_count[dc_bucket(s->delivery_count)]--;
+    if (s->paged)
+        q->paged--, q->paged_bytes -= s->body_size;
+    if (slot_persistent(q, s))
+        q->persistent--, q->persistent_bytes -= s->body_size;
 }
 
 static bool push_back(queue *q, qslot s, uint8_t level)
@@ -416,9 +523,7 @@ static bool push_back(queue *q, qslot s, uint8_t level)
     if (r->count == r->cap && !ring_make_room(r))
         return false;
     *ring_at(r, r->count++) = s;
-    q->count++;
-    q->bytes += s.body_size;
-    q->by_delivery_count[dc_bucket(s.delivery_count)]++;
+    count_in(q, &s);
     return true;
 }
 
@@ -468,19 +573,10 @@ static bool insert_in_place(queue *q, qslot s, uint8_t level)
     }
     r->count++;
     *ring_at(r, lo) = s;
-    q->count++;
-    q->bytes += s.body_size;
-    q->by_delivery_count[dc_bucket(s.delivery_count)]++;
+    count_in(q, &s);
     if (s.expires_at || q->limits.message_ttl >= 0)
         track_expiry(q, level, &s);
     return true;
-}
-
-static void uncount(queue *q, const qslot *s)
-{
-    q->count--;
-    q->bytes -= s->body_size;
-    q->by_delivery_count[dc_bucket(s->delivery_count)]--;
 }
 
 /* Takes the head (i = 0) or the tail of `r`. */
@@ -515,7 +611,7 @@ static void page_tail(queue *q, const msg *m)
     ring *r = &q->levels[level_of(q, m)];
     qslot *last = r->count ? ring_at(r, r->count - 1) : NULL;
     if (r->count > RESIDENT_SLOTS && last->m == m && !last->paged && persist_pageable(q, m))
-        page_out(last);
+        page_out(q, last);
 }
 
 /* Reads the paged-out slots at the head of `r` back, as many as one read
@@ -531,11 +627,8 @@ static bool page_in_head(queue *q, ring *r)
         locs[n] = s->loc;
     }
     n = persist_page_in(q, ids, locs, n, got);
-    for (size_t i = 0; i < n; i++) {
-        qslot *s = ring_at(r, (uint32_t)i);
-        s->m = got[i];
-        s->paged = false;
-    }
+    for (size_t i = 0; i < n; i++)
+        paged_in(q, ring_at(r, (uint32_t)i), got[i]);
     return n > 0;
 }
 
@@ -546,8 +639,7 @@ static bool page_in_one(queue *q, qslot *s)
     msg *m;
     if (!persist_page_in(q, &s->id, &s->loc, 1, &m))
         return false;
-    s->m = m;
-    s->paged = false;
+    paged_in(q, s, m);
     return true;
 }
 
@@ -978,9 +1070,14 @@ void queue_dispatch(queue *q)
     q->dispatching = true;
     queue_item it;
     uint32_t expired = 0;
+    bool delivered = false, blocked = false;
     while (q->count) {
         consumer *c = pick(q);
-        if (!c || !pop_next(q, &it, true))
+        if (!c) {
+            blocked = true;
+            break;
+        }
+        if (!pop_next(q, &it, true))
             break;
         if (item_expired(q, &it)) { /* the timer is a turn late */
             queue_dead_letter(q, it, "expired");
@@ -991,7 +1088,17 @@ void queue_dispatch(queue *q)
             continue;
         }
         deliver_to(q, c, it);
+        delivered = true;
     }
+    /* consumer capacity: a consumer took messages, then perhaps none could
+     * take more; or the queue was emptied another way (purge, expiry) while
+     * none could, and one can now */
+    if (delivered)
+        use_set(q, true);
+    if (blocked)
+        use_set(q, false);
+    else if (!q->count && q->use.inactive && pick(q))
+        use_set(q, true);
     q->dispatching = false;
 }
 
@@ -1014,8 +1121,10 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
         consumer *c = pick(q);
         if (c) {
             deliver_to(q, c, e);
+            use_set(q, true);
             return true;
         }
+        use_set(q, false);
     }
     /* a quorum queue refuses once it is over its limit, so it takes the
      * message that crosses it (RabbitMQ 3.10's rabbit_fifo) */
@@ -1254,6 +1363,7 @@ void queue_add_consumer(queue *q, consumer *cons)
     }
     q->nconsumers++;
     q->had_consumer = true;
+    use_set(q, true);
     if (!q->active)
         q->active = cons;
     if (cons->exclusive)
@@ -1334,6 +1444,11 @@ void queue_describe(queue *q, queue_info *out)
                         .consumers = q->nconsumers,
                         .ready_bytes = q->bytes,
                         .unacked_bytes = q->unacked_bytes,
+                        .paged = q->paged,
+                        .paged_bytes = q->paged_bytes,
+                        .persistent = q->persistent,
+                        .persistent_bytes = q->persistent_bytes,
+                        .consumer_capacity = consumer_capacity(q),
                         .memory = memory,
                         .oldest_ready_ms = queue_oldest_ready_ms(q),
                         .delivery_limit_dead = q->delivery_limit_dead,

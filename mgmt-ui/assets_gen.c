@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-/* /css/console.css (17490 bytes) */
+/* /css/console.css (19772 bytes) */
 static const char body_0[] =
     "/* Warren console. One design: a dark navy top bar, a light side navigation,\n"
     "   white panels on a grey canvas. Meaning colours come from the Okabe-Ito\n"
@@ -81,6 +81,7 @@ static const char body_0[] =
     ".page-head .actions { margin-left: auto; display: flex; gap: 8px; flex-wrap: wrap; }\n"
     ".crumbs { font-size: 12.5px; color: var(--muted); margin-bottom: 4px; }\n"
     ".name-text { overflow-wrap: anywhere; }\n"
+    ".conn-name .addr { white-space: nowrap; }\n"
     "\n"
     "/* Panels */\n"
     ".panel { background: var(--panel); border: 1px solid var(--line); border-radius: var(--radius); padding: 16px; margin-bottom: 16px; }\n"
@@ -145,11 +146,14 @@ static const char body_0[] =
     ".column-list label { display: flex; gap: 6px; align-items: center; white-space: nowrap; }\n"
     ".table-scroll { overflow-x: auto; }\n"
     "table.data { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }\n"
-    "table.data th, table.data td { padding: 7px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }\n"
-    "table.data th { font-size: 12px; font-weight: 600; color: var(--muted); background: #fafbfc; white-space: nowrap; position: sticky; top: 0; }\n"
+    "table.data th, table.data td { padding: 7px 6px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }\n"
+    "/* headings wrap between words, so a table of many count columns fits\n"
+    "   beside the navigation at 1280 px */\n"
+    "table.data th { font-size: 12px; font-weight: 600; color: var(--muted); background: #fafbfc; position: sticky; top: 0; vertical-align: bottom; }\n"
     "table.data th.num, table.data td.num { text-align: right; white-space: nowrap; }\n"
     "table.data tbody tr:hover { background: #f7f9fb; }\n"
     "table.data td[data-col=name] { max-width: 360px; min-width: 9em; overflow-wrap: anywhere; }\n"
+    "table.data td[data-col=name]:has(.conn-name) { min-width: 0; overflow-wrap: normal; }\n"
     "table.data td[data-col=vhost] { white-space: nowrap; }\n"
     "table.data .state { border: 0; }\n"
     "button.sort { all: unset; cursor: pointer; display: inline-flex; gap: 4px; align-items: center; }\n"
@@ -164,6 +168,7 @@ static const char body_0[] =
     "table.simple { width: 100%; border-collapse: collapse; }\n"
     "table.simple th, table.simple td { padding: 6px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }\n"
     "table.simple th { font-size: 12px; color: var(--muted); font-weight: 600; }\n"
+    "table.simple .num { text-align: right; }\n"
     "\n"
     "/* States */\n"
     ".state { display: flex; gap: 12px; align-items: center; padding: 24px; color: var(--muted); justify-content: center; }\n"
@@ -185,6 +190,7 @@ static const char body_0[] =
     ".field { display: flex; flex-direction: column; gap: 4px; }\n"
     ".field > label { font-size: 12px; font-weight: 600; color: var(--muted); }\n"
     ".field.wide { grid-column: 1 / -1; }\n"
+    ".field.fit > select { align-self: flex-start; max-width: 100%; }\n"
     ".hint { color: var(--muted); font-size: 12px; }\n"
     ".check { display: flex; gap: 6px; align-items: center; }\n"
     ".checks { display: flex; gap: 14px; flex-wrap: wrap; padding-top: 6px; }\n"
@@ -267,6 +273,31 @@ static const char body_0[] =
     "  .args-row .arg-type { grid-column: 1 / 3; }\n"
     "  .tiles { grid-template-columns: repeat(2, minmax(0, 1fr)); }\n"
     "  .sidenav a span { font-size: 13px; }\n"
+    "}\n"
+    "\n"
+    "/* Phones: each row of a list is a card -- its name, then every chosen\n"
+    "   column as \"label value\" -- so the counts are on screen without scrolling\n"
+    "   sideways; the header stays, as a row of sort buttons. */\n"
+    "@media (max-width: 600px) {\n"
+    "  table.data, table.data thead, table.data tbody, table.data tr, table.data th, table.data td { display: block; }\n"
+    "  table.data thead tr { display: flex; flex-wrap: wrap; gap: 2px 14px; padding: 6px 10px; border-bottom: 1px solid var(--line); background: #fafbfc; }\n"
+    "  table.data th { position: static; border: 0; padding: 2px 0; background: none; }\n"
+    "  table.data tbody tr { padding: 6px 0; border-bottom: 1px solid var(--line); }\n"
+    "  table.data td { border: 0; padding: 2px 10px; }\n"
+    "  table.data td[data-label] { display: flex; justify-content: space-between; align-items: baseline; gap: 12px; }\n"
+    "  table.data td[data-label]::before { content: attr(data-label); color: var(--muted); font-size: 12.5px; flex: none; }\n"
+    "  table.data td[data-label] > .cell { text-align: right; min-width: 0; overflow-wrap: anywhere; }\n"
+    "  table.data td[data-col=name] { display: block; max-width: none; font-weight: 600; }\n"
+    "  table.data td[data-col=name]::before { content: none; }\n"
+    "  table.data td[data-col=name] > .cell { text-align: left; }\n"
+    "  table.cards, table.cards tbody, table.cards tr, table.cards td { display: block; }\n"
+    "  table.cards thead { display: none; }\n"
+    "  table.cards tr { padding: 6px 0; border-bottom: 1px solid var(--line); }\n"
+    "  table.cards td { border: 0; padding: 2px 4px; overflow-wrap: anywhere; }\n"
+    "  table.cards td[data-label] { display: flex; justify-content: space-between; align-items: baseline; gap: 12px; text-align: right; }\n"
+    "  table.cards td[data-label]::before { content: attr(data-label); color: var(--muted); font-size: 12.5px; flex: none; text-align: left; }\n"
+    "  table.cards td:first-child { display: block; font-weight: 600; text-align: left; }\n"
+    "  table.cards td:first-child::before { content: none; }\n"
     "}\n"
     "\n"
     "/* Later additions */\n"
@@ -576,11 +607,11 @@ static const char body_4[] =
     "\n"
     "boot();\n";
 
-/* /js/bindings.js (5041 bytes) */
+/* /js/bindings.js (5055 bytes) */
 static const char body_5[] =
     "// Bindings: a table with unbind buttons and the form that adds one, for the\n"
     "// queue page (bindings to it) and the exchange page (both directions).\n"
-    "import { h, replace, field, select, empty } from './dom.js';\n"
+    "import { h, replace, field, select, empty, cards } from './dom.js';\n"
     "import { post, del, get } from './http.js';\n"
     "import { argsEditor, confirmAction, runAction } from './ui.js';\n"
     "import { exchangeLink, queueLink } from './objects.js';\n"
@@ -594,7 +625,7 @@ static const char body_5[] =
     "// bindingsTable(rows, {show: 'source' | 'destination', onChange}) -> element.\n"
     "export function bindingsTable(rows, opts) {\n"
     "  if (!rows.length) return empty(opts.emptyText || 'No bindings.');\n"
-    "  return h('div', { class: 'table-scroll' }, h('table', { class: 'simple bindings' },\n"
+    "  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple bindings' },\n"
     "    h('thead', {}, h('tr', {}, h('th', {}, opts.show === 'source' \? 'From' : 'To'), h('th', {}, 'Routing key'), h('th', {}, 'Arguments'), h('th', {}, h('span', { class: 'sr' }, 'Actions')))),\n"
     "    h('tbody', {}, rows.map((b) => {\n"
     "      const isDefault = b.source === '';\n"
@@ -614,7 +645,7 @@ static const char body_5[] =
     "      }, 'Unbind');\n"
     "      return h('tr', {}, h('td', {}, other), h('td', { class: 'mono' }, b.routing_key),\n"
     "        h('td', { class: 'mono' }, Object.keys(b.arguments || {}).length \? JSON.stringify(b.arguments) : ''), h('td', {}, unbind));\n"
-    "    }))));\n"
+    "    })))));\n"
     "}\n"
     "\n"
     "// bindingForm({vhost, fixed: {side: 'source'|'destination', type, name}, onChange}):\n"
@@ -705,13 +736,17 @@ static const char body_6[] =
     "  return { refresh: table.refresh, title: 'Channels' };\n"
     "}\n";
 
-/* /js/chart.js (5687 bytes) */
+/* /js/chart.js (7319 bytes) */
 static const char body_7[] =
-    "// A small canvas line chart for the API's samples: time on x over a fixed\n"
-    "// window, values on y from 0 to a rounded maximum. Each series has a colour\n"
-    "// from the Okabe-Ito palette (distinguishable with the common colour-vision\n"
+    "// A small canvas line chart for the API's samples. The time axis spans the\n"
+    "// samples there are -- a queue's minute, the overview's ten minutes, fewer\n"
+    "// while an object is young -- and nothing is drawn where there are none: a\n"
+    "// series whose samples are further apart than its step shows a gap. Values\n"
+    "// on y from 0 to a rounded maximum. Each series has a colour from the\n"
+    "// Okabe-Ito palette (distinguishable with the common colour-vision\n"
     "// deficiencies) and its own dash pattern, and the legend repeats each\n"
-    "// series' latest value as text, so no meaning rests on colour alone.\n"
+    "// series' current value as text -- the API's own rate or count, the number\n"
+    "// the page's tiles show -- so no meaning rests on colour alone.\n"
     "import { h } from './dom.js';\n"
     "\n"
     "export const COLORS = {\n"
@@ -752,10 +787,41 @@ static const char body_7[] =
     "  return unit \? `${s}${unit}` : s;\n"
     "}\n"
     "\n"
-    "// createChart(title, series, {unit, windowMs, format}) -> {el, update(data)}\n"
-    "// where series is [{label, color}] and data is one point array per series.\n"
+    "// \"-45 s\", \"-3 min\": how long before `now` time t was.\n"
+    "export function agoLabel(t, now) {\n"
+    "  const s = Math.max(0, Math.round((now - t) / 1000));\n"
+    "  if (s < 5) return 'now';\n"
+    "  if (s < 120) return `-${s} s`;\n"
+    "  return `-${Math.round(s / 60)} min`;\n"
+    "}\n"
+    "\n"
+    "// The span of the points of every series: [first, last] times, or null\n"
+    "// with fewer than two distinct times (nothing to draw a line over).\n"
+    "export function spanOf(data) {\n"
+    "  let t0 = Infinity;\n"
+    "  let t1 = -Infinity;\n"
+    "  data.forEach((pts) => pts.forEach((p) => { t0 = Math.min(t0, p.t); t1 = Math.max(t1, p.t); }));\n"
+    "  return t1 > t0 \? [t0, t1] : null;\n"
+    "}\n"
+    "\n"
+    "// The runs of a series drawn as one line: a new run starts where two\n"
+    "// points are further apart than twice the series' smallest step.\n"
+    "export function runsOf(pts) {\n"
+    "  let step = Infinity;\n"
+    "  for (let i = 1; i < pts.length; i += 1) step = Math.min(step, pts[i].t - pts[i - 1].t);\n"
+    "  const runs = [];\n"
+    "  pts.forEach((p, i) => {\n"
+    "    if (!i || p.t - pts[i - 1].t > 2 * step) runs.push([]);\n"
+    "    runs[runs.length - 1].push(p);\n"
+    "  });\n"
+    "  return runs;\n"
+    "}\n"
+    "\n"
+    "// createChart(title, series, {unit, format}) -> {el, update(data, latest)}\n"
+    "// where series is [{label, color}], data one point array per series\n"
+    "// (oldest first) and latest the value per series the legend shows (the\n"
+    "// newest point's when not given).\n"
     "export function createChart(title, series, opts = {}) {\n"
-    "  const windowMs = opts.windowMs || 600000;\n"
     "  const canvas = h('canvas', { role: 'img', 'aria-label': title });\n"
     "  const legendValues = series.map(() => h('span', { class: 'legend-value' }, '\342\200\223'));\n"
     "  const legend = h('ul', { class: 'legend' }, series.map((s, i) => h('li', {},\n"
@@ -777,10 +843,8 @@ static const char body_7[] =
     "    const bottom = ht - 20;\n"
     "    const top = 8;\n"
     "    const right = w - 8;\n"
-    "    const now = Date.now();\n"
-    "    const t0 = now - windowMs;\n"
     "    let max = 0;\n"
-    "    data.forEach((pts) => pts.forEach((p) => { if (p.t >= t0 && p.v > max) max = p.v; }));\n"
+    "    data.forEach((pts) => pts.forEach((p) => { if (p.v > max) max = p.v; }));\n"
     "    const ymax = niceMax(max);\n"
     "    ctx.font = '11px system-ui, sans-serif';\n"
     "    ctx.fillStyle = '#5b6573';\n"
@@ -792,41 +856,49 @@ static const char body_7[] =
     "      ctx.textAlign = 'right'; ctx.textBaseline = 'middle';\n"
     "      ctx.fillText(tickLabel((ymax * i) / 4, opts.unit), left - 6, y);\n"
     "    }\n"
+    "    const span = spanOf(data);\n"
     "    ctx.textBaseline = 'top';\n"
-    "    const minutes = windowMs / 60000;\n"
-    "    const ticks = Math.max(1, Math.min(5, Math.floor((right - left) / 70)));\n"
+    "    if (!span) {\n"
+    "      ctx.textAlign = 'center';\n"
+    "      ctx.fillText('No samples yet', (left + right) / 2, bottom + 5);\n"
+    "      return;\n"
+    "    }\n"
+    "    const [t0, t1] = span;\n"
+    "    const now = Date.now();\n"
+    "    const ticks = Math.max(1, Math.min(4, Math.floor((right - left) / 80)));\n"
     "    for (let i = 0; i <= ticks; i += 1) {\n"
     "      const x = left + ((right - left) * i) / ticks;\n"
-    "      const ago = Math.round(minutes - (minutes * i) / ticks);\n"
     "      ctx.textAlign = i === 0 \? 'left' : i === ticks \? 'right' : 'center';\n"
-    "      ctx.fillText(ago === 0 \? 'now' : `-${ago} min`, x, bottom + 5);\n"
+    "      ctx.fillText(agoLabel(t0 + ((t1 - t0) * i) / ticks, now), x, bottom + 5);\n"
     "    }\n"
-    "    const xOf = (t) => left + ((t - t0) / windowMs) * (right - left);\n"
+    "    const xOf = (t) => left + ((t - t0) / (t1 - t0)) * (right - left);\n"
     "    const yOf = (v) => bottom - (v / ymax) * (bottom - top);\n"
     "    data.forEach((pts, i) => {\n"
     "      ctx.strokeStyle = series[i].color || COLORS.blue;\n"
     "      ctx.lineWidth = 2;\n"
     "      ctx.setLineDash(DASHES[i % DASHES.length]);\n"
-    "      ctx.beginPath();\n"
-    "      let started = false;\n"
-    "      pts.forEach((p) => {\n"
-    "        if (p.t < t0) return;\n"
-    "        const x = xOf(p.t);\n"
-    "        const y = yOf(p.v);\n"
-    "        if (started) ctx.lineTo(x, y); else { ctx.moveTo(x, y); started = true; }\n"
+    "      runsOf(pts).forEach((run) => {\n"
+    "        ctx.beginPath();\n"
+    "        run.forEach((p, j) => (j \? ctx.lineTo(xOf(p.t), yOf(p.v)) : ctx.moveTo(xOf(p.t), yOf(p.v))));\n"
+    "        ctx.stroke();\n"
     "      });\n"
-    "      ctx.stroke();\n"
     "      ctx.setLineDash([]);\n"
     "    });\n"
     "  }\n"
     "\n"
-    "  function update(newData) {\n"
+    "  function update(newData, latest) {\n"
     "    data = newData.map((pts) => pts || []);\n"
-    "    const latest = data.map((pts) => (pts.length \? pts[pts.length - 1].v : null));\n"
+    "    const shown = data.map((pts, i) => {\n"
+    "      const v = latest \? latest[i] : undefined;\n"
+    "      if (v !== undefined && v !== null) return v;\n"
+    "      return pts.length \? pts[pts.length - 1].v : null;\n"
+    "    });\n"
     "    const fmt = opts.format || ((v) => String(v));\n"
-    "    latest.forEach((v, i) => { legendValues[i].textContent = v === null \? '\342\200\223' : fmt(v); });\n"
-    "    el.dataset.latest = JSON.stringify(latest);\n"
+    "    shown.forEach((v, i) => { legendValues[i].textContent = v === null \? '\342\200\223' : fmt(v); });\n"
+    "    el.dataset.latest = JSON.stringify(shown);\n"
     "    el.dataset.points = String(data.reduce((n, pts) => n + pts.length, 0));\n"
+    "    el.dataset.series = JSON.stringify(data.map((pts) => pts.map((p) => [p.t, p.v])));\n"
+    "    el.dataset.span = JSON.stringify(spanOf(data));\n"
     "    canvas.setAttribute('aria-label', `${title}: ${series.map((s, i) => `${s.label} ${legendValues[i].textContent}`).join(', ')}`);\n"
     "    if (el.isConnected) draw();\n"
     "  }\n"
@@ -845,12 +917,12 @@ static const char body_7[] =
     "  return c;\n"
     "}\n";
 
-/* /js/connection.js (4135 bytes) */
+/* /js/connection.js (4149 bytes) */
 static const char body_8[] =
     "// One connection: its facts, client properties (as the client sent them,\n"
     "// shown as text), its channels, and closing it with a reason (sent in the\n"
     "// X-Reason header, which the broker puts in the 320 connection.close).\n"
-    "import { h, replace, errorBox, facts, loading, panel, empty, field } from './dom.js';\n"
+    "import { h, replace, errorBox, facts, loading, panel, empty, field, cards } from './dom.js';\n"
     "import { get, del } from './http.js';\n"
     "import { num, bytes, time } from './format.js';\n"
     "import { stateBadge } from './objects.js';\n"
@@ -907,11 +979,11 @@ static const char body_8[] =
     "    replace(props, propsTable(c.client_properties));\n"
     "    try {\n"
     "      const list = await get(`${base}/channels`);\n"
-    "      replace(channels, list.length \? h('table', { class: 'simple' },\n"
+    "      replace(channels, list.length \? cards(h('table', { class: 'simple' },\n"
     "        h('thead', {}, h('tr', {}, ['Channel', 'Mode', 'State', 'Prefetch', 'Unacked', 'Unconfirmed'].map((t) => h('th', {}, t)))),\n"
     "        h('tbody', {}, list.map((ch) => h('tr', {}, h('td', {}, ch.name), h('td', {}, ch.confirm \? 'confirm' : ch.transactional \? 'tx' : '\342\200\223'),\n"
     "          h('td', {}, stateBadge(ch.state)), h('td', { class: 'num' }, num(ch.prefetch_count)), h('td', { class: 'num' }, num(ch.messages_unacknowledged)),\n"
-    "          h('td', { class: 'num' }, num(ch.messages_unconfirmed)))))) : empty('No channels open.'));\n"
+    "          h('td', { class: 'num' }, num(ch.messages_unconfirmed))))))) : empty('No channels open.'));\n"
     "    } catch (err) { replace(channels, errorBox(err)); }\n"
     "  }\n"
     "  await refresh();\n"
@@ -1052,7 +1124,7 @@ static const char body_11[] =
     "  return { title: 'Definitions' };\n"
     "}\n";
 
-/* /js/dom.js (4193 bytes) */
+/* /js/dom.js (4929 bytes) */
 static const char body_12[] =
     "// Element building for the console. Everything a client sent (queue names,\n"
     "// headers, bodies, client properties) reaches the page only as text nodes or\n"
@@ -1125,6 +1197,25 @@ static const char body_12[] =
     "    hint \? h('small', { class: 'hint' }, hint) : null);\n"
     "}\n"
     "\n"
+    "// Marks a small table to show as cards on a phone, as list tables do: each\n"
+    "// cell is labelled with its column's heading. Returns the table.\n"
+    "export function cards(table) {\n"
+    "  const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent);\n"
+    "  table.querySelectorAll('tbody tr').forEach((tr) => [...tr.children].forEach((td, i) => {\n"
+    "    if (heads[i]) td.dataset.label = heads[i];\n"
+    "  }));\n"
+    "  table.classList.add('cards');\n"
+    "  return table;\n"
+    "}\n"
+    "\n"
+    "// A field on a row of its own, its control as wide as its content (a\n"
+    "// select with long options is never cut off), at most the row's width.\n"
+    "export function wideField(label, control, hint) {\n"
+    "  const f = field(label, control, hint);\n"
+    "  f.classList.add('wide', 'fit');\n"
+    "  return f;\n"
+    "}\n"
+    "\n"
     "let uidCounter = 0;\n"
     "export function uid(prefix) {\n"
     "  uidCounter += 1;\n"
@@ -1163,7 +1254,7 @@ static const char body_12[] =
     "  return h('dl', { class: 'facts' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));\n"
     "}\n";
 
-/* /js/exchange.js (4545 bytes) */
+/* /js/exchange.js (4612 bytes) */
 static const char body_13[] =
     "// One exchange: its rates with a chart, bindings where it is the source and\n"
     "// where it is the destination (add, remove), publish, delete.\n"
@@ -1227,7 +1318,8 @@ static const char body_13[] =
     "    replace(head, h('div', {}, h('div', { class: 'crumbs' }, h('a', { href: '#/exchanges' }, 'Exchanges'), ` / ${vhost}`),\n"
     "      h('h1', { class: 'name-text', id: 'exchange-name' }, display), h('div', { class: 'sub' }, `${x.type} exchange `, features(x))));\n"
     "    const st = x.message_stats || {};\n"
-    "    chart.update([ratesFromSamples(st.publish_in_details\?.samples), ratesFromSamples(st.publish_out_details\?.samples)]);\n"
+    "    chart.update([ratesFromSamples(st.publish_in_details\?.samples), ratesFromSamples(st.publish_out_details\?.samples)],\n"
+    "      [st.publish_in_details\?.rate, st.publish_out_details\?.rate]);\n"
     "    const args = x.arguments || {};\n"
     "    replace(details, facts([\n"
     "      ['Type', x.type], ['Durable', x.durable \? 'yes' : 'no'], ['Auto delete', x.auto_delete \? 'yes' : 'no'], ['Internal', x.internal \? 'yes' : 'no'],\n"
@@ -1509,12 +1601,12 @@ static const char body_17[] =
     "});\n"
     "restart();\n";
 
-/* /js/messages.js (6703 bytes) */
+/* /js/messages.js (6718 bytes) */
 static const char body_18[] =
     "// Publishing a message (exchange and queue pages) and showing messages got\n"
     "// from a queue. Bodies are shown as text, pretty-printed JSON or base64, and\n"
     "// always as text nodes: a body is whatever a client sent.\n"
-    "import { h, replace, field, select, facts, empty } from './dom.js';\n"
+    "import { h, replace, field, wideField, select, facts, empty } from './dom.js';\n"
     "import { post } from './http.js';\n"
     "import { argsEditor, runAction, notify } from './ui.js';\n"
     "\n"
@@ -1636,19 +1728,19 @@ static const char body_18[] =
     "    },\n"
     "  },\n"
     "  h('p', { class: 'hint' }, 'Getting a message with a requeue mode puts it back with redelivered set.'),\n"
-    "  h('div', { class: 'form-grid' }, field('Ack mode', ackmode), field('Encoding', encoding), field('Messages', count)),\n"
+    "  h('div', { class: 'form-grid' }, wideField('Ack mode', ackmode), field('Encoding', encoding), field('Messages', count)),\n"
     "  h('div', { class: 'form-actions' }, submit), results);\n"
     "  return form;\n"
     "}\n";
 
-/* /js/move.js (6758 bytes) */
+/* /js/move.js (7360 bytes) */
 static const char body_19[] =
     "// \"Move messages\" on the queue page: Warren's redrive of a (dead-letter)\n"
     "// queue through /api/queues/{vhost}/{name}/move -- back to the queue each\n"
     "// message died in, to another queue, or to an exchange -- with a\n"
     "// confirmation, live progress while it runs, a report of where messages\n"
     "// went and why some stayed, and a cancel button.\n"
-    "import { h, replace, field, select, facts, badge, errorBox } from './dom.js';\n"
+    "import { h, replace, field, wideField, select, facts, badge, errorBox } from './dom.js';\n"
     "import { get, post, del } from './http.js';\n"
     "import { num } from './format.js';\n"
     "import { confirmAction, runAction } from './ui.js';\n"
@@ -1685,7 +1777,10 @@ static const char body_19[] =
     "    p.state === 'running' \? h('div', { class: 'form-actions' }, h('button', { type: 'button', class: 'btn btn-danger', id: 'move-cancel', onclick: onCancel }, 'Cancel move')) : null);\n"
     "}\n"
     "\n"
-    "// The form and its progress area; onChange runs when a move ends (the\n"
+    "// The form and its progress area -> {el, show(redrive)}. The queue page\n"
+    "// passes its queue's `redrive` (null when no move ran) to show(): the\n"
+    "// progress is asked for only when there is one, so a queue that never had a\n"
+    "// move costs no request (and no 404). onChange runs when a move ends (the\n"
     "// queue page refreshes its counts).\n"
     "export function moveForm(vhost, queue, onChange) {\n"
     "  const path = `/api/queues/${encodeURIComponent(vhost)}/${encodeURIComponent(queue)}/move`;\n"
@@ -1701,6 +1796,8 @@ static const char body_19[] =
     "  const status = h('div', { 'aria-live': 'polite' });\n"
     "  const submit = h('button', { type: 'submit', class: 'btn btn-primary', id: 'move-submit' }, 'Move messages');\n"
     "  let timer = null;\n"
+    "  let asking = false; // a poll's request is out\n"
+    "  let shown = false;\n"
     "\n"
     "  const showTarget = () => {\n"
     "    // style, not the hidden attribute: .field sets its own display\n"
@@ -1712,19 +1809,29 @@ static const char body_19[] =
     "\n"
     "  async function poll() {\n"
     "    clearTimeout(timer);\n"
+    "    timer = null;\n"
+    "    asking = true;\n"
     "    let p;\n"
     "    try {\n"
     "      p = await get(path);\n"
     "    } catch (err) {\n"
     "      replace(status, err.status === 404 \? null : errorBox(err));\n"
     "      return;\n"
+    "    } finally {\n"
+    "      asking = false;\n"
     "    }\n"
     "    replace(status, progressView(p, cancel));\n"
+    "    shown = true;\n"
     "    if (p.state !== 'running') {\n"
     "      if (onChange) onChange();\n"
     "    } else if (status.isConnected) {\n"
     "      timer = setTimeout(poll, POLL_MS);\n"
     "    }\n"
+    "  }\n"
+    "\n"
+    "  // A move running, or one not shown yet (a page opened after it ended).\n"
+    "  function show(redrive) {\n"
+    "    if (redrive && !timer && !asking && (redrive.state === 'running' || !shown)) poll();\n"
     "  }\n"
     "\n"
     "  async function cancel(e) {\n"
@@ -1757,15 +1864,14 @@ static const char body_19[] =
     "  },\n"
     "  h('p', { class: 'hint' }, 'Each message is moved atomically (it is in exactly one queue, even after a crash), keeps its properties and headers (x-death too), and starts its new queue with a delivery"
     " count of 0.'),\n"
-    "  h('div', { class: 'form-grid' }, field('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate),\n"
+    "  h('div', { class: 'form-grid' }, wideField('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate),\n"
     "    field('Only with header', matchHeader), field('Equal to', matchValue, 'empty: any value')),\n"
     "  h('div', { class: 'form-actions' }, submit), status);\n"
-    "  poll();\n"
-    "  return form;\n"
+    "  return { el: form, show };\n"
     "}\n"
     "\n";
 
-/* /js/objects.js (8302 bytes) */
+/* /js/objects.js (8649 bytes) */
 static const char body_20[] =
     "// Renderers shared by the pages for the broker's objects: links to a queue,\n"
     "// exchange or connection page, feature flags, state badges, the known\n"
@@ -1793,8 +1899,12 @@ static const char body_20[] =
     "  return h('a', { href: exchangeHref(vhost, name), class: 'name-text' }, name === '' \? '(AMQP default)' : name);\n"
     "}\n"
     "\n"
+    "// A connection's name (\"127.0.0.1:58604 -> 127.0.0.1:5672\") breaks at its\n"
+    "// arrow, never inside an address; any other name anywhere.\n"
     "export function connectionLink(name) {\n"
-    "  return h('a', { href: `#/connections/${enc(name)}`, class: 'name-text' }, name);\n"
+    "  const parts = String(name).split(' -> ');\n"
+    "  const text = parts.length === 2 \? [h('span', { class: 'addr' }, parts[0]), ' -> ', h('span', { class: 'addr' }, parts[1])] : name;\n"
+    "  return h('a', { href: `#/connections/${enc(name)}`, class: parts.length === 2 \? 'conn-name' : 'name-text' }, text);\n"
     "}\n"
     "\n"
     "// Short flags as RabbitMQ shows them (D durable, AD auto-delete, Excl, Args,\n"
@@ -1916,10 +2026,11 @@ static const char body_20[] =
     "  return formPanel(`Add a new ${opts.kind}`, form);\n"
     "}\n";
 
-/* /js/overview.js (8381 bytes) */
+/* /js/overview.js (8808 bytes) */
 static const char body_21[] =
     "// Overview: alarms first, then totals, live charts of queued messages and\n"
-    "// message rates over the last ten minutes (from the API's samples), and the\n"
+    "// message rates over the last ten minutes (the API's samples, as many as\n"
+    "// the broker has had time to take), and the\n"
     "// node's facts. /api/nodes needs the monitoring tag; without it the node\n"
     "// panel says so instead of failing.\n"
     "import { h, replace, errorBox, facts, icon, badge, loading } from './dom.js';\n"
@@ -1938,6 +2049,13 @@ static const char body_21[] =
     "  ['ack', 'Ack', COLORS.purple],\n"
     "  ['unroutable', 'Unroutable', COLORS.vermillion],\n"
     "];\n"
+    "\n"
+    "// The rate series' current rates (the tiles' numbers) from message_stats.\n"
+    "function rateNow(stats) {\n"
+    "  const s = stats || {};\n"
+    "  return RATE_SERIES.map(([key]) => (key !== 'unroutable' \? s[`${key}_details`]\?.rate\n"
+    "    : (s.return_unroutable_details\?.rate \?\? 0) + (s.drop_unroutable_details\?.rate \?\? 0)));\n"
+    "}\n"
     "\n"
     "// The rate series' points from message_stats; unroutable adds returned and\n"
     "// dropped unroutable messages.\n"
@@ -2052,8 +2170,9 @@ static const char body_21[] =
     "    lengths.update([\n"
     "      levelsFromSamples(qt.messages_ready_details\?.samples),\n"
     "      levelsFromSamples(qt.messages_unacknowledged_details\?.samples),\n"
-    "      levelsFromSamples(qt.messages_details\?.samples)]);\n"
-    "    rates.update(rateData(st));\n"
+    "      levelsFromSamples(qt.messages_details\?.samples)],\n"
+    "    [qt.messages_ready, qt.messages_unacknowledged, qt.messages]);\n"
+    "    rates.update(rateData(st), rateNow(st));\n"
     "    if (!session.vhost) renderListeners(ov);\n"
     "    else if (!listenersArea.firstChild) {\n"
     "      get('/api/overview\?columns=product_name,product_version,rabbitmq_version,management_version,cluster_name,listeners')\n"
@@ -2179,13 +2298,14 @@ static const char body_22[] =
     "  return { refresh: refreshAll, title: 'Policies' };\n"
     "}\n";
 
-/* /js/queue.js (11544 bytes) */
+/* /js/queue.js (13484 bytes) */
 static const char body_23[] =
-    "// One queue: counts and rates with charts, the health facts Warren adds\n"
-    "// (oldest ready and unacked ages, delivery-count histogram), consumers,\n"
-    "// bindings (add, remove), get, publish and move messages (redrive), purge\n"
-    "// and delete.\n"
-    "import { h, replace, errorBox, facts, icon, badge, panel, empty, loading } from './dom.js';\n"
+    "// One queue: counts and rates with charts, where its messages are (in RAM,\n"
+    "// persistent, paged out: RabbitMQ's breakdown), the health facts Warren adds\n"
+    "// (oldest ready and unacked ages, delivery-count histogram), consumers and\n"
+    "// their capacity, bindings (add, remove), get, publish and move messages\n"
+    "// (redrive), purge and delete.\n"
+    "import { h, replace, errorBox, facts, icon, badge, panel, empty, loading, cards } from './dom.js';\n"
     "import { get, del } from './http.js';\n"
     "import { num, rate, bytes, duration, time } from './format.js';\n"
     "import { createChart, ratesFromSamples, levelsFromSamples, COLORS } from './chart.js';\n"
@@ -2240,10 +2360,32 @@ static const char body_23[] =
     "  return h('div', { class: 'tile' }, h('span', { class: 'label' }, label), h('span', { class: 'value' }, value, unit \? h('span', { class: 'unit' }, unit) : null));\n"
     "}\n"
     "\n"
+    "// RabbitMQ's breakdown of the messages (and their body bytes): where they\n"
+    "// are. Absent fields (a broker that does not report them) show as a dash.\n"
+    "function messagesView(q) {\n"
+    "  const row = (label, n, b) => h('tr', {}, h('th', { scope: 'row' }, label), h('td', { class: 'num' }, num(n)), h('td', { class: 'num' }, bytes(b)));\n"
+    "  return h('table', { class: 'simple breakdown', id: 'queue-breakdown' },\n"
+    "    h('thead', {}, h('tr', {}, h('th', {}, ''), h('th', { class: 'num' }, 'Messages'), h('th', { class: 'num' }, 'Body bytes'))),\n"
+    "    h('tbody', {},\n"
+    "      row('Total', q.messages, q.message_bytes),\n"
+    "      row('Ready', q.messages_ready, q.message_bytes_ready),\n"
+    "      row('Unacked', q.messages_unacknowledged, q.message_bytes_unacknowledged),\n"
+    "      row('In RAM', q.messages_ram, q.message_bytes_ram),\n"
+    "      row('Persistent', q.messages_persistent, q.message_bytes_persistent),\n"
+    "      row('Paged out', q.messages_paged_out, q.message_bytes_paged_out)));\n"
+    "}\n"
+    "\n"
+    "// \"75%\" of RabbitMQ's 0..1 consumer capacity; a dash without consumers.\n"
+    "function capacity(q) {\n"
+    "  const c = q.consumer_capacity \?\? q.consumer_utilisation;\n"
+    "  if (typeof c !== 'number' || !q.consumers) return '\342\200\223';\n"
+    "  return `${Math.round(c * 100)}%`;\n"
+    "}\n"
+    "\n"
     "function consumersView(q) {\n"
     "  const list = q.consumer_details || [];\n"
     "  if (!list.length) return empty('No consumers.');\n"
-    "  return h('div', { class: 'table-scroll' }, h('table', { class: 'simple' },\n"
+    "  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple' },\n"
     "    h('thead', {}, h('tr', {}, ['Channel', 'Consumer tag', 'Ack required', 'Exclusive', 'Prefetch', 'Unacked', 'Active', 'Arguments'].map((t) => h('th', { class: ['Prefetch', 'Unacked'].includes(t) \? "
     "'num' : null }, t)))),\n"
     "    h('tbody', {}, list.map((c) => h('tr', {},\n"
@@ -2254,7 +2396,7 @@ static const char body_23[] =
     "      h('td', { class: 'num' }, num(c.prefetch_count)),\n"
     "      h('td', { class: 'num' }, num(c.messages_unacknowledged \?\? c.unacked)),\n"
     "      h('td', {}, c.active === false \? badge('muted', c.activity_status || 'waiting') : badge('ok', c.activity_status || 'up', 'check')),\n"
-    "      h('td', { class: 'mono' }, Object.keys(c.arguments || {}).length \? JSON.stringify(c.arguments) : ''))))));\n"
+    "      h('td', { class: 'mono' }, Object.keys(c.arguments || {}).length \? JSON.stringify(c.arguments) : '')))))));\n"
     "}\n"
     "\n"
     "export async function render(el, [vhost, name]) {\n"
@@ -2268,7 +2410,10 @@ static const char body_23[] =
     "    { label: 'Redeliver', color: COLORS.orange }, { label: 'Ack', color: COLORS.purple }], { unit: '/s', format: rate });\n"
     "  const health = h('div');\n"
     "  const details = h('div');\n"
+    "  const breakdown = h('div', { class: 'table-scroll' });\n"
     "  const consumers = h('div', {}, loading());\n"
+    "  const capacityNote = h('p', { class: 'hint', id: 'queue-capacity' });\n"
+    "  const move = moveForm(vhost, name, () => refresh());\n"
     "  const bindings = h('div', {}, loading());\n"
     "\n"
     "  async function refreshBindings() {\n"
@@ -2298,14 +2443,15 @@ static const char body_23[] =
     "  replace(el, head, errorArea, tiles,\n"
     "    h('div', { class: 'grid-2' }, h('section', { class: 'panel', id: 'queue-chart-lengths' }, lengths.el), h('section', { class: 'panel', id: 'queue-chart-rates' }, rates.el)),\n"
     "    h('div', { class: 'grid-2' },\n"
-    "      h('section', { class: 'panel', id: 'queue-health' }, h('h2', {}, icon('clock'), 'Health'), health),\n"
+    "      h('section', { class: 'panel', id: 'queue-messages' }, h('h2', {}, 'Where the messages are'), breakdown),\n"
     "      h('section', { class: 'panel', id: 'queue-details' }, h('h2', {}, 'Details'), details)),\n"
-    "    panel('Consumers', consumers),\n"
+    "    h('section', { class: 'panel', id: 'queue-health' }, h('h2', {}, icon('clock'), 'Health'), health),\n"
+    "    panel('Consumers', capacityNote, consumers),\n"
     "    h('section', { class: 'panel', id: 'queue-bindings' }, h('h2', {}, 'Bindings'), bindings,\n"
     "      h('h3', { class: 'subhead' }, 'Add a binding to this queue'),\n"
     "      bindingForm({ vhost, fixed: { side: 'destination', type: 'queue', name }, onChange: refreshBindings })),\n"
     "    formPanel('Get messages', getMessagesForm(vhost, name)),\n"
-    "    formPanel('Move messages', moveForm(vhost, name, () => refresh())),\n"
+    "    formPanel('Move messages', move.el),\n"
     "    formPanel('Publish a message', h('div', {}, h('p', { class: 'hint' }, 'Published to the default exchange with this queue\342\200\231s name as routing key.'), publishForm(vhost, '', name))),\n"
     "    h('section', { class: 'panel danger-zone' }, h('h2', {}, 'Purge or delete'), h('div', { class: 'form-actions' }, purgeBtn, deleteBtn)));\n"
     "\n"
@@ -2331,8 +2477,12 @@ static const char body_23[] =
     "      tile('Deliver / get', rate(st.deliver_get_details\?.rate).replace('/s', ''), 'msg/s'),\n"
     "      tile('Ack', rate(st.ack_details\?.rate).replace('/s', ''), 'msg/s'),\n"
     "      tile('Consumers', num(q.consumers)));\n"
-    "    lengths.update([levelsFromSamples(q.messages_ready_details\?.samples), levelsFromSamples(q.messages_unacknowledged_details\?.samples)]);\n"
-    "    rates.update(['publish', 'deliver_get', 'redeliver', 'ack'].map((k) => ratesFromSamples(st[`${k}_details`]\?.samples)));\n"
+    "    lengths.update([levelsFromSamples(q.messages_ready_details\?.samples), levelsFromSamples(q.messages_unacknowledged_details\?.samples)],\n"
+    "      [q.messages_ready, q.messages_unacknowledged]);\n"
+    "    const rateKeys = ['publish', 'deliver_get', 'redeliver', 'ack'];\n"
+    "    rates.update(rateKeys.map((k) => ratesFromSamples(st[`${k}_details`]\?.samples)), rateKeys.map((k) => st[`${k}_details`]\?.rate));\n"
+    "    replace(breakdown, messagesView(q));\n"
+    "    move.show(q.redrive);\n"
     "    // Warren reports null when nothing is ready (unacked); absent = not reported.\n"
     "    const readyAge = 'oldest_ready_age_ms' in q \? q.oldest_ready_age_ms : undefined;\n"
     "    const unackedAge = 'oldest_unacked_age_ms' in q \? q.oldest_unacked_age_ms : undefined;\n"
@@ -2360,6 +2510,7 @@ static const char body_23[] =
     "      q.arguments\?.['x-dead-letter-exchange'] \? ['Dead-letters to', exchangeLink(vhost, q.arguments['x-dead-letter-exchange'])] : null,\n"
     "      ['Memory', bytes(q.memory)], q.idle_since \? ['Idle since', time(q.idle_since)] : null, ['Node', q.node || '\342\200\223'],\n"
     "    ]));\n"
+    "    capacityNote.textContent = `Consumer capacity: ${capacity(q)} (the share of the time the queue could hand a message to a consumer at once)`;\n"
     "    replace(consumers, consumersView(q));\n"
     "  }\n"
     "\n"
@@ -2368,7 +2519,7 @@ static const char body_23[] =
     "  return { refresh: async () => { await refresh(); await refreshBindings(); }, title: name };\n"
     "}\n";
 
-/* /js/queues.js (2658 bytes) */
+/* /js/queues.js (2642 bytes) */
 static const char body_24[] =
     "// Queues: the server-paged table (counts, rates, consumers, the ages Warren\n"
     "// adds) and the form to declare a queue.\n"
@@ -2384,7 +2535,7 @@ static const char body_24[] =
     "export const COLUMNS = [\n"
     "  vhostColumn(),\n"
     "  { key: 'name', label: 'Name', sort: 'name', always: true, render: (r) => queueLink(r.vhost, r.name) },\n"
-    "  { key: 'type', label: 'Type', sort: 'type', initial: false },\n"
+    "  { key: 'type', label: 'Type', sort: 'type' },\n"
     "  { key: 'features', label: 'Features', api: ['durable', 'auto_delete', 'exclusive', 'arguments', 'policy', 'operator_policy'], render: features },\n"
     "  { key: 'state', label: 'State', sort: 'state', initial: false },\n"
     "  { key: 'messages_ready', label: 'Ready', sort: 'messages_ready', num: true },\n"
@@ -2460,7 +2611,7 @@ static const char body_25[] =
     "  sessionStorage.setItem('warren.vhost', v);\n"
     "}\n";
 
-/* /js/table.js (10021 bytes) */
+/* /js/table.js (10148 bytes) */
 static const char body_26[] =
     "// A list table over one API collection: sorting, name filtering (plain or\n"
     "// regex), paging and column choice are done by the server with RabbitMQ's\n"
@@ -2646,9 +2797,10 @@ static const char body_26[] =
     "      const text = state.filter \? `Nothing matches \342\200\234${state.filter}\342\200\235.` : (opts.emptyText || 'Nothing here yet.');\n"
     "      tbody = h('tbody', {}, h('tr', {}, h('td', { colspan: cols.length }, empty(text))));\n"
     "    } else {\n"
+    "      // data-label: on a phone each row is a card of \"label value\" lines\n"
     "      tbody = h('tbody', {}, data.items.map((row) => h('tr', {},\n"
-    "        cols.map((c) => h('td', { class: c.num \? 'num' : null, 'data-col': c.key },\n"
-    "          c.render \? c.render(row) : fmtDefault(pick(row, c.key), c))))));\n"
+    "        cols.map((c) => h('td', { class: c.num \? 'num' : null, 'data-col': c.key, 'data-label': c.label },\n"
+    "          h('span', { class: 'cell' }, c.render \? c.render(row) : fmtDefault(pick(row, c.key), c)))))));\n"
     "    }\n"
     "    replace(table, thead, tbody);\n"
     "    table.dataset.state = 'ready';\n"
@@ -2825,11 +2977,11 @@ static const char body_27[] =
     "  return h('details', { class: 'panel form-panel', open: Boolean(open) }, h('summary', {}, h('h2', {}, title)), form);\n"
     "}\n";
 
-/* /js/user.js (5397 bytes) */
+/* /js/user.js (5411 bytes) */
 static const char body_28[] =
     "// One user (administrators only): tags and password, permissions per vhost\n"
     "// and topic permissions (set, clear), delete.\n"
-    "import { h, replace, field, errorBox, loading, panel, empty, select } from './dom.js';\n"
+    "import { h, replace, field, errorBox, loading, panel, empty, select, cards } from './dom.js';\n"
     "import { get, put, del } from './http.js';\n"
     "import { confirmAction, runAction } from './ui.js';\n"
     "import { tagsInput } from './users.js';\n"
@@ -2857,7 +3009,7 @@ static const char body_28[] =
     "function permTable(rows, topic, onDone) {\n"
     "  if (!rows.length) return empty(topic \? 'No topic permissions: topic exchanges are not restricted.' : 'No permissions: this user cannot open any vhost.');\n"
     "  const cols = topic \? ['vhost', 'exchange', 'write', 'read'] : ['vhost', 'configure', 'write', 'read'];\n"
-    "  return h('table', { class: 'simple' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c)), h('th', {}))),\n"
+    "  return cards(h('table', { class: 'simple' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c)), h('th', {}))),\n"
     "    h('tbody', {}, rows.map((p) => h('tr', {}, cols.map((c) => h('td', { class: c === 'vhost' \? null : 'mono' }, p[c])),\n"
     "      h('td', {}, h('button', {\n"
     "        type: 'button', class: 'btn btn-small btn-danger',\n"
@@ -2867,7 +3019,7 @@ static const char body_28[] =
     "          const path = topic \? `/api/topic-permissions/${enc(p.vhost)}/${enc(p.user)}` : `/api/permissions/${enc(p.vhost)}/${enc(p.user)}`;\n"
     "          if (await runAction(e.target, () => del(path).then(() => true), 'Permission cleared')) onDone();\n"
     "        },\n"
-    "      }, 'Clear'))))));\n"
+    "      }, 'Clear')))))));\n"
     "}\n"
     "\n"
     "export async function render(el, [name]) {\n"
@@ -3056,35 +3208,35 @@ static const char body_30[] =
 
 /* Sorted by path (strcmp order) for the binary search below. */
 static const mgmt_asset assets[] = {
-    {"/css/console.css", "text/css; charset=utf-8", (const unsigned char *)body_0, 17490, "\"118237443f51906c49dd\""},
+    {"/css/console.css", "text/css; charset=utf-8", (const unsigned char *)body_0, 19772, "\"70684e229a7032e2e1e8\""},
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
     {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10014, "\"89ca5380cc5e0e83cc0c\""},
-    {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5041, "\"8756022c990ade7da37a\""},
+    {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5055, "\"b3f0bbe93f0737e01286\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
-    {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 5687, "\"2d3c2253712996421767\""},
-    {"/js/connection.js", "text/javascript; charset=utf-8", (const unsigned char *)body_8, 4135, "\"999dd602e719b742b803\""},
+    {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 7319, "\"9f9f722c4a66231975ed\""},
+    {"/js/connection.js", "text/javascript; charset=utf-8", (const unsigned char *)body_8, 4149, "\"8403ec644462b79d6571\""},
     {"/js/connections.js", "text/javascript; charset=utf-8", (const unsigned char *)body_9, 2156, "\"8bf974390235a07ddd9f\""},
     {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2010, "\"584cc349357e3af19d1b\""},
     {"/js/definitions.js", "text/javascript; charset=utf-8", (const unsigned char *)body_11, 3484, "\"1eb0ca11566d8e68afae\""},
-    {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4193, "\"90795b080457a2c00844\""},
-    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4545, "\"b4f29fb575a16a14fec0\""},
+    {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4929, "\"0ebf76f9ad80fe4c6186\""},
+    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4612, "\"2541f1dafa660a767a09\""},
     {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1885, "\"74eb419738e60f57f73f\""},
     {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2153, "\"8ee2710156504da8cd4b\""},
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
-    {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6703, "\"6d28c6ee893ce9dc443e\""},
-    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 6758, "\"c5f7489dd5fd0fb858db\""},
-    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8302, "\"d8fbdefb854b8fb40f4b\""},
-    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 8381, "\"20afa31696acb796f57d\""},
+    {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6718, "\"461f8dc01cb8ce2e2c81\""},
+    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7360, "\"178d3c9a3764965b89c9\""},
+    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8649, "\"25572d75b64dde8d824e\""},
+    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 8808, "\"848b5475f8eb7fe74a17\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},
-    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 11544, "\"ce800f50637c5de75887\""},
-    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2658, "\"b491677e8aa42d728bbb\""},
+    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 13484, "\"e6ddcddddbb518ba1bc9\""},
+    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2642, "\"873f066e8552db18dd11\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 1260, "\"5bfc3f417e143a7b1096\""},
-    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 10021, "\"5ba6c4e60a698e2f3a7b\""},
+    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 10148, "\"d09aa102bd81fff5313a\""},
     {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 6690, "\"d62b5245a7dc1548caaf\""},
-    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 5397, "\"96059292a9cafcdb87a8\""},
+    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 5411, "\"33be9294415ae8d83d82\""},
     {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 3804, "\"5009a597fa3e9081d43d\""},
     {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
 };

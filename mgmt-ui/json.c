@@ -6,6 +6,16 @@
  * (the next one needs a comma). Column selection (?columns=) drops keys
  * while writing: a key that is not selected puts the writer in skipping
  * mode until its value -- scalar or container -- is complete.
+ *
+ * Columns are dotted paths of any depth ("message_stats.publish_details.rate"),
+ * kept sorted segment by segment, so the paths below any key are a
+ * contiguous run of them: each open container holds its selection as such
+ * a run and the length of the prefix its paths share (the keys above), or
+ * "all". A key is looked up in its container's run by binary search; the
+ * run of paths under it becomes the selection of its value. A path naming
+ * a key exactly keeps the key's whole value, whatever else is listed under
+ * it; a scalar is kept whole wherever a path goes deeper; an array passes
+ * its selection to its elements -- RabbitMQ's semantics.
  */
 #include <event2/buffer.h>
 #include <jansson.h>
@@ -18,6 +28,13 @@
 
 #define STAGE 8192
 
+/* The columns a container's keys are checked against: cols[lo, hi), whose
+ * first `plen` bytes are the path down to it; or all of its keys. */
+typedef struct col_sel {
+    uint32_t lo, hi, plen;
+    bool all;
+} col_sel;
+
 struct mgmt_json {
     struct evbuffer *out;
     size_t flushed, len;
@@ -26,13 +43,14 @@ struct mgmt_json {
     bool written[MGMT_JSON_DEPTH + 1];  /* a value was written at this depth */
     bool after_key;
     /* columns */
-    char **cols;
+    bool filtered; /* ?columns= given, perhaps empty: then every object is */
+    char **cols;   /* normalised paths, sorted by path_cmp */
     size_t ncols;
     int col_depth;
+    col_sel sel[MGMT_JSON_DEPTH + 1]; /* of the container open at each depth */
+    col_sel next;                     /* for the value of the key just written */
     bool skipping;
     int skip_depth;
-    char partial[256]; /* the selected key at col_depth whose value is filtered */
-    bool has_partial;
     char buf[STAGE];
 };
 
@@ -86,23 +104,67 @@ static void putc_(mgmt_json *w, char c)
     w->buf[w->len++] = c;
 }
 
+/* Orders paths segment by segment: the end of a path first, then '.',
+ * then any other byte; so "a" < "a.b" < "a-b", and the paths under one key
+ * are contiguous. */
+static int path_cmp(const void *a, const void *b)
+{
+    const unsigned char *x = *(const unsigned char *const *)a, *y = *(const unsigned char *const *)b;
+    for (;; x++, y++) {
+        int cx = !*x ? -1 : *x == '.' ? 0 : *x + 1, cy = !*y ? -1 : *y == '.' ? 0 : *y + 1;
+        if (cx != cy)
+            return cx - cy;
+        if (!*x)
+            return 0;
+    }
+}
+
+/* One column of the list without its empty segments ("a..b." is "a.b", as
+ * RabbitMQ reads it); NULL when nothing is left or on OOM (*oom set). */
+static char *normalise(const char *p, size_t n, bool *oom)
+{
+    char *out = malloc(n + 1);
+    size_t len = 0;
+    if (!out) {
+        *oom = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != '.' || (len && out[len - 1] != '.'))
+            out[len++] = p[i];
+    if (len && out[len - 1] == '.')
+        len--;
+    out[len] = 0;
+    if (!len) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 bool mgmt_json_columns(mgmt_json *w, const char *csv, int depth)
 {
+    bool oom = false;
+    w->filtered = true;
     w->col_depth = depth;
-    for (const char *p = csv; *p;) {
+    w->sel[0].all = true;
+    for (const char *p = csv; *p && !oom;) {
         size_t n = strcspn(p, ",");
-        if (n) {
-            char **grown = realloc(w->cols, (w->ncols + 1) * sizeof *grown);
-            if (!grown)
-                return false;
-            w->cols = grown;
-            if (!(w->cols[w->ncols] = strndup(p, n)))
-                return false;
-            w->ncols++;
-        }
+        char *col = normalise(p, n, &oom);
         p += n + (p[n] == ',');
+        if (!col)
+            continue;
+        char **grown = realloc(w->cols, (w->ncols + 1) * sizeof *grown);
+        if (!grown) {
+            free(col);
+            return false;
+        }
+        w->cols = grown;
+        w->cols[w->ncols++] = col;
     }
-    return true;
+    if (w->ncols) /* cols is NULL for an empty list */
+        qsort(w->cols, w->ncols, sizeof *w->cols, path_cmp);
+    return !oom;
 }
 
 /* ---- structure ---------------------------------------------------------- */
@@ -142,10 +204,17 @@ static void open_container(mgmt_json *w, char c)
         w->over++;
         return;
     }
+    bool keyed = w->after_key;
     if (!begin_value(w))
         return;
     putc_(w, c);
     w->written[++w->depth] = false;
+    if (!w->filtered)
+        return;
+    if (w->depth == w->col_depth)
+        w->sel[w->depth] = (col_sel){0, (uint32_t)w->ncols, 0, false};
+    else
+        w->sel[w->depth] = keyed ? w->next : w->sel[w->depth - 1];
 }
 
 static void close_container(mgmt_json *w, char c)
@@ -161,8 +230,6 @@ static void close_container(mgmt_json *w, char c)
     }
     putc_(w, c);
     w->depth--;
-    if (w->depth < w->col_depth)
-        w->has_partial = false;
 }
 
 void mgmt_json_obj(mgmt_json *w) { open_container(w, '{'); }
@@ -170,47 +237,51 @@ void mgmt_json_end_obj(mgmt_json *w) { close_container(w, '}'); }
 void mgmt_json_arr(mgmt_json *w) { open_container(w, '['); }
 void mgmt_json_end_arr(mgmt_json *w) { close_container(w, ']'); }
 
-/* 0 = drop, 1 = keep whole value, 2 = keep some of its keys. */
-static int column_choice(const mgmt_json *w, const char *key, size_t klen)
+/* The segment of `col` after its first `plen` bytes against `key`. */
+static int seg_cmp(const char *col, uint32_t plen, const char *key, size_t klen)
 {
-    int choice = 0;
-    for (size_t i = 0; i < w->ncols && choice != 1; i++) {
-        const char *c = w->cols[i];
-        if (w->depth == w->col_depth) {
-            if (strlen(c) == klen && memcmp(c, key, klen) == 0)
-                choice = 1;
-            else if (strncmp(c, key, klen) == 0 && c[klen] == '.')
-                choice = 2;
-        } else {
-            size_t pl = strlen(w->partial);
-            if (strncmp(c, w->partial, pl) == 0 && c[pl] == '.' && strlen(c + pl + 1) == klen &&
-                memcmp(c + pl + 1, key, klen) == 0)
-                choice = 1;
-        }
-    }
-    return choice;
+    const char *seg = col + plen;
+    size_t n = strcspn(seg, ".");
+    int c = memcmp(seg, key, n < klen ? n : klen);
+    return c ? c : (n > klen) - (n < klen);
 }
 
-/* Whether the key at the current depth is selected; starts skipping if not. */
+/* The first column in [lo, hi) whose segment at plen is above `key` (or at
+ * or above, when `above_equal`). */
+static uint32_t seg_bound(const mgmt_json *w, col_sel s, const char *key, size_t klen,
+                          bool above_equal)
+{
+    while (s.lo < s.hi) {
+        uint32_t mid = s.lo + (s.hi - s.lo) / 2;
+        int c = seg_cmp(w->cols[mid], s.plen, key, klen);
+        if (c > 0 || (above_equal && c == 0))
+            s.hi = mid;
+        else
+            s.lo = mid + 1;
+    }
+    return s.lo;
+}
+
+/* Whether the key at the current depth is selected; starts skipping if not,
+ * and sets the selection of its value. */
 static bool key_selected(mgmt_json *w, const char *key, size_t klen)
 {
-    if (!w->ncols || w->skipping || w->over)
+    if (!w->filtered || w->skipping || w->over)
         return !w->skipping && !w->over;
-    bool filtered_level = w->depth == w->col_depth ||
-                          (w->has_partial && w->depth == w->col_depth + 1);
-    if (!filtered_level)
-        return true;
-    int choice = column_choice(w, key, klen);
-    if (w->depth == w->col_depth) {
-        w->has_partial = choice == 2;
-        if (choice == 2)
-            snprintf(w->partial, sizeof w->partial, "%.*s", (int)klen, key);
+    col_sel s = w->sel[w->depth];
+    if (!s.all) {
+        uint32_t lo = seg_bound(w, s, key, klen, true), hi = seg_bound(w, s, key, klen, false);
+        if (lo == hi) {
+            w->skipping = true;
+            w->skip_depth = w->depth;
+            return false;
+        }
+        uint32_t plen = s.plen + (uint32_t)klen;
+        /* the path naming the key exactly sorts first */
+        s = w->cols[lo][plen] ? (col_sel){lo, hi, plen + 1, false} : (col_sel){.all = true};
     }
-    if (choice == 0) {
-        w->skipping = true;
-        w->skip_depth = w->depth;
-    }
-    return choice != 0;
+    w->next = s;
+    return true;
 }
 
 static void put_string(mgmt_json *w, const uint8_t *p, size_t n);

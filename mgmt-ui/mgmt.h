@@ -50,10 +50,13 @@ void mgmt_json_flush(mgmt_json *w);
 /* Bytes written so far (staged and flushed). */
 size_t mgmt_json_written(const mgmt_json *w);
 
-/* Keeps only the listed fields ("name,messages,message_stats.publish") of
- * the objects whose keys sit at nesting `depth` (1 = the top object, 2 =
- * objects in a top-level array). A field name selects its whole value; a
- * dotted one selects one key of a nested object. Returns false on OOM. */
+/* Keeps only the listed fields ("name,messages,message_stats.publish_details.rate")
+ * of the objects whose keys sit at nesting `depth` (1 = the top object, 2 =
+ * objects in a top-level array), as RabbitMQ does: a field name selects its
+ * whole value; a dotted path, of any depth, selects keys of nested objects
+ * (and of the objects in a nested array); a path through a scalar keeps the
+ * scalar; keys named by no path are left out, so an object none of whose
+ * keys is named is written empty. Returns false on OOM. */
 bool mgmt_json_columns(mgmt_json *w, const char *csv, int depth);
 
 void mgmt_json_obj(mgmt_json *w);

@@ -130,6 +130,30 @@ static void quorum_fields(mgmt_req *r, mgmt_json *w, queue *q, const queue_info 
     }
 }
 
+/* Where the messages are, as RabbitMQ's classic queues say it: in RAM
+ * (ready ones not paged out, and every unacked one: a delivery holds its
+ * message), paged out (in the journal only), persistent (the journal holds
+ * them for this queue, whether in RAM too or not). */
+static void message_bytes(mgmt_json *w, const queue_info *qi)
+{
+    uint64_t ram_bytes = qi->ready_bytes - qi->paged_bytes + qi->unacked_bytes;
+    mgmt_json_kuint(w, "message_bytes", qi->ready_bytes + qi->unacked_bytes);
+    mgmt_json_kuint(w, "message_bytes_paged_out", qi->paged_bytes);
+    mgmt_json_kuint(w, "message_bytes_persistent", qi->persistent_bytes);
+    mgmt_json_kuint(w, "message_bytes_ram", ram_bytes);
+    mgmt_json_kuint(w, "message_bytes_ready", qi->ready_bytes);
+    mgmt_json_kuint(w, "message_bytes_unacknowledged", qi->unacked_bytes);
+}
+
+static void message_counts(mgmt_json *w, const queue_info *qi)
+{
+    mgmt_json_kuint(w, "messages_paged_out", qi->paged);
+    mgmt_json_kuint(w, "messages_persistent", qi->persistent);
+    mgmt_json_kuint(w, "messages_ram", (uint64_t)qi->ready - qi->paged + qi->unacked);
+    mgmt_json_kuint(w, "messages_ready_ram", qi->ready - qi->paged);
+    mgmt_json_kuint(w, "messages_unacknowledged_ram", qi->unacked);
+}
+
 static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
 {
     if (r->disable_stats) {
@@ -142,9 +166,11 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_json_key(w, "arguments");
     mgmt_json_table(w, queue_arguments(q));
     mgmt_json_kbool(w, "auto_delete", queue_auto_delete(q));
+    mgmt_json_kdouble(w, "consumer_capacity", qi.consumer_capacity);
     if (one)
         consumer_details(r, w, q);
     mgmt_json_kuint(w, "consumer_timeouts", qi.consumer_timeouts); /* Warren's */
+    mgmt_json_kdouble(w, "consumer_utilisation", qi.consumer_capacity); /* the older name */
     mgmt_json_kuint(w, "consumers", qi.consumers);
     if (one) {
         mgmt_json_key(w, "deliveries");
@@ -168,13 +194,12 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     }
     quorum_fields(r, w, q, &qi);
     mgmt_json_kuint(w, "memory", qi.memory);
-    mgmt_json_kuint(w, "message_bytes", qi.ready_bytes + qi.unacked_bytes);
-    mgmt_json_kuint(w, "message_bytes_ready", qi.ready_bytes);
-    mgmt_json_kuint(w, "message_bytes_unacknowledged", qi.unacked_bytes);
+    message_bytes(w, &qi);
     mgmt_message_stats(r, w, qi.stats, queue_stats_fields,
                        sizeof queue_stats_fields / sizeof queue_stats_fields[0], true);
     mgmt_queue_totals(r, w, qi.stats, qi.ready, qi.unacked);
     mgmt_json_kuint(w, "messages_delayed", qi.delayed); /* Warren's: delayed retry */
+    message_counts(w, &qi);
     mgmt_json_kbytes(w, "name", queue_name(q));
     mgmt_json_kstr(w, "node", server_node_name(r->s));
     mgmt_json_kstr(w, "operator_policy", pa.operator_policy); /* NULL writes null */
@@ -228,6 +253,13 @@ static bool sort_key(mgmt_req *r, queue *q, const char *sort, double *out)
         {"message_bytes", (double)(qi.ready_bytes + qi.unacked_bytes)},
         {"message_bytes_ready", (double)qi.ready_bytes},
         {"message_bytes_unacknowledged", (double)qi.unacked_bytes},
+        {"message_bytes_ram", (double)(qi.ready_bytes - qi.paged_bytes + qi.unacked_bytes)},
+        {"message_bytes_paged_out", (double)qi.paged_bytes},
+        {"message_bytes_persistent", (double)qi.persistent_bytes},
+        {"messages_ram", (double)qi.ready - qi.paged + qi.unacked},
+        {"messages_paged_out", qi.paged},
+        {"messages_persistent", qi.persistent},
+        {"consumer_capacity", qi.consumer_capacity},
         {"oldest_ready_age_ms",
          qi.oldest_ready_ms ? (double)(server_now_ms(r->s) - qi.oldest_ready_ms) : 0},
         {"messages_details.rate", stats_rate(qi.stats, STAT_MESSAGES)},

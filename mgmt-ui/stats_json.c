@@ -3,7 +3,10 @@
  * (msg_rates_age/msg_rates_incr for message counters, lengths_age /
  * lengths_incr for queue lengths, in seconds), "samples" (newest first,
  * timestamps on multiples of the increment), "avg" (their mean) and
- * "avg_rate" ((newest - oldest) / age), as RabbitMQ computes them.
+ * "avg_rate" ((newest - oldest) / their span), as RabbitMQ computes them --
+ * but over the samples held only: RabbitMQ keeps ten minutes of every
+ * object, Warren a minute of a queue's (broker/stats.c), and a window longer
+ * than that gets fewer samples, not the oldest repeated.
  */
 #include <stdio.h>
 #include <string.h>
@@ -55,44 +58,42 @@ static double rate_of(const stats *st, int f)
            stats_rate(st, STAT_GET) + stats_rate(st, STAT_GET_NO_ACK);
 }
 
-/* The value of field f at wall time t: the newest sample not after t. */
-static uint64_t value_at(const stats *st, int f, uint64_t t, uint64_t current)
+/* The samples of field f in the window, newest first: on multiples of the
+ * increment, from the newest sample held back to the oldest -- a queue
+ * holds a minute, the overview ten, and nothing is made up for the time
+ * before (an object that never showed activity has none) -- each the
+ * value of the newest sample not after its time. "avg" is their mean and
+ * "avg_rate" the change per second across them (0 with fewer than two). */
+static void samples(mgmt_json *w, const stats *st, int f, mgmt_window win)
 {
-    const stats_sample *s = NULL, *oldest = NULL;
-    for (size_t age = 0; (s = stats_sample_at(st, age)); age++) {
-        if (s->ts_ms <= t)
-            return field_of(s->v, f);
-        oldest = s;
-    }
-    return oldest ? field_of(oldest->v, f) : current;
-}
-
-static void samples(mgmt_json *w, const stats *st, int f, uint64_t current, mgmt_window win)
-{
-    uint64_t incr = (uint64_t)win.incr_s * 1000, now = wall_clock_ms();
-    uint64_t newest = now - now % incr;
-    size_t n = win.age_s / win.incr_s + 1;
-    uint64_t first = 0, last = 0, sum = 0;
+    uint64_t incr = (uint64_t)win.incr_s * 1000, first = 0, last = 0, sum = 0;
+    const stats_sample *s = stats_sample_at(st, 0), *oldest = s;
+    size_t n = 0, age = 0;
+    for (size_t i = 1; stats_sample_at(st, i); i++)
+        oldest = stats_sample_at(st, i);
     mgmt_json_key(w, "samples");
     mgmt_json_arr(w);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t t = newest - i * incr;
-        uint64_t v = value_at(st, f, t, current);
-        if (i == 0)
-            first = v;
+    for (uint64_t t = s ? s->ts_ms - s->ts_ms % incr : 0; s && t >= oldest->ts_ms;) {
+        while (s->ts_ms > t)
+            s = stats_sample_at(st, ++age);
+        uint64_t v = field_of(s->v, f);
+        first = n ? first : v;
         last = v, sum += v;
         mgmt_json_obj(w);
         mgmt_json_kuint(w, "sample", v);
         mgmt_json_kuint(w, "timestamp", t);
         mgmt_json_end_obj(w);
+        if (++n > win.age_s / win.incr_s || t < incr)
+            break;
+        t -= incr;
     }
     mgmt_json_end_arr(w);
-    mgmt_json_kdouble(w, "avg", (double)sum / (double)n);
-    mgmt_json_kdouble(w, "avg_rate", ((double)first - (double)last) / win.age_s);
+    mgmt_json_kdouble(w, "avg", n ? (double)sum / (double)n : 0.0);
+    mgmt_json_kdouble(w, "avg_rate",
+                      n > 1 ? ((double)first - (double)last) / (double)((n - 1) * win.incr_s) : 0.0);
 }
 
-static void details(mgmt_req *r, mgmt_json *w, const char *key, uint64_t value, const stats *st,
-                    int f)
+static void details(mgmt_req *r, mgmt_json *w, const char *key, const stats *st, int f)
 {
     char dk[80];
     size_t kl = strlen(key) < sizeof dk - 9 ? strlen(key) : sizeof dk - 9;
@@ -102,7 +103,7 @@ static void details(mgmt_req *r, mgmt_json *w, const char *key, uint64_t value, 
     mgmt_json_obj(w);
     mgmt_window win = f >= STAT_COUNTERS && f != DELIVER_GET ? r->len_window : r->msg_window;
     if (win.age_s)
-        samples(w, st, f, value, win);
+        samples(w, st, f, win);
     mgmt_json_kdouble(w, "rate", rate_of(st, f));
     mgmt_json_end_obj(w);
 }
@@ -112,7 +113,7 @@ void mgmt_stat(mgmt_req *r, mgmt_json *w, const char *key, uint64_t value, const
 {
     mgmt_json_kuint(w, key, value);
     if (!r->disable_stats)
-        details(r, w, key, value, st, f);
+        details(r, w, key, st, f);
 }
 
 void mgmt_message_stats(mgmt_req *r, mgmt_json *w, const stats *st, const stat_id *fields,
@@ -124,12 +125,12 @@ void mgmt_message_stats(mgmt_req *r, mgmt_json *w, const stats *st, const stat_i
     mgmt_json_obj(w);
     for (size_t i = 0; i < n; i++) {
         mgmt_json_kuint(w, names[fields[i]], st->n[fields[i]]);
-        details(r, w, names[fields[i]], st->n[fields[i]], st, fields[i]);
+        details(r, w, names[fields[i]], st, fields[i]);
     }
     if (deliver_get) {
         uint64_t v = field_of(st->n, DELIVER_GET);
         mgmt_json_kuint(w, "deliver_get", v);
-        details(r, w, "deliver_get", v, st, DELIVER_GET);
+        details(r, w, "deliver_get", st, DELIVER_GET);
     }
     mgmt_json_end_obj(w);
 }

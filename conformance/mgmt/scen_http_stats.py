@@ -3,8 +3,10 @@ the vhost after a known message flow (RabbitMQ's statistics lag up to 5 s:
 polled). Flow: 5 confirmed publishes routed to q1 and 1 unroutable, 1
 mandatory unroutable publish on another channel, 6 deliveries to a consumer
 (one a redelivery after a nack with requeue), 3 acks."""
+import pika
+
 from confkit import scenario, eq, check, wait_for
-from mgmtkit import mgmt, vhost, path, poll, shape, NUMBER
+from mgmtkit import mgmt, vhost, path, poll, shape, find, NUMBER
 
 
 def flow(t, v):
@@ -72,3 +74,53 @@ def _(t):
     o = api.get("/api/overview")
     shape(o, {"queue_totals": {"messages": int, "messages_ready": int, "messages_unacknowledged": int},
               "message_stats": {"publish": int, "deliver_get": int, "ack": int}}, "overview totals")
+
+
+@scenario("mgmt.stats.columns_three_deep", "http", timeout=45)
+def _(t):
+    # The console's and rabbitmqadmin's rate columns: a path three levels
+    # deep keeps that value alone, in a list and in a page of one.
+    api = mgmt(t)
+    v = vhost(t)
+    c, _ = flow(t, v)
+    cols = "columns=name,message_stats.publish_details.rate,message_stats.nosuch"
+    rows = poll(lambda: api.get(path("/api/queues", v) + "?" + cols),
+                lambda rows: any(r.get("name") == "q1" and r.get("message_stats") for r in rows),
+                "q1 with its message_stats", timeout=20)
+    q1 = find(rows, "q1", name="q1")
+    eq(sorted(q1), ["message_stats", "name"], "keys of the row")
+    shape(q1["message_stats"], {"publish_details": {"rate": NUMBER}}, "only the rate")
+    eq(list(q1["message_stats"]["publish_details"]), ["rate"], "nothing beside the rate")
+    env = api.get(path("/api/queues", v) + "?page=1&name=q1&" + cols)
+    eq([sorted(x) for x in env["items"]], [["message_stats", "name"]], "a page of one")
+    shape(env["items"][0]["message_stats"], {"publish_details": {"rate": NUMBER}}, "the page's rate")
+    one = api.get(path("/api/queues", v, "q1") + "?columns=message_stats.publish_details.rate,messages.x")
+    eq(sorted(one), ["message_stats", "messages"], "one queue: the rate, and messages (a path through a number)")
+    c.close()
+
+
+@scenario("mgmt.stats.queue_memory_breakdown", "http", timeout=45)
+def _(t):
+    # RabbitMQ's breakdown of a durable queue: 1 transient and 2 persistent
+    # messages, the transient one consumed, one persistent one unacked.
+    api = mgmt(t)
+    v = vhost(t)
+    c = t.pika(virtual_host=v)
+    ch = c.channel()
+    ch.queue_declare("qm", durable=True)
+    ch.confirm_delivery()
+    ch.basic_publish("", "qm", b"t" * 10)
+    for body in (b"p" * 20, b"q" * 30):
+        ch.basic_publish("", "qm", body, properties=pika.BasicProperties(delivery_mode=2))
+    check(ch.basic_get("qm", auto_ack=True)[0] is not None, "the transient one")
+    check(ch.basic_get("qm", auto_ack=False)[0] is not None, "one persistent, unacked")
+    want = {"messages_persistent": 2, "message_bytes_persistent": 50, "messages_ram": 2,
+            "message_bytes_ram": 50, "messages_ready_ram": 1, "messages_unacknowledged_ram": 1,
+            "messages_paged_out": 0, "message_bytes_paged_out": 0, "message_bytes_ready": 30,
+            "message_bytes_unacknowledged": 20}
+    q = poll(lambda: api.get(path("/api/queues", v, "qm")),
+             lambda q: all(q.get(k) == n for k, n in want.items()), "the breakdown", timeout=20)
+    eq({k: q[k] for k in want}, want, "the breakdown")
+    shape(q, {"memory": int, "consumer_capacity": NUMBER, "consumer_utilisation": NUMBER}, "memory, capacity")
+    eq(q["consumer_capacity"], 0, "no consumers: capacity 0")
+    c.close()

@@ -6,6 +6,10 @@
         "ready" and stays connected until stdin closes (at most 900 s), so
         the connections, channels and consumers pages have something real;
         prints "closed CODE TEXT" when the broker closes the connection.
+    amqp_helper.py flow PORT VHOST QUEUE RATE USER PASS
+        declares QUEUE and keeps a steady flow through it: RATE msg/s
+        published, consumed and acked, until stdin closes (at most 900 s);
+        prints "ready" once the first message went round.
     amqp_helper.py mkqueues PORT VHOST PREFIX COUNT USER PASS
         declares COUNT queues PREFIX00000.. and publishes (i % 7) messages
         to every 10th, so sorting by messages has something to sort; prints
@@ -46,6 +50,29 @@ def consume(port, vhost, queue, user, password):
         print('closed %d %s' % (e.reply_code, e.reply_text), flush=True)
 
 
+def flow(port, vhost, queue, rate, user, password):
+    conn = connect(port, vhost, user, password)
+    ch = conn.channel()
+    ch.queue_declare(queue, auto_delete=True)
+    ch.basic_consume(queue, lambda c, m, p, b: c.basic_ack(m.delivery_tag), auto_ack=False)
+    every = 1.0 / float(rate)
+    start = time.monotonic()
+    sent = 0
+    while time.monotonic() - start < 900:
+        ch.basic_publish('', queue, b'flow')
+        sent += 1
+        if sent == 1:
+            conn.process_data_events(time_limit=0.2)
+            print('ready', flush=True)
+        due = start + sent * every
+        while time.monotonic() < due:  # it returns early whenever a delivery comes
+            conn.process_data_events(time_limit=max(0.0, due - time.monotonic()))
+        r, _, _ = select.select([sys.stdin], [], [], 0)
+        if r and not sys.stdin.readline():
+            break
+    conn.close()
+
+
 def mkqueues(port, vhost, prefix, count, user, password):
     conn = connect(port, vhost, user, password)
     ch = conn.channel()
@@ -61,4 +88,4 @@ def mkqueues(port, vhost, prefix, count, user, password):
 
 if __name__ == '__main__':
     cmd, args = sys.argv[1], sys.argv[2:]
-    {'consume': consume, 'mkqueues': mkqueues}[cmd](*args)
+    {'consume': consume, 'flow': flow, 'mkqueues': mkqueues}[cmd](*args)

@@ -25,6 +25,8 @@ const VHOST = `console-test-${ID}`;
 const MON_USER = `console-test-${ID}-mon`;
 const MON_PASS = `pw-${ID}`;
 const QUEUE = 'console.orders';
+const FLOWQ = 'console.flow';
+const FLOW_RATE = 8; // msg/s through FLOWQ while the rate and chart tests run
 const XSS = '<img src=x onerror=alert(1)>';
 const enc = encodeURIComponent;
 
@@ -125,11 +127,13 @@ function rowOf(name) {
 }
 
 let consumer = null;
+let flow = null;
 let exported = null;
 
 // Whatever a failed test left behind (also on a crash of this script).
 async function cleanup() {
   if (consumer) consumer.proc.stdin.end();
+  if (flow) flow.proc.stdin.end();
   await api('DELETE', `/api/users/${enc(MON_USER)}`).catch(() => {});
   await api('DELETE', `/api/vhosts/${enc(VHOST)}`).catch(() => {});
   if (exported) rmSync(exported, { force: true });
@@ -236,6 +240,159 @@ await test("the queue's count changes in the table (live refresh)", async () => 
   await waitFor('Ready = 1', async () => (await rowOf(QUEUE).locator('td[data-col=messages_ready]').textContent()).trim() === '1', 30000);
   await shot('06-queues');
 });
+
+// What a person reads: the rate cells, the chart and its legend, the tiles.
+await test('a rate cell shows a number while a publisher runs; queue type shown by default', async () => {
+  flow = helper('flow', AMQP_PORT, VHOST, FLOWQ, String(FLOW_RATE), ...ADMIN);
+  await flow.ready;
+  await go('queues');
+  const row = rowOf(FLOWQ);
+  const text = await waitFor('a publish rate in its cell', async () => {
+    const t = (await row.locator('td[data-col=publish]').textContent()).trim();
+    return /^\d+\.\d\/s$/.test(t) && parseFloat(t) > 0 ? t : null;
+  }, 40000);
+  for (const col of ['deliver', 'ack']) {
+    const t = (await row.locator(`td[data-col=${col}]`).textContent()).trim();
+    assert(/^\d+\.\d\/s$/.test(t), `the ${col} cell shows a rate: ${t}`);
+  }
+  figures.push(`queues page, ${FLOW_RATE} msg/s flowing: Incoming cell "${text}"`);
+  assert(await page.locator('table.data th', { hasText: 'Type' }).count() === 1, 'a Type column');
+  assert((await rowOf(QUEUE).locator('td[data-col=type]').textContent()).trim() === 'classic', 'the queue type');
+});
+
+await test("the queue page's charts are the API's samples; the legend says the tiles' rate; no 404", async () => {
+  let last = null;
+  const failed = [];
+  const queuePath = `/api/queues/${enc(VHOST)}/${enc(FLOWQ)}`;
+  const onResponse = async (res) => {
+    const u = new URL(res.url());
+    if (res.status() >= 400) failed.push(`${res.status()} ${u.pathname}`);
+    if (u.pathname === queuePath && u.searchParams.get('lengths_age')) last = await res.json().catch(() => last);
+  };
+  page.on('response', onResponse);
+  try {
+    await go(`queues/${enc(VHOST)}/${enc(FLOWQ)}`);
+    await waitFor('three samples and a publish rate', () => last && last.messages_ready_details?.samples?.length >= 3
+      && last.message_stats?.publish_details?.rate > 0, 40000);
+    // The page refreshes every 5 s: compare the figure with the reply it drew.
+    const seen = await waitFor('the charts drawn from the last reply', async () => {
+      const q = last;
+      const lengths = JSON.parse(await page.locator('#queue-chart-lengths figure').getAttribute('data-series'));
+      const want = q.messages_ready_details.samples.slice().reverse().map((s) => [s.timestamp, s.sample]);
+      return JSON.stringify(lengths[0]) === JSON.stringify(want) ? q : null;
+    }, 20000);
+    const fig = page.locator('#queue-chart-rates figure');
+    const rates = JSON.parse(await fig.getAttribute('data-series'));
+    const samples = seen.message_stats.publish_details.samples;
+    assert(rates[0].length === samples.length - 1, `${rates[0].length} rate points from ${samples.length} samples`);
+    rates[0].forEach(([t, v], i) => {
+      const a = samples[samples.length - 1 - i];
+      const b = samples[samples.length - 2 - i];
+      const want = (b.sample - a.sample) / ((b.timestamp - a.timestamp) / 1000);
+      assert(t === b.timestamp && Math.abs(v - want) < 1e-9, `rate point ${i}: ${t} ${v}, samples give ${b.timestamp} ${want}`);
+    });
+    // the time axis spans the samples: from the oldest for a level, from
+    // the second oldest for a rate (the first rate needs two samples)
+    // (RabbitMQ's lengths and rates have samples of their own times)
+    const levels = seen.messages_ready_details.samples;
+    const [t0, t1] = JSON.parse(await page.locator('#queue-chart-lengths figure').getAttribute('data-span'));
+    const [r0, r1] = JSON.parse(await fig.getAttribute('data-span'));
+    assert(t0 === levels[levels.length - 1].timestamp && t1 === levels[0].timestamp,
+      `lengths axis ${t0}..${t1}, samples ${levels[levels.length - 1].timestamp}..${levels[0].timestamp}`);
+    assert(r0 === samples[samples.length - 2].timestamp && r1 === samples[0].timestamp,
+      `rates axis ${r0}..${r1}, samples ${samples[samples.length - 2].timestamp}..${samples[0].timestamp}`);
+    if (process.env.CONSOLE_TARGET === 'warren') {
+      // ten minutes asked; a queue holds a minute: no invented history
+      assert(levels.length <= 13 && t1 - t0 <= 60000, `${levels.length} samples over ${t1 - t0} ms`);
+    }
+    const legend = (await fig.locator('.legend li', { hasText: 'Publish' }).locator('.legend-value').textContent()).trim();
+    const tile = (await page.locator('#queue-tiles .tile', { hasText: 'Incoming' }).locator('.value').textContent()).trim();
+    assert(parseFloat(legend) === parseFloat(tile) && parseFloat(tile) > 0, `legend ${legend}, tile ${tile}`);
+    figures.push(`queue page: ${samples.length} samples over ${(t1 - t0) / 1000} s, legend "${legend}", tile "${tile}"`);
+    await page.locator('#queue-breakdown').waitFor();
+    const breakdown = await page.locator('#queue-breakdown').innerText();
+    for (const row of ['In RAM', 'Persistent', 'Paged out']) assert(breakdown.includes(row), `breakdown row ${row}: ${breakdown}`);
+    assert(/Consumer capacity: \d+%/.test(await page.locator('#queue-capacity').textContent()), 'consumer capacity shown');
+    await page.waitForTimeout(1000);
+    assert(!failed.length, `requests failed on a queue page without a move: ${failed.join(', ')}`);
+  } finally {
+    page.off('response', onResponse);
+  }
+});
+
+await test('a chart leaves a gap where samples are missing, and labels its time axis by age', async () => {
+  const r = await page.evaluate(async () => {
+    const { runsOf, spanOf, agoLabel } = await import('/js/chart.js');
+    const pts = [0, 5000, 10000, 30000, 35000].map((t) => ({ t, v: 1 }));
+    return { runs: runsOf(pts).map((run) => run.length), span: spanOf([pts, []]), one: spanOf([[{ t: 5, v: 1 }]]),
+      labels: [agoLabel(100000, 100000), agoLabel(55000, 100000), agoLabel(0, 600000)] };
+  });
+  assert(JSON.stringify(r.runs) === '[3,2]', `runs ${JSON.stringify(r.runs)}`);
+  assert(JSON.stringify(r.span) === '[0,35000]' && r.one === null, `span ${JSON.stringify(r.span)} ${r.one}`);
+  assert(JSON.stringify(r.labels) === '["now","-45 s","-10 min"]', `labels ${JSON.stringify(r.labels)}`);
+});
+
+await test('the ack-mode and move selects are as wide as their longest option', async () => {
+  await go(`queues/${enc(VHOST)}/${enc(QUEUE)}`);
+  await openPanel('Get messages');
+  await openPanel('Move messages');
+  try {
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 844 });
+      for (const id of ['get-ackmode', 'move-target']) {
+        const m = await page.evaluate((sel) => {
+          const s = document.getElementById(sel);
+          const shown = s.getBoundingClientRect().width;
+          s.style.width = 'max-content';
+          const natural = s.getBoundingClientRect().width;
+          s.style.width = '';
+          return { shown, natural, right: s.getBoundingClientRect().right };
+        }, id);
+        assert(m.shown >= m.natural - 1 && m.right <= width, `#${id} at ${width} px: ${JSON.stringify(m)}`);
+      }
+    }
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+});
+
+await test('count columns on screen: phone (390x844) cards, and every column at 1280 px', async () => {
+  try {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const [route, name, cols] of [['queues', FLOWQ, ['messages_ready', 'messages', 'publish', 'consumers']],
+      ['channels', null, ['messages_unacknowledged', 'publish', 'ack']]]) {
+      await go(route);
+      await page.waitForSelector('table.data[data-state=ready] tbody td[data-label]');
+      const row = name ? rowOf(name) : page.locator('table.data tbody tr').first();
+      for (const col of cols) {
+        const box = await row.locator(`td[data-col=${col}]`).boundingBox();
+        assert(box && box.x >= 0 && box.x + box.width <= 390, `${route}: ${col} at ${JSON.stringify(box)}`);
+      }
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert(overflow <= 1, `${route} is ${overflow}px wider than the screen`);
+      await shot(`26-narrow-${route}-cards`);
+    }
+    await go(`queues/${enc(VHOST)}/${enc(FLOWQ)}`);
+    const prefetch = page.locator('table.cards td[data-label=Prefetch]').first();
+    await prefetch.waitFor();
+    const pbox = await prefetch.boundingBox();
+    assert(pbox.x >= 0 && pbox.x + pbox.width <= 390, `the consumer's prefetch at ${JSON.stringify(pbox)}`);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+  for (const route of ['connections', 'queues', 'consumers', 'channels']) {
+    await go(route);
+    await page.waitForSelector('table.data[data-state=ready]');
+    const m = await page.evaluate(() => { const s = document.querySelector('.table-scroll'); return [s.scrollWidth, s.clientWidth]; });
+    assert(m[0] <= m[1], `${route} at 1280 px: the table is ${m[0]} px in ${m[1]}`);
+  }
+  const link = page.locator('table.data td[data-col=name] .conn-name').first();
+  const addrs = await link.locator('.addr').evaluateAll((els) => els.map((e) => e.getClientRects().length));
+  assert(addrs.length === 2 && addrs.every((n) => n === 1), `each address on one line: ${JSON.stringify(addrs)}`);
+  await shot('05-channels');
+});
+// The flow's connection would be a second one in the vhost for the close test.
+if (flow) { flow.proc.stdin.end(); flow = null; }
 
 await test("the queue page's chart moves", async () => {
   await go(`queues/${enc(VHOST)}/${enc(QUEUE)}`);
@@ -541,6 +698,7 @@ await test('monitoring user: admin actions not offered, and refused by the API',
 
 await test('clean up through the UI: delete the user, then the vhost (typed confirmation)', async () => {
   if (consumer) { consumer.proc.stdin.end(); consumer = null; }
+  if (flow) { flow.proc.stdin.end(); flow = null; }
   await login(page, BASE, ...ADMIN);
   await page.waitForSelector('#logout');
   await page.selectOption('#vhost-select', '');

@@ -177,19 +177,19 @@ static void test_health_counts(void **state)
     assert_int_equal(queue_oldest_ready_ms(q), oldest); /* its place and age kept */
     assert_true(queue_get(q, &it));
     it.delivery_count = 2;
-    queue_delivery_held(q, it.delivery_count, 0);
+    queue_delivery_held(q, it.delivery_count, it.m);
     queue_delivery_counts(q, counts);
     assert_int_equal(counts[0], 2);
     assert_int_equal(counts[2], 1);
     assert_int_equal(queue_unacked_count(q), 1);
     for (uint32_t n = 3; n <= 60; n++) { /* a poison message keeps coming back */
-        queue_delivery_settled(q, n - 1, 0);
-        queue_delivery_held(q, n, 0);
+        queue_delivery_settled(q, n - 1, it.m);
+        queue_delivery_held(q, n, it.m);
     }
     queue_delivery_counts(q, counts);
     assert_int_equal(counts[QUEUE_DC_BUCKETS - 1], 1);
     assert_int_equal(counts[0] + counts[QUEUE_DC_BUCKETS - 1], 3);
-    queue_delivery_settled(q, 60, 0);
+    queue_delivery_settled(q, 60, it.m);
     msg_unref(it.m);
     assert_int_equal(queue_unacked_count(q), 0);
     queue_delivery_counts(q, counts);

@@ -2,7 +2,6 @@
  * client may have sent (from a table), structure and commas, the nesting
  * limit, number forms, column selection, and output larger than its
  * staging buffer. Every output is also parsed back with jansson. */
-#include <event2/buffer.h>
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,22 +11,10 @@
 
 #include <cmocka.h>
 
-#include "../../mgmt-ui/mgmt.h"
+#include "test_mgmt_util.h"
 
 /* Runs fn on a fresh writer and returns the output (caller frees). */
-static char *render(void (*fn)(mgmt_json *w, const void *arg), const void *arg)
-{
-    struct evbuffer *out = evbuffer_new();
-    mgmt_json *w = mgmt_json_new(out);
-    fn(w, arg);
-    mgmt_json_free(w);
-    size_t n = evbuffer_get_length(out);
-    char *s = malloc(n + 1);
-    evbuffer_remove(out, s, n);
-    s[n] = 0;
-    evbuffer_free(out);
-    return s;
-}
+static char *render(mgmt_test_write_fn fn, const void *arg) { return mgmt_test_render(fn, arg); }
 
 static void assert_parses(const char *s)
 {
@@ -207,29 +194,78 @@ static void test_larger_than_the_staging_buffer(void **state)
 
 /* ---- columns ------------------------------------------------------------ */
 
-static void write_items(mgmt_json *w, const void *arg)
+/* Two queues as the API lists them, with the shapes columns meet: nested
+ * objects three deep, an array of objects, a key with '-' (sorts beside
+ * '.'), an empty object, an array of scalars. */
+static const char doc_text[] =
+    "[{\"name\":\"a\",\"messages\":0,"
+    "\"message_stats\":{\"publish\":10,\"publish_details\":{\"rate\":0.5,"
+    "\"samples\":[{\"sample\":10,\"timestamp\":5000},{\"sample\":4,\"timestamp\":0}]}},"
+    "\"arguments\":{\"name\":1,\"x\":{\"y\":2,\"z\":3},\"x-max-length\":10},"
+    "\"consumer_details\":[{\"tag\":\"t1\",\"x\":1},{\"tag\":\"t2\",\"x\":2}],"
+    "\"empty\":{},\"list\":[1,2]},"
+    "{\"name\":\"b\",\"messages\":1,\"message_stats\":{\"publish\":11},"
+    "\"arguments\":{},\"consumer_details\":[],\"empty\":{},\"list\":[]}]";
+
+/* Writes a jansson value through the writer. */
+static void emit(mgmt_json *w, const json_t *v)
 {
-    mgmt_json_columns(w, arg, 2);
-    mgmt_json_arr(w);
-    for (int i = 0; i < 2; i++) {
+    const char *key;
+    json_t *e;
+    size_t i;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
         mgmt_json_obj(w);
-        mgmt_json_kstr(w, "name", i ? "b" : "a");
-        mgmt_json_kint(w, "messages", i);
-        mgmt_json_key(w, "message_stats");
-        mgmt_json_obj(w);
-        mgmt_json_kint(w, "publish", 10 + i);
-        mgmt_json_key(w, "publish_details");
-        mgmt_json_obj(w);
-        mgmt_json_kdouble(w, "rate", 0.5);
+        json_object_foreach((json_t *)v, key, e) {
+            mgmt_json_key(w, key);
+            emit(w, e);
+        }
         mgmt_json_end_obj(w);
-        mgmt_json_end_obj(w);
-        mgmt_json_key(w, "arguments");
-        mgmt_json_obj(w);
-        mgmt_json_kint(w, "name", 1); /* same key name one level down */
-        mgmt_json_end_obj(w);
-        mgmt_json_end_obj(w);
+        break;
+    case JSON_ARRAY:
+        mgmt_json_arr(w);
+        json_array_foreach((json_t *)v, i, e) emit(w, e);
+        mgmt_json_end_arr(w);
+        break;
+    case JSON_STRING:
+        mgmt_json_str(w, json_string_value(v));
+        break;
+    case JSON_INTEGER:
+        mgmt_json_int(w, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        mgmt_json_double(w, json_real_value(v));
+        break;
+    default:
+        mgmt_json_bool(w, json_is_true(v));
     }
-    mgmt_json_end_arr(w);
+}
+
+typedef struct columns_arg {
+    const json_t *doc;
+    const char *cols;
+} columns_arg;
+
+static void write_doc(mgmt_json *w, const void *arg)
+{
+    const columns_arg *a = arg;
+    mgmt_json_columns(w, a->cols, 2);
+    emit(w, a->doc);
+}
+
+static json_t *load_doc(void)
+{
+    json_error_t e;
+    json_t *doc = json_loads(doc_text, 0, &e);
+    if (!doc)
+        fail_msg("test document: %s", e.text);
+    return doc;
+}
+
+static char *render_columns(const json_t *doc, const char *cols)
+{
+    columns_arg a = {doc, cols};
+    return render(write_doc, &a);
 }
 
 static void test_columns(void **state)
@@ -240,20 +276,130 @@ static void test_columns(void **state)
         {"messages,name", "[{\"name\":\"a\",\"messages\":0},{\"name\":\"b\",\"messages\":1}]"},
         {"message_stats.publish",
          "[{\"message_stats\":{\"publish\":10}},{\"message_stats\":{\"publish\":11}}]"},
-        {"message_stats.publish_details",
-         "[{\"message_stats\":{\"publish_details\":{\"rate\":0.5}}},"
-         "{\"message_stats\":{\"publish_details\":{\"rate\":0.5}}}]"},
-        {"arguments", "[{\"arguments\":{\"name\":1}},{\"arguments\":{\"name\":1}}]"},
+        /* three levels: the rate alone (the console's and rabbitmqadmin's columns) */
+        {"name,message_stats.publish_details.rate",
+         "[{\"name\":\"a\",\"message_stats\":{\"publish_details\":{\"rate\":0.5}}},"
+         "{\"name\":\"b\",\"message_stats\":{}}]"},
+        {"message_stats.publish_details.samples.sample",
+         "[{\"message_stats\":{\"publish_details\":{\"samples\":[{\"sample\":10},{\"sample\":4}]}}},"
+         "{\"message_stats\":{}}]"},
+        /* a key named exactly keeps its whole value, in either order */
+        {"message_stats.publish_details.rate,message_stats",
+         "[{\"message_stats\":{\"publish\":10,\"publish_details\":{\"rate\":0.5,\"samples\":"
+         "[{\"sample\":10,\"timestamp\":5000},{\"sample\":4,\"timestamp\":0}]}}},"
+         "{\"message_stats\":{\"publish\":11}}]"},
+        {"message_stats,message_stats.publish_details.rate",
+         "[{\"message_stats\":{\"publish\":10,\"publish_details\":{\"rate\":0.5,\"samples\":"
+         "[{\"sample\":10,\"timestamp\":5000},{\"sample\":4,\"timestamp\":0}]}}},"
+         "{\"message_stats\":{\"publish\":11}}]"},
+        /* a missing key: left out; its parent stays, empty */
         {"nosuch", "[{},{}]"},
+        {"name,message_stats.nosuch",
+         "[{\"name\":\"a\",\"message_stats\":{}},{\"name\":\"b\",\"message_stats\":{}}]"},
+        /* a path through a scalar keeps the scalar */
+        {"messages.x.y", "[{\"messages\":0},{\"messages\":1}]"},
+        /* an array passes the selection to its elements */
+        {"consumer_details.tag",
+         "[{\"consumer_details\":[{\"tag\":\"t1\"},{\"tag\":\"t2\"}]},{\"consumer_details\":[]}]"},
+        {"list.x", "[{\"list\":[1,2]},{\"list\":[]}]"},
+        /* '-' sorts below '.' in bytes: "x-max-length" must not hide "x.y" */
+        {"arguments.x.y,arguments.x-max-length",
+         "[{\"arguments\":{\"x\":{\"y\":2},\"x-max-length\":10}},{\"arguments\":{}}]"},
+        {"arguments.name", "[{\"arguments\":{\"name\":1}},{\"arguments\":{}}]"},
+        /* empty columns and segments are dropped, as RabbitMQ's tokens */
         {"name,,", "[{\"name\":\"a\"},{\"name\":\"b\"}]"},
+        {".name.,..", "[{\"name\":\"a\"},{\"name\":\"b\"}]"},
+        {"message_stats..publish", "[{\"message_stats\":{\"publish\":10}},{\"message_stats\":{\"publish\":11}}]"},
+        {"", "[{},{}]"},
     };
+    json_t *doc = load_doc();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *s = render(write_items, cases[i].cols);
+        char *s = render_columns(doc, cases[i].cols);
         if (strcmp(s, cases[i].out) != 0)
             fail_msg("columns=%s: got %s, want %s", cases[i].cols, s, cases[i].out);
         assert_parses(s);
         free(s);
     }
+    json_decref(doc);
+}
+
+/* RabbitMQ's column filter (rabbit_mgmt_util:extract_column_items) over a
+ * parsed value, as a reference: paths[] are the columns' segments, from
+ * `at` on; a path ending here keeps everything. */
+typedef struct ref_path {
+    char seg[4][24];
+    int n;
+} ref_path;
+
+static json_t *ref_filter(const json_t *v, const ref_path *paths, const int *at, size_t np)
+{
+    for (size_t i = 0; i < np; i++)
+        if (at[i] == paths[i].n)
+            return json_deep_copy(v);
+    if (json_is_array(v)) {
+        json_t *out = json_array(), *e;
+        size_t i;
+        json_array_foreach((json_t *)v, i, e) json_array_append_new(out, ref_filter(e, paths, at, np));
+        return out;
+    }
+    if (!json_is_object(v))
+        return json_deep_copy(v);
+    json_t *out = json_object(), *e;
+    const char *key;
+    json_object_foreach((json_t *)v, key, e) {
+        ref_path kept[5];
+        int subat[5];
+        size_t ns = 0;
+        for (size_t i = 0; i < np; i++)
+            if (at[i] < paths[i].n && strcmp(paths[i].seg[at[i]], key) == 0)
+                kept[ns] = paths[i], subat[ns++] = at[i] + 1;
+        if (ns)
+            json_object_set_new(out, key, ref_filter(e, kept, subat, ns));
+    }
+    return out;
+}
+
+/* Random column lists over the document, against the reference. */
+static void test_columns_against_reference(void **state)
+{
+    (void)state;
+    static const char *const segs[] = {"name", "messages", "message_stats", "publish",
+                                       "publish_details", "rate", "samples", "sample",
+                                       "arguments", "x", "x-max-length", "y", "consumer_details",
+                                       "tag", "list", "empty", "nosuch"};
+    const size_t nsegs = sizeof segs / sizeof segs[0];
+    json_t *doc = load_doc();
+    uint32_t rnd = 12345;
+    for (int round = 0; round < 3000; round++) {
+        ref_path paths[5];
+        int at[5] = {0};
+        size_t np = 1 + (rnd = rnd * 1103515245 + 12345) / 65536 % 5;
+        char cols[512] = "";
+        for (size_t i = 0; i < np; i++) {
+            paths[i].n = 1 + (int)((rnd = rnd * 1103515245 + 12345) / 65536 % 4);
+            if (i)
+                strcat(cols, ",");
+            for (int k = 0; k < paths[i].n; k++) {
+                const char *seg = segs[(rnd = rnd * 1103515245 + 12345) / 65536 % nsegs];
+                snprintf(paths[i].seg[k], sizeof paths[i].seg[k], "%s", seg);
+                if (k)
+                    strcat(cols, ".");
+                strcat(cols, seg);
+            }
+        }
+        char *s = render_columns(doc, cols);
+        json_error_t e;
+        json_t *got = json_loads(s, 0, &e);
+        json_t *want = ref_filter(doc, paths, at, np);
+        if (!got || !json_equal(got, want)) {
+            char *w = json_dumps(want, JSON_COMPACT);
+            fail_msg("columns=%s: got %s, want %s", cols, s, w);
+        }
+        json_decref(got);
+        json_decref(want);
+        free(s);
+    }
+    json_decref(doc);
 }
 
 int main(void)
@@ -266,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_larger_than_the_staging_buffer),
         cmocka_unit_test(test_columns),
+        cmocka_unit_test(test_columns_against_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 // Bindings: a table with unbind buttons and the form that adds one, for the
 // queue page (bindings to it) and the exchange page (both directions).
-import { h, replace, field, select, empty } from './dom.js';
+import { h, replace, field, select, empty, cards } from './dom.js';
 import { post, del, get } from './http.js';
 import { argsEditor, confirmAction, runAction } from './ui.js';
 import { exchangeLink, queueLink } from './objects.js';
@@ -14,7 +14,7 @@ function endpoint(vhost, type, name) {
 // bindingsTable(rows, {show: 'source' | 'destination', onChange}) -> element.
 export function bindingsTable(rows, opts) {
   if (!rows.length) return empty(opts.emptyText || 'No bindings.');
-  return h('div', { class: 'table-scroll' }, h('table', { class: 'simple bindings' },
+  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple bindings' },
     h('thead', {}, h('tr', {}, h('th', {}, opts.show === 'source' ? 'From' : 'To'), h('th', {}, 'Routing key'), h('th', {}, 'Arguments'), h('th', {}, h('span', { class: 'sr' }, 'Actions')))),
     h('tbody', {}, rows.map((b) => {
       const isDefault = b.source === '';
@@ -33,7 +33,7 @@ export function bindingsTable(rows, opts) {
       }, 'Unbind');
       return h('tr', {}, h('td', {}, other), h('td', { class: 'mono' }, b.routing_key),
         h('td', { class: 'mono' }, Object.keys(b.arguments || {}).length ? JSON.stringify(b.arguments) : ''), h('td', {}, unbind));
-    }))));
+    })))));
 }
 
 // bindingForm({vhost, fixed: {side: 'source'|'destination', type, name}, onChange}):

@@ -1,8 +1,12 @@
-// A small canvas line chart for the API's samples: time on x over a fixed
-// window, values on y from 0 to a rounded maximum. Each series has a colour
-// from the Okabe-Ito palette (distinguishable with the common colour-vision
+// A small canvas line chart for the API's samples. The time axis spans the
+// samples there are -- a queue's minute, the overview's ten minutes, fewer
+// while an object is young -- and nothing is drawn where there are none: a
+// series whose samples are further apart than its step shows a gap. Values
+// on y from 0 to a rounded maximum. Each series has a colour from the
+// Okabe-Ito palette (distinguishable with the common colour-vision
 // deficiencies) and its own dash pattern, and the legend repeats each
-// series' latest value as text, so no meaning rests on colour alone.
+// series' current value as text -- the API's own rate or count, the number
+// the page's tiles show -- so no meaning rests on colour alone.
 import { h } from './dom.js';
 
 export const COLORS = {
@@ -43,10 +47,41 @@ function tickLabel(v, unit) {
   return unit ? `${s}${unit}` : s;
 }
 
-// createChart(title, series, {unit, windowMs, format}) -> {el, update(data)}
-// where series is [{label, color}] and data is one point array per series.
+// "-45 s", "-3 min": how long before `now` time t was.
+export function agoLabel(t, now) {
+  const s = Math.max(0, Math.round((now - t) / 1000));
+  if (s < 5) return 'now';
+  if (s < 120) return `-${s} s`;
+  return `-${Math.round(s / 60)} min`;
+}
+
+// The span of the points of every series: [first, last] times, or null
+// with fewer than two distinct times (nothing to draw a line over).
+export function spanOf(data) {
+  let t0 = Infinity;
+  let t1 = -Infinity;
+  data.forEach((pts) => pts.forEach((p) => { t0 = Math.min(t0, p.t); t1 = Math.max(t1, p.t); }));
+  return t1 > t0 ? [t0, t1] : null;
+}
+
+// The runs of a series drawn as one line: a new run starts where two
+// points are further apart than twice the series' smallest step.
+export function runsOf(pts) {
+  let step = Infinity;
+  for (let i = 1; i < pts.length; i += 1) step = Math.min(step, pts[i].t - pts[i - 1].t);
+  const runs = [];
+  pts.forEach((p, i) => {
+    if (!i || p.t - pts[i - 1].t > 2 * step) runs.push([]);
+    runs[runs.length - 1].push(p);
+  });
+  return runs;
+}
+
+// createChart(title, series, {unit, format}) -> {el, update(data, latest)}
+// where series is [{label, color}], data one point array per series
+// (oldest first) and latest the value per series the legend shows (the
+// newest point's when not given).
 export function createChart(title, series, opts = {}) {
-  const windowMs = opts.windowMs || 600000;
   const canvas = h('canvas', { role: 'img', 'aria-label': title });
   const legendValues = series.map(() => h('span', { class: 'legend-value' }, '–'));
   const legend = h('ul', { class: 'legend' }, series.map((s, i) => h('li', {},
@@ -68,10 +103,8 @@ export function createChart(title, series, opts = {}) {
     const bottom = ht - 20;
     const top = 8;
     const right = w - 8;
-    const now = Date.now();
-    const t0 = now - windowMs;
     let max = 0;
-    data.forEach((pts) => pts.forEach((p) => { if (p.t >= t0 && p.v > max) max = p.v; }));
+    data.forEach((pts) => pts.forEach((p) => { if (p.v > max) max = p.v; }));
     const ymax = niceMax(max);
     ctx.font = '11px system-ui, sans-serif';
     ctx.fillStyle = '#5b6573';
@@ -83,41 +116,49 @@ export function createChart(title, series, opts = {}) {
       ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
       ctx.fillText(tickLabel((ymax * i) / 4, opts.unit), left - 6, y);
     }
+    const span = spanOf(data);
     ctx.textBaseline = 'top';
-    const minutes = windowMs / 60000;
-    const ticks = Math.max(1, Math.min(5, Math.floor((right - left) / 70)));
+    if (!span) {
+      ctx.textAlign = 'center';
+      ctx.fillText('No samples yet', (left + right) / 2, bottom + 5);
+      return;
+    }
+    const [t0, t1] = span;
+    const now = Date.now();
+    const ticks = Math.max(1, Math.min(4, Math.floor((right - left) / 80)));
     for (let i = 0; i <= ticks; i += 1) {
       const x = left + ((right - left) * i) / ticks;
-      const ago = Math.round(minutes - (minutes * i) / ticks);
       ctx.textAlign = i === 0 ? 'left' : i === ticks ? 'right' : 'center';
-      ctx.fillText(ago === 0 ? 'now' : `-${ago} min`, x, bottom + 5);
+      ctx.fillText(agoLabel(t0 + ((t1 - t0) * i) / ticks, now), x, bottom + 5);
     }
-    const xOf = (t) => left + ((t - t0) / windowMs) * (right - left);
+    const xOf = (t) => left + ((t - t0) / (t1 - t0)) * (right - left);
     const yOf = (v) => bottom - (v / ymax) * (bottom - top);
     data.forEach((pts, i) => {
       ctx.strokeStyle = series[i].color || COLORS.blue;
       ctx.lineWidth = 2;
       ctx.setLineDash(DASHES[i % DASHES.length]);
-      ctx.beginPath();
-      let started = false;
-      pts.forEach((p) => {
-        if (p.t < t0) return;
-        const x = xOf(p.t);
-        const y = yOf(p.v);
-        if (started) ctx.lineTo(x, y); else { ctx.moveTo(x, y); started = true; }
+      runsOf(pts).forEach((run) => {
+        ctx.beginPath();
+        run.forEach((p, j) => (j ? ctx.lineTo(xOf(p.t), yOf(p.v)) : ctx.moveTo(xOf(p.t), yOf(p.v))));
+        ctx.stroke();
       });
-      ctx.stroke();
       ctx.setLineDash([]);
     });
   }
 
-  function update(newData) {
+  function update(newData, latest) {
     data = newData.map((pts) => pts || []);
-    const latest = data.map((pts) => (pts.length ? pts[pts.length - 1].v : null));
+    const shown = data.map((pts, i) => {
+      const v = latest ? latest[i] : undefined;
+      if (v !== undefined && v !== null) return v;
+      return pts.length ? pts[pts.length - 1].v : null;
+    });
     const fmt = opts.format || ((v) => String(v));
-    latest.forEach((v, i) => { legendValues[i].textContent = v === null ? '–' : fmt(v); });
-    el.dataset.latest = JSON.stringify(latest);
+    shown.forEach((v, i) => { legendValues[i].textContent = v === null ? '–' : fmt(v); });
+    el.dataset.latest = JSON.stringify(shown);
     el.dataset.points = String(data.reduce((n, pts) => n + pts.length, 0));
+    el.dataset.series = JSON.stringify(data.map((pts) => pts.map((p) => [p.t, p.v])));
+    el.dataset.span = JSON.stringify(spanOf(data));
     canvas.setAttribute('aria-label', `${title}: ${series.map((s, i) => `${s.label} ${legendValues[i].textContent}`).join(', ')}`);
     if (el.isConnected) draw();
   }

@@ -1,7 +1,7 @@
 // One connection: its facts, client properties (as the client sent them,
 // shown as text), its channels, and closing it with a reason (sent in the
 // X-Reason header, which the broker puts in the 320 connection.close).
-import { h, replace, errorBox, facts, loading, panel, empty, field } from './dom.js';
+import { h, replace, errorBox, facts, loading, panel, empty, field, cards } from './dom.js';
 import { get, del } from './http.js';
 import { num, bytes, time } from './format.js';
 import { stateBadge } from './objects.js';
@@ -57,11 +57,11 @@ export async function render(el, [name]) {
     replace(props, propsTable(c.client_properties));
     try {
       const list = await get(`${base}/channels`);
-      replace(channels, list.length ? h('table', { class: 'simple' },
+      replace(channels, list.length ? cards(h('table', { class: 'simple' },
         h('thead', {}, h('tr', {}, ['Channel', 'Mode', 'State', 'Prefetch', 'Unacked', 'Unconfirmed'].map((t) => h('th', {}, t)))),
         h('tbody', {}, list.map((ch) => h('tr', {}, h('td', {}, ch.name), h('td', {}, ch.confirm ? 'confirm' : ch.transactional ? 'tx' : '–'),
           h('td', {}, stateBadge(ch.state)), h('td', { class: 'num' }, num(ch.prefetch_count)), h('td', { class: 'num' }, num(ch.messages_unacknowledged)),
-          h('td', { class: 'num' }, num(ch.messages_unconfirmed)))))) : empty('No channels open.'));
+          h('td', { class: 'num' }, num(ch.messages_unconfirmed))))))) : empty('No channels open.'));
     } catch (err) { replace(channels, errorBox(err)); }
   }
   await refresh();

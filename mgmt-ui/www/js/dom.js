@@ -69,6 +69,25 @@ export function field(label, control, hint) {
     hint ? h('small', { class: 'hint' }, hint) : null);
 }
 
+// Marks a small table to show as cards on a phone, as list tables do: each
+// cell is labelled with its column's heading. Returns the table.
+export function cards(table) {
+  const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent);
+  table.querySelectorAll('tbody tr').forEach((tr) => [...tr.children].forEach((td, i) => {
+    if (heads[i]) td.dataset.label = heads[i];
+  }));
+  table.classList.add('cards');
+  return table;
+}
+
+// A field on a row of its own, its control as wide as its content (a
+// select with long options is never cut off), at most the row's width.
+export function wideField(label, control, hint) {
+  const f = field(label, control, hint);
+  f.classList.add('wide', 'fit');
+  return f;
+}
+
 let uidCounter = 0;
 export function uid(prefix) {
   uidCounter += 1;

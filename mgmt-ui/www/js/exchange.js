@@ -60,7 +60,8 @@ export async function render(el, [vhost, name]) {
     replace(head, h('div', {}, h('div', { class: 'crumbs' }, h('a', { href: '#/exchanges' }, 'Exchanges'), ` / ${vhost}`),
       h('h1', { class: 'name-text', id: 'exchange-name' }, display), h('div', { class: 'sub' }, `${x.type} exchange `, features(x))));
     const st = x.message_stats || {};
-    chart.update([ratesFromSamples(st.publish_in_details?.samples), ratesFromSamples(st.publish_out_details?.samples)]);
+    chart.update([ratesFromSamples(st.publish_in_details?.samples), ratesFromSamples(st.publish_out_details?.samples)],
+      [st.publish_in_details?.rate, st.publish_out_details?.rate]);
     const args = x.arguments || {};
     replace(details, facts([
       ['Type', x.type], ['Durable', x.durable ? 'yes' : 'no'], ['Auto delete', x.auto_delete ? 'yes' : 'no'], ['Internal', x.internal ? 'yes' : 'no'],

@@ -1,7 +1,7 @@
 // Publishing a message (exchange and queue pages) and showing messages got
 // from a queue. Bodies are shown as text, pretty-printed JSON or base64, and
 // always as text nodes: a body is whatever a client sent.
-import { h, replace, field, select, facts, empty } from './dom.js';
+import { h, replace, field, wideField, select, facts, empty } from './dom.js';
 import { post } from './http.js';
 import { argsEditor, runAction, notify } from './ui.js';
 
@@ -123,7 +123,7 @@ export function getMessagesForm(vhost, queue) {
     },
   },
   h('p', { class: 'hint' }, 'Getting a message with a requeue mode puts it back with redelivered set.'),
-  h('div', { class: 'form-grid' }, field('Ack mode', ackmode), field('Encoding', encoding), field('Messages', count)),
+  h('div', { class: 'form-grid' }, wideField('Ack mode', ackmode), field('Encoding', encoding), field('Messages', count)),
   h('div', { class: 'form-actions' }, submit), results);
   return form;
 }

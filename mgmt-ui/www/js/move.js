@@ -3,7 +3,7 @@
 // message died in, to another queue, or to an exchange -- with a
 // confirmation, live progress while it runs, a report of where messages
 // went and why some stayed, and a cancel button.
-import { h, replace, field, select, facts, badge, errorBox } from './dom.js';
+import { h, replace, field, wideField, select, facts, badge, errorBox } from './dom.js';
 import { get, post, del } from './http.js';
 import { num } from './format.js';
 import { confirmAction, runAction } from './ui.js';
@@ -40,7 +40,10 @@ function progressView(p, onCancel) {
     p.state === 'running' ? h('div', { class: 'form-actions' }, h('button', { type: 'button', class: 'btn btn-danger', id: 'move-cancel', onclick: onCancel }, 'Cancel move')) : null);
 }
 
-// The form and its progress area; onChange runs when a move ends (the
+// The form and its progress area -> {el, show(redrive)}. The queue page
+// passes its queue's `redrive` (null when no move ran) to show(): the
+// progress is asked for only when there is one, so a queue that never had a
+// move costs no request (and no 404). onChange runs when a move ends (the
 // queue page refreshes its counts).
 export function moveForm(vhost, queue, onChange) {
   const path = `/api/queues/${encodeURIComponent(vhost)}/${encodeURIComponent(queue)}/move`;
@@ -56,6 +59,8 @@ export function moveForm(vhost, queue, onChange) {
   const status = h('div', { 'aria-live': 'polite' });
   const submit = h('button', { type: 'submit', class: 'btn btn-primary', id: 'move-submit' }, 'Move messages');
   let timer = null;
+  let asking = false; // a poll's request is out
+  let shown = false;
 
   const showTarget = () => {
     // style, not the hidden attribute: .field sets its own display
@@ -67,19 +72,29 @@ export function moveForm(vhost, queue, onChange) {
 
   async function poll() {
     clearTimeout(timer);
+    timer = null;
+    asking = true;
     let p;
     try {
       p = await get(path);
     } catch (err) {
       replace(status, err.status === 404 ? null : errorBox(err));
       return;
+    } finally {
+      asking = false;
     }
     replace(status, progressView(p, cancel));
+    shown = true;
     if (p.state !== 'running') {
       if (onChange) onChange();
     } else if (status.isConnected) {
       timer = setTimeout(poll, POLL_MS);
     }
+  }
+
+  // A move running, or one not shown yet (a page opened after it ended).
+  function show(redrive) {
+    if (redrive && !timer && !asking && (redrive.state === 'running' || !shown)) poll();
   }
 
   async function cancel(e) {
@@ -109,10 +124,9 @@ export function moveForm(vhost, queue, onChange) {
     },
   },
   h('p', { class: 'hint' }, 'Each message is moved atomically (it is in exactly one queue, even after a crash), keeps its properties and headers (x-death too), and starts its new queue with a delivery count of 0.'),
-  h('div', { class: 'form-grid' }, field('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate),
+  h('div', { class: 'form-grid' }, wideField('Move', target), destField, keyField, field('How many', count, 'empty: all ready now'), field('Rate (msg/s)', rate),
     field('Only with header', matchHeader), field('Equal to', matchValue, 'empty: any value')),
   h('div', { class: 'form-actions' }, submit), status);
-  poll();
-  return form;
+  return { el: form, show };
 }
 

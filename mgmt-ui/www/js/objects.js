@@ -24,8 +24,12 @@ export function exchangeLink(vhost, name) {
   return h('a', { href: exchangeHref(vhost, name), class: 'name-text' }, name === '' ? '(AMQP default)' : name);
 }
 
+// A connection's name ("127.0.0.1:58604 -> 127.0.0.1:5672") breaks at its
+// arrow, never inside an address; any other name anywhere.
 export function connectionLink(name) {
-  return h('a', { href: `#/connections/${enc(name)}`, class: 'name-text' }, name);
+  const parts = String(name).split(' -> ');
+  const text = parts.length === 2 ? [h('span', { class: 'addr' }, parts[0]), ' -> ', h('span', { class: 'addr' }, parts[1])] : name;
+  return h('a', { href: `#/connections/${enc(name)}`, class: parts.length === 2 ? 'conn-name' : 'name-text' }, text);
 }
 
 // Short flags as RabbitMQ shows them (D durable, AD auto-delete, Excl, Args,

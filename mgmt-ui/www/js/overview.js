@@ -1,5 +1,6 @@
 // Overview: alarms first, then totals, live charts of queued messages and
-// message rates over the last ten minutes (from the API's samples), and the
+// message rates over the last ten minutes (the API's samples, as many as
+// the broker has had time to take), and the
 // node's facts. /api/nodes needs the monitoring tag; without it the node
 // panel says so instead of failing.
 import { h, replace, errorBox, facts, icon, badge, loading } from './dom.js';
@@ -18,6 +19,13 @@ export const RATE_SERIES = [
   ['ack', 'Ack', COLORS.purple],
   ['unroutable', 'Unroutable', COLORS.vermillion],
 ];
+
+// The rate series' current rates (the tiles' numbers) from message_stats.
+function rateNow(stats) {
+  const s = stats || {};
+  return RATE_SERIES.map(([key]) => (key !== 'unroutable' ? s[`${key}_details`]?.rate
+    : (s.return_unroutable_details?.rate ?? 0) + (s.drop_unroutable_details?.rate ?? 0)));
+}
 
 // The rate series' points from message_stats; unroutable adds returned and
 // dropped unroutable messages.
@@ -131,8 +139,9 @@ export async function render(el) {
     lengths.update([
       levelsFromSamples(qt.messages_ready_details?.samples),
       levelsFromSamples(qt.messages_unacknowledged_details?.samples),
-      levelsFromSamples(qt.messages_details?.samples)]);
-    rates.update(rateData(st));
+      levelsFromSamples(qt.messages_details?.samples)],
+    [qt.messages_ready, qt.messages_unacknowledged, qt.messages]);
+    rates.update(rateData(st), rateNow(st));
     if (!session.vhost) renderListeners(ov);
     else if (!listenersArea.firstChild) {
       get('/api/overview?columns=product_name,product_version,rabbitmq_version,management_version,cluster_name,listeners')

@@ -1,8 +1,9 @@
-// One queue: counts and rates with charts, the health facts Warren adds
-// (oldest ready and unacked ages, delivery-count histogram), consumers,
-// bindings (add, remove), get, publish and move messages (redrive), purge
-// and delete.
-import { h, replace, errorBox, facts, icon, badge, panel, empty, loading } from './dom.js';
+// One queue: counts and rates with charts, where its messages are (in RAM,
+// persistent, paged out: RabbitMQ's breakdown), the health facts Warren adds
+// (oldest ready and unacked ages, delivery-count histogram), consumers and
+// their capacity, bindings (add, remove), get, publish and move messages
+// (redrive), purge and delete.
+import { h, replace, errorBox, facts, icon, badge, panel, empty, loading, cards } from './dom.js';
 import { get, del } from './http.js';
 import { num, rate, bytes, duration, time } from './format.js';
 import { createChart, ratesFromSamples, levelsFromSamples, COLORS } from './chart.js';
@@ -57,10 +58,32 @@ function tile(label, value, unit) {
   return h('div', { class: 'tile' }, h('span', { class: 'label' }, label), h('span', { class: 'value' }, value, unit ? h('span', { class: 'unit' }, unit) : null));
 }
 
+// RabbitMQ's breakdown of the messages (and their body bytes): where they
+// are. Absent fields (a broker that does not report them) show as a dash.
+function messagesView(q) {
+  const row = (label, n, b) => h('tr', {}, h('th', { scope: 'row' }, label), h('td', { class: 'num' }, num(n)), h('td', { class: 'num' }, bytes(b)));
+  return h('table', { class: 'simple breakdown', id: 'queue-breakdown' },
+    h('thead', {}, h('tr', {}, h('th', {}, ''), h('th', { class: 'num' }, 'Messages'), h('th', { class: 'num' }, 'Body bytes'))),
+    h('tbody', {},
+      row('Total', q.messages, q.message_bytes),
+      row('Ready', q.messages_ready, q.message_bytes_ready),
+      row('Unacked', q.messages_unacknowledged, q.message_bytes_unacknowledged),
+      row('In RAM', q.messages_ram, q.message_bytes_ram),
+      row('Persistent', q.messages_persistent, q.message_bytes_persistent),
+      row('Paged out', q.messages_paged_out, q.message_bytes_paged_out)));
+}
+
+// "75%" of RabbitMQ's 0..1 consumer capacity; a dash without consumers.
+function capacity(q) {
+  const c = q.consumer_capacity ?? q.consumer_utilisation;
+  if (typeof c !== 'number' || !q.consumers) return '–';
+  return `${Math.round(c * 100)}%`;
+}
+
 function consumersView(q) {
   const list = q.consumer_details || [];
   if (!list.length) return empty('No consumers.');
-  return h('div', { class: 'table-scroll' }, h('table', { class: 'simple' },
+  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple' },
     h('thead', {}, h('tr', {}, ['Channel', 'Consumer tag', 'Ack required', 'Exclusive', 'Prefetch', 'Unacked', 'Active', 'Arguments'].map((t) => h('th', { class: ['Prefetch', 'Unacked'].includes(t) ? 'num' : null }, t)))),
     h('tbody', {}, list.map((c) => h('tr', {},
       h('td', {}, c.channel_details?.connection_name ? connectionLink(c.channel_details.connection_name) : '–',
@@ -70,7 +93,7 @@ function consumersView(q) {
       h('td', { class: 'num' }, num(c.prefetch_count)),
       h('td', { class: 'num' }, num(c.messages_unacknowledged ?? c.unacked)),
       h('td', {}, c.active === false ? badge('muted', c.activity_status || 'waiting') : badge('ok', c.activity_status || 'up', 'check')),
-      h('td', { class: 'mono' }, Object.keys(c.arguments || {}).length ? JSON.stringify(c.arguments) : ''))))));
+      h('td', { class: 'mono' }, Object.keys(c.arguments || {}).length ? JSON.stringify(c.arguments) : '')))))));
 }
 
 export async function render(el, [vhost, name]) {
@@ -84,7 +107,10 @@ export async function render(el, [vhost, name]) {
     { label: 'Redeliver', color: COLORS.orange }, { label: 'Ack', color: COLORS.purple }], { unit: '/s', format: rate });
   const health = h('div');
   const details = h('div');
+  const breakdown = h('div', { class: 'table-scroll' });
   const consumers = h('div', {}, loading());
+  const capacityNote = h('p', { class: 'hint', id: 'queue-capacity' });
+  const move = moveForm(vhost, name, () => refresh());
   const bindings = h('div', {}, loading());
 
   async function refreshBindings() {
@@ -114,14 +140,15 @@ export async function render(el, [vhost, name]) {
   replace(el, head, errorArea, tiles,
     h('div', { class: 'grid-2' }, h('section', { class: 'panel', id: 'queue-chart-lengths' }, lengths.el), h('section', { class: 'panel', id: 'queue-chart-rates' }, rates.el)),
     h('div', { class: 'grid-2' },
-      h('section', { class: 'panel', id: 'queue-health' }, h('h2', {}, icon('clock'), 'Health'), health),
+      h('section', { class: 'panel', id: 'queue-messages' }, h('h2', {}, 'Where the messages are'), breakdown),
       h('section', { class: 'panel', id: 'queue-details' }, h('h2', {}, 'Details'), details)),
-    panel('Consumers', consumers),
+    h('section', { class: 'panel', id: 'queue-health' }, h('h2', {}, icon('clock'), 'Health'), health),
+    panel('Consumers', capacityNote, consumers),
     h('section', { class: 'panel', id: 'queue-bindings' }, h('h2', {}, 'Bindings'), bindings,
       h('h3', { class: 'subhead' }, 'Add a binding to this queue'),
       bindingForm({ vhost, fixed: { side: 'destination', type: 'queue', name }, onChange: refreshBindings })),
     formPanel('Get messages', getMessagesForm(vhost, name)),
-    formPanel('Move messages', moveForm(vhost, name, () => refresh())),
+    formPanel('Move messages', move.el),
     formPanel('Publish a message', h('div', {}, h('p', { class: 'hint' }, 'Published to the default exchange with this queue’s name as routing key.'), publishForm(vhost, '', name))),
     h('section', { class: 'panel danger-zone' }, h('h2', {}, 'Purge or delete'), h('div', { class: 'form-actions' }, purgeBtn, deleteBtn)));
 
@@ -147,8 +174,12 @@ export async function render(el, [vhost, name]) {
       tile('Deliver / get', rate(st.deliver_get_details?.rate).replace('/s', ''), 'msg/s'),
       tile('Ack', rate(st.ack_details?.rate).replace('/s', ''), 'msg/s'),
       tile('Consumers', num(q.consumers)));
-    lengths.update([levelsFromSamples(q.messages_ready_details?.samples), levelsFromSamples(q.messages_unacknowledged_details?.samples)]);
-    rates.update(['publish', 'deliver_get', 'redeliver', 'ack'].map((k) => ratesFromSamples(st[`${k}_details`]?.samples)));
+    lengths.update([levelsFromSamples(q.messages_ready_details?.samples), levelsFromSamples(q.messages_unacknowledged_details?.samples)],
+      [q.messages_ready, q.messages_unacknowledged]);
+    const rateKeys = ['publish', 'deliver_get', 'redeliver', 'ack'];
+    rates.update(rateKeys.map((k) => ratesFromSamples(st[`${k}_details`]?.samples)), rateKeys.map((k) => st[`${k}_details`]?.rate));
+    replace(breakdown, messagesView(q));
+    move.show(q.redrive);
     // Warren reports null when nothing is ready (unacked); absent = not reported.
     const readyAge = 'oldest_ready_age_ms' in q ? q.oldest_ready_age_ms : undefined;
     const unackedAge = 'oldest_unacked_age_ms' in q ? q.oldest_unacked_age_ms : undefined;
@@ -175,6 +206,7 @@ export async function render(el, [vhost, name]) {
       q.arguments?.['x-dead-letter-exchange'] ? ['Dead-letters to', exchangeLink(vhost, q.arguments['x-dead-letter-exchange'])] : null,
       ['Memory', bytes(q.memory)], q.idle_since ? ['Idle since', time(q.idle_since)] : null, ['Node', q.node || '–'],
     ]));
+    capacityNote.textContent = `Consumer capacity: ${capacity(q)} (the share of the time the queue could hand a message to a consumer at once)`;
     replace(consumers, consumersView(q));
   }
 

@@ -12,7 +12,7 @@ const rateCol = (key, label, path) => ({
 export const COLUMNS = [
   vhostColumn(),
   { key: 'name', label: 'Name', sort: 'name', always: true, render: (r) => queueLink(r.vhost, r.name) },
-  { key: 'type', label: 'Type', sort: 'type', initial: false },
+  { key: 'type', label: 'Type', sort: 'type' },
   { key: 'features', label: 'Features', api: ['durable', 'auto_delete', 'exclusive', 'arguments', 'policy', 'operator_policy'], render: features },
   { key: 'state', label: 'State', sort: 'state', initial: false },
   { key: 'messages_ready', label: 'Ready', sort: 'messages_ready', num: true },

@@ -182,9 +182,10 @@ export function createTable(opts) {
       const text = state.filter ? `Nothing matches “${state.filter}”.` : (opts.emptyText || 'Nothing here yet.');
       tbody = h('tbody', {}, h('tr', {}, h('td', { colspan: cols.length }, empty(text))));
     } else {
+      // data-label: on a phone each row is a card of "label value" lines
       tbody = h('tbody', {}, data.items.map((row) => h('tr', {},
-        cols.map((c) => h('td', { class: c.num ? 'num' : null, 'data-col': c.key },
-          c.render ? c.render(row) : fmtDefault(pick(row, c.key), c))))));
+        cols.map((c) => h('td', { class: c.num ? 'num' : null, 'data-col': c.key, 'data-label': c.label },
+          h('span', { class: 'cell' }, c.render ? c.render(row) : fmtDefault(pick(row, c.key), c)))))));
     }
     replace(table, thead, tbody);
     table.dataset.state = 'ready';

@@ -1,6 +1,6 @@
 // One user (administrators only): tags and password, permissions per vhost
 // and topic permissions (set, clear), delete.
-import { h, replace, field, errorBox, loading, panel, empty, select } from './dom.js';
+import { h, replace, field, errorBox, loading, panel, empty, select, cards } from './dom.js';
 import { get, put, del } from './http.js';
 import { confirmAction, runAction } from './ui.js';
 import { tagsInput } from './users.js';
@@ -28,7 +28,7 @@ function permForm(user, topic, onDone) {
 function permTable(rows, topic, onDone) {
   if (!rows.length) return empty(topic ? 'No topic permissions: topic exchanges are not restricted.' : 'No permissions: this user cannot open any vhost.');
   const cols = topic ? ['vhost', 'exchange', 'write', 'read'] : ['vhost', 'configure', 'write', 'read'];
-  return h('table', { class: 'simple' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c)), h('th', {}))),
+  return cards(h('table', { class: 'simple' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c)), h('th', {}))),
     h('tbody', {}, rows.map((p) => h('tr', {}, cols.map((c) => h('td', { class: c === 'vhost' ? null : 'mono' }, p[c])),
       h('td', {}, h('button', {
         type: 'button', class: 'btn btn-small btn-danger',
@@ -37,7 +37,7 @@ function permTable(rows, topic, onDone) {
           const path = topic ? `/api/topic-permissions/${enc(p.vhost)}/${enc(p.user)}` : `/api/permissions/${enc(p.vhost)}/${enc(p.user)}`;
           if (await runAction(e.target, () => del(path).then(() => true), 'Permission cleared')) onDone();
         },
-      }, 'Clear'))))));
+      }, 'Clear')))))));
 }
 
 export async function render(el, [name]) {
