@@ -605,7 +605,19 @@ bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, 
         errno = e;
         return false;
     }
-    log_msg(LOG_INFO, "%s listening on %s:%d", what, ip, *bound);
+    bool v6 = strchr(ip, ':') != NULL;
+    log_msg(LOG_INFO, "%s listening on %s%s%s:%d", what, v6 ? "[" : "", ip, v6 ? "]" : "", *bound);
+    return true;
+}
+
+bool mgmt_http_bind_more(http_server *h, const config_listeners *more, const char *what)
+{
+    for (unsigned i = 0; i < more->n; i++) {
+        int bound;
+        const config_listener *l = &more->extra[i];
+        if (!mgmt_http_bind(h, l->host, l->port, what, &bound))
+            return false;
+    }
     return true;
 }
 
@@ -673,6 +685,9 @@ mgmt *mgmt_new(server *s)
                              "TCP (set management.tcp.port)", cfg->mgmt_port);
         http_server_free(m->http);
         m->http = NULL;
+    } else if (!mgmt_http_bind_more(m->http, &cfg->mgmt_more, "management")) {
+        mgmt_free(m); /* a listener named in the configuration */
+        return NULL;
     }
     listen_control(m);
     m->prom = mgmt_prometheus_new(m, s);

@@ -123,6 +123,9 @@ int mgmt_prometheus_port(const mgmt_prometheus *p);
 /* Binds `h` to ip:port and logs "WHAT listening on HOST:PORT"; the bound
  * port in *bound. False (logged, errno kept) when it cannot (http.c). */
 bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, int *bound);
+/* Binds the listeners after the first (management.listeners.tcp.*,
+ * prometheus.listeners.tcp.*), each logged; false when one cannot be. */
+bool mgmt_http_bind_more(http_server *h, const config_listeners *more, const char *what);
 /* The HTTP server limits the management settings ask for (http.c). */
 http_limits mgmt_http_limits(const config *cfg);
 /* HTTP basic logins tried and refused since start (counted by http.c). */

@@ -233,9 +233,12 @@ mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)
     }
     p->m = m;
     p->s = s;
-    if (!mgmt_http_bind(p->http, cfg->prometheus_ip, cfg->prometheus_port, "prometheus",
-                        &p->port)) {
-        int e = errno;
+    bool first = mgmt_http_bind(p->http, cfg->prometheus_ip, cfg->prometheus_port,
+                                "prometheus", &p->port);
+    if (!first || !mgmt_http_bind_more(p->http, &cfg->prometheus_more, "prometheus")) {
+        /* only a default port in use is let pass (mgmt_new); a listener
+         * named in the configuration that cannot be bound is fatal */
+        int e = first ? ECANCELED : errno;
         mgmt_prometheus_free(p);
         errno = e;
         return NULL;

@@ -156,6 +156,39 @@ class Listeners(unittest.TestCase):
                                 ("::1", int(addrs[1].rsplit(":", 1)[1]))])
 
     @h.needs_own_broker
+    def test_management_and_prometheus_on_ipv4_and_ipv6(self):
+        """Warren's management.listeners.tcp.<name> and
+        prometheus.listeners.tcp.<name>: more listeners beside the one of
+        management.tcp.ip/port, each logged and each serving."""
+        proc, _ = self.start("management.listeners.tcp.v6=::1:0", "prometheus.listeners.tcp.v6=::1:0")
+        for what, path in (("management", "/api/whoami"), ("prometheus", "/metrics")):
+            addrs = [m.group(1) for m in (re.search(r"%s listening on (\S+)$" % what, ln)
+                                          for ln in proc.log_lines) if m]
+            self.assertEqual(len(addrs), 2, proc.log_tail())
+            self.assertTrue(addrs[0].startswith("127.0.0.1:") and addrs[1].startswith("[::1]:"), addrs)
+            for host, port in (("127.0.0.1", addrs[0].rsplit(":", 1)[1]), ("[::1]", addrs[1].rsplit(":", 1)[1])):
+                r = urllib.request.Request("http://%s:%s%s" % (host, port, path),
+                                           headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})
+                with urllib.request.urlopen(r, timeout=10) as res:
+                    self.assertEqual(res.status, 200, (what, host))
+
+    @h.needs_own_broker
+    def test_a_configured_management_listener_that_cannot_bind_stops_start_up(self):
+        taken = socket.socket(socket.AF_INET6)
+        self.addCleanup(taken.close)
+        taken.bind(("::1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        d = tempfile.mkdtemp(prefix="warren-itest-")
+        self.addCleanup(shutil.rmtree, d, True)
+        for key in ("management", "prometheus"):
+            r = run_warren("--set", "listeners.tcp.1=127.0.0.1:0", "--set", "data_dir=%s" % d,
+                           "--set", "management.tcp.port=0", "--set", "prometheus.tcp.port=0",
+                           "--set", "%s.listeners.tcp.x=::1:%d" % (key, port))
+            self.assertNotEqual(r.returncode, 0, key)
+            self.assertIn("cannot listen on ::1:%d" % port, r.stderr)
+
+    @h.needs_own_broker
     def test_a_port_alone_takes_ipv6_and_ipv4(self):
         """As RabbitMQ's 5672: every interface, IPv6 and IPv4 on one socket
         ("[::]"); an IPv4 client shows as 127.0.0.1, not ::ffff:127.0.0.1."""
