@@ -144,7 +144,7 @@ bool mgmt_sees_user(mgmt_req *r, const char *user)
 
 bool mgmt_user_object_allowed(mgmt_req *r, const char *owner)
 {
-    if (r->method != EVHTTP_REQ_DELETE)
+    if (r->method != HTTP_DELETE)
         return mgmt_sees_user(r, owner);
     return (r->user.tags & TAG_ADMINISTRATOR) || strcmp(owner, r->user.name) == 0;
 }

@@ -317,26 +317,12 @@ static void parse_window(mgmt_req *r, const char *age_key, const char *incr_key,
 
 /* ---- dispatch ----------------------------------------------------------- */
 
-static enum evhttp_cmd_type route_method(http_method m)
-{
-    switch (m) {
-    case HTTP_GET: return EVHTTP_REQ_GET;
-    case HTTP_HEAD: return EVHTTP_REQ_HEAD;
-    case HTTP_POST: return EVHTTP_REQ_POST;
-    case HTTP_PUT: return EVHTTP_REQ_PUT;
-    case HTTP_DELETE: return EVHTTP_REQ_DELETE;
-    case HTTP_OPTIONS: return EVHTTP_REQ_OPTIONS;
-    case HTTP_PATCH: return EVHTTP_REQ_PATCH;
-    default: return 0;
-    }
-}
-
 /* The route for (method, path); *allowed collects the methods of routes
  * whose pattern matches, for a 405. */
 static const mgmt_route *find_route(mgmt_req *r, const amqp_bytes *segs, int n, char *allowed,
                                     size_t cap)
 {
-    enum evhttp_cmd_type method = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : r->method;
+    http_method method = r->method == HTTP_HEAD ? HTTP_GET : r->method;
     allowed[0] = 0;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
         for (const mgmt_route *rt = tables[t]; rt->pattern; rt++) {
@@ -344,9 +330,9 @@ static const mgmt_route *find_route(mgmt_req *r, const amqp_bytes *segs, int n, 
                 continue;
             if (rt->method == method)
                 return rt;
-            const char *name = rt->method == EVHTTP_REQ_GET      ? "GET, HEAD"
-                               : rt->method == EVHTTP_REQ_PUT    ? "PUT"
-                               : rt->method == EVHTTP_REQ_POST   ? "POST"
+            const char *name = rt->method == HTTP_GET      ? "GET, HEAD"
+                               : rt->method == HTTP_PUT    ? "PUT"
+                               : rt->method == HTTP_POST   ? "POST"
                                                                  : "DELETE";
             size_t len = strlen(allowed);
             snprintf(allowed + len, cap - len, "%s%s", len ? ", " : "", name);
@@ -374,8 +360,8 @@ static const char *tag_refusal(const mgmt_user *u, unsigned tag)
 
 static bool changes_state(const mgmt_req *r)
 {
-    return r->method == EVHTTP_REQ_PUT || r->method == EVHTTP_REQ_POST ||
-           r->method == EVHTTP_REQ_DELETE || r->method == EVHTTP_REQ_PATCH;
+    return r->method == HTTP_PUT || r->method == HTTP_POST ||
+           r->method == HTTP_DELETE || r->method == HTTP_PATCH;
 }
 
 /* Whether the request's Origin (when a browser sent one) is this server:
@@ -403,7 +389,7 @@ static bool media_type_is(const char *ct, const char *want)
 /* The console's definitions upload may also come as a form. */
 static bool takes_form_upload(const mgmt_route *rt)
 {
-    return rt->method == EVHTTP_REQ_POST && strncmp(rt->pattern, "/api/definitions", 16) == 0;
+    return rt->method == HTTP_POST && strncmp(rt->pattern, "/api/definitions", 16) == 0;
 }
 
 /* Checks of a state-changing request against cross-site use; replies and
@@ -483,7 +469,7 @@ static bool route_request(mgmt_req *r)
         size_t len = strlen(allowed);
         snprintf(allowed + len, sizeof allowed - len, ", OPTIONS");
         mgmt_add_header(r, "Allow", allowed);
-        if (r->method == EVHTTP_REQ_OPTIONS) /* what a path allows, as RabbitMQ answers it */
+        if (r->method == HTTP_OPTIONS) /* what a path allows, as RabbitMQ answers it */
             mgmt_send_empty(r, 200, NULL);
         else
             mgmt_error(r, 405, "method_not_allowed", "Method Not Allowed");
@@ -543,7 +529,7 @@ static bool admit(http_req *req, void *arg)
     r->m = ep->m;
     r->s = ep->m->s;
     r->req = req;
-    r->method = route_method(http_req_method(req));
+    r->method = http_req_method(req);
     r->control = ep->control;
     parse_common(r);
     server_touch_clock(r->s);

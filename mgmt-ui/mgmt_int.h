@@ -3,7 +3,7 @@
 #ifndef WARREN_MGMT_INT_H
 #define WARREN_MGMT_INT_H
 
-#include <event2/http.h> /* the route tables' methods, query parsing */
+#include <event2/http.h> /* query parsing */
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <sys/queue.h>
@@ -64,7 +64,7 @@ typedef struct mgmt_req {
     mgmt *m;
     server *s;
     http_req *req; /* NULL once the reply is sent (the server frees it) */
-    enum evhttp_cmd_type method;
+    http_method method;
     const mgmt_route *route;
     mgmt_job job; /* the handler's run */
     /* Set by a handler that keeps the request (a stream): called instead
@@ -92,7 +92,7 @@ void mgmt_req_free(mgmt_req *r);
 typedef void (*mgmt_handler)(mgmt_req *r);
 
 struct mgmt_route {
-    enum evhttp_cmd_type method;
+    http_method method;
     const char *pattern; /* "/api/queues/{}/{}" */
     unsigned tag;        /* required tag */
     mgmt_handler fn;

@@ -299,15 +299,15 @@ static void delete_eq_props(mgmt_req *r) { delete_props(r, true); }
 static void delete_ee_props(mgmt_req *r) { delete_props(r, false); }
 
 const mgmt_route mgmt_binding_routes[] = {
-    {EVHTTP_REQ_GET, "/api/bindings", TAG_MANAGEMENT, get_all},
-    {EVHTTP_REQ_GET, "/api/bindings/{}", TAG_MANAGEMENT, get_vhost},
-    {EVHTTP_REQ_GET, "/api/bindings/{}/e/{}/q/{}", TAG_MANAGEMENT, get_eq},
-    {EVHTTP_REQ_POST, "/api/bindings/{}/e/{}/q/{}", TAG_MANAGEMENT, post_eq},
-    {EVHTTP_REQ_GET, "/api/bindings/{}/e/{}/e/{}", TAG_MANAGEMENT, get_ee},
-    {EVHTTP_REQ_POST, "/api/bindings/{}/e/{}/e/{}", TAG_MANAGEMENT, post_ee},
-    {EVHTTP_REQ_GET, "/api/bindings/{}/e/{}/q/{}/{}", TAG_MANAGEMENT, get_eq_props},
-    {EVHTTP_REQ_DELETE, "/api/bindings/{}/e/{}/q/{}/{}", TAG_MANAGEMENT, delete_eq_props},
-    {EVHTTP_REQ_GET, "/api/bindings/{}/e/{}/e/{}/{}", TAG_MANAGEMENT, get_ee_props},
-    {EVHTTP_REQ_DELETE, "/api/bindings/{}/e/{}/e/{}/{}", TAG_MANAGEMENT, delete_ee_props},
+    {HTTP_GET, "/api/bindings", TAG_MANAGEMENT, get_all},
+    {HTTP_GET, "/api/bindings/{}", TAG_MANAGEMENT, get_vhost},
+    {HTTP_GET, "/api/bindings/{}/e/{}/q/{}", TAG_MANAGEMENT, get_eq},
+    {HTTP_POST, "/api/bindings/{}/e/{}/q/{}", TAG_MANAGEMENT, post_eq},
+    {HTTP_GET, "/api/bindings/{}/e/{}/e/{}", TAG_MANAGEMENT, get_ee},
+    {HTTP_POST, "/api/bindings/{}/e/{}/e/{}", TAG_MANAGEMENT, post_ee},
+    {HTTP_GET, "/api/bindings/{}/e/{}/q/{}/{}", TAG_MANAGEMENT, get_eq_props},
+    {HTTP_DELETE, "/api/bindings/{}/e/{}/q/{}/{}", TAG_MANAGEMENT, delete_eq_props},
+    {HTTP_GET, "/api/bindings/{}/e/{}/e/{}/{}", TAG_MANAGEMENT, get_ee_props},
+    {HTTP_DELETE, "/api/bindings/{}/e/{}/e/{}/{}", TAG_MANAGEMENT, delete_ee_props},
     {0},
 };

@@ -402,15 +402,15 @@ static void get_vhost_consumers(mgmt_req *r)
 }
 
 const mgmt_route mgmt_connection_routes[] = {
-    {EVHTTP_REQ_GET, "/api/connections", TAG_MANAGEMENT, get_conns},
-    {EVHTTP_REQ_GET, "/api/connections/{}", TAG_MANAGEMENT, get_conn},
-    {EVHTTP_REQ_DELETE, "/api/connections/{}", TAG_MANAGEMENT, delete_conn},
-    {EVHTTP_REQ_GET, "/api/connections/{}/channels", TAG_MANAGEMENT, get_conn_chans},
-    {EVHTTP_REQ_GET, "/api/vhosts/{}/connections", TAG_MANAGEMENT, get_vhost_conns},
-    {EVHTTP_REQ_GET, "/api/channels", TAG_MANAGEMENT, get_chans},
-    {EVHTTP_REQ_GET, "/api/channels/{}", TAG_MANAGEMENT, get_chan},
-    {EVHTTP_REQ_GET, "/api/vhosts/{}/channels", TAG_MANAGEMENT, get_vhost_chans},
-    {EVHTTP_REQ_GET, "/api/consumers", TAG_MANAGEMENT, get_consumers},
-    {EVHTTP_REQ_GET, "/api/consumers/{}", TAG_MANAGEMENT, get_vhost_consumers},
+    {HTTP_GET, "/api/connections", TAG_MANAGEMENT, get_conns},
+    {HTTP_GET, "/api/connections/{}", TAG_MANAGEMENT, get_conn},
+    {HTTP_DELETE, "/api/connections/{}", TAG_MANAGEMENT, delete_conn},
+    {HTTP_GET, "/api/connections/{}/channels", TAG_MANAGEMENT, get_conn_chans},
+    {HTTP_GET, "/api/vhosts/{}/connections", TAG_MANAGEMENT, get_vhost_conns},
+    {HTTP_GET, "/api/channels", TAG_MANAGEMENT, get_chans},
+    {HTTP_GET, "/api/channels/{}", TAG_MANAGEMENT, get_chan},
+    {HTTP_GET, "/api/vhosts/{}/channels", TAG_MANAGEMENT, get_vhost_chans},
+    {HTTP_GET, "/api/consumers", TAG_MANAGEMENT, get_consumers},
+    {HTTP_GET, "/api/consumers/{}", TAG_MANAGEMENT, get_vhost_consumers},
     {0},
 };

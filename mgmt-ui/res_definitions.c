@@ -121,9 +121,9 @@ static void post_vhost_definitions(mgmt_req *r)
 }
 
 const mgmt_route mgmt_definitions_routes[] = {
-    {EVHTTP_REQ_GET, "/api/definitions", TAG_ADMINISTRATOR, get_definitions},
-    {EVHTTP_REQ_POST, "/api/definitions", TAG_ADMINISTRATOR, post_definitions},
-    {EVHTTP_REQ_GET, "/api/definitions/{}", TAG_ADMINISTRATOR, get_vhost_definitions},
-    {EVHTTP_REQ_POST, "/api/definitions/{}", TAG_ADMINISTRATOR, post_vhost_definitions},
+    {HTTP_GET, "/api/definitions", TAG_ADMINISTRATOR, get_definitions},
+    {HTTP_POST, "/api/definitions", TAG_ADMINISTRATOR, post_definitions},
+    {HTTP_GET, "/api/definitions/{}", TAG_ADMINISTRATOR, get_vhost_definitions},
+    {HTTP_POST, "/api/definitions/{}", TAG_ADMINISTRATOR, post_vhost_definitions},
     {0},
 };

@@ -229,14 +229,14 @@ static void get_source_bindings(mgmt_req *r) { exchange_bindings(r, true); }
 static void get_destination_bindings(mgmt_req *r) { exchange_bindings(r, false); }
 
 const mgmt_route mgmt_exchange_routes[] = {
-    {EVHTTP_REQ_GET, "/api/exchanges", TAG_MANAGEMENT, get_exchanges},
-    {EVHTTP_REQ_GET, "/api/exchanges/{}", TAG_MANAGEMENT, get_vhost_exchanges},
-    {EVHTTP_REQ_GET, "/api/exchanges/{}/{}", TAG_MANAGEMENT, get_exchange},
-    {EVHTTP_REQ_PUT, "/api/exchanges/{}/{}", TAG_MANAGEMENT, put_exchange},
-    {EVHTTP_REQ_DELETE, "/api/exchanges/{}/{}", TAG_MANAGEMENT, delete_exchange},
-    {EVHTTP_REQ_GET, "/api/exchanges/{}/{}/bindings/source", TAG_MANAGEMENT, get_source_bindings},
-    {EVHTTP_REQ_GET, "/api/exchanges/{}/{}/bindings/destination", TAG_MANAGEMENT,
+    {HTTP_GET, "/api/exchanges", TAG_MANAGEMENT, get_exchanges},
+    {HTTP_GET, "/api/exchanges/{}", TAG_MANAGEMENT, get_vhost_exchanges},
+    {HTTP_GET, "/api/exchanges/{}/{}", TAG_MANAGEMENT, get_exchange},
+    {HTTP_PUT, "/api/exchanges/{}/{}", TAG_MANAGEMENT, put_exchange},
+    {HTTP_DELETE, "/api/exchanges/{}/{}", TAG_MANAGEMENT, delete_exchange},
+    {HTTP_GET, "/api/exchanges/{}/{}/bindings/source", TAG_MANAGEMENT, get_source_bindings},
+    {HTTP_GET, "/api/exchanges/{}/{}/bindings/destination", TAG_MANAGEMENT,
      get_destination_bindings},
-    {EVHTTP_REQ_POST, "/api/exchanges/{}/{}/publish", TAG_MANAGEMENT, mgmt_post_publish},
+    {HTTP_POST, "/api/exchanges/{}/{}/publish", TAG_MANAGEMENT, mgmt_post_publish},
     {0},
 };

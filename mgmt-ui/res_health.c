@@ -244,18 +244,18 @@ static void get_aliveness(mgmt_req *r)
 }
 
 const mgmt_route mgmt_health_routes[] = {
-    {EVHTTP_REQ_GET, "/api/health/checks/alarms", TAG_MANAGEMENT, get_alarms},
-    {EVHTTP_REQ_GET, "/api/health/checks/local-alarms", TAG_MANAGEMENT, get_local_alarms},
-    {EVHTTP_REQ_GET, "/api/health/checks/virtual-hosts", TAG_MANAGEMENT, get_vhosts_health},
-    {EVHTTP_REQ_GET, "/api/health/checks/port-listener/{}", TAG_MANAGEMENT, get_port_listener},
-    {EVHTTP_REQ_GET, "/api/health/checks/protocol-listener/{}", TAG_MANAGEMENT,
+    {HTTP_GET, "/api/health/checks/alarms", TAG_MANAGEMENT, get_alarms},
+    {HTTP_GET, "/api/health/checks/local-alarms", TAG_MANAGEMENT, get_local_alarms},
+    {HTTP_GET, "/api/health/checks/virtual-hosts", TAG_MANAGEMENT, get_vhosts_health},
+    {HTTP_GET, "/api/health/checks/port-listener/{}", TAG_MANAGEMENT, get_port_listener},
+    {HTTP_GET, "/api/health/checks/protocol-listener/{}", TAG_MANAGEMENT,
      get_protocol_listener},
-    {EVHTTP_REQ_GET, "/api/health/checks/node-is-quorum-critical", TAG_MANAGEMENT,
+    {HTTP_GET, "/api/health/checks/node-is-quorum-critical", TAG_MANAGEMENT,
      get_single_node},
-    {EVHTTP_REQ_GET, "/api/health/checks/node-is-mirror-sync-critical", TAG_MANAGEMENT,
+    {HTTP_GET, "/api/health/checks/node-is-mirror-sync-critical", TAG_MANAGEMENT,
      get_single_node},
-    {EVHTTP_REQ_GET, "/api/health/checks/certificate-expiration/{}/{}", TAG_MANAGEMENT,
+    {HTTP_GET, "/api/health/checks/certificate-expiration/{}/{}", TAG_MANAGEMENT,
      get_certificate_expiration},
-    {EVHTTP_REQ_GET, "/api/aliveness-test/{}", TAG_MANAGEMENT, get_aliveness},
+    {HTTP_GET, "/api/aliveness-test/{}", TAG_MANAGEMENT, get_aliveness},
     {0},
 };

@@ -266,8 +266,8 @@ static void delete_move(mgmt_req *r)
 }
 
 const mgmt_route mgmt_move_routes[] = {
-    {EVHTTP_REQ_POST, "/api/queues/{}/{}/move", TAG_MANAGEMENT, post_move},
-    {EVHTTP_REQ_GET, "/api/queues/{}/{}/move", TAG_MANAGEMENT, get_move},
-    {EVHTTP_REQ_DELETE, "/api/queues/{}/{}/move", TAG_MANAGEMENT, delete_move},
+    {HTTP_POST, "/api/queues/{}/{}/move", TAG_MANAGEMENT, post_move},
+    {HTTP_GET, "/api/queues/{}/{}/move", TAG_MANAGEMENT, get_move},
+    {HTTP_DELETE, "/api/queues/{}/{}/move", TAG_MANAGEMENT, delete_move},
     {0},
 };

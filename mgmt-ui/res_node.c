@@ -90,7 +90,7 @@ static void put_watermark(mgmt_req *r)
 }
 
 const mgmt_route mgmt_node_routes[] = {
-    {EVHTTP_REQ_GET, "/api/feature-flags", TAG_ADMINISTRATOR, get_feature_flags},
-    {EVHTTP_REQ_PUT, "/api/nodes/{}/vm-memory-high-watermark", TAG_ADMINISTRATOR, put_watermark},
+    {HTTP_GET, "/api/feature-flags", TAG_ADMINISTRATOR, get_feature_flags},
+    {HTTP_PUT, "/api/nodes/{}/vm-memory-high-watermark", TAG_ADMINISTRATOR, put_watermark},
     {0},
 };

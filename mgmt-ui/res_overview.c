@@ -434,13 +434,13 @@ static void get_environment(mgmt_req *r)
 }
 
 const mgmt_route mgmt_overview_routes[] = {
-    {EVHTTP_REQ_GET, "/api/overview", TAG_MANAGEMENT, get_overview},
-    {EVHTTP_REQ_GET, "/api/nodes", TAG_MONITORING, get_nodes},
-    {EVHTTP_REQ_GET, "/api/nodes/{}", TAG_MONITORING, get_node},
-    {EVHTTP_REQ_GET, "/api/whoami", TAG_MANAGEMENT, get_whoami},
-    {EVHTTP_REQ_GET, "/api/vhosts", TAG_MANAGEMENT, get_vhosts},
-    {EVHTTP_REQ_GET, "/api/vhosts/{}", TAG_ADMINISTRATOR, get_vhost}, /* as RabbitMQ 3.10 */
-    {EVHTTP_REQ_GET, "/api/extensions", TAG_MANAGEMENT, get_extensions},
-    {EVHTTP_REQ_GET, "/api/environment", TAG_ADMINISTRATOR, get_environment},
+    {HTTP_GET, "/api/overview", TAG_MANAGEMENT, get_overview},
+    {HTTP_GET, "/api/nodes", TAG_MONITORING, get_nodes},
+    {HTTP_GET, "/api/nodes/{}", TAG_MONITORING, get_node},
+    {HTTP_GET, "/api/whoami", TAG_MANAGEMENT, get_whoami},
+    {HTTP_GET, "/api/vhosts", TAG_MANAGEMENT, get_vhosts},
+    {HTTP_GET, "/api/vhosts/{}", TAG_ADMINISTRATOR, get_vhost}, /* as RabbitMQ 3.10 */
+    {HTTP_GET, "/api/extensions", TAG_MANAGEMENT, get_extensions},
+    {HTTP_GET, "/api/environment", TAG_ADMINISTRATOR, get_environment},
     {0},
 };

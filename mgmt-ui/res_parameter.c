@@ -311,15 +311,15 @@ static void delete_global(mgmt_req *r)
 }
 
 const mgmt_route mgmt_parameter_routes[] = {
-    {EVHTTP_REQ_GET, "/api/parameters", TAG_MANAGEMENT, get_all},
-    {EVHTTP_REQ_GET, "/api/parameters/{}", TAG_MANAGEMENT, get_component},
-    {EVHTTP_REQ_GET, "/api/parameters/{}/{}", TAG_MANAGEMENT, get_vhost_component},
-    {EVHTTP_REQ_GET, "/api/parameters/{}/{}/{}", TAG_MANAGEMENT, get_one},
-    {EVHTTP_REQ_PUT, "/api/parameters/{}/{}/{}", TAG_MANAGEMENT, put_one},
-    {EVHTTP_REQ_DELETE, "/api/parameters/{}/{}/{}", TAG_MANAGEMENT, delete_one},
-    {EVHTTP_REQ_GET, "/api/global-parameters", TAG_MANAGEMENT, get_globals},
-    {EVHTTP_REQ_GET, "/api/global-parameters/{}", TAG_MANAGEMENT, get_global},
-    {EVHTTP_REQ_PUT, "/api/global-parameters/{}", TAG_MANAGEMENT, put_global},
-    {EVHTTP_REQ_DELETE, "/api/global-parameters/{}", TAG_MANAGEMENT, delete_global},
+    {HTTP_GET, "/api/parameters", TAG_MANAGEMENT, get_all},
+    {HTTP_GET, "/api/parameters/{}", TAG_MANAGEMENT, get_component},
+    {HTTP_GET, "/api/parameters/{}/{}", TAG_MANAGEMENT, get_vhost_component},
+    {HTTP_GET, "/api/parameters/{}/{}/{}", TAG_MANAGEMENT, get_one},
+    {HTTP_PUT, "/api/parameters/{}/{}/{}", TAG_MANAGEMENT, put_one},
+    {HTTP_DELETE, "/api/parameters/{}/{}/{}", TAG_MANAGEMENT, delete_one},
+    {HTTP_GET, "/api/global-parameters", TAG_MANAGEMENT, get_globals},
+    {HTTP_GET, "/api/global-parameters/{}", TAG_MANAGEMENT, get_global},
+    {HTTP_PUT, "/api/global-parameters/{}", TAG_MANAGEMENT, put_global},
+    {HTTP_DELETE, "/api/global-parameters/{}", TAG_MANAGEMENT, delete_global},
     {0},
 };

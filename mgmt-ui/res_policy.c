@@ -276,16 +276,16 @@ static void put_operator_policy(mgmt_req *r) { put_one(r, true); }
 static void delete_operator_policy(mgmt_req *r) { delete_one(r, true); }
 
 const mgmt_route mgmt_policy_routes[] = {
-    {EVHTTP_REQ_GET, "/api/policies", TAG_MANAGEMENT, get_policies},
-    {EVHTTP_REQ_GET, "/api/policies/{}", TAG_MANAGEMENT, get_vhost_policies},
-    {EVHTTP_REQ_GET, "/api/policies/{}/{}", TAG_MANAGEMENT, get_policy},
-    {EVHTTP_REQ_PUT, "/api/policies/{}/{}", TAG_MANAGEMENT, put_policy},
-    {EVHTTP_REQ_DELETE, "/api/policies/{}/{}", TAG_MANAGEMENT, delete_policy},
-    {EVHTTP_REQ_GET, "/api/operator-policies", TAG_MANAGEMENT, get_operator_policies},
-    {EVHTTP_REQ_GET, "/api/operator-policies/{}", TAG_MANAGEMENT, get_vhost_operator_policies},
-    {EVHTTP_REQ_GET, "/api/operator-policies/{}/{}", TAG_ADMINISTRATOR, get_operator_policy},
-    {EVHTTP_REQ_PUT, "/api/operator-policies/{}/{}", TAG_ADMINISTRATOR, put_operator_policy},
-    {EVHTTP_REQ_DELETE, "/api/operator-policies/{}/{}", TAG_ADMINISTRATOR,
+    {HTTP_GET, "/api/policies", TAG_MANAGEMENT, get_policies},
+    {HTTP_GET, "/api/policies/{}", TAG_MANAGEMENT, get_vhost_policies},
+    {HTTP_GET, "/api/policies/{}/{}", TAG_MANAGEMENT, get_policy},
+    {HTTP_PUT, "/api/policies/{}/{}", TAG_MANAGEMENT, put_policy},
+    {HTTP_DELETE, "/api/policies/{}/{}", TAG_MANAGEMENT, delete_policy},
+    {HTTP_GET, "/api/operator-policies", TAG_MANAGEMENT, get_operator_policies},
+    {HTTP_GET, "/api/operator-policies/{}", TAG_MANAGEMENT, get_vhost_operator_policies},
+    {HTTP_GET, "/api/operator-policies/{}/{}", TAG_ADMINISTRATOR, get_operator_policy},
+    {HTTP_PUT, "/api/operator-policies/{}/{}", TAG_ADMINISTRATOR, put_operator_policy},
+    {HTTP_DELETE, "/api/operator-policies/{}/{}", TAG_ADMINISTRATOR,
      delete_operator_policy},
     {0},
 };

@@ -409,13 +409,13 @@ static void get_queue_bindings(mgmt_req *r)
 }
 
 const mgmt_route mgmt_queue_routes[] = {
-    {EVHTTP_REQ_GET, "/api/queues", TAG_MANAGEMENT, get_queues},
-    {EVHTTP_REQ_GET, "/api/queues/{}", TAG_MANAGEMENT, get_vhost_queues},
-    {EVHTTP_REQ_GET, "/api/queues/{}/{}", TAG_MANAGEMENT, get_queue},
-    {EVHTTP_REQ_PUT, "/api/queues/{}/{}", TAG_MANAGEMENT, put_queue},
-    {EVHTTP_REQ_DELETE, "/api/queues/{}/{}", TAG_MANAGEMENT, delete_queue},
-    {EVHTTP_REQ_GET, "/api/queues/{}/{}/bindings", TAG_MANAGEMENT, get_queue_bindings},
-    {EVHTTP_REQ_DELETE, "/api/queues/{}/{}/contents", TAG_MANAGEMENT, purge_queue},
-    {EVHTTP_REQ_POST, "/api/queues/{}/{}/get", TAG_MANAGEMENT, mgmt_post_get},
+    {HTTP_GET, "/api/queues", TAG_MANAGEMENT, get_queues},
+    {HTTP_GET, "/api/queues/{}", TAG_MANAGEMENT, get_vhost_queues},
+    {HTTP_GET, "/api/queues/{}/{}", TAG_MANAGEMENT, get_queue},
+    {HTTP_PUT, "/api/queues/{}/{}", TAG_MANAGEMENT, put_queue},
+    {HTTP_DELETE, "/api/queues/{}/{}", TAG_MANAGEMENT, delete_queue},
+    {HTTP_GET, "/api/queues/{}/{}/bindings", TAG_MANAGEMENT, get_queue_bindings},
+    {HTTP_DELETE, "/api/queues/{}/{}/contents", TAG_MANAGEMENT, purge_queue},
+    {HTTP_POST, "/api/queues/{}/{}/get", TAG_MANAGEMENT, mgmt_post_get},
     {0},
 };

@@ -206,15 +206,15 @@ static void get_user_topic_permissions(mgmt_req *r) { send_user_permissions(r, t
 
 /* Patterns without a capture first: /api/users/{} would take them. */
 const mgmt_route mgmt_user_routes[] = {
-    {EVHTTP_REQ_GET, "/api/users", TAG_ADMINISTRATOR, get_users},
-    {EVHTTP_REQ_GET, "/api/users/without-permissions", TAG_ADMINISTRATOR,
+    {HTTP_GET, "/api/users", TAG_ADMINISTRATOR, get_users},
+    {HTTP_GET, "/api/users/without-permissions", TAG_ADMINISTRATOR,
      get_users_without_permissions},
-    {EVHTTP_REQ_POST, "/api/users/bulk-delete", TAG_ADMINISTRATOR, post_bulk_delete},
-    {EVHTTP_REQ_GET, "/api/users/{}", TAG_ADMINISTRATOR, get_user},
-    {EVHTTP_REQ_PUT, "/api/users/{}", TAG_ADMINISTRATOR, put_user},
-    {EVHTTP_REQ_DELETE, "/api/users/{}", TAG_ADMINISTRATOR, delete_user},
-    {EVHTTP_REQ_GET, "/api/users/{}/permissions", TAG_ADMINISTRATOR, get_user_permissions},
-    {EVHTTP_REQ_GET, "/api/users/{}/topic-permissions", TAG_ADMINISTRATOR,
+    {HTTP_POST, "/api/users/bulk-delete", TAG_ADMINISTRATOR, post_bulk_delete},
+    {HTTP_GET, "/api/users/{}", TAG_ADMINISTRATOR, get_user},
+    {HTTP_PUT, "/api/users/{}", TAG_ADMINISTRATOR, put_user},
+    {HTTP_DELETE, "/api/users/{}", TAG_ADMINISTRATOR, delete_user},
+    {HTTP_GET, "/api/users/{}/permissions", TAG_ADMINISTRATOR, get_user_permissions},
+    {HTTP_GET, "/api/users/{}/topic-permissions", TAG_ADMINISTRATOR,
      get_user_topic_permissions},
     {0},
 };

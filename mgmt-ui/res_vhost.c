@@ -194,10 +194,10 @@ static void get_vhost_topic_permissions(mgmt_req *r)
 }
 
 const mgmt_route mgmt_vhost_routes[] = {
-    {EVHTTP_REQ_PUT, "/api/vhosts/{}", TAG_ADMINISTRATOR, put_vhost},
-    {EVHTTP_REQ_DELETE, "/api/vhosts/{}", TAG_ADMINISTRATOR, delete_vhost},
-    {EVHTTP_REQ_GET, "/api/vhosts/{}/permissions", TAG_ADMINISTRATOR, get_vhost_permissions},
-    {EVHTTP_REQ_GET, "/api/vhosts/{}/topic-permissions", TAG_ADMINISTRATOR,
+    {HTTP_PUT, "/api/vhosts/{}", TAG_ADMINISTRATOR, put_vhost},
+    {HTTP_DELETE, "/api/vhosts/{}", TAG_ADMINISTRATOR, delete_vhost},
+    {HTTP_GET, "/api/vhosts/{}/permissions", TAG_ADMINISTRATOR, get_vhost_permissions},
+    {HTTP_GET, "/api/vhosts/{}/topic-permissions", TAG_ADMINISTRATOR,
      get_vhost_topic_permissions},
     {0},
 };

@@ -587,7 +587,7 @@ def compare(table, observed, warren):
 
 # ---------------------------------------------------------------- routes in the source
 
-ROW_RE = re.compile(r'\{\s*EVHTTP_REQ_([A-Z]+)\s*,\s*"([^"]+)"')
+ROW_RE = re.compile(r'\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]+)"')
 TABLE_RE = re.compile(r"const\s+mgmt_route\s+(\w+)\s*\[\]\s*=\s*\{(.*?)\n\};", re.S)
 
 

@@ -16,33 +16,33 @@ enum { NONE = 0, MGMT = TAG_MANAGEMENT, PM = TAG_POLICYMAKER, MON = TAG_MONITORI
 
 static const struct {
     unsigned tags;
-    enum evhttp_cmd_type method;
+    http_method method;
     const char *owner; /* the object's user; the request's is "me" */
     bool allowed;
 } cases[] = {
     /* one's own: always */
-    {MGMT, EVHTTP_REQ_GET, "me", true},
-    {MGMT, EVHTTP_REQ_DELETE, "me", true},
-    {PM, EVHTTP_REQ_DELETE, "me", true},
-    {MON, EVHTTP_REQ_DELETE, "me", true},
-    {NONE, EVHTTP_REQ_DELETE, "me", true}, /* the dispatcher refuses it before (no tag) */
+    {MGMT, HTTP_GET, "me", true},
+    {MGMT, HTTP_DELETE, "me", true},
+    {PM, HTTP_DELETE, "me", true},
+    {MON, HTTP_DELETE, "me", true},
+    {NONE, HTTP_DELETE, "me", true}, /* the dispatcher refuses it before (no tag) */
     /* another user's: read by monitoring users and administrators */
-    {MGMT, EVHTTP_REQ_GET, "other", false},
-    {PM, EVHTTP_REQ_GET, "other", false},
-    {MGMT | PM, EVHTTP_REQ_GET, "other", false},
-    {MON, EVHTTP_REQ_GET, "other", true},
-    {ADMIN, EVHTTP_REQ_GET, "other", true},
-    {MON, EVHTTP_REQ_HEAD, "other", true},
+    {MGMT, HTTP_GET, "other", false},
+    {PM, HTTP_GET, "other", false},
+    {MGMT | PM, HTTP_GET, "other", false},
+    {MON, HTTP_GET, "other", true},
+    {ADMIN, HTTP_GET, "other", true},
+    {MON, HTTP_HEAD, "other", true},
     /* ... closed by administrators only (issue 17: monitoring closed any) */
-    {MGMT, EVHTTP_REQ_DELETE, "other", false},
-    {PM, EVHTTP_REQ_DELETE, "other", false},
-    {MON, EVHTTP_REQ_DELETE, "other", false},
-    {MON | MGMT | PM, EVHTTP_REQ_DELETE, "other", false},
-    {ADMIN, EVHTTP_REQ_DELETE, "other", true},
-    {ADMIN | MON, EVHTTP_REQ_DELETE, "other", true},
+    {MGMT, HTTP_DELETE, "other", false},
+    {PM, HTTP_DELETE, "other", false},
+    {MON, HTTP_DELETE, "other", false},
+    {MON | MGMT | PM, HTTP_DELETE, "other", false},
+    {ADMIN, HTTP_DELETE, "other", true},
+    {ADMIN | MON, HTTP_DELETE, "other", true},
     /* a name that only starts like the user's is another user */
-    {MON, EVHTTP_REQ_DELETE, "me2", false},
-    {MON, EVHTTP_REQ_DELETE, "m", false},
+    {MON, HTTP_DELETE, "me2", false},
+    {MON, HTTP_DELETE, "m", false},
 };
 
 static void test_user_object_allowed(void **state)
@@ -70,7 +70,7 @@ static void test_lists_follow_reads(void **state)
         memset(&r, 0, sizeof r);
         snprintf(r.user.name, sizeof r.user.name, "me");
         r.user.tags = tags[i];
-        r.method = EVHTTP_REQ_GET;
+        r.method = HTTP_GET;
         assert_int_equal(mgmt_sees_user(&r, "other"), mgmt_user_object_allowed(&r, "other"));
         assert_true(mgmt_sees_user(&r, "me"));
     }
