@@ -28,7 +28,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c routing/*.c store/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c pattern/*.c routing/*.c store/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -77,6 +77,7 @@ $(B)/%.o: %.c
 AMQP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard amqp/*.c))
 ROUTE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard routing/*.c)) $(AMQP_OBJS)
 STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(AMQP_OBJS)
+PATTERN_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard pattern/*.c))
 
 $(B)/tests/unit/test_amqp_%: tests/unit/test_amqp_%.c $(AMQP_OBJS)
 	@mkdir -p $(dir $@)
@@ -87,6 +88,10 @@ $(B)/tests/unit/test_route_%: tests/unit/test_route_%.c $(ROUTE_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_store_%: tests/unit/test_store_%.c $(STORE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_pattern_%: tests/unit/test_pattern_%.c $(PATTERN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
