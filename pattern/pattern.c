@@ -18,7 +18,7 @@
 
 #include "pattern.h"
 
-struct pattern {
+struct pattern_re {
     pcre2_code *code;
     bool jit;
 };
@@ -38,7 +38,7 @@ static void fail(pattern_error *err, int code, size_t offset, const char *text)
     snprintf(err->text, sizeof err->text, "%s", text);
 }
 
-pattern *pattern_compile(const char *source, size_t len, unsigned flags, pattern_error *err)
+pattern_re *pattern_compile(const char *source, size_t len, unsigned flags, pattern_error *err)
 {
     if (len > PATTERN_MAX_LEN) {
         char text[sizeof err->text];
@@ -46,7 +46,7 @@ pattern *pattern_compile(const char *source, size_t len, unsigned flags, pattern
         fail(err, PATTERN_TOO_LONG, PATTERN_MAX_LEN, text);
         return NULL;
     }
-    pattern *p = malloc(sizeof *p);
+    pattern_re *p = malloc(sizeof *p);
     if (!p) {
         fail(err, 0, 0, "out of memory");
         return NULL;
@@ -69,7 +69,7 @@ pattern *pattern_compile(const char *source, size_t len, unsigned flags, pattern
     return p;
 }
 
-void pattern_free(pattern *p)
+void pattern_free(pattern_re *p)
 {
     if (!p)
         return;
@@ -77,7 +77,7 @@ void pattern_free(pattern *p)
     free(p);
 }
 
-bool pattern_jitted(const pattern *p) { return p->jit; }
+bool pattern_jitted(const pattern_re *p) { return p->jit; }
 
 pattern_scratch *pattern_scratch_new(void)
 {
@@ -118,13 +118,13 @@ static bool grow_jit_stack(pattern_scratch *s)
     return true;
 }
 
-static int run(const pattern *p, pattern_scratch *s, const void *subject, size_t len)
+static int run(const pattern_re *p, pattern_scratch *s, const void *subject, size_t len)
 {
     PCRE2_SPTR at = subject ? subject : (PCRE2_SPTR) "";
     return pcre2_match(p->code, at, len, 0, 0, s->data, s->limits);
 }
 
-pattern_result pattern_match(const pattern *p, pattern_scratch *s, const void *subject,
+pattern_result pattern_match(const pattern_re *p, pattern_scratch *s, const void *subject,
                              size_t len)
 {
     int rc = run(p, s, subject, len);

@@ -17,7 +17,7 @@
  * Typical use, a case-insensitive filter over many names:
  *
  *     pattern_error e;
- *     pattern *re = pattern_compile(text, strlen(text), PATTERN_CASELESS, &e);
+ *     pattern_re *re = pattern_compile(text, strlen(text), PATTERN_CASELESS, &e);
  *     if (!re) refuse(e.text);
  *     pattern_scratch *s = pattern_scratch_new();
  *     for each name:
@@ -35,7 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef struct pattern pattern;
+typedef struct pattern_re pattern_re;
 typedef struct pattern_scratch pattern_scratch;
 
 enum {
@@ -85,10 +85,10 @@ typedef struct pattern_error {
  * *err filled when it is longer than PATTERN_MAX_LEN, is not a regular
  * expression, or memory ran out. A pattern JIT compilation fails for is
  * still returned, and interpreted. */
-pattern *pattern_compile(const char *source, size_t len, unsigned flags, pattern_error *err);
-void pattern_free(pattern *p); /* NULL is fine */
+pattern_re *pattern_compile(const char *source, size_t len, unsigned flags, pattern_error *err);
+void pattern_free(pattern_re *p); /* NULL is fine */
 /* Whether matching runs JIT-compiled code. */
-bool pattern_jitted(const pattern *p);
+bool pattern_jitted(const pattern_re *p);
 
 /* Match state for one caller; NULL on out-of-memory. */
 pattern_scratch *pattern_scratch_new(void);
@@ -99,7 +99,7 @@ void pattern_scratch_free(pattern_scratch *s); /* NULL is fine */
  * outgrows the default 32 KiB JIT stack: `s` then gets its own (up to 512
  * KiB) and keeps it. An interpreted match keeps its backtracking frames in
  * `s`, grown as a match needs them up to the heap limit. */
-pattern_result pattern_match(const pattern *p, pattern_scratch *s, const void *subject,
+pattern_result pattern_match(const pattern_re *p, pattern_scratch *s, const void *subject,
                              size_t len);
 
 #endif

@@ -22,10 +22,10 @@
 
 static const unsigned modes[] = {0, PATTERN_NO_JIT};
 
-static pattern *must_compile(const char *src, unsigned flags)
+static pattern_re *must_compile(const char *src, unsigned flags)
 {
     pattern_error e;
-    pattern *p = pattern_compile(src, strlen(src), flags, &e);
+    pattern_re *p = pattern_compile(src, strlen(src), flags, &e);
     if (!p)
         fail_msg("'%s' did not compile: %s", src, e.text);
     return p;
@@ -33,7 +33,7 @@ static pattern *must_compile(const char *src, unsigned flags)
 
 static pattern_result match_once(const char *src, unsigned flags, const void *subj, size_t len)
 {
-    pattern *p = must_compile(src, flags);
+    pattern_re *p = must_compile(src, flags);
     pattern_scratch *s = pattern_scratch_new();
     assert_non_null(s);
     pattern_result r = pattern_match(p, s, subj, len);
@@ -139,7 +139,7 @@ static void test_ordinary_patterns_answer_as_pcre2(void **state)
     pattern_scratch *s = pattern_scratch_new();
     for (size_t m = 0; m < 2; m++)
         for (size_t i = 0; i < sizeof ordinary / sizeof *ordinary; i++) {
-            pattern *p = must_compile(ordinary[i], modes[m]);
+            pattern_re *p = must_compile(ordinary[i], modes[m]);
             for (size_t j = 0; j < 8; j++) {
                 bool want = unbounded(ordinary[i], subj[j], lens[j], 0) >= 0;
                 pattern_result got = pattern_match(p, s, subj[j], lens[j]);
@@ -183,7 +183,7 @@ static void test_random_patterns_answer_as_pcre2(void **state)
         for (size_t i = 0; i < len; i++)
             subj[i] = "ab1x"[rand_r(&seed) % 4];
         subj[len] = 0;
-        pattern *p = must_compile(src, modes[k % 2]);
+        pattern_re *p = must_compile(src, modes[k % 2]);
         pattern_result got = pattern_match(p, s, subj, len);
         int rc = unbounded(src, subj, len, PATTERN_MATCH_LIMIT);
         if (got == PATTERN_LIMIT)
@@ -206,7 +206,7 @@ static void test_length_cap(void **state)
     memset(src, 'a', PATTERN_MAX_LEN + 1);
     src[PATTERN_MAX_LEN + 1] = 0;
     pattern_error e;
-    pattern *p = pattern_compile(src, PATTERN_MAX_LEN, 0, &e);
+    pattern_re *p = pattern_compile(src, PATTERN_MAX_LEN, 0, &e);
     assert_non_null(p); /* exactly the cap: accepted */
     pattern_scratch *s = pattern_scratch_new();
     assert_int_equal(pattern_match(p, s, src, PATTERN_MAX_LEN), PATTERN_MATCH);
@@ -230,7 +230,7 @@ static void test_compile_errors(void **state)
         {"a{2,1}", 104, 5}, /* numbers out of order */
         {"*", 109, 0},      /* quantifier does not follow a repeatable item */
         {"[a", 106, 2},     /* missing terminating ] */
-        {"\\", 101, 1},     /* \ at end of pattern */
+        {"\\", 101, 1},     /* \ at end of pattern_re */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         pattern_error e = {0};
@@ -246,7 +246,7 @@ static void test_jit_by_default(void **state)
     (void)state;
     uint32_t has_jit = 0;
     pcre2_config(PCRE2_CONFIG_JIT, &has_jit);
-    pattern *p = must_compile("^amq\\.", 0), *q = must_compile("^amq\\.", PATTERN_NO_JIT);
+    pattern_re *p = must_compile("^amq\\.", 0), *q = must_compile("^amq\\.", PATTERN_NO_JIT);
     assert_int_equal(pattern_jitted(p), has_jit != 0);
     assert_false(pattern_jitted(q));
     pattern_free(p);
@@ -270,7 +270,7 @@ static void test_bytes_utf8_and_nul(void **state)
         assert_int_equal(match_once("\\($", f, "\xc3(", 2), PATTERN_MATCH);
         /* the pattern may hold a NUL when its length is given */
         pattern_error e;
-        pattern *p = pattern_compile("x\0y", 3, f, &e);
+        pattern_re *p = pattern_compile("x\0y", 3, f, &e);
         assert_non_null(p);
         pattern_scratch *s = pattern_scratch_new();
         assert_int_equal(pattern_match(p, s, "ax\0yb", 5), PATTERN_MATCH);
@@ -316,7 +316,7 @@ static void test_scratch_grows_its_jit_stack(void **state)
     char subj[1021];
     memset(subj, 'a', 1020);
     subj[1020] = 0;
-    pattern *deep = must_compile("((((.))))*$", 0), *plain = must_compile("a$", PATTERN_NO_JIT);
+    pattern_re *deep = must_compile("((((.))))*$", 0), *plain = must_compile("a$", PATTERN_NO_JIT);
     pattern_scratch *s = pattern_scratch_new();
     if (pattern_jitted(deep)) { /* PCRE2 alone, on its default stack, runs out */
         int code;
@@ -341,7 +341,7 @@ static void test_scratch_grows_its_jit_stack(void **state)
 
 /* Two threads, one pattern, a scratch each: each gets every answer right. */
 typedef struct worker {
-    const pattern *p;
+    const pattern_re *p;
     int wrong;
 } worker;
 
@@ -362,7 +362,7 @@ static void *work(void *arg)
 static void test_threads_share_a_pattern(void **state)
 {
     (void)state;
-    pattern *p = must_compile("^orders\\.[0-9]*[05]\\.dlq$", 0);
+    pattern_re *p = must_compile("^orders\\.[0-9]*[05]\\.dlq$", 0);
     worker ws[2] = {{p, 0}, {p, 0}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
