@@ -161,6 +161,7 @@ struct route_exchange {
     amqp_bytes ae_name;     /* slice of `arguments`, else of policy_ae */
     uint8_t *policy_ae;     /* a policy's alternate-exchange (owned), or NULL */
     uint32_t policy_ae_len;
+    char *policy;           /* the policy's name (owned), or NULL */
     route_exchange *ae;     /* cached lookup of ae_name, valid at ae_version */
     uint64_t ae_version;
     route_binding *bindings; /* as source, linked through src_prev/src_next */
