@@ -288,7 +288,7 @@ static void test_catastrophic_regexes(void **state)
 {
     (void)state;
     fixture *f = fx_new(NULL);
-    char err[300], name[240];
+    char err[300], name[256];
     put_user(f, "u", "pw", "");
     put_perms(f, "u", "/", "(a+)+$", "(a|aa)+$", "(.*a){12}$");
     meta_topic_permission t = {"u", "/", "amq.topic", "^{username}\\.(a+)+$", "(a|aa)+$"};
@@ -303,7 +303,7 @@ static void test_catastrophic_regexes(void **state)
         snprintf(name + 230, sizeof name - 230, "b%05d", i);
         for (access_kind k = ACCESS_CONFIGURE; k <= ACCESS_READ; k++)
             assert_false(access_allowed(acc(f), p, k, AMQP_CSTR(name)));
-        char key[250];
+        char key[264];
         snprintf(key, sizeof key, "u.%s", name);
         assert_false(access_topic_allowed(acc(f), tp, ACCESS_WRITE, AMQP_CSTR(key)));
         assert_false(access_topic_allowed(acc(f), tp, ACCESS_READ, AMQP_CSTR(name)));

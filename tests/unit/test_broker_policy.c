@@ -698,7 +698,7 @@ enum { NLONG = 300 };
 static void make_long_queues(queue **qs)
 {
     for (int i = 0; i < NLONG; i++) {
-        char name[240];
+        char name[256];
         memset(name, 'a', 230);
         snprintf(name + 230, sizeof name - 230, "b%05d", i);
         qs[i] = make_queue(name, (amqp_bytes){0});
@@ -815,7 +815,7 @@ static void test_vhost_deleted_mid_way(void **state)
     assert_true(server_put_vhost(srv, &mv, err, sizeof err));
     vhost *mid = server_vhost(srv, AMQP_CSTR("mid"));
     for (int i = 0; i < NLONG; i++) {
-        char name[240];
+        char name[256];
         memset(name, 'a', 230);
         snprintf(name + 230, sizeof name - 230, "b%05d", i);
         queue_spec spec = {.name = AMQP_CSTR(name)};
