@@ -161,14 +161,14 @@ struct route_exchange {
     amqp_bytes ae_name;     /* slice of `arguments`, else of policy_ae */
     uint8_t *policy_ae;     /* a policy's alternate-exchange (owned), or NULL */
     uint32_t policy_ae_len;
-    char *policy;           /* the policy's name (owned), or NULL */
     route_exchange *ae;     /* cached lookup of ae_name, valid at ae_version */
     uint64_t ae_version;
     route_binding *bindings; /* as source, linked through src_prev/src_next */
     size_t nbindings;
     route_exchange *next_dying;
     uint64_t name_hash;
-    void *user; /* route_exchange_user */
+    void *user;   /* route_exchange_user */
+    char *policy; /* the applied policy's name (owned), or NULL; cold: the API's */
     uint32_t name_len, args_len;
     uint8_t data[]; /* name bytes, then arguments */
 };
