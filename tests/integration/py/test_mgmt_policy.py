@@ -6,6 +6,7 @@ Every expectation was checked against RabbitMQ 3.10.8 (run with
 WARREN_TEST_TARGET=127.0.0.1:5672), except where a test is marked Warren's
 own: there RabbitMQ answers 500 or keeps what Warren refuses.
 """
+import subprocess
 import time
 import unittest
 
@@ -291,6 +292,29 @@ class CatastrophicPatternTest(PolicyTest):
         self.assertEqual([xs[n] for n in self.NAMES[:10]], ["p1"] * 5 + ["m"] * 5)
         x = self.get("/api/exchanges/%s/%s" % (q(self.v), q(self.NAMES[7])))
         self.assertEqual(x["policy"], "m")
+
+    def test_definitions_import_and_warrenctl_take_the_same_path(self):
+        t = time.monotonic()
+        self.ok("POST", "/api/definitions/" + q(self.v), {"policies": [
+            {"name": "p1", "pattern": "(a|aa)+$", "apply-to": "all", "priority": 1,
+             "definition": {"max-length": 100}},
+            {"name": "m", "pattern": "^a+b0", "apply-to": "all", "priority": 0,
+             "definition": {"max-length": 1005}}]})
+        self.assertLess(time.monotonic() - t, self.SLOW, "the import answers before the work is done")
+        self.applied(lambda name: ("m", 1005))
+        from test_warrenctl import warrenctl_bin
+        ctl = [warrenctl_bin(), "--socket", h.control_socket()]
+        for args in (["set_policy", "-p", self.v, "p1", "(.*a){12}$", '{"max-length":100}',
+                      "--priority", "1"],
+                     ["set_policy", "-p", self.v, "m", "^a+b0", '{"max-length":1006}'],
+                     ["clear_policy", "-p", self.v, "p1"]):
+            t = time.monotonic()
+            p = subprocess.run(ctl + args, capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertLess(time.monotonic() - t, self.SLOW)
+            self.round_trip()
+        self.applied(lambda name: ("m", 1006))
+        self.assertLess(self.worst, self.SLOW, "an AMQP round trip waited for the policies")
 
     def test_a_queue_declared_after_the_put_gets_the_policy(self):
         c = h.connect(vhost=self.v)
