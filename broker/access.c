@@ -13,9 +13,10 @@
  * - What is in memory is what the metadata store holds: every change is
  *   written to meta first and applied here only if that write succeeded;
  *   at start durable_load fills the arrays from meta.
- * - Every regular expression is compiled (PCRE2, JIT when available) when
- *   it is set; one that does not compile is refused then, with the reason.
- *   "" means "^$", as in RabbitMQ; ".*" is marked match-all and never runs.
+ * - Every regular expression is compiled (pattern/: PCRE2, JIT when
+ *   available) when it is set; one that does not compile, or is longer than
+ *   PATTERN_MAX_LEN, is refused then, with the reason. "" means "^$", as in
+ *   RabbitMQ; ".*" is marked match-all and never runs.
  * - Every change to users or permissions bumps `generation`. A permission
  *   or topic permission object found by a lookup stays valid while the
  *   generation is unchanged, which is what lets channels cache the result
@@ -26,11 +27,12 @@
  * default exchange counting as "amq.default". Topic patterns may contain
  * {username} and {vhost}, replaced before matching as rabbit_auth_backend_
  * internal does (plain text replacement, no escaping); such a pattern is
- * compiled again for each check that is not already cached by the channel.
+ * compiled again (interpreted, not JIT compiled: it runs once) for each
+ * check that is not already cached by the channel. Every match runs under
+ * pattern/'s limits: one that reaches them counts as not matching -- access
+ * refused -- and the first time for each regex is logged, naming the user,
+ * vhost and permission.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -38,13 +40,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../pattern/pattern.h"
 #include "broker.h"
 
 typedef struct regex {
     char *source; /* as given: "" stays "" */
-    pcre2_code *code;
-    bool all;         /* ".*": matches every name */
-    bool has_vars;    /* {username} / {vhost}: expanded per check (topics) */
+    pattern_re *code;
+    bool all;          /* ".*": matches every name */
+    bool has_vars;     /* {username} / {vhost}: expanded per check (topics) */
+    bool limit_logged; /* a match reached the limits; logged, not again */
 } regex;
 
 struct access_user {
@@ -71,7 +75,7 @@ struct access_control {
     server *srv;
     ptr_array users, perms, topics;
     uint64_t generation;
-    pcre2_match_data *match; /* one for every match: all on the loop thread */
+    pattern_scratch *scratch; /* for every match: all on the loop thread */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -234,35 +238,30 @@ unsigned access_parse_tags(const char *tags)
 static void regex_free(regex *r)
 {
     free(r->source);
-    pcre2_code_free(r->code);
+    pattern_free(r->code);
     memset(r, 0, sizeof *r);
 }
 
-static pcre2_code *compile(const char *pattern, char *err, size_t errlen)
+/* `flags` as pattern_compile's. */
+static pattern_re *compile(const char *source, unsigned flags, char *err, size_t errlen)
 {
-    int code;
-    PCRE2_SIZE offset;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, 0, &code, &offset,
-                                   NULL);
-    if (!re) {
-        PCRE2_UCHAR text[160];
-        pcre2_get_error_message(code, text, sizeof text);
-        if (err)
-            snprintf(err, errlen, "invalid regular expression '%s': %s at position %zu",
-                     pattern, (const char *)text, (size_t)offset);
-        return NULL;
-    }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT, pcre2_match interprets */
+    pattern_error e;
+    pattern_re *re = pattern_compile(source, strlen(source), flags, &e);
+    if (!re && err && e.code == PATTERN_TOO_LONG) /* not worth repeating */
+        snprintf(err, errlen, "invalid regular expression: %s", e.text);
+    else if (!re && err)
+        snprintf(err, errlen, "invalid regular expression '%s': %s at position %zu", source,
+                 e.text, e.offset);
     return re;
 }
 
 static bool regex_set(regex *r, const char *source, char *err, size_t errlen)
 {
-    const char *pattern = source && *source ? source : "^$";
-    pcre2_code *code = compile(pattern, err, errlen);
+    const char *src = source && *source ? source : "^$";
+    pattern_re *code = compile(src, 0, err, errlen);
     char *copy = dup_or_empty(source);
     if (!code || !copy) {
-        pcre2_code_free(code);
+        pattern_free(code);
         free(copy);
         if (code && err)
             snprintf(err, errlen, "out of memory");
@@ -271,23 +270,43 @@ static bool regex_set(regex *r, const char *source, char *err, size_t errlen)
     regex_free(r);
     r->source = copy;
     r->code = code;
-    r->all = strcmp(pattern, ".*") == 0;
-    r->has_vars = strstr(pattern, "{username}") || strstr(pattern, "{vhost}");
+    r->all = strcmp(src, ".*") == 0;
+    r->has_vars = strstr(src, "{username}") || strstr(src, "{vhost}");
     return true;
 }
 
 bool access_regex_check(const char *source, char *err, size_t errlen)
 {
-    pcre2_code *code = compile(source && *source ? source : "^$", err, errlen);
-    pcre2_code_free(code);
+    /* checked only: interpreting is cheaper than JIT compiling */
+    pattern_re *code = compile(source && *source ? source : "^$", PATTERN_NO_JIT, err, errlen);
+    pattern_free(code);
     return code != NULL;
 }
 
-static bool run_match(access_control *a, const pcre2_code *code, amqp_bytes subject)
+/* Whose regex a match runs, for the log. */
+typedef struct whose {
+    const char *user, *vhost, *exchange; /* exchange: topic permissions only */
+    access_kind kind;
+} whose;
+
+/* Does `code` (r's, or r's expanded) match `subject`? A match that reaches
+ * the limits does not; the first time for `r` is logged, naming whose
+ * permission it is. */
+static bool run_match(access_control *a, const regex *r, const pattern_re *code,
+                      amqp_bytes subject, const whose *w)
 {
-    /* Errors (a match limit hit by a pathological pattern) count as no. */
-    return pcre2_match(code, subject.ptr ? subject.ptr : (const uint8_t *)"", subject.len, 0, 0,
-                       a->match, NULL) >= 0;
+    static const char *const kinds[] = {"configure", "write", "read"};
+    pattern_result m = pattern_match(code, a->scratch, subject.ptr, subject.len);
+    if (m == PATTERN_LIMIT && !r->limit_logged) {
+        ((regex *)r)->limit_logged = true; /* logging state, not what the permission says */
+        log_msg(LOG_WARNING,
+                "%s%s permission of user '%s' in vhost '%s'%s%s%s: regex '%s' reached the match "
+                "limit on '%.*s', which counts as not matching (refused); this is said once per "
+                "regex", w->exchange ? "topic " : "", kinds[w->kind], w->user, w->vhost,
+                w->exchange ? " for exchange '" : "", w->exchange ? w->exchange : "",
+                w->exchange ? "'" : "", r->source, (int)subject.len, (const char *)subject.ptr);
+    }
+    return m == PATTERN_MATCH;
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -299,8 +318,8 @@ access_control *access_new(server *s)
         return NULL;
     a->srv = s;
     a->generation = 1;
-    a->match = pcre2_match_data_create(1, NULL);
-    if (!a->match) {
+    a->scratch = pattern_scratch_new();
+    if (!a->scratch) {
         free(a);
         return NULL;
     }
@@ -361,7 +380,7 @@ void access_free(access_control *a)
     free(a->users.items);
     free(a->perms.items);
     free(a->topics.items);
-    pcre2_match_data_free(a->match);
+    pattern_scratch_free(a->scratch);
     free(a);
 }
 
@@ -618,7 +637,7 @@ bool access_allowed(access_control *a, const access_perms *p, access_kind kind, 
     const regex *r = &p->re[kind];
     if (name.len == 0)
         name = AMQP_CSTR("amq.default");
-    return r->all || run_match(a, r->code, name);
+    return r->all || run_match(a, r, r->code, name, &(whose){p->user, p->vhost, NULL, kind});
 }
 
 bool access_validate_permission(const meta_permission *p, char *err, size_t errlen)
@@ -764,16 +783,16 @@ const access_topic_perms *access_find_topic_perms(const access_control *a, amqp_
     return found ? a->topics.items[i] : NULL;
 }
 
-/* Replaces every "{name}" in `pattern` with `value`. NULL on OOM. */
-static char *replace_all(const char *pattern, const char *name, const char *value)
+/* Replaces every "{name}" in `text` with `value`. NULL on OOM. */
+static char *replace_all(const char *text, const char *name, const char *value)
 {
     size_t nlen = strlen(name), vlen = strlen(value), count = 0;
-    for (const char *p = strstr(pattern, name); p; p = strstr(p + nlen, name))
+    for (const char *p = strstr(text, name); p; p = strstr(p + nlen, name))
         count++;
-    char *out = malloc(strlen(pattern) + count * vlen + 1), *o = out;
+    char *out = malloc(strlen(text) + count * vlen + 1), *o = out;
     if (!out)
         return NULL;
-    for (const char *p = pattern;;) {
+    for (const char *p = text;;) {
         const char *hit = strstr(p, name);
         size_t n = hit ? (size_t)(hit - p) : strlen(p);
         memcpy(o, p, n);
@@ -789,15 +808,16 @@ static char *replace_all(const char *pattern, const char *name, const char *valu
 }
 
 /* A pattern with {username} / {vhost}: expanded and compiled for this check. */
-static bool match_expanded(access_control *a, const regex *r, amqp_bytes key, const char *user,
-                           const char *vh)
+static bool match_expanded(access_control *a, const access_topic_perms *t, access_kind kind,
+                           amqp_bytes key)
 {
-    char *step = replace_all(*r->source ? r->source : "^$", "{username}", user);
-    char *pattern = step ? replace_all(step, "{vhost}", vh) : NULL;
-    pcre2_code *code = pattern ? compile(pattern, NULL, 0) : NULL;
-    bool ok = code && run_match(a, code, key);
-    pcre2_code_free(code);
-    free(pattern);
+    const regex *r = kind == ACCESS_WRITE ? &t->write : &t->read;
+    char *step = replace_all(*r->source ? r->source : "^$", "{username}", t->user);
+    char *expanded = step ? replace_all(step, "{vhost}", t->vhost) : NULL;
+    pattern_re *code = expanded ? compile(expanded, PATTERN_NO_JIT, NULL, 0) : NULL;
+    bool ok = code && run_match(a, r, code, key, &(whose){t->user, t->vhost, t->exchange, kind});
+    pattern_free(code);
+    free(expanded);
     free(step);
     return ok;
 }
@@ -809,8 +829,8 @@ bool access_topic_allowed(access_control *a, const access_topic_perms *t, access
     if (r->all)
         return true;
     if (r->has_vars)
-        return match_expanded(a, r, key, t->user, t->vhost);
-    return run_match(a, r->code, key);
+        return match_expanded(a, t, kind, key);
+    return run_match(a, r, r->code, key, &(whose){t->user, t->vhost, t->exchange, kind});
 }
 
 bool access_validate_topic_permission(const meta_topic_permission *p, char *err, size_t errlen)

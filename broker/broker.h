@@ -962,8 +962,12 @@ void queue_remove_consumer(queue *q, consumer *cons);
  * separately, the matching operator policy; their definitions merge (the
  * lower of two numeric limits wins) and a queue's own x-arguments win over
  * the result where RabbitMQ says so. Applied when a queue or exchange is
- * declared and, for every matching queue and exchange at once, when a
- * policy is put or deleted -- never per message.
+ * declared and, to every queue and exchange of the vhost, after a policy
+ * is put or deleted: a slice of ~1 ms per loop turn, so the loop keeps
+ * serving every vhost meanwhile (RabbitMQ too applies a change after
+ * answering it) -- never per message. Patterns are matched within the
+ * limits of pattern/pattern.h; a name on which a pattern reaches them
+ * counts as not matching (logged once per policy).
  *
  * A definition is an encoded AMQP field table (content, as queue arguments
  * are kept); the broker knows no JSON. The management API converts a JSON
@@ -988,15 +992,21 @@ typedef struct policy_spec {
 bool policy_validate(const policy_spec *p, char *err, size_t errlen);
 
 /* Adds, or replaces the policy of that name (operator policies are their own
- * name space): validates, writes it to the metadata store, then re-evaluates
- * every queue and exchange of `v` at once (limits applied now: excess
- * dropped or dead-lettered, older messages expired, idle timers restarted).
- * Everything in `p` is copied. false with `err` (as policy_validate, or
- * "out of memory", or "could not store the policy") and nothing changed. */
+ * name space): validates, writes it to the metadata store, and starts
+ * re-evaluating every queue and exchange of `v` (each object's limits are
+ * applied when its turn comes: excess dropped or dead-lettered, older
+ * messages expired, idle timers restarted); a queue or exchange declared
+ * from now on gets it at once. Everything in `p` is copied. false with
+ * `err` (as policy_validate, or "out of memory", or "could not store the
+ * policy") and nothing changed. */
 bool policy_put(vhost *v, const policy_spec *p, char *err, size_t errlen);
-/* Deletes it, in the store too, and re-evaluates at once. false when there
- * is no such policy (the API's 404) or the store failed (logged). */
+/* Deletes it, in the store too, and starts re-evaluating as policy_put
+ * does. false when there is no such policy (the API's 404) or the store
+ * failed (logged). */
 bool policy_delete(vhost *v, const char *name, bool operator_policy);
+/* Whether the re-evaluation after the last change in `v` is still under
+ * way (some queues and exchanges may hold what applied before it). */
+bool policy_reapplying(vhost *v);
 /* Calls fn for each policy (or operator policy) of `v`, lowest priority
  * first (RabbitMQ's listing order; equal priorities by name). The spec's
  * strings and definition are valid during the call only; fn must not put
@@ -1017,7 +1027,9 @@ struct policy_applied {
     amqp_bytes definition;
 };
 void policy_of_queue(const queue *q, policy_applied *out);
-void policy_of_exchange(vhost *v, const route_exchange *ex, policy_applied *out);
+/* The name of the policy applied to `ex` (exchanges take no operator
+ * policy), or NULL; valid until its policy next changes. */
+const char *policy_of_exchange(const route_exchange *ex);
 
 /* For the broker itself. A vhost's set (vhost_policies); NULL on OOM. */
 policy_set *policy_set_new(void);
@@ -1026,8 +1038,6 @@ void policy_set_free(policy_set *ps);
  * an exchange just created (the route hook). */
 void policy_apply_queue(vhost *v, queue *q);
 void policy_apply_exchange(vhost *v, route_exchange *ex);
-/* Re-evaluates every queue and exchange of `v` (after loading). */
-void policy_reapply(vhost *v);
 /* Start-up: a stored policy (meta_load's handler); added without writing
  * it back or re-evaluating anything. false when it no longer validates
  * (logged and skipped). */

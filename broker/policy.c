@@ -2,8 +2,8 @@
  * them.
  *
  * Data: each vhost has a policy_set, a list of policies of both kinds, each
- * with its pattern compiled once (PCRE2; RabbitMQ's re is PCRE too) and its
- * definition kept as an encoded field table. The keys a definition may hold
+ * with its pattern compiled once (pattern/, PCRE2 with JIT; RabbitMQ's re is
+ * PCRE too) and its definition kept as an encoded field table. The keys a definition may hold
  * are one table, `keys` below: how a value is checked, whether operator
  * policies may set it and how two values merge, how it combines with a
  * queue's own x-argument, which queue types a policy holding it skips, and
@@ -32,16 +32,37 @@
  * reads the queue_args its hot path uses. An exchange gets the policy's alternate-exchange,
  * which its own argument overrides (rabbit_policy:get_arg).
  *
- * Invariant: after any put or delete every queue and exchange of the vhost
- * holds what its current best match gives, so what policy_of_exchange
- * computes on demand is what was applied.
+ * Matching is bounded: each match runs under pattern/'s step, depth and
+ * heap limits, so a catastrophic pattern ("(a+)+$" against 'a'*230 + 'b')
+ * costs ~0.25 ms per name, not minutes. A name on which a pattern reaches
+ * a limit counts as not matching; the first time for each policy is
+ * logged, naming the policy and the name.
+ *
+ * Re-evaluation after a change (put, delete) is a job of the vhost's set,
+ * run a slice per loop turn (a zero timer, so the loop serves its sockets
+ * between slices): the first slice snapshots the names of the vhost's
+ * exchanges and queues, then each slice looks names up again (one deleted
+ * meanwhile is skipped) and applies what matches now, for ~1 ms. Every
+ * change bumps the set's generation; a job that finds the generation moved
+ * takes a new snapshot and goes round it once more from the same index, so
+ * a change made mid-way reaches every object, and a stream of changes
+ * cannot keep the objects at the end of the list from ever being visited.
+ * Objects declared meanwhile are matched at declare against the current
+ * set, and being visited again changes nothing for them.
+ *
+ * Invariant: when no job is pending (policy_reapplying false), every queue
+ * and exchange of the vhost holds what its current best match gives; the
+ * management API reads that (policy_of_queue, policy_of_exchange), never
+ * matching again.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <event2/event.h>
+
+#include "../pattern/pattern.h"
 #include "broker.h"
 #include "policy_internal.h"
 
@@ -154,8 +175,9 @@ typedef struct policy {
     char *name, *pattern, *apply_to;
     int32_t priority;
     bool operator_policy;
+    bool limit_logged; /* a match reached the limits; logged, not again */
     uint8_t covers;
-    pcre2_code *re;
+    pattern_re *re;
     uint32_t def_len;
     uint8_t def[]; /* the definition */
 } policy;
@@ -168,12 +190,27 @@ typedef struct merged {
     uint8_t def[];
 } merged;
 
+typedef struct reapply reapply;
+
 struct policy_set {
     policy *all;
     merged *cache;
+    pattern_scratch *scratch; /* every match of this vhost's policies */
+    uint64_t generation;      /* bumped by every change */
+    reapply *job;             /* the re-evaluation under way, or NULL */
 };
 
-policy_set *policy_set_new(void) { return calloc(1, sizeof(policy_set)); }
+static void job_free(reapply *r);
+
+policy_set *policy_set_new(void)
+{
+    policy_set *ps = calloc(1, sizeof *ps);
+    if (ps && !(ps->scratch = pattern_scratch_new())) {
+        free(ps);
+        return NULL;
+    }
+    return ps;
+}
 
 static void drop_cache(policy_set *ps)
 {
@@ -186,7 +223,7 @@ static void drop_cache(policy_set *ps)
 
 static void policy_free(policy *p)
 {
-    pcre2_code_free(p->re);
+    pattern_free(p->re);
     free(p->name);
     free(p->pattern);
     free(p->apply_to);
@@ -197,12 +234,14 @@ void policy_set_free(policy_set *ps)
 {
     if (!ps)
         return;
+    job_free(ps->job);
     drop_cache(ps);
     while (ps->all) {
         policy *p = ps->all;
         ps->all = p->next;
         policy_free(p);
     }
+    pattern_scratch_free(ps->scratch);
     free(ps);
 }
 
@@ -252,20 +291,20 @@ static const struct {
     {169, "\\k is not followed by a braced, angle-bracketed, or quoted name", -1},
 };
 
-/* Compiles `pattern` as re:run(Name, Pattern) does (bytes, no options).
- * NULL with RabbitMQ's reason in err when it is not a regular expression. */
-static pcre2_code *compile(const char *pattern, char *err, size_t errlen)
+/* Compiles `source` as re:run(Name, Pattern) does (bytes, no options),
+ * with pattern_compile's `flags`. NULL with RabbitMQ's reason in err when
+ * it is not a regular expression (or is longer than PATTERN_MAX_LEN). */
+static pattern_re *compile(const char *source, unsigned flags, char *err, size_t errlen)
 {
-    int code;
-    PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, strlen(pattern), 0, &code, &off, NULL);
+    pattern_error e;
+    pattern_re *re = pattern_compile(source, strlen(source), flags, &e);
     if (re || !err)
         return re;
-    char text[256];
-    long at = (long)off;
-    pcre2_get_error_message(code, (PCRE2_UCHAR *)text, sizeof text);
+    char text[sizeof e.text];
+    long at = (long)e.offset;
+    snprintf(text, sizeof text, "%s", e.text);
     for (size_t i = 0; i < sizeof pcre1_words / sizeof pcre1_words[0]; i++)
-        if (pcre1_words[i].code == code) {
+        if (pcre1_words[i].code == e.code) {
             snprintf(text, sizeof text, "%s", pcre1_words[i].text);
             at += pcre1_words[i].offset_delta;
         }
@@ -279,14 +318,20 @@ static pcre2_code *compile(const char *pattern, char *err, size_t errlen)
     return NULL;
 }
 
-static bool name_matches(const policy *p, amqp_bytes name)
+/* Does `p`'s pattern match `name`? A match that reaches the limits does
+ * not: said once per policy. */
+static bool name_matches(vhost *v, policy *p, amqp_bytes name)
 {
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(p->re, NULL);
-    int rc = md ? pcre2_match(p->re, name.ptr ? name.ptr : (const uint8_t *)"", name.len, 0, 0,
-                              md, NULL)
-                : -1;
-    pcre2_match_data_free(md);
-    return rc >= 0;
+    pattern_result r = pattern_match(p->re, vhost_policies(v)->scratch, name.ptr, name.len);
+    if (r == PATTERN_LIMIT && !p->limit_logged) {
+        p->limit_logged = true;
+        log_msg(LOG_WARNING,
+                "%spolicy '%s' in vhost '%s': pattern '%s' reached the match limit on the "
+                "name '%.*s', which counts as not matching; this is said once per policy",
+                p->operator_policy ? "operator " : "", p->name, vhost_name(v), p->pattern,
+                (int)name.len, (const char *)name.ptr);
+    }
+    return r == PATTERN_MATCH;
 }
 
 /* ---- validation ---------------------------------------------------------- */
@@ -584,9 +629,10 @@ bool policy_validate(const policy_spec *p, char *err, size_t errlen)
                  p->apply_to);
         add(&t, line);
     }
-    pcre2_code *re = compile(p->pattern ? p->pattern : "", line, sizeof line - 1);
+    /* checked only: interpreting is cheaper than JIT compiling */
+    pattern_re *re = compile(p->pattern ? p->pattern : "", PATTERN_NO_JIT, line, sizeof line - 1);
     if (re)
-        pcre2_code_free(re);
+        pattern_free(re);
     else
         add(&t, strcat(line, "\n"));
     if (t.len > before)
@@ -635,17 +681,17 @@ static bool applicable(const policy *p, kind k)
     return true;
 }
 
-/* The policy (or operator policy) that applies to `name`, or NULL. */
-static const policy *best(const policy_set *ps, bool op, amqp_bytes name, kind k)
+/* The policy (or operator policy) of `v` that applies to `name`, or NULL. */
+static const policy *best(vhost *v, bool op, amqp_bytes name, kind k)
 {
     const policy *win = NULL;
-    for (const policy *p = ps->all; p; p = p->next) {
+    for (policy *p = vhost_policies(v)->all; p; p = p->next) {
         if (p->operator_policy != op || !covers(p, k))
             continue;
         if (win && (p->priority < win->priority ||
                     (p->priority == win->priority && strcmp(p->name, win->name) > 0)))
             continue;
-        if (applicable(p, k) && name_matches(p, name))
+        if (applicable(p, k) && name_matches(v, p, name))
             win = p;
     }
     return win;
@@ -704,13 +750,14 @@ static const merged *merge(policy_set *ps, const policy *p, const policy *op)
     return m;
 }
 
-static bool applied_for(policy_set *ps, amqp_bytes name, kind k, policy_applied *out)
+static bool applied_for(vhost *v, amqp_bytes name, kind k, policy_applied *out)
 {
-    const policy *p = best(ps, false, name, k), *op = best(ps, true, name, k);
+    /* no operator policy key acts on an exchange, and the API shows none */
+    const policy *p = best(v, false, name, k), *op = k == EXCHANGE ? NULL : best(v, true, name, k);
     *out = (policy_applied){0};
     if (!p && !op)
         return true;
-    const merged *m = merge(ps, p, op);
+    const merged *m = merge(vhost_policies(v), p, op);
     if (!m)
         return false;
     *out = (policy_applied){.policy = p ? p->name : NULL,
@@ -764,10 +811,10 @@ static void write_effective(amqp_writer *w, amqp_bytes args, amqp_bytes def)
     }
 }
 
-static void apply_queue(policy_set *ps, queue *q)
+void policy_apply_queue(vhost *v, queue *q)
 {
     policy_applied ap;
-    if (!applied_for(ps, queue_name(q), kind_of_queue(q), &ap))
+    if (!applied_for(v, queue_name(q), kind_of_queue(q), &ap))
         goto oom;
     amqp_bytes args = queue_arguments(q);
     if (!ap.policy && !ap.operator_policy) {
@@ -789,35 +836,177 @@ oom:
             (const char *)queue_name(q).ptr);
 }
 
-void policy_apply_queue(vhost *v, queue *q) { apply_queue(vhost_policies(v), q); }
-
 void policy_apply_exchange(vhost *v, route_exchange *ex)
 {
     policy_applied ap;
     amqp_field ae = {0};
-    bool ok = applied_for(vhost_policies(v), route_exchange_name(ex), EXCHANGE, &ap);
+    bool ok = applied_for(v, route_exchange_name(ex), EXCHANGE, &ap);
     if (ok && !(amqp_table_get(ap.definition, "alternate-exchange", &ae) && ae.type == 'S'))
         ae.v.bytes = (amqp_bytes){0};
-    if (!ok || !route_exchange_set_policy_alternate(ex, ae.v.bytes))
+    if (!ok || !route_exchange_set_policy(ex, ap.policy, ae.v.bytes))
         log_msg(LOG_ERROR, "exchange '%.*s': out of memory applying its policy",
                 (int)route_exchange_name(ex).len, (const char *)route_exchange_name(ex).ptr);
 }
 
-void policy_of_exchange(vhost *v, const route_exchange *ex, policy_applied *out)
-{
-    if (!applied_for(vhost_policies(v), route_exchange_name(ex), EXCHANGE, out))
-        *out = (policy_applied){0};
-}
+const char *policy_of_exchange(const route_exchange *ex) { return route_exchange_policy(ex); }
 
-static void queue_fn(void *arg, queue *q) { apply_queue(vhost_policies(arg), q); }
 static void exchange_fn(void *arg, route_exchange *ex) { policy_apply_exchange(arg, ex); }
 
-void policy_reapply(vhost *v)
+/* ---- re-evaluating after a change ------------------------------------------ */
+
+enum { SLICE_US = 1000 }; /* work per loop turn */
+
+/* The names of the vhost's exchanges and queues when the job last saw a
+ * change: entries of a type byte ('e', 'q'), a 4-byte length and the
+ * name. */
+struct reapply {
+    struct event *ev;
+    uint64_t generation; /* of the set the snapshot is for; 0 before the first */
+    uint8_t *names;
+    size_t len, cap;
+    size_t count;        /* entries */
+    size_t at, index;    /* the next entry's offset and index */
+    size_t left;         /* entries this lap has yet to visit */
+    bool oom;
+};
+
+static void job_free(reapply *r)
 {
-    drop_cache(vhost_policies(v));
-    route_foreach_exchange(vhost_routes(v), exchange_fn, v);
-    vhost_foreach_queue(v, queue_fn, v);
+    if (!r)
+        return;
+    if (r->ev)
+        event_free(r->ev);
+    free(r->names);
+    free(r);
 }
+
+static void add_entry(reapply *r, uint8_t type, amqp_bytes name)
+{
+    size_t need = r->len + 5 + name.len;
+    if (need > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *grown = r->oom ? NULL : realloc(r->names, cap);
+        if (!grown) {
+            r->oom = true;
+            return;
+        }
+        r->names = grown;
+        r->cap = cap;
+    }
+    if (r->count == r->index) /* resume where the last snapshot was left */
+        r->at = r->len;
+    r->names[r->len] = type;
+    memcpy(r->names + r->len + 1, &name.len, 4);
+    if (name.len)
+        memcpy(r->names + r->len + 5, name.ptr, name.len);
+    r->len = need;
+    r->count++;
+}
+
+static void snap_exchange(void *arg, route_exchange *ex)
+{
+    add_entry(arg, 'e', route_exchange_name(ex));
+}
+static void snap_queue(void *arg, queue *q) { add_entry(arg, 'q', queue_name(q)); }
+
+/* A new snapshot for the set's current generation; false on OOM. */
+static bool snapshot(vhost *v, reapply *r)
+{
+    r->len = r->count = r->at = 0;
+    route_foreach_exchange(vhost_routes(v), snap_exchange, r);
+    vhost_foreach_queue(v, snap_queue, r);
+    if (r->index >= r->count)
+        r->index = r->at = 0;
+    r->left = r->count;
+    r->generation = vhost_policies(v)->generation;
+    return !r->oom;
+}
+
+/* Applies what matches now to the next entry's object, if it still exists. */
+static void visit(vhost *v, reapply *r)
+{
+    uint8_t type = r->names[r->at];
+    amqp_bytes name = {r->names + r->at + 5, 0};
+    memcpy(&name.len, r->names + r->at + 1, 4);
+    r->at += 5 + name.len;
+    r->index++;
+    if (r->at == r->len)
+        r->at = r->index = 0;
+    r->left--;
+    if (type == 'q') {
+        queue *q = vhost_queue_find(v, name);
+        if (q)
+            policy_apply_queue(v, q);
+    } else {
+        route_exchange *ex = route_exchange_find(vhost_routes(v), name);
+        if (ex)
+            policy_apply_exchange(v, ex);
+    }
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* The next slice runs on a later loop turn, after the sockets are served:
+ * a zero timer, not event_active, which would run it in this pass. */
+static void schedule(reapply *r)
+{
+    static const struct timeval now = {0, 0};
+    evtimer_add(r->ev, &now);
+}
+
+static void slice(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    vhost *v = arg;
+    policy_set *ps = vhost_policies(v);
+    reapply *r = ps->job;
+    if (r->generation != ps->generation && !snapshot(v, r)) {
+        log_msg(LOG_ERROR, "vhost '%s': out of memory re-applying policies; existing queues "
+                "and exchanges keep what applied before", vhost_name(v));
+        r->left = 0;
+    }
+    uint64_t began = now_us();
+    while (r->left > 0 && now_us() - began < SLICE_US)
+        visit(v, r);
+    if (r->left > 0) {
+        schedule(r);
+        return;
+    }
+    ps->job = NULL;
+    job_free(r);
+}
+
+/* After a change: the cache goes, and every queue and exchange is visited
+ * by the job (started now, or already running and told by the generation). */
+static void reapply_all(vhost *v)
+{
+    policy_set *ps = vhost_policies(v);
+    drop_cache(ps);
+    ps->generation++;
+    if (ps->job)
+        return;
+    reapply *r = calloc(1, sizeof *r);
+    if (r && !(r->ev = evtimer_new(server_base(vhost_server(v)), slice, v))) {
+        free(r);
+        r = NULL;
+    }
+    if (!r) {
+        log_msg(LOG_ERROR, "vhost '%s': out of memory re-applying policies; existing queues "
+                "and exchanges keep what applied before", vhost_name(v));
+        return;
+    }
+    ps->job = r;
+    schedule(r);
+}
+
+bool policy_reapplying(vhost *v) { return vhost_policies(v)->job != NULL; }
 
 /* ---- changes --------------------------------------------------------------- */
 
@@ -841,7 +1030,7 @@ static policy *policy_new(const policy_spec *s)
     p->priority = s->priority;
     p->operator_policy = s->operator_policy;
     p->covers = covers_of(s->apply_to);
-    p->re = oom ? NULL : compile(p->pattern, NULL, 0);
+    p->re = oom ? NULL : compile(p->pattern, 0, NULL, 0);
     p->def_len = s->definition.len;
     if (s->definition.len)
         memcpy(p->def, s->definition.ptr, s->definition.len);
@@ -863,7 +1052,7 @@ static void link_policy(policy_set *ps, policy *p)
         p->next = NULL;
     }
     *pp = p;
-    drop_cache(ps);
+    drop_cache(ps); /* it may point at the policy just freed */
 }
 
 static meta *store_of(vhost *v) { return vhost_closing(v) ? NULL : server_meta(vhost_server(v)); }
@@ -899,7 +1088,7 @@ bool policy_put(vhost *v, const policy_spec *s, char *err, size_t errlen)
     log_msg(LOG_INFO, "Successfully set %spolicy '%s' matching %s names in virtual host '%s' "
             "using pattern '%s'", p->operator_policy ? "operator " : "", p->name, p->apply_to,
             vhost_name(v), p->pattern);
-    policy_reapply(v);
+    reapply_all(v);
     return true;
 }
 
@@ -912,7 +1101,7 @@ bool policy_delete(vhost *v, const char *name, bool operator_policy)
         return false;
     *pp = p->next;
     policy_free(p);
-    policy_reapply(v);
+    reapply_all(v);
     return true;
 }
 

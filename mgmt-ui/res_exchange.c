@@ -40,10 +40,9 @@ static void exchange_json(mgmt_req *r, mgmt_json *w, vhost *v, route_exchange *e
         mgmt_json_arr(w);
         mgmt_json_end_arr(w);
     }
-    policy_applied pa; /* RabbitMQ lists "policy" only when one applies */
-    policy_of_exchange(v, ex, &pa);
-    if (pa.policy)
-        mgmt_json_kstr(w, "policy", pa.policy);
+    const char *policy = policy_of_exchange(ex); /* listed only when one applies */
+    if (policy)
+        mgmt_json_kstr(w, "policy", policy);
     mgmt_json_kstr(w, "type", route_type_name(route_exchange_type(ex)));
     mgmt_json_kstr(w, "user_who_performed_action", "rmq-internal");
     mgmt_json_kstr(w, "vhost", vhost_name(v));

@@ -45,10 +45,11 @@ enum {
      * alternation of ~100 names while bounding what one compile costs. */
     PATTERN_MAX_LEN = 4096,
     /* Backtracking steps one match may take. Ordinary patterns need a few
-     * hundred against a 255-byte name (".*a.*b.*c$" ~2,000 with JIT); a
-     * match that reaches the limit costs ~0.25 ms with JIT on a 2020s
-     * core (~1.5 ms interpreted), where an unbounded one runs for
-     * minutes. */
+     * hundred against a 255-byte name; the costliest plausible one we
+     * found, ".*a.*b.*c$" against "abc-.xabc-.x...", ~2,000 with JIT and
+     * ~85,000 interpreted. A match that reaches the limit costs ~0.25 ms
+     * with JIT on a 2020s core (~1.5 ms interpreted), where an unbounded
+     * one runs for minutes. */
     PATTERN_MATCH_LIMIT = 100000,
     /* Nested backtracking points, and the heap (KiB) they may use, for
      * the interpreter (without JIT). */

@@ -94,12 +94,16 @@ amqp_bytes route_exchange_arguments(const route_exchange *ex);
  * until set. The exchange_freed hook frees it. */
 void *route_exchange_user(const route_exchange *ex);
 void route_exchange_set_user(route_exchange *ex, void *user);
-/* The alternate exchange a policy gives `ex` (copied; len 0 = none). The
- * exchange's own alternate-exchange argument wins over it, as RabbitMQ's
- * rabbit_policy:get_arg has it; the default exchange never has one.
- * route_exchange_arguments is unchanged. false on out-of-memory, the
- * previous one kept. */
-bool route_exchange_set_policy_alternate(route_exchange *ex, amqp_bytes name);
+/* What a policy gives `ex`: the policy's name (NULL = none), kept for the
+ * management API, and its alternate exchange (len 0 = none); both copied.
+ * The exchange's own alternate-exchange argument wins over the policy's,
+ * as RabbitMQ's rabbit_policy:get_arg has it; the default exchange never
+ * has one. route_exchange_arguments is unchanged. false on out-of-memory,
+ * the previous ones kept. */
+bool route_exchange_set_policy(route_exchange *ex, const char *policy, amqp_bytes alternate);
+/* The name given by route_exchange_set_policy, or NULL; valid until the
+ * next call. */
+const char *route_exchange_policy(const route_exchange *ex);
 /* The alternate exchange in force: the argument's, else the policy's;
  * false when none. The slice lives until the next change of either. */
 bool route_exchange_alternate(const route_exchange *ex, amqp_bytes *name);

@@ -172,22 +172,38 @@ static void set_alternate(route_exchange *ex)
     }
 }
 
-bool route_exchange_set_policy_alternate(route_exchange *ex, amqp_bytes name)
+static bool same_policy(const route_exchange *ex, const char *policy, amqp_bytes alternate)
 {
-    uint8_t *copy = NULL;
+    bool same_name = ex->policy == policy || (ex->policy && policy && !strcmp(ex->policy, policy));
+    return same_name && ex->policy_ae_len == alternate.len &&
+           (alternate.len == 0 || memcmp(ex->policy_ae, alternate.ptr, alternate.len) == 0);
+}
 
+bool route_exchange_set_policy(route_exchange *ex, const char *policy, amqp_bytes alternate)
+{
     if (ex->is_default)
+        alternate = (amqp_bytes){0};
+    if (same_policy(ex, policy, alternate)) /* re-applying every policy is common */
         return true;
-    if (name.len > 0 && (copy = malloc(name.len)) == NULL)
+    uint8_t *ae = alternate.len > 0 ? malloc(alternate.len) : NULL;
+    char *name = policy ? strdup(policy) : NULL;
+    if ((alternate.len > 0 && ae == NULL) || (policy && name == NULL)) {
+        free(ae);
+        free(name);
         return false;
-    if (name.len > 0)
-        memcpy(copy, name.ptr, name.len);
+    }
+    if (alternate.len > 0)
+        memcpy(ae, alternate.ptr, alternate.len);
     free(ex->policy_ae);
-    ex->policy_ae = copy;
-    ex->policy_ae_len = name.len;
+    free(ex->policy);
+    ex->policy_ae = ae;
+    ex->policy_ae_len = alternate.len;
+    ex->policy = name;
     set_alternate(ex);
     return true;
 }
+
+const char *route_exchange_policy(const route_exchange *ex) { return ex->policy; }
 
 bool route_exchange_alternate(const route_exchange *ex, amqp_bytes *name)
 {
@@ -425,6 +441,7 @@ static void exchange_free(route_exchange *ex)
         ex->table->hooks.exchange_freed(ex->table->ctx, ex);
     ex->ops->destroy(ex);
     free(ex->policy_ae);
+    free(ex->policy);
     free(ex);
 }
 

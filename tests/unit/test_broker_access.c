@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include "../../broker/broker.h"
+#include "../../pattern/pattern.h"
+#include "test_broker_logcap.h"
 
 /* ---- password hashes ---------------------------------------------------- */
 
@@ -279,6 +281,51 @@ static void test_bad_regex_refused_with_reason(void **state)
     fx_free(f);
 }
 
+/* Issue 17: catastrophic regexes stop at the match limit, which counts as
+ * no match (refused) and is logged once per regex, not per check; a regex
+ * over PATTERN_MAX_LEN is refused when set. */
+static void test_catastrophic_regexes(void **state)
+{
+    (void)state;
+    fixture *f = fx_new(NULL);
+    char err[300], name[256];
+    put_user(f, "u", "pw", "");
+    put_perms(f, "u", "/", "(a+)+$", "(a|aa)+$", "(.*a){12}$");
+    meta_topic_permission t = {"u", "/", "amq.topic", "^{username}\\.(a+)+$", "(a|aa)+$"};
+    assert_true(access_put_topic_permission(acc(f), &t, err, sizeof err));
+    const access_perms *p = access_find_perms(acc(f), AMQP_CSTR("u"), AMQP_CSTR("/"));
+    const access_topic_perms *tp = access_find_topic_perms(
+        acc(f), AMQP_CSTR("u"), AMQP_CSTR("/"), AMQP_CSTR("amq.topic"));
+    logcap log;
+    logcap_begin(&log, LOG_WARNING);
+    for (int i = 0; i < 10; i++) {
+        memset(name, 'a', 230);
+        snprintf(name + 230, sizeof name - 230, "b%05d", i);
+        for (access_kind k = ACCESS_CONFIGURE; k <= ACCESS_READ; k++)
+            assert_false(access_allowed(acc(f), p, k, AMQP_CSTR(name)));
+        char key[264];
+        snprintf(key, sizeof key, "u.%s", name);
+        assert_false(access_topic_allowed(acc(f), tp, ACCESS_WRITE, AMQP_CSTR(key)));
+        assert_false(access_topic_allowed(acc(f), tp, ACCESS_READ, AMQP_CSTR(name)));
+    }
+    assert_int_equal(logcap_end(&log, "reached the match limit"), 5);
+    /* the same regexes still decide ordinary names */
+    assert_true(access_allowed(acc(f), p, ACCESS_CONFIGURE, AMQP_CSTR("aaa")));
+    assert_false(access_allowed(acc(f), p, ACCESS_CONFIGURE, AMQP_CSTR("aab")));
+    assert_true(access_topic_allowed(acc(f), tp, ACCESS_WRITE, AMQP_CSTR("u.aa")));
+    /* too long */
+    char *big = malloc(PATTERN_MAX_LEN + 2);
+    memset(big, 'x', PATTERN_MAX_LEN + 1);
+    big[PATTERN_MAX_LEN + 1] = 0;
+    meta_permission longer = {"u", "/", big, ".*", ".*"};
+    assert_false(access_put_permission(acc(f), &longer, err, sizeof err));
+    assert_string_equal(err, "invalid regular expression: pattern longer than 4096 bytes");
+    big[PATTERN_MAX_LEN] = 0;
+    assert_true(access_put_permission(acc(f), &longer, err, sizeof err));
+    free(big);
+    fx_free(f);
+}
+
 static void test_topic_permissions(void **state)
 {
     (void)state;
@@ -520,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_tags),
         cmocka_unit_test(test_permission_matching),
         cmocka_unit_test(test_bad_regex_refused_with_reason),
+        cmocka_unit_test(test_catastrophic_regexes),
         cmocka_unit_test(test_topic_permissions),
         cmocka_unit_test(test_first_boot_default_user),
         cmocka_unit_test(test_default_user_only_on_first_boot),

@@ -1,8 +1,9 @@
 /* Policies: validation texts (checked against RabbitMQ 3.10.8's management
  * API), which policy applies (priority, apply-to, pattern, ties, queue
  * types), merging with operator policies and queue arguments, and the
- * re-evaluation of live queues and exchanges when policies change, with a
- * real server but no network. */
+ * re-evaluation of live queues and exchanges when policies change -- run
+ * in slices on the server's loop, which the tests turn -- with a real
+ * server but no network; catastrophic patterns (issue 17). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +13,11 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <event2/event.h>
 
 #include "../../broker/broker.h"
+#include "../../pattern/pattern.h"
+#include "test_broker_logcap.h"
 #include "test_broker_msgs.h"
 
 static server *srv;
@@ -106,13 +110,39 @@ static amqp_bytes table(const char *const *items, size_t n)
 #define TABLE(...) table((const char *const[]){__VA_ARGS__}, \
                          sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
-static void put(const char *name, const char *pattern, const char *apply_to, int prio,
-                amqp_bytes def, bool op)
+/* Turns the loop until the re-evaluation after the last change is done;
+ * the number of turns it took. */
+static int settle(void)
+{
+    int turns = 0;
+    while (policy_reapplying(vh) && turns < 1000000) {
+        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        turns++;
+    }
+    assert_false(policy_reapplying(vh));
+    return turns;
+}
+
+static void put_only(const char *name, const char *pattern, const char *apply_to, int prio,
+                     amqp_bytes def, bool op)
 {
     char err[512];
     policy_spec s = {name, pattern, apply_to, prio, def, op};
     if (!policy_put(vh, &s, err, sizeof err))
         fail_msg("policy_put %s: %s", name, err);
+}
+
+static void put(const char *name, const char *pattern, const char *apply_to, int prio,
+                amqp_bytes def, bool op)
+{
+    put_only(name, pattern, apply_to, prio, def, op);
+    settle();
+}
+
+static void del(const char *name, bool op)
+{
+    assert_true(policy_delete(vh, name, op));
+    settle();
 }
 
 static queue *make_queue(const char *name, amqp_bytes args)
@@ -329,6 +359,15 @@ static void test_validation_patterns_and_apply_to(void **state)
                  VF "pattern should be regular expression but is invalid: %s\n", pats[i].want);
         assert_string_equal(validate(pats[i].pattern, NULL, ok, false), want);
     }
+    /* Warren's cap (RabbitMQ has none), said in RabbitMQ's form */
+    static char big[PATTERN_MAX_LEN + 2];
+    memset(big, 'a', PATTERN_MAX_LEN + 1);
+    assert_string_equal(validate(big, NULL, ok, false),
+                        VF "pattern should be regular expression but is invalid: "
+                           "{\"pattern longer than 4096 bytes\",\n"
+                           "                                                      4096}\n");
+    big[PATTERN_MAX_LEN] = 0;
+    assert_null(validate(big, NULL, ok, false));
     assert_null(validate("^a", "classic_queues", ok, false));
     assert_null(validate("^a", "exchanges", ok, false));
     /* every failed check, the definition's first */
@@ -409,7 +448,7 @@ static void test_selection(void **state)
     policy_foreach(vh, false, check_order, &it);
     assert_int_equal(it.i, 8);
     for (size_t i = 0; i < 8; i++)
-        assert_true(policy_delete(vh, order[i], false));
+        del(order[i], false);
     assert_false(policy_delete(vh, "low", false));
     assert_string_equal(policy_name_of(q), "none");
     assert_int_equal(queue_get_args(q)->max_length, -1);
@@ -448,13 +487,13 @@ static void test_operator_merge(void **state)
     assert_true(l->has_dlx);
     assert_true(amqp_bytes_equal_cstr(l->dlx, "dlx"));
     /* the operator policy alone */
-    assert_true(policy_delete(vh, "p", false));
+    del("p", false);
     policy_of_queue(q, &a);
     assert_null(a.policy);
     expect_definition(a.definition,
                       TABLE("expires=900000", "max-length=5", "message-ttl=1000"));
     assert_false(queue_get_args(q)->has_dlx);
-    assert_true(policy_delete(vh, "op", true));
+    del("op", true);
     policy_of_queue(q, &a);
     assert_null(a.operator_policy);
     assert_int_equal(a.definition.len, 0);
@@ -481,7 +520,7 @@ static void test_arguments_against_policy(void **state)
     /* the queue's declared arguments are unchanged */
     amqp_field f;
     assert_false(amqp_table_get(queue_arguments(q), "x-dead-letter-routing-key", &f));
-    assert_true(policy_delete(vh, "p", false));
+    del("p", false);
     assert_int_equal(queue_get_args(q)->message_ttl, 60000);
     assert_false(queue_get_args(q)->has_dlrk);
     queue_delete(q);
@@ -498,7 +537,7 @@ static void test_max_length_drops_excess_now(void **state)
     assert_int_equal(queue_ready_count(q), 3);
     expect_head(q, "m7"); /* drop-head: the oldest went */
     /* a removed policy restores the argument-only behaviour */
-    assert_true(policy_delete(vh, "len", false));
+    del("len", false);
     publish_n(q, 5);
     assert_int_equal(queue_ready_count(q), 7);
     queue_delete(q);
@@ -537,11 +576,11 @@ static void test_max_length_dead_letters_excess(void **state)
     put("of", "^of\\.", "queues", 0, TABLE("max-length=2", "overflow=s:reject-publish"), false);
     assert_int_equal(queue_ready_count(of), 2);
     assert_int_equal(queue_get_args(of)->overflow, QUEUE_REJECT_PUBLISH);
-    assert_true(policy_delete(vh, "of", false));
+    del("of", false);
     assert_int_equal(queue_get_args(of)->overflow, QUEUE_DROP_HEAD);
     queue_delete(of);
-    assert_true(policy_delete(vh, "dl", false));
-    assert_true(policy_delete(vh, "rp", false));
+    del("dl", false);
+    del("rp", false);
     queue_delete(q);
     queue_delete(r);
     queue_delete(dlq);
@@ -566,7 +605,7 @@ static void test_message_ttl_expires_older(void **state)
     put("ttl", "^ttl\\.", "queues", 0, TABLE("message-ttl=40"), false);
     assert_int_equal(queue_ready_count(q), 1);
     assert_int_equal(queue_get_args(q)->message_ttl, 40);
-    assert_true(policy_delete(vh, "ttl", false));
+    del("ttl", false);
     assert_int_equal(queue_get_args(q)->message_ttl, -1);
     queue_delete(q);
 }
@@ -577,7 +616,7 @@ static void test_expires_and_queue_mode(void **state)
     queue *q = make_queue("exp.q", (amqp_bytes){0});
     put("exp", "^exp\\.", "queues", 0, TABLE("expires=60000", "queue-mode=s:lazy"), false);
     assert_int_equal(queue_get_args(q)->expires, 60000);
-    assert_true(policy_delete(vh, "exp", false));
+    del("exp", false);
     assert_int_equal(queue_get_args(q)->expires, -1);
     queue_delete(q);
 }
@@ -609,24 +648,189 @@ static void test_alternate_exchange(void **state)
     assert_ptr_equal(found[0], unrouted);
     /* the exchange's own argument wins (pol.ae2 does not exist) */
     assert_int_equal(route_message(rt, o, AMQP_CSTR("nobody"), (amqp_bytes){0}, &found), 0);
-    policy_applied a;
-    policy_of_exchange(vh, x, &a);
-    assert_string_equal(a.policy, "ae");
-    expect_definition(a.definition, TABLE("alternate-exchange=s:pol.ae"));
+    assert_string_equal(policy_of_exchange(x), "ae");
+    assert_string_equal(policy_of_exchange(o), "ae"); /* it applies; the argument wins */
     /* a new exchange gets it at declare */
     route_exchange_spec later = {.name = AMQP_CSTR("pol.later"), .type = AMQP_CSTR("topic")};
     route_exchange *l;
     assert_int_equal(route_exchange_declare(rt, &later, &l, &err), AMQP_OK);
     assert_int_equal(route_message(rt, l, AMQP_CSTR("x"), (amqp_bytes){0}, &found), 1);
     /* removed: unroutable again */
-    assert_true(policy_delete(vh, "ae", false));
+    del("ae", false);
     assert_int_equal(route_message(rt, x, AMQP_CSTR("nobody"), (amqp_bytes){0}, &found), 0);
-    policy_of_exchange(vh, x, &a);
-    assert_null(a.policy);
+    assert_null(policy_of_exchange(x));
     queue_delete(unrouted);
     const char *names[] = {"pol.ae", "pol.main", "pol.own", "pol.later"};
     for (int i = 0; i < 4; i++)
         assert_int_equal(route_exchange_delete(rt, AMQP_CSTR(names[i]), false, &err), AMQP_OK);
+}
+
+/* What the API shows is what was applied, read, not matched again: until
+ * the re-evaluation reaches an object it keeps showing what it had. */
+static void test_api_reads_what_was_applied(void **state)
+{
+    (void)state;
+    route_table *rt = vhost_routes(vh);
+    amqp_error err;
+    route_exchange_spec spec = {.name = AMQP_CSTR("st.x"), .type = AMQP_CSTR("direct")};
+    route_exchange *x;
+    assert_int_equal(route_exchange_declare(rt, &spec, &x, &err), AMQP_OK);
+    queue *q = make_queue("st.q", (amqp_bytes){0});
+    put("st", "^st\\.", "all", 0, TABLE("max-length=5"), false);
+    assert_string_equal(policy_of_exchange(x), "st");
+    assert_string_equal(policy_name_of(q), "st");
+    assert_true(policy_delete(vh, "st", false));
+    assert_true(policy_reapplying(vh));
+    assert_string_equal(policy_of_exchange(x), "st");
+    assert_string_equal(policy_name_of(q), "st");
+    settle();
+    assert_null(policy_of_exchange(x));
+    assert_string_equal(policy_name_of(q), "none");
+    queue_delete(q);
+    assert_int_equal(route_exchange_delete(rt, AMQP_CSTR("st.x"), false, &err), AMQP_OK);
+}
+
+/* ---- catastrophic patterns (issue 17) ---------------------------------------- */
+
+enum { NLONG = 300 };
+
+/* The issue's queues: 'a' * 230 + "b%05d". */
+static void make_long_queues(queue **qs)
+{
+    for (int i = 0; i < NLONG; i++) {
+        char name[256];
+        memset(name, 'a', 230);
+        snprintf(name + 230, sizeof name - 230, "b%05d", i);
+        qs[i] = make_queue(name, (amqp_bytes){0});
+    }
+}
+
+static void delete_all(queue **qs)
+{
+    for (int i = 0; i < NLONG; i++)
+        if (qs[i])
+            queue_delete(qs[i]);
+}
+
+static void put_catastrophic(queue **qs)
+{
+    static const char *const pats[] = {"(a+)+$", "(a|aa)+$", "(.*a){12}$"};
+    for (size_t i = 0; i < 3; i++) {
+        put_only("p1", pats[i], "queues", 1, TABLE("max-length=100"), false);
+        /* the put returned with the work still to do, which then took
+         * more than one loop turn: ~0.1-0.25 ms a name, 1 ms a turn */
+        assert_true(policy_reapplying(vh));
+        assert_true(settle() > 1);
+        for (int j = 0; j < NLONG; j++) /* the limit: not a match */
+            assert_string_equal(policy_name_of(qs[j]), "none");
+    }
+}
+
+/* The issue's reproduction: each pattern stops at the match limit on every
+ * name, which counts as no match, is logged once per policy (not per
+ * queue), and is worked through in slices; patterns that match still
+ * apply where they should. */
+static void test_catastrophic_patterns(void **state)
+{
+    (void)state;
+    static queue *qs[NLONG];
+    make_long_queues(qs);
+    logcap log;
+    logcap_begin(&log, LOG_WARNING);
+    put_catastrophic(qs);
+    assert_int_equal(logcap_end(&log, "reached the match limit"), 3);
+    put("p1", "b0000[0-4]$", "queues", 1, TABLE("max-length=100"), false);
+    put("p2", "^a+b", "queues", 0, TABLE("max-length=200"), false);
+    for (int i = 0; i < NLONG; i++) {
+        assert_string_equal(policy_name_of(qs[i]), i < 5 ? "p1" : "p2");
+        assert_int_equal(queue_get_args(qs[i])->max_length, i < 5 ? 100 : 200);
+    }
+    del("p1", false);
+    del("p2", false);
+    delete_all(qs);
+}
+
+static bool all_show(queue **qs, const char *policy)
+{
+    for (int i = 0; i < NLONG; i++)
+        if (qs[i] && strcmp(policy_name_of(qs[i]), policy) != 0)
+            return false;
+    return true;
+}
+
+/* A change made while the last one is still being applied: the newest
+ * wins everywhere, objects declared meanwhile get it at once, objects
+ * deleted meanwhile are skipped; and a stream of changes, one per loop
+ * turn, still reaches every object (each change resumes where the last
+ * left off, instead of starting the list again). */
+static void test_a_change_supersedes_the_one_under_way(void **state)
+{
+    (void)state;
+    static queue *qs[NLONG];
+    make_long_queues(qs);
+    /* every visit costs a limit hit, so a pass takes many turns */
+    put("slow", "(a+)+$", "queues", 9, TABLE("max-length=1"), false);
+    put_only("first", "^a+b", "queues", 1, TABLE("max-length=10"), false);
+    int turns = 0;
+    while (turns < 100000 && !strcmp(policy_name_of(qs[NLONG - 1]), "none")) {
+        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        turns++;
+        if (turns == 2) { /* partly through, superseded */
+            put_only("second", "^a+b", "queues", 2, TABLE("max-length=20"), false);
+            queue_delete(qs[NLONG / 2]);
+            qs[NLONG / 2] = NULL;
+            queue *late = make_queue("aab-late", (amqp_bytes){0});
+            assert_string_equal(policy_name_of(late), "second");
+            queue_delete(late);
+        }
+    }
+    settle();
+    assert_true(all_show(qs, "second"));
+    assert_int_equal(queue_get_args(qs[0])->max_length, 20);
+    /* a change every turn: every queue still gets "third" */
+    for (turns = 0; turns < 5000 && !all_show(qs, "third"); turns++) {
+        put_only("third", "^a+b", "queues", 3, TABLE("max-length=30", turns % 2 ? "expires=99000"
+                                                                                : "expires=98000"),
+                 false);
+        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    assert_true(all_show(qs, "third"));
+    settle();
+    del("third", false);
+    del("second", false);
+    assert_true(policy_delete(vh, "first", false)); /* two changes, one job */
+    del("slow", false);
+    assert_true(all_show(qs, "none"));
+    delete_all(qs);
+}
+
+/* A vhost deleted while its policies are being re-applied takes the work
+ * with it: the loop turns on without touching what was freed (ASan builds
+ * would say so). */
+static void test_vhost_deleted_mid_way(void **state)
+{
+    (void)state;
+    char err[256];
+    meta_vhost mv = {.name = "mid"};
+    assert_true(server_put_vhost(srv, &mv, err, sizeof err));
+    vhost *mid = server_vhost(srv, AMQP_CSTR("mid"));
+    for (int i = 0; i < NLONG; i++) {
+        char name[256];
+        memset(name, 'a', 230);
+        snprintf(name + 230, sizeof name - 230, "b%05d", i);
+        queue_spec spec = {.name = AMQP_CSTR(name)};
+        queue *q = queue_new(mid, &spec);
+        assert_non_null(q);
+        vhost_queue_add(mid, q);
+    }
+    policy_spec slow = {"slow", "(a+)+$", "queues", 0, TABLE("max-length=1"), false};
+    assert_true(policy_put(mid, &slow, err, sizeof err));
+    event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    assert_true(policy_reapplying(mid));
+    assert_true(server_delete_vhost(srv, "mid", err, sizeof err));
+    for (int i = 0; i < 10; i++)
+        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    assert_null(server_vhost(srv, AMQP_CSTR("mid")));
 }
 
 /* ---- persistence ----------------------------------------------------------- */
@@ -641,6 +845,8 @@ static void test_survives_restart(void **state)
     durable_queue_declared(vh, q);
     put("dur", "^dur\\.", "queues", 3, TABLE("max-length=7"), false);
     put("dur-op", "^dur\\.", "queues", 1, TABLE("max-length=4"), true);
+    put_only("pending", "^nothing", "queues", 0, TABLE("max-length=9"), false);
+    assert_true(policy_reapplying(vh)); /* freed with the server, unfinished */
     server_free(srv);
     srv = start();
     assert_non_null(srv);
@@ -656,8 +862,9 @@ static void test_survives_restart(void **state)
     assert_true(policy_get(vh, "dur", false, &got));
     assert_int_equal(got.priority, 3);
     assert_string_equal(got.apply_to, "queues");
-    assert_true(policy_delete(vh, "dur", false));
-    assert_true(policy_delete(vh, "dur-op", true));
+    del("dur", false);
+    del("dur-op", true);
+    del("pending", false);
     server_free(srv);
     srv = start();
     vh = server_vhost(srv, AMQP_CSTR("/"));
@@ -681,6 +888,10 @@ int main(void)
         cmocka_unit_test(test_message_ttl_expires_older),
         cmocka_unit_test(test_expires_and_queue_mode),
         cmocka_unit_test(test_alternate_exchange),
+        cmocka_unit_test(test_api_reads_what_was_applied),
+        cmocka_unit_test(test_catastrophic_patterns),
+        cmocka_unit_test(test_a_change_supersedes_the_one_under_way),
+        cmocka_unit_test(test_vhost_deleted_mid_way),
         cmocka_unit_test(test_survives_restart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

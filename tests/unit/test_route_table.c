@@ -513,8 +513,9 @@ static void test_alternate_exchange(void **state)
     fx_free(f);
 }
 
-/* A policy's alternate exchange: used without an argument, overridden by
- * one, found by name at routing time, never on the default exchange. */
+/* A policy's name and alternate exchange: the name kept for every
+ * exchange, the alternate used without an argument, overridden by one,
+ * found by name at routing time, never on the default exchange. */
 static void test_policy_alternate_exchange(void **state)
 {
     fixture *f = fx_new();
@@ -526,18 +527,26 @@ static void test_policy_alternate_exchange(void **state)
     fx_declare(f, "AE", "fanout", false, NO_ARGS);
     fx_bind(f, "AE", QD(f, 9), "", NO_ARGS);
     assert_false(route_exchange_alternate(x, &name));
+    assert_null(route_exchange_policy(x));
     assert_string_equal(fx_route_str(f, x, "k", NO_ARGS), "");
-    assert_true(route_exchange_set_policy_alternate(x, AMQP_CSTR("AE")));
+    assert_true(route_exchange_set_policy(x, "p1", AMQP_CSTR("AE")));
+    assert_string_equal(route_exchange_policy(x), "p1");
     assert_true(route_exchange_alternate(x, &name) && amqp_bytes_equal_cstr(name, "AE"));
     assert_string_equal(fx_route_str(f, x, "k", NO_ARGS), "9");
-    assert_true(route_exchange_set_policy_alternate(own, AMQP_CSTR("AE")));
+    /* the same again changes nothing; another name alone is kept */
+    assert_true(route_exchange_set_policy(x, "p1", AMQP_CSTR("AE")));
+    assert_true(route_exchange_set_policy(x, "p2", AMQP_CSTR("AE")));
+    assert_string_equal(route_exchange_policy(x), "p2");
+    assert_true(route_exchange_set_policy(own, "p1", AMQP_CSTR("AE")));
     assert_true(route_exchange_alternate(own, &name) && amqp_bytes_equal_cstr(name, "AE2"));
     assert_string_equal(fx_route_str(f, own, "k", NO_ARGS), "");
-    assert_true(route_exchange_set_policy_alternate(dflt, AMQP_CSTR("AE")));
+    assert_true(route_exchange_set_policy(dflt, "p1", AMQP_CSTR("AE")));
     assert_false(route_exchange_alternate(dflt, &name));
+    assert_string_equal(route_exchange_policy(dflt), "p1");
     /* cleared: nothing again; the argument is untouched */
-    assert_true(route_exchange_set_policy_alternate(x, (amqp_bytes){0}));
+    assert_true(route_exchange_set_policy(x, NULL, (amqp_bytes){0}));
     assert_false(route_exchange_alternate(x, &name));
+    assert_null(route_exchange_policy(x));
     assert_string_equal(fx_route_str(f, x, "k", NO_ARGS), "");
     assert_int_equal(route_exchange_arguments(x).len, 0);
     fx_free(f);

@@ -6,6 +6,8 @@ Every expectation was checked against RabbitMQ 3.10.8 (run with
 WARREN_TEST_TARGET=127.0.0.1:5672), except where a test is marked Warren's
 own: there RabbitMQ answers 500 or keeps what Warren refuses.
 """
+import subprocess
+import time
 import unittest
 
 import harness as h
@@ -210,6 +212,121 @@ class AppliedTest(PolicyTest):
         self.ok("DELETE", "/api/operator-policies/%s/op" % q(v), status=204)
         got = until(lambda: self.get("/api/queues/%s/aq" % q(v)), lambda x: x.get("operator_policy") is None)
         self.assertEqual(got["effective_policy_definition"], {"max-length": 3, "message-ttl": 60000})
+
+
+@unittest.skipUnless(WARREN, "Warren's own: RabbitMQ matches in the request's own process "
+                              "with Erlang's re and its 10,000,000-step limit")
+class CatastrophicPatternTest(PolicyTest):
+    """Issue 17, item 1: a policy pattern that backtracks catastrophically on
+    the vhost's names ('a' * 230 + 'b%05d') must not stop the broker. The PUT
+    answers at once, the policy is applied in slices while AMQP on another
+    vhost keeps answering, a name on which the pattern reaches the match
+    limit counts as not matching (logged once per policy), and the fields
+    of GET /api/queues and /api/exchanges say what was applied. The bounds
+    are generous (seconds); before the fix each PUT took 40-100 s and every
+    connection waited with it."""
+    NAMES = ["a" * 230 + "b%05d" % i for i in range(300)]
+    PATTERNS = ("(a+)+$", "(a|aa)+$", "(.*a){12}$")
+    SLOW = 5.0
+
+    def setUp(self):
+        super().setUp()
+        self.v, other = self.vhost(), self.vhost()
+        c = h.connect(vhost=self.v)
+        self._conns.append(c)
+        ch = c.channel()
+        for n in self.NAMES:
+            ch.queue_declare(n)
+        for n in self.NAMES[:10]:
+            ch.exchange_declare(n, "fanout")
+        probe = h.connect(vhost=other)
+        self._conns.append(probe)
+        self.probe = probe.channel()
+        self.probe.queue_declare("probe")
+        self.worst = 0.0
+
+    def round_trip(self):
+        t = time.monotonic()
+        self.probe.queue_declare("probe", passive=True)
+        self.worst = max(self.worst, time.monotonic() - t)
+
+    def put(self, name, pattern, max_length, priority):
+        t = time.monotonic()
+        self.put_policy(self.v, name, {"pattern": pattern, "definition": {"max-length": max_length},
+                                       "apply-to": "all", "priority": priority})
+        self.assertLess(time.monotonic() - t, self.SLOW, "the PUT answers before the work is done")
+
+    def applied(self, want, count=len(NAMES)):
+        """Probes AMQP until every queue's policy and max-length is want(name)."""
+        def check():
+            self.round_trip()
+            qs = self.get("/api/queues/" + q(self.v))
+            return len(qs) == count and all(
+                (x["policy"], x["effective_policy_definition"].get("max-length")) == want(x["name"])
+                for x in qs)
+        self.assertTrue(poll(check), "the policies were not applied")
+
+    def test_issue_reproduction(self):
+        for i, pattern in enumerate(self.PATTERNS):
+            self.put("p1", pattern, 100, 1)
+            self.round_trip()
+            # a marker every name matches: once it shows everywhere, the
+            # catastrophic pattern has been tried on every name too
+            self.put("m", "^a+b0", 1000 + i, 0)
+            self.applied(lambda name, i=i: ("m", 1000 + i))
+        self.assertLess(self.worst, self.SLOW, "an AMQP round trip waited for the policies")
+        lines = [l for l in h._shared["proc"].log_lines
+                 if "policy 'p1' in vhost '%s'" % self.v in l and "reached the match limit" in l]
+        self.assertEqual(len(lines), 3, "once per policy, not per name")
+        # exchanges show the marker too (p1 matched none of them)
+        xs = {x["name"]: x.get("policy") for x in self.get("/api/exchanges/" + q(self.v))}
+        self.assertEqual([xs[n] for n in self.NAMES[:10]], ["m"] * 10)
+        self.assertNotIn("amq.direct", [n for n, pol in xs.items() if pol])
+        # patterns that match apply where they should, and reading them
+        # back matches nothing again
+        self.put("p1", "b0000[0-4]$", 100, 1)
+        self.applied(lambda name: ("p1", 100) if name[-5:] < "00005" else ("m", 1002))
+        t = time.monotonic()
+        xs = {x["name"]: x.get("policy") for x in self.get("/api/exchanges/" + q(self.v))}
+        self.assertLess(time.monotonic() - t, 1.0)
+        self.assertEqual([xs[n] for n in self.NAMES[:10]], ["p1"] * 5 + ["m"] * 5)
+        x = self.get("/api/exchanges/%s/%s" % (q(self.v), q(self.NAMES[7])))
+        self.assertEqual(x["policy"], "m")
+
+    def test_definitions_import_and_warrenctl_take_the_same_path(self):
+        t = time.monotonic()
+        self.ok("POST", "/api/definitions/" + q(self.v), {"policies": [
+            {"name": "p1", "pattern": "(a|aa)+$", "apply-to": "all", "priority": 1,
+             "definition": {"max-length": 100}},
+            {"name": "m", "pattern": "^a+b0", "apply-to": "all", "priority": 0,
+             "definition": {"max-length": 1005}}]})
+        self.assertLess(time.monotonic() - t, self.SLOW, "the import answers before the work is done")
+        self.applied(lambda name: ("m", 1005))
+        from test_warrenctl import warrenctl_bin
+        ctl = [warrenctl_bin(), "--socket", h.control_socket()]
+        for args in (["set_policy", "-p", self.v, "p1", "(.*a){12}$", '{"max-length":100}',
+                      "--priority", "1"],
+                     ["set_policy", "-p", self.v, "m", "^a+b0", '{"max-length":1006}'],
+                     ["clear_policy", "-p", self.v, "p1"]):
+            t = time.monotonic()
+            p = subprocess.run(ctl + args, capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertLess(time.monotonic() - t, self.SLOW)
+            self.round_trip()
+        self.applied(lambda name: ("m", 1006))
+        self.assertLess(self.worst, self.SLOW, "an AMQP round trip waited for the policies")
+
+    def test_a_queue_declared_after_the_put_gets_the_policy(self):
+        c = h.connect(vhost=self.v)
+        self._conns.append(c)
+        ch = c.channel()
+        self.put("p1", "(a+)+$", 100, 1)
+        self.put("m", "^a+b0", 7, 0)
+        name = "a" * 230 + "b09999"
+        ch.queue_declare(name)  # while the others are still being visited
+        got = self.get("/api/queues/%s/%s" % (q(self.v), q(name)))
+        self.assertEqual((got["policy"], got["effective_policy_definition"]), ("m", {"max-length": 7}))
+        self.applied(lambda n: ("m", 7), count=len(self.NAMES) + 1)
 
 
 class OverviewTest(PolicyTest):
