@@ -207,40 +207,6 @@ static const char doc_text[] =
     "{\"name\":\"b\",\"messages\":1,\"message_stats\":{\"publish\":11},"
     "\"arguments\":{},\"consumer_details\":[],\"empty\":{},\"list\":[]}]";
 
-/* Writes a jansson value through the writer. */
-static void emit(mgmt_json *w, const json_t *v)
-{
-    const char *key;
-    json_t *e;
-    size_t i;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        mgmt_json_obj(w);
-        json_object_foreach((json_t *)v, key, e) {
-            mgmt_json_key(w, key);
-            emit(w, e);
-        }
-        mgmt_json_end_obj(w);
-        break;
-    case JSON_ARRAY:
-        mgmt_json_arr(w);
-        json_array_foreach((json_t *)v, i, e) emit(w, e);
-        mgmt_json_end_arr(w);
-        break;
-    case JSON_STRING:
-        mgmt_json_str(w, json_string_value(v));
-        break;
-    case JSON_INTEGER:
-        mgmt_json_int(w, json_integer_value(v));
-        break;
-    case JSON_REAL:
-        mgmt_json_double(w, json_real_value(v));
-        break;
-    default:
-        mgmt_json_bool(w, json_is_true(v));
-    }
-}
-
 typedef struct columns_arg {
     const json_t *doc;
     const char *cols;
@@ -250,7 +216,7 @@ static void write_doc(mgmt_json *w, const void *arg)
 {
     const columns_arg *a = arg;
     mgmt_json_columns(w, a->cols, 2);
-    emit(w, a->doc);
+    mgmt_json_jansson(w, a->doc);
 }
 
 static json_t *load_doc(void)
