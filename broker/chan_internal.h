@@ -69,11 +69,11 @@ typedef struct chan_objslot {
     uint32_t len;
     uint64_t n[STAT_COUNTERS];
 } chan_objslot;
-typedef struct chan_objstats {
+typedef struct chan_objstats { /* at most 64 slots: 16-bit indexes keep the channel small */
     chan_objslot *slots;
-    uint32_t n, cap;
-    uint32_t last;   /* the slot found last */
-    uint32_t victim; /* the next slot to reuse when full */
+    uint16_t n, cap;
+    uint16_t last;   /* the slot found last */
+    uint16_t victim; /* the next slot to reuse when full */
 } chan_objstats;
 
 enum { CONTENT_IDLE, CONTENT_HEADER, CONTENT_BODY };

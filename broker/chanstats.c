@@ -54,7 +54,7 @@ static chan_objslot *add_slot(chan *ch, chan_objstats *s)
         chan_objslot *grown = realloc(s->slots, cap * sizeof *grown);
         if (!grown)
             return NULL;
-        s->slots = grown, s->cap = cap;
+        s->slots = grown, s->cap = (uint16_t)cap;
     }
     if (s->n < s->cap) {
         s->last = s->n++;
@@ -62,11 +62,11 @@ static chan_objslot *add_slot(chan *ch, chan_objstats *s)
         return &s->slots[s->last];
     }
     int32_t dead = reusable(s);
-    s->last = dead >= 0 ? (uint32_t)dead : s->victim;
+    s->last = dead >= 0 ? (uint16_t)dead : s->victim;
     if (dead < 0)
-        s->victim = (s->victim + 1) % s->n;
+        s->victim = (uint16_t)((s->victim + 1) % s->n);
     slot_clear(&s->slots[s->last]);
-    if (ch->access.memo && ch->access.memo->stats_slot == s->last + 1)
+    if (ch->access.memo && ch->access.memo->stats_slot == (uint32_t)s->last + 1)
         ch->access.memo->stats_slot = 0;
     return &s->slots[s->last];
 }

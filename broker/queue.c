@@ -172,8 +172,10 @@ struct queue {
 
 const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS] = {0, 1, 2, 3, 5, 10, 20, 50};
 
-static unsigned dc_bucket(uint32_t count)
+static inline unsigned dc_bucket(uint32_t count)
 {
+    if (count < 3) /* buckets 0, 1, 2 are those counts: nearly every message */
+        return count;
     unsigned b = QUEUE_DC_BUCKETS - 1;
     while (count < queue_dc_bucket_floor[b])
         b--;
@@ -495,7 +497,7 @@ static void paged_in(queue *q, qslot *s, msg *m)
 static bool slot_persistent(queue *q, const qslot *s) { return s->paged || held_in_journal(q, s->m); }
 
 /* Counts a slot entering a ring; uncount undoes it. */
-static void count_in(queue *q, const qslot *s)
+static inline void count_in(queue *q, const qslot *s)
 {
     q->count++;
     q->bytes += s->body_size;
@@ -506,7 +508,7 @@ static void count_in(queue *q, const qslot *s)
         q->persistent++, q->persistent_bytes += s->body_size;
 }
 
-static void uncount(queue *q, const qslot *s)
+static inline void uncount(queue *q, const qslot *s)
 {
     q->count--;
     q->bytes -= s->body_size;
