@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "broker.h"
+#include "../admin/admin.h"
 #include "../definitions/definitions.h"
 #include "../mgmt-ui/mgmt.h"
 

@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "../admin/admin.h"
 
 #define TICK_MS 250
 #define SHUTDOWN_GRACE_MS 1000

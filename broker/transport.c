@@ -20,7 +20,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "../admin/admin.h"
 
 #define READ_CHUNK (128 * 1024)
 #define BLOCK_SIZE (64 * 1024)

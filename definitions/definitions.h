@@ -8,7 +8,7 @@
  * An import is validated in full against the document and the broker
  * before anything changes; then it is applied inside one metadata
  * transaction (meta_begin .. meta_commit), so a crash half-way leaves the
- * store with all of it or none. The module uses only broker.h (and
+ * store with all of it or none. The module uses only admin/admin.h (and
  * store.h's transaction calls) and jansson; it knows nothing of HTTP.
  * Everything runs on the broker's loop thread (or before it starts).
  */
@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "../broker/broker.h"
+#include "../admin/admin.h"
 
 /* Why an import was refused. `line` and `column` locate a JSON syntax
  * error (0 when the reason is not about syntax); `reason` is one line that

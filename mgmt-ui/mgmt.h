@@ -1,8 +1,8 @@
 /* mgmt: the management plane -- RabbitMQ's HTTP API (/api/...) served by
- * libevent's evhttp on the broker's own event loop, on management.tcp.ip /
+ * Warren's http/ server on the broker's own event loop, on management.tcp.ip /
  * management.tcp.port and on the control socket data_dir/warrenctl.sock.
  *
- * The module reads and changes the broker only through broker.h's
+ * The module reads and changes the broker only through admin/admin.h's
  * introspection and admin functions; the broker knows nothing of HTTP or
  * JSON. Besides the server, the header exposes the pieces the server is
  * built from (a streaming JSON writer, AMQP table <-> JSON conversion, path
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../broker/broker.h"
+#include "../admin/admin.h"
 
 struct evbuffer;
 struct json_t;

@@ -1,5 +1,5 @@
 /* /api/queues/{vhost}/{name}/move: moving a queue's messages elsewhere (DLQ
- * redrive, broker.h's queue_move_*). A Warren extension; RabbitMQ needs a
+ * redrive, queue/queue.h's queue_move_*). A Warren extension; RabbitMQ needs a
  * shovel for it.
  *
  *   POST   {"dest-queue": q} | {"dest-exchange": x[, "dest-routing-key": k]}

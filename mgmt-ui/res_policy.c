@@ -1,7 +1,7 @@
 /* Policies and operator policies: /api/policies[/{vhost}[/{name}]] and
  * /api/operator-policies[/{vhost}[/{name}]] -- GET (the lists and one),
  * PUT (201 new, 204 replaced) and DELETE (204, 404 unknown). The broker's
- * policy engine (broker.h policy_*) validates, stores and applies them;
+ * policy engine (queue/queue.h policy_*) validates, stores and applies them;
  * this file turns the JSON body into a policy_spec and back.
  *
  * Who may do what, as RabbitMQ 3.10.8 decides it: the lists show the

@@ -29,7 +29,7 @@ uint64_t mgmt_queue_oldest_unacked(server *s, queue *q)
     if (!queue_unacked_count(q))
         return 0;
     for (consumer *c = queue_next_consumer(q, NULL); c; c = queue_next_consumer(q, c)) {
-        uint64_t t = chan_oldest_unacked_from(c->ch, q);
+        uint64_t t = chan_oldest_unacked_from(consumer_chan(c), q);
         if (t && (!best || t < best))
             best = t;
     }
@@ -82,8 +82,10 @@ static void consumer_details(mgmt_req *r, mgmt_json *w, queue *q)
 {
     mgmt_json_key(w, "consumer_details");
     mgmt_json_arr(w);
-    for (consumer *c = queue_next_consumer(q, NULL); c; c = queue_next_consumer(q, c))
-        mgmt_consumer_json(r, w, chan_conn(c->ch), c->ch, c);
+    for (consumer *c = queue_next_consumer(q, NULL); c; c = queue_next_consumer(q, c)) {
+        chan *ch = consumer_chan(c); /* every consumer is a channel's so far */
+        mgmt_consumer_json(r, w, chan_conn(ch), ch, c);
+    }
     mgmt_json_end_arr(w);
 }
 

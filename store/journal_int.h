@@ -66,7 +66,7 @@ typedef enum rec_type {
     REC_DELAYED = 8,
 } rec_type;
 
-/* Log levels, numbered as broker/broker.h's log_level. */
+/* Log levels, numbered as core/core.h's log_level. */
 enum { JLOG_INFO = 1, JLOG_WARNING = 2, JLOG_ERROR = 3 };
 
 static inline uint64_t align8(uint64_t n) { return (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1); }

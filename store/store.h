@@ -36,7 +36,7 @@ typedef struct journal_config {
     uint64_t segment_size;  /* bytes; a segment is closed once it passes this */
     journal_sync_mode sync;
     /* Optional: receives the journal's warnings and errors, one line of text
-     * each; level 2 = warning, 3 = error (broker/broker.h's log_level
+     * each; level 2 = warning, 3 = error (core/core.h's log_level
      * numbers). May be called from the sync thread. NULL: they go to stderr
      * as "YYYY-MM-DD hh:mm:ss.mmm [warning] journal: text". */
     void (*log)(int level, const char *text);

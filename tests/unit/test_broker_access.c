@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 #include "../../pattern/pattern.h"
 #include "test_broker_logcap.h"
 

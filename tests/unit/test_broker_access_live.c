@@ -28,7 +28,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 typedef struct live {
     char dir[64];

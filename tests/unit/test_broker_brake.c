@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 static void key_of(const char *addr, uint8_t key[16])
 {

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 static char *write_temp(const char *text)
 {

@@ -4,7 +4,7 @@
  * ready nor lost -- until the loop's timer gives it back at its place. */
 #include <event2/event.h>
 
-#include "../../broker/queue_internal.h"
+#include "../../queue/queue_internal.h"
 #include "test_broker_msgs.h"
 #include "test_broker_util.h"
 

@@ -14,8 +14,8 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../broker/broker.h"
-#include "../../broker/queue_internal.h"
+#include "../../admin/admin.h"
+#include "../../queue/queue_internal.h"
 #include "test_broker_util.h"
 
 static bool before(const expiry_entry *a, const expiry_entry *b)

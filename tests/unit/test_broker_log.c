@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 static char written[16384];
 

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 typedef struct logcap {
     char path[40];

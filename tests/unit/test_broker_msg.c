@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 static const uint8_t no_props[2] = {0, 0};
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 /* A message published to "" with routing key k and no properties. */
 static inline msg *util_msg(const char *body)

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 static char dir[64];
 

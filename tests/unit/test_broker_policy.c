@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 #include "../../pattern/pattern.h"
 #include "test_broker_logcap.h"
 #include "test_broker_msgs.h"

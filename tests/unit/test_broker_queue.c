@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 #include "test_broker_util.h"
 
 static queue *make_queue(vhost *v, const char *name, amqp_bytes args)

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 #include "test_broker_util.h"
 
 static bool fcntl_ok(int fd) { return fcntl(fd, F_GETFD) != -1; }

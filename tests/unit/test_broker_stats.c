@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 #define T0 1700000000000ull /* a multiple of the interval */
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../broker/broker.h"
+#include "../../admin/admin.h"
 
 static server *srv;
 static char dir[64];

@@ -1,10 +1,10 @@
-/* Private to broker/: the connection object, shared by conn.c (frame loop,
+/* Private to conn/: the connection object, shared by conn.c (frame loop,
  * errors, output, lifecycle) and handshake.c (protocol header, login,
  * tuning, the connection class). */
 #ifndef WARREN_CONN_INTERNAL_H
 #define WARREN_CONN_INTERNAL_H
 
-#include "broker.h"
+#include "conn.h"
 
 typedef enum conn_state {
     S_HEADER,

@@ -1,4 +1,4 @@
-/* Moving messages out of a queue (DLQ redrive): see broker.h's "moving
+/* Moving messages out of a queue (DLQ redrive): see queue.h's "moving
  * messages". A move is a record in its vhost's list (vhost_moves), one per
  * source queue, kept after it ends so its report can still be read:
  *
@@ -31,7 +31,7 @@
 
 #include <event2/event.h>
 
-#include "broker.h"
+#include "queue.h"
 
 #define TICK_MS 10
 #define SLICE_MAX 256

@@ -41,7 +41,7 @@
 #include <string.h>
 
 #include "../pattern/pattern.h"
-#include "broker.h"
+#include "access.h"
 
 typedef struct regex {
     char *source; /* as given: "" stays "" */

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "core.h"
 
 #define TEXT_MAX 1024 /* formatted text of one line, before escaping */
 #define LINE_MAX_BYTES (64 + 4 * TEXT_MAX) /* prefix + every byte escaped + newline */

@@ -92,7 +92,7 @@
 
 #include <event2/event.h>
 
-#include "broker.h"
+#include "queue.h"
 #include "queue_internal.h"
 
 /* Quorum queue priorities (RabbitMQ 4.x): 0..4 normal, above high; while
@@ -1021,7 +1021,7 @@ bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
     int64_t old_ttl = q->limits.message_ttl;
     if (limits.consumer_timeout != q->limits.consumer_timeout)
         for (consumer *c = q->consumers; c; c = c->q_next == q->consumers ? NULL : c->q_next)
-            chan_timeouts_changed(c->ch);
+            c->ops->timeouts_changed(c);
     free(q->policy_blob); /* nothing points into it once limits are replaced */
     q->policy_blob = blob;
     q->applied = next;
@@ -1032,7 +1032,7 @@ bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
     return true;
 }
 
-/* Declared in the policy section of broker.h; the state lives here. */
+/* Declared in the policy section of queue.h; the state lives here. */
 void policy_of_queue(const queue *q, policy_applied *out) { *out = q->applied; }
 
 /* ---- consumers and dispatch --------------------------------------------- */
@@ -1045,10 +1045,10 @@ static consumer *pick(queue *q)
     if (!start)
         return NULL;
     if (q->limits.single_active)
-        return chan_can_deliver(q->active->ch, q->active) ? q->active : NULL;
+        return q->active->ops->can_take(q->active) ? q->active : NULL;
     consumer *c = start;
     do {
-        if ((!best || c->priority > best->priority) && chan_can_deliver(c->ch, c)) {
+        if ((!best || c->priority > best->priority) && c->ops->can_take(c)) {
             best = c;
             if (!q->mixed_priorities)
                 break;
@@ -1062,7 +1062,7 @@ static void deliver_to(queue *q, consumer *c, queue_item e)
 {
     if (!q->limits.single_active)
         q->consumers = c->q_next; /* round-robin: the next one goes first next time */
-    chan_deliver(c->ch, c, q, e);
+    c->ops->deliver(c, q, e);
 }
 
 void queue_dispatch(queue *q)
@@ -1413,7 +1413,7 @@ void queue_delete(queue *q)
     while (q->consumers) {
         consumer *c = q->consumers;
         queue_remove_consumer(q, c);
-        chan_consumer_cancelled(c->ch, c);
+        c->ops->cancelled(c);
     }
     queue_purge(q);
     drop_held(q);

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "broker.h"
+#include "queue.h"
 
 typedef struct param {
     const char *component, *name, *value; /* point into text */

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "conn.h"
 #include "chan_internal.h"
 
 /* ---- publishing --------------------------------------------------------- */

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "conn.h"
 #include "chan_internal.h"
 
 static void slot_clear(chan_objslot *s)

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker.h"
+#include "queue.h"
 
 /* Writes one x-death table for this death, count `count`. */
 static void put_death(amqp_writer *w, queue *q, const msg *m, const char *reason, int64_t count,

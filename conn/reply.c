@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "conn.h"
 #include "chan_internal.h"
 
 #define REPLY_QUEUE "amq.rabbitmq.reply-to"

@@ -1,4 +1,4 @@
-/* Private to broker/: the part of a queue the vhost's name index uses, and
+/* Private to queue/: the part of a queue the vhost's name index uses, and
  * the ring slot, the delayed set (delayed.c) and the expiry bookkeeping
  * (expiry.c) that queue.c shares with them. */
 #ifndef WARREN_QUEUE_INTERNAL_H
@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "broker.h"
+#include "queue.h"
 
 /* First member of struct queue, so the index can link queues by name
  * without another allocation. `name` is NUL-terminated. */

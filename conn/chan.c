@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "conn.h"
 #include "chan_internal.h"
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -302,8 +302,11 @@ static void send_counted(chan *ch, const amqp_method *m, const queue *q, queue_i
     free(heap);
 }
 
-bool chan_can_deliver(const chan *ch, const consumer *cons)
+/* ---- the consumer seam: a channel's consumers (chan_consumer_ops) ------ */
+
+static bool chan_can_deliver(const consumer *cons)
 {
+    const chan *ch = cons->owner;
     if (conn_output_full(ch->c))
         return false;
     if (cons->no_ack)
@@ -313,8 +316,9 @@ bool chan_can_deliver(const chan *ch, const consumer *cons)
     return !ch->prefetch_global || ch->ua_live < ch->prefetch_global;
 }
 
-void chan_deliver(chan *ch, consumer *cons, queue *q, queue_item it)
+static void chan_deliver(consumer *cons, queue *q, queue_item it)
 {
+    chan *ch = cons->owner;
     uint64_t tag = ++ch->delivery_tag;
     amqp_method d = {.id = AMQP_BASIC_DELIVER};
     d.basic_deliver.consumer_tag = AMQP_CSTR(cons->tag);
@@ -405,7 +409,11 @@ static void timed_out_cancel(chan *ch, consumer *cons, uint64_t timeout)
     dispatch_touched(ch, &t);
 }
 
-void chan_timeouts_changed(chan *ch) { ch->timeout_check_at = 0; }
+static void chan_timeouts_changed(consumer *cons)
+{
+    chan *ch = cons->owner;
+    ch->timeout_check_at = 0; /* the next tick looks at them again */
+}
 
 void chan_tick(chan *ch, uint64_t now)
 {
@@ -468,10 +476,23 @@ void chan_cancel_consumer(chan *ch, consumer *cons, bool notify)
     free(cons);
 }
 
-void chan_consumer_cancelled(chan *ch, consumer *cons)
+static void chan_consumer_cancelled(consumer *cons)
 {
+    chan *ch = cons->owner;
     cons->q = NULL; /* the queue already unlinked it */
     chan_cancel_consumer(ch, cons, conn_cancel_notify(ch->c));
+}
+
+const consumer_ops chan_consumer_ops = {
+    .can_take = chan_can_deliver,
+    .deliver = chan_deliver,
+    .cancelled = chan_consumer_cancelled,
+    .timeouts_changed = chan_timeouts_changed,
+};
+
+chan *consumer_chan(const consumer *cons)
+{
+    return cons->ops == &chan_consumer_ops ? cons->owner : NULL;
 }
 
 /* ---- basic.* methods ---------------------------------------------------- */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "core.h"
 
 typedef bool (*key_parser)(config *c, const char *value, char *why, size_t whylen);
 
@@ -110,7 +110,7 @@ static bool put_listener(config_listeners *more, const config_listener *l, char 
     return true;
 }
 
-/* listeners.tcp.<name>: see config.listen_name in broker.h. */
+/* listeners.tcp.<name>: see config.listen_name in core.h. */
 static bool set_amqp_listener(config *c, const char *name, const char *v, char *why, size_t n)
 {
     config_listener l;

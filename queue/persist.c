@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker.h"
+#include "queue.h"
 
 static journal *journal_of(queue *q) { return server_journal(vhost_server(queue_vhost(q))); }
 

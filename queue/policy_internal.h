@@ -1,4 +1,4 @@
-/* Private to broker/policy*.c: Erlang terms for RabbitMQ's validation texts.
+/* Private to queue/policy*.c: Erlang terms for RabbitMQ's validation texts.
  *
  * RabbitMQ words a bad policy with ~p of the offending JSON value (decoded
  * by its JSON library: strings are binaries, objects maps, null the atom

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "conn.h"
 #include "chan_internal.h"
 
 #define PRINTABLE(b) (int)(b).len, (const char *)(b).ptr
@@ -567,7 +567,8 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     cons->timeout_ms = timeout;
     ch->timeout_check_at = 0; /* its timeout may be the channel's shortest */
     memcpy(cons->tag, tag, strlen(tag) + 1);
-    cons->ch = ch;
+    cons->ops = &chan_consumer_ops;
+    cons->owner = ch;
     cons->q = q;
     cons->no_ack = b->no_ack;
     cons->exclusive = b->exclusive;

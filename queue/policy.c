@@ -63,7 +63,7 @@
 #include <event2/event.h>
 
 #include "../pattern/pattern.h"
-#include "broker.h"
+#include "queue.h"
 #include "policy_internal.h"
 
 /* ---- the keys ------------------------------------------------------------ */

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "core.h"
 
 struct msg {
     journal_loc loc; /* where the journal keeps it, when journaled */

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "broker.h"
+#include "access.h"
 
 #define WAYS 8
 #define SETS 512 /* a power of two */

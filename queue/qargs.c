@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker.h"
+#include "queue.h"
 
 typedef enum arg_kind { ARG_INT, ARG_NON_NEG, ARG_POSITIVE, ARG_STR, ARG_DLRK, ARG_OVERFLOW,
                         ARG_PRIORITY, ARG_BOOL, ARG_TYPE, ARG_DLS, ARG_LIMIT, ARG_RETRY_TYPE,

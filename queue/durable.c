@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker.h"
+#include "queue.h"
 
 /* Names are at most 255 bytes on the wire; meta takes C strings. */
 typedef char name_buf[256];

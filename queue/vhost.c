@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "queue.h"
 #include "queue_internal.h"
 
 struct vhost {

@@ -1,10 +1,10 @@
-/* Private to broker/: the channel structure shared by chan.c (deliveries,
+/* Private to conn/: the channel structure shared by chan.c (deliveries,
  * acks, basic.* methods), publish.c (publishing, confirms, transactions),
  * decl.c (exchange, queue and consumer methods) and reply.c. */
 #ifndef WARREN_CHAN_INTERNAL_H
 #define WARREN_CHAN_INTERNAL_H
 
-#include "broker.h"
+#include "conn.h"
 
 typedef struct unacked {
     uint64_t tag;
@@ -122,6 +122,8 @@ struct chan {
 };
 
 void chan_cancel_consumer(chan *ch, consumer *cons, bool notify);
+/* Its consumers act for the channel through these (the consumer seam). */
+extern const consumer_ops chan_consumer_ops;
 void chan_requeue_all(chan *ch);
 consumer *chan_find_consumer(chan *ch, amqp_bytes tag);
 void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack);

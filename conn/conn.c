@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "conn.h"
 #include "conn_internal.h"
 
 static void on_read(void *arg);

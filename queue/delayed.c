@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "broker.h"
+#include "queue.h"
 #include "queue_internal.h"
 
 static bool selects(uint8_t type, queue_return why)

@@ -1,0 +1,496 @@
+/* core: what every broker module needs -- logging, configuration, messages,
+ * statistics counters, and the server object (the process: configuration,
+ * metadata store, journal, alarms) with its event loop.
+ *
+ * Everything runs on one libevent loop thread. Ownership in one line each:
+ * the server owns connections and vhosts; a connection owns its channels; a
+ * channel owns its consumers and its unacked deliveries; a vhost owns its
+ * queues and its route_table; messages are reference counted and shared by
+ * every queue entry and delivery that holds them.
+ */
+#ifndef WARREN_CORE_H
+#define WARREN_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../amqp/amqp.h"
+#include "../routing/route.h"
+#include "../store/store.h"
+
+struct event_base;
+struct evbuffer;
+struct sockaddr;
+
+/* ---- logging ------------------------------------------------------------ */
+
+typedef enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR, LOG_NONE } log_level;
+
+/* Writes "YYYY-MM-DD hh:mm:ss.mmm [level] text" to stderr. */
+void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_set_level(log_level level);
+/* "debug", "info", "warning", "error", "none"; false if unknown. */
+bool log_parse_level(const char *name, log_level *out);
+
+/* ---- configuration ------------------------------------------------------ */
+
+#define CONFIG_MAX_LOOPBACK_USERS 16
+/* listeners per protocol (AMQP, management, Prometheus), the first included */
+#define CONFIG_MAX_LISTENERS 16
+
+/* One listener from a "<prefix>.<name> = [host:]port" key. */
+typedef struct config_listener {
+    char name[48]; /* the key's <name>: "default", "1", "local", ... */
+    char host[64]; /* an IP literal; "" = every interface (see server.c) */
+    int port;      /* 0 binds a free port */
+} config_listener;
+
+/* A protocol's listeners after its first, which stays in the config's
+ * single fields (listen_host/listen_port, mgmt_ip/mgmt_port,
+ * prometheus_ip/prometheus_port). */
+typedef struct config_listeners {
+    config_listener extra[CONFIG_MAX_LISTENERS - 1];
+    unsigned n;
+} config_listeners;
+
+typedef struct config {
+    /* AMQP listeners, RabbitMQ's listeners.tcp.<name> = [host:]port: the
+     * first here, the others in amqp_more. The default is one, named
+     * "default", on every interface, port 5672; the first listeners.tcp.*
+     * key replaces it (as RabbitMQ's translation builds the list from those
+     * keys alone), a name set again replaces its listener.
+     * listeners.tcp = none: no AMQP listener at all. */
+    char listen_name[48];
+    char listen_host[64]; /* "" = every interface, IPv6 and IPv4 (server.c) */
+    int listen_port;      /* 0 binds a free port */
+    bool listeners_explicit; /* a listeners.tcp.<name> key replaced the default */
+    bool listeners_none;     /* listeners.tcp = none */
+    config_listeners amqp_more;
+    char default_user[64];
+    char default_pass[64];
+    char default_vhost[64];
+    /* loopback_users: users who may log in only from 127.0.0.0/8 or ::1.
+     * RabbitMQ's rule: with no loopback_users key it is guest alone; the
+     * first loopback_users.<name> key replaces that default (the users set
+     * to true are the list); "loopback_users = none" empties it whatever
+     * else is set. See config_loopback_only. */
+    char loopback_users[CONFIG_MAX_LOOPBACK_USERS][256];
+    unsigned nloopback_users;
+    bool loopback_explicit; /* a loopback_users.<name> key replaced the default */
+    bool loopback_none;     /* loopback_users = none */
+    unsigned heartbeat;      /* seconds; 0 disables */
+    uint32_t frame_max;
+    uint16_t channel_max;
+    uint64_t max_message_size;
+    log_level log_level;
+    char data_dir[512];
+    unsigned handshake_timeout_ms;
+    size_t conn_output_limit; /* bytes queued for a client before we stop delivering */
+    double memory_high_watermark;      /* vm_memory_high_watermark.relative */
+    uint64_t memory_high_watermark_abs; /* .absolute, bytes; 0 = use relative */
+    journal_sync_mode journal_sync;     /* journal.sync */
+    uint64_t journal_segment_size;      /* journal.segment_size */
+    char mgmt_ip[64];                   /* management.tcp.ip */
+    int mgmt_port;                      /* management.tcp.port; 0 = a free port */
+    bool mgmt_port_set;                 /* given in the file or --set, not the default */
+    /* The management listener's limits (http/http.h): a request's body
+     * (management.http.max_body_size, RabbitMQ's key), connections open at
+     * once (management.http.max_connections), the time a request head and
+     * a body may take to arrive (management.http.head_timeout,
+     * .body_timeout, ms) and the time a connection may sit idle between
+     * requests or not read a reply (management.tcp.idle_timeout, ms). */
+    uint64_t mgmt_max_body;
+    unsigned mgmt_max_connections;
+    unsigned mgmt_head_timeout_ms, mgmt_body_timeout_ms, mgmt_idle_timeout_ms;
+    /* consumer_timeout: ms a delivery may stay unacked, 0 = no limit. What
+     * happens then (consumer_timeout.action): cancel_consumer (default:
+     * only that consumer is cancelled and its unacked deliveries requeued,
+     * as RabbitMQ 4.3's quorum queues do) or close_channel (RabbitMQ 3.x:
+     * 406 on the channel). */
+    uint64_t consumer_timeout_ms;
+    bool consumer_timeout_close_channel;
+    char prometheus_ip[64];             /* prometheus.tcp.ip */
+    int prometheus_port;                /* prometheus.tcp.port; 0 = a free port */
+    bool prometheus_port_set;
+    /* management.listeners.tcp.<name> = [host:]port (Warren's; RabbitMQ
+     * has one management TCP listener): more listeners of the API, after
+     * the one of management.tcp.ip/port; a port alone means 0.0.0.0, as
+     * management.tcp.port alone does */
+    config_listeners mgmt_more;
+    config_listeners prometheus_more;   /* prometheus.listeners.tcp.<name>, as mgmt_more */
+    bool prometheus_per_object;         /* prometheus.return_per_object_metrics */
+    char load_definitions[512];         /* a definitions file imported at every start; "" = none */
+    /* login_brake.* (Warren's, see brake.c): `failures` refused logins
+     * (0 = no brake) from one address within `window` ms brake it for
+     * `duration` ms; loopback addresses only with login_brake.loopback;
+     * at most `max_held` refused connections held at once */
+    uint32_t login_brake_failures, login_brake_window_ms, login_brake_duration_ms;
+    uint32_t login_brake_max_held;
+    bool login_brake_loopback;
+} config;
+
+/* Sets RabbitMQ's defaults. */
+void config_defaults(config *c);
+
+/* Reads `path` (RabbitMQ's "key = value" format, # comments). On failure
+ * writes "path:line: reason" to `err` and returns false. */
+bool config_load_file(config *c, const char *path, char *err, size_t errlen);
+
+/* Applies one "key=value" override; `origin` names it in errors. */
+bool config_set(config *c, const char *key, const char *value, const char *origin, char *err,
+                size_t errlen);
+
+/* Whether loopback_users makes `user` a loopback-only user. */
+bool config_loopback_only(const config *c, const char *user);
+
+/* ---- messages ----------------------------------------------------------- */
+
+/* A published message, stored once and shared by reference. Everything the
+ * delivery needs (exchange, routing key, raw properties, body) lives in one
+ * allocation; the body sits behind msg_body() so a journal-backed store can
+ * supply it later without changing callers. */
+typedef struct msg msg;
+
+/* Allocates a message able to hold `body_size` bytes; refs = 1. NULL on OOM. */
+msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+             uint64_t body_size);
+/* A message whose body is still to come (content assembly). With
+ * `inline_body` it is msg_new: room for the whole body in the one
+ * allocation. Without, the body's memory is allocated as msg_append_body
+ * brings bytes, so a declared size costs nothing until it arrives. */
+msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+                      uint64_t body_size, bool inline_body);
+void msg_ref(msg *m);
+void msg_unref(msg *m);
+/* Appends a body fragment; returns false if it would exceed body_size, or
+ * when memory for it cannot be had (the message is unchanged then). */
+bool msg_append_body(msg *m, const uint8_t *p, size_t n);
+bool msg_complete(const msg *m);
+uint64_t msg_id(const msg *m);
+amqp_bytes msg_exchange(const msg *m);
+amqp_bytes msg_routing_key(const msg *m);
+amqp_bytes msg_properties(const msg *m);
+const uint8_t *msg_body(const msg *m);
+uint64_t msg_body_size(const msg *m);
+/* Bytes of RAM the message holds (for statistics and limits). */
+size_t msg_memory(const msg *m);
+/* delivery-mode 2 */
+bool msg_persistent(const msg *m);
+/* Journal location of a journaled message; false (and *loc unset) if not. */
+bool msg_journaled(const msg *m);
+bool msg_journal_loc(const msg *m, journal_loc *loc);
+void msg_set_journal_loc(msg *m, journal_loc loc);
+/* A message that is not persistent (delivery mode 2) but was journaled
+ * because a quorum queue took it: only quorum queues keep it there. */
+bool msg_journaled_transient(const msg *m);
+void msg_set_journaled_transient(msg *m);
+/* Recovery: the message keeps the id and location it had before. */
+void msg_restore_identity(msg *m, uint64_t id, journal_loc loc);
+/* New ids start above `max_used`. */
+void msg_reserve_ids(uint64_t max_used);
+/* Bytes of RAM held by all live messages (the memory alarm's measure). */
+size_t msg_total_memory(void);
+/* Copies a message with new exchange, routing key and properties (used to
+ * dead-letter); NULL on OOM. */
+msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
+                   amqp_bytes properties);
+/* m's properties with the header x-delivery-count = count (RabbitMQ's
+ * quorum queue header: how often the message was returned), replacing one
+ * the publisher set, encoded into buf (cap bytes) or, when they do not
+ * fit, into *heap (malloc'd, the caller frees it). Returns their length, 0
+ * when they cannot be had. */
+size_t msg_delivery_count_properties(const msg *m, uint32_t count, uint8_t *buf, size_t cap,
+                                     uint8_t **heap);
+/* The same message with other properties (headers changed by the broker);
+ * NULL on OOM. Properties slices need only live during the call. */
+msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
+
+/* ---- objects ------------------------------------------------------------ */
+
+/* One message in a queue, or delivered from it: the shared message, how
+ * often it was delivered before, when it entered the queue and when it
+ * expires by its own expiration (ms on the server's monotonic clock; the
+ * queue's x-message-ttl counts from enqueued_at). Requeueing keeps both, as
+ * RabbitMQ keeps a message's expiry. */
+typedef struct queue_item {
+    msg *m;
+    uint32_t seq; /* its place in the queue: a requeue puts it back there */
+    uint32_t delivery_count;
+    bool maybe_delivered; /* recovered after a crash: delivered or not, we can't tell */
+    uint64_t enqueued_at; /* when it entered the queue (server_now_ms) */
+    uint64_t expires_at;  /* its own expiration (server_now_ms clock); 0 = none */
+} queue_item;
+
+
+typedef struct server server;
+typedef struct vhost vhost;
+typedef struct conn conn;
+typedef struct chan chan;
+typedef struct queue queue;
+typedef struct consumer consumer;
+typedef struct access_control access_control; /* users and permissions (access.c) */
+typedef struct policy_set policy_set;
+typedef struct policy_applied policy_applied;
+typedef struct param_set param_set;
+
+
+/* ---- transports --------------------------------------------------------- */
+
+/* A client socket with input and output buffers (transport.c). Output is
+ * appended during a loop turn and written once at its end, one writev per
+ * socket; the owner hears about input, drained output and a vanished peer
+ * through these handlers. A future TLS or in-memory transport keeps the
+ * same interface. */
+typedef struct transport transport;
+typedef struct transport_flusher transport_flusher;
+typedef struct transport_handlers {
+    void (*on_read)(void *ctx);                   /* new bytes in transport_input */
+    void (*on_drained)(void *ctx, size_t pending); /* a write happened; bytes left */
+    void (*on_closed)(void *ctx);                 /* EOF or error: peer gone */
+} transport_handlers;
+
+transport_flusher *transport_flusher_new(struct event_base *base);
+void transport_flusher_free(transport_flusher *fl);
+/* Takes over `fd` (closed by transport_free); NULL on failure, fd untouched. */
+transport *transport_new(transport_flusher *fl, struct event_base *base, int fd,
+                         const transport_handlers *h, void *ctx);
+void transport_free(transport *t);
+struct evbuffer *transport_input(transport *t);
+/* Output. reserve: room for n contiguous bytes (NULL on OOM), valid until
+ * the next output call; commit: n of them were written. write: copies.
+ * write_reference: appends memory that stays owned by the caller until
+ * cleanup runs. Each queues the end-of-turn write. */
+uint8_t *transport_reserve(transport *t, size_t n);
+void transport_commit(transport *t, size_t n);
+void transport_write(transport *t, const void *p, size_t n);
+void transport_write_reference(transport *t, const void *p, size_t n,
+                               void (*cleanup)(const void *data, size_t len, void *arg),
+                               void *arg);
+/* Queues the output for the end-of-turn write. */
+void transport_flush_later(transport *t);
+size_t transport_pending(const transport *t);
+void transport_pause_reading(transport *t, bool paused);
+/* Drops unsent output and stops reading (the peer is gone or too slow). */
+void transport_abort(transport *t);
+/* Bytes read, bytes written, reads and writes so far (statistics). */
+void transport_io_counts(const transport *t, uint64_t out[4]);
+
+
+/* ---- server ------------------------------------------------------------- */
+
+/* Creates the listener and vhosts from `cfg` (copied). NULL on failure
+ * (already logged). */
+server *server_new(const config *cfg);
+/* Runs the loop until SIGTERM/SIGINT; returns the exit status. */
+int server_run(server *s);
+void server_free(server *s);
+
+const config *server_config(const server *s);
+struct event_base *server_base(server *s);
+/* The loop's event priorities: every event has the default (1); the
+ * lowest (SERVER_PRIORITY_IDLE) runs only when nothing else is active. */
+#define SERVER_PRIORITIES 3
+#define SERVER_PRIORITY_IDLE 2
+transport_flusher *server_flusher(server *s);
+/* The durable metadata store (data_dir/metadata.db) and message journal. */
+meta *server_meta(server *s);
+journal *server_journal(server *s);
+/* The durable queue the store knows by `id`, or NULL. */
+queue *server_queue_by_store_id(server *s, uint64_t id);
+/* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
+uint64_t server_now_ms(const server *s);
+/* Users and permissions (see access_ above). */
+access_control *server_access(server *s);
+/* Iterates connections: those of `v` (NULL: all), in no set order. fn may
+ * close a connection (frees are deferred) but must not open one. */
+void server_foreach_conn(server *s, vhost *v, void (*fn)(void *arg, conn *c), void *arg);
+/* Closes every connection logged in as `user` with 320 and `text`. */
+void server_close_user_connections(server *s, const char *user, const char *text);
+/* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
+void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
+void server_conn_opened(server *s, conn *c);
+/* c passed connection.open: server_conn_count and the rest list it now. */
+void server_conn_listed(server *s, conn *c);
+/* A confirm or commit-ok waits for journal sequence `seq` (the loop does
+ * not spin while the disk is what it waits for). */
+void server_journal_wait(server *s, journal_seq seq);
+/* Bytes of message memory that raise the memory alarm. */
+size_t server_memory_limit(const server *s);
+/* Unfinished message bodies (content still arriving) on all connections
+ * together have a budget: half the memory high watermark, and at least one
+ * message of max_message_size. Once it is exceeded, a connection holding
+ * more than its share (the budget over the number of connections) is
+ * closed, never the others (conn_content_held). */
+uint64_t server_content_limit(const server *s);
+uint64_t server_content_share(const server *s);
+/* Whether the memory alarm is on (new connections start blocked too). */
+bool server_memory_alarm(const server *s);
+/* Sets the memory high watermark while running, as rabbitmqctl
+ * set_vm_memory_high_watermark does: `absolute` bytes when it is not 0,
+ * else `relative` (0..1) of the RAM. The alarm is checked again at once,
+ * and the budget for unfinished bodies follows, on open connections too.
+ * The configuration (server_config) shows it; a restart goes back to the
+ * file's setting, as RabbitMQ's does. */
+void server_set_memory_watermark(server *s, double relative, uint64_t absolute);
+/* Whether the journal's unwritten backlog is so large that publishers
+ * should wait for the disk (with hysteresis; they resume on a sync). */
+bool server_journal_lagging(server *s);
+void server_conn_closed(server *s, conn *c);
+/* accept() calls that failed since start (EMFILE, ENFILE, ...); each one
+ * pauses the listener briefly instead of retrying at once. */
+uint64_t server_accept_errors(const server *s);
+/* Refreshes the cached clock that server_now_ms returns. */
+void server_touch_clock(server *s);
+
+
+
+/* The server's vhosts, by name. */
+/* The vhost named `name`, or NULL. */
+vhost *server_vhost(server *s, amqp_bytes name);
+size_t server_vhost_count(const server *s);
+/* In name order; fn must not create or delete vhosts. */
+void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg);
+
+/* ---- queue types and dead-letter reasons (counted by server_counts) ---- */
+
+enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM, QUEUE_TYPES };
+/* Why a message was dead-lettered (x-death's reason), for the counts. */
+typedef enum dead_reason {
+    DEAD_MAXLEN, DEAD_EXPIRED, DEAD_REJECTED, DEAD_DELIVERY_LIMIT, DEAD_REASONS
+} dead_reason;
+/* What the queue did with a dead letter, RabbitMQ's dead_letter_strategy
+ * label: no dead-letter exchange (or a missing one), at-most-once (to the
+ * exchange, whether a queue took it or not), at-least-once (quorum). */
+typedef enum dead_strategy {
+    DEAD_DISABLED, DEAD_AT_MOST_ONCE, DEAD_AT_LEAST_ONCE, DEAD_STRATEGIES
+} dead_strategy;
+
+/* ---- statistics (stats.c) ----------------------------------------------- */
+
+/* Message and byte counters kept per queue, exchange, channel, connection
+ * and vhost for the management API. The hot path only increments them
+ * (st->n[STAT_PUBLISH]++); one timer every STATS_INTERVAL_MS samples every
+ * object into a short history, from which rates are computed when asked. */
+typedef enum stat_id {
+    STAT_PUBLISH, STAT_PUBLISH_IN, STAT_PUBLISH_OUT, STAT_CONFIRM,
+    STAT_DELIVER, STAT_DELIVER_NO_ACK, STAT_GET, STAT_GET_NO_ACK, STAT_GET_EMPTY,
+    STAT_ACK, STAT_REDELIVER, STAT_RETURN_UNROUTABLE, STAT_DROP_UNROUTABLE,
+    STAT_RECV_OCT, STAT_SEND_OCT, STAT_RECV_CNT, STAT_SEND_CNT,
+    STAT_COUNTERS,
+    /* gauges, sampled by the timer only */
+    STAT_MESSAGES = STAT_COUNTERS, STAT_MESSAGES_READY, STAT_MESSAGES_UNACKED,
+    STAT_FIELDS
+} stat_id;
+
+/* Counts since start that no single object keeps, for the management
+ * plane's /metrics (rabbitmq_prometheus's churn and global counters). The
+ * broker only increments them; none goes down when a vhost, queue or
+ * channel goes away, as RabbitMQ's rabbit_global_counters. */
+typedef struct server_counts {
+    uint64_t connections_opened; /* connection.open accepted */
+    uint64_t connections_closed; /* every closed client socket, handshake or not */
+    uint64_t channels_opened, channels_closed;
+    uint64_t queues_declared; /* non-passive declarations, refused ones too */
+    uint64_t queues_created, queues_deleted;
+    uint64_t auth_attempts, auth_failed; /* AMQP logins */
+    /* basic.publish complete (before any check) and those on confirm or tx
+     * channels, as RabbitMQ counts them; the management API's publish too */
+    uint64_t messages_received, messages_received_confirm;
+    uint64_t messages_routed;   /* queue copies: a message two queues took counts 2 */
+    uint64_t messages_confirmed; /* basic.ack to publishers */
+    uint64_t messages_dropped, messages_returned; /* unroutable */
+    /* deliveries, gets, empty gets, acks, redeliveries (the STAT_DELIVER ..
+     * STAT_REDELIVER slots) of the queues deleted so far, by queue type; a
+     * live queue's are its own (queue_stats), so the hot path counts them
+     * once. Their sum is RabbitMQ's count by queue type (which, like this,
+     * leaves out what is settled after the queue is gone): server_counts_by_type. */
+    uint64_t by_queue_type[QUEUE_TYPES][STAT_COUNTERS];
+    uint64_t dead_lettered[QUEUE_TYPES][DEAD_STRATEGIES][DEAD_REASONS];
+    uint64_t dead_lettered_confirmed; /* at-least-once dead letters a queue took */
+} server_counts;
+server_counts *server_counters(server *s);
+/* The counts by queue type, the deleted queues' and the live ones', into
+ * out[QUEUE_TYPES][STAT_COUNTERS] (a walk over every queue). */
+void server_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS]);
+
+#define STATS_INTERVAL_MS 5000 /* RabbitMQ's collect_statistics_interval */
+#define STATS_OBJECT_SAMPLES 13  /* one minute of 5 s samples, both ends */
+#define STATS_RATE_SAMPLES 2     /* connections and channels: enough for a rate */
+#define STATS_GLOBAL_SAMPLES 121 /* ten minutes, for the overview and vhosts */
+
+typedef struct stats_hist stats_hist;
+typedef struct stats {
+    uint64_t n[STAT_COUNTERS];
+    stats_hist *hist; /* NULL until the object first shows activity */
+} stats;
+
+/* One sampled value: the value at `ts_ms` (wall clock, ms). */
+typedef struct stats_sample {
+    uint64_t ts_ms;
+    uint64_t v[STAT_FIELDS];
+} stats_sample;
+
+/* Records the counters and `gauges` (messages, ready, unacked; NULL = none)
+ * as the sample at `now_wall_ms`, keeping `cap` samples. An object never
+ * active costs no history. */
+void stats_sample_now(stats *st, const uint64_t *gauges, uint64_t now_wall_ms, uint32_t cap);
+/* Samples held, newest first: out[0] is the latest. Returns how many (at
+ * most `max`). */
+size_t stats_samples(const stats *st, const stats_sample **newest, size_t max);
+/* The sample `age` back (0 = newest), or NULL. */
+const stats_sample *stats_sample_at(const stats *st, size_t age);
+/* Change per second of field `f` over the last sampling interval (0 when
+ * fewer than two samples). */
+double stats_rate(const stats *st, stat_id f);
+void stats_free(stats *st);
+/* Adds `src`'s counters to `dst`'s (no history). */
+void stats_add(stats *dst, const stats *src);
+
+/* The server's timer: samples every vhost, queue, exchange, connection and
+ * channel, and the whole broker (server_stats). */
+void stats_tick(server *s);
+stats *server_stats(server *s);
+/* An exchange's statistics, allocated at first use; NULL on OOM. */
+stats *stats_of_exchange(route_exchange *ex);
+/* route hook: the exchange is being freed. */
+void stats_exchange_freed(void *ctx, route_exchange *ex);
+
+/* ---- the server, as the management plane sees it -------------------- */
+
+/* Vhosts in name order: NULL prev gives the first; NULL after the last. */
+vhost *server_vhost_next(server *s, vhost *prev);
+/* Connections as RabbitMQ lists them: only those that passed
+ * connection.open, not sockets still in the handshake or refused there.
+ * The i-th of server_conn_count (the order changes when one opens or
+ * closes); by id, NULL when gone or not open yet. */
+size_t server_conn_count(const server *s);
+conn *server_conn_at(server *s, size_t i);
+conn *server_conn_find(server *s, uint64_t id);
+/* Every client socket, in the handshake or not (sockets_used). */
+size_t server_socket_count(const server *s);
+/* Wall-clock ms when the server started; its node name ("warren@host"). */
+uint64_t server_started_at(const server *s);
+/* Room for an address as text (INET6_ADDRSTRLEN). */
+#define SERVER_HOST_LEN 46
+/* sa's address as text into host ("?" unless IPv4 or IPv6; an IPv4-mapped
+ * IPv6 address as the IPv4 one, as RabbitMQ shows peers of a dual-stack
+ * listener); returns its port. */
+int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN]);
+/* The port the first AMQP listener bound (the configured one may be 0);
+ * 0 without one (listeners.tcp = none). */
+int server_amqp_port(const server *s);
+/* The AMQP listeners, in configuration order: the i-th one's port, and in
+ * *ip its address as bound ("::" for every interface on a dual-stack
+ * socket), valid while the server lives. */
+size_t server_amqp_listener_count(const server *s);
+int server_amqp_listener(const server *s, size_t i, const char **ip);
+const char *server_node_name(const server *s);
+uint64_t wall_clock_ms(void);
+
+/* The effective configuration as rabbitmq.conf keys and values (no
+ * passwords), for GET /api/environment. */
+void config_describe(const config *c, void (*fn)(void *arg, const char *key, const char *value),
+                     void *arg);
+
+#endif
