@@ -1,10 +1,10 @@
 #!/bin/bash
-# `make test`: every layer -- codegen check, unit tests, integration tests
-# (pika and rabbitmq-c against a broker started on an ephemeral port), the
-# crash test (SIGKILL at random moments, CRASH_TRIALS=20), the conformance
-# suite's quick subset (every client library), the console's browser tests
-# (chromium), then unit and integration
-# tests again under AddressSanitizer + UBSan.
+# `make test`: every layer -- codegen check, folder layering check, unit
+# tests, integration tests (pika and rabbitmq-c against a broker started on
+# an ephemeral port), the crash test (SIGKILL at random moments,
+# CRASH_TRIALS=20), the conformance suite's quick subset (every client
+# library), the console's browser tests (chromium), then unit and
+# integration tests again under AddressSanitizer + UBSan.
 # Each layer prints TAP lines; this script counts them and ends with one
 # line "N passed, M failed" (exit 1 on any failure).
 set -u
@@ -37,11 +37,28 @@ run_binaries() { # DIR: every test binary in DIR
     return $rc
 }
 
+# The layering checker's self-test, then the checker on this tree (folders
+# included only downwards in scripts/layers, no cycle, no other folder's
+# private header): a TAP line each, the checker's findings as comments.
+check_layering() {
+    local rc=0 out what="layering: folder graph has no cycle and no upward include"
+    tests/layers/test_check_layers.sh || rc=1
+    if out=$(scripts/check-layers.sh 2>&1); then
+        echo "ok - $what"
+    else
+        echo "not ok - $what"
+        printf '%s\n' "$out" | sed 's/^/# /'
+        rc=1
+    fi
+    return $rc
+}
+
 build() { # VARIANT
     make -s -j"$JOBS" VARIANT="$1" build/"$1"/warren unit-bins integration-bins
 }
 
 run_layer "codegen" scripts/check-codegen.sh
+run_layer "layering" check_layering
 run_layer "console assets" /usr/bin/python3 mgmt-ui/gen_assets.py --check
 for variant in release asan; do
     if ! build "$variant" > "$log/build" 2>&1; then
