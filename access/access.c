@@ -12,7 +12,7 @@
  * Invariants:
  * - What is in memory is what the metadata store holds: every change is
  *   written to meta first and applied here only if that write succeeded;
- *   at start durable_load fills the arrays from meta.
+ *   at start admin_load fills the arrays from meta.
  * - Every regular expression is compiled (pattern/: PCRE2, JIT when
  *   available) when it is set; one that does not compile, or is longer than
  *   PATTERN_MAX_LEN, is refused then, with the reason. "" means "^$", as in
@@ -73,6 +73,8 @@ typedef struct ptr_array {
 
 struct access_control {
     server *srv;
+    void (*user_deleted)(void *ctx, const char *user, const char *text);
+    void *user_deleted_ctx;
     ptr_array users, perms, topics;
     uint64_t generation;
     pattern_scratch *scratch; /* for every match: all on the loop thread */
@@ -311,12 +313,16 @@ static bool run_match(access_control *a, const regex *r, const pattern_re *code,
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-access_control *access_new(server *s)
+access_control *access_new(server *s, void (*user_deleted)(void *ctx, const char *user,
+                                                          const char *text),
+                           void *ctx)
 {
     access_control *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
     a->srv = s;
+    a->user_deleted = user_deleted;
+    a->user_deleted_ctx = ctx;
     a->generation = 1;
     a->scratch = pattern_scratch_new();
     if (!a->scratch) {
@@ -559,7 +565,8 @@ bool access_delete_user(access_control *a, const char *name, char *err, size_t e
     drop_perms_of(a, u->name, NULL);
     char text[400];
     snprintf(text, sizeof text, "CONNECTION_FORCED - user '%s' is deleted", u->name);
-    server_close_user_connections(a->srv, u->name, text);
+    if (a->user_deleted)
+        a->user_deleted(a->user_deleted_ctx, u->name, text);
     user_free(u);
     return true;
 }

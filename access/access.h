@@ -8,7 +8,7 @@
 
 /* The users, permissions and topic permissions of a server, held in memory
  * and written through to the metadata store, which is the truth at start
- * (durable_load fills them). Regular expressions are compiled once (PCRE2
+ * (admin_load fills them). Regular expressions are compiled once (PCRE2
  * with JIT) when set, and a bad one is refused then with the reason. Every
  * change bumps a generation number; a permission object a lookup returned
  * stays valid while access_generation() is unchanged, so channels cache
@@ -41,8 +41,12 @@ enum {
 #define ACCESS_HASH_SHA512 "rabbit_password_hashing_sha512"
 #define ACCESS_HASH_MD5 "rabbit_password_hashing_md5"
 
-/* Empty; NULL on OOM. access_free frees everything it holds. */
-access_control *access_new(server *s);
+/* Empty; NULL on OOM. access_free frees everything it holds. A deleted
+ * user's connections are closed by `user_deleted` (with `text`), which the
+ * owner gives: access/ knows no connections. */
+access_control *access_new(server *s, void (*user_deleted)(void *ctx, const char *user,
+                                                          const char *text),
+                           void *ctx);
 void access_free(access_control *a);
 uint64_t access_generation(const access_control *a);
 
@@ -75,7 +79,7 @@ typedef struct access_user_spec {
 bool access_validate_user(const access_user_spec *u, char *err, size_t errlen);
 bool access_put_user(access_control *a, const access_user_spec *u, char *err, size_t errlen);
 /* Also deletes the user's permissions and topic permissions and closes
- * their connections with 320 "user 'x' is deleted", as RabbitMQ 3.10
+ * their connections with 320 "user 'x' is deleted" (user_deleted), as RabbitMQ 3.10
  * does. false if there is no such user. */
 bool access_delete_user(access_control *a, const char *name, char *err, size_t errlen);
 const access_user *access_find_user(const access_control *a, const char *name);
@@ -136,7 +140,7 @@ const access_topic_perms *access_find_topic_perms(const access_control *a, amqp_
 bool access_topic_allowed(access_control *a, const access_topic_perms *t, access_kind kind,
                           amqp_bytes key);
 
-/* ---- for the server and durable_load ---- */
+/* ---- for loading at start (admin_load) ---- */
 
 /* Loading from the store at start (no write back). */
 void access_load_user(access_control *a, const meta_user *u);
@@ -158,7 +162,7 @@ bool access_reload(access_control *a);
 
 /* Refused logins per source address, and the number of refused
  * connections held (see brake.c for the rules and the table). */
-typedef struct login_brake login_brake;
+
 /* From cfg's login_brake_* settings; `seed` scrambles the table's hash.
  * NULL when out of memory. */
 login_brake *login_brake_new(const config *cfg, uint64_t seed);

@@ -20,7 +20,7 @@ static void add_by_type(void *arg, queue *q)
         sum[f] += n[f];
 }
 
-void server_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS])
+void admin_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS])
 {
     memcpy(out, server_counters(s)->by_queue_type, sizeof server_counters(s)->by_queue_type);
     for (vhost *v = server_vhost_next(s, NULL); v; v = server_vhost_next(s, v))
@@ -71,7 +71,7 @@ static void sample_connections(server *s, uint64_t now)
     }
 }
 
-void stats_tick(server *s)
+void admin_stats_tick(server *s)
 {
     uint64_t now = wall_clock_ms();
     stats *total = server_stats(s);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../admin/admin.h"
+#include "broker.h"
 #include "../definitions/definitions.h"
 #include "../mgmt-ui/mgmt.h"
 
@@ -107,20 +107,21 @@ int main(int argc, char **argv)
     log_set_level(cfg.log_level);
     if (!prepare_data_dir(cfg.data_dir))
         return 1;
-    server *s = server_new(&cfg);
-    if (!s)
+    broker *b = broker_new(&cfg);
+    if (!b)
         return 1;
+    server *s = broker_server(b);
     if (!load_definitions(s, cfg.load_definitions)) {
-        server_free(s);
+        broker_free(b);
         return 1;
     }
     mgmt *m = mgmt_new(s);
     if (!m) {
-        server_free(s);
+        broker_free(b);
         return 1;
     }
-    int status = server_run(s);
+    int status = broker_run(b);
     mgmt_free(m);
-    server_free(s);
+    broker_free(b);
     return status;
 }

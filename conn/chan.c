@@ -25,7 +25,7 @@ chan *chan_new(conn *c, uint16_t number)
     ch->c = c;
     ch->number = number;
     ch->access.ctl = server_access(conn_server(c));
-    ch->counts = server_counters(conn_server(c));
+    ch->counts = loop_counters(conn_loop(c));
     return ch;
 }
 
@@ -139,7 +139,7 @@ static void ua_push(chan *ch, uint64_t tag, queue *q, consumer *cons, queue_item
     }
     unacked *e = ua_at(ch, ch->ua_count++);
     *e = (unacked){.tag = tag,
-                   .delivered_at = server_now_ms(conn_server(ch->c)),
+                   .delivered_at = loop_now_ms(conn_loop(ch->c)),
                    .it = it,
                    .q = q,
                    .cons = cons};
@@ -568,7 +568,7 @@ static int tx_end(chan *ch, const amqp_method *m, amqp_error *err)
         journal_seq wait = chan_tx_commit(ch);
         if (wait > chan_synced_seq(ch)) { /* commit-ok once the disk has it */
             ch->commit_wait = wait;
-            server_journal_wait(conn_server(ch->c), wait);
+            loop_journal_wait(conn_loop(ch->c), wait);
             return AMQP_OK;
         }
     } else {

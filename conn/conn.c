@@ -59,7 +59,7 @@ void conn_send_method(conn *c, uint16_t channel, const amqp_method *m)
     amqp_frame_header_put(buf, AMQP_FRAME_METHOD, channel, (uint32_t)n);
     put_frame_end(buf + AMQP_FRAME_HEADER_SIZE + n);
     transport_write(c->t, buf, n + AMQP_FRAME_OVERHEAD);
-    c->last_send_ms = server_now_ms(c->srv);
+    c->last_send_ms = loop_now_ms(c->loop);
 }
 
 static void unref_cleanup(const void *data, size_t len, void *arg)
@@ -135,7 +135,7 @@ void conn_send_content_props(conn *c, uint16_t channel, const amqp_method *m, ms
         transport_write_reference(c->t, b + off, len, unref_cleanup, body);
         transport_write(c->t, &end, 1);
     }
-    c->last_send_ms = server_now_ms(c->srv);
+    c->last_send_ms = loop_now_ms(c->loop);
     if (transport_pending(c->t) > server_config(c->srv)->conn_output_limit)
         c->output_blocked = true;
 }
@@ -145,6 +145,7 @@ bool conn_output_full(const conn *c) { return c->output_blocked || c->state != S
 /* ---- accessors ---------------------------------------------------------- */
 
 server *conn_server(conn *c) { return c->srv; }
+loop *conn_loop(conn *c) { return c->loop; }
 vhost *conn_vhost(conn *c) { return c->vh; }
 const char *conn_user(const conn *c) { return c->user ? c->user : ""; }
 uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
@@ -154,14 +155,19 @@ bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
 
 #define INLINE_RESERVE_MAX (4u << 20)
 
-/* What every connection's unfinished bodies hold together, against
- * server_content_limit. A file-level count like msg.c's: one loop thread,
- * one server per process, and no call per report on the hot path. */
-static uint64_t content_total;
-
-static bool content_over_budget(const conn *c)
+/* Each loop's connections get their share of the broker's budget for
+ * unfinished bodies (all of it while there is one loop). */
+static uint64_t loop_budget(const server *s)
 {
-    return content_total > c->content_limit && c->content_held > server_content_share(c->srv);
+    return server_content_limit(s) / server_loop_count(s);
+}
+
+/* What the unfinished bodies of the loop's connections hold together
+ * (loop_content_held), against the connection's copy of the budget. */
+static bool content_over_budget(conn *c)
+{
+    return *loop_content_held(c->loop) > c->content_limit &&
+           c->content_held > server_content_share(c->srv);
 }
 
 static int content_over_share(conn *c, amqp_error *err)
@@ -174,19 +180,20 @@ static int content_over_share(conn *c, amqp_error *err)
 
 bool conn_content_reserve(conn *c, uint64_t body_size, uint64_t extra)
 {
-    uint64_t n = body_size + extra;
+    uint64_t n = body_size + extra, *total = loop_content_held(c->loop);
     if (body_size > c->frame_max - AMQP_FRAME_OVERHEAD ||
-        c->content_held + n > INLINE_RESERVE_MAX || content_total + n > c->content_limit)
+        c->content_held + n > INLINE_RESERVE_MAX || *total + n > c->content_limit)
         return false;
     c->content_held += n;
-    content_total += n;
+    *total += n;
     return true;
 }
 
 int conn_content_held(conn *c, int64_t delta, amqp_error *err)
 {
+    uint64_t *total = loop_content_held(c->loop);
     c->content_held = (uint64_t)((int64_t)c->content_held + delta);
-    content_total = (uint64_t)((int64_t)content_total + delta);
+    *total = (uint64_t)((int64_t)*total + delta);
     if (delta <= 0 || !content_over_budget(c))
         return AMQP_OK;
     return content_over_share(c, err);
@@ -324,7 +331,7 @@ static void close_channel(conn *c, uint16_t n, chan *marker)
     set_chan_slot(c, n, marker); /* the slot exists: replacing or emptying cannot fail */
     if (ch && ch != CHAN_CLOSING) {
         c->nopen--;
-        server_counters(c->srv)->channels_closed++;
+        loop_counters(c->loop)->channels_closed++;
         chan_free(ch);
     }
 }
@@ -371,7 +378,7 @@ void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id)
         send_close(c, 0, &err);
     free_channels(c);
     c->state = S_CLOSING;
-    c->close_deadline_ms = server_now_ms(c->srv) + CLOSE_OK_TIMEOUT_MS;
+    c->close_deadline_ms = loop_now_ms(c->loop) + CLOSE_OK_TIMEOUT_MS;
 }
 
 /* RabbitMQ's answer to a handshake that fails before connection.open (a
@@ -397,7 +404,7 @@ static void hold_refused(conn *c, const amqp_error *err)
         c->state = S_HELD;
         update_reading(c);
     }
-    c->close_deadline_ms = server_now_ms(c->srv) + LOGIN_HOLD_MS;
+    c->close_deadline_ms = loop_now_ms(c->loop) + LOGIN_HOLD_MS;
 }
 
 void conn_raise(conn *c, uint16_t channel, const amqp_error *err)
@@ -429,7 +436,7 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     assert(c->content_held == 0); /* every channel released its content */
     if (c->held)
         login_brake_release(server_login_brake(c->srv));
-    server_conn_closed(c->srv, c);
+    loop_conn_closed(c->loop, c);
     transport_free(c->t);
     free(c->chans);
     free(c->client_props);
@@ -452,7 +459,7 @@ void conn_linger(conn *c)
     if (c->vh)
         vhost_drop_exclusive(c->vh, c);
     c->state = S_LINGER;
-    c->close_deadline_ms = server_now_ms(c->srv) + LINGER_TIMEOUT_MS;
+    c->close_deadline_ms = loop_now_ms(c->loop) + LINGER_TIMEOUT_MS;
 }
 
 static void schedule_free(conn *c)
@@ -460,7 +467,7 @@ static void schedule_free(conn *c)
     if (c->free_scheduled)
         return;
     c->free_scheduled = true;
-    event_base_once(server_base(c->srv), -1, EV_TIMEOUT, free_conn, c, NULL);
+    event_base_once(loop_base(c->loop), -1, EV_TIMEOUT, free_conn, c, NULL);
 }
 
 /* Ends the connection: channels and exclusive queues go now, the socket once
@@ -513,7 +520,7 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
             return amqp_fail(err, AMQP_INTERNAL_ERROR, m->id, "out of memory");
         }
         c->nopen++;
-        server_counters(c->srv)->channels_opened++;
+        loop_counters(c->loop)->channels_opened++;
         amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
         conn_send_method(c, n, &ok);
         return AMQP_OK;
@@ -673,8 +680,8 @@ static void update_reading(conn *c)
 static void on_read(void *arg)
 {
     conn *c = arg;
-    server_touch_clock(c->srv);
-    c->last_recv_ms = server_now_ms(c->srv);
+    loop_touch_clock(c->loop);
+    c->last_recv_ms = loop_now_ms(c->loop);
     if (c->state == S_HEADER) {
         handshake_header(c);
         if (c->state == S_HEADER)
@@ -738,9 +745,8 @@ static const transport_handlers handlers = {on_read, on_drained, on_closed};
 
 /* RabbitMQ's connection name, "peer -> local", and its parts, in one
  * block; ids number connections. False when out of memory. */
-static bool name_connection(conn *c, int fd, const char *peer)
+static bool name_connection(server *s, conn *c, int fd, const char *peer)
 {
-    static uint64_t next_id;
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     char host[SERVER_HOST_LEN] = "?";
@@ -766,7 +772,7 @@ static bool name_connection(conn *c, int fd, const char *peer)
     c->peer_host = c->peer + strlen(c->peer) + 1;
     c->host = c->peer_host + strlen(c->peer_host) + 1;
     c->name = c->host + strlen(c->host) + 1;
-    c->id = ++next_id;
+    c->id = server_new_conn_id(s);
     c->connected_at = wall_clock_ms();
     return true;
 }
@@ -783,22 +789,26 @@ static bool is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer)
+void conn_accept(server *s, loop *l, int fd, const struct sockaddr *sa, const char *peer)
 {
     conn *c = calloc(1, sizeof *c);
-    if (c && !name_connection(c, fd, peer)) {
+    if (c && !name_connection(s, c, fd, peer)) {
         free(c);
         c = NULL;
     }
-    transport *t = c ? transport_new(server_flusher(s), server_base(s), fd, &handlers, c) : NULL;
-    if (!t) {
+    transport *t = c ? transport_new(loop_flusher(l), loop_base(l), fd, &handlers, c) : NULL;
+    if (!t || !loop_conn_opened(l, c)) {
+        if (t)
+            transport_free(t); /* closes fd */
+        else
+            evutil_closesocket(fd);
         if (c)
             free(c->names);
         free(c);
-        evutil_closesocket(fd);
         return;
     }
     c->srv = s;
+    c->loop = l;
     c->t = t;
     c->state = S_HEADER;
     c->loopback = is_loopback(sa);
@@ -807,10 +817,9 @@ void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer)
     /* until tune-ok, RabbitMQ's initial_frame_max: a client that has not
      * logged in (or was refused) can make us buffer no more than that */
     c->frame_max = AMQP_FRAME_MIN_SIZE;
-    c->content_limit = server_content_limit(s);
+    c->content_limit = loop_budget(s);
     c->channel_max = server_config(s)->channel_max;
-    c->opened_ms = c->last_recv_ms = c->last_send_ms = server_now_ms(s);
-    server_conn_opened(s, c);
+    c->opened_ms = c->last_recv_ms = c->last_send_ms = loop_now_ms(l);
 }
 
 void conn_tick(conn *c, uint64_t now)
@@ -876,7 +885,7 @@ void conn_free_now(conn *c)
     free_conn(-1, 0, c);
 }
 
-void conn_content_limit_changed(conn *c) { c->content_limit = server_content_limit(c->srv); }
+void conn_content_limit_changed(conn *c) { c->content_limit = loop_budget(c->srv); }
 
 void conn_set_alarm(conn *c, bool on)
 {

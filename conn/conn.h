@@ -8,8 +8,9 @@
 
 /* ---- connections -------------------------------------------------------- */
 
-/* Takes ownership of a socket accepted from `sa` ("host:port" in `peer`). */
-void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer);
+/* Takes ownership of a socket accepted from `sa` ("host:port" in `peer`);
+ * the connection runs on loop `l`. */
+void conn_accept(server *s, loop *l, int fd, const struct sockaddr *sa, const char *peer);
 /* Closes with connection.close(code, text) -- e.g. 320 on shutdown. */
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
 /* Its vhost is being deleted: closes with 320 and forgets the vhost (its
@@ -42,6 +43,7 @@ bool conn_content_reserve(conn *c, uint64_t body_size, uint64_t extra);
 void conn_journal_synced(conn *c);
 
 server *conn_server(conn *c);
+loop *conn_loop(conn *c);
 vhost *conn_vhost(conn *c);
 const char *conn_user(const conn *c);
 uint32_t conn_frame_max(const conn *c);

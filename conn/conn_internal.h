@@ -30,6 +30,7 @@ typedef struct chan_entry {
 
 struct conn {
     server *srv;
+    loop *loop; /* the loop it runs on: its socket, clock, messages, counters */
     transport *t;
     conn_state state;
     bool loopback;

@@ -402,7 +402,7 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
  * checked its exclusive owner). The amq. prefix is the caller's check. */
 int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_error *err)
 {
-    server_counts *counts = server_counters(vhost_server(v));
+    server_counts *counts = loop_counters(vhost_loop(v));
     counts->queues_declared++;
     queue *q = vhost_queue_find(v, spec->name);
     if (q) {
@@ -704,7 +704,7 @@ static void show(admin_get_fn fn, void *arg, queue *q, const queue_item *it)
                    ? msg_delivery_count_properties(it->m, it->delivery_count, local, sizeof local,
                                                    &heap)
                    : 0;
-    msg *copy = n ? msg_copy_with(it->m, msg_exchange(it->m), msg_routing_key(it->m),
+    msg *copy = n ? msg_copy_with(loop_msgs(vhost_loop(queue_vhost(q))), it->m, msg_exchange(it->m), msg_routing_key(it->m),
                                   (amqp_bytes){heap ? heap : local, (uint32_t)n})
                   : NULL;
     free(heap);

@@ -97,7 +97,7 @@ static bool check_login(conn *c, amqp_bytes user, amqp_bytes pass, char *why, si
     login_brake *b = server_login_brake(c->srv);
     const config *cfg = server_config(c->srv);
     bool braking = !c->loopback || cfg->login_brake_loopback;
-    uint64_t now = server_now_ms(c->srv);
+    uint64_t now = loop_now_ms(c->loop);
     uint64_t left = braking ? login_brake_left(b, c->brake_key, now) : 0;
     if (left) {
         snprintf(why, whylen, "too many failed logins from %s, refused for %llu s more",
@@ -133,7 +133,7 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
                          "unknown authentication mechanism '%.*s'", (int)s->mechanism.len,
                          (const char *)s->mechanism.ptr);
     amqp_bytes user, pass;
-    server_counts *counts = server_counters(c->srv);
+    server_counts *counts = loop_counters(c->loop);
     counts->auth_attempts++;
     if (!parse_credentials(s->mechanism, s->response, &user, &pass)) {
         counts->auth_failed++;
@@ -204,8 +204,8 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
                          "access to vhost '%s' refused for user '%s'", vhost_name(v), c->user);
     c->vh = v;
     c->state = S_OPEN;
-    server_counters(c->srv)->connections_opened++;
-    server_conn_listed(c->srv, c);
+    loop_counters(c->loop)->connections_opened++;
+    loop_conn_listed(c->loop, c);
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
     conn_send_method(c, 0, &m);
     log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,

@@ -141,7 +141,7 @@ int chan_content_header(chan *ch, const amqp_content_header *h, amqp_error *err)
         uint64_t extra = MSG_HEADER_ESTIMATE + ex.len + rk.len + h->properties.len;
         bool one_frame = h->body_size && conn_content_reserve(ch->c, h->body_size, extra);
         ch->pub_held = one_frame ? h->body_size + extra : 0;
-        ch->pub_msg = msg_new_incoming(ex, rk, h->properties, h->body_size, one_frame);
+        ch->pub_msg = msg_new_incoming(loop_msgs(conn_loop(ch->c)), ex, rk, h->properties, h->body_size, one_frame);
         if (!ch->pub_msg)
             return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
         if (h->body_size && !one_frame && content_grew(ch, err) != AMQP_OK)
@@ -264,7 +264,7 @@ vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes head
     if (xs)
         xs->n[STAT_PUBLISH_IN]++, xs->n[STAT_PUBLISH_OUT] += r.queues;
     vhost_stats(v)->n[STAT_PUBLISH]++;
-    server_counters(vhost_server(v))->messages_routed += r.queues;
+    loop_counters(vhost_loop(v))->messages_routed += r.queues;
     return r;
 }
 
@@ -285,7 +285,7 @@ static void confirm_next(chan *ch, const routed *r)
     if (!r->refused && !wait)
         return;
     if (wait)
-        server_journal_wait(conn_server(ch->c), r->wait);
+        loop_journal_wait(conn_loop(ch->c), r->wait);
     if (ch->pending_n == ch->pending_cap) {
         uint32_t cap = ch->pending_cap ? ch->pending_cap * 2 : 64;
         pending_confirm *n = malloc(cap * sizeof *n);
@@ -304,7 +304,7 @@ static void confirm_next(chan *ch, const routed *r)
 
 /* The message as delivered: BCC recipients are not shown (RabbitMQ's
  * sender-selected distribution). `headers` still routes with BCC. */
-static msg *without_bcc(msg *m, amqp_bytes headers)
+static msg *without_bcc(msg_pool *pool, msg *m, amqp_bytes headers)
 {
     amqp_basic_properties p;
     if (amqp_properties_decode(msg_properties(m), &p, NULL) != AMQP_OK)
@@ -318,7 +318,7 @@ static msg *without_bcc(msg *m, amqp_bytes headers)
     amqp_put_entries_except(&w, headers, "BCC");
     amqp_table_end(&w, mark);
     p.headers = (amqp_bytes){buf + 4, (uint32_t)w.len - 4};
-    msg *copy = msg_with_properties(m, &p);
+    msg *copy = msg_with_properties(pool, m, &p);
     free(buf);
     return copy;
 }
@@ -443,7 +443,8 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
     if (check_properties(conn_user(ch->c), m, &pp, err) != AMQP_OK)
         return AMQP_ERROR;
     if (pp.direct_reply || pp.bcc) {
-        msg *copy = pp.direct_reply ? chan_reply_rewrite(ch, m, err) : without_bcc(m, pp.headers);
+        msg *copy = pp.direct_reply ? chan_reply_rewrite(ch, m, err)
+                                      : without_bcc(loop_msgs(conn_loop(ch->c)), m, pp.headers);
         if (!copy)
             return AMQP_ERROR;
         int r = publish_checked(ch, p, ex, copy, &pp, err);
@@ -588,21 +589,22 @@ int admin_publish(vhost *v, const char *user, amqp_bytes exchange, amqp_bytes ke
         return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_BASIC_PUBLISH,
                          "cannot publish to internal exchange '%.*s' in vhost '%s'",
                          (int)exchange.len, (const char *)exchange.ptr, vhost_name(v));
-    msg *m = msg_new(exchange, key, props, body.len);
+    msg_pool *pool = loop_msgs(vhost_loop(v));
+    msg *m = msg_new(pool, exchange, key, props, body.len);
     if (!m)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
     msg_append_body(m, body.ptr, body.len);
     publish_props pp;
     int r = check_properties(user, m, &pp, err);
     msg *sent = m;
-    if (r == AMQP_OK && pp.bcc && !(sent = without_bcc(m, pp.headers)))
+    if (r == AMQP_OK && pp.bcc && !(sent = without_bcc(pool, m, pp.headers)))
         r = amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
     if (r == AMQP_OK) {
         vhost_routed vr = vhost_publish(v, ex, sent, pp.headers, pp.expiration_ms);
         *routed_out = vr.queues > 0;
         if (vr.queues == 0)
             vhost_stats(v)->n[STAT_DROP_UNROUTABLE]++;
-        count_admin_publish(server_counters(vhost_server(v)), &vr);
+        count_admin_publish(loop_counters(vhost_loop(v)), &vr);
     }
     if (sent != m)
         msg_unref(sent);

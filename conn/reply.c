@@ -42,7 +42,7 @@ int chan_reply_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
         server_random_name(s, "amq.ctag-", r->tag, sizeof r->tag);
     server_random_name(s, "", r->token, sizeof r->token);
     ch->reply = r;
-    if (!vhost_reply_register(conn_vhost(ch->c), ch)) {
+    if (!vhost_reply_register(conn_vhost(ch->c), r->token, ch)) {
         ch->reply = NULL;
         free(r);
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_CONSUME, "out of memory");
@@ -65,8 +65,6 @@ bool chan_reply_cancel(chan *ch, amqp_bytes tag)
     return true;
 }
 
-const char *chan_reply_token(const chan *ch) { return ch->reply ? ch->reply->token : ""; }
-
 /* A request asking for a direct reply: a copy with reply_to rewritten.
  * Returns the copy (new reference), or NULL with 406 when this channel has
  * no reply consumer. */
@@ -82,7 +80,7 @@ msg *chan_reply_rewrite(chan *ch, msg *m, amqp_error *err)
     char reply_to[96];
     snprintf(reply_to, sizeof reply_to, REPLY_PREFIX "%s", ch->reply->token);
     p.reply_to = AMQP_CSTR(reply_to);
-    msg *copy = msg_with_properties(m, &p);
+    msg *copy = msg_with_properties(loop_msgs(conn_loop(ch->c)), m, &p);
     if (!copy)
         amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_PUBLISH, "out of memory");
     return copy;

@@ -20,6 +20,15 @@
 #include "../store/store.h"
 
 struct event_base;
+
+/* Invariants the design notes state, checked in the ASan variant (make
+ * test builds it with WARREN_INVARIANTS) and free in the release build. */
+#ifdef WARREN_INVARIANTS
+#include <assert.h>
+#define invariant(cond) assert(cond)
+#else
+#define invariant(cond) ((void)sizeof(cond))
+#endif
 struct evbuffer;
 struct sockaddr;
 
@@ -152,14 +161,30 @@ bool config_loopback_only(const config *c, const char *user);
  * supply it later without changing callers. */
 typedef struct msg msg;
 
+/* Message ids: unique in the process (the journal's key), so one source
+ * for every loop; a pool takes them from it in blocks. The pool (one per
+ * loop) keeps freed blocks for reuse and counts the RAM its messages hold.
+ * A message goes back to the pool it came from. */
+typedef struct msg_ids msg_ids;
+typedef struct msg_pool msg_pool;
+msg_ids *msg_ids_new(void);
+void msg_ids_free(msg_ids *ids);
+msg_pool *msg_pool_new(msg_ids *ids);
+/* After every message of the pool was freed. */
+void msg_pool_free(msg_pool *p);
+/* Bytes of RAM held by the pool's live messages (the memory alarm's measure). */
+size_t msg_pool_memory(const msg_pool *p);
+/* New ids start above `max_used` (recovery, before any traffic). */
+void msg_reserve_ids(msg_pool *p, uint64_t max_used);
+
 /* Allocates a message able to hold `body_size` bytes; refs = 1. NULL on OOM. */
-msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+msg *msg_new(msg_pool *pool, amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
              uint64_t body_size);
 /* A message whose body is still to come (content assembly). With
  * `inline_body` it is msg_new: room for the whole body in the one
  * allocation. Without, the body's memory is allocated as msg_append_body
  * brings bytes, so a declared size costs nothing until it arrives. */
-msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+msg *msg_new_incoming(msg_pool *pool, amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
                       uint64_t body_size, bool inline_body);
 void msg_ref(msg *m);
 void msg_unref(msg *m);
@@ -187,13 +212,9 @@ bool msg_journaled_transient(const msg *m);
 void msg_set_journaled_transient(msg *m);
 /* Recovery: the message keeps the id and location it had before. */
 void msg_restore_identity(msg *m, uint64_t id, journal_loc loc);
-/* New ids start above `max_used`. */
-void msg_reserve_ids(uint64_t max_used);
-/* Bytes of RAM held by all live messages (the memory alarm's measure). */
-size_t msg_total_memory(void);
 /* Copies a message with new exchange, routing key and properties (used to
  * dead-letter); NULL on OOM. */
-msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
+msg *msg_copy_with(msg_pool *pool, const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
                    amqp_bytes properties);
 /* m's properties with the header x-delivery-count = count (RabbitMQ's
  * quorum queue header: how often the message was returned), replacing one
@@ -204,7 +225,7 @@ size_t msg_delivery_count_properties(const msg *m, uint32_t count, uint8_t *buf,
                                      uint8_t **heap);
 /* The same message with other properties (headers changed by the broker);
  * NULL on OOM. Properties slices need only live during the call. */
-msg *msg_with_properties(const msg *m, const amqp_basic_properties *p);
+msg *msg_with_properties(msg_pool *pool, const msg *m, const amqp_basic_properties *p);
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -233,6 +254,7 @@ typedef struct access_control access_control; /* users and permissions (access.c
 typedef struct policy_set policy_set;
 typedef struct policy_applied policy_applied;
 typedef struct param_set param_set;
+typedef struct login_brake login_brake; /* access/brake.c */
 
 
 /* ---- transports --------------------------------------------------------- */
@@ -276,81 +298,6 @@ void transport_abort(transport *t);
 /* Bytes read, bytes written, reads and writes so far (statistics). */
 void transport_io_counts(const transport *t, uint64_t out[4]);
 
-
-/* ---- server ------------------------------------------------------------- */
-
-/* Creates the listener and vhosts from `cfg` (copied). NULL on failure
- * (already logged). */
-server *server_new(const config *cfg);
-/* Runs the loop until SIGTERM/SIGINT; returns the exit status. */
-int server_run(server *s);
-void server_free(server *s);
-
-const config *server_config(const server *s);
-struct event_base *server_base(server *s);
-/* The loop's event priorities: every event has the default (1); the
- * lowest (SERVER_PRIORITY_IDLE) runs only when nothing else is active. */
-#define SERVER_PRIORITIES 3
-#define SERVER_PRIORITY_IDLE 2
-transport_flusher *server_flusher(server *s);
-/* The durable metadata store (data_dir/metadata.db) and message journal. */
-meta *server_meta(server *s);
-journal *server_journal(server *s);
-/* The durable queue the store knows by `id`, or NULL. */
-queue *server_queue_by_store_id(server *s, uint64_t id);
-/* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
-uint64_t server_now_ms(const server *s);
-/* Users and permissions (see access_ above). */
-access_control *server_access(server *s);
-/* Iterates connections: those of `v` (NULL: all), in no set order. fn may
- * close a connection (frees are deferred) but must not open one. */
-void server_foreach_conn(server *s, vhost *v, void (*fn)(void *arg, conn *c), void *arg);
-/* Closes every connection logged in as `user` with 320 and `text`. */
-void server_close_user_connections(server *s, const char *user, const char *text);
-/* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
-void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
-void server_conn_opened(server *s, conn *c);
-/* c passed connection.open: server_conn_count and the rest list it now. */
-void server_conn_listed(server *s, conn *c);
-/* A confirm or commit-ok waits for journal sequence `seq` (the loop does
- * not spin while the disk is what it waits for). */
-void server_journal_wait(server *s, journal_seq seq);
-/* Bytes of message memory that raise the memory alarm. */
-size_t server_memory_limit(const server *s);
-/* Unfinished message bodies (content still arriving) on all connections
- * together have a budget: half the memory high watermark, and at least one
- * message of max_message_size. Once it is exceeded, a connection holding
- * more than its share (the budget over the number of connections) is
- * closed, never the others (conn_content_held). */
-uint64_t server_content_limit(const server *s);
-uint64_t server_content_share(const server *s);
-/* Whether the memory alarm is on (new connections start blocked too). */
-bool server_memory_alarm(const server *s);
-/* Sets the memory high watermark while running, as rabbitmqctl
- * set_vm_memory_high_watermark does: `absolute` bytes when it is not 0,
- * else `relative` (0..1) of the RAM. The alarm is checked again at once,
- * and the budget for unfinished bodies follows, on open connections too.
- * The configuration (server_config) shows it; a restart goes back to the
- * file's setting, as RabbitMQ's does. */
-void server_set_memory_watermark(server *s, double relative, uint64_t absolute);
-/* Whether the journal's unwritten backlog is so large that publishers
- * should wait for the disk (with hysteresis; they resume on a sync). */
-bool server_journal_lagging(server *s);
-void server_conn_closed(server *s, conn *c);
-/* accept() calls that failed since start (EMFILE, ENFILE, ...); each one
- * pauses the listener briefly instead of retrying at once. */
-uint64_t server_accept_errors(const server *s);
-/* Refreshes the cached clock that server_now_ms returns. */
-void server_touch_clock(server *s);
-
-
-
-/* The server's vhosts, by name. */
-/* The vhost named `name`, or NULL. */
-vhost *server_vhost(server *s, amqp_bytes name);
-size_t server_vhost_count(const server *s);
-/* In name order; fn must not create or delete vhosts. */
-void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg);
 
 /* ---- queue types and dead-letter reasons (counted by server_counts) ---- */
 
@@ -409,10 +356,6 @@ typedef struct server_counts {
     uint64_t dead_lettered[QUEUE_TYPES][DEAD_STRATEGIES][DEAD_REASONS];
     uint64_t dead_lettered_confirmed; /* at-least-once dead letters a queue took */
 } server_counts;
-server_counts *server_counters(server *s);
-/* The counts by queue type, the deleted queues' and the live ones', into
- * out[QUEUE_TYPES][STAT_COUNTERS] (a walk over every queue). */
-void server_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS]);
 
 #define STATS_INTERVAL_MS 5000 /* RabbitMQ's collect_statistics_interval */
 #define STATS_OBJECT_SAMPLES 13  /* one minute of 5 s samples, both ends */
@@ -447,46 +390,169 @@ void stats_free(stats *st);
 /* Adds `src`'s counters to `dst`'s (no history). */
 void stats_add(stats *dst, const stats *src);
 
-/* The server's timer: samples every vhost, queue, exchange, connection and
- * channel, and the whole broker (server_stats). */
-void stats_tick(server *s);
-stats *server_stats(server *s);
 /* An exchange's statistics, allocated at first use; NULL on OOM. */
 stats *stats_of_exchange(route_exchange *ex);
 /* route hook: the exchange is being freed. */
 void stats_exchange_freed(void *ctx, route_exchange *ex);
 
-/* ---- the server, as the management plane sees it -------------------- */
+/* ---- the loop (loop.c) --------------------------------------------------- */
 
-/* Vhosts in name order: NULL prev gives the first; NULL after the last. */
-vhost *server_vhost_next(server *s, vhost *prev);
+/* What belongs to one event loop thread: its libevent base, the cached
+ * clock, the end-of-turn flush list, the message pool, the statistics
+ * counters and its connections. Objects reach their loop through their own
+ * pointer (conn_loop, vhost_loop); nothing assumes there is only one. */
+typedef struct loop loop;
+
+/* The loop's event priorities: every event has the default (1); the
+ * lowest (LOOP_PRIORITY_IDLE) runs only when nothing else is active. */
+#define LOOP_PRIORITIES 3
+#define LOOP_PRIORITY_IDLE 2
+
+/* A loop with its own event base; its messages take ids from `ids`. NULL
+ * on failure. loop_free: after its connections are gone. */
+loop *loop_new(msg_ids *ids);
+void loop_free(loop *l);
+struct event_base *loop_base(loop *l);
+transport_flusher *loop_flusher(loop *l);
+msg_pool *loop_msgs(loop *l);
+/* Counts this loop's connections, channels and messages add to (the
+ * server's are the sum: server_counters). */
+server_counts *loop_counters(loop *l);
+/* Milliseconds on a monotonic clock, refreshed per read batch and tick. */
+uint64_t loop_now_ms(const loop *l);
+/* Refreshes the cached clock and counts activity (the polling window). */
+void loop_touch_clock(loop *l);
+uint64_t loop_activity(const loop *l);
+/* A confirm or commit-ok waits for journal sequence `seq` (the loop does
+ * not spin while the disk is what it waits for); the highest so far. */
+void loop_journal_wait(loop *l, journal_seq seq);
+journal_seq loop_journal_waited(const loop *l);
+/* Bytes the unfinished message bodies of its connections hold (conn.c
+ * keeps it against their share of server_content_limit). */
+uint64_t *loop_content_held(loop *l);
+/* A buffer of at least `want` bytes if it can be had (else what there is,
+ * its size in *cap; NULL at first), reused by every read on the loop that
+ * is done with it before the loop turns (paging messages in). */
+uint8_t *loop_read_buffer(loop *l, size_t want, size_t *cap);
+/* Its connections: opened (false when out of memory), listed once they
+ * passed connection.open, closed. loop_conn_at(i) for i below
+ * loop_socket_count; the first loop_conn_count of them are the listed. */
+bool loop_conn_opened(loop *l, conn *c);
+void loop_conn_listed(loop *l, conn *c);
+void loop_conn_closed(loop *l, conn *c);
+/* fn runs after each connection closed (the listener may accept again). */
+void loop_on_conn_closed(loop *l, void (*fn)(void *ctx), void *ctx);
+size_t loop_conn_count(const loop *l);
+size_t loop_socket_count(const loop *l);
+conn *loop_conn_at(loop *l, size_t i);
+/* CLOCK_MONOTONIC_COARSE in ms. */
+uint64_t monotonic_ms(void);
+
+/* ---- the server (server.c) ----------------------------------------------- */
+
+/* What the whole process shares: the configuration, the metadata store and
+ * journal, users and permissions, the login brake, the global runtime
+ * parameters, the vhost registry, the alarms and limits, its loops and
+ * what the management plane shows of the node. The modules above attach
+ * their parts (server_set_*); broker/ builds and starts it all. */
+
+/* The configuration (copied), one loop, the limits the watermark gives.
+ * NULL when out of memory. server_free frees what it made; what was
+ * attached is its owner's to free first. */
+server *server_new(const config *cfg);
+void server_free(server *s);
+
+const config *server_config(const server *s);
+size_t server_loop_count(const server *s);
+loop *server_loop(server *s, size_t i);
+
+void server_set_meta(server *s, meta *m);
+void server_set_journal(server *s, journal *j);
+void server_set_access(server *s, access_control *a);
+void server_set_login_brake(server *s, login_brake *b);
+void server_set_params(server *s, param_set *p);
+/* The durable metadata store (data_dir/metadata.db) and message journal. */
+meta *server_meta(server *s);
+journal *server_journal(server *s);
+/* Users and permissions (access/), the login brake, global parameters. */
+access_control *server_access(server *s);
+login_brake *server_login_brake(server *s);
+param_set *server_params(server *s);
+
+/* The vhost registry, by name. server_vhost: the one named `name`, or
+ * NULL. foreach: in name order; fn must not create or delete vhosts.
+ * next: in name order, NULL prev gives the first, NULL after the last.
+ * insert: `name` must stay alive while registered (the vhost's own);
+ * false when out of memory. remove: the vhost, or NULL if none. */
+vhost *server_vhost(server *s, amqp_bytes name);
+size_t server_vhost_count(const server *s);
+void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg);
+vhost *server_vhost_next(server *s, const vhost *prev);
+bool server_vhost_insert(server *s, const char *name, vhost *v);
+vhost *server_vhost_remove(server *s, const char *name);
+
+/* A new unique id for server-generated names ("amq.gen-…", "amq.ctag-…"). */
+void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
+uint64_t server_random(server *s);
+
+/* Bytes of message memory that raise the memory alarm. */
+size_t server_memory_limit(const server *s);
+/* RAM the messages of every loop hold (the memory alarm's measure). */
+size_t server_message_memory(const server *s);
+/* Unfinished message bodies (content still arriving) on all connections
+ * together have a budget: half the memory high watermark, and at least one
+ * message of max_message_size. Once it is exceeded, a connection holding
+ * more than its share (the budget over the number of connections) is
+ * closed, never the others (conn_content_held). */
+uint64_t server_content_limit(const server *s);
+uint64_t server_content_share(const server *s);
+/* A new id for a connection, unique in the process (the API names them). */
+uint64_t server_new_conn_id(server *s);
+/* Whether the memory alarm is on (new connections start blocked too). */
+bool server_memory_alarm(const server *s);
+void server_set_memory_alarm(server *s, bool on);
+/* A new memory high watermark: `absolute` bytes when not 0, else
+ * `relative` (0..1) of the RAM; the configuration shows it and the limits
+ * follow (admin_set_memory_watermark tells the connections). */
+void server_set_watermark(server *s, double relative, uint64_t absolute);
+/* Whether the journal's unwritten backlog is so large that publishers
+ * should wait for the disk (with hysteresis; they resume on a sync). */
+bool server_journal_lagging(server *s);
+
+/* The loops' counters added up (valid until the next call). */
+const server_counts *server_counters(server *s);
+/* The whole broker's statistics (sampled by admin/sampler.c). */
+stats *server_stats(server *s);
 /* Connections as RabbitMQ lists them: only those that passed
  * connection.open, not sockets still in the handshake or refused there.
  * The i-th of server_conn_count (the order changes when one opens or
- * closes); by id, NULL when gone or not open yet. */
+ * closes). */
 size_t server_conn_count(const server *s);
 conn *server_conn_at(server *s, size_t i);
-conn *server_conn_find(server *s, uint64_t id);
 /* Every client socket, in the handshake or not (sockets_used). */
 size_t server_socket_count(const server *s);
 /* Wall-clock ms when the server started; its node name ("warren@host"). */
 uint64_t server_started_at(const server *s);
+const char *server_node_name(const server *s);
+uint64_t wall_clock_ms(void);
+/* accept() calls that failed since start (EMFILE, ENFILE, ...); each one
+ * pauses the listener briefly instead of retrying at once. */
+void server_count_accept_error(server *s);
+uint64_t server_accept_errors(const server *s);
 /* Room for an address as text (INET6_ADDRSTRLEN). */
 #define SERVER_HOST_LEN 46
+/* The AMQP listeners as bound, in configuration order (broker/ adds them):
+ * the i-th one's port, and in *ip its address ("::" for every interface on
+ * a dual-stack socket). server_amqp_port: the first one's, 0 without one
+ * (listeners.tcp = none). */
+void server_add_listener(server *s, const char *ip, int port);
+int server_amqp_port(const server *s);
+size_t server_amqp_listener_count(const server *s);
+int server_amqp_listener(const server *s, size_t i, const char **ip);
 /* sa's address as text into host ("?" unless IPv4 or IPv6; an IPv4-mapped
  * IPv6 address as the IPv4 one, as RabbitMQ shows peers of a dual-stack
  * listener); returns its port. */
 int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN]);
-/* The port the first AMQP listener bound (the configured one may be 0);
- * 0 without one (listeners.tcp = none). */
-int server_amqp_port(const server *s);
-/* The AMQP listeners, in configuration order: the i-th one's port, and in
- * *ip its address as bound ("::" for every interface on a dual-stack
- * socket), valid while the server lives. */
-size_t server_amqp_listener_count(const server *s);
-int server_amqp_listener(const server *s, size_t i, const char **ip);
-const char *server_node_name(const server *s);
-uint64_t wall_clock_ms(void);
 
 /* The effective configuration as rabbitmq.conf keys and values (no
  * passwords), for GET /api/environment. */

@@ -29,6 +29,7 @@
 #define TEXT_MAX 1024 /* formatted text of one line, before escaping */
 #define LINE_MAX_BYTES (64 + 4 * TEXT_MAX) /* prefix + every byte escaped + newline */
 
+/* Process-wide: one setting for every thread, set before the loops run. */
 static log_level current_level = LOG_INFO;
 static const char *const level_names[] = {"debug", "info", "warning", "error", "none"};
 

@@ -4,8 +4,10 @@
  *   struct msg | exchange (ex_len) | routing key (rk_len) | properties | body
  *
  * Small messages come from per-size-class free lists, so the steady-state
- * hot path does no malloc. The event loop is the only thread that touches
- * messages, so the lists need no locking.
+ * hot path does no malloc. The lists are a pool's, one pool per loop, and
+ * only that loop's thread touches them, so they need no locking. Ids come
+ * from the process-wide msg_ids in blocks of ID_BLOCK: one atomic add per
+ * block, none per message.
  *
  * The body is inline (m->body points after the properties) when its room
  * was allocated with the message: msg_new, and msg_new_incoming when asked
@@ -15,12 +17,14 @@
  * body_size), so a content header announcing 128 MiB costs nothing until
  * the bytes come. Memory is counted as allocated (live_bytes, the memory
  * alarm's measure): the block and the body's separate buffer, if any. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 
 struct msg {
+    msg_pool *pool; /* where its block goes back */
     journal_loc loc; /* where the journal keeps it, when journaled */
     bool journaled;
     bool journaled_transient; /* journaled only for quorum queues (not delivery mode 2) */
@@ -49,26 +53,78 @@ typedef struct free_block {
     struct free_block *next;
 } free_block;
 
-static struct {
-    free_block *head;
-    uint32_t count;
-} pools[NCLASSES];
+#define ID_BLOCK 4096
 
-static uint64_t next_id = 1;
-static size_t live_bytes; /* RAM held by live messages, for the memory alarm */
+/* Process-wide: every loop's messages are keys of the one journal. */
+struct msg_ids {
+    _Atomic uint64_t next;
+};
+
+struct msg_pool {
+    struct {
+        free_block *head;
+        uint32_t count;
+    } free[NCLASSES];
+    msg_ids *ids;
+    uint64_t next_id, end_id; /* the block of ids being handed out */
+    size_t live_bytes;        /* RAM held by live messages, for the memory alarm */
+};
+
+msg_ids *msg_ids_new(void)
+{
+    msg_ids *ids = malloc(sizeof *ids);
+    if (ids)
+        atomic_init(&ids->next, 1);
+    return ids;
+}
+
+void msg_ids_free(msg_ids *ids) { free(ids); }
+
+msg_pool *msg_pool_new(msg_ids *ids)
+{
+    msg_pool *p = calloc(1, sizeof *p);
+    if (p)
+        p->ids = ids;
+    return p;
+}
+
+void msg_pool_free(msg_pool *p)
+{
+    if (!p)
+        return;
+    invariant(p->live_bytes == 0);
+    for (size_t i = 0; i < NCLASSES; i++)
+        while (p->free[i].head) {
+            free_block *b = p->free[i].head;
+            p->free[i].head = b->next;
+            free(b);
+        }
+    free(p);
+}
+
+size_t msg_pool_memory(const msg_pool *p) { return p->live_bytes; }
+
+static uint64_t next_id(msg_pool *p)
+{
+    if (p->next_id == p->end_id) {
+        p->next_id = atomic_fetch_add(&p->ids->next, ID_BLOCK);
+        p->end_id = p->next_id + ID_BLOCK;
+    }
+    return p->next_id++;
+}
 
 size_t msg_memory(const msg *m);
 
-static msg *alloc_block(size_t total, uint8_t *cls)
+static msg *alloc_block(msg_pool *pool, size_t total, uint8_t *cls)
 {
     for (uint8_t i = 0; i < NCLASSES; i++) {
         if (total > class_sizes[i])
             continue;
         *cls = i;
-        if (pools[i].head) {
-            free_block *b = pools[i].head;
-            pools[i].head = b->next;
-            pools[i].count--;
+        if (pool->free[i].head) {
+            free_block *b = pool->free[i].head;
+            pool->free[i].head = b->next;
+            pool->free[i].count--;
             return (msg *)b;
         }
         return malloc(class_sizes[i]);
@@ -79,36 +135,38 @@ static msg *alloc_block(size_t total, uint8_t *cls)
 
 static void free_block_of(msg *m)
 {
-    live_bytes -= msg_memory(m);
+    msg_pool *pool = m->pool;
+    pool->live_bytes -= msg_memory(m);
     if (m->body_apart)
         free(m->body);
     uint8_t cls = m->size_class;
-    if (cls != NO_CLASS && pools[cls].count < POOL_KEEP) {
+    if (cls != NO_CLASS && pool->free[cls].count < POOL_KEEP) {
         free_block *b = (free_block *)m;
-        b->next = pools[cls].head;
-        pools[cls].head = b;
-        pools[cls].count++;
+        b->next = pool->free[cls].head;
+        pool->free[cls].head = b;
+        pool->free[cls].count++;
         return;
     }
     free(m);
 }
 
-msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
-                      uint64_t body_size, bool inline_body)
+msg *msg_new_incoming(msg_pool *pool, amqp_bytes exchange, amqp_bytes routing_key,
+                      amqp_bytes properties, uint64_t body_size, bool inline_body)
 {
     if (exchange.len > 255 || routing_key.len > 255 || body_size > SIZE_MAX / 2)
         return NULL;
     uint64_t room = inline_body ? body_size : 0;
     size_t total = sizeof(msg) + exchange.len + routing_key.len + properties.len + room;
     uint8_t cls;
-    msg *m = alloc_block(total, &cls);
+    msg *m = alloc_block(pool, total, &cls);
     if (!m)
         return NULL;
+    m->pool = pool;
     m->refs = 1;
     m->journaled = false;
     m->journaled_transient = false;
     m->props_len = properties.len;
-    m->id = next_id++;
+    m->id = next_id(pool);
     m->body_size = body_size;
     m->body_len = 0;
     m->body_cap = room;
@@ -119,7 +177,7 @@ msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes pr
     m->rk_len = (uint8_t)routing_key.len;
     m->size_class = cls;
     m->body = m->data + exchange.len + routing_key.len + properties.len;
-    live_bytes += msg_memory(m);
+    pool->live_bytes += msg_memory(m);
     uint8_t *p = m->data;
     if (exchange.len)
         memcpy(p, exchange.ptr, exchange.len);
@@ -132,10 +190,10 @@ msg *msg_new_incoming(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes pr
     return m;
 }
 
-msg *msg_new(amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
+msg *msg_new(msg_pool *pool, amqp_bytes exchange, amqp_bytes routing_key, amqp_bytes properties,
              uint64_t body_size)
 {
-    return msg_new_incoming(exchange, routing_key, properties, body_size, true);
+    return msg_new_incoming(pool, exchange, routing_key, properties, body_size, true);
 }
 
 void msg_ref(msg *m) { m->refs++; }
@@ -158,7 +216,7 @@ static bool grow_body(msg *m, uint64_t need)
     uint8_t *b = realloc(m->body_apart ? m->body : NULL, (size_t)cap);
     if (!b)
         return false;
-    live_bytes += (size_t)(cap - m->body_cap);
+    m->pool->live_bytes += (size_t)(cap - m->body_cap);
     m->body = b;
     m->body_apart = true;
     m->body_cap = cap;
@@ -195,23 +253,21 @@ size_t msg_memory(const msg *m)
     return m->block_bytes + (m->body_apart ? (size_t)m->body_cap : 0);
 }
 
-msg *msg_copy_with(const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
+msg *msg_copy_with(msg_pool *pool, const msg *m, amqp_bytes exchange, amqp_bytes routing_key,
                    amqp_bytes properties)
 {
-    msg *n = msg_new(exchange, routing_key, properties, m->body_size);
+    msg *n = msg_new(pool, exchange, routing_key, properties, m->body_size);
     if (n)
         msg_append_body(n, msg_body(m), m->body_size);
     return n;
 }
 
-size_t msg_total_memory(void) { return live_bytes; }
-
-msg *msg_with_properties(const msg *m, const amqp_basic_properties *p)
+msg *msg_with_properties(msg_pool *pool, const msg *m, const amqp_basic_properties *p)
 {
     size_t cap = m->props_len + 1024; /* room for one changed shortstr and more */
     uint8_t *buf = malloc(cap);
     size_t n = buf ? amqp_properties_encode(p, buf, cap) : 0;
-    msg *copy = n ? msg_copy_with(m, msg_exchange(m), msg_routing_key(m),
+    msg *copy = n ? msg_copy_with(pool, m, msg_exchange(m), msg_routing_key(m),
                                   (amqp_bytes){buf, (uint32_t)n})
                   : NULL;
     free(buf);
@@ -283,8 +339,11 @@ void msg_restore_identity(msg *m, uint64_t id, journal_loc loc)
     msg_set_journal_loc(m, loc);
 }
 
-void msg_reserve_ids(uint64_t max_used)
+void msg_reserve_ids(msg_pool *p, uint64_t max_used)
 {
-    if (next_id <= max_used)
-        next_id = max_used + 1;
+    uint64_t next = atomic_load(&p->ids->next);
+    while (next <= max_used && !atomic_compare_exchange_weak(&p->ids->next, &next, max_used + 1))
+        ;
+    if (p->next_id <= max_used) /* the block taken before is below: take a new one */
+        p->next_id = p->end_id = 0;
 }

@@ -58,7 +58,7 @@ static bool apply_vhosts_users(applier *a)
         defs_read_vhost(c, it, i, &v, tags, sizeof tags, what, sizeof what);
         if (server_vhost(c->s, AMQP_CSTR(v.name)))
             continue;
-        if (!server_put_vhost(c->s, &v, err, sizeof err))
+        if (!admin_put_vhost(c->s, &v, err, sizeof err))
             return defs_fail(c, "%s: %s", what, err);
         created(a, "vhost", v.name, "");
         a->counts[N_VHOSTS]++;
@@ -261,7 +261,7 @@ static void undo(applier *a)
         else if (strcmp(kind, "parameter") == 0)
             defs_param_delete(v, component, name);
         else
-            server_delete_vhost(s, vh, why, sizeof why);
+            admin_delete_vhost(s, vh, why, sizeof why);
     }
     access_reload(server_access(s));
     log_msg(LOG_WARNING, "definitions import undone; bindings, and policies and parameters it "

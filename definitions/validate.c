@@ -1,6 +1,6 @@
 /* Validation of a whole import before anything is applied: every item is
  * read (JSON types) and checked with the broker's own validators
- * (access_validate_*, server_validate_vhost, policy_validate,
+ * (access_validate_*, admin_validate_vhost, policy_validate,
  * queue_args_parse, defs_param_check), and every name it refers to -- a
  * permission's user
  * and vhost, an item's vhost, a binding's source and destination -- must
@@ -66,7 +66,7 @@ static bool check_vhosts(defs_ctx *c)
         char tags[1024], what[WHAT], why[512];
         if (!defs_read_vhost(c, it, i, &v, tags, sizeof tags, what, sizeof what))
             return false;
-        if (!server_validate_vhost(&v, why, sizeof why))
+        if (!admin_validate_vhost(&v, why, sizeof why))
             return defs_fail(c, "%s: %s", what, why);
         json_object_set_new(c->vhosts, v.name, json_true());
     }

@@ -532,7 +532,7 @@ static bool admit(http_req *req, void *arg)
     r->method = http_req_method(req);
     r->control = ep->control;
     parse_common(r);
-    server_touch_clock(r->s);
+    loop_touch_clock(admin_loop(r->s));
     if (!route_request(r)) {
         mgmt_req_free(r);
         return false;
@@ -545,7 +545,7 @@ static bool admit(http_req *req, void *arg)
 static void run_handler(mgmt_job *j)
 {
     mgmt_req *r = (mgmt_req *)((char *)j - offsetof(mgmt_req, job));
-    server_touch_clock(r->s);
+    loop_touch_clock(admin_loop(r->s));
     r->route->fn(r);
     if (!r->streaming)
         mgmt_req_free(r);
@@ -580,7 +580,7 @@ static http_server *new_http(mgmt *m, endpoint *ep, bool control)
     *ep = (endpoint){m, control};
     http_limits lim = mgmt_http_limits(server_config(m->s));
     static const http_callbacks cb = {.admit = admit, .handle = handle};
-    return http_server_new(server_base(m->s), &lim, &cb, ep);
+    return http_server_new(loop_base(admin_loop(m->s)), &lim, &cb, ep);
 }
 
 bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, int *bound)
@@ -657,7 +657,7 @@ mgmt *mgmt_new(server *s)
         return NULL;
     m->s = s;
     m->sampler = mgmt_sampler_new(s); /* without it rates read 0 */
-    if (!(m->work = mgmt_work_new(server_base(s)))) {
+    if (!(m->work = mgmt_work_new(loop_base(admin_loop(s))))) {
         mgmt_free(m);
         return NULL;
     }

@@ -426,7 +426,7 @@ static void queue_values(server *s, queue *q, bool unacked_age, uint64_t *v)
 {
     queue_info qi;
     queue_describe(q, &qi);
-    uint64_t now = server_now_ms(s);
+    uint64_t now = loop_now_ms(admin_loop(s));
     uint64_t oldest = unacked_age && qi.unacked ? mgmt_queue_oldest_unacked(s, q) : 0;
     v[QV_READY] = qi.ready;
     v[QV_UNACKED] = qi.unacked;
@@ -652,7 +652,7 @@ prom_scrape *prom_scrape_new(mgmt *m, server *s, const prom_options *o, mgmt_pro
     }
     node_values(sc);
     if (!sc->detailed) /* where the global families are */
-        server_counts_by_type(s, sc->by_type);
+        admin_counts_by_type(s, sc->by_type);
     return sc;
 }
 
@@ -884,7 +884,7 @@ static void queue_slot(void *arg, queue *q, const uint64_t *n)
 
 static bool chan_sample(prom_scrape *sc, const family *f, const mgmt_list_item *it)
 {
-    conn *c = server_conn_find(sc->s, f->scope == CHAN ? it->id >> 16 : it->id);
+    conn *c = admin_conn_find(sc->s, f->scope == CHAN ? it->id >> 16 : it->id);
     chan *ch = c && f->scope == CHAN ? conn_channel_find(c, (uint16_t)(it->id & 0xffff)) : NULL;
     if (!c || (f->scope == CHAN && !ch))
         return false;
@@ -945,7 +945,7 @@ static bool write_family(prom_scrape *sc, const family *f, size_t start, size_t 
 bool prom_scrape_step(prom_scrape *sc, size_t budget)
 {
     size_t start = mgmt_prom_written(sc->w);
-    server_touch_clock(sc->s);
+    loop_touch_clock(admin_loop(sc->s));
     while (sc->fam < NFAMILIES && mgmt_prom_written(sc->w) - start < budget) {
         const family *f = &families[sc->fam];
         if (sc->on[sc->fam]) {

@@ -136,7 +136,7 @@ static bool query_parse(mgmt_prometheus *p, http_req *req, scrape_query *d)
 static void step(mgmt_job *j)
 {
     slices *st = (slices *)j;
-    server_touch_clock(st->p->s);
+    loop_touch_clock(admin_loop(st->p->s));
     if (!st->sc) {
         scrape_query d;
         if (query_parse(st->p, st->req, &d))
@@ -226,7 +226,7 @@ mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)
     http_limits lim = mgmt_http_limits(cfg);
     lim.max_body_bytes = 0;
     static const http_callbacks cb = {.admit = admit, .handle = handle};
-    if (!p || !(p->http = http_server_new(server_base(s), &lim, &cb, p))) {
+    if (!p || !(p->http = http_server_new(loop_base(admin_loop(s)), &lim, &cb, p))) {
         free(p);
         errno = ENOMEM;
         return NULL;

@@ -69,7 +69,7 @@ static void conn_json(mgmt_req *r, mgmt_json *w, conn *c)
 
 static bool render_conn(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
 {
-    conn *c = server_conn_find(r->s, it->id);
+    conn *c = admin_conn_find(r->s, it->id);
     if (!c)
         return false;
     conn_json(r, w, c);
@@ -218,7 +218,7 @@ static void chan_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch)
     mgmt_json_kstr(w, "node", server_node_name(r->s));
     mgmt_json_kuint(w, "number", info.number);
     if (info.oldest_unacked_ms)
-        mgmt_json_kuint(w, "oldest_unacked_age_ms", server_now_ms(r->s) - info.oldest_unacked_ms);
+        mgmt_json_kuint(w, "oldest_unacked_age_ms", loop_now_ms(admin_loop(r->s)) - info.oldest_unacked_ms);
     mgmt_json_kuint(w, "prefetch_count", info.prefetch_count);
     mgmt_json_kstr(w, "state", "running");
     mgmt_json_kbool(w, "transactional", info.transactional);
@@ -230,7 +230,7 @@ static void chan_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch)
 
 static chan *chan_by_id(mgmt_req *r, uint64_t id, conn **c)
 {
-    *c = server_conn_find(r->s, id >> 16);
+    *c = admin_conn_find(r->s, id >> 16);
     return *c ? conn_channel_find(*c, (uint16_t)(id & 0xffff)) : NULL;
 }
 

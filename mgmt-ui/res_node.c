@@ -85,7 +85,7 @@ static void put_watermark(mgmt_req *r)
     }
     if (!(body = mgmt_body(r)) || !watermark_body(r, body, &relative, &absolute))
         return;
-    server_set_memory_watermark(r->s, relative, absolute);
+    admin_set_memory_watermark(r->s, relative, absolute);
     mgmt_send_empty(r, 204, NULL);
 }
 

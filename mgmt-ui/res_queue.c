@@ -65,7 +65,7 @@ static void histogram(mgmt_json *w, const uint32_t *counts)
 
 static void health(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
 {
-    uint64_t now = server_now_ms(r->s), unacked = mgmt_queue_oldest_unacked(r->s, q);
+    uint64_t now = loop_now_ms(admin_loop(r->s)), unacked = mgmt_queue_oldest_unacked(r->s, q);
     if (qi->oldest_ready_ms)
         mgmt_json_kuint(w, "oldest_ready_age_ms", now - qi->oldest_ready_ms);
     else
@@ -263,7 +263,7 @@ static bool sort_key(mgmt_req *r, queue *q, const char *sort, double *out)
         {"messages_persistent", qi.persistent},
         {"consumer_capacity", qi.consumer_capacity},
         {"oldest_ready_age_ms",
-         qi.oldest_ready_ms ? (double)(server_now_ms(r->s) - qi.oldest_ready_ms) : 0},
+         qi.oldest_ready_ms ? (double)(loop_now_ms(admin_loop(r->s)) - qi.oldest_ready_ms) : 0},
         {"messages_details.rate", stats_rate(qi.stats, STAT_MESSAGES)},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)

@@ -148,11 +148,11 @@ static void put_vhost(mgmt_req *r)
         !body_queue_type(r, body, old, &spec.default_queue_type) ||
         !mgmt_body_bool(r, body, "tracing", old && vhost_tracing(old), &spec.tracing))
         return;
-    if (!server_validate_vhost(&spec, err, sizeof err)) {
+    if (!admin_validate_vhost(&spec, err, sizeof err)) {
         mgmt_error(r, 400, "bad_request", err);
         return;
     }
-    if (!server_put_vhost(r->s, &spec, err, sizeof err)) {
+    if (!admin_put_vhost(r->s, &spec, err, sizeof err)) {
         mgmt_error(r, 500, "internal_error", err);
         return;
     }
@@ -168,7 +168,7 @@ static void delete_vhost(mgmt_req *r)
         mgmt_not_found(r);
         return;
     }
-    if (!server_delete_vhost(r->s, name, err, sizeof err)) {
+    if (!admin_delete_vhost(r->s, name, err, sizeof err)) {
         mgmt_error(r, 500, "internal_error", err);
         return;
     }

@@ -74,9 +74,9 @@ static void sample(evutil_socket_t fd, short what, void *arg)
     for (int i = 0; i < NODE_FIELDS; i++)
         sm->prev[i] = sm->cur[i];
     sm->prev_ms = sm->cur_ms;
-    server_touch_clock(sm->s);
+    loop_touch_clock(admin_loop(sm->s));
     mgmt_node_now(sm->s, sm->cur);
-    sm->cur_ms = server_now_ms(sm->s);
+    sm->cur_ms = loop_now_ms(admin_loop(sm->s));
 }
 
 mgmt_sampler *mgmt_sampler_new(server *s)
@@ -85,7 +85,7 @@ mgmt_sampler *mgmt_sampler_new(server *s)
     if (!sm)
         return NULL;
     sm->s = s;
-    sm->timer = event_new(server_base(s), -1, EV_PERSIST, sample, sm);
+    sm->timer = event_new(loop_base(admin_loop(s)), -1, EV_PERSIST, sample, sm);
     struct timeval every = {SAMPLE_INTERVAL_MS / 1000, 0};
     if (!sm->timer || event_add(sm->timer, &every) != 0) {
         mgmt_sampler_free(sm);

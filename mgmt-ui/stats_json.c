@@ -175,6 +175,6 @@ void mgmt_format_time(uint64_t wall_ms, char *out, size_t cap)
 
 uint64_t mgmt_wall_of(server *s, uint64_t mono_ms)
 {
-    uint64_t now = server_now_ms(s), wall = wall_clock_ms();
+    uint64_t now = loop_now_ms(admin_loop(s)), wall = wall_clock_ms();
     return mono_ms >= now ? wall : wall - (now - mono_ms);
 }

@@ -108,7 +108,7 @@ static bool render_slice(stream *st)
 {
     mgmt_json *w = st->r->w;
     size_t start = mgmt_json_written(w);
-    server_touch_clock(st->r->s);
+    loop_touch_clock(admin_loop(st->r->s));
     while (st->next < mgmt_list_count(st->l) && mgmt_json_written(w) - start < SLICE_BYTES)
         st->fn(st->r, w, mgmt_list_at(st->l, st->next++));
     if (st->next < mgmt_list_count(st->l))

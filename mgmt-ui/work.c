@@ -74,7 +74,7 @@ mgmt_work *mgmt_work_new(struct event_base *base)
     TAILQ_INIT(&w->ready);
     w->idle = evtimer_new(base, run_turn, w);
     w->deadline = evtimer_new(base, run_turn, w);
-    if (!w->idle || !w->deadline || event_priority_set(w->idle, SERVER_PRIORITY_IDLE) != 0) {
+    if (!w->idle || !w->deadline || event_priority_set(w->idle, LOOP_PRIORITY_IDLE) != 0) {
         mgmt_work_free(w);
         return NULL;
     }

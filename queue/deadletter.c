@@ -178,7 +178,7 @@ static dead_strategy strategy_of(const queue_args *a, const route_exchange *ex)
 
 void queue_count_dead_letter(queue *q, dead_reason why, dead_strategy how)
 {
-    server_counts *k = server_counters(vhost_server(queue_vhost(q)));
+    server_counts *k = loop_counters(vhost_loop(queue_vhost(q)));
     k->dead_lettered[queue_get_args(q)->type][how][why]++;
 }
 
@@ -203,7 +203,7 @@ static bool dead_letter(queue *q, queue_item it, const char *reason, bool first)
     uint8_t *buf = malloc(cap + hdrcap);
     size_t n = buf ? dead_properties(q, it.m, reason, buf, cap, buf + cap, hdrcap) : 0;
     amqp_bytes key = a->has_dlrk ? a->dlrk : msg_routing_key(it.m);
-    msg *copy = n ? msg_copy_with(it.m, a->dlx, key, (amqp_bytes){buf, (uint32_t)n}) : NULL;
+    msg *copy = n ? msg_copy_with(loop_msgs(vhost_loop(queue_vhost(q))), it.m, a->dlx, key, (amqp_bytes){buf, (uint32_t)n}) : NULL;
     free(buf);
     if (!copy && a->at_least_once)
         return false; /* out of memory: try again later */
@@ -232,7 +232,7 @@ static bool dead_letter(queue *q, queue_item it, const char *reason, bool first)
         free(targets);
     msg_unref(copy);
     if (a->at_least_once)
-        server_counters(vhost_server(queue_vhost(q)))->dead_lettered_confirmed++;
+        loop_counters(vhost_loop(queue_vhost(q)))->dead_lettered_confirmed++;
     return true;
 }
 

@@ -191,7 +191,7 @@ static bool would_refuse(queue *q, const msg *m)
 /* Settles `it` in the source and enqueues `copy` in targets[0..n). */
 static void deliver(struct move *mv, queue_item it, msg *copy, queue **targets, size_t n)
 {
-    uint64_t now = server_now_ms(vhost_server(mv->v));
+    uint64_t now = loop_now_ms(vhost_loop(mv->v));
     int64_t ttl = it.expires_at ? (it.expires_at > now ? (int64_t)(it.expires_at - now) : 0) : -1;
     persist_move(mv->q, it.m, JOURNAL_MOVE, "redrive", copy, targets, n);
     for (size_t i = 0; i < n; i++) {
@@ -225,7 +225,7 @@ static void to_exchange(struct move *mv, queue_item it, route_exchange *ex, move
     msg *copy = it.m;
     if (!amqp_bytes_equal(key, msg_routing_key(it.m)) ||
         !amqp_bytes_equal(mv->p.dest, msg_exchange(it.m)))
-        copy = msg_copy_with(it.m, mv->p.dest, key, msg_properties(it.m));
+        copy = msg_copy_with(loop_msgs(vhost_loop(mv->v)), it.m, mv->p.dest, key, msg_properties(it.m));
     else
         msg_ref(copy);
     amqp_basic_properties p;
@@ -330,9 +330,9 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct move *mv = arg;
-    server *s = vhost_server(mv->v);
-    server_touch_clock(s);
-    uint64_t now = server_now_ms(s);
+    loop *l = vhost_loop(mv->v);
+    loop_touch_clock(l);
+    uint64_t now = loop_now_ms(l);
     double cap = mv->p.rate / 10.0 + 1; /* at most 100 ms worth saved up */
     mv->credit += (double)mv->p.rate * (double)(now - mv->last_ms) / 1000.0;
     if (mv->credit > cap)
@@ -342,6 +342,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         end(mv, MOVE_STOPPED, "the source queue was deleted");
         return;
     }
+    server *s = vhost_server(mv->v);
     if (server_journal_lagging(s) || server_memory_alarm(s))
         return;
     move_state state = MOVE_FINISHED;
@@ -424,7 +425,7 @@ int queue_move_start(vhost *v, amqp_bytes qname, const move_spec *spec, amqp_err
         return AMQP_ERROR;
     struct move *mv = record(v, q, spec);
     struct event *timer =
-        mv ? event_new(server_base(vhost_server(v)), -1, EV_PERSIST, tick, mv) : NULL;
+        mv ? event_new(loop_base(vhost_loop(v)), -1, EV_PERSIST, tick, mv) : NULL;
     if (!timer)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, 0, "out of memory");
     uint64_t ready = queue_ready_count(q);
@@ -446,7 +447,7 @@ int queue_move_start(vhost *v, amqp_bytes qname, const move_spec *spec, amqp_err
     mv->timer = timer;
     mv->examined = 0;
     mv->credit = 1; /* the first tick moves at once */
-    mv->last_ms = server_now_ms(vhost_server(v));
+    mv->last_ms = loop_now_ms(vhost_loop(v));
     queue_hold(q);
     struct timeval tv = {0, TICK_MS * 1000};
     event_add(timer, &tv);

@@ -141,9 +141,10 @@ void persist_queue_emptied(queue *q, bool deleted)
 bool persist_pageable(queue *q, const msg *m) { return journaled_in(q, m); }
 
 /* A message record read back: a new message with its old identity. */
-static msg *message_of(const journal_message *jm, uint64_t id, journal_loc loc)
+static msg *message_of(msg_pool *pool, const journal_message *jm, uint64_t id,
+                       journal_loc loc)
 {
-    msg *m = msg_new(jm->exchange, jm->routing_key, jm->properties, jm->body.len);
+    msg *m = msg_new(pool, jm->exchange, jm->routing_key, jm->properties, jm->body.len);
     if (m) {
         msg_append_body(m, jm->body.ptr, jm->body.len);
         msg_restore_identity(m, id, loc);
@@ -156,21 +157,14 @@ enum { PAGE_IN_SPAN = 256 * 1024 }; /* bytes read at once when paging in */
 size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, size_t n,
                        msg **out)
 {
-    static uint8_t *buf; /* loop thread only; grows for records above the span */
-    static size_t cap;
-    size_t want = locs[0].length > PAGE_IN_SPAN ? locs[0].length : PAGE_IN_SPAN;
-    if (want > cap) {
-        uint8_t *b = realloc(buf, want);
-        if (b) {
-            buf = b;
-            cap = want;
-        }
-    }
+    loop *l = vhost_loop(queue_vhost(q));
+    size_t want = locs[0].length > PAGE_IN_SPAN ? locs[0].length : PAGE_IN_SPAN, cap;
+    uint8_t *buf = loop_read_buffer(l, want, &cap);
     journal_message jm[PAGE_IN_MAX];
     n = n < PAGE_IN_MAX ? n : PAGE_IN_MAX;
     size_t got = buf ? journal_read_messages(journal_of(q), ids, locs, n, buf, cap, jm) : 0;
     size_t made = 0;
-    while (made < got && (out[made] = message_of(&jm[made], ids[made], locs[made])))
+    while (made < got && (out[made] = message_of(loop_msgs(l), &jm[made], ids[made], locs[made])))
         made++;
     if (made == 0) {
         log_msg(LOG_ERROR, "queue '%s': message %llu could not be read back from the journal; "
@@ -432,7 +426,8 @@ static long long ms_between(struct timespec a, struct timespec b)
 }
 
 bool persist_replay(journal *j, bool clean,
-                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx)
+                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx,
+                    uint64_t *max_msg_id)
 {
     static const journal_replay_handlers h = {
         .message = on_message,
@@ -457,7 +452,7 @@ bool persist_replay(journal *j, bool clean,
     ok = ok && !r.oom;
     if (ok)
         restore(&r, clean, each, ctx);
-    msg_reserve_ids(r.max_msg_id);
+    *max_msg_id = r.max_msg_id;
     clock_gettime(CLOCK_MONOTONIC, &t2);
     log_msg(LOG_INFO,
             "journal: %llu records in %llu segments replayed%s in %lld ms, live entries "
@@ -485,11 +480,17 @@ typedef struct restorer {
     bool clock_set;
 } restorer;
 
+static void touch_clocks(server *s)
+{
+    for (size_t i = 0; i < server_loop_count(s); i++)
+        loop_touch_clock(server_loop(s, i));
+}
+
 static void restore_into_queue(void *ctx, uint64_t queue_id, const queue_paged *p)
 {
     restorer *rs = ctx;
     if (!rs->clock_set) { /* replay took a while: restored entries are enqueued now */
-        server_touch_clock(rs->s);
+        touch_clocks(rs->s);
         rs->clock_set = true;
     }
     if (queue_id != rs->last_id) {
@@ -498,7 +499,7 @@ static void restore_into_queue(void *ctx, uint64_t queue_id, const queue_paged *
         if (map_get(&rs->queues, queue_id, &found)) {
             rs->last = (queue *)(uintptr_t)found;
         } else {
-            rs->last = server_queue_by_store_id(rs->s, queue_id);
+            rs->last = queue_by_store_id(rs->s, queue_id);
             map_put(&rs->queues, queue_id, (uint64_t)(uintptr_t)rs->last);
         }
     }
@@ -511,8 +512,11 @@ static void restore_into_queue(void *ctx, uint64_t queue_id, const queue_paged *
 bool persist_recover(server *s, journal *j, bool clean)
 {
     restorer rs = {.s = s};
-    bool ok = persist_replay(j, clean, restore_into_queue, &rs);
-    server_touch_clock(s);
+    uint64_t max_id = 0;
+    bool ok = persist_replay(j, clean, restore_into_queue, &rs, &max_id);
+    for (size_t i = 0; i < server_loop_count(s); i++)
+        msg_reserve_ids(loop_msgs(server_loop(s, i)), max_id);
+    touch_clocks(s);
     log_msg(LOG_INFO, "journal: %zu messages restored into their queues", rs.restored);
     free(rs.queues.keys);
     free(rs.queues.vals);

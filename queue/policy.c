@@ -993,7 +993,7 @@ static void reapply_all(vhost *v)
     if (ps->job)
         return;
     reapply *r = calloc(1, sizeof *r);
-    if (r && !(r->ev = evtimer_new(server_base(vhost_server(v)), slice, v))) {
+    if (r && !(r->ev = evtimer_new(loop_base(vhost_loop(v)), slice, v))) {
         free(r);
         r = NULL;
     }

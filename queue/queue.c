@@ -218,7 +218,7 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     }
     if (q->limits.expires >= 0)
         queue_touch(q);
-    q->use = (consumer_use){.since = server_now_ms(vhost_server(v)), .avg = 1.0};
+    q->use = (consumer_use){.since = loop_now_ms(vhost_loop(v)), .avg = 1.0};
     policy_apply_queue(v, q);
     return q;
 }
@@ -288,7 +288,7 @@ bool queue_shows_delivery_count(const queue *q)
            (a->retry_min > 0 && a->retry_type != QUEUE_RETRY_DISABLED);
 }
 
-static uint64_t now_ms(queue *q) { return server_now_ms(vhost_server(q->v)); }
+static uint64_t now_ms(queue *q) { return loop_now_ms(vhost_loop(q->v)); }
 
 /* ---- health counts ------------------------------------------------------ */
 
@@ -745,7 +745,7 @@ static void arm(queue *q, uint64_t at)
     if (!at || q->deleted || (q->ttl_armed_at && q->ttl_armed_at <= at))
         return;
     if (!q->ttl_timer &&
-        !(q->ttl_timer = evtimer_new(server_base(vhost_server(q->v)), ttl_fired, q)))
+        !(q->ttl_timer = evtimer_new(loop_base(vhost_loop(q->v)), ttl_fired, q)))
         return;
     uint64_t now = now_ms(q), wait = at > now ? at - now : 0;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
@@ -876,7 +876,7 @@ static void ttl_fired(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     queue *q = arg;
-    server_touch_clock(vhost_server(q->v));
+    loop_touch_clock(vhost_loop(q->v));
     q->ttl_armed_at = 0;
     if (expire_now(q) && q->nconsumers && q->count)
         queue_dispatch(q); /* a delivery may have stopped at expired heads */
@@ -897,7 +897,7 @@ void queue_touch(queue *q)
     if (q->limits.expires < 0 || q->deleted)
         return;
     if (!q->idle_timer)
-        q->idle_timer = evtimer_new(server_base(vhost_server(q->v)), idle_fired, q);
+        q->idle_timer = evtimer_new(loop_base(vhost_loop(q->v)), idle_fired, q);
     struct timeval tv = {(time_t)(q->limits.expires / 1000),
                          (suseconds_t)(q->limits.expires % 1000) * 1000};
     if (q->idle_timer)
@@ -910,7 +910,7 @@ static void dl_retry_fired(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     queue *q = arg;
-    server_touch_clock(vhost_server(q->v));
+    loop_touch_clock(vhost_loop(q->v));
     struct held_dead_letter *batch = q->held;
     uint32_t n = q->nheld;
     q->held = NULL, q->nheld = q->held_cap = 0;
@@ -937,7 +937,7 @@ void queue_hold_dead_letter(queue *q, queue_item it, const char *reason)
     }
     q->held[q->nheld++] = (struct held_dead_letter){it, reason};
     if (!q->dl_timer)
-        q->dl_timer = evtimer_new(server_base(vhost_server(q->v)), dl_retry_fired, q);
+        q->dl_timer = evtimer_new(loop_base(vhost_loop(q->v)), dl_retry_fired, q);
     struct timeval second = {1, 0};
     if (q->dl_timer && !evtimer_pending(q->dl_timer, NULL))
         evtimer_add(q->dl_timer, &second);
@@ -1181,7 +1181,7 @@ static void arm_retry(queue *q)
     if (!first || q->deleted)
         return;
     if (!q->retry_timer)
-        q->retry_timer = evtimer_new(server_base(vhost_server(q->v)), retry_fired, q);
+        q->retry_timer = evtimer_new(loop_base(vhost_loop(q->v)), retry_fired, q);
     uint64_t now = now_ms(q), wait = first->due > now ? first->due - now : 0;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
     if (q->retry_timer)
@@ -1206,7 +1206,7 @@ static void retry_fired(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     queue *q = arg;
-    server_touch_clock(vhost_server(q->v));
+    loop_touch_clock(vhost_loop(q->v));
     uint64_t now = now_ms(q);
     const delayed_entry *first;
     while ((first = delayed_first(&q->delayed)) && first->due <= now) {
@@ -1400,7 +1400,7 @@ void queue_delete(queue *q)
     if (q->deleted)
         return;
     q->deleted = true;
-    server_counts *k = server_counters(vhost_server(q->v));
+    server_counts *k = loop_counters(vhost_loop(q->v));
     for (int f = STAT_DELIVER; f <= STAT_REDELIVER; f++)
         k->by_queue_type[q->limits.type][f] += q->stats.n[f];
     if (!vhost_closing(q->v)) {

@@ -8,25 +8,10 @@
 
 /* ---- virtual hosts ------------------------------------------------------ */
 
-/* The server's vhosts, by name (server.c). A vhost's description, tags,
- * default queue type and tracing flag are kept in the metadata store with
- * it; put creates or updates one, delete removes it and all it holds. */
-
-/* Checks without changing anything: name 1..255 bytes, default_queue_type
- * "", "undefined" (= ""), "classic", "quorum" or "stream". */
-bool server_validate_vhost(const meta_vhost *v, char *err, size_t errlen);
-/* Creates the vhost (with RabbitMQ's exchanges) or updates its details;
- * NULL fields mean "" (false for tracing). false with `err` when invalid
- * or the store write fails; nothing changes then. */
-bool server_put_vhost(server *s, const meta_vhost *v, char *err, size_t errlen);
-/* Deletes a vhost as RabbitMQ does: its connections are closed with 320
- * "vhost 'x' is deleted", its queues deleted (their messages settled in the
- * journal), and its exchanges, bindings, policies, permissions and topic
- * permissions removed from the store in one transaction, so nothing of it
- * comes back after a restart. false if there is no such vhost or the store
- * write fails (then the vhost stays, its connections already closed). */
-bool server_delete_vhost(server *s, const char *name, char *err, size_t errlen);
-
+/* A vhost: its exchanges and bindings (a route_table), its queues by name,
+ * its policies and parameters, and the details the management plane shows.
+ * The server's registry (core/) finds it by name; admin/ creates and
+ * deletes it with all it holds. */
 vhost *vhost_new(server *s, const char *name);
 /* Details, as stored; the strings live until the next vhost_set_details. */
 const char *vhost_description(const vhost *v);
@@ -42,6 +27,8 @@ void vhost_free(vhost *v);
 bool vhost_closing(const vhost *v);
 const char *vhost_name(const vhost *v);
 server *vhost_server(vhost *v);
+/* The loop its queues run on (their timers, clock, messages, counters). */
+loop *vhost_loop(vhost *v);
 route_table *vhost_routes(vhost *v);
 /* The vhost's policies and operator policies (policy.c). */
 policy_set *vhost_policies(vhost *v);
@@ -49,11 +36,9 @@ queue *vhost_queue_find(vhost *v, amqp_bytes name);
 void vhost_queue_add(vhost *v, queue *q);
 void vhost_queue_remove(vhost *v, queue *q);
 /* Direct reply-to addresses of this vhost's channels. */
-bool vhost_reply_register(vhost *v, chan *ch);
+bool vhost_reply_register(vhost *v, const char *token, chan *ch);
 void vhost_reply_unregister(vhost *v, chan *ch);
 chan *vhost_reply_find(vhost *v, amqp_bytes token);
-/* The token part of a channel's reply address (reply.c). */
-const char *chan_reply_token(const chan *ch);
 
 /* Routes a message published to `ex` and copies the queues it goes to into
  * `buf` (cap entries) or, when more, a malloc'd array; *out is whichever,
@@ -63,8 +48,9 @@ const char *chan_reply_token(const chan *ch);
  * keys too -- RabbitMQ's sender-selected distribution. */
 size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                    queue **buf, size_t cap, queue ***out);
-/* The queue with this store id, or NULL. */
+/* The queue with this store id, or NULL: in `v`, or in any vhost. */
 queue *vhost_queue_by_store_id(vhost *v, uint64_t id);
+queue *queue_by_store_id(server *s, uint64_t id);
 /* Deletes the exclusive queues owned by `c`, whose connection is closing. */
 void vhost_drop_exclusive(vhost *v, conn *c);
 
@@ -488,12 +474,6 @@ void durable_queue_declared(vhost *v, queue *q);
 void durable_queue_deleted(vhost *v, queue *q);
 void durable_binding(vhost *v, const route_exchange *source, route_dest dest, amqp_bytes key,
                      amqp_bytes args, bool bound);
-/* Restores, at start, the vhosts, users, permissions and topic
- * permissions, policies and runtime parameters, then durable exchanges,
- * queues and bindings. */
-bool durable_load(server *s);
-/* durable_load's vhost rows: registers the vhost (no store write). */
-void server_load_vhost(server *s, const meta_vhost *v);
 
 /* ---- persistent messages (persist.c) ----------------------------------- */
 
@@ -538,9 +518,12 @@ size_t persist_page_in(queue *q, const uint64_t *ids, const journal_loc *locs, s
  * out with redelivered=true. */
 bool persist_recover(server *s, journal *j, bool clean);
 /* What persist_recover puts back: replays `j` and calls `each` for every
- * live entry, in restore order, with the durable queue's store id. */
+ * live entry, in restore order, with the durable queue's store id; the
+ * highest message id the journal holds into *max_msg_id (new messages
+ * take ids above it: msg_reserve_ids). */
 bool persist_replay(journal *j, bool clean,
-                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx);
+                    void (*each)(void *ctx, uint64_t queue_id, const queue_paged *p), void *ctx,
+                    uint64_t *max_msg_id);
 
 
 /* ---- introspection ---- */

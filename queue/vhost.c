@@ -1,15 +1,22 @@
 /* Virtual hosts: a route_table, a name index of queues (a chained hash
  * table whose buckets double when the load passes 1), and the details the
  * management plane shows (description, tags, default queue type, tracing),
- * kept in the metadata store by the server (server_put_vhost). */
+ * kept in the metadata store (admin_put_vhost). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "queue.h"
 #include "queue_internal.h"
 
+/* A channel with a direct reply-to consumer, by its token. */
+typedef struct reply_entry {
+    const char *token; /* the channel's own, alive while registered */
+    chan *ch;
+} reply_entry;
+
 struct vhost {
     server *srv;
+    loop *loop; /* the loop its queues run on */
     char *name;
     route_table *routes;
     policy_set *policies;
@@ -17,7 +24,7 @@ struct vhost {
     struct queue_link **buckets;
     uint32_t nbuckets, nqueues;
     bool closing;   /* being freed at shutdown */
-    chan **replies; /* channels with a direct reply-to consumer */
+    reply_entry *replies;
     size_t nreplies, replies_cap;
     stats stats; /* management counters */
     char *description, *tags, *default_queue_type;
@@ -55,6 +62,7 @@ vhost *vhost_new(server *s, const char *name)
                                       .exchange_freed = stats_exchange_freed,
                                       .exchange_created = exchange_created_hook};
     v->srv = s;
+    v->loop = server_loop(s, 0); /* one loop so far: every vhost's queues run on it */
     v->name = strdup(name);
     v->nbuckets = 64;
     v->buckets = calloc(v->nbuckets, sizeof *v->buckets);
@@ -277,24 +285,24 @@ size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes head
     *out = dst;
     return len;
 }
-bool vhost_reply_register(vhost *v, chan *ch)
+bool vhost_reply_register(vhost *v, const char *token, chan *ch)
 {
     if (v->nreplies == v->replies_cap) {
         size_t cap = v->replies_cap ? v->replies_cap * 2 : 16;
-        chan **n = realloc(v->replies, cap * sizeof *n);
+        reply_entry *n = realloc(v->replies, cap * sizeof *n);
         if (!n)
             return false;
         v->replies = n;
         v->replies_cap = cap;
     }
-    v->replies[v->nreplies++] = ch;
+    v->replies[v->nreplies++] = (reply_entry){token, ch};
     return true;
 }
 
 void vhost_reply_unregister(vhost *v, chan *ch)
 {
     for (size_t i = 0; i < v->nreplies; i++)
-        if (v->replies[i] == ch) {
+        if (v->replies[i].ch == ch) {
             v->replies[i] = v->replies[--v->nreplies];
             return;
         }
@@ -304,8 +312,8 @@ void vhost_reply_unregister(vhost *v, chan *ch)
 chan *vhost_reply_find(vhost *v, amqp_bytes token)
 {
     for (size_t i = 0; i < v->nreplies; i++)
-        if (amqp_bytes_equal_cstr(token, chan_reply_token(v->replies[i])))
-            return v->replies[i];
+        if (amqp_bytes_equal_cstr(token, v->replies[i].token))
+            return v->replies[i].ch;
     return NULL;
 }
 
@@ -318,6 +326,18 @@ queue *vhost_queue_by_store_id(vhost *v, uint64_t id)
                 return (queue *)l;
     return NULL;
 }
+
+queue *queue_by_store_id(server *s, uint64_t id)
+{
+    for (vhost *v = server_vhost_next(s, NULL); v; v = server_vhost_next(s, v)) {
+        queue *q = vhost_queue_by_store_id(v, id);
+        if (q)
+            return q;
+    }
+    return NULL;
+}
+
+loop *vhost_loop(vhost *v) { return v->loop; }
 
 /* ---- introspection (management API) ------------------------------------ */
 

@@ -21,6 +21,8 @@
 #include <nmmintrin.h>
 #endif
 
+/* Process-wide and written once (init_once): the table and whether the
+ * CPU has the instruction, read-only afterwards by every thread. */
 static uint32_t table[8][256];
 static bool use_hw;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

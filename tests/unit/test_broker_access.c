@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 #include "../../pattern/pattern.h"
 #include "test_broker_logcap.h"
 
@@ -136,7 +136,7 @@ typedef struct fixture {
 static void fx_start(fixture *f)
 {
     log_set_level(LOG_NONE);
-    f->s = server_new(&f->cfg);
+    f->s = test_broker_new(&f->cfg);
     assert_non_null(f->s);
 }
 
@@ -158,14 +158,14 @@ static fixture *fx_new(void (*tweak)(config *c))
 
 static void fx_restart(fixture *f)
 {
-    server_free(f->s);
+    test_broker_free(f->s);
     fx_start(f);
 }
 
 static void fx_free(fixture *f)
 {
     char cmd[96];
-    server_free(f->s);
+    test_broker_free(f->s);
     snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
     assert_int_equal(system(cmd), 0);
     free(f);
@@ -499,7 +499,7 @@ static void test_changes_persist_and_bump_generation(void **state)
     char err[300];
     meta_vhost v = {"team", "Team A", "prod,eu", "quorum", true};
     uint64_t g0 = access_generation(acc(f));
-    assert_true(server_put_vhost(f->s, &v, err, sizeof err));
+    assert_true(admin_put_vhost(f->s, &v, err, sizeof err));
     put_user(f, "alice", "pw", "");
     assert_true(access_generation(acc(f)) > g0);
     put_perms(f, "alice", "team", "^a", "^b", "^c");
@@ -519,16 +519,16 @@ static void test_changes_persist_and_bump_generation(void **state)
     assert_non_null(access_find_topic_perms(acc(f), AMQP_CSTR("alice"), AMQP_CSTR("team"),
                                             AMQP_CSTR("amq.topic")));
     uint64_t g1 = access_generation(acc(f));
-    assert_true(server_delete_vhost(f->s, "team", err, sizeof err));
+    assert_true(admin_delete_vhost(f->s, "team", err, sizeof err));
     assert_true(access_generation(acc(f)) > g1);
     assert_null(access_find_perms(acc(f), AMQP_CSTR("alice"), AMQP_CSTR("team")));
-    assert_false(server_delete_vhost(f->s, "team", err, sizeof err));
+    assert_false(admin_delete_vhost(f->s, "team", err, sizeof err));
     assert_string_equal(err, "no vhost 'team'");
     fx_restart(f);
     assert_null(server_vhost(f->s, AMQP_CSTR("team")));
     assert_null(access_find_perms(acc(f), AMQP_CSTR("alice"), AMQP_CSTR("team")));
     meta_vhost bad = {"x", "", "", "fast", false};
-    assert_false(server_put_vhost(f->s, &bad, err, sizeof err));
+    assert_false(admin_put_vhost(f->s, &bad, err, sizeof err));
     assert_string_equal(err, "unknown default queue type 'fast' for vhost 'x'");
     fx_free(f);
 }

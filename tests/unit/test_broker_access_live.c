@@ -28,7 +28,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 typedef struct live {
     char dir[64];
@@ -52,7 +52,7 @@ static int free_port(void)
 static void live_start(live *l)
 {
     log_set_level(LOG_NONE);
-    l->s = server_new(&l->cfg);
+    l->s = test_broker_new(&l->cfg);
     assert_non_null(l->s);
 }
 
@@ -74,7 +74,7 @@ static live *live_new(void)
 static void live_free(live *l)
 {
     char cmd[96];
-    server_free(l->s);
+    test_broker_free(l->s);
     snprintf(cmd, sizeof cmd, "rm -rf %s", l->dir);
     assert_int_equal(system(cmd), 0);
     free(l);
@@ -130,7 +130,7 @@ static void live_run(live *l, const char *scenario)
     const char *result = NULL;
     signal(SIGPIPE, SIG_IGN);
     while (!result && time(NULL) < deadline) {
-        event_base_loop(server_base(l->s), EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(admin_loop(l->s)), EVLOOP_NONBLOCK);
         ssize_t n = read(from, buf + len, sizeof buf - 1 - len);
         if (n > 0)
             len += (size_t)n;
@@ -152,7 +152,7 @@ static void live_run(live *l, const char *scenario)
             usleep(200);
     }
     for (int i = 0; i < 200; i++) /* let closes and frees run */
-        event_base_loop(server_base(l->s), EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(admin_loop(l->s)), EVLOOP_NONBLOCK);
     close(to);
     close(from);
     if (!result)
@@ -226,7 +226,7 @@ static void delete_vhost_step(live *l, int n)
 {
     char err[300];
     (void)n;
-    assert_true(server_delete_vhost(l->s, "team", err, sizeof err));
+    assert_true(admin_delete_vhost(l->s, "team", err, sizeof err));
 }
 
 /* A server with vhost "team" where carol may do everything. */
@@ -235,7 +235,7 @@ static live *live_with_team(void)
     live *l = live_new();
     char err[300];
     meta_vhost v = {"team", "", "", "", false};
-    assert_true(server_put_vhost(l->s, &v, err, sizeof err));
+    assert_true(admin_put_vhost(l->s, &v, err, sizeof err));
     put_user(l, "carol");
     put_perms(l, "carol", "team", ".*");
     return l;
@@ -257,10 +257,10 @@ static void test_deleting_a_vhost(void **state)
     journal_get_stats(server_journal(l->s), &js);
     assert_int_equal(js.live_messages, 0); /* settled in the journal */
     /* After a restart: no vhost, no queue, no messages. */
-    server_free(l->s);
+    test_broker_free(l->s);
     live_start(l);
     assert_null(server_vhost(l->s, AMQP_CSTR("team")));
-    assert_true(server_put_vhost(l->s, &v, err, sizeof err)); /* re-created: empty */
+    assert_true(admin_put_vhost(l->s, &v, err, sizeof err)); /* re-created: empty */
     int queues = 0;
     vhost_foreach_queue(server_vhost(l->s, AMQP_CSTR("team")), count_queue, &queues);
     assert_int_equal(queues, 0);
@@ -281,7 +281,7 @@ static void test_durable_queue_in_another_vhost_survives_restart(void **state)
     live *l = live_with_team();
     l->step = no_steps;
     live_run(l, "persist-vhost");
-    server_free(l->s);
+    test_broker_free(l->s);
     live_start(l);
     vhost *team = server_vhost(l->s, AMQP_CSTR("team"));
     assert_non_null(team);

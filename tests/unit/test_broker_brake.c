@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 static void key_of(const char *addr, uint8_t key[16])
 {

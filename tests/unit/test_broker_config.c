@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 static char *write_temp(const char *text)
 {

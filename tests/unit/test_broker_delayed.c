@@ -143,8 +143,8 @@ static void test_queue_holds_then_gives_back(void **state)
     take_and_return(q, "b", QUEUE_RETURN_RETURNED);
     assert_int_equal(queue_ready_count(q), 2);
     struct timeval wait = {0, 120 * 1000};
-    event_base_loopexit(server_base(srv), &wait);
-    event_base_dispatch(server_base(srv));
+    event_base_loopexit(loop_base(admin_loop(srv)), &wait);
+    event_base_dispatch(loop_base(admin_loop(srv)));
     assert_int_equal(queue_delayed_count(q), 0);
     assert_int_equal(queue_ready_count(q), 3);
     assert_true(queue_get(q, &it));

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 #include "../../queue/queue_internal.h"
 #include "test_broker_util.h"
 
@@ -123,7 +123,7 @@ static void publish(queue *q, int i, int64_t expiration_ms)
     static const uint8_t no_props[2] = {0, 0};
     char body[16];
     int len = snprintf(body, sizeof body, "%d", i);
-    msg *m = msg_new(AMQP_CSTR(""), AMQP_CSTR("k"), (amqp_bytes){no_props, 2}, (size_t)len);
+    msg *m = msg_new(test_msgs(), AMQP_CSTR(""), AMQP_CSTR("k"), (amqp_bytes){no_props, 2}, (size_t)len);
     assert_non_null(m);
     assert_true(msg_append_body(m, (const uint8_t *)body, (size_t)len));
     assert_true(queue_publish(q, m, expiration_ms));
@@ -143,8 +143,8 @@ static void expire_until(queue *q, uint32_t ready)
     struct timespec ms = {0, 1000000};
     for (int i = 0; i < 500 && queue_ready_count(q) != ready; i++) {
         nanosleep(&ms, NULL);
-        server_touch_clock(srv);
-        event_base_loop(server_base(srv), EVLOOP_NONBLOCK);
+        loop_touch_clock(admin_loop(srv));
+        event_base_loop(loop_base(admin_loop(srv)), EVLOOP_NONBLOCK);
     }
     assert_int_equal(queue_ready_count(q), ready);
 }
@@ -172,7 +172,7 @@ static void test_middle_expiries_leave_tombstones_that_compact(void **state)
 {
     (void)state;
     queue *q = make_queue("ex.tomb");
-    server_touch_clock(srv);
+    loop_touch_clock(admin_loop(srv));
     /* 256 slots, every odd one expiring soon (the last too: a dead tail) */
     for (int i = 0; i < 256; i++)
         publish(q, i, i % 2 ? 1 : -1);
@@ -208,7 +208,7 @@ static void test_stale_entries_and_requeued_expiries(void **state)
 {
     (void)state;
     queue *q = make_queue("ex.stale");
-    server_touch_clock(srv);
+    loop_touch_clock(admin_loop(srv));
     publish(q, 0, 30);  /* taken before its time, then requeued */
     publish(q, 1, 1);   /* expires behind 0 */
     publish(q, 2, -1);

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 static char written[16384];
 

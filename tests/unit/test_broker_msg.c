@@ -11,13 +11,13 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 static const uint8_t no_props[2] = {0, 0};
 
 static msg *incoming(uint64_t body_size, bool inline_body)
 {
-    msg *m = msg_new_incoming(AMQP_CSTR("ex"), AMQP_CSTR("key"), (amqp_bytes){no_props, 2},
+    msg *m = msg_new_incoming(test_msgs(), AMQP_CSTR("ex"), AMQP_CSTR("key"), (amqp_bytes){no_props, 2},
                               body_size, inline_body);
     assert_non_null(m);
     return m;
@@ -27,14 +27,14 @@ static msg *incoming(uint64_t body_size, bool inline_body)
 static void test_declared_size_costs_nothing_until_it_arrives(void **state)
 {
     (void)state;
-    size_t before = msg_total_memory();
+    size_t before = msg_pool_memory(test_msgs());
     msg *m = incoming(128u << 20, false);
     assert_true(msg_memory(m) <= 1024);
-    assert_int_equal(msg_total_memory() - before, msg_memory(m));
+    assert_int_equal(msg_pool_memory(test_msgs()) - before, msg_memory(m));
     assert_int_equal(msg_body_size(m), 128u << 20);
     assert_false(msg_complete(m));
     msg_unref(m);
-    assert_int_equal(msg_total_memory(), before);
+    assert_int_equal(msg_pool_memory(test_msgs()), before);
 }
 
 /* Memory follows the bytes: at most twice what arrived (plus the first
@@ -46,7 +46,7 @@ static void test_body_grows_as_bytes_arrive(void **state)
     static uint8_t data[SIZE];
     for (size_t i = 0; i < SIZE; i++)
         data[i] = (uint8_t)(i * 7 + i / 251);
-    size_t before = msg_total_memory();
+    size_t before = msg_pool_memory(test_msgs());
     msg *m = incoming(SIZE, false);
     size_t block = msg_memory(m);
     for (size_t off = 0; off < SIZE; off += FRAME) {
@@ -55,14 +55,14 @@ static void test_body_grows_as_bytes_arrive(void **state)
         size_t body_mem = msg_memory(m) - block;
         assert_true(body_mem >= off + n);
         assert_true(body_mem <= 2 * (off + n) + 64 * 1024);
-        assert_int_equal(msg_total_memory() - before, msg_memory(m));
+        assert_int_equal(msg_pool_memory(test_msgs()) - before, msg_memory(m));
     }
     assert_true(msg_complete(m));
     assert_int_equal(msg_memory(m) - block, SIZE); /* never more room than the body */
     assert_memory_equal(msg_body(m), data, SIZE);
     assert_false(msg_append_body(m, data, 1)); /* past body_size */
     msg_unref(m);
-    assert_int_equal(msg_total_memory(), before);
+    assert_int_equal(msg_pool_memory(test_msgs()), before);
 }
 
 /* One frame, inline: the body is in the message's own (pooled) block, and
@@ -94,7 +94,7 @@ static void test_grown_body_copies(void **state)
     msg *m = incoming(5, false);
     assert_true(msg_append_body(m, (const uint8_t *)"he", 2));
     assert_true(msg_append_body(m, (const uint8_t *)"llo", 3));
-    msg *c = msg_copy_with(m, AMQP_CSTR("dlx"), AMQP_CSTR("k2"), (amqp_bytes){no_props, 2});
+    msg *c = msg_copy_with(test_msgs(), m, AMQP_CSTR("dlx"), AMQP_CSTR("k2"), (amqp_bytes){no_props, 2});
     assert_non_null(c);
     assert_true(msg_complete(c));
     assert_memory_equal(msg_body(c), "hello", 5);

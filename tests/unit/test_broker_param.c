@@ -38,7 +38,7 @@ static vhost *fresh_vhost(const char *name)
 {
     char err[256];
     meta_vhost v = {name, "", "", "", false};
-    assert_true(server_put_vhost(srv, &v, err, sizeof err));
+    assert_true(admin_put_vhost(srv, &v, err, sizeof err));
     return server_vhost(srv, AMQP_CSTR(name));
 }
 
@@ -95,7 +95,7 @@ static void test_global_set_and_cluster_id(void **state)
     put(g, "ignored-for-globals", "cluster_name", "\"east\"", true);
     assert_true(param_get(g, "any", "cluster_name", &id));
     assert_string_equal(id.component, "");
-    server_free(srv);
+    test_broker_free(srv);
     srv = start_server();
     assert_non_null(srv);
     g = server_params(srv);
@@ -115,15 +115,15 @@ static void test_restart_and_vhost_delete(void **state)
     char err[256];
     put(vhost_params(fresh_vhost("pv2")), "shovel", "s1", "{\"a\":1}", true);
     put(vhost_params(fresh_vhost("pv3")), "shovel", "s1", "{\"b\":2}", true);
-    server_free(srv);
+    test_broker_free(srv);
     srv = start_server();
     assert_non_null(srv);
     param_spec got;
     assert_true(param_get(vhost_params(server_vhost(srv, AMQP_CSTR("pv2"))), "shovel", "s1", &got));
     assert_string_equal(got.value, "{\"a\":1}");
-    assert_true(server_delete_vhost(srv, "pv2", err, sizeof err));
+    assert_true(admin_delete_vhost(srv, "pv2", err, sizeof err));
     assert_int_equal(param_count(vhost_params(fresh_vhost("pv2"))), 0);
-    server_free(srv);
+    test_broker_free(srv);
     srv = start_server();
     assert_non_null(srv);
     assert_int_equal(param_count(vhost_params(server_vhost(srv, AMQP_CSTR("pv2")))), 0);

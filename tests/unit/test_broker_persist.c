@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 static char dir[64];
 
@@ -27,7 +27,7 @@ static server *start(void)
     c.listen_port = 0;
     strcpy(c.data_dir, dir);
     log_set_level(LOG_NONE);
-    server *s = server_new(&c);
+    server *s = test_broker_new(&c);
     assert_non_null(s);
     return s;
 }
@@ -59,7 +59,7 @@ static queue *durable(vhost *v, const char *name)
 static msg *persistent(const char *body)
 {
     static const uint8_t mode2[3] = {0x10, 0x00, 0x02}; /* delivery-mode 2 */
-    msg *m = msg_new(AMQP_CSTR(""), AMQP_CSTR("k"), (amqp_bytes){mode2, 3}, strlen(body));
+    msg *m = msg_new(test_msgs(), AMQP_CSTR(""), AMQP_CSTR("k"), (amqp_bytes){mode2, 3}, strlen(body));
     assert_non_null(m);
     assert_true(msg_append_body(m, (const uint8_t *)body, strlen(body)));
     assert_true(msg_persistent(m));
@@ -105,8 +105,9 @@ static void replay(bool without_checkpoint, found_list *l)
     char err[256];
     journal *j = journal_open(&cfg, base, NULL, NULL, err, sizeof err);
     assert_non_null(j);
+    uint64_t max_id = 0;
     l->n = 0;
-    assert_true(persist_replay(j, true, collect, l));
+    assert_true(persist_replay(j, true, collect, l, &max_id));
     journal_close(j);
     event_base_free(base);
 }
@@ -124,7 +125,7 @@ static void test_delay_and_count_reach_queue_paged(void **state)
     persist_delayed(q, m[1], 1767225600999ull);
     persist_delayed(q, m[1], 0); /* cleared */
     /* the third is dead-lettered: its copy, a message of its own, moves */
-    msg *copy = msg_copy_with(m[2], AMQP_CSTR("dlx"), AMQP_CSTR("k"), msg_properties(m[2]));
+    msg *copy = msg_copy_with(test_msgs(), m[2], AMQP_CSTR("dlx"), AMQP_CSTR("k"), msg_properties(m[2]));
     assert_non_null(copy);
     assert_true(persist_move(q, m[2], JOURNAL_DEAD_LETTER, "rejected", copy, &dlq, 1) > 0);
     persist_delayed(dlq, copy, 42);
@@ -133,7 +134,7 @@ static void test_delay_and_count_reach_queue_paged(void **state)
     for (int i = 0; i < 3; i++)
         msg_unref(m[i]);
     msg_unref(copy);
-    server_free(s);
+    test_broker_free(s);
 
     for (int pass = 0; pass < 2; pass++) {
         found_list l;
@@ -173,7 +174,7 @@ static void test_move_without_a_new_message(void **state)
     uint64_t ida = queue_store_id(a), idb = queue_store_id(b), mid = msg_id(m), nid = msg_id(n);
     msg_unref(m);
     msg_unref(n);
-    server_free(s);
+    test_broker_free(s);
     found_list l;
     replay(true, &l);
     assert_non_null(find(&l, idb, mid));

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 #include "../../pattern/pattern.h"
 #include "test_broker_logcap.h"
 #include "test_broker_msgs.h"
@@ -31,7 +31,7 @@ static server *start(void)
     strcpy(c.listen_host, "127.0.0.1");
     c.listen_port = 0;
     strcpy(c.data_dir, dir);
-    return server_new(&c);
+    return test_broker_new(&c);
 }
 
 static int setup(void **state)
@@ -49,7 +49,7 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd[96];
-    server_free(srv);
+    test_broker_free(srv);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd);
 }
@@ -116,7 +116,7 @@ static int settle(void)
 {
     int turns = 0;
     while (policy_reapplying(vh) && turns < 1000000) {
-        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(admin_loop(srv)), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         turns++;
     }
     assert_false(policy_reapplying(vh));
@@ -599,7 +599,7 @@ static void test_message_ttl_expires_older(void **state)
     queue *q = make_queue("ttl.q", (amqp_bytes){0});
     publish_n(q, 3);
     sleep_ms(60);
-    server_touch_clock(srv);
+    loop_touch_clock(admin_loop(srv));
     publish_n(q, 1); /* "m0" again, but young */
     /* beyond RabbitMQ, which keeps the expiry each message got when queued */
     put("ttl", "^ttl\\.", "queues", 0, TABLE("message-ttl=40"), false);
@@ -773,7 +773,7 @@ static void test_a_change_supersedes_the_one_under_way(void **state)
     put_only("first", "^a+b", "queues", 1, TABLE("max-length=10"), false);
     int turns = 0;
     while (turns < 100000 && !strcmp(policy_name_of(qs[NLONG - 1]), "none")) {
-        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(admin_loop(srv)), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         turns++;
         if (turns == 2) { /* partly through, superseded */
             put_only("second", "^a+b", "queues", 2, TABLE("max-length=20"), false);
@@ -792,7 +792,7 @@ static void test_a_change_supersedes_the_one_under_way(void **state)
         put_only("third", "^a+b", "queues", 3, TABLE("max-length=30", turns % 2 ? "expires=99000"
                                                                                 : "expires=98000"),
                  false);
-        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(admin_loop(srv)), EVLOOP_ONCE | EVLOOP_NONBLOCK);
     }
     assert_true(all_show(qs, "third"));
     settle();
@@ -812,7 +812,7 @@ static void test_vhost_deleted_mid_way(void **state)
     (void)state;
     char err[256];
     meta_vhost mv = {.name = "mid"};
-    assert_true(server_put_vhost(srv, &mv, err, sizeof err));
+    assert_true(admin_put_vhost(srv, &mv, err, sizeof err));
     vhost *mid = server_vhost(srv, AMQP_CSTR("mid"));
     for (int i = 0; i < NLONG; i++) {
         char name[256];
@@ -825,11 +825,11 @@ static void test_vhost_deleted_mid_way(void **state)
     }
     policy_spec slow = {"slow", "(a+)+$", "queues", 0, TABLE("max-length=1"), false};
     assert_true(policy_put(mid, &slow, err, sizeof err));
-    event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    event_base_loop(loop_base(admin_loop(srv)), EVLOOP_ONCE | EVLOOP_NONBLOCK);
     assert_true(policy_reapplying(mid));
-    assert_true(server_delete_vhost(srv, "mid", err, sizeof err));
+    assert_true(admin_delete_vhost(srv, "mid", err, sizeof err));
     for (int i = 0; i < 10; i++)
-        event_base_loop(server_base(srv), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(admin_loop(srv)), EVLOOP_ONCE | EVLOOP_NONBLOCK);
     assert_null(server_vhost(srv, AMQP_CSTR("mid")));
 }
 
@@ -847,7 +847,7 @@ static void test_survives_restart(void **state)
     put("dur-op", "^dur\\.", "queues", 1, TABLE("max-length=4"), true);
     put_only("pending", "^nothing", "queues", 0, TABLE("max-length=9"), false);
     assert_true(policy_reapplying(vh)); /* freed with the server, unfinished */
-    server_free(srv);
+    test_broker_free(srv);
     srv = start();
     assert_non_null(srv);
     vh = server_vhost(srv, AMQP_CSTR("/"));
@@ -865,7 +865,7 @@ static void test_survives_restart(void **state)
     del("dur", false);
     del("dur-op", true);
     del("pending", false);
-    server_free(srv);
+    test_broker_free(srv);
     srv = start();
     vh = server_vhost(srv, AMQP_CSTR("/"));
     assert_false(policy_get(vh, "dur", false, &got));

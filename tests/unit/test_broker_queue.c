@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 #include "test_broker_util.h"
 
 static queue *make_queue(vhost *v, const char *name, amqp_bytes args)
@@ -24,7 +24,7 @@ static queue *make_queue(vhost *v, const char *name, amqp_bytes args)
 static msg *make_msg(const char *body)
 {
     static const uint8_t no_props[2] = {0, 0};
-    msg *m = msg_new(AMQP_CSTR("fan"), AMQP_CSTR("k"), (amqp_bytes){no_props, 2}, strlen(body));
+    msg *m = msg_new(test_msgs(), AMQP_CSTR("fan"), AMQP_CSTR("k"), (amqp_bytes){no_props, 2}, strlen(body));
     assert_non_null(m);
     assert_true(msg_append_body(m, (const uint8_t *)body, strlen(body)));
     return m;
@@ -49,7 +49,7 @@ static void test_fanout_stores_body_once(void **state)
                                     AMQP_QUEUE_BIND, &err),
                          AMQP_OK);
     }
-    size_t before = msg_total_memory();
+    size_t before = msg_pool_memory(test_msgs());
     msg *m = make_msg("one body, ten queues");
     queue *local[16], **targets;
     size_t n = vhost_route(v, fan, AMQP_CSTR("k"), (amqp_bytes){0}, local, 16, &targets);
@@ -58,7 +58,7 @@ static void test_fanout_stores_body_once(void **state)
         assert_true(queue_publish(targets[i], m, -1));
     msg_unref(m);
     /* ten queue entries, one stored message */
-    assert_int_equal(msg_total_memory() - before, msg_memory(m));
+    assert_int_equal(msg_pool_memory(test_msgs()) - before, msg_memory(m));
     for (int i = 0; i < 10; i++) {
         assert_int_equal(queue_ready_count(qs[i]), 1);
         queue_item it;
@@ -67,7 +67,7 @@ static void test_fanout_stores_body_once(void **state)
         msg_unref(it.m);
         queue_delete(qs[i]);
     }
-    assert_int_equal(msg_total_memory(), before);
+    assert_int_equal(msg_pool_memory(test_msgs()), before);
 }
 
 static void test_requeue_returns_to_its_place(void **state)
@@ -155,15 +155,15 @@ static void test_health_counts(void **state)
     queue *q = make_queue(v, "health", (amqp_bytes){0});
     uint32_t counts[QUEUE_DC_BUCKETS];
     assert_int_equal(queue_oldest_ready_ms(q), 0);
-    server_touch_clock(srv);
-    uint64_t t0 = server_now_ms(srv);
+    loop_touch_clock(admin_loop(srv));
+    uint64_t t0 = loop_now_ms(admin_loop(srv));
     for (int i = 0; i < 3; i++) {
         msg *m = make_msg("x");
         queue_publish(q, m, -1);
         msg_unref(m);
     }
     uint64_t oldest = queue_oldest_ready_ms(q);
-    assert_true(oldest >= t0 && oldest <= server_now_ms(srv));
+    assert_true(oldest >= t0 && oldest <= loop_now_ms(admin_loop(srv)));
     queue_delivery_counts(q, counts);
     assert_int_equal(counts[0], 3);
 

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 #include "test_broker_util.h"
 
 static bool fcntl_ok(int fd) { return fcntl(fd, F_GETFD) != -1; }
@@ -50,8 +50,8 @@ static int listener_port(int *highest_fd)
 static void run_loop_ms(int ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    event_base_loopexit(server_base(srv), &tv);
-    event_base_dispatch(server_base(srv));
+    event_base_loopexit(loop_base(admin_loop(srv)), &tv);
+    event_base_dispatch(loop_base(admin_loop(srv)));
 }
 
 static int connect_to(int port)
@@ -154,13 +154,13 @@ static void test_watermark_at_runtime(void **state)
     (void)state;
     const config *cfg = server_config(srv);
     uint64_t floor = cfg->max_message_size + cfg->frame_max;
-    server_set_memory_watermark(srv, 0.4, 4 * floor);
+    admin_set_memory_watermark(srv, 0.4, 4 * floor);
     assert_int_equal(server_memory_limit(srv), 4 * floor);
     assert_int_equal(server_content_limit(srv), 2 * floor);
     assert_int_equal(cfg->memory_high_watermark_abs, 4 * floor);
-    server_set_memory_watermark(srv, 0.4, 100);
+    admin_set_memory_watermark(srv, 0.4, 100);
     assert_int_equal(server_content_limit(srv), floor); /* never below one message */
-    server_set_memory_watermark(srv, 0.25, 0);
+    admin_set_memory_watermark(srv, 0.25, 0);
     uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     assert_true(server_memory_limit(srv) >= ram / 4 - 4096 && server_memory_limit(srv) <= ram / 4);
     assert_int_equal(cfg->memory_high_watermark_abs, 0);

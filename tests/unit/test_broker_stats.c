@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 #define T0 1700000000000ull /* a multiple of the interval */
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../admin/admin.h"
+#include "test_broker_start.h"
 
 static server *srv;
 static char dir[64];
@@ -27,7 +27,7 @@ static server *start_server(void)
     strcpy(c.listen_host, "127.0.0.1");
     c.listen_port = 0;
     strcpy(c.data_dir, dir);
-    return server_new(&c);
+    return test_broker_new(&c);
 }
 
 static int setup(void **state)
@@ -44,7 +44,7 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd[96];
-    server_free(srv);
+    test_broker_free(srv);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd);
 }

@@ -203,7 +203,7 @@ static void test_apply_export_reimport(void **state)
     json_decref(twice);
     json_decref(per);
     char why[300];
-    assert_true(server_delete_vhost(srv, "dv", why, sizeof why));
+    assert_true(admin_delete_vhost(srv, "dv", why, sizeof why));
     assert_true(access_delete_user(server_access(srv), "du", why, sizeof why));
     assert_true(param_delete(server_params(srv), NULL, "dg"));
 }

@@ -1,0 +1,75 @@
+/* The server's connections as one set, over every loop: walks, closing a
+ * user's, lookup by id, and the memory alarm and watermark, which every
+ * connection hears of. */
+#include <string.h>
+
+#include "admin.h"
+
+void admin_foreach_conn(server *s, vhost *v, void (*fn)(void *arg, conn *c), void *arg)
+{
+    /* conn_close frees nothing synchronously, so the arrays are stable. */
+    for (size_t k = 0; k < server_loop_count(s); k++) {
+        loop *l = server_loop(s, k);
+        for (size_t i = 0; i < loop_socket_count(l); i++) {
+            conn *c = loop_conn_at(l, i);
+            if (!v || conn_vhost(c) == v)
+                fn(arg, c);
+        }
+    }
+}
+
+typedef struct user_close {
+    const char *user, *text;
+} user_close;
+
+static void close_if_user(void *arg, conn *c)
+{
+    user_close *u = arg;
+    if (strcmp(conn_user(c), u->user) == 0)
+        conn_close(c, AMQP_CONNECTION_FORCED, u->text, 0);
+}
+
+void admin_close_user_connections(void *server_ptr, const char *user, const char *text)
+{
+    user_close u = {user, text};
+    admin_foreach_conn(server_ptr, NULL, close_if_user, &u);
+}
+
+conn *admin_conn_find(server *s, uint64_t id)
+{
+    for (size_t i = 0; i < server_conn_count(s); i++) {
+        conn *c = server_conn_at(s, i);
+        if (conn_id(c) == id)
+            return c;
+    }
+    return NULL;
+}
+
+static void set_alarm(void *arg, conn *c) { conn_set_alarm(c, *(bool *)arg); }
+
+void admin_check_memory(server *s)
+{
+    size_t used = server_message_memory(s), limit = server_memory_limit(s);
+    bool alarm = used > limit;
+    if (alarm == server_memory_alarm(s))
+        return;
+    server_set_memory_alarm(s, alarm);
+    log_msg(LOG_WARNING, "memory resource limit alarm %s (messages use %zu bytes, limit %zu)",
+            alarm ? "set" : "cleared", used, limit);
+    admin_foreach_conn(s, NULL, set_alarm, &alarm);
+}
+
+static void limit_changed(void *arg, conn *c) { (void)arg, conn_content_limit_changed(c); }
+
+void admin_set_memory_watermark(server *s, double relative, uint64_t absolute)
+{
+    server_set_watermark(s, relative, absolute);
+    log_msg(LOG_INFO, "memory high watermark set to %zu bytes (%s)", server_memory_limit(s),
+            absolute ? "absolute" : "relative to the RAM");
+    admin_foreach_conn(s, NULL, limit_changed, NULL);
+    admin_check_memory(s);
+}
+
+/* The management plane, the definitions import and the timers of broker/
+ * run on the first loop. */
+loop *admin_loop(server *s) { return server_loop(s, 0); }
