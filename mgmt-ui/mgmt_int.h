@@ -67,7 +67,7 @@ typedef struct mgmt_req {
     http_method method;
     const mgmt_route *route;
     mgmt_job job; /* the handler's run */
-    /* Set by a handler that keeps the request (a stream): called instead
+    /* Set by a handler that keeps the request (a list reply): called instead
      * of freeing r when the client goes away first. */
     void (*on_abort)(void *arg);
     void *on_abort_arg;
@@ -85,7 +85,7 @@ typedef struct mgmt_req {
     mgmt_json *w;
 } mgmt_req;
 
-/* Frees a request whose reply has been sent (stream.c frees its own); one
+/* Frees a request whose reply has been sent (list_reply.c frees its own); one
  * whose handler sent nothing is answered 500 first. */
 void mgmt_req_free(mgmt_req *r);
 
@@ -276,7 +276,7 @@ const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
  * does not fit, so it names nothing (a cut name would name another). */
 bool mgmt_cap_name(mgmt_req *r, int i, char *buf, size_t cap);
 
-/* ---- lists (stream.c) ----------------------------------------------------- */
+/* ---- lists (list_reply.c) ------------------------------------------------- */
 
 /* The list query from the request; replies 400 and returns NULL when it
  * is invalid. */
