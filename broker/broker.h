@@ -417,7 +417,6 @@ bool access_put_user(access_control *a, const access_user_spec *u, char *err, si
  * does. false if there is no such user. */
 bool access_delete_user(access_control *a, const char *name, char *err, size_t errlen);
 const access_user *access_find_user(const access_control *a, const char *name);
-size_t access_user_count(const access_control *a);
 /* In name order; fn must not change users. */
 void access_foreach_user(const access_control *a, void (*fn)(void *arg, const access_user *u), void *arg);
 const char *access_user_name(const access_user *u);
@@ -494,7 +493,6 @@ bool access_reload(access_control *a);
 
 /* The vhost named `name`, or NULL. */
 vhost *server_vhost(server *s, amqp_bytes name);
-size_t server_vhost_count(const server *s);
 /* In name order; fn must not create or delete vhosts. */
 void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg);
 /* Checks without changing anything: name 1..255 bytes, default_queue_type
@@ -621,7 +619,6 @@ void conn_journal_synced(conn *c);
 server *conn_server(conn *c);
 vhost *conn_vhost(conn *c);
 const char *conn_user(const conn *c);
-uint32_t conn_frame_max(const conn *c);
 bool conn_cancel_notify(const conn *c); /* client has consumer_cancel_notify */
 
 /* Output: frames are queued on the connection's buffer and written once

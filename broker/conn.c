@@ -147,7 +147,6 @@ bool conn_output_full(const conn *c) { return c->output_blocked || c->state != S
 server *conn_server(conn *c) { return c->srv; }
 vhost *conn_vhost(conn *c) { return c->vh; }
 const char *conn_user(const conn *c) { return c->user ? c->user : ""; }
-uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
 bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
 
 /* ---- unfinished message bodies ------------------------------------------ */

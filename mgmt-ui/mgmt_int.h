@@ -304,7 +304,6 @@ void mgmt_queue_totals(mgmt_req *r, mgmt_json *w, const stats *st, uint64_t read
                        uint64_t unacked);
 /* A numeric sort key for "message_stats.X" / "message_stats.X_details.rate". */
 bool mgmt_stat_sort_key(const stats *st, const char *sort, double *out);
-const char *mgmt_stat_name(stat_id f);
 /* Milliseconds to the ISO-ish form RabbitMQ uses ("2026-11-30 04:44:34"). */
 void mgmt_format_time(uint64_t wall_ms, char *out, size_t cap);
 
@@ -360,7 +359,5 @@ void mgmt_move_summary(mgmt_json *w, vhost *v, amqp_bytes qname);
  * shared by the connection and queue families (res_conn.c). */
 void mgmt_channel_details(mgmt_json *w, conn *c, chan *ch);
 void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const consumer *cons);
-/* Wall clock of a server_now_ms instant. */
-uint64_t mgmt_wall_of(server *s, uint64_t mono_ms);
 
 #endif
