@@ -81,6 +81,7 @@ typedef struct mgmt_req {
     bool disable_stats;
     mgmt_window msg_window, len_window;
     json_t *body; /* parsed by mgmt_body */
+    struct mgmt_scratch *scratch; /* mgmt_scratch's blocks */
     struct evbuffer *out; /* the reply being written */
     mgmt_json *w;
 } mgmt_req;
@@ -255,6 +256,10 @@ const char *mgmt_error_text(const amqp_error *err);
 /* The request body as a JSON object; replies 400 and returns NULL when it
  * is not one. An empty body is {}. */
 json_t *mgmt_body(mgmt_req *r);
+/* n bytes of working memory for the handler (an argument table, encoded
+ * properties), freed with the request: handlers keep no buffers in
+ * statics. NULL, with a 500 reply sent, when memory is short. */
+void *mgmt_scratch(mgmt_req *r, size_t n);
 /* A request header, or NULL. */
 const char *mgmt_header(mgmt_req *r, const char *name);
 /* Adds a header to the reply. */
@@ -313,7 +318,9 @@ void mgmt_format_time(uint64_t wall_ms, char *out, size_t cap);
  * Replies 400 ["not_boolean", value] otherwise. */
 bool mgmt_body_bool(mgmt_req *r, json_t *body, const char *key, bool dflt, bool *out);
 /* An object field as an AMQP table (content, into buf); absent is empty.
- * Replies 400 with the conversion's reason otherwise. */
+ * Replies 400 with the conversion's reason otherwise. MGMT_TABLE_MAX is
+ * the room handlers give an "arguments" table. */
+#define MGMT_TABLE_MAX (64 * 1024)
 bool mgmt_body_table(mgmt_req *r, json_t *body, const char *key, uint8_t *buf, size_t cap,
                      amqp_bytes *out);
 
