@@ -419,8 +419,6 @@ const char *access_user_hashing_algorithm(const access_user *u) { return u->hash
 const char *access_user_tags(const access_user *u) { return u->tags; }
 unsigned access_user_tag_flags(const access_user *u) { return u->tag_flags; }
 
-size_t access_user_count(const access_control *a) { return a->users.n; }
-
 void access_foreach_user(const access_control *a, void (*fn)(void *arg, const access_user *u), void *arg)
 {
     for (size_t i = 0; i < a->users.n; i++)

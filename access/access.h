@@ -83,7 +83,6 @@ bool access_put_user(access_control *a, const access_user_spec *u, char *err, si
  * does. false if there is no such user. */
 bool access_delete_user(access_control *a, const char *name, char *err, size_t errlen);
 const access_user *access_find_user(const access_control *a, const char *name);
-size_t access_user_count(const access_control *a);
 /* In name order; fn must not change users. */
 void access_foreach_user(const access_control *a, void (*fn)(void *arg, const access_user *u), void *arg);
 const char *access_user_name(const access_user *u);

@@ -158,6 +158,14 @@ bool amqp_field_equal(const amqp_field *a, const amqp_field *b);
 const char *amqp_erl_type_name(uint8_t tag);
 char *amqp_erl_term(const amqp_field *f, char *buf, size_t cap);
 char *amqp_erl_value(const amqp_field *f, char *buf, size_t cap);
+/* Whether ~p prints code c (0..255) as a character of a string or binary
+ * (printable latin1, or one of its escapes such as \n), rather than a
+ * number. */
+bool amqp_erl_printable(unsigned c);
+/* s as an Erlang string literal, "..." with ~p's escapes; the caller has
+ * checked every byte with amqp_erl_printable. Writes at most cap bytes
+ * (2 * s.len + 3 always fit), NUL-terminated, and returns buf. */
+char *amqp_erl_string(amqp_bytes s, char *buf, size_t cap);
 
 /* Byte-wise helpers. */
 bool amqp_bytes_equal(amqp_bytes a, amqp_bytes b);

@@ -4,6 +4,12 @@
  * decimal {Scale,Value}, void undefined, a table a list of
  * {Key,Type,Value} and an array a list of {Type,Value}.
  *
+ * A binary is a string when every byte is one ~p prints as a character:
+ * printable latin1 (32..126, 160..255) or one of its escapes; so UTF-8
+ * "é" prints as its two bytes between quotes and "€" (a byte in 128..159)
+ * as <<226,130,172>>. broker/policy_term.c prints policy texts with the
+ * same rules.
+ *
  * Only error paths use this. Output is truncated to the caller's buffer;
  * ~p's line breaking of long terms is not reproduced.
  */
@@ -82,36 +88,50 @@ static const char *escape_of(uint8_t c)
     }
 }
 
-static bool printable(amqp_bytes b)
+bool amqp_erl_printable(unsigned c)
+{
+    return (c >= 32 && c <= 126) || (c >= 160 && c <= 255) || escape_of((uint8_t)c) != NULL;
+}
+
+/* "..." with ~p's escapes; every byte printable. */
+static void put_string(out *o, amqp_bytes s)
 {
     uint32_t i;
 
-    for (i = 0; i < b.len; i++)
-        if ((b.ptr[i] < 32 || b.ptr[i] > 126) && escape_of(b.ptr[i]) == NULL)
-            return false;
-    return true;
+    put(o, "\"");
+    for (i = 0; i < s.len && !full(o); i++) {
+        const char *e = escape_of(s.ptr[i]);
+        if (e != NULL)
+            put(o, "%s", e);
+        else
+            put(o, "%c", s.ptr[i]);
+    }
+    put(o, "\"");
+}
+
+char *amqp_erl_string(amqp_bytes s, char *buf, size_t cap)
+{
+    out o = {buf, cap, 0};
+
+    assert(cap > 0);
+    buf[0] = 0;
+    put_string(&o, s);
+    return buf;
 }
 
 static void put_binary(out *o, amqp_bytes b)
 {
     uint32_t i;
+    bool printable = b.len > 0;
 
-    if (b.len == 0 || !printable(b)) {
-        put(o, "<<");
-        for (i = 0; i < b.len && !full(o); i++)
-            put(o, i ? ",%u" : "%u", b.ptr[i]);
-        put(o, ">>");
-        return;
-    }
-    put(o, "<<\"");
-    for (i = 0; i < b.len && !full(o); i++) {
-        const char *e = escape_of(b.ptr[i]);
-        if (e != NULL)
-            put(o, "%s", e);
-        else
-            put(o, "%c", b.ptr[i]);
-    }
-    put(o, "\">>");
+    for (i = 0; printable && i < b.len; i++)
+        printable = amqp_erl_printable(b.ptr[i]);
+    put(o, "<<");
+    if (printable)
+        put_string(o, b);
+    for (i = 0; !printable && i < b.len && !full(o); i++)
+        put(o, i ? ",%u" : "%u", b.ptr[i]);
+    put(o, ">>");
 }
 
 /* ---- floats ------------------------------------------------------------- */

@@ -148,7 +148,6 @@ server *conn_server(conn *c) { return c->srv; }
 loop *conn_loop(conn *c) { return c->loop; }
 vhost *conn_vhost(conn *c) { return c->vh; }
 const char *conn_user(const conn *c) { return c->user ? c->user : ""; }
-uint32_t conn_frame_max(const conn *c) { return c->frame_max; }
 bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
 
 /* ---- unfinished message bodies ------------------------------------------ */

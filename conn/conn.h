@@ -46,7 +46,6 @@ server *conn_server(conn *c);
 loop *conn_loop(conn *c);
 vhost *conn_vhost(conn *c);
 const char *conn_user(const conn *c);
-uint32_t conn_frame_max(const conn *c);
 bool conn_cancel_notify(const conn *c); /* client has consumer_cancel_notify */
 
 /* Output: frames are queued on the connection's buffer and written once

@@ -485,7 +485,6 @@ param_set *server_params(server *s);
  * insert: `name` must stay alive while registered (the vhost's own);
  * false when out of memory. remove: the vhost, or NULL if none. */
 vhost *server_vhost(server *s, amqp_bytes name);
-size_t server_vhost_count(const server *s);
 void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg);
 vhost *server_vhost_next(server *s, const vhost *prev);
 bool server_vhost_insert(server *s, const char *name, vhost *v);

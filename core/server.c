@@ -144,8 +144,6 @@ vhost *server_vhost(server *s, amqp_bytes name)
     return i < s->nvhosts && cmp_name(s->vhosts[i].name, name) == 0 ? s->vhosts[i].v : NULL;
 }
 
-size_t server_vhost_count(const server *s) { return s->nvhosts; }
-
 void server_foreach_vhost(server *s, void (*fn)(void *arg, vhost *v), void *arg)
 {
     for (size_t i = 0; i < s->nvhosts; i++)

@@ -67,9 +67,6 @@ bool defs_import_text(server *s, const char *text, size_t len, vhost *only, defs
 bool defs_import_file(server *s, const char *path, defs_error *err, char *failed,
                       size_t failedlen);
 
-/* Only checks: what defs_import would refuse, without changing anything. */
-bool defs_validate(server *s, const json_t *doc, vhost *only, defs_error *err);
-
 /* ---- runtime parameters (params.c) ------------------------------------------ */
 
 /* RabbitMQ's runtime parameters of a vhost, as the management API and the

@@ -29,29 +29,17 @@ static void ctx_done(defs_ctx *c)
     json_decref(c->queues);
 }
 
-static bool run(server *s, const json_t *doc, vhost *only, defs_error *err, bool apply)
+bool defs_import(server *s, const json_t *doc, vhost *only, defs_error *err)
 {
     defs_ctx *c = malloc(sizeof *c); /* the table buffer is large: not on the stack */
     if (!c) {
         snprintf(err->reason, sizeof err->reason, "out of memory");
         return false;
     }
-    bool ok = ctx_init(c, s, doc, only, err) && defs_check(c);
-    if (ok && apply)
-        ok = defs_apply(c);
+    bool ok = ctx_init(c, s, doc, only, err) && defs_check(c) && defs_apply(c);
     ctx_done(c);
     free(c);
     return ok;
-}
-
-bool defs_validate(server *s, const json_t *doc, vhost *only, defs_error *err)
-{
-    return run(s, doc, only, err, false);
-}
-
-bool defs_import(server *s, const json_t *doc, vhost *only, defs_error *err)
-{
-    return run(s, doc, only, err, true);
 }
 
 static bool syntax_error(defs_error *err, const json_error_t *je)

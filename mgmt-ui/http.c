@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,12 @@ void mgmt_amqp_error(mgmt_req *r, const amqp_error *err)
         mgmt_error(r, 400, "bad_request", mgmt_error_text(err));
 }
 
+/* One mgmt_scratch block; a request keeps its blocks in a list. */
+struct mgmt_scratch {
+    struct mgmt_scratch *next;
+    max_align_t data[];
+};
+
 void mgmt_req_free(mgmt_req *r)
 {
     if (r->req) /* a handler that sent nothing: a bug, but not the client's wait */
@@ -232,10 +239,27 @@ void mgmt_req_free(mgmt_req *r)
         evbuffer_free(r->out);
     if (r->body)
         json_decref(r->body);
+    while (r->scratch) {
+        struct mgmt_scratch *next = r->scratch->next;
+        free(r->scratch);
+        r->scratch = next;
+    }
     free(r);
 }
 
 /* ---- request helpers ---------------------------------------------------- */
+
+void *mgmt_scratch(mgmt_req *r, size_t n)
+{
+    struct mgmt_scratch *b = n < SIZE_MAX - sizeof *b ? malloc(sizeof *b + n) : NULL;
+    if (!b) {
+        mgmt_error(r, 500, "internal_error", "out of memory");
+        return NULL;
+    }
+    b->next = r->scratch;
+    r->scratch = b;
+    return b->data;
+}
 
 json_t *mgmt_body(mgmt_req *r)
 {

@@ -67,7 +67,7 @@ typedef struct mgmt_req {
     http_method method;
     const mgmt_route *route;
     mgmt_job job; /* the handler's run */
-    /* Set by a handler that keeps the request (a stream): called instead
+    /* Set by a handler that keeps the request (a list reply): called instead
      * of freeing r when the client goes away first. */
     void (*on_abort)(void *arg);
     void *on_abort_arg;
@@ -81,11 +81,12 @@ typedef struct mgmt_req {
     bool disable_stats;
     mgmt_window msg_window, len_window;
     json_t *body; /* parsed by mgmt_body */
+    struct mgmt_scratch *scratch; /* mgmt_scratch's blocks */
     struct evbuffer *out; /* the reply being written */
     mgmt_json *w;
 } mgmt_req;
 
-/* Frees a request whose reply has been sent (stream.c frees its own); one
+/* Frees a request whose reply has been sent (list_reply.c frees its own); one
  * whose handler sent nothing is answered 500 first. */
 void mgmt_req_free(mgmt_req *r);
 
@@ -255,6 +256,10 @@ const char *mgmt_error_text(const amqp_error *err);
 /* The request body as a JSON object; replies 400 and returns NULL when it
  * is not one. An empty body is {}. */
 json_t *mgmt_body(mgmt_req *r);
+/* n bytes of working memory for the handler (an argument table, encoded
+ * properties), freed with the request: handlers keep no buffers in
+ * statics. NULL, with a 500 reply sent, when memory is short. */
+void *mgmt_scratch(mgmt_req *r, size_t n);
 /* A request header, or NULL. */
 const char *mgmt_header(mgmt_req *r, const char *name);
 /* Adds a header to the reply. */
@@ -276,7 +281,7 @@ const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
  * does not fit, so it names nothing (a cut name would name another). */
 bool mgmt_cap_name(mgmt_req *r, int i, char *buf, size_t cap);
 
-/* ---- lists (stream.c) ----------------------------------------------------- */
+/* ---- lists (list_reply.c) ------------------------------------------------- */
 
 /* The list query from the request; replies 400 and returns NULL when it
  * is invalid. */
@@ -304,7 +309,6 @@ void mgmt_queue_totals(mgmt_req *r, mgmt_json *w, const stats *st, uint64_t read
                        uint64_t unacked);
 /* A numeric sort key for "message_stats.X" / "message_stats.X_details.rate". */
 bool mgmt_stat_sort_key(const stats *st, const char *sort, double *out);
-const char *mgmt_stat_name(stat_id f);
 /* Milliseconds to the ISO-ish form RabbitMQ uses ("2026-11-30 04:44:34"). */
 void mgmt_format_time(uint64_t wall_ms, char *out, size_t cap);
 
@@ -314,7 +318,9 @@ void mgmt_format_time(uint64_t wall_ms, char *out, size_t cap);
  * Replies 400 ["not_boolean", value] otherwise. */
 bool mgmt_body_bool(mgmt_req *r, json_t *body, const char *key, bool dflt, bool *out);
 /* An object field as an AMQP table (content, into buf); absent is empty.
- * Replies 400 with the conversion's reason otherwise. */
+ * Replies 400 with the conversion's reason otherwise. MGMT_TABLE_MAX is
+ * the room handlers give an "arguments" table. */
+#define MGMT_TABLE_MAX (64 * 1024)
 bool mgmt_body_table(mgmt_req *r, json_t *body, const char *key, uint8_t *buf, size_t cap,
                      amqp_bytes *out);
 
@@ -360,7 +366,5 @@ void mgmt_move_summary(mgmt_json *w, vhost *v, amqp_bytes qname);
  * shared by the connection and queue families (res_conn.c). */
 void mgmt_channel_details(mgmt_json *w, conn *c, chan *ch);
 void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const consumer *cons);
-/* Wall clock of a server_now_ms instant. */
-uint64_t mgmt_wall_of(server *s, uint64_t mono_ms);
 
 #endif

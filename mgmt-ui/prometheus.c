@@ -6,7 +6,7 @@
  * authentication, as rabbitmq_prometheus.
  *
  * A scrape is a job for the management scheduler (work.c), written in
- * slices of about SLICE_BYTES, as stream.c writes lists: when the first
+ * slices of about SLICE_BYTES, as list_reply.c writes lists: when the first
  * slice completes the scrape it is one reply with a Content-Length (an
  * aggregated scrape always is); otherwise the reply goes out chunked and
  * each further slice is queued only when the client has read the previous

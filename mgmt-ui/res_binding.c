@@ -164,13 +164,13 @@ static void post_pair(mgmt_req *r, bool to_queue)
     json_t *body = v ? mgmt_body(r) : NULL;
     if (!body)
         return;
-    static uint8_t args_buf[64 * 1024];
+    uint8_t *args_buf = mgmt_scratch(r, MGMT_TABLE_MAX);
     amqp_bytes args;
     json_t *rk = json_object_get(body, "routing_key");
     amqp_bytes key = json_is_string(rk) ? (amqp_bytes){(const uint8_t *)json_string_value(rk),
                                                        (uint32_t)json_string_length(rk)}
                                         : AMQP_CSTR("");
-    if (!mgmt_body_table(r, body, "arguments", args_buf, sizeof args_buf, &args))
+    if (!args_buf || !mgmt_body_table(r, body, "arguments", args_buf, MGMT_TABLE_MAX, &args))
         return;
     amqp_bytes src = amqp_bytes_equal_cstr(r->cap[1], "amq.default") ? AMQP_CSTR("") : r->cap[1];
     amqp_error err = {0};
@@ -246,9 +246,9 @@ static void get_ee_props(mgmt_req *r) { get_props(r, false); }
 
 typedef struct unbind_walk {
     walk k;
-    amqp_bytes key, args; /* copied: unbinding frees the binding */
-    uint8_t buf[64 * 1024];
-    bool copied;
+    mgmt_req *r;
+    amqp_bytes key, args; /* copied into the request's scratch: unbinding frees the binding */
+    bool copied, oom;
 } unbind_walk;
 
 static void pick_binding(void *arg, const route_binding_view *b)
@@ -258,12 +258,17 @@ static void pick_binding(void *arg, const route_binding_view *b)
     probe.w = NULL;
     probe.found = false;
     one_binding(&probe, b);
-    if (!probe.found || u->copied || b->key.len + b->args.len > sizeof u->buf)
+    if (!probe.found || u->copied || u->oom)
         return;
-    memcpy(u->buf, b->key.ptr, b->key.len);
-    memcpy(u->buf + b->key.len, b->args.ptr, b->args.len);
-    u->key = (amqp_bytes){u->buf, b->key.len};
-    u->args = (amqp_bytes){u->buf + b->key.len, b->args.len};
+    uint8_t *copy = mgmt_scratch(u->r, (size_t)b->key.len + b->args.len);
+    if (!copy) { /* answered 500 */
+        u->oom = true;
+        return;
+    }
+    memcpy(copy, b->key.ptr, b->key.len);
+    memcpy(copy + b->key.len, b->args.ptr, b->args.len);
+    u->key = (amqp_bytes){copy, b->key.len};
+    u->args = (amqp_bytes){copy + b->key.len, b->args.len};
     u->copied = true;
 }
 
@@ -277,10 +282,10 @@ static void delete_props(mgmt_req *r, bool to_queue)
     amqp_bytes source = amqp_bytes_equal_cstr(r->cap[1], "amq.default") ? AMQP_CSTR("") : r->cap[1];
     if (!binding_allowed(r, v, source))
         return;
-    static unbind_walk u; /* 64 KiB: too big for the stack; the loop is single-threaded */
-    u.copied = false;
-    u.k = (walk){.v = v, .f = &f, .props = props};
+    unbind_walk u = {.k = {.v = v, .f = &f, .props = props}, .r = r};
     route_foreach_binding(vhost_routes(v), pick_binding, &u);
+    if (u.oom)
+        return;
     amqp_error err = {0};
     amqp_bytes src = amqp_bytes_equal_cstr(r->cap[1], "amq.default") ? AMQP_CSTR("") : r->cap[1];
     if (!u.copied) { /* the default exchange's bindings cannot be removed */

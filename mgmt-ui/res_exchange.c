@@ -163,14 +163,16 @@ static void put_exchange(mgmt_req *r)
     json_t *body = v ? mgmt_body(r) : NULL;
     if (!body)
         return;
-    static uint8_t args[64 * 1024];
+    uint8_t *args = mgmt_scratch(r, MGMT_TABLE_MAX);
+    if (!args)
+        return;
     route_exchange_spec spec = {.name = path_name(r->cap[1])};
     json_t *type = json_object_get(body, "type");
     spec.type = AMQP_CSTR(json_is_string(type) ? json_string_value(type) : "direct");
     if (!mgmt_body_bool(r, body, "durable", false, &spec.durable) ||
         !mgmt_body_bool(r, body, "auto_delete", false, &spec.auto_delete) ||
         !mgmt_body_bool(r, body, "internal", false, &spec.internal) ||
-        !mgmt_body_table(r, body, "arguments", args, sizeof args, &spec.arguments))
+        !mgmt_body_table(r, body, "arguments", args, MGMT_TABLE_MAX, &spec.arguments))
         return;
     if (!mgmt_permission_check(r, v, ACCESS_CONFIGURE, spec.name))
         return;

@@ -12,6 +12,8 @@
 #include "mgmt_int.h"
 
 #define PROP_OFF(f) offsetof(amqp_basic_properties, f)
+/* Encoded properties: a headers table of up to MGMT_TABLE_MAX and the rest. */
+#define PROPS_MAX (MGMT_TABLE_MAX + 6 * 1024)
 
 static const struct {
     const char *name;
@@ -213,8 +215,11 @@ void mgmt_post_publish(mgmt_req *r)
     if (!body || !keys_present(r, body, keys, 4))
         return;
     json_t *props = json_object_get(body, "properties"), *rk = json_object_get(body, "routing_key");
-    static uint8_t pbuf[70 * 1024], hbuf[64 * 1024];
-    size_t plen = json_is_object(props) ? encode_props(r, props, pbuf, sizeof pbuf, hbuf, sizeof hbuf)
+    uint8_t *pbuf = mgmt_scratch(r, PROPS_MAX + MGMT_TABLE_MAX);
+    if (!pbuf)
+        return;
+    uint8_t *hbuf = pbuf + PROPS_MAX;
+    size_t plen = json_is_object(props) ? encode_props(r, props, pbuf, PROPS_MAX, hbuf, MGMT_TABLE_MAX)
                                         : (mgmt_bad_value(r, "not_object", NULL, "properties"), 0);
     amqp_bytes payload;
     uint8_t *owned = NULL;

@@ -326,11 +326,13 @@ static void put_queue(mgmt_req *r)
     json_t *body = v ? mgmt_body(r) : NULL;
     if (!body)
         return;
-    static uint8_t args[64 * 1024];
+    uint8_t *args = mgmt_scratch(r, MGMT_TABLE_MAX);
+    if (!args)
+        return;
     queue_spec spec = {.name = r->cap[1]};
     if (!mgmt_body_bool(r, body, "durable", false, &spec.durable) ||
         !mgmt_body_bool(r, body, "auto_delete", false, &spec.auto_delete) ||
-        !mgmt_body_table(r, body, "arguments", args, sizeof args, &spec.arguments))
+        !mgmt_body_table(r, body, "arguments", args, MGMT_TABLE_MAX, &spec.arguments))
         return;
     amqp_error err = {0};
     if (spec.name.len == 0 || spec.name.len > 255 ||

@@ -41,8 +41,6 @@ static const char *const names[STAT_FIELDS + 1] = {
     [DELIVER_GET] = "deliver_get",
 };
 
-const char *mgmt_stat_name(stat_id f) { return names[f]; }
-
 static uint64_t field_of(const uint64_t *v, int f)
 {
     if (f == DELIVER_GET)
@@ -171,10 +169,4 @@ void mgmt_format_time(uint64_t wall_ms, char *out, size_t cap)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
-}
-
-uint64_t mgmt_wall_of(server *s, uint64_t mono_ms)
-{
-    uint64_t now = loop_now_ms(admin_loop(s)), wall = wall_clock_ms();
-    return mono_ms >= now ? wall : wall - (now - mono_ms);
 }

@@ -80,88 +80,41 @@ static pt *atom_text(pt_arena *a, const char *text, size_t n)
     return t;
 }
 
-static const char *escape_of(unsigned c)
-{
-    switch (c) {
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    case '\v': return "\\v";
-    case '\b': return "\\b";
-    case '\f': return "\\f";
-    case 27: return "\\e";
-    case '"': return "\\\"";
-    case '\\': return "\\\\";
-    default: return NULL;
-    }
-}
-
-static bool printable(unsigned c)
-{
-    return (c >= 32 && c <= 126) || (c >= 160 && c <= 255) || escape_of(c);
-}
-
-/* Writes the quoted, escaped form of n codes; buf holds at least 2n+3. */
-static size_t quote(char *buf, const unsigned *codes, size_t n)
-{
-    size_t len = 0;
-    buf[len++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        const char *e = escape_of(codes[i]);
-        if (e) {
-            memcpy(buf + len, e, strlen(e));
-            len += strlen(e);
-        } else {
-            buf[len++] = (char)codes[i];
-        }
-    }
-    buf[len++] = '"';
-    return len;
-}
-
+/* ~p of a binary is amqp_erl_term's: the two printers share one rule for
+ * what prints as a character. */
 pt *pt_binary(pt_arena *a, amqp_bytes b)
 {
-    bool all = b.len > 0;
-    for (uint32_t i = 0; all && i < b.len; i++)
-        all = printable(b.ptr[i]);
-    unsigned *codes = malloc((b.len + 1) * sizeof *codes);
-    char *buf = malloc((size_t)b.len * 4 + 8);
+    size_t cap = (size_t)b.len * 4 + 8;
+    char *buf = malloc(cap);
     pt *t = NULL;
-    if (codes && buf) {
-        size_t len = 0;
-        for (uint32_t i = 0; i < b.len; i++)
-            codes[i] = b.ptr[i];
-        len += (size_t)snprintf(buf, 3, "<<");
-        if (all)
-            len += quote(buf + len, codes, b.len);
-        for (uint32_t i = 0; !all && i < b.len; i++)
-            len += (size_t)sprintf(buf + len, i ? ",%u" : "%u", b.ptr[i]);
-        len += (size_t)sprintf(buf + len, ">>");
-        t = atom_text(a, buf, len);
+    if (buf) {
+        amqp_field f = {.type = 'x', .v.bytes = b};
+        t = atom_text(a, buf, strlen(amqp_erl_term(&f, buf, cap)));
     } else {
         a->oom = true;
     }
-    free(codes);
+    free(buf);
+    return t;
+}
+
+/* An Erlang string of n printable latin1 codes. */
+static pt *string_term(pt_arena *a, const uint8_t *codes, size_t n)
+{
+    char *buf = malloc(n * 2 + 3);
+    pt *t = NULL;
+    if (buf) {
+        amqp_erl_string((amqp_bytes){codes, (uint32_t)n}, buf, n * 2 + 3);
+        t = atom_text(a, buf, strlen(buf));
+    } else {
+        a->oom = true;
+    }
     free(buf);
     return t;
 }
 
 pt *pt_string(pt_arena *a, const char *s)
 {
-    size_t n = strlen(s);
-    unsigned *codes = malloc((n + 1) * sizeof *codes);
-    char *buf = malloc(n * 2 + 3);
-    pt *t = NULL;
-    if (codes && buf) {
-        for (size_t i = 0; i < n; i++)
-            codes[i] = (unsigned char)s[i];
-        t = atom_text(a, buf, quote(buf, codes, n));
-    } else {
-        a->oom = true;
-    }
-    free(codes);
-    free(buf);
-    return t;
+    return string_term(a, (const uint8_t *)s, strlen(s));
 }
 
 pt *pt_atom(pt_arena *a, const char *name) { return atom_text(a, name, strlen(name)); }
@@ -210,27 +163,25 @@ static pt *json_list(pt_arena *a, amqp_bytes content)
     amqp_iter_init(&it, content);
     for (int64_t v; amqp_array_next(&it, &e); n++)
         codes = codes && e.type != 'T' && amqp_field_int(&e, &v) && v >= 0 && v < 256 &&
-                printable((unsigned)v);
+                amqp_erl_printable((unsigned)v);
     pt **kids = calloc(n + 1, sizeof *kids);
-    unsigned *chars = calloc(n + 1, sizeof *chars);
-    char *buf = malloc(n * 2 + 3);
+    uint8_t *chars = calloc(n + 1, sizeof *chars);
     pt *t = NULL;
-    if (kids && chars && buf) {
+    if (kids && chars) {
         amqp_iter_init(&it, content);
         for (size_t i = 0; amqp_array_next(&it, &e); i++) {
             int64_t v = 0;
             if (codes && amqp_field_int(&e, &v))
-                chars[i] = (unsigned)v;
+                chars[i] = (uint8_t)v;
             else
                 kids[i] = pt_json(a, &e);
         }
-        t = codes && n ? atom_text(a, buf, quote(buf, chars, n)) : pt_list(a, kids, n);
+        t = codes && n ? string_term(a, chars, n) : pt_list(a, kids, n);
     } else {
         a->oom = true;
     }
     free(kids);
     free(chars);
-    free(buf);
     return t;
 }
 

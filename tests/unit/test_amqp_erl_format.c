@@ -155,6 +155,27 @@ static void test_other_terms(void **state)
     assert_string_equal(amqp_erl_value(&s, buf, sizeof buf), "a\"b\n");
 }
 
+/* ~p prints a binary as a string when each byte is printable latin1
+ * (160..255 included) or has an escape; 127 and 128..159 are not. */
+static void test_latin1_binaries(void **state)
+{
+    amqp_field utf8_e = {.type = 'S', .v.bytes = AMQP_CSTR("\xc3\xa9")};         /* é */
+    amqp_field euro = {.type = 'S', .v.bytes = AMQP_CSTR("\xe2\x82\xac")};       /* € */
+    amqp_field del = {.type = 'S', .v.bytes = AMQP_CSTR("a\nb\"\\\x1b\x7f")}; /* DEL */
+    amqp_field esc = {.type = 'S', .v.bytes = AMQP_CSTR("a\nb\"\\\x1b")};
+    amqp_field empty = {.type = 'x', .v.bytes = {(const uint8_t *)"", 0}};
+    char buf[64];
+
+    assert_string_equal(amqp_erl_term(&utf8_e, buf, sizeof buf), "<<\"\xc3\xa9\">>");
+    assert_string_equal(amqp_erl_term(&euro, buf, sizeof buf), "<<226,130,172>>");
+    assert_string_equal(amqp_erl_term(&del, buf, sizeof buf), "<<97,10,98,34,92,27,127>>");
+    assert_string_equal(amqp_erl_term(&esc, buf, sizeof buf), "<<\"a\\nb\\\"\\\\\\e\">>");
+    assert_string_equal(amqp_erl_term(&empty, buf, sizeof buf), "<<>>");
+    assert_string_equal(amqp_erl_string(esc.v.bytes, buf, sizeof buf), "\"a\\nb\\\"\\\\\\e\"");
+    assert_true(amqp_erl_printable(160) && amqp_erl_printable(255) && amqp_erl_printable('\t'));
+    assert_false(amqp_erl_printable(127) || amqp_erl_printable(159) || amqp_erl_printable(0));
+}
+
 /* A frame's worth of client bytes printed into an error text's buffer:
  * the work is bounded by the buffer, not by the value (a 16 MiB payload
  * took 16 million vsnprintf calls). Shown without a clock: only the first
@@ -188,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_small_buffers),
         cmocka_unit_test(test_random_doubles),
         cmocka_unit_test(test_other_terms),
+        cmocka_unit_test(test_latin1_binaries),
         cmocka_unit_test(test_big_values_cost_what_fits),
     };
 

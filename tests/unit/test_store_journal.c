@@ -2,7 +2,8 @@
  * and after sync, the on_synced sequence, sync modes, replay order and
  * content, checkpoints, segment GC (settled, out-of-order acks, purge,
  * queue delete, dead-lettering across segments), durable delivery counts,
- * appends racing the sync thread, a 1 MiB body, and a micro-benchmark.
+ * appends racing the sync thread and a 1 MiB body. Throughput is measured
+ * by tests/bench (make bench), not here.
  * Crash recovery and damaged files are in test_store_journal_recovery.c. */
 #include "test_store_journal_util.h"
 
@@ -969,78 +970,6 @@ static void test_big_body(void **state)
     fx_free(f);
 }
 
-typedef struct bench_result {
-    double t_append, t_total;
-    uint64_t syncs, bytes;
-} bench_result;
-
-/* Appends N messages (+ enqueue) in turns of PER_TURN; with window > 0,
- * waits for the sync before running more than `window` turns ahead (a
- * publisher's unconfirmed window), else floods. */
-static bench_result bench_run(jfx *f, uint64_t first_id, int n, int per_turn, int window)
-{
-    uint8_t body[1024];
-    fill_body(body, sizeof body, 1);
-    static const uint8_t props[] = {0x10, 0x00, 0x02};
-    journal_stats st0, st;
-    journal_get_stats(f->j, &st0);
-    journal_loc loc;
-    journal_seq s = 0;
-    bench_result r = {0};
-    double t0 = now_s();
-    for (int i = 0; i < n; i += per_turn) {
-        double a = now_s();
-        for (uint64_t k = first_id + (uint64_t)i; k < first_id + (uint64_t)(i + per_turn); k++) {
-            journal_append_message(f->j, k, AMQP_CSTR("amq.direct"), AMQP_CSTR("bench"),
-                                   (amqp_bytes){props, 3}, (amqp_bytes){body, sizeof body},
-                                   &loc);
-            s = journal_append_enqueue(f->j, Q1, k, loc);
-        }
-        r.t_append += now_s() - a;
-        event_base_loop(f->base, EVLOOP_NONBLOCK); /* end of turn: commit */
-        if (window > 0 && (i / per_turn) % window == window - 1)
-            fx_wait_synced(f, s);
-    }
-    fx_wait_synced(f, s);
-    r.t_total = now_s() - t0;
-    journal_get_stats(f->j, &st);
-    r.syncs = st.syncs - st0.syncs;
-    r.bytes = st.bytes_on_disk - st0.bytes_on_disk;
-    return r;
-}
-
-static void bench_print(const char *what, bench_result r, int n, int per_turn)
-{
-    print_message("%s:\n", what);
-    print_message("  loop thread in appends: %.0f ns per record (%.2f M records/s, %.0f MB/s)\n",
-                  r.t_append * 1e9 / (2.0 * n), 2.0 * n / r.t_append / 1e6,
-                  (double)r.bytes / r.t_append / 1e6);
-    print_message("  durable: %.0f messages/s, %.0f MB/s; %llu fdatasync rounds = %.0f "
-                  "messages (%.1f turns) per sync, %.2f ms per round\n",
-                  n / r.t_total, (double)r.bytes / r.t_total / 1e6, (unsigned long long)r.syncs,
-                  (double)n / (double)r.syncs, (double)n / per_turn / (double)r.syncs,
-                  r.t_total * 1e3 / (double)r.syncs);
-}
-
-/* 100k persistent 1 KiB messages, each a message record plus an enqueue,
- * in loop turns of 100 as a busy broker appends them, sync = batch: first
- * flooding (the loop outruns the disk; the sync thread takes everything
- * that piled up), then with a window of 10 turns (1000 unconfirmed
- * messages, as publishers with confirms would keep). Prints the figures;
- * asserts nothing about speed. */
-static void test_benchmark(void **state)
-{
-    enum { N = 100000, PER_TURN = 100 };
-    jfx *f = fx_new(64 << 20, JOURNAL_SYNC_BATCH);
-    print_message("benchmark: %d x 1 KiB messages (+ enqueue), turns of %d, sync=batch\n", N,
-                  PER_TURN);
-    bench_result flood = bench_run(f, 0, N, PER_TURN, 0);
-    bench_result windowed = bench_run(f, N, N, PER_TURN, 10);
-    bench_print(" flood", flood, N, PER_TURN);
-    bench_print(" window of 1000 messages", windowed, N, PER_TURN);
-    fx_free(f);
-}
-
 int main(void)
 {
     if (getenv("JOURNAL_TEST_FILTER"))
@@ -1067,7 +996,6 @@ int main(void)
         cmocka_unit_test(test_delivered_is_durable),
         cmocka_unit_test(test_concurrent_appends),
         cmocka_unit_test(test_big_body),
-        cmocka_unit_test(test_benchmark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,8 +11,8 @@
  * (http_reply_chunk's drained callback). Between steps the loop serves
  * AMQP, so a 10,000-queue listing never holds it for more than one step.
  * Objects are looked up again at render time; one deleted meanwhile is
- * skipped. A client that goes away mid-list frees the stream through the
- * request's abort callback.
+ * skipped. A client that goes away mid-list frees the list reply through
+ * the request's abort callback.
  *
  * Why on the loop: a prototype that snapshotted the queues on the loop and
  * rendered the JSON on a thread (commit cad85fd) gave a 1000 msg/s flow a
@@ -34,7 +34,7 @@
 
 typedef enum phase { FILTER, ORDER, RENDER } phase;
 
-typedef struct stream {
+typedef struct list_reply {
     mgmt_job job;
     mgmt_req *r;
     mgmt_list *l;
@@ -42,7 +42,7 @@ typedef struct stream {
     phase phase;
     bool started; /* the chunked reply's head is out */
     size_t next;
-} stream;
+} list_reply;
 
 static bool parse_u32(const char *s, uint32_t *out)
 {
@@ -95,7 +95,7 @@ mgmt_list *mgmt_list_begin(mgmt_req *r)
     return l;
 }
 
-static void stream_free(stream *st)
+static void reply_free(list_reply *st)
 {
     mgmt_work_cancel(mgmt_work_of(st->r->m), &st->job);
     mgmt_list_free(st->l);
@@ -104,7 +104,7 @@ static void stream_free(stream *st)
 }
 
 /* Renders items until a slice is full; true when the list is complete. */
-static bool render_slice(stream *st)
+static bool render_slice(list_reply *st)
 {
     mgmt_json *w = st->r->w;
     size_t start = mgmt_json_written(w);
@@ -123,19 +123,19 @@ static bool render_slice(stream *st)
 static void drained(http_req *req, void *arg)
 {
     (void)req;
-    stream *st = arg;
+    list_reply *st = arg;
     mgmt_work_queue(mgmt_work_of(st->r->m), &st->job);
 }
 
 static void write_head(mgmt_req *r, mgmt_list *l);
 
-static void render_step(stream *st)
+static void render_step(list_reply *st)
 {
     mgmt_req *r = st->r;
     bool done = render_slice(st);
     if (!st->started && done) { /* it all fits: one plain reply */
         mgmt_send(r, 200);
-        stream_free(st);
+        reply_free(st);
         return;
     }
     if (!st->started) {
@@ -153,12 +153,12 @@ static void render_step(stream *st)
     http_req *req = r->req;
     r->req = NULL;
     http_reply_end(req);
-    stream_free(st);
+    reply_free(st);
 }
 
 static void step(mgmt_job *j)
 {
-    stream *st = (stream *)j; /* the job is the first member */
+    list_reply *st = (list_reply *)j; /* the job is the first member */
     mgmt_work *work = mgmt_work_of(st->r->m);
     switch (st->phase) {
     case FILTER: {
@@ -176,7 +176,7 @@ static void step(mgmt_job *j)
         char why[256];
         if (!mgmt_list_finish(st->l, why, sizeof why)) {
             mgmt_error(st->r, 400, "page_out_of_range", why);
-            stream_free(st);
+            reply_free(st);
             return;
         }
         write_head(st->r, st->l);
@@ -191,9 +191,9 @@ static void step(mgmt_job *j)
 }
 
 /* The client went away (the server frees the request). */
-static void stream_aborted(void *arg)
+static void reply_aborted(void *arg)
 {
-    stream_free(arg);
+    reply_free(arg);
 }
 
 static void write_head(mgmt_req *r, mgmt_list *l)
@@ -218,15 +218,15 @@ static void write_head(mgmt_req *r, mgmt_list *l)
 
 void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn)
 {
-    stream *st = calloc(1, sizeof *st);
+    list_reply *st = calloc(1, sizeof *st);
     if (!st) {
         mgmt_list_free(l);
         mgmt_error(r, 500, "internal_error", "out of memory");
         return;
     }
-    *st = (stream){.job.step = step, .r = r, .l = l, .fn = fn, .phase = FILTER};
+    *st = (list_reply){.job.step = step, .r = r, .l = l, .fn = fn, .phase = FILTER};
     r->streaming = true;
-    r->on_abort = stream_aborted;
+    r->on_abort = reply_aborted;
     r->on_abort_arg = st;
     mgmt_work_queue(mgmt_work_of(r->m), &st->job);
 }
