@@ -638,7 +638,7 @@ void chan_deliver_get(chan *ch, queue *q, queue_item it, bool no_ack)
     g.basic_get_ok.exchange = msg_exchange(it.m);
     g.basic_get_ok.routing_key = msg_routing_key(it.m);
     g.basic_get_ok.message_count = queue_ready_count(q);
-    send_counted(ch, &g, q, it, queue_is_quorum(q));
+    send_counted(ch, &g, q, it, queue_type_of(q)->get_counts_first);
     chan_count(ch, q, no_ack ? STAT_GET_NO_ACK : STAT_GET);
     if (g.basic_get_ok.redelivered)
         chan_count(ch, q, STAT_REDELIVER);

@@ -367,9 +367,10 @@ static int queue_declare(chan *ch, const amqp_queue_declare *d, amqp_error *err)
         declare_ok(ch, q, d->nowait);
         return AMQP_OK;
     }
-    if (name.len == 0 && queue_args_quorum(d->arguments)) {
+    if (name.len == 0 && !queue_type_of_args(d->arguments)->server_named) {
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
-                         "Cannot declare a server-named queue for type rabbit_quorum_queue");
+                         "Cannot declare a server-named queue for type %s",
+                         queue_type_of_args(d->arguments)->module);
     } else if (name.len == 0) {
         server_random_name(conn_server(ch->c), "amq.gen-", generated, sizeof generated);
         name = AMQP_CSTR(generated);
@@ -414,7 +415,7 @@ int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_erro
     }
     queue_args args;
     if (queue_args_parse(spec->arguments, spec->name, vhost_name(v), &args, err) != AMQP_OK ||
-        queue_type_check(spec, vhost_name(v), err) != AMQP_OK)
+        queue_type_of_args(spec->arguments)->check_declare(spec, vhost_name(v), err) != AMQP_OK)
         return AMQP_ERROR;
     q = queue_new(v, spec);
     if (!q)
@@ -541,7 +542,7 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     if (chan_find_consumer(ch, AMQP_CSTR(tag)))
         return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_BASIC_CONSUME,
                          "attempt to reuse consumer tag '%s'", tag);
-    if (ch->prefetch_global && queue_get_args(q)->type == QUEUE_TYPE_QUORUM)
+    if (ch->prefetch_global && !queue_type_of(q)->global_prefetch)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_CONSUME,
                          "queue '%.*s' in vhost '%s' does not support global qos",
                          PRINTABLE(name), vname(ch));
@@ -700,7 +701,8 @@ static void show(admin_get_fn fn, void *arg, queue *q, const queue_item *it)
 {
     bool redelivered = it->delivery_count > 0 || it->maybe_delivered;
     uint8_t local[1024], *heap = NULL;
-    size_t n = (it->delivery_count || queue_is_quorum(q)) && queue_shows_delivery_count(q)
+    size_t n = (it->delivery_count || queue_type_of(q)->get_counts_first) &&
+                       queue_shows_delivery_count(q)
                    ? msg_delivery_count_properties(it->m, it->delivery_count, local, sizeof local,
                                                    &heap)
                    : 0;

@@ -705,9 +705,6 @@ static void samples(prom_scrape *sc, const family *f, const uint64_t *v,
     }
 }
 
-static const char *const queue_type_label[QUEUE_TYPES] = {
-    [QUEUE_TYPE_CLASSIC] = "rabbit_classic_queue", [QUEUE_TYPE_QUORUM] = "rabbit_quorum_queue"};
-
 static uint64_t by_queue_type(const prom_scrape *sc, int type, int what)
 {
     const uint64_t *n = sc->by_type[type];
@@ -721,7 +718,7 @@ static void protocol_queue_type(prom_scrape *sc, const family *f)
     for (int t = 0; t < QUEUE_TYPES; t++) {
         mgmt_prom_begin(sc->w, sc->name);
         mgmt_prom_label_str(sc->w, "protocol", "amqp091");
-        mgmt_prom_label_str(sc->w, "queue_type", queue_type_label[t]);
+        mgmt_prom_label_str(sc->w, "queue_type", queue_type_by_id((uint8_t)t)->module);
         mgmt_prom_uint(sc->w, by_queue_type(sc, t, f->value));
     }
 }
@@ -733,9 +730,9 @@ static void protocol_queue_type(prom_scrape *sc, const family *f)
 static bool dead_pair(int reason, int type, int strategy)
 {
     if (reason == DEAD_CONFIRMED)
-        return type == QUEUE_TYPE_QUORUM && strategy == DEAD_AT_LEAST_ONCE;
+        return queue_type_by_id((uint8_t)type)->at_least_once && strategy == DEAD_AT_LEAST_ONCE;
     if (strategy == DEAD_AT_LEAST_ONCE)
-        return type == QUEUE_TYPE_QUORUM && reason != DEAD_MAXLEN;
+        return queue_type_by_id((uint8_t)type)->at_least_once && reason != DEAD_MAXLEN;
     return true;
 }
 
@@ -752,7 +749,7 @@ static void dead_lettered(prom_scrape *sc, const family *f)
             if (!dead_pair(f->value, t, how))
                 continue;
             mgmt_prom_begin(sc->w, sc->name);
-            mgmt_prom_label_str(sc->w, "queue_type", queue_type_label[t]);
+            mgmt_prom_label_str(sc->w, "queue_type", queue_type_by_id((uint8_t)t)->module);
             mgmt_prom_label_str(sc->w, "dead_letter_strategy", strategy[how]);
             mgmt_prom_uint(sc->w, f->value == DEAD_CONFIRMED ? k->dead_lettered_confirmed
                                                              : k->dead_lettered[t][how][f->value]);

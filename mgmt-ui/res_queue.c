@@ -109,7 +109,7 @@ static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
     mgmt_json_kbytes(w, "name", queue_name(q));
     mgmt_json_kstr(w, "node", server_node_name(r->s));
     mgmt_json_kstr(w, "state", "running");
-    mgmt_json_kstr(w, "type", queue_type_name(q));
+    mgmt_json_kstr(w, "type", queue_type_of(q)->name);
     mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
     mgmt_json_end_obj(w);
 }
@@ -118,7 +118,7 @@ static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
  * at-least-once dead letters not yet taken by a queue. */
 static void quorum_fields(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
 {
-    if (!queue_is_quorum(q))
+    if (!queue_type_of(q)->replicated)
         return;
     mgmt_json_kstr(w, "leader", server_node_name(r->s));
     mgmt_json_kuint(w, "message_bytes_dlx", qi->dead_letter_bytes_held);
@@ -208,7 +208,7 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_json_kstr(w, "policy", pa.policy);
     tag_or_null(w, "single_active_consumer_tag", qi.active_consumer);
     mgmt_json_kstr(w, "state", "running");
-    mgmt_json_kstr(w, "type", queue_type_name(q));
+    mgmt_json_kstr(w, "type", queue_type_of(q)->name);
     mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
     health(r, w, q, &qi);
     mgmt_json_end_obj(w);

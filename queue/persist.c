@@ -29,13 +29,14 @@ static journal *journal_of(queue *q) { return server_journal(vhost_server(queue_
 static bool journaled_in(queue *q, const msg *m)
 {
     return msg_journaled(m) && durable_queue(q) && queue_store_id(q) && journal_of(q) &&
-           (!msg_journaled_transient(m) || queue_is_quorum(q));
+           (!msg_journaled_transient(m) || queue_type_of(q)->journals_transient);
 }
 
-/* Quorum queues keep every message durably, whatever its delivery mode. */
+/* Some types (quorum) keep every message durably, whatever its delivery mode. */
 static bool keeps(queue *q, bool persistent)
 {
-    return durable_queue(q) && queue_store_id(q) && (persistent || queue_is_quorum(q));
+    return durable_queue(q) && queue_store_id(q) &&
+           (persistent || queue_type_of(q)->journals_transient);
 }
 
 journal_seq persist_publish(server *s, msg *m, queue **queues, size_t n)

@@ -2,13 +2,12 @@
  * rabbit_amqqueue:declare_args does, compared on redeclare with its texts,
  * and parsed into queue_args for the queue to act on.
  *
- * Queue types (x-queue-type): classic (also when absent; the two are
- * equivalent on redeclare) and quorum. Each type refuses the arguments of
- * the other types as RabbitMQ 3.10 does ("invalid arg ... of queue type
- * rabbit_quorum_queue"), except that x-delivery-limit works on classic
- * queues too (Warren's choice, see README). A quorum queue must be durable,
- * not exclusive and not auto-delete. "stream" is refused until Warren has
- * streams. */
+ * Queue types (x-queue-type, queue_type.c's table): classic (also when
+ * absent; the two are equivalent on redeclare) and quorum. Each type
+ * refuses the arguments of the other types as RabbitMQ 3.10 does ("invalid
+ * arg ... of queue type rabbit_quorum_queue"), except that x-delivery-limit
+ * works on classic queues too (Warren's choice, see README). "stream" is
+ * refused until Warren has streams. */
 #include <stdio.h>
 #include <string.h>
 
@@ -52,38 +51,14 @@ static const char *const overflow_names[] = {"drop-head", "reject-publish", "rej
 /* by QUEUE_RETRY_ */
 static const char *const retry_type_names[] = {"disabled", "all", "failed", "returned"};
 
-/* Arguments a queue type refuses (RabbitMQ 3.10's queue_arguments
- * capabilities, as the declare of each one shows). */
-static const char *const classic_refuses[] = {
-    "x-max-in-memory-length", "x-max-in-memory-bytes", "x-dead-letter-strategy",
-    "x-quorum-initial-group-size", "x-max-age", "x-stream-max-segment-size-bytes",
-    "x-initial-cluster-size", "x-queue-leader-locator", NULL};
-static const char *const quorum_refuses[] = {
-    "x-max-priority", "x-queue-mode", "x-queue-version", "x-queue-master-locator", "x-max-age",
-    "x-stream-max-segment-size-bytes", "x-initial-cluster-size", NULL};
-
-/* QUEUE_TYPE_* of an x-queue-type value; -1 for anything else. */
-static int type_of(const amqp_field *f)
-{
-    if (f->type != 'S')
-        return -1;
-    if (amqp_bytes_equal_cstr(f->v.bytes, "classic"))
-        return QUEUE_TYPE_CLASSIC;
-    if (amqp_bytes_equal_cstr(f->v.bytes, "quorum"))
-        return QUEUE_TYPE_QUORUM;
-    return -1;
-}
-
-/* The type the arguments name: classic when absent, -1 when unknown. */
-static int named_type(amqp_bytes args)
+/* The type the arguments name: classic when they name none, NULL when
+ * they name one Warren does not know. */
+static const queue_type *named_type(amqp_bytes args)
 {
     amqp_field f;
-    return amqp_table_get(args, "x-queue-type", &f) ? type_of(&f) : QUEUE_TYPE_CLASSIC;
-}
-
-static int type_of_args(amqp_bytes args)
-{
-    return named_type(args) == QUEUE_TYPE_QUORUM ? QUEUE_TYPE_QUORUM : QUEUE_TYPE_CLASSIC;
+    if (!amqp_table_get(args, "x-queue-type", &f))
+        return queue_type_by_id(QUEUE_TYPE_CLASSIC);
+    return f.type == 'S' ? queue_type_named(f.v.bytes) : NULL;
 }
 
 static bool is_int_type(uint8_t t) { return t && strchr("bsIlBui", t); }
@@ -139,7 +114,7 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
     case ARG_TYPE:
         if (f->type != 'S')
             return unacceptable(f, why, whylen);
-        if (type_of(f) >= 0)
+        if (queue_type_named(f->v.bytes))
             return NULL;
         if (amqp_bytes_equal_cstr(f->v.bytes, "stream"))
             snprintf(why, whylen, "\"queue type 'stream' is not supported by Warren yet\"");
@@ -156,7 +131,7 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
         snprintf(why, whylen, "invalid_dlx_strategy");
         return why;
     case ARG_LIMIT: /* RabbitMQ 3.10 takes any value on a quorum queue */
-        return type_of_args(args) == QUEUE_TYPE_QUORUM
+        return queue_type_of_args(args)->any_delivery_limit
                    ? NULL
                    : check_value(ARG_NON_NEG, f, args, why, whylen);
     case ARG_RETRY_TYPE:
@@ -176,13 +151,14 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
                      amqp_error *err)
 {
     char why[160];
-    bool quorum = type_of_args(args) == QUEUE_TYPE_QUORUM;
+    const queue_type *t = queue_type_of_args(args);
     for (size_t i = 0; i < NKNOWN; i++) {
         amqp_field f;
         if (!amqp_table_get(args, known[i].key, &f))
             continue;
-        if (quorum && known[i].kind == ARG_OVERFLOW && check_value(ARG_OVERFLOW, &f, args, why, sizeof why))
-            snprintf(why, sizeof why, "invalid_overflow"); /* the quorum queue's own check */
+        if (t->overflow_error && known[i].kind == ARG_OVERFLOW &&
+            check_value(ARG_OVERFLOW, &f, args, why, sizeof why))
+            snprintf(why, sizeof why, "%s", t->overflow_error); /* the type's own check */
         else if (!check_value(known[i].kind, &f, args, why, sizeof why))
             continue;
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
@@ -190,32 +166,15 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
                          (int)qname.len, (const char *)qname.ptr, vhost_label, why);
     }
     amqp_field f;
-    for (const char *const *k = quorum ? quorum_refuses : classic_refuses; *k; k++)
+    for (const char *const *k = t->refused_args; *k; k++)
         if (amqp_table_get(args, *k, &f))
             return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
                              "invalid arg '%s' for queue '%.*s' in vhost '%s' of queue type %s", *k,
                              (int)qname.len, (const char *)qname.ptr, vhost_label,
-                             quorum ? "rabbit_quorum_queue" : "rabbit_classic_queue");
+                             t->module);
     queue_args_read(args, out);
     return AMQP_OK;
 }
-
-int queue_type_check(const queue_spec *spec, const char *vhost_label, amqp_error *err)
-{
-    if (type_of_args(spec->arguments) != QUEUE_TYPE_QUORUM)
-        return AMQP_OK;
-    const char *prop = spec->auto_delete ? "auto-delete"
-                       : spec->exclusive ? "exclusive-owner"
-                       : !spec->durable  ? "non-durable"
-                                         : NULL;
-    if (!prop)
-        return AMQP_OK;
-    return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
-                     "invalid property '%s' for queue '%.*s' in vhost '%s'", prop,
-                     (int)spec->name.len, (const char *)spec->name.ptr, vhost_label);
-}
-
-bool queue_args_quorum(amqp_bytes args) { return type_of_args(args) == QUEUE_TYPE_QUORUM; }
 
 /* x-delayed-retry-*: without a type, a min alone means "failed" (LavinMQ's
  * way of enabling it); see delayed.c. */
@@ -246,11 +205,11 @@ void queue_args_read(amqp_bytes args, queue_args *out)
                         .max_length_bytes = -1, .delivery_limit = -1, .consumer_timeout = -1};
     amqp_field f;
     int64_t n;
-    out->type = (uint8_t)type_of_args(args);
-    /* RabbitMQ 4.x gives quorum queues a delivery limit of 20 by default;
-     * a negative one means none there */
-    if (out->type == QUEUE_TYPE_QUORUM)
-        out->delivery_limit = QUEUE_QUORUM_DELIVERY_LIMIT;
+    const queue_type *t = queue_type_of_args(args);
+    out->type = t->id;
+    /* the type's default (a quorum queue's 20, RabbitMQ 4.x's); a negative
+     * x-delivery-limit means none */
+    out->delivery_limit = t->delivery_limit;
     if (amqp_table_get(args, "x-delivery-limit", &f) && amqp_field_int(&f, &n))
         out->delivery_limit = n < 0 ? -1 : n;
     if (amqp_table_get(args, "x-consumer-timeout", &f) && amqp_field_int(&f, &n) && n >= 0)
@@ -268,8 +227,8 @@ void queue_args_read(amqp_bytes args, queue_args *out)
         for (uint8_t i = 0; i < 3; i++)
             if (amqp_bytes_equal_cstr(f.v.bytes, overflow_names[i]))
                 out->overflow = i;
-    /* a quorum queue takes reject-publish-dlx as its default, drop-head */
-    if (out->type == QUEUE_TYPE_QUORUM && out->overflow == QUEUE_REJECT_PUBLISH_DLX)
+    /* a type without reject-publish-dlx takes its default, drop-head */
+    if (!t->reject_publish_dlx && out->overflow == QUEUE_REJECT_PUBLISH_DLX)
         out->overflow = QUEUE_DROP_HEAD;
     if (amqp_table_get(args, "x-max-priority", &f) && amqp_field_int(&f, &n) && n > 0 && n < 256)
         out->max_priority = (uint8_t)n;
@@ -282,7 +241,7 @@ void queue_args_read(amqp_bytes args, queue_args *out)
         out->dlrk = f.v.bytes;
     /* RabbitMQ 3.10 keeps at-least-once only with reject-publish (else
      * it falls back to at-most-once) and a dead-letter exchange */
-    out->at_least_once = out->type == QUEUE_TYPE_QUORUM && out->has_dlx &&
+    out->at_least_once = t->at_least_once && out->has_dlx &&
                          out->overflow == QUEUE_REJECT_PUBLISH &&
                          amqp_table_get(args, "x-dead-letter-strategy", &f) && f.type == 'S' &&
                          amqp_bytes_equal_cstr(f.v.bytes, "at-least-once");
@@ -310,7 +269,7 @@ int queue_args_equivalent(amqp_bytes current, amqp_bytes received, amqp_bytes qn
         amqp_field a, b;
         bool has_a = amqp_table_get(current, known[i].key, &a);
         bool has_b = amqp_table_get(received, known[i].key, &b);
-        if (known[i].kind == ARG_TYPE && named_type(current) >= 0 &&
+        if (known[i].kind == ARG_TYPE && named_type(current) &&
             named_type(current) == named_type(received))
             continue; /* "classic" is what no type means, both ways */
         /* RabbitMQ compares by value: 5 as a byte equals 5 as a signed int */

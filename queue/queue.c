@@ -129,6 +129,7 @@ struct held_dead_letter {
 struct queue {
     struct queue_link link; /* vhost bookkeeping; first member */
     vhost *v;
+    const queue_type *type; /* its operations and behaviour (queue_type.c) */
     bool durable, exclusive, auto_delete, deleted, dispatching, had_consumer;
     bool mixed_priorities;
     conn *owner;
@@ -209,7 +210,8 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     q->eff_args = queue_arguments(q);
     queue_args_read(q->eff_args, &q->limits);
     /* a quorum queue has RabbitMQ 4.x's two levels: priority 5 and up is high */
-    q->nlevels = q->limits.type == QUEUE_TYPE_QUORUM ? 2u : q->limits.max_priority + 1u;
+    q->type = queue_type_by_id(q->limits.type);
+    q->nlevels = q->type->priority_levels ? q->limits.max_priority + 1u : 2u;
     q->levels = calloc(q->nlevels, sizeof *q->levels);
     if (!q->levels) {
         free(q->args);
@@ -278,13 +280,12 @@ const queue_args *queue_get_args(const queue *q) { return &q->limits; }
 vhost *queue_vhost(queue *q) { return q->v; }
 uint64_t queue_store_id(const queue *q) { return q->store_id; }
 void queue_set_store_id(queue *q, uint64_t id) { q->store_id = id; }
-bool queue_is_quorum(const queue *q) { return q->limits.type == QUEUE_TYPE_QUORUM; }
-const char *queue_type_name(const queue *q) { return queue_is_quorum(q) ? "quorum" : "classic"; }
+const queue_type *queue_type_of(const queue *q) { return q->type; }
 
 bool queue_shows_delivery_count(const queue *q)
 {
     const queue_args *a = &q->limits;
-    return a->type == QUEUE_TYPE_QUORUM || a->delivery_limit >= 0 ||
+    return q->type->counts_deliveries || a->delivery_limit >= 0 ||
            (a->retry_min > 0 && a->retry_type != QUEUE_RETRY_DISABLED);
 }
 
@@ -306,7 +307,7 @@ void queue_delivery_held(queue *q, uint32_t count, const msg *m)
         q->persistent++, q->persistent_bytes += bytes;
 }
 
-void queue_delivery_settled(queue *q, uint32_t count, const msg *m)
+void queue_core_settled(queue *q, uint32_t count, const msg *m)
 {
     uint64_t bytes = msg_body_size(m);
     q->unacked--;
@@ -439,7 +440,7 @@ static void strip_dead_ends(ring *r)
  * maximum (0 when unset, as in RabbitMQ). */
 static uint8_t level_for(const queue *q, uint8_t p)
 {
-    if (q->limits.type == QUEUE_TYPE_QUORUM)
+    if (!q->type->priority_levels)
         return p > QUORUM_NORMAL_PRIORITY_MAX;
     return p < q->nlevels ? p : (uint8_t)(q->nlevels - 1);
 }
@@ -660,7 +661,7 @@ static queue_item item_of(qslot s)
 static ring *next_ring(queue *q, bool deliver)
 {
     ring *r = top(q);
-    if (!deliver || q->limits.type != QUEUE_TYPE_QUORUM)
+    if (!deliver || q->type->priority_levels)
         return r;
     if (r == &q->levels[1] && q->levels[0].count && q->high_run >= QUORUM_HIGH_RUN)
         r = &q->levels[0];
@@ -1110,7 +1111,7 @@ static bool over_limit(const queue *q)
            (q->limits.max_length_bytes >= 0 && q->bytes > (uint64_t)q->limits.max_length_bytes);
 }
 
-bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
+bool queue_core_publish(queue *q, msg *m, int64_t expiration_ms)
 {
     msg_ref(m);
     q->stats.n[STAT_PUBLISH]++;
@@ -1130,7 +1131,8 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
     }
     /* a quorum queue refuses once it is over its limit, so it takes the
      * message that crosses it (RabbitMQ 3.10's rabbit_fifo) */
-    if (q->limits.type == QUEUE_TYPE_QUORUM && q->limits.overflow == QUEUE_REJECT_PUBLISH) {
+    bool refuses_over = q->type->refuses_over_limit && q->limits.overflow == QUEUE_REJECT_PUBLISH;
+    if (refuses_over) {
         if (over_limit(q)) {
             msg_unref(m);
             return false;
@@ -1149,8 +1151,7 @@ bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
         return false;
     }
     queue_item it;
-    while (over_limit(q) && !(q->limits.type == QUEUE_TYPE_QUORUM &&
-                              q->limits.overflow == QUEUE_REJECT_PUBLISH)) {
+    while (over_limit(q) && !refuses_over) {
         if (q->limits.overflow == QUEUE_DROP_HEAD) {
             if (pop_front(q, &it))
                 queue_dead_letter(q, it, "maxlen");
@@ -1240,7 +1241,7 @@ uint32_t queue_delayed_count(const queue *q) { return q->delayed.n; }
 /* A return past x-delivery-limit dead-letters the message, as RabbitMQ's
  * quorum queues do: its delivery count is its returns so far, this one
  * included. The limit comes first: a message over it is not delayed. */
-void queue_requeue(queue *q, queue_item e, queue_return why)
+void queue_core_requeue(queue *q, queue_item e, queue_return why)
 {
     msg_ref(e.m);
     if (q->limits.delivery_limit >= 0 && e.delivery_count > q->limits.delivery_limit) {
@@ -1262,7 +1263,7 @@ void queue_requeue(queue *q, queue_item e, queue_return why)
     }
 }
 
-bool queue_get(queue *q, queue_item *out)
+bool queue_core_get(queue *q, queue_item *out)
 {
     queue_touch(q);
     for (uint32_t expired = 0; pop_next(q, out, true);) {
@@ -1330,7 +1331,7 @@ static void journal_purge(queue *q)
         settle_dropped(q, &q->delayed.v[i].s);
 }
 
-uint32_t queue_purge(queue *q)
+uint32_t queue_core_purge(queue *q)
 {
     uint32_t n = q->count + q->delayed.n;
     if (n && !q->deleted && !vhost_closing(q->v))
@@ -1395,7 +1396,7 @@ void queue_remove_consumer(queue *q, consumer *cons)
         queue_delete(q);
 }
 
-void queue_delete(queue *q)
+void queue_core_delete(queue *q)
 {
     if (q->deleted)
         return;
@@ -1434,7 +1435,7 @@ stats *queue_stats(queue *q) { return &q->stats; }
 /* `memory` is what the queue itself holds: its struct, arguments, ring
  * slots and expiry heap. Message bodies are shared between queues and
  * counted once, in msg_total_memory. */
-void queue_describe(queue *q, queue_info *out)
+void queue_core_describe(queue *q, queue_info *out)
 {
     size_t memory = sizeof *q + q->args_len + q->nlevels * sizeof *q->levels;
     for (uint32_t i = 0; i < q->nlevels; i++)
@@ -1472,3 +1473,19 @@ consumer *queue_next_consumer(queue *q, consumer *prev)
         return q->consumers;
     return prev->q_next == q->consumers ? NULL : prev->q_next;
 }
+
+/* ---- through the queue's type ------------------------------------------- */
+
+bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
+{
+    return q->type->publish(q, m, expiration_ms);
+}
+bool queue_get(queue *q, queue_item *it) { return q->type->get(q, it); }
+void queue_requeue(queue *q, queue_item it, queue_return why) { q->type->requeue(q, it, why); }
+void queue_delivery_settled(queue *q, uint32_t count, const msg *m)
+{
+    q->type->settled(q, count, m);
+}
+uint32_t queue_purge(queue *q) { return q->type->purge(q); }
+void queue_delete(queue *q) { q->type->delete(q); }
+void queue_describe(queue *q, queue_info *out) { q->type->describe(q, out); }

@@ -63,8 +63,6 @@ enum { QUEUE_DROP_HEAD, QUEUE_REJECT_PUBLISH, QUEUE_REJECT_PUBLISH_DLX };
 /* x-delayed-retry-type: which returns are held back before they are ready
  * again (RabbitMQ 4.3's values, see delayed.c). */
 enum { QUEUE_RETRY_DISABLED, QUEUE_RETRY_ALL, QUEUE_RETRY_FAILED, QUEUE_RETRY_RETURNED };
-/* RabbitMQ 4.x's default x-delivery-limit of a quorum queue. */
-#define QUEUE_QUORUM_DELIVERY_LIMIT 20
 typedef struct queue_args {
     int64_t message_ttl, expires, max_length, max_length_bytes; /* -1 = none */
     /* returns (requeues, channel or connection closed) a message may have
@@ -87,8 +85,6 @@ typedef struct queue_args {
 /* Validates declare arguments (406 with RabbitMQ's texts) and parses them. */
 int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost, queue_args *out,
                      amqp_error *err);
-/* Whether the arguments declare a quorum queue. */
-bool queue_args_quorum(amqp_bytes args);
 /* Reads arguments already validated (or combined with validated policy
  * values) without checking them again. */
 void queue_args_read(amqp_bytes args, queue_args *out);
@@ -102,10 +98,6 @@ typedef struct queue_spec {
     amqp_bytes arguments;
     conn *owner; /* for exclusive queues */
 } queue_spec;
-
-/* A quorum queue's properties: 406 "invalid property 'auto-delete' ..."
- * (or 'exclusive-owner', 'non-durable') as RabbitMQ 3.10 words it. */
-int queue_type_check(const queue_spec *spec, const char *vhost, amqp_error *err);
 
 queue *queue_new(vhost *v, const queue_spec *spec);
 /* Deletes: cancels consumers (notifying them), unbinds, drops ready
@@ -189,14 +181,12 @@ bool queue_set_policy(queue *q, const policy_applied *applied, amqp_bytes effect
 uint64_t queue_store_id(const queue *q);
 void queue_set_store_id(queue *q, uint64_t id);
 /* Whether `q` is a quorum queue (x-queue-type quorum). */
-bool queue_is_quorum(const queue *q);
 /* Whether a returned message from `q` is delivered with x-delivery-count:
  * always from a quorum queue (RabbitMQ 3.10), from a classic queue only
  * when a delivery limit or delayed retry (Warren's extensions there) counts
  * its returns -- a plain classic queue adds nothing, as RabbitMQ's. */
 bool queue_shows_delivery_count(const queue *q);
 /* "classic" or "quorum", as /api/queues shows the type. */
-const char *queue_type_name(const queue *q);
 vhost *queue_vhost(queue *q);
 /* Drops the ready and the delayed messages (unacked ones stay with their
  * consumers); returns how many went. */
@@ -555,5 +545,48 @@ void queue_describe(queue *q, queue_info *out);
 /* Its consumers, in round-robin order: NULL prev gives the first. */
 consumer *queue_next_consumer(queue *q, consumer *prev);
 stats *queue_stats(queue *q);
+
+/* ---- queue types (queue_type.c) ------------------------------------------ */
+
+/* A queue type: a table of its operations and of the behaviour the queue
+ * core asks of it where types differ. Classic and quorum are two entries
+ * sharing the queue core's operations; a stream queue will be a third with
+ * its own. The public queue_publish, queue_get, ... go through the table. */
+typedef struct queue_type {
+    uint8_t id;                      /* QUEUE_TYPE_*: counts by type are indexed by it */
+    const char *name;                /* x-queue-type, and the management API's "type" */
+    const char *module;              /* RabbitMQ's name for it, in error texts and metrics */
+    const char *const *refused_args; /* declare arguments it does not take (NULL-ended) */
+    const char *overflow_error;      /* its own reason for a bad x-overflow; NULL: the usual */
+    bool any_delivery_limit;         /* x-delivery-limit takes any integer (negative: none) */
+    int64_t delivery_limit;          /* the default x-delivery-limit; -1 = none */
+    bool server_named;               /* queue.declare with an empty name may create one */
+    bool priority_levels;            /* x-max-priority levels; else two, priority 5 up is high */
+    bool counts_deliveries;          /* redeliveries carry x-delivery-count, limit or not */
+    bool get_counts_first;           /* basic.get shows x-delivery-count 0 on a first delivery */
+    bool journals_transient;         /* keeps transient messages in the journal too */
+    bool replicated;                 /* has members and a leader (the API shows them) */
+    bool refuses_over_limit;         /* reject-publish refuses past the limit, not at it */
+    bool reject_publish_dlx;         /* takes x-overflow reject-publish-dlx (else drop-head) */
+    bool at_least_once;              /* x-dead-letter-strategy at-least-once */
+    bool global_prefetch;            /* basic.qos global applies to its consumers */
+
+    /* The properties a declare must have (406 with RabbitMQ's text). */
+    int (*check_declare)(const queue_spec *spec, const char *vhost, amqp_error *err);
+    bool (*publish)(queue *q, msg *m, int64_t expiration_ms);
+    bool (*get)(queue *q, queue_item *it);
+    void (*requeue)(queue *q, queue_item it, queue_return why);
+    void (*settled)(queue *q, uint32_t count, const msg *m);
+    uint32_t (*purge)(queue *q);
+    void (*delete)(queue *q);
+    void (*describe)(queue *q, queue_info *out);
+} queue_type;
+
+const queue_type *queue_type_by_id(uint8_t id);
+/* The type an x-queue-type value names; NULL if none does. */
+const queue_type *queue_type_named(amqp_bytes name);
+/* The type declare arguments ask for: classic when they name none. */
+const queue_type *queue_type_of_args(amqp_bytes args);
+const queue_type *queue_type_of(const queue *q);
 
 #endif

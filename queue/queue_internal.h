@@ -34,6 +34,19 @@ typedef struct qslot {
     uint32_t paged : 1;
 } qslot;
 
+/* ---- the queue core's operations (queue.c) ------------------------------ */
+
+/* What queue_publish, queue_get, ... do for the types that keep messages
+ * in the queue core's rings (classic and quorum): queue_type.c's entries
+ * point at them. */
+bool queue_core_publish(queue *q, msg *m, int64_t expiration_ms);
+bool queue_core_get(queue *q, queue_item *it);
+void queue_core_requeue(queue *q, queue_item it, queue_return why);
+void queue_core_settled(queue *q, uint32_t count, const msg *m);
+uint32_t queue_core_purge(queue *q);
+void queue_core_delete(queue *q);
+void queue_core_describe(queue *q, queue_info *out);
+
 /* ---- delayed.c: messages held back by delayed retry ---------------------- */
 
 /* A held message: its slot, the priority level it goes back to, and when
