@@ -30,7 +30,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c pattern/*.c routing/*.c store/*.c http/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c net/*.c pattern/*.c routing/*.c store/*.c http/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)

@@ -28,6 +28,7 @@
  */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -719,9 +720,11 @@ static void on_drained(void *arg, size_t pending)
         resume_deliveries(c);
 }
 
-static void on_closed(void *arg)
+static void on_closed(void *arg, int error)
 {
     conn *c = arg;
+    if (error == ENOMEM)
+        log_msg(LOG_ERROR, "connection %s: out of memory for its input; closing it", c->peer);
     if (c->state == S_CLOSED) {
         schedule_free(c);
         return;
@@ -738,13 +741,12 @@ static const transport_handlers handlers = {on_read, on_drained, on_closed};
 
 /* RabbitMQ's connection name, "peer -> local", and its parts, in one
  * block; ids number connections. False when out of memory. */
-static bool name_connection(conn *c, int fd, const char *peer)
+static bool name_connection(conn *c, transport *t, const char *peer)
 {
     static uint64_t next_id;
     struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
     char host[SERVER_HOST_LEN] = "?";
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+    if (transport_address(t, true, &ss))
         c->port = server_sockaddr_host((struct sockaddr *)&ss, host);
     /* peer is "host:port", an IPv6 host in brackets as RabbitMQ's names
      * have them ("[::1]:40628 -> [::1]:5672"); peer_host and host go
@@ -785,24 +787,29 @@ static bool is_loopback(const struct sockaddr *sa)
 
 void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer)
 {
-    conn *c = calloc(1, sizeof *c);
-    if (c && !name_connection(c, fd, peer)) {
-        free(c);
-        c = NULL;
-    }
-    transport *t = c ? transport_new(server_flusher(s), server_base(s), fd, &handlers, c) : NULL;
+    transport *t = transport_new_tcp(server_flusher(s), server_base(s), fd, sa);
     if (!t) {
-        if (c)
-            free(c->names);
-        free(c);
         evutil_closesocket(fd);
         return;
     }
+    conn_attach(s, t, peer);
+}
+
+void conn_attach(server *s, transport *t, const char *peer)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c || !name_connection(c, t, peer)) {
+        free(c);
+        transport_free(t);
+        return;
+    }
+    struct sockaddr_storage sa = {.ss_family = AF_UNSPEC};
+    transport_address(t, false, &sa);
     c->srv = s;
     c->t = t;
     c->state = S_HEADER;
-    c->loopback = is_loopback(sa);
-    login_brake_key(sa, c->brake_key);
+    c->loopback = is_loopback((struct sockaddr *)&sa);
+    login_brake_key((struct sockaddr *)&sa, c->brake_key);
     c->mechanism = "";
     /* until tune-ok, RabbitMQ's initial_frame_max: a client that has not
      * logged in (or was refused) can make us buffer no more than that */
@@ -810,6 +817,7 @@ void conn_accept(server *s, int fd, const struct sockaddr *sa, const char *peer)
     c->content_limit = server_content_limit(s);
     c->channel_max = server_config(s)->channel_max;
     c->opened_ms = c->last_recv_ms = c->last_send_ms = server_now_ms(s);
+    transport_start(t, &handlers, c);
     server_conn_opened(s, c);
 }
 
