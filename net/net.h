@@ -1,12 +1,12 @@
-/* net: the byte streams client connections run over -- TCP, and later
- * TLS -- each with an input and an output buffer whose output is written
- * once at the end of the loop turn.
+/* net: the byte streams client connections run over -- TCP, an in-memory
+ * pipe for tests, and later TLS -- each with an input and an output buffer
+ * whose output is written once at the end of the loop turn.
  *
  * A transport is a generic part (transport.c: the buffers, the output
  * staging block, the end-of-turn flusher, the byte counts) over a table of
- * operations that moves the bytes (tcp.c). The table is called once per
- * read and once per write batch, never per frame. The transport's owner
- * hears about input, drained output and a vanished peer through its
+ * operations that moves the bytes (tcp.c, pipe.c). The table is called
+ * once per read and once per write batch, never per frame. The transport's
+ * owner hears about input, drained output and a vanished peer through its
  * handlers. The module logs nothing: errors reach the owner as errno
  * values. Everything runs on one event loop thread.
  */
@@ -76,6 +76,14 @@ void transport_ready(int fd, short what, void *t);
  * failure, fd untouched. */
 transport *transport_new_tcp(transport_flusher *fl, struct event_base *base, int fd,
                              const struct sockaddr *peer);
+/* Two connected in-memory ends: what one writes is the other's input in
+ * the same loop, up to `capacity` bytes unread (0: no limit; past it the
+ * writer's output waits as a full socket's does). Freeing one end is an
+ * orderly end for the other. They have no address. False when out of
+ * memory. */
+bool transport_pipe_pair(transport_flusher *fl, struct event_base *base, size_t capacity,
+                         transport *ends[2]);
+
 /* Starts reading; from now on `h` hears about it with `ctx`. */
 void transport_start(transport *t, const transport_handlers *h, void *ctx);
 /* Closes it, dropping unsent output. */

@@ -1,5 +1,5 @@
 /* Transports, the generic part: input and output buffers over an
- * implementation's operations (tcp.c).
+ * implementation's operations (tcp.c, pipe.c).
  *
  * Reads: on readiness the implementation's read moves what arrived into the
  * input buffer, then the owner's on_read parses what is there. Writes:
