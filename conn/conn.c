@@ -28,6 +28,7 @@
  */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -725,9 +726,11 @@ static void on_drained(void *arg, size_t pending)
         resume_deliveries(c);
 }
 
-static void on_closed(void *arg)
+static void on_closed(void *arg, int error)
 {
     conn *c = arg;
+    if (error == ENOMEM)
+        log_msg(LOG_ERROR, "connection %s: out of memory for its input; closing it", c->peer);
     if (c->state == S_CLOSED) {
         schedule_free(c);
         return;
@@ -744,12 +747,11 @@ static const transport_handlers handlers = {on_read, on_drained, on_closed};
 
 /* RabbitMQ's connection name, "peer -> local", and its parts, in one
  * block; ids number connections. False when out of memory. */
-static bool name_connection(server *s, conn *c, int fd, const char *peer)
+static bool name_connection(server *s, conn *c, transport *t, const char *peer)
 {
     struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
     char host[SERVER_HOST_LEN] = "?";
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+    if (transport_address(t, true, &ss))
         c->port = server_sockaddr_host((struct sockaddr *)&ss, host);
     /* peer is "host:port", an IPv6 host in brackets as RabbitMQ's names
      * have them ("[::1]:40628 -> [::1]:5672"); peer_host and host go
@@ -790,28 +792,32 @@ static bool is_loopback(const struct sockaddr *sa)
 
 void conn_accept(server *s, loop *l, int fd, const struct sockaddr *sa, const char *peer)
 {
-    conn *c = calloc(1, sizeof *c);
-    if (c && !name_connection(s, c, fd, peer)) {
-        free(c);
-        c = NULL;
+    transport *t = transport_new_tcp(loop_flusher(l), loop_base(l), fd, sa);
+    if (!t) {
+        evutil_closesocket(fd);
+        return;
     }
-    transport *t = c ? transport_new(loop_flusher(l), loop_base(l), fd, &handlers, c) : NULL;
-    if (!t || !loop_conn_opened(l, c)) {
-        if (t)
-            transport_free(t); /* closes fd */
-        else
-            evutil_closesocket(fd);
+    conn_attach(s, l, t, peer);
+}
+
+void conn_attach(server *s, loop *l, transport *t, const char *peer)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c || !name_connection(s, c, t, peer) || !loop_conn_opened(l, c)) {
         if (c)
             free(c->names);
         free(c);
+        transport_free(t);
         return;
     }
+    struct sockaddr_storage sa = {.ss_family = AF_UNSPEC};
+    transport_address(t, false, &sa);
     c->srv = s;
     c->loop = l;
     c->t = t;
     c->state = S_HEADER;
-    c->loopback = is_loopback(sa);
-    login_brake_key(sa, c->brake_key);
+    c->loopback = is_loopback((struct sockaddr *)&sa);
+    login_brake_key((struct sockaddr *)&sa, c->brake_key);
     c->mechanism = "";
     /* until tune-ok, RabbitMQ's initial_frame_max: a client that has not
      * logged in (or was refused) can make us buffer no more than that */
@@ -819,6 +825,7 @@ void conn_accept(server *s, loop *l, int fd, const struct sockaddr *sa, const ch
     c->content_limit = loop_budget(s);
     c->channel_max = server_config(s)->channel_max;
     c->opened_ms = c->last_recv_ms = c->last_send_ms = loop_now_ms(l);
+    transport_start(t, &handlers, c);
 }
 
 void conn_tick(conn *c, uint64_t now)

@@ -11,6 +11,11 @@
 /* Takes ownership of a socket accepted from `sa` ("host:port" in `peer`);
  * the connection runs on loop `l`. */
 void conn_accept(server *s, loop *l, int fd, const struct sockaddr *sa, const char *peer);
+/* A connection over `t` (not started yet) on loop `l`, which it owns from
+ * now on; `peer` names the client in logs and the management API. The
+ * client's address, for loopback_users and the login brake, is the
+ * transport's (none: not loopback). When out of memory, t is freed. */
+void conn_attach(server *s, loop *l, transport *t, const char *peer);
 /* Closes with connection.close(code, text) -- e.g. 320 on shutdown. */
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
 /* Its vhost is being deleted: closes with 320 and forgets the vhost (its

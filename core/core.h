@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../amqp/amqp.h"
+#include "../net/net.h" /* transports: the clients' byte streams */
 #include "../routing/route.h"
 #include "../store/store.h"
 
@@ -255,48 +256,6 @@ typedef struct policy_set policy_set;
 typedef struct policy_applied policy_applied;
 typedef struct param_set param_set;
 typedef struct login_brake login_brake; /* access/brake.c */
-
-
-/* ---- transports --------------------------------------------------------- */
-
-/* A client socket with input and output buffers (transport.c). Output is
- * appended during a loop turn and written once at its end, one writev per
- * socket; the owner hears about input, drained output and a vanished peer
- * through these handlers. A future TLS or in-memory transport keeps the
- * same interface. */
-typedef struct transport transport;
-typedef struct transport_flusher transport_flusher;
-typedef struct transport_handlers {
-    void (*on_read)(void *ctx);                   /* new bytes in transport_input */
-    void (*on_drained)(void *ctx, size_t pending); /* a write happened; bytes left */
-    void (*on_closed)(void *ctx);                 /* EOF or error: peer gone */
-} transport_handlers;
-
-transport_flusher *transport_flusher_new(struct event_base *base);
-void transport_flusher_free(transport_flusher *fl);
-/* Takes over `fd` (closed by transport_free); NULL on failure, fd untouched. */
-transport *transport_new(transport_flusher *fl, struct event_base *base, int fd,
-                         const transport_handlers *h, void *ctx);
-void transport_free(transport *t);
-struct evbuffer *transport_input(transport *t);
-/* Output. reserve: room for n contiguous bytes (NULL on OOM), valid until
- * the next output call; commit: n of them were written. write: copies.
- * write_reference: appends memory that stays owned by the caller until
- * cleanup runs. Each queues the end-of-turn write. */
-uint8_t *transport_reserve(transport *t, size_t n);
-void transport_commit(transport *t, size_t n);
-void transport_write(transport *t, const void *p, size_t n);
-void transport_write_reference(transport *t, const void *p, size_t n,
-                               void (*cleanup)(const void *data, size_t len, void *arg),
-                               void *arg);
-/* Queues the output for the end-of-turn write. */
-void transport_flush_later(transport *t);
-size_t transport_pending(const transport *t);
-void transport_pause_reading(transport *t, bool paused);
-/* Drops unsent output and stops reading (the peer is gone or too slow). */
-void transport_abort(transport *t);
-/* Bytes read, bytes written, reads and writes so far (statistics). */
-void transport_io_counts(const transport *t, uint64_t out[4]);
 
 
 /* ---- queue types and dead-letter reasons (counted by server_counts) ---- */

@@ -18,6 +18,8 @@
 
 static server *srv;
 static char dir[64];
+/* Set by a test that wants other settings than these. */
+static void (*adjust_config)(config *c);
 
 /* A server on `dir` (a restart when the directory holds one's stores). */
 static server *start_server(void)
@@ -27,6 +29,8 @@ static server *start_server(void)
     strcpy(c.listen_host, "127.0.0.1");
     c.listen_port = 0;
     strcpy(c.data_dir, dir);
+    if (adjust_config)
+        adjust_config(&c);
     return test_broker_new(&c);
 }
 

@@ -1,28 +1,30 @@
-/* Transport: a client socket with an input and an output buffer.
+/* Transports, the generic part: input and output buffers over an
+ * implementation's operations (tcp.c, pipe.c).
  *
- * Reads: one readv into the input buffer per readiness event (no FIONREAD
- * ioctl, unlike evbuffer_read), then the owner's on_read parses what is
- * there. Writes: frames are encoded straight into a staging block (64 KiB,
- * malloc'd when a turn first writes); a full block, or the last one at
- * flush time, is handed to the output evbuffer by reference, so output
- * costs one malloc per block rather than one evbuffer chain per frame.
- * Output is only appended to while the loop turn runs; the
- * flusher, one event activated when the first transport of a turn has
- * output, then writes every pending transport with one writev each. EV_WRITE
- * is registered only while a socket is full, so a client that keeps up
- * costs no epoll_ctl per turn.
+ * Reads: on readiness the implementation's read moves what arrived into the
+ * input buffer, then the owner's on_read parses what is there. Writes:
+ * frames are encoded straight into a staging block (64 KiB, malloc'd when a
+ * turn first writes); a full block, or the last one at flush time, is
+ * handed to the output evbuffer by reference, so output costs one malloc
+ * per block rather than one evbuffer chain per frame. Output is only
+ * appended to while the loop turn runs; the flusher, one event activated
+ * when the first transport of a turn has output, then has each pending
+ * transport's implementation write it (one writev for TCP). Readiness for
+ * writing is watched only while output is left over, so a client that
+ * keeps up costs nothing per turn but the write.
+ *
+ * States: started (reading unless paused) --peer gone--> closed (no
+ * reading, output dropped, on_closed told once) --transport_free--> freed.
  */
+#include <assert.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
-#include "../admin/admin.h"
+#include "net.h"
 
-#define READ_CHUNK (128 * 1024)
 #define BLOCK_SIZE (64 * 1024)
 
 struct transport_flusher {
@@ -32,15 +34,15 @@ struct transport_flusher {
 };
 
 struct transport {
+    const transport_ops *ops;
+    void *impl;
     transport_flusher *fl;
-    int fd;
-    struct event *rev, *wev;
     struct evbuffer *in, *out;
-    const transport_handlers *h;
+    const transport_handlers *h; /* NULL before transport_start */
     void *ctx;
     uint8_t *block; /* staging block, not yet in `out` */
     size_t block_used, block_cap;
-    bool reading, paused, wev_added, flush_queued, closed;
+    bool reading, writing, paused, flush_queued, closed;
     uint64_t io[4]; /* statistics: recv_oct, send_oct, recv_cnt, send_cnt */
 };
 
@@ -106,64 +108,45 @@ void transport_flush_later(transport *t)
 
 static void update_reading(transport *t)
 {
-    bool want = !t->paused && !t->closed;
+    bool want = t->h && !t->paused && !t->closed;
     if (want == t->reading)
         return;
     t->reading = want;
-    if (want)
-        event_add(t->rev, NULL);
-    else
-        event_del(t->rev);
+    t->ops->watch_read(t->impl, want);
 }
 
-static void peer_gone(transport *t)
+static void watch_writing(transport *t, bool want)
+{
+    if (want == t->writing)
+        return;
+    t->writing = want;
+    t->ops->watch_write(t->impl, want);
+}
+
+static void peer_gone(transport *t, int error)
 {
     if (t->closed)
         return;
     t->closed = true;
     update_reading(t);
-    if (t->wev_added) {
-        event_del(t->wev);
-        t->wev_added = false;
-    }
+    watch_writing(t, false);
     seal(t, false);
     evbuffer_drain(t->out, evbuffer_get_length(t->out));
-    t->h->on_closed(t->ctx);
+    if (t->h)
+        t->h->on_closed(t->ctx, error);
 }
 
-static void read_cb(evutil_socket_t fd, short what, void *arg)
+static void read_now(transport *t)
 {
-    (void)what;
-    transport *t = arg;
-    struct evbuffer_iovec v[2];
-    int nv = evbuffer_reserve_space(t->in, READ_CHUNK, v, 2);
-    if (nv < 1) {
-        /* No memory for input. Returning would leave the socket readable
-         * and the loop would call us again at once, forever: drop the
-         * connection instead (its memory is then freed, too). */
-        log_msg(LOG_ERROR, "out of memory for a client's input; closing its connection");
-        peer_gone(t);
+    if (!t->reading)
+        return;
+    ssize_t n = t->ops->read(t->impl, t->in);
+    if (n < 0) {
+        peer_gone(t, errno);
         return;
     }
-    struct iovec iov[2];
-    for (int i = 0; i < nv; i++)
-        iov[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
-    ssize_t n = readv(fd, iov, nv);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        evbuffer_commit_space(t->in, v, 0);
+    if (n == 0)
         return;
-    }
-    if (n <= 0) {
-        evbuffer_commit_space(t->in, v, 0);
-        peer_gone(t);
-        return;
-    }
-    size_t left = (size_t)n;
-    for (int i = 0; i < nv; i++) {
-        v[i].iov_len = left < v[i].iov_len ? left : v[i].iov_len;
-        left -= v[i].iov_len;
-    }
-    evbuffer_commit_space(t->in, v, nv);
     t->io[0] += (uint64_t)n, t->io[2]++;
     t->h->on_read(t->ctx);
 }
@@ -234,61 +217,70 @@ void transport_write_reference(transport *t, const void *p, size_t n,
     transport_flush_later(t);
 }
 
+/* What the implementation holds past `out`: a call only for those that can. */
+static size_t held(const transport *t)
+{
+    return t->ops->pending ? t->ops->pending(t->impl) : 0;
+}
+
 static void write_now(transport *t)
 {
     if (t->closed)
         return;
     seal(t, false);
-    if (evbuffer_get_length(t->out)) {
-        int r = evbuffer_write(t->out, t->fd);
-        if (r > 0)
-            t->io[1] += (uint64_t)r, t->io[3]++;
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            peer_gone(t);
+    if (evbuffer_get_length(t->out) || held(t)) {
+        ssize_t r = t->ops->write(t->impl, t->out);
+        if (r < 0) {
+            peer_gone(t, errno);
             return;
         }
+        if (r > 0)
+            t->io[1] += (uint64_t)r, t->io[3]++;
     }
-    size_t pending = evbuffer_get_length(t->out);
-    if (pending && !t->wev_added) {
-        event_add(t->wev, NULL);
-        t->wev_added = true;
-    } else if (!pending && t->wev_added) {
-        event_del(t->wev);
-        t->wev_added = false;
-    }
-    t->h->on_drained(t->ctx, pending);
+    size_t pending = evbuffer_get_length(t->out) + held(t);
+    watch_writing(t, pending > 0);
+    if (t->h)
+        t->h->on_drained(t->ctx, pending);
 }
 
-static void write_cb(evutil_socket_t fd, short what, void *arg)
+void transport_ready(int fd, short what, void *arg)
 {
-    (void)fd, (void)what;
-    write_now(arg);
+    (void)fd;
+    if (what & EV_READ)
+        read_now(arg);
+    else
+        write_now(arg);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-transport *transport_new(transport_flusher *fl, struct event_base *base, int fd,
-                         const transport_handlers *h, void *ctx)
+transport *transport_new(transport_flusher *fl, const transport_ops *ops, void *impl)
 {
     transport *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
+    t->ops = ops;
+    t->impl = impl;
     t->fl = fl;
-    t->fd = fd;
-    t->h = h;
-    t->ctx = ctx;
-    evutil_make_socket_nonblocking(fd);
-    t->rev = event_new(base, fd, EV_READ | EV_PERSIST, read_cb, t);
-    t->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, write_cb, t);
     t->in = evbuffer_new();
     t->out = evbuffer_new();
-    if (!t->rev || !t->wev || !t->in || !t->out) {
-        t->fd = -1; /* the caller still owns fd on failure */
-        transport_free(t);
+    if (!t->in || !t->out) {
+        if (t->in)
+            evbuffer_free(t->in);
+        if (t->out)
+            evbuffer_free(t->out);
+        free(t);
         return NULL;
     }
-    update_reading(t);
     return t;
+}
+
+void transport_start(transport *t, const transport_handlers *h, void *ctx)
+{
+    assert(!t->h); /* started once */
+    t->h = h;
+    t->ctx = ctx;
+    update_reading(t);
 }
 
 void transport_free(transport *t)
@@ -299,24 +291,23 @@ void transport_free(transport *t)
         for (size_t i = 0; i < t->fl->n; i++)
             if (t->fl->pending[i] == t)
                 t->fl->pending[i] = NULL;
-    if (t->rev)
-        event_free(t->rev);
-    if (t->wev)
-        event_free(t->wev);
-    if (t->in)
-        evbuffer_free(t->in);
-    if (t->out)
-        evbuffer_free(t->out);
+    t->ops->close(t->impl);
+    evbuffer_free(t->in);
+    evbuffer_free(t->out);
     free(t->block);
-    if (t->fd >= 0)
-        close(t->fd);
     free(t);
 }
 
 struct evbuffer *transport_input(transport *t) { return t->in; }
+
+bool transport_address(const transport *t, bool local, struct sockaddr_storage *out)
+{
+    return t->ops->address(t->impl, local, out);
+}
+
 size_t transport_pending(const transport *t)
 {
-    return evbuffer_get_length(t->out) + t->block_used;
+    return evbuffer_get_length(t->out) + t->block_used + held(t);
 }
 
 void transport_pause_reading(transport *t, bool paused)
