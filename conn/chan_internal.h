@@ -48,6 +48,8 @@ typedef struct chan_publish_memo {
     bool write_ok, topic_ok;
     uint32_t stats_slot; /* write_exchange's exchange_stats slot + 1; 0 = not looked up */
     uint8_t write_len, topic_len;
+    route_exchange *ex;  /* write_exchange, found while the table's exchanges */
+    uint64_t ex_version; /* had this version (route_exchanges_version); NULL: look up */
     uint8_t write_exchange[255]; /* write allowed on this exchange */
     uint8_t topic_key[255];      /* and topic write on this key (topic exchanges) */
 } chan_publish_memo;

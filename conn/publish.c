@@ -394,6 +394,7 @@ static int write_permitted(chan *ch, amqp_bytes exchange, amqp_error *err)
     c->write_ok = true;
     c->topic_ok = false; /* it was for another exchange */
     c->stats_slot = 0;
+    c->ex = NULL;
     c->write_len = (uint8_t)exchange.len;
     memcpy(c->write_exchange, exchange.ptr, exchange.len);
     return AMQP_OK;
@@ -420,6 +421,24 @@ static int topic_write_permitted(chan *ch, const route_exchange *ex, amqp_bytes 
     return AMQP_OK;
 }
 
+/* The exchange a publish names, after write_permitted: the memo's when no
+ * exchange was added or removed since it was found (the common publisher
+ * sends to one exchange; a lookup is a hash of the name and a probe). */
+static route_exchange *publish_exchange(chan *ch, amqp_bytes name, amqp_error *err)
+{
+    route_table *routes = vhost_routes(conn_vhost(ch->c));
+    chan_publish_memo *c = ch->access.memo; /* write_exchange is `name` now */
+    uint64_t version = route_exchanges_version(routes);
+    if (c && c->ex && c->ex_version == version)
+        return c->ex;
+    route_exchange *ex = route_exchange_lookup(routes, name, AMQP_BASIC_PUBLISH, err);
+    if (c && ex) {
+        c->ex = ex;
+        c->ex_version = version;
+    }
+    return ex;
+}
+
 /* RabbitMQ's order: immediate, write permission, the exchange (404),
  * internal (403), topic permission, then the properties. */
 int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
@@ -428,8 +447,7 @@ int chan_publish(chan *ch, const amqp_basic_publish *p, msg *m, amqp_error *err)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_PUBLISH, "immediate=true");
     if (write_permitted(ch, p->exchange, err) != AMQP_OK)
         return AMQP_ERROR;
-    route_table *routes = vhost_routes(conn_vhost(ch->c));
-    route_exchange *ex = route_exchange_lookup(routes, p->exchange, AMQP_BASIC_PUBLISH, err);
+    route_exchange *ex = publish_exchange(ch, p->exchange, err);
     if (!ex)
         return AMQP_ERROR;
     if (route_exchange_internal(ex))

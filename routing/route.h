@@ -81,6 +81,9 @@ route_exchange *route_exchange_find(route_table *t, amqp_bytes name);
 /* 404 "no exchange 'x' in vhost '/'" when missing. */
 route_exchange *route_exchange_lookup(route_table *t, amqp_bytes name, uint32_t method_id,
                                       amqp_error *err);
+/* Bumped whenever an exchange is added or removed: a route_exchange
+ * pointer found while it had a value is valid while it keeps it. */
+uint64_t route_exchanges_version(const route_table *t);
 
 /* Read-only views of an exchange; the slices live as long as the exchange. */
 amqp_bytes route_exchange_name(const route_exchange *ex);

@@ -96,6 +96,8 @@ route_exchange *route_exchange_lookup(route_table *t, amqp_bytes name, uint32_t 
     return ex;
 }
 
+uint64_t route_exchanges_version(const route_table *t) { return t->ex_version; }
+
 /* ---- views -------------------------------------------------------------- */
 
 amqp_bytes route_exchange_name(const route_exchange *ex)
