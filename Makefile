@@ -13,7 +13,9 @@ VARIANT  ?= release
 ifeq ($(VARIANT),asan)
 # gcc's "undefined" leaves out float-cast-overflow: named here.
 SANITIZE = -fsanitize=address,undefined,float-cast-overflow
-CFLAGS_VARIANT = -O1 -fno-omit-frame-pointer $(SANITIZE) -fno-sanitize-recover=undefined,float-cast-overflow
+# and checks the invariants the design notes state (core.h's invariant())
+CFLAGS_VARIANT = -O1 -fno-omit-frame-pointer $(SANITIZE) -fno-sanitize-recover=undefined,float-cast-overflow \
+                 -DWARREN_INVARIANTS
 LDFLAGS_VARIANT = $(SANITIZE)
 else
 CFLAGS_VARIANT = -O2

@@ -197,7 +197,14 @@ int chan_topic_permitted(chan *ch, const route_exchange *ex, access_kind kind, a
                          uint32_t method_id, amqp_error *err);
 /* The cache, refreshed when the access generation moved on. */
 chan_access_cache *chan_access(chan *ch);
+/* exchange.* and queue.* (decl.c). */
 int chan_handle_declaration(chan *ch, const amqp_method *m, amqp_error *err);
+/* The "" shortcut (the channel's last declared queue), then `kind` on the
+ * queue; and a queue by that name: 404 when missing, 405 when locked. */
+int chan_queue_permitted(chan *ch, amqp_bytes *name, access_kind kind, uint32_t method_id,
+                         amqp_error *err);
+queue *chan_find_queue(chan *ch, amqp_bytes *name, uint32_t method_id, amqp_error *err);
+/* basic.consume, basic.cancel, basic.get (consume.c). */
 int chan_basic_consume(chan *ch, const amqp_basic_consume *c, amqp_error *err);
 int chan_basic_cancel(chan *ch, const amqp_basic_cancel *c, amqp_error *err);
 int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err);

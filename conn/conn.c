@@ -27,7 +27,6 @@
  * marks it CLOSED and the free runs from a zero-delay event.
  */
 #include <arpa/inet.h>
-#include <assert.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -433,7 +432,7 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     conn *c = arg;
-    assert(c->content_held == 0); /* every channel released its content */
+    invariant(c->content_held == 0); /* every channel released its content */
     if (c->held)
         login_brake_release(server_login_brake(c->srv));
     loop_conn_closed(c->loop, c);

@@ -1,5 +1,6 @@
-/* Channel methods that change topology or consumers: exchange.*, queue.*,
- * basic.consume / cancel / get. Checks and error texts follow RabbitMQ 3.10
+/* Channel methods that change topology: exchange.*, queue.* (basic.consume,
+ * cancel and get are in consume.c), and the management API's operations
+ * through the same paths. Checks and error texts follow RabbitMQ 3.10
  * (rabbit_channel), including the "" shortcuts for the channel's most
  * recently declared queue.
  *
@@ -14,7 +15,8 @@
  *                      one with x-dead-letter-exchange also read on it and
  *                      write on the DLX. Passive: none.
  *   queue.delete       configure;  queue.purge, basic.consume/get: read --
- *                      each after the "" shortcut, before 404 / 405.
+ *                      each after the "" shortcut, before 404 / 405
+ *                      (chan_queue_permitted).
  * basic.publish is in publish.c. A refusal is 403 ACCESS_REFUSED on the
  * channel, with RabbitMQ's texts. */
 #include <stdio.h>
@@ -145,8 +147,8 @@ static int binding_permitted(chan *ch, uint32_t method_id, const char *dest_kind
 }
 
 /* The "" shortcut, then `kind` on the queue. */
-static int queue_permitted(chan *ch, amqp_bytes *name, access_kind kind, uint32_t method_id,
-                           amqp_error *err)
+int chan_queue_permitted(chan *ch, amqp_bytes *name, access_kind kind, uint32_t method_id,
+                         amqp_error *err)
 {
     if (expand_queue_name(ch, name, method_id, err) != AMQP_OK)
         return AMQP_ERROR;
@@ -189,7 +191,7 @@ static int check_exclusive(chan *ch, queue *q, uint32_t method_id, amqp_error *e
 }
 
 /* Looks a queue up by (expanded) name: 404 when missing, 405 when locked. */
-static queue *find_queue(chan *ch, amqp_bytes *name, uint32_t method_id, amqp_error *err)
+queue *chan_find_queue(chan *ch, amqp_bytes *name, uint32_t method_id, amqp_error *err)
 {
     if (expand_queue_name(ch, name, method_id, err) != AMQP_OK)
         return NULL;
@@ -471,9 +473,9 @@ static int queue_binding(chan *ch, const amqp_method *m, amqp_error *err)
 static int queue_purge_method(chan *ch, const amqp_queue_purge *p, amqp_error *err)
 {
     amqp_bytes name = p->queue;
-    if (queue_permitted(ch, &name, ACCESS_READ, AMQP_QUEUE_PURGE, err) != AMQP_OK)
+    if (chan_queue_permitted(ch, &name, ACCESS_READ, AMQP_QUEUE_PURGE, err) != AMQP_OK)
         return AMQP_ERROR;
-    queue *q = find_queue(ch, &name, AMQP_QUEUE_PURGE, err);
+    queue *q = chan_find_queue(ch, &name, AMQP_QUEUE_PURGE, err);
     if (!q)
         return AMQP_ERROR;
     uint32_t n = queue_purge(q);
@@ -503,7 +505,7 @@ static int delete_checked(queue *q, bool if_unused, bool if_empty, amqp_error *e
 static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error *err)
 {
     amqp_bytes name = d->queue;
-    if (queue_permitted(ch, &name, ACCESS_CONFIGURE, AMQP_QUEUE_DELETE, err) != AMQP_OK)
+    if (chan_queue_permitted(ch, &name, ACCESS_CONFIGURE, AMQP_QUEUE_DELETE, err) != AMQP_OK)
         return AMQP_ERROR;
     queue *q = vhost_queue_find(conn_vhost(ch->c), name);
     uint32_t n = 0;
@@ -519,105 +521,6 @@ static int queue_delete_method(chan *ch, const amqp_queue_delete *d, amqp_error 
         ok.queue_delete_ok.message_count = n;
         conn_send_method(ch->c, ch->number, &ok);
     }
-    return AMQP_OK;
-}
-
-/* ---- consumers ---------------------------------------------------------- */
-
-int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
-{
-    if (chan_is_reply_queue(b->queue))
-        return chan_reply_consume(ch, b, err);
-    amqp_bytes name = b->queue;
-    if (queue_permitted(ch, &name, ACCESS_READ, AMQP_BASIC_CONSUME, err) != AMQP_OK)
-        return AMQP_ERROR;
-    queue *q = find_queue(ch, &name, AMQP_BASIC_CONSUME, err);
-    if (!q)
-        return AMQP_ERROR;
-    char tag[256];
-    if (b->consumer_tag.len == 0)
-        server_random_name(conn_server(ch->c), "amq.ctag-", tag, sizeof tag);
-    else
-        snprintf(tag, sizeof tag, "%.*s", PRINTABLE(b->consumer_tag));
-    if (chan_find_consumer(ch, AMQP_CSTR(tag)))
-        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_BASIC_CONSUME,
-                         "attempt to reuse consumer tag '%s'", tag);
-    if (ch->prefetch_global && !queue_type_of(q)->global_prefetch)
-        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_CONSUME,
-                         "queue '%.*s' in vhost '%s' does not support global qos",
-                         PRINTABLE(name), vname(ch));
-    if (queue_has_exclusive_consumer(q) || (b->exclusive && queue_consumer_count(q)))
-        return amqp_fail(err, AMQP_ACCESS_REFUSED, AMQP_BASIC_CONSUME,
-                         "queue '%.*s' in vhost '%s' in exclusive use", PRINTABLE(name),
-                         vname(ch));
-    int64_t priority = 0;
-    amqp_field f;
-    if (amqp_table_get(b->arguments, "x-priority", &f) && !amqp_field_int(&f, &priority))
-        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
-                         "invalid arg 'x-priority' for queue '%.*s' in vhost '%s'",
-                         PRINTABLE(name), vname(ch));
-    int64_t timeout = -1;
-    if (amqp_table_get(b->arguments, "x-consumer-timeout", &f) &&
-        (!amqp_field_int(&f, &timeout) || timeout < 0))
-        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
-                         "invalid arg 'x-consumer-timeout' for queue '%.*s' in vhost '%s'",
-                         PRINTABLE(name), vname(ch));
-    consumer *cons = calloc(1, sizeof *cons);
-    if (!cons)
-        return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_CONSUME, "out of memory");
-    cons->timeout_ms = timeout;
-    ch->timeout_check_at = 0; /* its timeout may be the channel's shortest */
-    memcpy(cons->tag, tag, strlen(tag) + 1);
-    cons->ops = &chan_consumer_ops;
-    cons->owner = ch;
-    cons->q = q;
-    cons->no_ack = b->no_ack;
-    cons->exclusive = b->exclusive;
-    cons->priority = (int32_t)priority;
-    cons->prefetch = ch->prefetch_consumer;
-    cons->ch_next = ch->consumers;
-    ch->consumers = cons;
-    if (!b->nowait) {
-        amqp_method ok = {.id = AMQP_BASIC_CONSUME_OK};
-        ok.basic_consume_ok.consumer_tag = AMQP_CSTR(cons->tag);
-        conn_send_method(ch->c, ch->number, &ok);
-    }
-    queue_add_consumer(q, cons);
-    queue_dispatch(q);
-    return AMQP_OK;
-}
-
-int chan_basic_cancel(chan *ch, const amqp_basic_cancel *b, amqp_error *err)
-{
-    (void)err;
-    consumer *cons = chan_find_consumer(ch, b->consumer_tag);
-    amqp_method ok = {.id = AMQP_BASIC_CANCEL_OK};
-    ok.basic_cancel_ok.consumer_tag = b->consumer_tag;
-    /* reply first: the cancel may delete an auto-delete queue */
-    if (!b->nowait)
-        conn_send_method(ch->c, ch->number, &ok);
-    if (cons)
-        chan_cancel_consumer(ch, cons, false);
-    else
-        chan_reply_cancel(ch, b->consumer_tag);
-    return AMQP_OK;
-}
-
-int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
-{
-    amqp_bytes name = g->queue;
-    if (queue_permitted(ch, &name, ACCESS_READ, AMQP_BASIC_GET, err) != AMQP_OK)
-        return AMQP_ERROR;
-    queue *q = find_queue(ch, &name, AMQP_BASIC_GET, err);
-    if (!q)
-        return AMQP_ERROR;
-    queue_item it;
-    if (!queue_get(q, &it)) {
-        chan_count(ch, q, STAT_GET_EMPTY);
-        reply(ch, AMQP_BASIC_GET_EMPTY);
-        return AMQP_OK;
-    }
-    chan_deliver_get(ch, q, it, g->no_ack);
     return AMQP_OK;
 }
 

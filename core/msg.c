@@ -196,7 +196,11 @@ msg *msg_new(msg_pool *pool, amqp_bytes exchange, amqp_bytes routing_key, amqp_b
     return msg_new_incoming(pool, exchange, routing_key, properties, body_size, true);
 }
 
-void msg_ref(msg *m) { m->refs++; }
+void msg_ref(msg *m)
+{
+    invariant(m->refs > 0); /* a freed message is never shared again */
+    m->refs++;
+}
 
 void msg_unref(msg *m)
 {

@@ -259,6 +259,7 @@ void queue_hold(queue *q) { q->refs++; }
 
 void queue_release(queue *q)
 {
+    invariant(q->refs > 0); /* the vhost's and each unacked delivery's */
     if (--q->refs == 0)
         queue_free(q);
 }
@@ -520,19 +521,21 @@ static inline void uncount(queue *q, const qslot *s)
         q->persistent--, q->persistent_bytes -= s->body_size;
 }
 
+/* Sequence numbers wrap; a queue never holds 2^31 messages, so serial
+ * number arithmetic (RFC 1982) orders them. */
+static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
 static bool push_back(queue *q, qslot s, uint8_t level)
 {
     ring *r = &q->levels[level];
     if (r->count == r->cap && !ring_make_room(r))
         return false;
+    /* a ring is sorted by sequence number: a new message is the newest */
+    invariant(r->count == 0 || seq_before(ring_at(r, r->count - 1)->seq, s.seq));
     *ring_at(r, r->count++) = s;
     count_in(q, &s);
     return true;
 }
-
-/* Sequence numbers wrap; a queue never holds 2^31 messages, so serial
- * number arithmetic (RFC 1982) orders them. */
-static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
 /* The index of the first slot of `r` (tombstones included) not before
  * `seq`; r->count when there is none. */
@@ -576,6 +579,9 @@ static bool insert_in_place(queue *q, qslot s, uint8_t level)
     }
     r->count++;
     *ring_at(r, lo) = s;
+    /* its place keeps the ring sorted (and it is not there twice) */
+    invariant(lo == 0 || seq_before(ring_at(r, lo - 1)->seq, s.seq));
+    invariant(lo + 1 == r->count || seq_before(s.seq, ring_at(r, lo + 1)->seq));
     count_in(q, &s);
     if (s.expires_at || q->limits.message_ttl >= 0)
         track_expiry(q, level, &s);
@@ -591,6 +597,8 @@ static qslot pop_slot(queue *q, ring *r, uint32_t i)
     r->count--;
     if (r->dead)
         strip_dead_ends(r);
+    /* a ring's head and tail are always live */
+    invariant(r->count == 0 || (!is_dead(ring_at(r, 0)) && !is_dead(ring_at(r, r->count - 1))));
     uncount(q, &s);
     return s;
 }

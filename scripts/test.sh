@@ -1,5 +1,6 @@
 #!/bin/bash
-# `make test`: every layer -- codegen check, folder layering check, unit
+# `make test`: every layer -- codegen check, folder layering check (includes,
+# and after the build the symbols objects use), unit
 # tests, integration tests (pika and rabbitmq-c against a broker started on
 # an ephemeral port), the crash test (SIGKILL at random moments,
 # CRASH_TRIALS=20), the conformance suite's quick subset (every client
@@ -37,6 +38,22 @@ run_binaries() { # DIR: every test binary in DIR
     return $rc
 }
 
+# The same layering on what the built objects call (a function declared in
+# a low folder's header but defined in a higher folder is a circle too):
+# its self-test, then the release objects.
+check_links() {
+    local rc=0 out what="layering: no object calls a function of a folder above its own"
+    tests/layers/test_check_links.sh || rc=1
+    if out=$(scripts/check-links.sh build/release 2>&1); then
+        echo "ok - $what"
+    else
+        echo "not ok - $what"
+        printf '%s\n' "$out" | sed 's/^/# /'
+        rc=1
+    fi
+    return $rc
+}
+
 # The layering checker's self-test, then the checker on this tree (folders
 # included only downwards in scripts/layers, no cycle, no other folder's
 # private header): a TAP line each, the checker's findings as comments.
@@ -70,6 +87,7 @@ for variant in release asan; do
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     fi
+    [ "$variant" = release ] && run_layer "layering (symbols)" check_links
     run_layer "unit ($variant)" run_binaries build/$variant/tests/unit
     run_layer "integration ($variant)" env VARIANT=$variant WARREN_BIN="$PWD/build/$variant/warren" \
         scripts/itest.sh
