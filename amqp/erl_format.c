@@ -7,7 +7,7 @@
  * A binary is a string when every byte is one ~p prints as a character:
  * printable latin1 (32..126, 160..255) or one of its escapes; so UTF-8
  * "é" prints as its two bytes between quotes and "€" (a byte in 128..159)
- * as <<226,130,172>>. broker/policy_term.c prints policy texts with the
+ * as <<226,130,172>>. queue/policy_term.c prints policy texts with the
  * same rules.
  *
  * Only error paths use this. Output is truncated to the caller's buffer;

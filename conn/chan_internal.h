@@ -8,7 +8,7 @@
 
 typedef struct unacked {
     uint64_t tag;
-    uint64_t delivered_at; /* server_now_ms */
+    uint64_t delivered_at; /* loop_now_ms */
     queue_item it; /* it.m is NULL once settled (a hole) */
     queue *q;
     consumer *cons; /* NULL for basic.get or once the consumer is cancelled */

@@ -564,8 +564,6 @@ static int handle_method_frame(conn *c, const amqp_frame *f, amqp_error *err)
     return handle_channel_method(c, f->channel, &m, err);
 }
 
-/* Content frames go to a channel that is waiting for them; anything else is
- * 505 UNEXPECTED_FRAME. */
 /* RabbitMQ's text for a frame it cannot place: "type 3, all octets = <<...>>". */
 static int misplaced_frame(const amqp_frame *f, const char *reason, amqp_error *err)
 {

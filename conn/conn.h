@@ -98,7 +98,7 @@ chan *consumer_chan(const consumer *cons);
  * flow came back). */
 void chan_resume(chan *ch);
 /* When the oldest delivery the channel holds unacked was made
- * (server_now_ms clock); 0 when none. */
+ * (loop_now_ms clock); 0 when none. */
 uint64_t chan_oldest_unacked_ms(chan *ch);
 /* The housekeeping tick: consumer timeouts (see config.consumer_timeout_ms).
  * May close the channel with an error (conn_raise). */
@@ -137,7 +137,7 @@ typedef struct chan_info {
     bool confirm, transactional;
     uint32_t prefetch_count, global_prefetch_count;
     uint32_t unacked, unconfirmed, uncommitted_msgs, uncommitted_acks, consumers;
-    uint64_t oldest_unacked_ms; /* server_now_ms clock, 0 = none */
+    uint64_t oldest_unacked_ms; /* loop_now_ms clock, 0 = none */
     const stats *stats;
 } chan_info;
 void chan_describe(const chan *ch, chan_info *out);

@@ -52,7 +52,7 @@ bool log_parse_level(const char *name, log_level *out);
 /* One listener from a "<prefix>.<name> = [host:]port" key. */
 typedef struct config_listener {
     char name[48]; /* the key's <name>: "default", "1", "local", ... */
-    char host[64]; /* an IP literal; "" = every interface (see server.c) */
+    char host[64]; /* an IP literal; "" = every interface (see broker/broker.c) */
     int port;      /* 0 binds a free port */
 } config_listener;
 
@@ -72,7 +72,7 @@ typedef struct config {
      * keys alone), a name set again replaces its listener.
      * listeners.tcp = none: no AMQP listener at all. */
     char listen_name[48];
-    char listen_host[64]; /* "" = every interface, IPv6 and IPv4 (server.c) */
+    char listen_host[64]; /* "" = every interface, IPv6 and IPv4 (broker/broker.c) */
     int listen_port;      /* 0 binds a free port */
     bool listeners_explicit; /* a listeners.tcp.<name> key replaced the default */
     bool listeners_none;     /* listeners.tcp = none */
@@ -240,8 +240,8 @@ typedef struct queue_item {
     uint32_t seq; /* its place in the queue: a requeue puts it back there */
     uint32_t delivery_count;
     bool maybe_delivered; /* recovered after a crash: delivered or not, we can't tell */
-    uint64_t enqueued_at; /* when it entered the queue (server_now_ms) */
-    uint64_t expires_at;  /* its own expiration (server_now_ms clock); 0 = none */
+    uint64_t enqueued_at; /* when it entered the queue (loop_now_ms) */
+    uint64_t expires_at;  /* its own expiration (loop_now_ms clock); 0 = none */
 } queue_item;
 
 
@@ -310,7 +310,7 @@ typedef struct server_counts {
      * STAT_REDELIVER slots) of the queues deleted so far, by queue type; a
      * live queue's are its own (queue_stats), so the hot path counts them
      * once. Their sum is RabbitMQ's count by queue type (which, like this,
-     * leaves out what is settled after the queue is gone): server_counts_by_type. */
+     * leaves out what is settled after the queue is gone): admin_counts_by_type. */
     uint64_t by_queue_type[QUEUE_TYPES][STAT_COUNTERS];
     uint64_t dead_lettered[QUEUE_TYPES][DEAD_STRATEGIES][DEAD_REASONS];
     uint64_t dead_lettered_confirmed; /* at-least-once dead letters a queue took */

@@ -165,7 +165,7 @@ prom_scrape *prom_scrape_new(mgmt *m, server *s, const prom_options *o, mgmt_pro
 bool prom_scrape_step(prom_scrape *sc, size_t budget);
 void prom_scrape_free(prom_scrape *sc);
 
-/* When the oldest delivery from q still unacked was made (server_now_ms
+/* When the oldest delivery from q still unacked was made (loop_now_ms
  * clock), 0 when none (res_queue.c). */
 uint64_t mgmt_queue_oldest_unacked(server *s, queue *q);
 

@@ -5,7 +5,7 @@
  * timestamps on multiples of the increment), "avg" (their mean) and
  * "avg_rate" ((newest - oldest) / their span), as RabbitMQ computes them --
  * but over the samples held only: RabbitMQ keeps ten minutes of every
- * object, Warren a minute of a queue's (broker/stats.c), and a window longer
+ * object, Warren a minute of a queue's (core/stats.c), and a window longer
  * than that gets fewer samples, not the oldest repeated.
  */
 #include <stdio.h>

@@ -108,7 +108,7 @@
 /* See "Consumer capacity". */
 typedef struct consumer_use {
     bool inactive;
-    uint64_t since;     /* server_now_ms of the last change */
+    uint64_t since;     /* loop_now_ms of the last change */
     uint64_t active_ms; /* when inactive: how long the active period before it lasted */
     double avg;
 } consumer_use;
@@ -1442,7 +1442,7 @@ stats *queue_stats(queue *q) { return &q->stats; }
 
 /* `memory` is what the queue itself holds: its struct, arguments, ring
  * slots and expiry heap. Message bodies are shared between queues and
- * counted once, in msg_total_memory. */
+ * counted once, in msg_pool_memory. */
 void queue_core_describe(queue *q, queue_info *out)
 {
     size_t memory = sizeof *q + q->args_len + q->nlevels * sizeof *q->levels;
@@ -1486,14 +1486,14 @@ consumer *queue_next_consumer(queue *q, consumer *prev)
 
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 {
-    return q->type->publish(q, m, expiration_ms);
+    return q->type->ops->publish(q, m, expiration_ms);
 }
-bool queue_get(queue *q, queue_item *it) { return q->type->get(q, it); }
-void queue_requeue(queue *q, queue_item it, queue_return why) { q->type->requeue(q, it, why); }
+bool queue_get(queue *q, queue_item *it) { return q->type->ops->get(q, it); }
+void queue_requeue(queue *q, queue_item it, queue_return why) { q->type->ops->requeue(q, it, why); }
 void queue_delivery_settled(queue *q, uint32_t count, const msg *m)
 {
-    q->type->settled(q, count, m);
+    q->type->ops->settled(q, count, m);
 }
-uint32_t queue_purge(queue *q) { return q->type->purge(q); }
-void queue_delete(queue *q) { q->type->delete(q); }
-void queue_describe(queue *q, queue_info *out) { q->type->describe(q, out); }
+uint32_t queue_purge(queue *q) { return q->type->ops->purge(q); }
+void queue_delete(queue *q) { q->type->ops->delete(q); }
+void queue_describe(queue *q, queue_info *out) { q->type->ops->describe(q, out); }

@@ -215,7 +215,7 @@ uint32_t queue_unacked_count(const queue *q);
  * were delivered before, unacked ones by how often they were delivered
  * including now -- fall in each bucket. */
 void queue_delivery_counts(const queue *q, uint32_t out[QUEUE_DC_BUCKETS]);
-/* When the oldest ready message entered the queue (server_now_ms clock);
+/* When the oldest ready message entered the queue (loop_now_ms clock);
  * 0 when none is ready. */
 uint64_t queue_oldest_ready_ms(const queue *q);
 
@@ -530,7 +530,7 @@ typedef struct queue_info {
     uint64_t persistent_bytes; /* their body bytes */
     double consumer_capacity;  /* 0..1, RabbitMQ's; 0 without consumers (queue.c) */
     size_t memory;             /* bytes the queue's own structures use (not bodies) */
-    uint64_t oldest_ready_ms;  /* server_now_ms clock, 0 = none */
+    uint64_t oldest_ready_ms;  /* loop_now_ms clock, 0 = none */
     uint32_t delivery_counts[QUEUE_DC_BUCKETS];
     uint64_t delivery_limit_dead; /* messages dead-lettered or dropped by the delivery limit */
     uint64_t consumer_timeouts;   /* consumers cancelled or channels closed by consumer timeouts */
@@ -548,14 +548,31 @@ stats *queue_stats(queue *q);
 
 /* ---- queue types (queue_type.c) ------------------------------------------ */
 
-/* A queue type: a table of its operations and of the behaviour the queue
- * core asks of it where types differ. Classic and quorum are two entries
- * sharing the queue core's operations; a stream queue will be a third with
- * its own. The public queue_publish, queue_get, ... go through the table. */
+/* How a queue keeps and hands out its messages: the operations behind
+ * queue_publish, queue_get, queue_requeue, queue_delivery_settled,
+ * queue_purge, queue_delete and queue_describe. Classic and quorum queues
+ * share the queue core's (queue.c); a stream queue will bring its own. */
+typedef struct queue_ops {
+    bool (*publish)(queue *q, msg *m, int64_t expiration_ms);
+    bool (*get)(queue *q, queue_item *it);
+    void (*requeue)(queue *q, queue_item it, queue_return why);
+    void (*settled)(queue *q, uint32_t count, const msg *m);
+    uint32_t (*purge)(queue *q);
+    void (*delete)(queue *q);
+    void (*describe)(queue *q, queue_info *out);
+} queue_ops;
+
+/* A queue type: its operations and the behaviour the queue core and the
+ * modules around it ask of it where types differ -- never "is it
+ * quorum?". Classic and quorum are two entries; a stream queue will be a
+ * third. */
 typedef struct queue_type {
     uint8_t id;                      /* QUEUE_TYPE_*: counts by type are indexed by it */
     const char *name;                /* x-queue-type, and the management API's "type" */
     const char *module;              /* RabbitMQ's name for it, in error texts and metrics */
+    const queue_ops *ops;
+    /* The properties a declare must have (406 with RabbitMQ's text). */
+    int (*check_declare)(const queue_spec *spec, const char *vhost, amqp_error *err);
     const char *const *refused_args; /* declare arguments it does not take (NULL-ended) */
     const char *overflow_error;      /* its own reason for a bad x-overflow; NULL: the usual */
     bool any_delivery_limit;         /* x-delivery-limit takes any integer (negative: none) */
@@ -570,16 +587,6 @@ typedef struct queue_type {
     bool reject_publish_dlx;         /* takes x-overflow reject-publish-dlx (else drop-head) */
     bool at_least_once;              /* x-dead-letter-strategy at-least-once */
     bool global_prefetch;            /* basic.qos global applies to its consumers */
-
-    /* The properties a declare must have (406 with RabbitMQ's text). */
-    int (*check_declare)(const queue_spec *spec, const char *vhost, amqp_error *err);
-    bool (*publish)(queue *q, msg *m, int64_t expiration_ms);
-    bool (*get)(queue *q, queue_item *it);
-    void (*requeue)(queue *q, queue_item it, queue_return why);
-    void (*settled)(queue *q, uint32_t count, const msg *m);
-    uint32_t (*purge)(queue *q);
-    void (*delete)(queue *q);
-    void (*describe)(queue *q, queue_info *out);
 } queue_type;
 
 const queue_type *queue_type_by_id(uint8_t id);

@@ -24,7 +24,7 @@ typedef struct qslot {
         msg *m;
         uint64_t id;
     };
-    uint64_t enqueued_at; /* server_now_ms when it entered this queue */
+    uint64_t enqueued_at; /* loop_now_ms when it entered this queue */
     uint64_t expires_at;  /* its own expiration (ms, server clock); 0 = none */
     journal_loc loc;
     uint32_t body_size;
@@ -50,7 +50,7 @@ void queue_core_describe(queue *q, queue_info *out);
 /* ---- delayed.c: messages held back by delayed retry ---------------------- */
 
 /* A held message: its slot, the priority level it goes back to, and when
- * (server_now_ms clock). */
+ * (loop_now_ms clock). */
 typedef struct delayed_entry {
     uint64_t due;
     qslot s;
@@ -80,7 +80,7 @@ uint64_t delayed_wall_ms(void);
  * An entry names the slot by (level, seq); it goes stale when the slot
  * leaves the ring another way, and is then skipped when it comes up. */
 typedef struct expiry_entry {
-    uint64_t at;    /* when the slot expires (server_now_ms clock) */
+    uint64_t at;    /* when the slot expires (loop_now_ms clock) */
     uint32_t seq;   /* the slot's sequence number in its ring */
     uint32_t level; /* its priority ring */
 } expiry_entry;

@@ -42,6 +42,17 @@ static int durable_shared_only(const queue_spec *spec, const char *vhost_label, 
                      (int)spec->name.len, (const char *)spec->name.ptr, vhost_label);
 }
 
+/* Messages in the queue core's rings (queue.c). */
+static const queue_ops queue_core_ops = {
+    .publish = queue_core_publish,
+    .get = queue_core_get,
+    .requeue = queue_core_requeue,
+    .settled = queue_core_settled,
+    .purge = queue_core_purge,
+    .delete = queue_core_delete,
+    .describe = queue_core_describe,
+};
+
 static const queue_type types[QUEUE_TYPES] = {
     [QUEUE_TYPE_CLASSIC] = {
         .id = QUEUE_TYPE_CLASSIC,
@@ -54,13 +65,7 @@ static const queue_type types[QUEUE_TYPES] = {
         .reject_publish_dlx = true,
         .global_prefetch = true,
         .check_declare = any_properties,
-        .publish = queue_core_publish,
-        .get = queue_core_get,
-        .requeue = queue_core_requeue,
-        .settled = queue_core_settled,
-        .purge = queue_core_purge,
-        .delete = queue_core_delete,
-        .describe = queue_core_describe,
+        .ops = &queue_core_ops,
     },
     [QUEUE_TYPE_QUORUM] = {
         .id = QUEUE_TYPE_QUORUM,
@@ -77,13 +82,7 @@ static const queue_type types[QUEUE_TYPES] = {
         .refuses_over_limit = true,
         .at_least_once = true,
         .check_declare = durable_shared_only,
-        .publish = queue_core_publish,
-        .get = queue_core_get,
-        .requeue = queue_core_requeue,
-        .settled = queue_core_settled,
-        .purge = queue_core_purge,
-        .delete = queue_core_delete,
-        .describe = queue_core_describe,
+        .ops = &queue_core_ops,
     },
 };
 

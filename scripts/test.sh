@@ -38,29 +38,13 @@ run_binaries() { # DIR: every test binary in DIR
     return $rc
 }
 
-# The same layering on what the built objects call (a function declared in
-# a low folder's header but defined in a higher folder is a circle too):
-# its self-test, then the release objects.
-check_links() {
-    local rc=0 out what="layering: no object calls a function of a folder above its own"
-    tests/layers/test_check_links.sh || rc=1
-    if out=$(scripts/check-links.sh build/release 2>&1); then
-        echo "ok - $what"
-    else
-        echo "not ok - $what"
-        printf '%s\n' "$out" | sed 's/^/# /'
-        rc=1
-    fi
-    return $rc
-}
-
-# The layering checker's self-test, then the checker on this tree (folders
-# included only downwards in scripts/layers, no cycle, no other folder's
-# private header): a TAP line each, the checker's findings as comments.
-check_layering() {
-    local rc=0 out what="layering: folder graph has no cycle and no upward include"
-    tests/layers/test_check_layers.sh || rc=1
-    if out=$(scripts/check-layers.sh 2>&1); then
+# check_layers WHAT SELFTEST CMD...: the checker's self-test, then the
+# checker on this tree: a TAP line each, the checker's findings as comments.
+check_layers() {
+    local rc=0 out what=$1 selftest=$2
+    shift 2
+    "$selftest" || rc=1
+    if out=$("$@" 2>&1); then
         echo "ok - $what"
     else
         echo "not ok - $what"
@@ -75,7 +59,11 @@ build() { # VARIANT
 }
 
 run_layer "codegen" scripts/check-codegen.sh
-run_layer "layering" check_layering
+# Folders include headers only downwards in scripts/layers, with no cycle
+# and no other folder's private header; after the build, the same on what
+# the objects call (a function declared low and defined high is a circle).
+run_layer "layering" check_layers "layering: folder graph has no cycle and no upward include" \
+    tests/layers/test_check_layers.sh scripts/check-layers.sh
 run_layer "console assets" /usr/bin/python3 mgmt-ui/gen_assets.py --check
 for variant in release asan; do
     if ! build "$variant" > "$log/build" 2>&1; then
@@ -87,7 +75,9 @@ for variant in release asan; do
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     fi
-    [ "$variant" = release ] && run_layer "layering (symbols)" check_links
+    [ "$variant" = release ] && run_layer "layering (symbols)" check_layers \
+        "layering: no object calls a function of a folder above its own" \
+        tests/layers/test_check_links.sh scripts/check-links.sh build/release
     run_layer "unit ($variant)" run_binaries build/$variant/tests/unit
     run_layer "integration ($variant)" env VARIANT=$variant WARREN_BIN="$PWD/build/$variant/warren" \
         scripts/itest.sh

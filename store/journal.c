@@ -150,7 +150,7 @@
  * interface, so allocation failure on the append path logs and aborts.
  * Errors: a failed write or fdatasync is logged and freezes `synced` for
  * good (confirms must not go out for data that may not be on disk).
- * Logging goes to journal_config.log, or to stderr in broker/log.c's format.
+ * Logging goes to journal_config.log, or to stderr in core/log.c's format.
  */
 #include <assert.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Messages (msg.c): a message being assembled holds memory for the body
  * bytes that arrived, not for the size its header declared; a body that
- * comes in one frame keeps the one-allocation fast path; msg_total_memory
+ * comes in one frame keeps the one-allocation fast path; msg_pool_memory
  * (the memory alarm's measure) counts what is really allocated. */
 #include <setjmp.h>
 #include <stdarg.h>
