@@ -174,7 +174,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     char peer[64];
     format_addr(sa, peer, sizeof peer);
     loop_touch_clock(b->loop);
-    conn_accept(b->s, b->loop, fd, sa, peer);
+    conn_accept(b->s, b->loop, fd, peer);
 }
 
 static void accept_resume(broker *b)

@@ -787,9 +787,9 @@ static bool is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-void conn_accept(server *s, loop *l, int fd, const struct sockaddr *sa, const char *peer)
+void conn_accept(server *s, loop *l, int fd, const char *peer)
 {
-    transport *t = transport_new_tcp(loop_flusher(l), loop_base(l), fd, sa);
+    transport *t = transport_new_tcp(loop_flusher(l), loop_base(l), fd);
     if (!t) {
         evutil_closesocket(fd);
         return;

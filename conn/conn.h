@@ -8,9 +8,9 @@
 
 /* ---- connections -------------------------------------------------------- */
 
-/* Takes ownership of a socket accepted from `sa` ("host:port" in `peer`);
- * the connection runs on loop `l`. */
-void conn_accept(server *s, loop *l, int fd, const struct sockaddr *sa, const char *peer);
+/* Takes ownership of an accepted socket ("host:port" of the client in
+ * `peer`); the connection runs on loop `l`. */
+void conn_accept(server *s, loop *l, int fd, const char *peer);
 /* A connection over `t` (not started yet) on loop `l`, which it owns from
  * now on; `peer` names the client in logs and the management API. The
  * client's address, for loopback_users and the login brake, is the

@@ -46,7 +46,7 @@ typedef struct transport_ops {
     size_t (*pending)(const void *impl);
     /* The peer's address, or ours when `local`; false when it has none. */
     bool (*address)(const void *impl, bool local, struct sockaddr_storage *out);
-    /* Ends the stream (a socket is closed) and frees impl. */
+    /* Ends the stream (a socket is closed); impl's memory is the transport's. */
     void (*close)(void *impl);
 } transport_ops;
 
@@ -63,19 +63,19 @@ typedef struct transport_handlers {
 transport_flusher *transport_flusher_new(struct event_base *base);
 void transport_flusher_free(transport_flusher *fl);
 
-/* A transport over `impl`, which it owns from now on (ops->close frees
- * it); NULL when out of memory, impl untouched. Nothing is read before
- * transport_start. */
-transport *transport_new(transport_flusher *fl, const transport_ops *ops, void *impl);
+/* A transport with `impl_size` zeroed bytes for its implementation's state
+ * in the same allocation (one per connection), at transport_impl(t);
+ * ops->close releases what that state holds, not its memory. NULL when
+ * out of memory. Nothing is read before transport_start. */
+transport *transport_new(transport_flusher *fl, const transport_ops *ops, size_t impl_size);
+void *transport_impl(transport *t);
 /* The callback of an implementation's readiness events (libevent's), with
  * the transport as their argument: EV_READ reads, EV_WRITE writes. */
 void transport_ready(int fd, short what, void *t);
 
-/* A connected TCP socket, made non-blocking; `peer` (its address from
- * accept) is copied. Takes over fd (closed by transport_free); NULL on
- * failure, fd untouched. */
-transport *transport_new_tcp(transport_flusher *fl, struct event_base *base, int fd,
-                             const struct sockaddr *peer);
+/* A connected TCP socket, made non-blocking. Takes over fd (closed by
+ * transport_free); NULL on failure, fd untouched. */
+transport *transport_new_tcp(transport_flusher *fl, struct event_base *base, int fd);
 /* Two connected in-memory ends: what one writes is the other's input in
  * the same loop, up to `capacity` bytes unread (0: no limit; past it the
  * writer's output waits as a full socket's does). Freeing one end is an

@@ -124,7 +124,6 @@ static void pipe_close(void *impl)
         event_free(e->wev);
     if (e->inbox)
         evbuffer_free(e->inbox);
-    free(e);
 }
 
 static const transport_ops pipe_ops = {
@@ -139,11 +138,9 @@ static const transport_ops pipe_ops = {
 static pipe_end *end_new(transport_flusher *fl, struct event_base *base, size_t capacity,
                          transport **t)
 {
-    pipe_end *e = calloc(1, sizeof *e);
-    if (!e || !(*t = transport_new(fl, &pipe_ops, e))) {
-        free(e);
+    if (!(*t = transport_new(fl, &pipe_ops, sizeof(pipe_end))))
         return NULL;
-    }
+    pipe_end *e = transport_impl(*t);
     e->capacity = capacity;
     e->inbox = evbuffer_new();
     e->rev = event_new(base, -1, 0, transport_ready, *t);

@@ -4,8 +4,8 @@
  * ioctl, unlike evbuffer_read). Writes: evbuffer_write, one writev of the
  * whole output. The write event is added only while the socket is full
  * (transport.c asks for it), so a client that keeps up costs no epoll_ctl
- * per turn. The peer's address is the one accept gave; ours is asked of
- * the socket when wanted.
+ * per turn. Addresses are asked of the socket when wanted (at accept, for
+ * the connection's name and loopback check), not kept.
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -24,7 +24,6 @@
 typedef struct tcp {
     int fd;
     struct event *rev, *wev;
-    struct sockaddr_storage peer;
 } tcp;
 
 static bool would_block(void) { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
@@ -81,11 +80,9 @@ static bool tcp_address(const void *impl, bool local, struct sockaddr_storage *o
 {
     const tcp *k = impl;
     socklen_t len = sizeof *out;
-    if (!local)
-        *out = k->peer;
-    else if (getsockname(k->fd, (struct sockaddr *)out, &len) != 0)
-        return false;
-    return out->ss_family != AF_UNSPEC;
+    int r = local ? getsockname(k->fd, (struct sockaddr *)out, &len)
+                  : getpeername(k->fd, (struct sockaddr *)out, &len);
+    return r == 0 && out->ss_family != AF_UNSPEC;
 }
 
 static void tcp_close(void *impl)
@@ -97,7 +94,6 @@ static void tcp_close(void *impl)
         event_free(k->wev);
     if (k->fd >= 0)
         close(k->fd);
-    free(k);
 }
 
 static const transport_ops tcp_ops = {
@@ -109,24 +105,13 @@ static const transport_ops tcp_ops = {
     .close = tcp_close,
 };
 
-static socklen_t address_size(const struct sockaddr *sa)
+transport *transport_new_tcp(transport_flusher *fl, struct event_base *base, int fd)
 {
-    return sa->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
-           : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                       : 0;
-}
-
-transport *transport_new_tcp(transport_flusher *fl, struct event_base *base, int fd,
-                             const struct sockaddr *peer)
-{
-    tcp *k = calloc(1, sizeof *k);
-    transport *t = k ? transport_new(fl, &tcp_ops, k) : NULL;
-    if (!t) {
-        free(k);
+    transport *t = transport_new(fl, &tcp_ops, sizeof(tcp));
+    if (!t)
         return NULL;
-    }
+    tcp *k = transport_impl(t);
     k->fd = fd;
-    memcpy(&k->peer, peer, address_size(peer));
     k->rev = event_new(base, fd, EV_READ | EV_PERSIST, transport_ready, t);
     k->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, transport_ready, t);
     if (!k->rev || !k->wev) {

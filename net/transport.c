@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,8 +35,7 @@ struct transport_flusher {
 };
 
 struct transport {
-    const transport_ops *ops;
-    void *impl;
+    const transport_ops *ops; /* the implementation's state follows (IMPL_OFFSET) */
     transport_flusher *fl;
     struct evbuffer *in, *out;
     const transport_handlers *h; /* NULL before transport_start */
@@ -45,6 +45,12 @@ struct transport {
     bool reading, writing, paused, flush_queued, closed;
     uint64_t io[4]; /* statistics: recv_oct, send_oct, recv_cnt, send_cnt */
 };
+
+/* The implementation's state: after the struct, aligned as malloc's. */
+#define IMPL_OFFSET \
+    ((sizeof(transport) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
+
+static void *impl_of(const transport *t) { return (char *)t + IMPL_OFFSET; }
 
 static void write_now(transport *t);
 static void seal(transport *t, bool keep);
@@ -112,7 +118,7 @@ static void update_reading(transport *t)
     if (want == t->reading)
         return;
     t->reading = want;
-    t->ops->watch_read(t->impl, want);
+    t->ops->watch_read(impl_of(t), want);
 }
 
 static void watch_writing(transport *t, bool want)
@@ -120,7 +126,7 @@ static void watch_writing(transport *t, bool want)
     if (want == t->writing)
         return;
     t->writing = want;
-    t->ops->watch_write(t->impl, want);
+    t->ops->watch_write(impl_of(t), want);
 }
 
 static void peer_gone(transport *t, int error)
@@ -140,7 +146,7 @@ static void read_now(transport *t)
 {
     if (!t->reading)
         return;
-    ssize_t n = t->ops->read(t->impl, t->in);
+    ssize_t n = t->ops->read(impl_of(t), t->in);
     if (n < 0) {
         peer_gone(t, errno);
         return;
@@ -220,7 +226,7 @@ void transport_write_reference(transport *t, const void *p, size_t n,
 /* What the implementation holds past `out`: a call only for those that can. */
 static size_t held(const transport *t)
 {
-    return t->ops->pending ? t->ops->pending(t->impl) : 0;
+    return t->ops->pending ? t->ops->pending(impl_of(t)) : 0;
 }
 
 static void write_now(transport *t)
@@ -229,7 +235,7 @@ static void write_now(transport *t)
         return;
     seal(t, false);
     if (evbuffer_get_length(t->out) || held(t)) {
-        ssize_t r = t->ops->write(t->impl, t->out);
+        ssize_t r = t->ops->write(impl_of(t), t->out);
         if (r < 0) {
             peer_gone(t, errno);
             return;
@@ -254,13 +260,12 @@ void transport_ready(int fd, short what, void *arg)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-transport *transport_new(transport_flusher *fl, const transport_ops *ops, void *impl)
+transport *transport_new(transport_flusher *fl, const transport_ops *ops, size_t impl_size)
 {
-    transport *t = calloc(1, sizeof *t);
+    transport *t = calloc(1, IMPL_OFFSET + impl_size);
     if (!t)
         return NULL;
     t->ops = ops;
-    t->impl = impl;
     t->fl = fl;
     t->in = evbuffer_new();
     t->out = evbuffer_new();
@@ -274,6 +279,8 @@ transport *transport_new(transport_flusher *fl, const transport_ops *ops, void *
     }
     return t;
 }
+
+void *transport_impl(transport *t) { return (char *)t + IMPL_OFFSET; }
 
 void transport_start(transport *t, const transport_handlers *h, void *ctx)
 {
@@ -291,7 +298,7 @@ void transport_free(transport *t)
         for (size_t i = 0; i < t->fl->n; i++)
             if (t->fl->pending[i] == t)
                 t->fl->pending[i] = NULL;
-    t->ops->close(t->impl);
+    t->ops->close(impl_of(t));
     evbuffer_free(t->in);
     evbuffer_free(t->out);
     free(t->block);
@@ -302,7 +309,7 @@ struct evbuffer *transport_input(transport *t) { return t->in; }
 
 bool transport_address(const transport *t, bool local, struct sockaddr_storage *out)
 {
-    return t->ops->address(t->impl, local, out);
+    return t->ops->address(impl_of(t), local, out);
 }
 
 size_t transport_pending(const transport *t)
