@@ -32,8 +32,8 @@ struct msg {
     uint32_t props_len;
     uint64_t id;
     uint64_t body_size;
-    uint64_t body_len; /* received so far */
-    uint64_t body_cap; /* room allocated for the body so far */
+    uint32_t body_len; /* received so far (bodies are below 4 GiB: msg_new_incoming) */
+    uint32_t body_cap; /* room allocated for the body so far */
     uint8_t *body;     /* inline (after the properties) or a block of body_cap bytes */
     uint32_t block_bytes; /* the block's size: its class's, or what was malloc'd */
     uint8_t ex_len, rk_len;
@@ -154,7 +154,8 @@ __attribute__((noinline)) static void free_block_of(msg *m)
 msg *msg_new_incoming(msg_pool *pool, amqp_bytes exchange, amqp_bytes routing_key,
                       amqp_bytes properties, uint64_t body_size, bool inline_body)
 {
-    if (exchange.len > 255 || routing_key.len > 255 || body_size > SIZE_MAX / 2)
+    /* max_message_size (at most 512 MiB) keeps bodies far below this */
+    if (exchange.len > 255 || routing_key.len > 255 || body_size > UINT32_MAX)
         return NULL;
     uint64_t room = inline_body ? body_size : 0;
     size_t total = sizeof(msg) + exchange.len + routing_key.len + properties.len + room;
@@ -170,7 +171,7 @@ msg *msg_new_incoming(msg_pool *pool, amqp_bytes exchange, amqp_bytes routing_ke
     m->id = next_id(pool);
     m->body_size = body_size;
     m->body_len = 0;
-    m->body_cap = room;
+    m->body_cap = (uint32_t)room;
     m->block_bytes = cls == NO_CLASS ? (uint32_t)(total > UINT32_MAX ? UINT32_MAX : total)
                                      : class_sizes[cls];
     m->body_apart = false;
@@ -224,7 +225,7 @@ static bool grow_body(msg *m, uint64_t need)
     m->pool->live_bytes += (size_t)(cap - m->body_cap);
     m->body = b;
     m->body_apart = true;
-    m->body_cap = cap;
+    m->body_cap = (uint32_t)cap;
     return true;
 }
 
@@ -236,7 +237,7 @@ bool msg_append_body(msg *m, const uint8_t *p, size_t n)
         return false;
     if (n)
         memcpy(m->body + m->body_len, p, n);
-    m->body_len += n;
+    m->body_len += (uint32_t)n;
     return true;
 }
 

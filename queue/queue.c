@@ -129,7 +129,6 @@ struct held_dead_letter {
 struct queue {
     struct queue_link link; /* vhost bookkeeping; first member */
     vhost *v;
-    const queue_type *type; /* its operations and behaviour (queue_type.c) */
     bool durable, exclusive, auto_delete, deleted, dispatching, had_consumer;
     bool mixed_priorities;
     conn *owner;
@@ -171,6 +170,10 @@ struct queue {
     stats stats;      /* management counters */
 };
 
+/* Its type, by the id its arguments give (no pointer in the struct: the
+ * hot fields keep their cache lines). */
+static const queue_type *type_of(const queue *q) { return queue_type_by_id(q->limits.type); }
+
 const uint32_t queue_dc_bucket_floor[QUEUE_DC_BUCKETS] = {0, 1, 2, 3, 5, 10, 20, 50};
 
 static inline unsigned dc_bucket(uint32_t count)
@@ -210,8 +213,7 @@ queue *queue_new(vhost *v, const queue_spec *spec)
     q->eff_args = queue_arguments(q);
     queue_args_read(q->eff_args, &q->limits);
     /* a quorum queue has RabbitMQ 4.x's two levels: priority 5 and up is high */
-    q->type = queue_type_by_id(q->limits.type);
-    q->nlevels = q->type->priority_levels ? q->limits.max_priority + 1u : 2u;
+    q->nlevels = type_of(q)->priority_levels ? q->limits.max_priority + 1u : 2u;
     q->levels = calloc(q->nlevels, sizeof *q->levels);
     if (!q->levels) {
         free(q->args);
@@ -281,12 +283,12 @@ const queue_args *queue_get_args(const queue *q) { return &q->limits; }
 vhost *queue_vhost(queue *q) { return q->v; }
 uint64_t queue_store_id(const queue *q) { return q->store_id; }
 void queue_set_store_id(queue *q, uint64_t id) { q->store_id = id; }
-const queue_type *queue_type_of(const queue *q) { return q->type; }
+const queue_type *queue_type_of(const queue *q) { return type_of(q); }
 
 bool queue_shows_delivery_count(const queue *q)
 {
     const queue_args *a = &q->limits;
-    return q->type->counts_deliveries || a->delivery_limit >= 0 ||
+    return type_of(q)->counts_deliveries || a->delivery_limit >= 0 ||
            (a->retry_min > 0 && a->retry_type != QUEUE_RETRY_DISABLED);
 }
 
@@ -441,7 +443,7 @@ static void strip_dead_ends(ring *r)
  * maximum (0 when unset, as in RabbitMQ). */
 static uint8_t level_for(const queue *q, uint8_t p)
 {
-    if (!q->type->priority_levels)
+    if (!type_of(q)->priority_levels)
         return p > QUORUM_NORMAL_PRIORITY_MAX;
     return p < q->nlevels ? p : (uint8_t)(q->nlevels - 1);
 }
@@ -669,7 +671,7 @@ static queue_item item_of(qslot s)
 static ring *next_ring(queue *q, bool deliver)
 {
     ring *r = top(q);
-    if (!deliver || q->type->priority_levels)
+    if (!deliver || type_of(q)->priority_levels)
         return r;
     if (r == &q->levels[1] && q->levels[0].count && q->high_run >= QUORUM_HIGH_RUN)
         r = &q->levels[0];
@@ -1139,7 +1141,7 @@ bool queue_core_publish(queue *q, msg *m, int64_t expiration_ms)
     }
     /* a quorum queue refuses once it is over its limit, so it takes the
      * message that crosses it (RabbitMQ 3.10's rabbit_fifo) */
-    bool refuses_over = q->type->refuses_over_limit && q->limits.overflow == QUEUE_REJECT_PUBLISH;
+    bool refuses_over = type_of(q)->refuses_over_limit && q->limits.overflow == QUEUE_REJECT_PUBLISH;
     if (refuses_over) {
         if (over_limit(q)) {
             msg_unref(m);
@@ -1486,14 +1488,14 @@ consumer *queue_next_consumer(queue *q, consumer *prev)
 
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 {
-    return q->type->ops->publish(q, m, expiration_ms);
+    return type_of(q)->ops->publish(q, m, expiration_ms);
 }
-bool queue_get(queue *q, queue_item *it) { return q->type->ops->get(q, it); }
-void queue_requeue(queue *q, queue_item it, queue_return why) { q->type->ops->requeue(q, it, why); }
+bool queue_get(queue *q, queue_item *it) { return type_of(q)->ops->get(q, it); }
+void queue_requeue(queue *q, queue_item it, queue_return why) { type_of(q)->ops->requeue(q, it, why); }
 void queue_delivery_settled(queue *q, uint32_t count, const msg *m)
 {
-    q->type->ops->settled(q, count, m);
+    type_of(q)->ops->settled(q, count, m);
 }
-uint32_t queue_purge(queue *q) { return q->type->ops->purge(q); }
-void queue_delete(queue *q) { q->type->ops->delete(q); }
-void queue_describe(queue *q, queue_info *out) { q->type->ops->describe(q, out); }
+uint32_t queue_purge(queue *q) { return type_of(q)->ops->purge(q); }
+void queue_delete(queue *q) { type_of(q)->ops->delete(q); }
+void queue_describe(queue *q, queue_info *out) { type_of(q)->ops->describe(q, out); }
