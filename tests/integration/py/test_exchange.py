@@ -213,6 +213,33 @@ class Direct(RoutingTest):
         self.assertEqual(e.reply_text, "NOT_FOUND - no exchange '%s' in vhost '/'" % name)
 
 
+    def test_publish_after_the_exchange_is_deleted_and_declared_again(self):
+        # A channel remembers the exchange it last published to (publish.c):
+        # deleting it must not leave the channel routing to the old one.
+        x = self.exchange("direct")
+        q1 = self.bound_queue(x, "k")
+        self.publish(x, "k", b"1")
+        self.settle()
+        self.ch.exchange_delete(x)
+        self.publish(x, "k", b"lost")
+        e = self.assert_channel_error(h.NOT_FOUND, h.sync, self.ch)
+        self.assertEqual(e.reply_text, "NOT_FOUND - no exchange '%s' in vhost '/'" % x)
+        self.ch = self.conn.channel()
+        self.publish(x, "k", b"before")  # the memo of this channel is fresh
+        self.assert_channel_error(h.NOT_FOUND, h.sync, self.ch)
+        self.ch = self.conn.channel()
+        self.ch.exchange_declare(x, exchange_type="fanout")
+        q2 = self.bound_queue(x, "other")
+        self.publish(x, "k", b"2")
+        self.ch.exchange_delete(x)
+        self.ch.exchange_declare(x, exchange_type="fanout")
+        self.ch.queue_bind(q1, x, "")
+        self.publish(x, "k", b"3")
+        self.settle()
+        self.assertEqual(self.bodies(q1), ["1", "3"])
+        self.assertEqual(self.bodies(q2), ["2"])
+
+
 class Fanout(RoutingTest):
     def test_ignores_routing_key(self):
         x = self.exchange("fanout")
