@@ -54,6 +54,7 @@ typedef struct regex {
 struct access_user {
     char *name, *password_hash, *hashing_algorithm, *tags;
     unsigned tag_flags;
+    meta_limit max_connections, max_channels; /* RabbitMQ's user limits */
 };
 
 struct access_perms {
@@ -465,6 +466,8 @@ static access_user *user_new(const meta_user *row)
     u->hashing_algorithm = dup_or_empty(row->hashing_algorithm);
     u->tags = dup_or_empty(row->tags);
     u->tag_flags = access_parse_tags(row->tags);
+    u->max_connections = row->max_connections;
+    u->max_channels = row->max_channels;
     if (!u->name || !u->password_hash || !u->hashing_algorithm || !u->tags) {
         user_free(u);
         return NULL;
@@ -501,9 +504,15 @@ bool access_put_user(access_control *a, const access_user_spec *u, char *err, si
     char hash[128];
     if (!access_validate_user(u, err, errlen))
         return false;
+    const access_user *old = find_user(a, AMQP_CSTR(u->name), NULL);
     meta_user row = {u->name, u->password_hash,
                      u->hashing_algorithm ? u->hashing_algorithm : ACCESS_HASH_SHA256,
-                     u->tags ? u->tags : ""};
+                     u->tags ? u->tags : "", .max_connections = u->max_connections,
+                     .max_channels = u->max_channels};
+    if (!u->set_limits && old) { /* a change of password or tags keeps them */
+        row.max_connections = old->max_connections;
+        row.max_channels = old->max_channels;
+    }
     if (u->password) {
         if (!access_hash_password(row.hashing_algorithm, AMQP_CSTR(u->password), hash,
                                   sizeof hash)) {
@@ -514,6 +523,35 @@ bool access_put_user(access_control *a, const access_user_spec *u, char *err, si
     }
     if (!meta_put_user(server_meta(a->srv), &row)) {
         snprintf(err, errlen, "cannot store user '%s' (see the log)", u->name);
+        return false;
+    }
+    if (!install_user(a, &row)) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+meta_limit access_user_max_connections(const access_user *u) { return u->max_connections; }
+meta_limit access_user_max_channels(const access_user *u) { return u->max_channels; }
+
+bool access_set_user_limit(access_control *a, const char *name, const char *limit,
+                           meta_limit value, char *err, size_t errlen)
+{
+    const access_user *u = find_user(a, AMQP_CSTR(name), NULL);
+    bool conns = strcmp(limit, "max-connections") == 0;
+    if (!u) {
+        snprintf(err, errlen, "no_such_user");
+        return false;
+    }
+    if (!conns && strcmp(limit, "max-channels") != 0) {
+        snprintf(err, errlen, "unknown limit '%s'", limit);
+        return false;
+    }
+    meta_user row = {u->name, u->password_hash, u->hashing_algorithm, u->tags,
+                     conns ? value : u->max_connections, conns ? u->max_channels : value};
+    if (!meta_put_user(server_meta(a->srv), &row)) {
+        snprintf(err, errlen, "cannot store user '%s' (see the log)", name);
         return false;
     }
     if (!install_user(a, &row)) {

@@ -72,6 +72,10 @@ bool access_regex_check(const char *re, char *err, size_t errlen);
  * rabbit_password_hashing_sha256; tags NULL means none. */
 typedef struct access_user_spec {
     const char *name, *password, *password_hash, *hashing_algorithm, *tags;
+    /* its limits, with set_limits (a definitions import); without, a
+     * user keeps the ones it has (a new user has none) */
+    bool set_limits;
+    meta_limit max_connections, max_channels;
 } access_user_spec;
 
 /* Checks a spec without changing anything: name 1..255 bytes, a known
@@ -90,6 +94,15 @@ const char *access_user_password_hash(const access_user *u);
 const char *access_user_hashing_algorithm(const access_user *u);
 const char *access_user_tags(const access_user *u); /* comma-separated, as given */
 unsigned access_user_tag_flags(const access_user *u);
+/* RabbitMQ's user limits (max-connections, max-channels): unset, or a
+ * value (negative: no limit; 0: none allowed). conn/ enforces them. */
+meta_limit access_user_max_connections(const access_user *u);
+meta_limit access_user_max_channels(const access_user *u);
+/* Sets (value.set) or clears one limit, `limit` "max-connections" or
+ * "max-channels", of user `name`, the rest of the user kept. false with
+ * err "no_such_user", an unknown limit, or the store refused. */
+bool access_set_user_limit(access_control *a, const char *name, const char *limit,
+                           meta_limit value, char *err, size_t errlen);
 
 /* The one login check, for AMQP (PLAIN, AMQPLAIN) and HTTP basic auth: the
  * user when the password matches (never for a blank password or a user

@@ -147,6 +147,7 @@ bool conn_output_full(const conn *c) { return c->output_blocked || c->state != S
 server *conn_server(conn *c) { return c->srv; }
 loop *conn_loop(conn *c) { return c->loop; }
 vhost *conn_vhost(conn *c) { return c->vh; }
+const char *conn_peer_name(const conn *c) { return c->peer; }
 const char *conn_user(const conn *c) { return c->user ? c->user : ""; }
 bool conn_cancel_notify(const conn *c) { return c->cancel_notify; }
 
@@ -435,6 +436,8 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
     invariant(c->content_held == 0); /* every channel released its content */
     if (c->held)
         login_brake_release(server_login_brake(c->srv));
+    if (c->vh)
+        vhost_connection_left(c->vh); /* the vhost counted it at connection.open */
     loop_conn_closed(c->loop, c);
     transport_free(c->t);
     free(c->chans);
@@ -487,6 +490,50 @@ void conn_teardown(conn *c)
 
 /* ---- frames ------------------------------------------------------------- */
 
+/* ---- limits: a user's connections and channels ---- */
+
+/* Adds up `what` of the listed connections of `user` on every loop. */
+static uint64_t user_total(server *s, const char *user, bool channels)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < server_loop_count(s); i++) {
+        loop *l = server_loop(s, i);
+        for (size_t j = 0; j < loop_conn_count(l); j++) {
+            conn *c = loop_conn_at(l, j);
+            if (c->user && strcmp(c->user, user) == 0)
+                n += channels ? c->nopen : 1;
+        }
+    }
+    return n;
+}
+
+uint64_t conn_user_connections(server *s, const char *user) { return user_total(s, user, false); }
+uint64_t conn_user_channels(server *s, const char *user) { return user_total(s, user, true); }
+
+/* channel.open: the negotiated channel_max, then the user's max-channels,
+ * each closing the connection with 530 as RabbitMQ's reader does. */
+static int check_channel_limits(conn *c, amqp_error *err)
+{
+    if (c->nopen >= c->channel_max) {
+        loop_refused(c->loop, REFUSED_CHAN_MAX, "connection %s: channel_max (%u) reached",
+                     c->peer, c->channel_max);
+        return amqp_fail(err, AMQP_NOT_ALLOWED, 0,
+                         "number of channels opened (%u) has reached the negotiated "
+                         "channel_max (%u)",
+                         c->nopen, c->channel_max);
+    }
+    const access_user *u = access_find_user(server_access(c->srv), c->user);
+    meta_limit max = u ? access_user_max_channels(u) : (meta_limit){0};
+    if (max.set && max.value >= 0 && conn_user_channels(c->srv, c->user) >= (uint64_t)max.value) {
+        loop_refused(c->loop, REFUSED_CHAN_USER_LIMIT, "connection %s: user '%s' channel limit "
+                     "(%lld) reached", c->peer, c->user, (long long)max.value);
+        return amqp_fail(err, AMQP_NOT_ALLOWED, 0,
+                         "number of channels opened for user '%s' has reached the maximum "
+                         "allowed user limit of (%lld)", c->user, (long long)max.value);
+    }
+    return AMQP_OK;
+}
+
 static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp_error *err)
 {
     chan *ch = chan_slot(c, n);
@@ -507,11 +554,8 @@ static int handle_channel_method(conn *c, uint16_t n, const amqp_method *m, amqp
         if (m->id != AMQP_CHANNEL_OPEN)
             return amqp_fail(err, AMQP_CHANNEL_ERROR, m->id, "expected 'channel.open'");
         /* RabbitMQ limits how many channels are open, not their numbers. */
-        if (c->nopen >= c->channel_max)
-            return amqp_fail(err, AMQP_NOT_ALLOWED, 0,
-                             "number of channels opened (%u) has reached the negotiated "
-                             "channel_max (%u)",
-                             c->nopen, c->channel_max);
+        if (check_channel_limits(c, err) != AMQP_OK)
+            return AMQP_ERROR;
         ch = chan_new(c, n);
         if (!ch || !set_chan_slot(c, n, ch)) {
             if (ch)
@@ -660,6 +704,9 @@ static void read_frames(conn *c)
             conn_raise(c, (f.type == AMQP_FRAME_METHOD || f.type == AMQP_FRAME_HEADER ||
                            f.type == AMQP_FRAME_BODY) ? channel : 0, &err);
         } else {
+            if (strstr(err.text, "frame_too_large")) /* the reader's text for it (amqp/frame.c) */
+                loop_refused(c->loop, REFUSED_FRAME_MAX, "connection %s: frame over frame_max "
+                             "(%u): %s", c->peer, c->frame_max, err.text);
             conn_raise(c, 0, &err);
             evbuffer_drain(rd.in, evbuffer_get_length(rd.in)); /* what was handled, and the rest */
             return;
@@ -787,8 +834,27 @@ static bool is_loopback(const struct sockaddr *sa)
     return false;
 }
 
+/* AMQP sockets open now, on every loop. */
+static uint64_t sockets_open(server *s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < server_loop_count(s); i++)
+        n += loop_socket_count(server_loop(s, i));
+    return n;
+}
+
 void conn_accept(server *s, loop *l, int fd, const char *peer)
 {
+    /* connection_max: RabbitMQ stops accepting (ranch's max_connections),
+     * so a client waits in the backlog until it gives up; Warren closes the
+     * socket at once, so it fails fast, and counts and logs it. */
+    uint32_t max = server_config(s)->connection_max;
+    if (max && sockets_open(s) >= max) {
+        loop_refused(l, REFUSED_CONN_MAX, "connection from %s refused: connection_max (%u) "
+                     "reached", peer ? peer : "?", max);
+        evutil_closesocket(fd);
+        return;
+    }
     transport *t = transport_new_tcp(loop_flusher(l), loop_base(l), fd);
     if (!t) {
         evutil_closesocket(fd);

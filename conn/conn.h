@@ -51,6 +51,8 @@ server *conn_server(conn *c);
 loop *conn_loop(conn *c);
 vhost *conn_vhost(conn *c);
 const char *conn_user(const conn *c);
+/* The client's "host:port", for log lines. */
+const char *conn_peer_name(const conn *c);
 bool conn_cancel_notify(const conn *c); /* client has consumer_cancel_notify */
 
 /* Output: frames are queued on the connection's buffer and written once

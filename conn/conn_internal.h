@@ -78,6 +78,12 @@ struct conn {
  * the management API. False when out of memory. */
 bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mechanism);
 
+/* The connections past connection.open of `user`, and their open
+ * channels, on every loop: a walk over the connections, made only for a
+ * user who has that limit. */
+uint64_t conn_user_connections(server *s, const char *user);
+uint64_t conn_user_channels(server *s, const char *user);
+
 /* The protocol header has arrived (or part of it): answer connection.start,
  * or send our header back and close on a wrong one. */
 void handshake_header(conn *c);

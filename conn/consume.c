@@ -14,6 +14,24 @@
 
 static const char *vname(chan *ch) { return vhost_name(conn_vhost(ch->c)); }
 
+/* consumer_max_per_channel (Warren's key; RabbitMQ 3.12's name and text):
+ * a 530 that closes the connection, as RabbitMQ's not_allowed does. The
+ * walk stops at the limit, so it costs at most that many steps. */
+static int consumers_at_limit(chan *ch, amqp_error *err)
+{
+    uint32_t max = server_config(conn_server(ch->c))->consumer_max_per_channel, n = 0;
+    if (max == 0)
+        return AMQP_OK;
+    for (const consumer *c = ch->consumers; c && n < max; c = c->ch_next)
+        n++;
+    if (n < max)
+        return AMQP_OK;
+    loop_refused(conn_loop(ch->c), REFUSED_CONSUMER_CHAN_LIMIT, "channel %u of connection %s: "
+                 "consumer_max_per_channel (%u) reached", ch->number, conn_peer_name(ch->c), max);
+    return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_BASIC_CONSUME,
+                     "reached maximum (%u) of consumers per channel", max);
+}
+
 int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
 {
     if (chan_is_reply_queue(b->queue))
@@ -32,6 +50,8 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     if (chan_find_consumer(ch, AMQP_CSTR(tag)))
         return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_BASIC_CONSUME,
                          "attempt to reuse consumer tag '%s'", tag);
+    if (consumers_at_limit(ch, err) != AMQP_OK)
+        return AMQP_ERROR;
     if (ch->prefetch_global && !queue_type_of(q)->global_prefetch)
         return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_CONSUME,
                          "queue '%.*s' in vhost '%s' does not support global qos",

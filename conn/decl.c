@@ -419,6 +419,14 @@ int admin_queue_declare(vhost *v, const queue_spec *spec, queue **out, amqp_erro
     if (queue_args_parse(spec->arguments, spec->name, vhost_name(v), &args, err) != AMQP_OK ||
         queue_type_of_args(spec->arguments)->check_declare(spec, vhost_name(v), err) != AMQP_OK)
         return AMQP_ERROR;
+    if (vhost_queue_limit_reached(v)) { /* after the arguments, as RabbitMQ checks */
+        long long max = (long long)vhost_max_queues(v);
+        loop_refused(vhost_loop(v), REFUSED_QUEUE_VHOST_LIMIT, "queue '%.*s' not declared: vhost "
+                     "'%s' queue limit (%lld) reached", PRINTABLE(spec->name), vhost_name(v), max);
+        return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
+                         "cannot declare queue '%.*s': queue limit in vhost '%s' (%lld) is reached",
+                         PRINTABLE(spec->name), vhost_name(v), max);
+    }
     q = queue_new(v, spec);
     if (!q)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_QUEUE_DECLARE, "out of memory");

@@ -100,6 +100,8 @@ static bool check_login(conn *c, amqp_bytes user, amqp_bytes pass, char *why, si
     uint64_t now = loop_now_ms(c->loop);
     uint64_t left = braking ? login_brake_left(b, c->brake_key, now) : 0;
     if (left) {
+        loop_refused(c->loop, REFUSED_LOGIN_BRAKE, "connection %s: login refused, %s is braked",
+                     c->peer, c->peer_host);
         snprintf(why, whylen, "too many failed logins from %s, refused for %llu s more",
                  c->peer_host, (unsigned long long)(left + 999) / 1000);
         return false;
@@ -191,6 +193,33 @@ static int handle_tune_ok(conn *c, const amqp_connection_tune_ok *t, amqp_error 
     return AMQP_OK;
 }
 
+/* ---- limits at connection.open ----
+ * RabbitMQ's order (rabbit_reader): the vhost's max-connections, then the
+ * user's, before the vhost access check; each a 530 with its text. */
+static int check_open_limits(conn *c, vhost *v, amqp_error *err)
+{
+    int64_t max = vhost_max_connections(v);
+    if (max >= 0 && vhost_connection_count(v) >= (uint64_t)max) {
+        loop_refused(c->loop, REFUSED_CONN_VHOST_LIMIT, "connection %s: vhost '%s' connection "
+                     "limit (%lld) reached, user '%s' refused", c->peer, vhost_name(v),
+                     (long long)max, c->user);
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                         "access to vhost '%s' refused for user '%s': connection limit (%lld) is "
+                         "reached", vhost_name(v), c->user, (long long)max);
+    }
+    const access_user *u = access_find_user(server_access(c->srv), c->user);
+    meta_limit user_max = u ? access_user_max_connections(u) : (meta_limit){0};
+    if (user_max.set && user_max.value >= 0 &&
+        conn_user_connections(c->srv, c->user) >= (uint64_t)user_max.value) {
+        loop_refused(c->loop, REFUSED_CONN_USER_LIMIT, "connection %s: user '%s' connection "
+                     "limit (%lld) reached", c->peer, c->user, (long long)user_max.value);
+        return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                         "connection refused for user '%s': user connection limit (%lld) is "
+                         "reached", c->user, (long long)user_max.value);
+    }
+    return AMQP_OK;
+}
+
 /* RabbitMQ's check_vhost_access: the vhost must exist, and the user needs
  * a permission entry there (any, even all ""). */
 static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
@@ -199,9 +228,12 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
     if (!v)
         return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost %.*s not found",
                          (int)o->virtual_host.len, (const char *)o->virtual_host.ptr);
+    if (check_open_limits(c, v, err) != AMQP_OK)
+        return AMQP_ERROR;
     if (!access_find_perms(server_access(c->srv), AMQP_CSTR(c->user), o->virtual_host))
         return amqp_fail(err, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
                          "access to vhost '%s' refused for user '%s'", vhost_name(v), c->user);
+    vhost_connection_take(v); /* counted: check_open_limits found room */
     c->vh = v;
     c->state = S_OPEN;
     loop_counters(c->loop)->connections_opened++;

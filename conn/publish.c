@@ -96,6 +96,10 @@ static int finish_publish(chan *ch, amqp_error *err)
     if (!ch->pub_msg) {
         ch->content = CONTENT_IDLE;
         uint64_t max = server_config(conn_server(ch->c))->max_message_size;
+        loop_refused(conn_loop(ch->c), REFUSED_MESSAGE_SIZE, "channel %u of connection %s: "
+                     "message of %llu bytes over max_message_size (%llu) refused", ch->number,
+                     conn_peer_name(ch->c), (unsigned long long)ch->body_size,
+                     (unsigned long long)max);
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
                          "message size %llu is larger than configured max size %llu",
                          (unsigned long long)ch->body_size, (unsigned long long)max);

@@ -259,6 +259,28 @@ static bool set_max_message_size(config *c, const char *v, char *why, size_t n)
     return parse_uint(v, 1, 512u << 20, &c->max_message_size, why, n);
 }
 
+/* ---- limits (README "Limits") ---- */
+
+/* A count, or "infinity" (RabbitMQ's default for connection_max) as 0. */
+static bool parse_count(const char *v, uint32_t *out, char *why, size_t n)
+{
+    uint64_t x = 0;
+    if (strcmp(v, "infinity") != 0 && !parse_uint(v, 0, UINT32_MAX, &x, why, n))
+        return false;
+    *out = (uint32_t)x;
+    return true;
+}
+
+static bool set_connection_max(config *c, const char *v, char *why, size_t n)
+{
+    return parse_count(v, &c->connection_max, why, n);
+}
+
+static bool set_consumer_max_per_channel(config *c, const char *v, char *why, size_t n)
+{
+    return parse_count(v, &c->consumer_max_per_channel, why, n);
+}
+
 static bool set_log_level(config *c, const char *v, char *why, size_t n)
 {
     if (log_parse_level(v, &c->log_level))
@@ -460,6 +482,8 @@ static const struct {
     {"frame_max", set_frame_max},
     {"channel_max", set_channel_max},
     {"max_message_size", set_max_message_size},
+    {"connection_max", set_connection_max},
+    {"consumer_max_per_channel", set_consumer_max_per_channel},
     {"log.level", set_log_level},
     {"log.console.level", set_log_level},
     {"data_dir", set_data_dir},
@@ -577,6 +601,8 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
         {"login_brake.window", c->login_brake_window_ms},
         {"login_brake.duration", c->login_brake_duration_ms},
         {"login_brake.max_held", c->login_brake_max_held},
+        {"connection_max", c->connection_max},
+        {"consumer_max_per_channel", c->consumer_max_per_channel},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)nums[i].v);

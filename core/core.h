@@ -138,6 +138,11 @@ typedef struct config {
     uint32_t login_brake_failures, login_brake_window_ms, login_brake_duration_ms;
     uint32_t login_brake_max_held;
     bool login_brake_loopback;
+    /* limits (README "Limits"): AMQP sockets open at once, RabbitMQ's
+     * connection_max (0 = infinity); consumers per channel, Warren's
+     * consumer_max_per_channel (RabbitMQ 3.12's key; 0 = infinity) */
+    uint32_t connection_max;
+    uint32_t consumer_max_per_channel;
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -289,6 +294,21 @@ typedef enum stat_id {
     STAT_FIELDS
 } stat_id;
 
+/* What a limit refused (README "Limits"), counted by kind. */
+typedef enum refusal {
+    REFUSED_CONN_VHOST_LIMIT,   /* connection.open over the vhost's max-connections */
+    REFUSED_CONN_USER_LIMIT,    /* connection.open over the user's max-connections */
+    REFUSED_CONN_MAX,           /* a socket over connection_max, closed at accept */
+    REFUSED_QUEUE_VHOST_LIMIT,  /* queue.declare over the vhost's max-queues */
+    REFUSED_CHAN_USER_LIMIT,    /* channel.open over the user's max-channels */
+    REFUSED_CHAN_MAX,           /* channel.open over the negotiated channel_max */
+    REFUSED_CONSUMER_CHAN_LIMIT, /* basic.consume over consumer_max_per_channel */
+    REFUSED_FRAME_MAX,          /* a frame over the negotiated frame_max */
+    REFUSED_MESSAGE_SIZE,       /* a body over max_message_size */
+    REFUSED_LOGIN_BRAKE,        /* a login from a braked address */
+    REFUSALS
+} refusal;
+
 /* Counts since start that no single object keeps, for the management
  * plane's /metrics (rabbitmq_prometheus's churn and global counters). The
  * broker only increments them; none goes down when a vhost, queue or
@@ -314,6 +334,7 @@ typedef struct server_counts {
     uint64_t by_queue_type[QUEUE_TYPES][STAT_COUNTERS];
     uint64_t dead_lettered[QUEUE_TYPES][DEAD_STRATEGIES][DEAD_REASONS];
     uint64_t dead_lettered_confirmed; /* at-least-once dead letters a queue took */
+    uint64_t refused[REFUSALS]; /* by a limit (loop_refused), by kind */
 } server_counts;
 
 #define STATS_INTERVAL_MS 5000 /* RabbitMQ's collect_statistics_interval */
@@ -406,6 +427,10 @@ size_t loop_socket_count(const loop *l);
 conn *loop_conn_at(loop *l, size_t i);
 /* CLOCK_MONOTONIC_COARSE in ms. */
 uint64_t monotonic_ms(void);
+/* Counts a refusal of kind k and logs the line (a warning) -- at most one
+ * line per kind per second, the next saying how many were not logged, so a
+ * client repeating a refused request cannot flood the log. */
+void loop_refused(loop *l, refusal k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- the server (server.c) ----------------------------------------------- */
 

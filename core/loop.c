@@ -12,6 +12,8 @@
  * it. Order is not kept: a removal fills the hole with the last entry.
  */
 #include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +35,8 @@ struct loop {
     size_t nconns, conns_cap, nlisted;
     void (*conn_closed)(void *ctx);
     void *conn_closed_ctx;
+    uint64_t refused_logged_ms[REFUSALS]; /* loop_refused's last line of each kind */
+    uint64_t refused_unlogged[REFUSALS];  /* refusals since then not logged */
 };
 
 uint64_t monotonic_ms(void)
@@ -164,3 +168,25 @@ void loop_on_conn_closed(loop *l, void (*fn)(void *ctx), void *ctx)
 size_t loop_conn_count(const loop *l) { return l->nlisted; }
 size_t loop_socket_count(const loop *l) { return l->nconns; }
 conn *loop_conn_at(loop *l, size_t i) { return i < l->nconns ? l->conns[i] : NULL; }
+
+void loop_refused(loop *l, refusal k, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    l->counts.refused[k]++;
+    uint64_t now = loop_now_ms(l);
+    if (l->refused_logged_ms[k] && now - l->refused_logged_ms[k] < 1000) {
+        l->refused_unlogged[k]++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (l->refused_unlogged[k])
+        log_msg(LOG_WARNING, "%s (and %llu more like it not logged)", line,
+                (unsigned long long)l->refused_unlogged[k]);
+    else
+        log_msg(LOG_WARNING, "%s", line);
+    l->refused_logged_ms[k] = now ? now : 1;
+    l->refused_unlogged[k] = 0;
+}

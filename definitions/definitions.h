@@ -74,7 +74,8 @@ bool defs_import_file(server *s, const char *path, defs_error *err, char *failed
  * operator_policy (its operator policies, value {pattern, definition,
  * priority, apply-to}), shows policy (the policies, read only), and keeps
  * shovel, federation-upstream and federation-upstream-set for the features
- * that come later; any other component is refused, as RabbitMQ refuses one
+ * that come later, and vhost-limits (a vhost's limits, name "limits",
+ * enforced -- see queue.h); any other component is refused, as RabbitMQ refuses one
  * whose plugin is not enabled. Global parameters are any name -> any JSON
  * value. */
 enum {
@@ -83,6 +84,7 @@ enum {
     DEFS_SHOVEL,
     DEFS_FEDERATION_UPSTREAM,
     DEFS_FEDERATION_UPSTREAM_SET,
+    DEFS_VHOST_LIMITS,
     DEFS_PARAM_COMPONENTS
 };
 /* A component's name by index (NULL out of range), and back (-1: not one
@@ -117,6 +119,22 @@ void defs_param_foreach(vhost *v, const char *component,
  * server_params. */
 bool defs_global_param_put(server *s, const char *name, const json_t *value, bool *created);
 json_t *defs_global_param_value(server *s, const char *name);
+
+/* ---- limits (params.c) ------------------------------------------------------ */
+
+/* A vhost's limits, RabbitMQ's /api/vhost-limits: the value of its
+ * (vhost-limits, limits) parameter (a new reference; NULL when it has
+ * none; [] once its last limit was cleared, as RabbitMQ keeps it). set
+ * puts one limit (`name` max-connections or max-queues) into it, checked
+ * as the parameter is (false with RabbitMQ's text in why); clear takes one
+ * out (true when there was none; false when the store refused). */
+json_t *defs_vhost_limits(vhost *v);
+bool defs_vhost_limit_set(vhost *v, const char *name, json_t *value, char *why, size_t whylen);
+bool defs_vhost_limit_clear(vhost *v, const char *name);
+/* A user's limits {"max-connections": N, "max-channels": N} checked as
+ * RabbitMQ checks them: false with its text ("Unrecognised terms [...] in
+ * user-limits", "max-channels should be a number, actually was ..."). */
+bool defs_user_limits_validate(const json_t *value, char *why, size_t whylen);
 
 /* A JSON value as Erlang prints it in RabbitMQ's messages: a string is a
  * binary <<"...">>, null the atom null; lists and objects abridged. */

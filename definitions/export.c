@@ -40,6 +40,18 @@ static json_t *tags_array(const char *csv)
     return a;
 }
 
+/* {"max-channels": N, "max-connections": N}: the ones set. */
+static json_t *limits_object(const access_user *u)
+{
+    json_t *o = json_object();
+    meta_limit chans = access_user_max_channels(u), conns = access_user_max_connections(u);
+    if (chans.set)
+        json_object_set_new(o, "max-channels", json_integer(chans.value));
+    if (conns.set)
+        json_object_set_new(o, "max-connections", json_integer(conns.value));
+    return o;
+}
+
 static void user_row(void *arg, const access_user *u)
 {
     exporter *e = arg;
@@ -48,7 +60,7 @@ static void user_row(void *arg, const access_user *u)
     json_object_set_new(o, "password_hash", json_string(access_user_password_hash(u)));
     json_object_set_new(o, "hashing_algorithm", json_string(access_user_hashing_algorithm(u)));
     json_object_set_new(o, "tags", tags_array(access_user_tags(u)));
-    json_object_set_new(o, "limits", json_object());
+    json_object_set_new(o, "limits", limits_object(u));
     json_array_append_new(e->arr, o);
 }
 

@@ -133,6 +133,24 @@ static bool read_tags(defs_ctx *c, const json_t *v, char *out, size_t cap, const
     return true;
 }
 
+/* A user's "limits" (RabbitMQ 3.10 exports them with each user): absent
+ * keeps what the user has; an object sets them all, checked as the API
+ * checks them. */
+static bool read_user_limits(defs_ctx *c, const json_t *v, access_user_spec *u, const char *what)
+{
+    char why[512];
+    if (!v || json_is_null(v))
+        return true;
+    if (!defs_user_limits_validate(v, why, sizeof why))
+        return defs_fail(c, "%s: %s", what, why);
+    const json_t *conns = json_object_get(v, "max-connections");
+    const json_t *chans = json_object_get(v, "max-channels");
+    u->set_limits = true;
+    u->max_connections = (meta_limit){conns != NULL, json_integer_value(conns)};
+    u->max_channels = (meta_limit){chans != NULL, json_integer_value(chans)};
+    return true;
+}
+
 bool defs_read_user(defs_ctx *c, const json_t *it, size_t i, access_user_spec *u, char *tags,
                     size_t cap, char *what, size_t whatlen)
 {
@@ -149,7 +167,8 @@ bool defs_read_user(defs_ctx *c, const json_t *it, size_t i, access_user_spec *u
     u->tags = tags;
     return read_str(c, it, "hashing_algorithm", ACCESS_HASH_SHA256, &u->hashing_algorithm,
                     what) &&
-           read_tags(c, json_object_get(it, "tags"), tags, cap, what);
+           read_tags(c, json_object_get(it, "tags"), tags, cap, what) &&
+           read_user_limits(c, json_object_get(it, "limits"), u, what);
 }
 
 bool defs_read_vhost(defs_ctx *c, const json_t *it, size_t i, meta_vhost *v, char *tags,

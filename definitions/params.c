@@ -10,9 +10,12 @@
  *   for the features that come later. Their shape and required keys are
  *   checked as RabbitMQ's plugins check them; other keys are kept
  *   unchecked until the features land.
+ * - vhost-limits: a vhost's limits (max-connections, max-queues), name
+ *   "limits" as RabbitMQ's rabbit_vhost_limit sets them; the vhost keeps
+ *   their numbers (queue/vhost_limits.c). /api/vhost-limits goes through
+ *   defs_vhost_limit_set / _clear here.
  * Any other component is refused ("component x not found"), as RabbitMQ
- * refuses one whose plugin is not enabled -- vhost-limits too: Warren
- * does not enforce vhost limits, so it does not pretend to keep them.
+ * refuses one whose plugin is not enabled.
  *
  * A kept value is stored as compact JSON with sorted keys (RabbitMQ shows
  * them sorted, as Erlang maps print).
@@ -237,6 +240,35 @@ static void check_shovel(lines *t, const char *name, const json_t *v)
     uri_key(t, v, "dest-uri");
 }
 
+/* RabbitMQ's limits (rabbit_vhost_limit, and users' limits): a proplist
+ * of `keys`, each an integer (any sign; negative is no limit). */
+static void check_limits(lines *t, const char *name, const json_t *v, const char *const *keys)
+{
+    char term[256];
+    if (!proplist(t, v, name, keys) || !json_is_object(v))
+        return;
+    for (; *keys; keys++) {
+        const json_t *n = json_object_get(v, *keys);
+        if (n && !json_is_integer(n)) {
+            defs_erlang_term(n, term, sizeof term);
+            line(t, "%s should be a number, actually was %s", *keys, term);
+        }
+    }
+}
+
+static const char *const VHOST_LIMIT_KEYS[] = {"max-connections", "max-queues", NULL};
+static const char *const USER_LIMIT_KEYS[] = {"max-channels", "max-connections", NULL};
+
+/* RabbitMQ reads only the parameter named "limits" (another name it stores
+ * and answers with a 500); Warren refuses other names. */
+static void check_vhost_limits(lines *t, const char *name, const json_t *v)
+{
+    if (strcmp(name, VHOST_LIMITS_NAME) != 0)
+        line(t, "the vhost-limits parameter is named '%s', not '%s'", VHOST_LIMITS_NAME, name);
+    else
+        check_limits(t, name, v, VHOST_LIMIT_KEYS);
+}
+
 typedef void (*check_fn)(lines *t, const char *name, const json_t *v);
 
 static const struct component {
@@ -248,6 +280,7 @@ static const struct component {
     [DEFS_SHOVEL] = {"shovel", check_shovel},
     [DEFS_FEDERATION_UPSTREAM] = {"federation-upstream", check_upstream},
     [DEFS_FEDERATION_UPSTREAM_SET] = {"federation-upstream-set", check_upstream_set},
+    [DEFS_VHOST_LIMITS] = {VHOST_LIMITS_COMPONENT, check_vhost_limits},
 };
 
 const char *defs_param_component_name(int i)
@@ -481,4 +514,71 @@ json_t *defs_global_param_value(server *s, const char *name)
     if (!param_get(server_params(s), NULL, name, &p))
         return NULL;
     return json_loads(p.value, JSON_DECODE_ANY, NULL);
+}
+
+/* ---- limits ----------------------------------------------------------------------- */
+
+bool defs_user_limits_validate(const json_t *value, char *why, size_t whylen)
+{
+    lines t = {why, whylen, 0};
+    why[0] = 0;
+    check_limits(&t, "user-limits", value, USER_LIMIT_KEYS);
+    if (t.len == 0)
+        return true;
+    /* RabbitMQ's text for users' limits has no "Validation failed" head */
+    size_t head = strlen("Validation failed\n\n");
+    memmove(why, why + head, strlen(why + head) + 1);
+    why[strcspn(why, "\n")] = 0;
+    return false;
+}
+
+json_t *defs_vhost_limits(vhost *v)
+{
+    return defs_param_value(v, VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME);
+}
+
+/* The limits of v with `name` set to `value` (NULL: removed), as a new
+ * object; non-object values (RabbitMQ's [] after the last was cleared)
+ * count as none. */
+static json_t *limits_with(vhost *v, const char *name, json_t *value)
+{
+    json_t *old = defs_vhost_limits(v);
+    json_t *o = json_is_object(old) ? json_copy(old) : json_object();
+    json_decref(old);
+    if (!o)
+        return NULL;
+    if (value)
+        json_object_set(o, name, value);
+    else
+        json_object_del(o, name);
+    return o;
+}
+
+bool defs_vhost_limit_set(vhost *v, const char *name, json_t *value, char *why, size_t whylen)
+{
+    bool created;
+    json_t *o = limits_with(v, name, value);
+    bool ok = o && defs_param_put(v, VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME, o, &created, why,
+                                  whylen);
+    if (!o)
+        snprintf(why, whylen, "out of memory");
+    json_decref(o);
+    return ok;
+}
+
+bool defs_vhost_limit_clear(vhost *v, const char *name)
+{
+    param_spec have;
+    char why[256];
+    bool created;
+    if (!param_get(vhost_params(v), VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME, &have))
+        return true;
+    json_t *o = limits_with(v, name, NULL);
+    /* RabbitMQ keeps the parameter with [] once its last limit is cleared */
+    json_t *kept = o && json_object_size(o) == 0 ? json_array() : json_incref(o);
+    bool ok = kept && defs_param_put(v, VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME, kept, &created,
+                                     why, sizeof why);
+    json_decref(kept);
+    json_decref(o);
+    return ok;
 }

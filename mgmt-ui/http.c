@@ -82,7 +82,7 @@ static const mgmt_route *const tables[] = {
     mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
     mgmt_user_routes,     mgmt_permission_routes, mgmt_policy_routes,
     mgmt_health_routes,   mgmt_definitions_routes, mgmt_move_routes,
-    mgmt_parameter_routes, mgmt_node_routes,
+    mgmt_parameter_routes, mgmt_node_routes, mgmt_limits_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */
@@ -259,6 +259,14 @@ void *mgmt_scratch(mgmt_req *r, size_t n)
     b->next = r->scratch;
     r->scratch = b;
     return b->data;
+}
+
+json_t *mgmt_body_value(mgmt_req *r)
+{
+    json_t *body = mgmt_body(r), *value = body ? json_object_get(body, "value") : NULL;
+    if (body && !value)
+        mgmt_error(r, 400, "bad_request", "[{key_missing,value}]");
+    return value;
 }
 
 json_t *mgmt_body(mgmt_req *r)

@@ -114,6 +114,10 @@ extern const mgmt_route mgmt_definitions_routes[];
 extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
+extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
+/* Each refusal kind's name in /api/overview's "refused" and /metrics'
+ * warren_refused_total{kind} (res_overview.c). */
+extern const char *const mgmt_refusal_names[REFUSALS];
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);
@@ -256,6 +260,9 @@ const char *mgmt_error_text(const amqp_error *err);
 /* The request body as a JSON object; replies 400 and returns NULL when it
  * is not one. An empty body is {}. */
 json_t *mgmt_body(mgmt_req *r);
+/* The body's "value" (any JSON, null too; parameters and limits), or NULL
+ * with RabbitMQ's 400 "[{key_missing,value}]" (or mgmt_body's) sent. */
+json_t *mgmt_body_value(mgmt_req *r);
 /* n bytes of working memory for the handler (an argument table, encoded
  * properties), freed with the request: handlers keep no buffers in
  * statics. NULL, with a 500 reply sent, when memory is short. */
@@ -325,6 +332,10 @@ bool mgmt_body_table(mgmt_req *r, json_t *body, const char *key, uint8_t *buf, s
                      amqp_bytes *out);
 
 /* ---- users, vhosts, permissions (res_vhost.c, res_perm.c) ------------------- */
+
+/* A user's limits as RabbitMQ shows them: {"max-channels": N,
+ * "max-connections": N}, the ones set (res_user.c). */
+void mgmt_user_limits_json(mgmt_json *w, const access_user *u);
 
 /* "tags" of a body, a comma-separated string or a list of strings, into
  * out as "a,b" (spaces trimmed, empty tags dropped); absent is "".

@@ -58,7 +58,7 @@ enum {
     F_QUEUE_KEYS = 64,   /* queue labels queue_vhost, queue */
     F_ALWAYS = 128,      /* on /metrics/detailed whatever was asked (identity) */
 };
-enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY };
+enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED };
 
 /* RabbitMQ 3.10's /metrics/detailed groups, in its order. */
 enum group {
@@ -330,6 +330,9 @@ static const family families[] = {
      "Enumerates exchanges without any additional info. This value is cluster-wide. A cheaper "
      "alternative to `exchange_bindings`",
      EXCHANGES, EV_NAME, G_EXCHANGE_NAMES, 0, 0},
+    /* Warren's: what each limit refused, by kind (README "Limits") */
+    {"refused_total", "counter", "Requests a limit refused since start, by kind", NODE, 0,
+     G_NONE, L_REFUSED, F_WARREN},
     /* Warren's queue health (the queue JSON's oldest_ready_age_ms, ...) */
     W("queue_oldest_ready_age_seconds", "gauge",
       "Seconds since the oldest ready message entered the queue, 0 when none is ready "
@@ -792,6 +795,13 @@ static void node_family(prom_scrape *sc, const family *f)
         return;
     case L_DEAD:
         dead_lettered(sc, f);
+        return;
+    case L_REFUSED:
+        for (int i = 0; i < REFUSALS; i++) {
+            mgmt_prom_begin(w, sc->name);
+            mgmt_prom_label_str(w, "kind", mgmt_refusal_names[i]);
+            mgmt_prom_uint(w, sc->counts.refused[i]);
+        }
         return;
     default:
         mgmt_prom_begin(w, sc->name);

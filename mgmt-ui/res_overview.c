@@ -210,6 +210,31 @@ static void contexts(mgmt_json *w, server *s, mgmt *m)
     mgmt_json_end_arr(w);
 }
 
+const char *const mgmt_refusal_names[REFUSALS] = {
+    [REFUSED_CONN_VHOST_LIMIT] = "connections_refused_vhost_limit",
+    [REFUSED_CONN_USER_LIMIT] = "connections_refused_user_limit",
+    [REFUSED_CONN_MAX] = "connections_refused_connection_max",
+    [REFUSED_QUEUE_VHOST_LIMIT] = "queues_refused_vhost_limit",
+    [REFUSED_CHAN_USER_LIMIT] = "channels_refused_user_limit",
+    [REFUSED_CHAN_MAX] = "channels_refused_channel_max",
+    [REFUSED_CONSUMER_CHAN_LIMIT] = "consumers_refused_channel_limit",
+    [REFUSED_FRAME_MAX] = "frames_refused_frame_max",
+    [REFUSED_MESSAGE_SIZE] = "messages_refused_max_message_size",
+    [REFUSED_LOGIN_BRAKE] = "logins_refused_login_brake",
+};
+
+/* Warren's "refused": what each limit refused since start (README
+ * "Limits"). */
+static void refusals(mgmt_json *w, server *s)
+{
+    const server_counts *k = server_counters(s);
+    mgmt_json_key(w, "refused");
+    mgmt_json_obj(w);
+    for (int i = 0; i < REFUSALS; i++)
+        mgmt_json_kuint(w, mgmt_refusal_names[i], k->refused[i]);
+    mgmt_json_end_obj(w);
+}
+
 /* Administrators and monitoring users see the whole broker, the node and
  * its listeners; anyone else the totals of its own vhosts and
  * connections, as RabbitMQ 3.10 answers. */
@@ -243,6 +268,7 @@ static void get_overview(mgmt_req *r)
     object_totals(w, &t, monitor);
     mgmt_json_kint(w, "statistics_db_event_queue", 0);
     if (monitor) {
+        refusals(w, r->s);
         mgmt_json_kstr(w, "node", server_node_name(r->s));
         listeners(w, r->s, r->m);
         contexts(w, r->s, r->m);

@@ -10,9 +10,9 @@
  * object"; a vhost in the path must be one the user has permissions in
  * (same 401), an unknown one is 404 (vhost_not_found on PUT). Lists show
  * the vhosts the user may see. Beyond RabbitMQ: a change to an
- * operator_policy parameter needs administrator, as /api/operator-policies
- * does (RabbitMQ 3.10.8 lets any policymaker set operator policies this
- * way, which defeats their purpose).
+ * operator_policy or vhost-limits parameter needs administrator, as
+ * /api/operator-policies and /api/vhost-limits do (RabbitMQ 3.10.8 lets any
+ * policymaker set them this way, which defeats their purpose).
  *
  * A one-parameter reply is {"value", "vhost", "component", "name"}; a
  * global one {"value", "name"}, listed as {"name", "value"} -- RabbitMQ's
@@ -54,23 +54,16 @@ static vhost *target_vhost(mgmt_req *r, int i, bool declare)
     return NULL;
 }
 
-/* A change to an operator policy needs administrator (see the top). */
+/* A change to an operator policy or a vhost's limits needs administrator
+ * (see the top). */
 static bool may_change(mgmt_req *r, const char *component)
 {
-    if (defs_param_component(component) != DEFS_OPERATOR_POLICY ||
+    int i = defs_param_component(component);
+    if ((i != DEFS_OPERATOR_POLICY && i != DEFS_VHOST_LIMITS) ||
         (r->user.tags & TAG_ADMINISTRATOR))
         return true;
     mgmt_error(r, 401, "not_authorised", "Not administrator user");
     return false;
-}
-
-/* The body's "value" (any JSON, null too), or NULL with the 400 sent. */
-static json_t *body_value(mgmt_req *r)
-{
-    json_t *body = mgmt_body(r), *value = body ? json_object_get(body, "value") : NULL;
-    if (body && !value)
-        mgmt_error(r, 400, "bad_request", "[{key_missing,value}]");
-    return value;
 }
 
 /* ---- a vhost's parameters ----------------------------------------------------- */
@@ -191,7 +184,7 @@ static void put_one(mgmt_req *r)
     char component[NAME_MAX_BYTES], name[NAME_MAX_BYTES], why[4096];
     bool created;
     vhost *v = target_vhost(r, 1, true);
-    json_t *value = v ? body_value(r) : NULL;
+    json_t *value = v ? mgmt_body_value(r) : NULL;
     if (!value)
         return;
     if (!mgmt_cap_name(r, 0, component, sizeof component) ||
@@ -290,7 +283,7 @@ static void put_global(mgmt_req *r)
 {
     char name[NAME_MAX_BYTES];
     bool created;
-    json_t *value = global_name(r, name) ? body_value(r) : NULL;
+    json_t *value = global_name(r, name) ? mgmt_body_value(r) : NULL;
     if (!value)
         return;
     if (defs_global_param_put(r->s, name, value, &created))

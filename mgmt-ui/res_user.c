@@ -23,8 +23,18 @@ static void user_json(mgmt_json *w, const access_user *u)
     mgmt_json_kstr(w, "hashing_algorithm", access_user_hashing_algorithm(u));
     mgmt_tags_json(w, "tags", access_user_tags(u));
     mgmt_json_key(w, "limits");
-    mgmt_json_obj(w);
+    mgmt_user_limits_json(w, u);
     mgmt_json_end_obj(w);
+}
+
+void mgmt_user_limits_json(mgmt_json *w, const access_user *u)
+{
+    meta_limit chans = access_user_max_channels(u), conns = access_user_max_connections(u);
+    mgmt_json_obj(w);
+    if (chans.set)
+        mgmt_json_kint(w, "max-channels", chans.value);
+    if (conns.set)
+        mgmt_json_kint(w, "max-connections", conns.value);
     mgmt_json_end_obj(w);
 }
 

@@ -2,7 +2,8 @@
  * per vhost, (component, name) -> value -- the shovels and federation
  * upstreams Warren keeps for the features that come later -- and the
  * server's global ones, name -> value (cluster_name, internal_cluster_id).
- * Operator policies, which RabbitMQ also keeps as parameters, are the
+ * A vhost's limits are one of its parameters (vhost_limits.c keeps their
+ * numbers). Operator policies, which RabbitMQ also keeps as parameters, are the
  * policy engine's (policy.c); the management API and definitions show
  * them as parameters.
  *
@@ -131,6 +132,16 @@ static bool reserve(param_set *ps)
     return true;
 }
 
+/* A vhost keeps its limits as numbers (vhost_limits.c): tell it when
+ * their parameter changes. */
+static void limits_changed(param_set *ps, const char *component, const char *name,
+                           const char *value)
+{
+    if (ps->v && strcmp(component, VHOST_LIMITS_COMPONENT) == 0 &&
+        strcmp(name, VHOST_LIMITS_NAME) == 0)
+        vhost_limits_changed(ps->v, value);
+}
+
 /* Adds p, or replaces the entry of its (component, name); room reserved. */
 static void insert(param_set *ps, param *p, bool *created)
 {
@@ -145,6 +156,7 @@ static void insert(param_set *ps, param *p, bool *created)
     ps->items[i] = p;
     if (created)
         *created = !found;
+    limits_changed(ps, p->component, p->name, p->value);
 }
 
 bool param_put(param_set *ps, const param_spec *spec, bool *created)
@@ -180,6 +192,7 @@ bool param_delete(param_set *ps, const char *component, const char *name)
     meta_parameter row = row_of(ps, ps->items[i]);
     if (m && !meta_delete_parameter(m, row.vhost, row.component, row.name))
         return false;
+    limits_changed(ps, ps->items[i]->component, ps->items[i]->name, NULL);
     free(ps->items[i]);
     memmove(ps->items + i, ps->items + i + 1, (ps->n - i - 1) * sizeof *ps->items);
     ps->n--;

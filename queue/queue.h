@@ -451,6 +451,30 @@ bool param_restore(param_set *ps, const meta_parameter *row);
  * false when it cannot be stored (logged). */
 bool param_ensure_cluster_id(server *s);
 
+/* ---- vhost limits (vhost_limits.c) --------------------------------------- */
+
+/* RabbitMQ's vhost limits: the runtime parameter (vhost-limits, limits),
+ * its value {"max-connections": N, "max-queues": N} (either may be absent;
+ * a negative N is no limit, 0 allows none). param.c tells the vhost when
+ * that parameter changes (vhost_limits_changed) and the vhost keeps the
+ * numbers, so the checks below read two integers. */
+#define VHOST_LIMITS_COMPONENT "vhost-limits"
+#define VHOST_LIMITS_NAME "limits"
+/* The parameter's value changed to `value` (JSON text as the management
+ * plane stores it: compact, no spaces); NULL when it was deleted. */
+void vhost_limits_changed(vhost *v, const char *value);
+/* The limits in force; -1 = none. */
+int64_t vhost_max_connections(const vhost *v);
+int64_t vhost_max_queues(const vhost *v);
+/* A connection.open into v: true and counted while under max-connections,
+ * else false (nothing counted). Every true is released once, when the
+ * connection goes (vhost_connection_left). */
+bool vhost_connection_take(vhost *v);
+void vhost_connection_left(vhost *v);
+uint32_t vhost_connection_count(const vhost *v);
+/* Whether one more queue would go over max-queues. */
+bool vhost_queue_limit_reached(const vhost *v);
+
 /* ---- durable topology (durable.c) -------------------------------------- */
 
 /* Each writes the change to the metadata store when it concerns durable

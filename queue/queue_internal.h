@@ -34,6 +34,14 @@ typedef struct qslot {
     uint32_t paged : 1;
 } qslot;
 
+/* ---- vhost limits (vhost_limits.c, kept in the vhost) -------------------- */
+
+typedef struct vhost_limits {
+    int64_t max_connections, max_queues; /* -1 = none */
+    uint32_t connections;                /* connection.open accepted, not yet gone */
+} vhost_limits;
+vhost_limits *vhost_limits_of(vhost *v);
+
 /* ---- the queue core's operations (queue.c) ------------------------------ */
 
 /* What queue_publish, queue_get, ... do for the types that keep messages

@@ -30,6 +30,7 @@ struct vhost {
     char *description, *tags, *default_queue_type;
     bool tracing;
     struct move *moves; /* move.c's list of moves from this vhost's queues */
+    vhost_limits limits; /* vhost_limits.c's */
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -72,6 +73,7 @@ vhost *vhost_new(server *s, const char *name)
     v->description = strdup("");
     v->tags = strdup("");
     v->default_queue_type = strdup("");
+    v->limits = (vhost_limits){.max_connections = -1, .max_queues = -1};
     if (!v->name || !v->buckets || !v->policies || !v->params || !v->routes || !v->description ||
         !v->tags || !v->default_queue_type) {
         vhost_free(v);
@@ -107,6 +109,7 @@ void vhost_free(vhost *v)
 }
 
 struct move **vhost_moves(vhost *v) { return &v->moves; }
+vhost_limits *vhost_limits_of(vhost *v) { return &v->limits; }
 param_set *vhost_params(vhost *v) { return v->params; }
 
 const char *vhost_description(const vhost *v) { return v->description; }

@@ -14,7 +14,7 @@
  * also fsyncs the directory when it creates the WAL, so a new database's
  * directory entry is durable too.
  *
- * Schema (version 3, kept in PRAGMA user_version). Every row of a vhost
+ * Schema (version 4, kept in PRAGMA user_version). Every row of a vhost
  * carries its vhost; names are TEXT, routing keys and encoded argument
  * tables are BLOBs (never NULL: an empty table is a zero-length blob).
  * Tables are STRICT, so a value of the wrong type is an error rather than a
@@ -43,6 +43,9 @@
  *             PRIMARY KEY (vhost, component, name)
  *   global_parameters (name PRIMARY KEY, value)
  *   (a parameter's value is JSON text, kept as given)
+ *   -- version 4:
+ *   users gains max_connections, max_channels (a user's limits; NULL:
+ *             not set)
  *
  * Invariants:
  * - A queue's id is the journal's queue_id. Puts are upserts (INSERT ... ON
@@ -75,7 +78,8 @@
  * is a database Warren has never written (a new or empty file). Version 1
  * to 2 adds the tables above and a vhosts row for every vhost the old rows
  * name, so they load as before. Version 2 to 3 adds the two parameter
- * tables, empty. A database newer than this broker is refused.
+ * tables, empty. Version 3 to 4 adds the users' limit columns, NULL
+ * (not set) in every row. A database newer than this broker is refused.
  *
  * Every statement is prepared once at open and kept in m->st; each call
  * binds, steps to the end and resets. All calls are on the loop thread.
@@ -202,10 +206,11 @@ static const char *const statement_sql[ST_COUNT] = {
         "DELETE FROM bindings WHERE vhost = ?1 AND source = ?2 AND destination = ?3"
         " AND destination_is_exchange = ?4 AND routing_key = ?5 AND arguments = ?6",
     [ST_PUT_USER] =
-        "INSERT INTO users (name, password_hash, hashing_algorithm, tags)"
-        " VALUES (?1, ?2, ?3, ?4)"
+        "INSERT INTO users (name, password_hash, hashing_algorithm, tags, max_connections,"
+        " max_channels) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
         " ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash,"
-        " hashing_algorithm = excluded.hashing_algorithm, tags = excluded.tags",
+        " hashing_algorithm = excluded.hashing_algorithm, tags = excluded.tags,"
+        " max_connections = excluded.max_connections, max_channels = excluded.max_channels",
     [ST_DELETE_USER] = "DELETE FROM users WHERE name = ?1",
     [ST_DELETE_USER_PERMISSIONS] = "DELETE FROM permissions WHERE user = ?1",
     [ST_DELETE_USER_TOPIC_PERMISSIONS] = "DELETE FROM topic_permissions WHERE user = ?1",
@@ -262,7 +267,8 @@ static const char *const statement_sql[ST_COUNT] = {
     [ST_LOAD_VHOSTS] =
         "SELECT name, description, tags, default_queue_type, tracing FROM vhosts ORDER BY rowid",
     [ST_LOAD_USERS] =
-        "SELECT name, password_hash, hashing_algorithm, tags FROM users ORDER BY rowid",
+        "SELECT name, password_hash, hashing_algorithm, tags, max_connections, max_channels"
+        " FROM users ORDER BY rowid",
     [ST_LOAD_PERMISSIONS] =
         "SELECT user, vhost, configure, write, read FROM permissions ORDER BY rowid",
     [ST_LOAD_TOPIC_PERMISSIONS] =
@@ -553,12 +559,21 @@ static int migrate_2_to_3(sqlite3 *db)
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
+/* The users' limits (max-connections, max-channels), not set. */
+static int migrate_3_to_4(sqlite3 *db)
+{
+    static const char sql[] = "ALTER TABLE users ADD COLUMN max_connections INTEGER;"
+                              "ALTER TABLE users ADD COLUMN max_channels INTEGER;";
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
 /* migrations[v] takes the schema from version v to v + 1, inside a
  * transaction the caller opens and commits. Returns an sqlite result code. */
 static int (*const migrations[])(sqlite3 *db) = {
     migrate_0_to_1,
     migrate_1_to_2,
     migrate_2_to_3,
+    migrate_3_to_4,
 };
 
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
@@ -889,6 +904,14 @@ static bool write_row(meta *m, int which, const char *verb, const char *kind, co
     return db_error(m, "%s %s '%s'", verb, kind, str(a));
 }
 
+static void bind_limit(sqlite3_stmt *st, int i, meta_limit l)
+{
+    if (l.set)
+        sqlite3_bind_int64(st, i, l.value);
+    else
+        sqlite3_bind_null(st, i);
+}
+
 bool meta_put_user(meta *m, const meta_user *u)
 {
     const char *texts[] = {u->name, u->password_hash, u->hashing_algorithm, u->tags};
@@ -896,6 +919,8 @@ bool meta_put_user(meta *m, const meta_user *u)
     if (!writable(m))
         return false;
     bind_texts(m->st[ST_PUT_USER], texts, 4);
+    bind_limit(m->st[ST_PUT_USER], 5, u->max_connections);
+    bind_limit(m->st[ST_PUT_USER], 6, u->max_channels);
     return write_row(m, ST_PUT_USER, "put", "user", u->name, NULL);
 }
 
@@ -1166,9 +1191,17 @@ static bool emit_vhost(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
     return true;
 }
 
+static meta_limit column_limit(sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return (meta_limit){0};
+    return (meta_limit){true, sqlite3_column_int64(st, col)};
+}
+
 static bool emit_user(sqlite3_stmt *st, const meta_load_handlers *h, void *ctx)
 {
-    meta_user u = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2), COL_TEXT(st, 3)};
+    meta_user u = {COL_TEXT(st, 0), COL_TEXT(st, 1), COL_TEXT(st, 2), COL_TEXT(st, 3),
+                   column_limit(st, 4), column_limit(st, 5)};
     if (!u.name || !u.password_hash || !u.hashing_algorithm || !u.tags)
         return false;
     h->user(ctx, &u);

@@ -247,8 +247,15 @@ typedef struct meta_binding {
 
 /* A user. password_hash is base64 as RabbitMQ exports it ("" = no
  * password); tags are comma-separated, as given. */
+/* One of a user's limits (RabbitMQ's user limits): absent unless set. */
+typedef struct meta_limit {
+    bool set;
+    int64_t value; /* negative: no limit; 0: none allowed */
+} meta_limit;
+
 typedef struct meta_user {
     const char *name, *password_hash, *hashing_algorithm, *tags;
+    meta_limit max_connections, max_channels;
 } meta_user;
 
 typedef struct meta_vhost {

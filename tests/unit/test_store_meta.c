@@ -790,7 +790,7 @@ static void test_wal_mode_and_version(void **state)
     /* journal_mode=WAL is persistent, so another connection sees it. */
     raw_text(db, "PRAGMA journal_mode", mode, sizeof mode);
     assert_string_equal(mode, "wal");
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"
                                  " AND name IN ('exchanges', 'queues', 'bindings', 'vhosts',"
                                  " 'users', 'permissions', 'topic_permissions', 'policies',"
@@ -818,7 +818,7 @@ static void test_migrate_from_empty_file(void **state)
     meta_queue q = qu("/", "q", NONE);
     assert_true(meta_put_queue(f->m, &q));
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
     sqlite3_close(db);
     fx_free(f);
 }
@@ -845,7 +845,7 @@ static void test_migrate_keeps_foreign_tables(void **state)
     assert_int_equal(l.nex + l.nq + l.nb, 0);
     loaded_free(&l);
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM notes"), 1);
     sqlite3_close(db);
     fx_free(f);
@@ -1145,9 +1145,9 @@ static void assert_fields(const row *r, const char *a, const char *b, const char
 static void test_user_round_trip(void **state)
 {
     fixture *f = fx_new();
-    meta_user alice = {"alice", guest_hash, "rabbit_password_hashing_sha256", "administrator"};
-    meta_user bob = {"bob", "", "rabbit_password_hashing_sha256", ""}; /* no password */
-    meta_user alice2 = {"alice", "xyz", "rabbit_password_hashing_md5", "monitoring,my-team"};
+    meta_user alice = {"alice", guest_hash, "rabbit_password_hashing_sha256", "administrator", {0}, {0}};
+    meta_user bob = {"bob", "", "rabbit_password_hashing_sha256", "", {0}, {0}}; /* no password */
+    meta_user alice2 = {"alice", "xyz", "rabbit_password_hashing_md5", "monitoring,my-team", {0}, {0}};
     loaded l;
 
     assert_true(meta_put_user(f->m, &alice));
@@ -1402,8 +1402,8 @@ static void test_settings(void **state)
 static void put_vhost_world(fixture *f)
 {
     static const char *vhosts[] = {"/", "v2"};
-    meta_user users[] = {{"alice", "", "rabbit_password_hashing_sha256", ""},
-                         {"bob", "", "rabbit_password_hashing_sha256", ""}};
+    meta_user users[] = {{"alice", "", "rabbit_password_hashing_sha256", "", {0}, {0}},
+                         {"bob", "", "rabbit_password_hashing_sha256", "", {0}, {0}}};
     for (int u = 0; u < 2; u++)
         assert_true(meta_put_user(f->m, &users[u]));
     for (int v = 0; v < 2; v++) {
@@ -1529,7 +1529,7 @@ static void test_load_order_all_kinds(void **state)
     meta_policy pol = {"/", "p", ".*", "all", 0, NONE, false};
     meta_topic_permission tp = {"u", "/", "x", "", ""};
     meta_permission p = {"u", "/", "", "", ""};
-    meta_user u = {"u", "", "rabbit_password_hashing_sha256", ""};
+    meta_user u = {"u", "", "rabbit_password_hashing_sha256", "", {0}, {0}};
     meta_vhost v = {"/", "", "", "", false};
     meta_parameter par = {"/", "shovel", "s", "{}"}, global = {NULL, NULL, "cluster_name", "\"c\""};
     loaded l;
@@ -1578,7 +1578,7 @@ static void test_begin_commit(void **state)
 {
     fixture *f = fx_new();
     meta_vhost v = {"v", "", "", "", false};
-    meta_user u = {"u", "", "rabbit_password_hashing_sha256", ""};
+    meta_user u = {"u", "", "rabbit_password_hashing_sha256", "", {0}, {0}};
     meta_permission p = {"u", "v", ".*", ".*", ".*"};
     meta_queue q = qu("v", "q", NONE);
     loaded l;
@@ -1619,7 +1619,7 @@ static void test_begin_rollback(void **state)
     fixture *f = fx_new();
     meta_vhost v = {"v", "before", "", "", false};
     meta_vhost v_changed = {"v", "after", "", "", true};
-    meta_user u = {"u", "", "rabbit_password_hashing_sha256", ""};
+    meta_user u = {"u", "", "rabbit_password_hashing_sha256", "", {0}, {0}};
     meta_exchange e = ex("v", "x", "fanout", NONE);
     meta_queue q = qu("v", "q", NONE);
     meta_binding b = bq("v", "x", "q", NONE, NONE);
@@ -1664,8 +1664,8 @@ static void test_begin_rollback(void **state)
 static void test_group_failed_call(void **state)
 {
     fixture *f = fx_new();
-    meta_user good = {"good", "", "rabbit_password_hashing_sha256", ""};
-    meta_user bad = {"bad", NULL, "rabbit_password_hashing_sha256", ""};
+    meta_user good = {"good", "", "rabbit_password_hashing_sha256", "", {0}, {0}};
+    meta_user bad = {"bad", NULL, "rabbit_password_hashing_sha256", "", {0}, {0}};
     int saved = dup(STDERR_FILENO), devnull = open("/dev/null", O_WRONLY);
 
     dup2(devnull, STDERR_FILENO);
@@ -1700,7 +1700,7 @@ static void test_group_crash(void **state)
             for (int i = 0; i < 50; i++) {
                 char name[32];
                 snprintf(name, sizeof name, "user-%d", i);
-                meta_user u = {name, "", "rabbit_password_hashing_sha256", ""};
+                meta_user u = {name, "", "rabbit_password_hashing_sha256", "", {0}, {0}};
                 meta_permission p = {name, "/", ".*", ".*", ".*"};
                 if (!meta_put_user(m, &u) || !meta_put_permission(m, &p))
                     _exit(3);
@@ -1763,7 +1763,7 @@ static void open_migrated(fixture *f, void (*write_old)(const char *path))
     if (f->m == NULL)
         fail_msg("meta_open: %s", err);
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
     sqlite3_close(db);
 }
 
@@ -1888,7 +1888,7 @@ static void test_v2_errors_logged(void **state)
     int saved;
     char *path;
 
-    meta_user u = {"u", "h", NULL, ""};
+    meta_user u = {"u", "h", NULL, "", {0}, {0}};
     path = capture_stderr_begin(&saved);
     bool ok = meta_put_user(f->m, &u);
     capture_stderr_end(saved, path, out, sizeof out);

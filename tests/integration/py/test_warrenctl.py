@@ -512,10 +512,10 @@ class Local(unittest.TestCase):
         self.assertEqual(self.ctl("set_parameter", "shovel", "s", "notjson")[:3],
                          (69, 'Setting runtime parameter "s" for component "shovel" to "notjson" in vhost "/" ...\n',
                           "Error:\nJSON decoding error. Reason: badarg\n"))
-        self.api.route("PUT", "/api/parameters/vhost-limits/%2F/l", 400, {
-            "error": "bad_request", "reason": "Validation failed\n\ncomponent vhost-limits not found\n"})
-        self.assertEqual(self.ctl("-q", "set_parameter", "vhost-limits", "l", "{}")[::2],
-                         (69, "Error:\nValidation failed\n\ncomponent vhost-limits not found\n\n"))
+        self.api.route("PUT", "/api/parameters/nosuchcomp/%2F/l", 400, {
+            "error": "bad_request", "reason": "Validation failed\n\ncomponent nosuchcomp not found\n"})
+        self.assertEqual(self.ctl("-q", "set_parameter", "nosuchcomp", "l", "{}")[::2],
+                         (69, "Error:\nValidation failed\n\ncomponent nosuchcomp not found\n\n"))
         self.assertEqual(self.ctl("-q", "set_parameter", "-p", "gone", "shovel", "s", "{}")[::2],
                          (65, "Virtual host 'gone' does not exist\n"))
         self.assertEqual(self.ctl("-q", "clear_parameter", "shovel", "s")[::2],
