@@ -507,12 +507,15 @@ bool access_put_user(access_control *a, const access_user_spec *u, char *err, si
     const access_user *old = find_user(a, AMQP_CSTR(u->name), NULL);
     meta_user row = {u->name, u->password_hash,
                      u->hashing_algorithm ? u->hashing_algorithm : ACCESS_HASH_SHA256,
-                     u->tags ? u->tags : "", .max_connections = u->max_connections,
-                     .max_channels = u->max_channels};
-    if (!u->set_limits && old) { /* a change of password or tags keeps them */
+                     u->tags ? u->tags : "", {0}, {0}};
+    if (old) { /* a change of password or tags keeps them */
         row.max_connections = old->max_connections;
         row.max_channels = old->max_channels;
     }
+    if (u->set_max_connections)
+        row.max_connections = u->max_connections;
+    if (u->set_max_channels)
+        row.max_channels = u->max_channels;
     if (u->password) {
         if (!access_hash_password(row.hashing_algorithm, AMQP_CSTR(u->password), hash,
                                   sizeof hash)) {

@@ -72,9 +72,9 @@ bool access_regex_check(const char *re, char *err, size_t errlen);
  * rabbit_password_hashing_sha256; tags NULL means none. */
 typedef struct access_user_spec {
     const char *name, *password, *password_hash, *hashing_algorithm, *tags;
-    /* its limits, with set_limits (a definitions import); without, a
-     * user keeps the ones it has (a new user has none) */
-    bool set_limits;
+    /* limits to set (a definitions import), each with its set_ flag; the
+     * others stay as the user has them (a new user has none) */
+    bool set_max_connections, set_max_channels;
     meta_limit max_connections, max_channels;
 } access_user_spec;
 

@@ -133,9 +133,9 @@ static bool read_tags(defs_ctx *c, const json_t *v, char *out, size_t cap, const
     return true;
 }
 
-/* A user's "limits" (RabbitMQ 3.10 exports them with each user): absent
- * keeps what the user has; an object sets them all, checked as the API
- * checks them. */
+/* A user's "limits" (RabbitMQ 3.10 exports them with each user), checked
+ * as the API checks them: the ones given are set, the others kept, as
+ * RabbitMQ's import does. */
 static bool read_user_limits(defs_ctx *c, const json_t *v, access_user_spec *u, const char *what)
 {
     char why[512];
@@ -145,9 +145,10 @@ static bool read_user_limits(defs_ctx *c, const json_t *v, access_user_spec *u, 
         return defs_fail(c, "%s: %s", what, why);
     const json_t *conns = json_object_get(v, "max-connections");
     const json_t *chans = json_object_get(v, "max-channels");
-    u->set_limits = true;
-    u->max_connections = (meta_limit){conns != NULL, json_integer_value(conns)};
-    u->max_channels = (meta_limit){chans != NULL, json_integer_value(chans)};
+    u->set_max_connections = conns != NULL;
+    u->set_max_channels = chans != NULL;
+    u->max_connections = (meta_limit){true, json_integer_value(conns)};
+    u->max_channels = (meta_limit){true, json_integer_value(chans)};
     return true;
 }
 
