@@ -18,7 +18,7 @@ enum field {
     F_NO_HEADERS, F_PRIORITY, F_APPLY_TO, F_DESCRIPTION, F_TAGS, F_QUEUE_TYPE, F_IF_EMPTY,
     F_IF_UNUSED, F_FORMAT, F_SKIP_UNCHANGED, F_UNIT, F_QUEUE_FILTER, F_TO_QUEUE, F_TO_EXCHANGE,
     F_ROUTING_KEY, F_LIMIT, F_RATE, F_MATCH_HEADER, F_MATCH_VALUE, F_FLAG, F_CLOSE_LIMIT,
-    F_CLOSE_DELAY, F_QUEUE_TIMEOUT,
+    F_CLOSE_DELAY, F_QUEUE_TIMEOUT, F_LIMITS_USER,
 };
 
 typedef struct optdef {
@@ -74,6 +74,7 @@ static const optdef optdefs[] = {
     {"global", 0, false, F_FLAG, WCTL_OPT_GLOBAL, false},
     {"per-connection-delay", 0, true, F_CLOSE_DELAY, WCTL_OPT_CLOSE_DELAY, false},
     {"queue-timeout", 0, true, F_QUEUE_TIMEOUT, WCTL_OPT_QUEUE_TIMEOUT, false},
+    {"user", 0, true, F_LIMITS_USER, WCTL_OPT_USER, false},
 };
 
 static const optdef *find_long(const char *name, size_t len)
@@ -149,6 +150,7 @@ static bool store_value(wctl_opts *o, const optdef *d, const char *v)
     case F_RATE: return parse_int(v, &o->rate) && o->rate >= 1;
     case F_CLOSE_LIMIT: return parse_int(v, &o->close_limit) && o->close_limit >= 0;
     case F_CLOSE_DELAY: return parse_int(v, &o->close_delay_ms) && o->close_delay_ms >= 0;
+    case F_LIMITS_USER: o->limits_user = v; return true;
     case F_QUEUE_TIMEOUT: { /* checked, then unused: every queue answers at once */
         int ms;
         return parse_int(v, &ms) && ms >= 0;

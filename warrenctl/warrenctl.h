@@ -86,7 +86,8 @@ enum {
     WCTL_OPT_GLOBAL = 1u << 23,        /* --global: every vhost's */
     WCTL_OPT_CLOSE_DELAY = 1u << 24,   /* --per-connection-delay MS */
     WCTL_OPT_QUEUE_TIMEOUT = 1u << 25, /* list_unresponsive_queues --queue-timeout MS */
-    WCTL_OPT_COUNT = 26
+    WCTL_OPT_USER = 1u << 26,          /* list_user_limits --user NAME */
+    WCTL_OPT_COUNT = 27
 };
 
 /* The parsed command line. A plain record of what was given (the unit tests
@@ -120,6 +121,7 @@ typedef struct wctl_opts {
     const char *to_queue, *to_exchange, *routing_key, *match_header, *match_value; /* move_messages */
     int limit, rate;
     int close_limit, close_delay_ms; /* close_all_connections */
+    const char *limits_user;         /* list_user_limits --user */
     /* argv without the connection options, for "Arguments given:" lines */
     const char *echo[WCTL_MAX_ARGS * 2];
     int necho;

@@ -203,5 +203,11 @@ int wctl_cmd_close_all_connections(wctl_ctx *c);
 int wctl_cmd_set_vm_memory_high_watermark(wctl_ctx *c);
 int wctl_cmd_cluster_status(wctl_ctx *c); /* cmd_cluster.c */
 int wctl_cmd_report(wctl_ctx *c);
+int wctl_cmd_set_vhost_limits(wctl_ctx *c); /* cmd_limits.c */
+int wctl_cmd_clear_vhost_limits(wctl_ctx *c);
+int wctl_cmd_list_vhost_limits(wctl_ctx *c);
+int wctl_cmd_set_user_limits(wctl_ctx *c);
+int wctl_cmd_clear_user_limits(wctl_ctx *c);
+int wctl_cmd_list_user_limits(wctl_ctx *c);
 
 #endif

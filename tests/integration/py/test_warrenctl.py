@@ -1057,6 +1057,52 @@ class Live(h.BrokerTest):
         rc, out, _ = self.ctl("-s", "list_global_parameters")
         self.assertRegex(out, r'(^|\n)internal_cluster_id\t"rabbitmq-cluster-id-[A-Za-z0-9_-]{22}"\n')
 
+    def test_vhost_limits(self):
+        vhost = h.unique("vhost")
+        self.names.append(("vhost", vhost))
+        self.assertEqual(self.ctl("-q", "add_vhost", vhost)[0], 0)
+        self.assertEqual(self.ctl("set_vhost_limits", "-p", vhost, '{"max-connections": 10, "max-queues": 4}')[:3],
+                         (0, 'Setting vhost limits to "{"max-connections": 10, "max-queues": 4}" for vhost "%s" ...\n'
+                             % vhost, ""))
+        self.assertEqual(self.ctl("list_vhost_limits", "-p", vhost)[:2],
+                         (0, 'Listing limits for vhost "%s" ...\n{"max-connections":10,"max-queues":4}\n' % vhost))
+        rc, out, _ = self.ctl("-q", "list_vhost_limits", "--global")
+        self.assertEqual(out.splitlines()[0], "vhost\tlimits")
+        self.assertIn('%s\t{"max-connections":10,"max-queues":4}' % vhost, out.splitlines())
+        self.assertEqual(self.ctl("-q", "set_vhost_limits", "-p", vhost, '{"max-foo": 1}')[::2],
+                         (69, 'Error:\nValidation failed\n\nUnrecognised terms [{<<"max-foo">>,1}] in limits\n\n'))
+        self.assertEqual(self.ctl("-q", "set_vhost_limits", "-p", vhost, "notjson")[::2],
+                         (69, "Error:\nJSON decoding error. Reason: badarg\n"))
+        self.assertEqual(self.ctl("-q", "clear_vhost_limits", "-p", vhost)[0], 0)
+        self.assertEqual(self.ctl("-q", "list_vhost_limits", "-p", vhost)[:2], (0, "\n"))
+        self.assertEqual(self.ctl("-q", "clear_vhost_limits", "-p", vhost)[::2],
+                         (69, "Error:\nParameter does not exist\n"))
+        self.assertEqual(self.ctl("-q", "list_vhost_limits", "-p", vhost + "-gone")[::2],
+                         (65, "Virtual host '%s-gone' does not exist\n" % vhost))
+
+    def test_user_limits(self):
+        user = h.unique("user")
+        self.names.append(("user", user))
+        self.assertEqual(self.ctl("-q", "add_user", user, "pw")[0], 0)
+        self.assertEqual(self.ctl("set_user_limits", user, '{"max-channels": 3}')[:3],
+                         (0, 'Setting user limits to "{"max-channels": 3}" for user "%s" ...\n' % user, ""))
+        self.assertEqual(self.ctl("-q", "set_user_limits", user, '{"max-connections": 4}')[0], 0)
+        self.assertEqual(self.ctl("list_user_limits", "--user", user)[:2],
+                         (0, 'Listing limits for user "%s" ...\n{"max-channels":3,"max-connections":4}\n' % user))
+        rc, out, _ = self.ctl("-q", "list_user_limits", "--global")
+        self.assertEqual(out.splitlines()[0], "user\tlimits")
+        self.assertIn('%s\t{"max-channels":3,"max-connections":4}' % user, out.splitlines())
+        self.assertEqual(self.ctl("-q", "set_user_limits", user, '{"max-chans": 3}')[::2],
+                         (69, 'Error:\nUnrecognised terms [{<<"max-chans">>,3}] in user-limits\n'))
+        self.assertEqual(self.ctl("-q", "set_user_limits", user + "-gone", '{"max-channels": 3}')[::2],
+                         (69, 'Error:\n{:no_such_user, "%s-gone"}\n' % user))
+        self.assertEqual(self.ctl("clear_user_limits", user, "max-channels")[:2],
+                         (0, 'Clearing "max-channels" limit for user "%s" ...\n' % user))
+        self.assertEqual(self.ctl("-q", "list_user_limits", "--user", user)[1], '{"max-connections":4}\n')
+        self.assertEqual(self.ctl("clear_user_limits", user, "all")[:2],
+                         (0, 'Clearing all limits for user "%s" ...\n' % user))
+        self.assertEqual(self.ctl("-q", "list_user_limits", "--user", user)[1], "{}\n")
+
     def test_cluster_status_flags_and_report(self):
         rc, out, err = self.ctl("cluster_status")
         self.assertEqual(rc, 0, err)
