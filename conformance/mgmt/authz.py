@@ -126,6 +126,10 @@ class Fixture:
                                                                      "read": ".*"})
         self.UP = "authz.up"
         api.put(path("/api/parameters", "federation-upstream", self.V, self.UP), {"value": UPSTREAM})
+        # limits for the limits routes' lists to show (or not); V only, which
+        # has a parameter already (they are one in /api/parameters)
+        api.put(path("/api/vhost-limits", self.V, "max-queues"), {"value": LIMIT})
+        api.put(path("/api/user-limits", self.owner, "max-channels"), {"value": LIMIT})
         self.node = api.get("/api/overview")["node"]
 
     # connections
@@ -449,6 +453,18 @@ route("PUT", "/api/global-parameters/{}")(
 route("DELETE", "/api/global-parameters/{}")(
     lambda fx, p: (path("/api/global-parameters", fresh_global(fx, True)), None))
 
+# limits (res_limits.c): V's and the other user's, high enough never to bite
+LIMIT = 100000
+fixed("GET", "/api/vhost-limits", "/api/vhost-limits")
+fixed("GET", "/api/vhost-limits/{}", lambda fx: path("/api/vhost-limits", fx.V))
+fixed("PUT", "/api/vhost-limits/{}/{}", lambda fx: path("/api/vhost-limits", fx.V, "max-queues"), {"value": LIMIT})
+fixed("DELETE", "/api/vhost-limits/{}/{}", lambda fx: path("/api/vhost-limits", fx.V, "max-connections"))
+fixed("GET", "/api/user-limits", "/api/user-limits")
+fixed("GET", "/api/user-limits/{}", lambda fx: path("/api/user-limits", fx.owner))
+fixed("PUT", "/api/user-limits/{}/{}", lambda fx: path("/api/user-limits", fx.owner, "max-channels"),
+      {"value": LIMIT})
+fixed("DELETE", "/api/user-limits/{}/{}", lambda fx: path("/api/user-limits", fx.owner, "max-connections"))
+
 # node operations (res_node.c); the watermark set is the default one
 fixed("GET", "/api/feature-flags", "/api/feature-flags")
 fixed("PUT", "/api/nodes/{}/vm-memory-high-watermark", lambda fx: path("/api/nodes", fx.node,
@@ -483,11 +499,12 @@ def family(pattern):
             "consumers": "connections", "exchanges": "exchanges", "queues": "queues", "bindings": "bindings",
             "vhosts": "vhosts", "users": "users", "permissions": "permissions", "topic-permissions": "permissions",
             "policies": "policies", "operator-policies": "policies", "health": "health",
-            "aliveness-test": "health", "definitions": "definitions"}[head]
+            "aliveness-test": "health", "definitions": "definitions", "vhost-limits": "limits",
+            "user-limits": "limits"}[head]
 
 
 FAMILIES = ("overview", "connections", "exchanges", "queues", "move", "bindings", "vhosts", "users", "permissions",
-            "policies", "parameters", "health", "definitions")
+            "policies", "parameters", "health", "definitions", "limits")
 
 
 def rows_of(fam):
