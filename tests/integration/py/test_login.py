@@ -11,6 +11,7 @@ Warren adds a per-address brake (login_brake.*, README) and a cap on the
 connections it holds; Brake and Flood start their own Warren. Bounds are
 generous: a hold is checked as "not closed before 2.5 s, closed within 10 s".
 """
+import http.client
 import socket
 import time
 import unittest
@@ -205,6 +206,9 @@ class Brake(LoginTest):
         self.refuse(addr, password="guest")  # the right password, refused unchecked
         self.assertTrue(any("too many failed logins from 127.0.0.1" in ln for ln in proc.log_lines),
                         proc.log_tail())
+        api = http.client.HTTPConnection("127.0.0.1", proc.mgmt_port, timeout=10)
+        refused = request("GET", "/api/overview", conn=api).json()["refused"]  # Warren's counters
+        self.assertEqual(refused["logins_refused_login_brake"], 1)
         time.sleep(max(0.0, 2.0 - (time.monotonic() - t0)) + 0.3)
         self.login(addr)  # the brake is over
 
