@@ -131,12 +131,54 @@ static void test_restart_and_vhost_delete(void **state)
     assert_string_equal(got.value, "{\"b\":2}");
 }
 
+/* A vhost's limits follow its (vhost-limits, limits) parameter: set,
+ * changed, cleared ([] or deleted), and restored at start; the checks
+ * count its connections and queues. */
+static void test_vhost_limits(void **state)
+{
+    (void)state;
+    vhost *v = fresh_vhost("pv4");
+    param_set *ps = vhost_params(v);
+    assert_int_equal(vhost_max_connections(v), -1);
+    assert_int_equal(vhost_max_queues(v), -1);
+    put(ps, "vhost-limits", "limits", "{\"max-connections\":2,\"max-queues\":0}", true);
+    assert_int_equal(vhost_max_connections(v), 2);
+    assert_int_equal(vhost_max_queues(v), 0);
+    assert_true(vhost_queue_limit_reached(v)); /* 0: none allowed */
+    assert_true(vhost_connection_take(v));
+    assert_true(vhost_connection_take(v));
+    assert_false(vhost_connection_take(v));
+    assert_int_equal(vhost_connection_count(v), 2);
+    vhost_connection_left(v);
+    assert_true(vhost_connection_take(v));
+    put(ps, "vhost-limits", "limits", "{\"max-connections\":-7}", false); /* negative: none */
+    assert_int_equal(vhost_max_connections(v), -1);
+    assert_int_equal(vhost_max_queues(v), -1);
+    assert_false(vhost_queue_limit_reached(v));
+    assert_true(vhost_connection_take(v));
+    put(ps, "vhost-limits", "other", "{\"max-queues\":1}", true); /* only "limits" counts */
+    assert_int_equal(vhost_max_queues(v), -1);
+    put(ps, "vhost-limits", "limits", "{\"max-queues\":5}", false);
+    test_broker_free(srv); /* the connections taken go with the server */
+    srv = start_server();
+    assert_non_null(srv);
+    v = server_vhost(srv, AMQP_CSTR("pv4"));
+    assert_int_equal(vhost_max_queues(v), 5);
+    assert_int_equal(vhost_connection_count(v), 0);
+    put(vhost_params(v), "vhost-limits", "limits", "[]", false);
+    assert_int_equal(vhost_max_queues(v), -1);
+    put(vhost_params(v), "vhost-limits", "limits", "{\"max-queues\":1}", false);
+    assert_true(param_delete(vhost_params(v), "vhost-limits", "limits"));
+    assert_int_equal(vhost_max_queues(v), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vhost_set),
         cmocka_unit_test(test_global_set_and_cluster_id),
         cmocka_unit_test(test_restart_and_vhost_delete),
+        cmocka_unit_test(test_vhost_limits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

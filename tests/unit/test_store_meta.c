@@ -259,9 +259,19 @@ static void on_vhost(void *ctx, const meta_vhost *v)
     r->flag_a = v->tracing;
 }
 
+/* A user's limits, when it has any, as its fifth field: "conns=N chans=N"
+ * ("-" for one not set). */
 static void on_user(void *ctx, const meta_user *u)
 {
-    text_row(ctx, K_USER, u->name, u->password_hash, u->hashing_algorithm, u->tags, NULL);
+    char limits[64], conns[24] = "-", chans[24] = "-";
+    if (u->max_connections.set)
+        snprintf(conns, sizeof conns, "%lld", (long long)u->max_connections.value);
+    if (u->max_channels.set)
+        snprintf(chans, sizeof chans, "%lld", (long long)u->max_channels.value);
+    snprintf(limits, sizeof limits, "conns=%s chans=%s", conns, chans);
+    bool any = u->max_connections.set || u->max_channels.set;
+    text_row(ctx, K_USER, u->name, u->password_hash, u->hashing_algorithm, u->tags,
+             any ? limits : NULL);
 }
 
 static void on_permission(void *ctx, const meta_permission *p)
@@ -1141,6 +1151,33 @@ static void assert_fields(const row *r, const char *a, const char *b, const char
     }
 }
 
+/* A user's limits (schema 4): set, unset and negative ones kept as put,
+ * across a reopen; a put replaces them with the row. */
+static void test_user_limits(void **state)
+{
+    fixture *f = fx_new();
+    meta_user u = {"lim", "", "rabbit_password_hashing_sha256", "", {true, 3}, {0}};
+    loaded l;
+
+    assert_true(meta_put_user(f->m, &u));
+    fx_reopen(f);
+    load(f, &l);
+    assert_fields(&l.k[K_USER][0], "lim", "", "rabbit_password_hashing_sha256", "", "conns=3 chans=-");
+    loaded_free(&l);
+    u.max_connections = (meta_limit){0};
+    u.max_channels = (meta_limit){true, -1};
+    assert_true(meta_put_user(f->m, &u));
+    load(f, &l);
+    assert_fields(&l.k[K_USER][0], "lim", "", "rabbit_password_hashing_sha256", "", "conns=- chans=-1");
+    loaded_free(&l);
+    u.max_channels = (meta_limit){true, 0};
+    assert_true(meta_put_user(f->m, &u));
+    load(f, &l);
+    assert_fields(&l.k[K_USER][0], "lim", "", "rabbit_password_hashing_sha256", "", "conns=- chans=0");
+    loaded_free(&l);
+    fx_free(f);
+}
+
 /* Puts, an update that keeps the row's place, and idempotent deletes. */
 static void test_user_round_trip(void **state)
 {
@@ -1955,6 +1992,7 @@ int main(void)
         cmocka_unit_test(test_errors_logged),
         cmocka_unit_test(test_many_bindings_load_fast),
         cmocka_unit_test(test_user_round_trip),
+        cmocka_unit_test(test_user_limits),
         cmocka_unit_test(test_vhost_round_trip),
         cmocka_unit_test(test_permission_round_trip),
         cmocka_unit_test(test_topic_permission_round_trip),
