@@ -105,6 +105,17 @@ static void test_set_overrides(void **state)
     assert_true(config_set(&c, "consumer_timeout.action", "cancel_consumer", "--set", err, sizeof err));
     assert_false(c.consumer_timeout_close_channel);
     assert_false(config_set(&c, "consumer_timeout.action", "kill", "--set", err, sizeof err));
+    /* limits: a count or infinity (0) */
+    assert_int_equal(c.connection_max, 0);
+    assert_int_equal(c.consumer_max_per_channel, 0);
+    assert_true(config_set(&c, "connection_max", "1000", "--set", err, sizeof err));
+    assert_int_equal(c.connection_max, 1000);
+    assert_true(config_set(&c, "connection_max", "infinity", "--set", err, sizeof err));
+    assert_int_equal(c.connection_max, 0);
+    assert_true(config_set(&c, "consumer_max_per_channel", "64", "--set", err, sizeof err));
+    assert_int_equal(c.consumer_max_per_channel, 64);
+    assert_false(config_set(&c, "connection_max", "lots", "--set", err, sizeof err));
+    assert_false(config_set(&c, "consumer_max_per_channel", "-1", "--set", err, sizeof err));
 }
 
 static bool set(config *c, const char *key, const char *value)
