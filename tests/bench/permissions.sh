@@ -52,7 +52,8 @@ sys.path.insert(0, "tests/integration/py")
 import sqlite3, permissions_fixture as fx
 db = sqlite3.connect(sys.argv[1] + "/metadata.db")
 with db:
-    db.execute("INSERT INTO users VALUES ('checked', ?, 'rabbit_password_hashing_sha256', '')",
+    db.execute("INSERT INTO users (name, password_hash, hashing_algorithm, tags)"
+               " VALUES ('checked', ?, 'rabbit_password_hashing_sha256', '')",
                (fx.rabbit_hash("pw"),))
     db.execute("INSERT INTO permissions VALUES ('checked', '/', '^(perf\\.|warren-perf-)',"
                " '^(perf\\.x|warren-perf-.*)$', '^(perf\\.x|warren-perf-.*)$')")

@@ -49,11 +49,11 @@ def seed(data_dir, suffix):
     db = sqlite3.connect(os.path.join(data_dir, "metadata.db"))
     with db:
         db.execute("INSERT INTO vhosts VALUES (?, 'permission tests', '', '', 0)", (n["vhost"],))
+        add_user = ("INSERT INTO users (name, password_hash, hashing_algorithm, tags)"
+                    " VALUES (?, ?, 'rabbit_password_hashing_sha256', '')")
         for u in (NARROW, TOPIC_USER, NO_PERMS):
-            db.execute("INSERT INTO users VALUES (?, ?, 'rabbit_password_hashing_sha256', '')",
-                       (n[u], rabbit_hash(PASSWORD)))
-        db.execute("INSERT INTO users VALUES (?, '', 'rabbit_password_hashing_sha256', '')",
-                   (n[NO_PASSWORD],))
+            db.execute(add_user, (n[u], rabbit_hash(PASSWORD)))
+        db.execute(add_user, (n[NO_PASSWORD], ""))
         for u, (c, w, r) in PERMISSIONS.items():
             db.execute("INSERT INTO permissions VALUES (?, ?, ?, ?, ?)", (n[u], n["vhost"], c, w, r))
         db.execute("INSERT INTO permissions VALUES ('guest', ?, '.*', '.*', '.*')", (n["vhost"],))
