@@ -13,7 +13,7 @@ def limit(t, kind, who, name, value):
     mgmt(t).put(path("/api/%s-limits" % kind, who, name), {"value": value}, want=204)
 
 
-@scenario("limits.vhost_max_connections", "pika")
+@scenario("limits.vhost_max_connections", "pika", quick=True)
 def _(t):
     v = vhost(t)
     limit(t, "vhost", v, "max-connections", 1)
@@ -25,7 +25,7 @@ def _(t):
     t.pika(virtual_host=v).close()
 
 
-@scenario("limits.vhost_max_queues", "pika")
+@scenario("limits.vhost_max_queues", "pika", quick=True)
 def _(t):
     v = vhost(t)
     limit(t, "vhost", v, "max-queues", 1)
@@ -38,7 +38,7 @@ def _(t):
        "channel.close text")
 
 
-@scenario("limits.user_max_connections_and_channels", "pika")
+@scenario("limits.user_max_connections_and_channels", "pika", quick=True)
 def _(t):
     v, u = vhost(t), user(t, "pw")
     grant(t, v, u)
@@ -54,7 +54,7 @@ def _(t):
                      "limit of (1)" % u, "connection.close text")
 
 
-@scenario("limits.api_round_trip", "http")
+@scenario("limits.api_round_trip", "http", quick=True)
 def _(t):
     api = mgmt(t)
     v, u = vhost(t), user(t, "pw")
@@ -75,7 +75,7 @@ def _(t):
     eq(api.get(path("/api/user-limits", u)), [], "no user limits left")
 
 
-@scenario("limits.api_refusals", "http")
+@scenario("limits.api_refusals", "http", quick=True)
 def _(t):
     api = mgmt(t)
     v, u = vhost(t), user(t, "pw")
