@@ -306,6 +306,7 @@ typedef enum refusal {
     REFUSED_FRAME_MAX,          /* a frame over the negotiated frame_max */
     REFUSED_MESSAGE_SIZE,       /* a body over max_message_size */
     REFUSED_LOGIN_BRAKE,        /* a login from a braked address */
+    REFUSED_HTTP_BODY_SIZE,     /* an API request over management.http.max_body_size */
     REFUSALS
 } refusal;
 

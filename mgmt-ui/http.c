@@ -71,6 +71,21 @@ mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
 mgmt_prometheus *mgmt_prometheus_of(const mgmt *m) { return m->prom; }
 mgmt_work *mgmt_work_of(const mgmt *m) { return m->work; }
 
+void mgmt_http_refusals(const mgmt *m, uint64_t out[MGMT_HTTP_REFUSALS])
+{
+    memset(out, 0, MGMT_HTTP_REFUSALS * sizeof *out);
+    for (int i = 0; i < 2; i++) {
+        const http_server *h = i ? m->ctl : m->http;
+        if (!h)
+            continue;
+        http_server_stats st = http_server_stats_of(h);
+        out[0] += st.refused;
+        out[1] += st.evicted;
+        out[2] += st.head_timeouts;
+        out[3] += st.body_timeouts;
+    }
+}
+
 void mgmt_auth_counted(const mgmt *m, uint64_t *attempts, uint64_t *failed)
 {
     *attempts = m->auth_attempts;
@@ -472,6 +487,10 @@ static bool admit_api(mgmt_req *r, const mgmt_route *rt)
         return false;
     int64_t len = http_req_content_length(r->req);
     if (len > 0 && (uint64_t)len > server_config(r->s)->mgmt_max_body) {
+        loop_refused(admin_loop(r->s), REFUSED_HTTP_BODY_SIZE, "management: request to %.200s "
+                     "refused: a body of %lld bytes is over management.http.max_body_size (%llu)",
+                     http_req_path(r->req), (long long)len,
+                     (unsigned long long)server_config(r->s)->mgmt_max_body);
         mgmt_error(r, 400, "bad_request", "Exceeded HTTP request body size limit");
         return false;
     }

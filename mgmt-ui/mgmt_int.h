@@ -115,9 +115,18 @@ extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
-/* Each refusal kind's name in /api/overview's "refused" and /metrics'
- * warren_refused_total{kind} (res_overview.c). */
-extern const char *const mgmt_refusal_names[REFUSALS];
+/* What the limits refused, by kind: the server's counts (server_counts'
+ * refused[], REFUSALS of them) and then the management listener's own
+ * (connections refused when full and evicted, head and body timeouts),
+ * as /api/overview's "refused" and /metrics' warren_refused_total{kind}
+ * show them (res_overview.c). */
+#define MGMT_HTTP_REFUSALS 4
+#define MGMT_REFUSALS (REFUSALS + MGMT_HTTP_REFUSALS)
+extern const char *const mgmt_refusal_names[MGMT_REFUSALS];
+void mgmt_refusal_counts(const mgmt *m, server *s, uint64_t out[MGMT_REFUSALS]);
+/* The management listeners' (TCP and control socket) counts, in the
+ * order of mgmt_refusal_names after REFUSALS (http.c). */
+void mgmt_http_refusals(const mgmt *m, uint64_t out[MGMT_HTTP_REFUSALS]);
 
 /* The port the HTTP listener bound (http.c). */
 int mgmt_port(const mgmt *m);

@@ -796,13 +796,16 @@ static void node_family(prom_scrape *sc, const family *f)
     case L_DEAD:
         dead_lettered(sc, f);
         return;
-    case L_REFUSED:
-        for (int i = 0; i < REFUSALS; i++) {
+    case L_REFUSED: {
+        uint64_t n[MGMT_REFUSALS];
+        mgmt_refusal_counts(sc->m, sc->s, n);
+        for (int i = 0; i < MGMT_REFUSALS; i++) {
             mgmt_prom_begin(w, sc->name);
             mgmt_prom_label_str(w, "kind", mgmt_refusal_names[i]);
-            mgmt_prom_uint(w, sc->counts.refused[i]);
+            mgmt_prom_uint(w, n[i]);
         }
         return;
+    }
     default:
         mgmt_prom_begin(w, sc->name);
         if (f->labels == L_PROTO)

@@ -210,7 +210,7 @@ static void contexts(mgmt_json *w, server *s, mgmt *m)
     mgmt_json_end_arr(w);
 }
 
-const char *const mgmt_refusal_names[REFUSALS] = {
+const char *const mgmt_refusal_names[MGMT_REFUSALS] = {
     [REFUSED_CONN_VHOST_LIMIT] = "connections_refused_vhost_limit",
     [REFUSED_CONN_USER_LIMIT] = "connections_refused_user_limit",
     [REFUSED_CONN_MAX] = "connections_refused_connection_max",
@@ -221,17 +221,29 @@ const char *const mgmt_refusal_names[REFUSALS] = {
     [REFUSED_FRAME_MAX] = "frames_refused_frame_max",
     [REFUSED_MESSAGE_SIZE] = "messages_refused_max_message_size",
     [REFUSED_LOGIN_BRAKE] = "logins_refused_login_brake",
+    [REFUSED_HTTP_BODY_SIZE] = "http_requests_refused_max_body_size",
+    [REFUSALS] = "http_connections_refused_max_connections",
+    [REFUSALS + 1] = "http_connections_evicted",
+    [REFUSALS + 2] = "http_head_timeouts",
+    [REFUSALS + 3] = "http_body_timeouts",
 };
+
+void mgmt_refusal_counts(const mgmt *m, server *s, uint64_t out[MGMT_REFUSALS])
+{
+    memcpy(out, server_counters(s)->refused, REFUSALS * sizeof *out);
+    mgmt_http_refusals(m, out + REFUSALS);
+}
 
 /* Warren's "refused": what each limit refused since start (README
  * "Limits"). */
-static void refusals(mgmt_json *w, server *s)
+static void refusals(mgmt_json *w, mgmt_req *r)
 {
-    const server_counts *k = server_counters(s);
+    uint64_t n[MGMT_REFUSALS];
+    mgmt_refusal_counts(r->m, r->s, n);
     mgmt_json_key(w, "refused");
     mgmt_json_obj(w);
-    for (int i = 0; i < REFUSALS; i++)
-        mgmt_json_kuint(w, mgmt_refusal_names[i], k->refused[i]);
+    for (int i = 0; i < MGMT_REFUSALS; i++)
+        mgmt_json_kuint(w, mgmt_refusal_names[i], n[i]);
     mgmt_json_end_obj(w);
 }
 
@@ -268,7 +280,7 @@ static void get_overview(mgmt_req *r)
     object_totals(w, &t, monitor);
     mgmt_json_kint(w, "statistics_db_event_queue", 0);
     if (monitor) {
-        refusals(w, r->s);
+        refusals(w, r);
         mgmt_json_kstr(w, "node", server_node_name(r->s));
         listeners(w, r->s, r->m);
         contexts(w, r->s, r->m);

@@ -366,6 +366,18 @@ class CountersTest(unittest.TestCase):
                          (530, "NOT_ALLOWED - reached maximum (2) of consumers per channel"))
         self.assertEqual(b.refused()["consumers_refused_channel_limit"], 1)
 
+    def test_management_body_size(self):
+        b = OwnBroker(self, "management.http.max_body_size=1024")
+        r = b.api("PUT", "/api/vhosts/big", {"description": "x" * 2000})
+        self.assertEqual((r.status, r.json()["reason"]), (400, "Exceeded HTTP request body size limit"))
+        got = b.refused()
+        self.assertEqual(got["http_requests_refused_max_body_size"], 1)
+        for kind in ("http_connections_refused_max_connections", "http_connections_evicted",
+                     "http_head_timeouts", "http_body_timeouts"):
+            self.assertEqual(got[kind], 0, kind)
+        self.assertEqual(b.metric("http_requests_refused_max_body_size"), 1)
+        self.assertEqual(b.log_count("over management.http.max_body_size (1024)"), 1)
+
     def test_channel_max_frame_max_and_message_size(self):
         b = OwnBroker(self, "max_message_size=1000")
         with h.RawClient(b.addr) as raw:
