@@ -39,7 +39,10 @@ REPO = Path(__file__).resolve().parents[2]
 WARRENCTL = str(REPO / "bin" / "warrenctl")
 P = "warrenctl-cmp-%d" % os.getpid()
 ADMIN, ADMIN_PW = P + "-admin", "admin-pw"
-URL = ["--url", "http://127.0.0.1:15672", "-u", ADMIN, "-p", ADMIN_PW]
+# another node than the default: CMP_MGMT_PORT, CMP_AMQP_PORT and rabbitmqctl's RABBITMQ_NODENAME
+MGMT_PORT = int(os.environ.get("CMP_MGMT_PORT", "15672"))
+AMQP_PORT = int(os.environ.get("CMP_AMQP_PORT", "5672"))
+URL = ["--url", "http://127.0.0.1:%d" % MGMT_PORT, "-u", ADMIN, "-p", ADMIN_PW]
 V = P + "-vh"              # the vhost everything lives in
 U, UPW = P + "-u", "pw-1"   # its user, with permissions there
 MAX_DIFF_LINES = 30
@@ -147,7 +150,7 @@ class Fixture:
 
     def amqp(self):
         return pika.BlockingConnection(pika.ConnectionParameters(
-            "127.0.0.1", 5672, V, pika.PlainCredentials(U, UPW),
+            "127.0.0.1", AMQP_PORT, V, pika.PlainCredentials(U, UPW),
             client_properties={"connection_name": P + "-conn"}))
 
     def setup(self):
@@ -196,7 +199,7 @@ class Fixture:
 
     def declare(self, name, messages=0):
         c = pika.BlockingConnection(pika.ConnectionParameters(
-            "127.0.0.1", 5672, V, pika.PlainCredentials(U, UPW)))
+            "127.0.0.1", AMQP_PORT, V, pika.PlainCredentials(U, UPW)))
         ch = c.channel()
         ch.queue_declare(name)
         for _ in range(messages):
@@ -406,6 +409,27 @@ def cases(fx):
         ("clear_global_parameter", ["clear_global_parameter", P + "-g"],
          {"before": [["set_global_parameter", P + "-g", "1"]]}),
         ("clear_global_parameter_none", ["clear_global_parameter", P + "-none"], {}),
+        # limits
+        ("set_vhost_limits", pv + ["set_vhost_limits", '{"max-connections": 10, "max-queues": 4}'],
+         {"after": [["clear_vhost_limits", "-p", V]]}),
+        ("set_vhost_limits_bad", pv + ["set_vhost_limits", '{"max-foo": 1}'], {}),
+        ("set_vhost_limits_badjson", pv + ["set_vhost_limits", "notjson"], {}),
+        ("list_vhost_limits", pv + ["list_vhost_limits"],
+         {"before": [["set_vhost_limits", "-p", V, '{"max-queues": 40}']], "after": [["clear_vhost_limits", "-p", V]]}),
+        ("list_vhost_limits_none", pv + ["list_vhost_limits"], {}),
+        ("list_vhost_limits_novhost", ["list_vhost_limits", "-p", P + "-nothere"], {}),
+        ("clear_vhost_limits_none", pv + ["clear_vhost_limits"], {}),
+        ("set_user_limits", ["set_user_limits", U, '{"max-channels": 30}'],
+         {"after": [["clear_user_limits", U, "all"]]}),
+        ("set_user_limits_bad", ["set_user_limits", U, '{"max-chans": 3}'], {}),
+        ("set_user_limits_nouser", ["set_user_limits", P + "-nouser", '{"max-channels": 3}'], {}),
+        ("list_user_limits", ["list_user_limits", "--user", U],
+         {"before": [["set_user_limits", U, '{"max-connections": 40, "max-channels": 30}']],
+          "after": [["clear_user_limits", U, "all"]]}),
+        ("list_user_limits_none", ["list_user_limits", "--user", U], {}),
+        ("clear_user_limits", ["clear_user_limits", U, "max-channels"],
+         {"before": [["set_user_limits", U, '{"max-channels": 30}']]}),
+        ("clear_user_limits_all", ["clear_user_limits", U, "all"], {}),
         # queues
         ("purge_queue", pv + ["purge_queue", "q-durable"], {}),
         ("purge_queue_json", pv + ["purge_queue", "q-durable", "--formatter", "json"], {}),
