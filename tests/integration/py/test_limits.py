@@ -225,6 +225,17 @@ class UserLimitsEnforcedTest(LimitsTest):
         first.close()
         h.connect(**who).close()
 
+    def test_limits_come_before_the_access_check(self):
+        v, u = self.vhost(), self.user()
+        self.put_limit("vhost-limits", v, "max-connections", 0)
+        self.put_limit("user-limits", u, "max-connections", 0)
+        who = {"user": u, "password": "pw"}
+        # RabbitMQ's order: the vhost's limit, the user's, then permissions (u has none anywhere)
+        self.assertIn("access to vhost '%s' refused for user '%s': connection limit (0)" % (v, u),
+                      refused_open(vhost=v, **who))
+        self.assertIn("connection refused for user '%s': user connection limit (0)" % u,
+                      refused_open(vhost="/", **who))
+
     def test_max_channels_over_the_users_connections(self):
         v, u = self.vhost(), self.user()
         who = self.grant_user(v, u)
