@@ -929,7 +929,7 @@ void conn_journal_synced(conn *c)
 
 /* ---- introspection (management API) ------------------------------------ */
 
-bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mechanism)
+bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, config_auth_mech mechanism)
 {
     char *name = malloc(user.len + 1);
     uint8_t *copy = props.len ? malloc(props.len) : NULL;
@@ -942,7 +942,7 @@ bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mecha
     name[user.len] = 0;
     free(c->user);
     c->user = name;
-    c->mechanism = amqp_bytes_equal_cstr(mechanism, "AMQPLAIN") ? "AMQPLAIN" : "PLAIN";
+    c->mechanism = config_auth_mech_name(mechanism);
     free(c->client_props);
     c->client_props = copy;
     c->client_props_len = props.len;
@@ -987,6 +987,7 @@ void conn_describe(const conn *c, conn_info *out)
                        .vhost = c->vh ? vhost_name(c->vh) : "",
                        .state = state_name(c),
                        .auth_mechanism = c->mechanism,
+                       .transport = c->t,
                        .client_properties = {c->client_props, c->client_props_len},
                        .channel_max = c->channel_max,
                        .heartbeat = c->heartbeat,

@@ -50,6 +50,8 @@ struct server {
     char listen_ip[CONFIG_MAX_LISTENERS][SERVER_HOST_LEN];
     int listen_port[CONFIG_MAX_LISTENERS];
     size_t nlisteners;
+    struct { server_reloader fn; void *arg; } reloaders[SERVER_MAX_RELOADERS];
+    size_t nreloaders;
 };
 
 /* The limits that follow from the watermark in s->cfg. The body budget is
@@ -332,6 +334,28 @@ int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN])
         return ntohs(in6->sin6_port);
     }
     return 0;
+}
+
+void server_add_reloader(server *s, server_reloader fn, void *arg)
+{
+    if (s->nreloaders < SERVER_MAX_RELOADERS) {
+        s->reloaders[s->nreloaders].fn = fn;
+        s->reloaders[s->nreloaders++].arg = arg;
+    }
+}
+
+/* Every listener is tried, also after one fails; the first error is told. */
+bool server_reload_certificates(server *s, char *err, size_t errlen)
+{
+    bool ok = true;
+    for (size_t i = 0; i < s->nreloaders; i++) {
+        char why[600];
+        if (!s->reloaders[i].fn(s->reloaders[i].arg, why, sizeof why) && ok) {
+            snprintf(err, errlen, "%s", why);
+            ok = false;
+        }
+    }
+    return ok;
 }
 
 void server_add_listener(server *s, const char *ip, int port)
