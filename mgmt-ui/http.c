@@ -62,6 +62,7 @@ struct mgmt {
     mgmt_sampler *sampler;
     mgmt_work *work;
     mgmt_prometheus *prom;
+    mgmt_https https;
     uint64_t auth_attempts, auth_failed; /* HTTP basic logins (auth.c) */
     uint64_t cross_origin_refused, media_type_refused;
 };
@@ -695,7 +696,8 @@ mgmt *mgmt_new(server *s)
                              "TCP (set management.tcp.port)", cfg->mgmt_port);
         http_server_free(m->http);
         m->http = NULL;
-    } else if (!mgmt_http_bind_more(m->http, &cfg->mgmt_more, "management")) {
+    } else if (!mgmt_http_bind_more(m->http, &cfg->mgmt_more, "management") ||
+               !mgmt_https_listen(&m->https, s, m->http, &cfg->mgmt_tls, "management")) {
         mgmt_free(m); /* a listener named in the configuration */
         return NULL;
     }

@@ -364,6 +364,56 @@ class TlsTest(unittest.TestCase):
             shutil.rmtree(pki, ignore_errors=True)
 
 
+class HttpsTest(unittest.TestCase):
+    """management.ssl.* and prometheus.ssl.*: the API and /metrics over TLS,
+    with the HTTP server's limits (a stalled handshake meets head_timeout),
+    and their certificates reloaded with the AMQP ones."""
+
+    @h.needs_own_broker
+    def test_management_and_prometheus_over_https(self):
+        pki = tempfile.mkdtemp(prefix="warren-pki-") + "/"
+        for f in ("server.pem", "server.key"):
+            shutil.copy(PKI + f, pki + f)
+        files = {"certfile": pki + "server.pem", "keyfile": pki + "server.key"}
+        settings = tls_settings(**{"management.http.head_timeout": "1000"})
+        for prefix in ("management.ssl", "prometheus.ssl"):
+            settings += ["%s.port=0" % prefix, "%s.ip=127.0.0.1" % prefix]
+            settings += ["%s.%s=%s" % (prefix, k, v) for k, v in files.items()]
+        https_re = re.compile(r"(management|prometheus) over TLS listening on [0-9.]+:([0-9]+)")
+        try:
+            with TlsBroker(settings) as b:
+                b.wait_log("prometheus over TLS listening")  # after the control socket's line
+                ports = {}
+                for line in b.proc.log_lines:
+                    m = https_re.search(line)
+                    if m:
+                        ports[m.group(1)] = int(m.group(2))
+                ctx = client_context()
+                req = urllib.request.Request("https://localhost:%d/api/overview" % ports["management"])
+                req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+                with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+                    self.assertEqual(json.loads(r.read())["management_version"], "3.10.8")
+                with urllib.request.urlopen("https://localhost:%d/metrics" % ports["prometheus"],
+                                            context=ctx, timeout=10) as r:
+                    self.assertIn(b"rabbitmq_connections", r.read())
+                rc, out = s_client(ports["management"], "-tls1_1")
+                self.assertNotEqual(rc, 0, out)
+                # a handshake that stalls is closed at the head timeout
+                s = socket.create_connection(("127.0.0.1", ports["management"]), timeout=10)
+                s.sendall(b"\x16\x03\x01")
+                self.assertEqual(s.recv(100), b"")
+                s.close()
+                # reload: both HTTPS listeners serve the new certificate
+                shutil.copy(PKI + "server2.pem", pki + "server.pem")
+                shutil.copy(PKI + "server2.key", pki + "server.key")
+                rc, out, err = warrenctl(b, "reload_certificates")
+                self.assertEqual(rc, 0, out + err)
+                for port in ports.values():
+                    self.assertEqual(served_certificate(port)["organizationalUnitName"], "Second")
+        finally:
+            shutil.rmtree(pki, ignore_errors=True)
+
+
 def warrenctl(b, *args):
     bin_ = os.path.join(os.path.dirname(h.WARREN_BIN), "bin", "warrenctl")
     if not os.access(bin_, os.X_OK):
