@@ -364,6 +364,37 @@ class TlsTest(unittest.TestCase):
             shutil.rmtree(pki, ignore_errors=True)
 
 
+NODE_DIR = h.REPO / "conformance" / "node"
+
+
+def node_clients_ready():
+    """conformance/node's pinned packages, installed as its `run` does."""
+    if not (NODE_DIR / "node_modules" / "amqplib").is_dir() or \
+            not (NODE_DIR / "node_modules" / "@cloudamqp" / "amqp-client").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=str(NODE_DIR),
+                       capture_output=True, timeout=120, check=True)
+
+
+class NodeTlsTest(unittest.TestCase):
+
+    @h.needs_own_broker
+    def test_amqplib_and_amqp_client_over_amqps(self):
+        node_clients_ready()
+        settings = tls_settings(**{"ssl_options.verify": "verify_peer",
+                                   "auth_mechanisms.1": "PLAIN", "auth_mechanisms.2": "EXTERNAL"})
+        with TlsBroker(settings) as b:
+            b.api("PUT", "/api/users/warren-client", {"password": "", "tags": ""})
+            b.api("PUT", "/api/permissions/%2F/warren-client",
+                  {"configure": ".*", "write": ".*", "read": ".*"})
+            p = subprocess.run(["node", str(h.REPO / "tests" / "integration" / "py" /
+                                             "tls_node_clients.js"), str(b.tls_port), PKI],
+                               capture_output=True, timeout=60)
+            out = p.stdout.decode().strip()
+            self.assertEqual(p.returncode, 0, out + p.stderr.decode())
+            self.assertEqual(json.loads(out), {"amqplib": True, "amqplib_external": True,
+                                               "cloudamqp": True})
+
+
 class HttpsTest(unittest.TestCase):
     """management.ssl.* and prometheus.ssl.*: the API and /metrics over TLS,
     with the HTTP server's limits (a stalled handshake meets head_timeout),
