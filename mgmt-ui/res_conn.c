@@ -39,6 +39,8 @@ static void conn_json(mgmt_req *r, mgmt_json *w, conn *c)
     conn_describe(c, &ci);
     bool ssl = transport_is_tls(ci.transport);
     transport_tls_describe(ci.transport, &tls);
+    /* over TLS without a client certificate, RabbitMQ 3.10 writes null */
+    bool no_cert = ssl && !tls.peer_cert;
     mgmt_json_obj(w);
     mgmt_json_kstr(w, "auth_mechanism", ci.auth_mechanism);
     mgmt_json_kuint(w, "channel_max", ci.channel_max);
@@ -50,9 +52,14 @@ static void conn_json(mgmt_req *r, mgmt_json *w, conn *c)
     mgmt_json_kstr(w, "host", ci.host);
     mgmt_json_kstr(w, "name", ci.name);
     mgmt_json_kstr(w, "node", server_node_name(r->s));
-    mgmt_json_kstr(w, "peer_cert_issuer", tls.peer_issuer);
-    mgmt_json_kstr(w, "peer_cert_subject", tls.peer_subject);
-    mgmt_json_kstr(w, "peer_cert_validity", tls.peer_validity);
+    static const char *const cert_keys[] = {"peer_cert_issuer", "peer_cert_subject",
+                                            "peer_cert_validity"};
+    const char *cert_values[] = {tls.peer_issuer, tls.peer_subject, tls.peer_validity};
+    for (int i = 0; i < 3; i++)
+        if (no_cert)
+            mgmt_json_knull(w, cert_keys[i]);
+        else
+            mgmt_json_kstr(w, cert_keys[i], cert_values[i]);
     mgmt_json_kstr(w, "peer_host", ci.peer_host);
     mgmt_json_kint(w, "peer_port", ci.peer_port);
     mgmt_json_kint(w, "port", ci.port);

@@ -161,7 +161,7 @@ typedef struct tls_description {
     char hash[16];         /* the MAC: "aead", "sha384" */
     bool peer_cert;        /* the fields below are "" without one */
     char peer_subject[512], peer_issuer[512]; /* RFC 4514 as rabbit_cert_info writes it */
-    char peer_validity[80]; /* "2026-12-06T19:59:18Z - 2126-11-12T19:59:18Z" */
+    char peer_validity[80]; /* "2026-12-06T19:59:18Z - 2036-12-04T19:59:18Z" */
 } tls_description;
 /* False for a stream that is not TLS or has not finished its handshake. */
 bool transport_tls_describe(const transport *t, tls_description *out);

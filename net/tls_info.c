@@ -157,10 +157,16 @@ static void format_name(const X509_NAME *name, char *out, size_t cap)
     }
 }
 
+/* rabbit_cert_info's: a UTCTime as 2026-12-06T19:59:18Z; a GeneralizedTime
+ * (years from 2050) as RabbitMQ 3.10 prints the term it does not format,
+ * {generalTime,"21261112195918Z"}. */
 static void format_time(const ASN1_TIME *t, char *out, size_t cap)
 {
     struct tm tm;
-    if (!t || !ASN1_TIME_to_tm(t, &tm))
+    if (t && ASN1_STRING_type(t) == V_ASN1_GENERALIZEDTIME)
+        snprintf(out, cap, "{generalTime,\"%.*s\"}", ASN1_STRING_length(t),
+                 (const char *)ASN1_STRING_get0_data(t));
+    else if (!t || !ASN1_TIME_to_tm(t, &tm))
         snprintf(out, cap, "?");
     else
         strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -185,7 +191,7 @@ bool transport_tls_describe(const transport *t, tls_description *out)
     out->peer_cert = true;
     format_name(X509_get_subject_name(cert), out->peer_subject, sizeof out->peer_subject);
     format_name(X509_get_issuer_name(cert), out->peer_issuer, sizeof out->peer_issuer);
-    char from[24], until[24];
+    char from[36], until[36];
     format_time(X509_get0_notBefore(cert), from, sizeof from);
     format_time(X509_get0_notAfter(cert), until, sizeof until);
     snprintf(out->peer_validity, sizeof out->peer_validity, "%s - %s", from, until);
