@@ -190,6 +190,31 @@ class TlsTest(unittest.TestCase):
             plain.close()
 
     @h.needs_own_broker
+    def test_a_slow_reader_gets_every_byte(self):
+        """30 MB of deliveries to a client that reads in bursts: the
+        broker's socket fills (the write path's retries) and every body
+        arrives intact, in order."""
+        with TlsBroker(tls_settings()) as b:
+            conn = tls_connect(b.tls_port)
+            ch = conn.channel()
+            q = ch.queue_declare("", exclusive=True).method.queue
+            bodies = [bytes([i % 251]) * (100000 + i) for i in range(300)]
+            for body in bodies:
+                ch.basic_publish("", q, body)
+            got = []
+            for method, _, body in ch.consume(q, auto_ack=True, inactivity_timeout=10):
+                if method is None:
+                    break
+                got.append(body)
+                if len(got) % 50 == 0:
+                    time.sleep(0.3)
+                if len(got) == len(bodies):
+                    break
+            self.assertEqual(len(got), len(bodies))
+            self.assertTrue(got == bodies)
+            conn.close()
+
+    @h.needs_own_broker
     def test_tls12_suite_names(self):
         with TlsBroker(tls_settings(**{"ssl_options.versions.1": "tlsv1.2"})) as b:
             conn = tls_connect(b.tls_port)
