@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """TLS against plain TCP, Warren and RabbitMQ in one run: transient 16-byte
 messages through one queue (a16: a publisher and a no-ack consumer, each on
-its own connection; the rate is the consumer's), and new TLS
+its own connection; the rate is the consumer's), persistent 16-byte
+messages with publisher confirms (the rate confirmed), and new TLS
 connections per second up to connection.start (full and resumed
 sessions; `openssl s_time` spends most of its time idle here, so the
 loop is this script's own).
@@ -130,6 +131,44 @@ def a16(host, port, tls, messages):
     return got[0] / dt
 
 
+def confirms(host, port, tls, messages):
+    """Persistent 16-byte messages to a durable queue with publisher
+    confirms, all in flight at once in batches: messages confirmed per second."""
+    queue = "tls-bench-durable-%d-%d" % (port, os.getpid())
+    pub = Conn(host, port, tls)
+    pub.s.sendall(method(1, 85, 10, b"\x00"))  # confirm.select
+    pub.read_method()
+    pub.s.sendall(method(1, 50, 10, struct.pack(">H", 0) + shortstr(queue) + b"\x02" +
+                         struct.pack(">I", 0)))  # durable
+    pub.read_method()
+    body = b"x" * 16
+    one = (method(1, 60, 40, struct.pack(">H", 0) + shortstr("") + shortstr(queue) + b"\x00") +
+           frame(2, 1, struct.pack(">HHQHB", 60, 0, len(body), 0x1000, 2)) + frame(3, 1, body))
+    batch = 1000
+    acked = [0]
+    done = threading.Event()
+
+    def read_acks():
+        while acked[0] < messages:
+            kind, payload = pub.read_frame()
+            if kind == 1 and payload[:4] == struct.pack(">HH", 60, 80):
+                tag, multiple = struct.unpack(">QB", payload[4:13])
+                acked[0] = tag if multiple else max(acked[0], tag)
+        done.set()
+
+    t = threading.Thread(target=read_acks, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    data = one * batch
+    for _ in range(messages // batch):
+        pub.s.sendall(data)
+    done.wait(300)
+    dt = time.monotonic() - t0
+    pub.s.sendall(method(1, 50, 40, struct.pack(">H", 0) + shortstr(queue) + b"\x00"))
+    pub.s.close()
+    return acked[0] / dt
+
+
 def handshakes(host, port, resumed, seconds):
     """New TLS connections per second, each up to connection.start (so
     TLS 1.3's tickets have arrived); `resumed` offers the last session."""
@@ -165,15 +204,18 @@ def main():
             host, plain, tls = addr.split(":")
             targets.append((name, host, int(plain), int(tls)))
             i += 1
-    print("%-10s %12s %12s %9s %14s %14s" % ("broker", "a16 plain", "a16 tls", "tls/plain",
-                                             "full hs/s", "resumed hs/s"))
+    print("%-10s %10s %10s %6s %11s %11s %6s %10s %12s" % (
+        "broker", "a16 plain", "a16 tls", "ratio", "conf plain", "conf tls", "ratio",
+        "full hs/s", "resumed hs/s"))
     for name, host, plain, tls in targets:
         rp = a16(host, plain, False, messages)
         rt = a16(host, tls, True, messages)
+        cp = confirms(host, plain, False, messages // 4)
+        ct = confirms(host, tls, True, messages // 4)
         full, _ = handshakes(host, tls, False, seconds)
         resumed, share = handshakes(host, tls, True, seconds)
-        print("%-10s %12.0f %12.0f %9.3f %14.0f %14.0f (%.0f%% resumed)"
-              % (name, rp, rt, rt / rp, full, resumed, share * 100))
+        print("%-10s %10.0f %10.0f %6.3f %11.0f %11.0f %6.3f %10.0f %12.0f (%.0f%% resumed)"
+              % (name, rp, rt, rt / rp, cp, ct, ct / cp, full, resumed, share * 100))
 
 
 if __name__ == "__main__":
