@@ -389,8 +389,7 @@ static bool listen_one(broker *b, const char *host, int port, bool tls)
     getsockname(fd, (struct sockaddr *)&ss, &len);
     b->listeners[b->nlisteners++] = l;
     int bound = server_sockaddr_host((struct sockaddr *)&ss, ip);
-    if (!tls)
-        server_add_listener(b->s, ip, bound);
+    (tls ? server_add_tls_listener : server_add_listener)(b->s, ip, bound);
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
     log_msg(LOG_INFO, "AMQP %slistening on %s", tls ? "over TLS " : "", addr);
     return true;

@@ -544,6 +544,10 @@ bool server_reload_certificates(server *s, char *err, size_t errlen);
 int server_amqp_port(const server *s);
 size_t server_amqp_listener_count(const server *s);
 int server_amqp_listener(const server *s, size_t i, const char **ip);
+/* The AMQP over TLS listeners, the same way. */
+void server_add_tls_listener(server *s, const char *ip, int port);
+size_t server_amqps_listener_count(const server *s);
+int server_amqps_listener(const server *s, size_t i, const char **ip);
 /* sa's address as text into host ("?" unless IPv4 or IPv6; an IPv4-mapped
  * IPv6 address as the IPv4 one, as RabbitMQ shows peers of a dual-stack
  * listener); returns its port. */

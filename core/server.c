@@ -49,6 +49,9 @@ struct server {
     _Atomic uint64_t conn_ids; /* every loop numbers its connections from it */
     char listen_ip[CONFIG_MAX_LISTENERS][SERVER_HOST_LEN];
     int listen_port[CONFIG_MAX_LISTENERS];
+    char tls_ip[CONFIG_MAX_LISTENERS][SERVER_HOST_LEN]; /* AMQPS */
+    int tls_port[CONFIG_MAX_LISTENERS];
+    size_t ntls;
     size_t nlisteners;
     struct { server_reloader fn; void *arg; } reloaders[SERVER_MAX_RELOADERS];
     size_t nreloaders;
@@ -364,6 +367,22 @@ void server_add_listener(server *s, const char *ip, int port)
         return;
     snprintf(s->listen_ip[s->nlisteners], SERVER_HOST_LEN, "%s", ip);
     s->listen_port[s->nlisteners++] = port;
+}
+
+void server_add_tls_listener(server *s, const char *ip, int port)
+{
+    if (s->ntls == CONFIG_MAX_LISTENERS)
+        return;
+    snprintf(s->tls_ip[s->ntls], SERVER_HOST_LEN, "%s", ip);
+    s->tls_port[s->ntls++] = port;
+}
+
+size_t server_amqps_listener_count(const server *s) { return s->ntls; }
+
+int server_amqps_listener(const server *s, size_t i, const char **ip)
+{
+    *ip = s->tls_ip[i];
+    return s->tls_port[i];
 }
 
 int server_amqp_port(const server *s) { return s->nlisteners ? s->listen_port[0] : 0; }

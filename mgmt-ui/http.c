@@ -68,6 +68,7 @@ struct mgmt {
 };
 
 int mgmt_port(const mgmt *m) { return m->port; }
+const mgmt_https *mgmt_https_of(const mgmt *m) { return m->https.http ? &m->https : NULL; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
 mgmt_prometheus *mgmt_prometheus_of(const mgmt *m) { return m->prom; }
 mgmt_work *mgmt_work_of(const mgmt *m) { return m->work; }

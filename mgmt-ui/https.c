@@ -50,6 +50,7 @@ bool mgmt_https_listen(mgmt_https *t, server *s, http_server *h, const config_tl
                 strerror(e));
         return false;
     }
+    t->port = bound;
     snprintf(shown, sizeof shown, strchr(ip, ':') ? "[%s]" : "%s", ip);
     log_msg(LOG_INFO, "%s over TLS listening on %s:%d", what, shown, bound);
     server_add_reloader(s, reload, t);

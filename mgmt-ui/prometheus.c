@@ -249,6 +249,10 @@ mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)
 }
 
 int mgmt_prometheus_port(const mgmt_prometheus *p) { return p->port; }
+const mgmt_https *mgmt_prometheus_https(const mgmt_prometheus *p)
+{
+    return p->https.http ? &p->https : NULL;
+}
 
 void mgmt_prometheus_free(mgmt_prometheus *p)
 {

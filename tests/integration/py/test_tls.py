@@ -179,6 +179,10 @@ class TlsTest(unittest.TestCase):
             for k in ("peer_cert_subject", "peer_cert_issuer", "peer_cert_validity"):
                 self.assertIsNone(tls[k], k)  # no client certificate: null, as RabbitMQ 3.10
             self.assertEqual(tls["port"], b.tls_port)
+            listeners = {(l["protocol"], l["port"]) for l in b.api("GET", "/api/overview")["listeners"]}
+            self.assertIn(("amqp/ssl", b.tls_port), listeners)  # RabbitMQ's protocol name
+            self.assertEqual(b.api("GET", "/api/health/checks/port-listener/%d" % b.tls_port)["status"],
+                             "ok")
             one = b.api("GET", "/api/connections/" + urllib.parse.quote(tls["name"], safe=""))
             self.assertEqual(one["ssl_protocol"], "tlsv1.3")
             # a plain connection: RabbitMQ 3.10 writes '' in each
@@ -455,6 +459,9 @@ class HttpsTest(unittest.TestCase):
                 with urllib.request.urlopen("https://localhost:%d/metrics" % ports["prometheus"],
                                             context=ctx, timeout=10) as r:
                     self.assertIn(b"rabbitmq_connections", r.read())
+                listeners = {(l["protocol"], l["port"]) for l in b.api("GET", "/api/overview")["listeners"]}
+                self.assertIn(("https", ports["management"]), listeners)
+                self.assertIn(("https/prometheus", ports["prometheus"]), listeners)
                 rc, out = s_client(ports["management"], "-tls1_1")
                 self.assertNotEqual(rc, 0, out)
                 # a handshake that stalls is closed at the head timeout
