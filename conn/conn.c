@@ -728,6 +728,8 @@ static void on_closed(void *arg, int error)
     conn *c = arg;
     if (error == ENOMEM)
         log_msg(LOG_ERROR, "connection %s: out of memory for its input; closing it", c->peer);
+    else if (error == EPROTO && *transport_tls_error(c->t)) /* a refused TLS handshake */
+        log_msg(LOG_WARNING, "connection %s: %s", c->peer, transport_tls_error(c->t));
     if (c->state == S_CLOSED) {
         schedule_free(c);
         return;

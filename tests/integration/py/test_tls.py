@@ -310,6 +310,7 @@ class TlsTest(unittest.TestCase):
         with TlsBroker(settings) as b:
             rc, out = s_client(b.tls_port, "-tls1_1")
             self.assertNotEqual(rc, 0, out)
+            b.wait_log(r"connection 127\.0\.0\.1:\d+: TLS error: .*unsupported protocol")
             rc, out = s_client(b.tls_port, "-tls1_3")  # not in versions
             self.assertNotEqual(rc, 0, out)
             rc, out = s_client(b.tls_port, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256")
