@@ -439,7 +439,8 @@ class HttpsTest(unittest.TestCase):
         for f in ("server.pem", "server.key"):
             shutil.copy(PKI + f, pki + f)
         files = {"certfile": pki + "server.pem", "keyfile": pki + "server.key"}
-        settings = tls_settings(**{"management.http.head_timeout": "1000"})
+        settings = tls_settings(**{"management.http.head_timeout": "4000",
+                                   "management.http.max_connections": "2"})
         for prefix in ("management.ssl", "prometheus.ssl"):
             settings += ["%s.port=0" % prefix, "%s.ip=127.0.0.1" % prefix]
             settings += ["%s.%s=%s" % (prefix, k, v) for k, v in files.items()]
@@ -470,6 +471,22 @@ class HttpsTest(unittest.TestCase):
                 s.sendall(b"\x16\x03\x01")
                 self.assertEqual(s.recv(100), b"")
                 s.close()
+                # the connection cap holds over TLS: two idle sessions, then a
+                # third connection evicts the older one (waiting for a head)
+                idle = []
+                for _ in range(2):
+                    raw = socket.create_connection(("127.0.0.1", ports["management"]), timeout=10)
+                    idle.append(ctx.wrap_socket(raw, server_hostname="localhost"))
+                t0 = time.monotonic()
+                with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+                    self.assertEqual(r.status, 200)
+                self.assertEqual(idle[0].recv(100), b"")  # evicted
+                self.assertLess(time.monotonic() - t0, 3.5)  # not by the head timeout
+                idle[1].setblocking(False)  # still open: nothing to read, no end
+                with self.assertRaises(ssl.SSLWantReadError):
+                    idle[1].recv(100)
+                for c in idle:
+                    c.close()
                 # reload: both HTTPS listeners serve the new certificate
                 shutil.copy(PKI + "server2.pem", pki + "server.pem")
                 shutil.copy(PKI + "server2.key", pki + "server.key")
