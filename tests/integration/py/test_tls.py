@@ -425,7 +425,7 @@ class NodeTlsTest(unittest.TestCase):
             out = p.stdout.decode().strip()
             self.assertEqual(p.returncode, 0, out + p.stderr.decode())
             self.assertEqual(json.loads(out), {"amqplib": True, "amqplib_external": True,
-                                               "cloudamqp": True})
+                                               "cloudamqp": True, "cloudamqp_suite_tls": True})
 
 
 class HttpsTest(unittest.TestCase):

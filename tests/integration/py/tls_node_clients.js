@@ -1,7 +1,8 @@
 // Node.js clients over TLS for test_tls.py: amqplib (amqps:// with the
 // test CA, then EXTERNAL with a client certificate) and
 // @cloudamqp/amqp-client (amqps://), each publishing and getting a message
-// back. Uses conformance/node's pinned packages. Prints one JSON line of
+// back, and amqp-client.js's own suite's TLS test (test/tls), which plain
+// runs skip. Uses conformance/node's pinned packages. Prints one JSON line of
 // results; exits 1 on any failure.
 // Usage: node tls_node_clients.js PORT PKI_DIR
 'use strict';
@@ -57,6 +58,16 @@ async function cloudamqpRoundTrip() {
     credentials: amqplib.credentials.external(),
   }, `amqps://localhost:${port}`));
   await step('cloudamqp', cloudamqpRoundTrip);
+  // amqp-client.js's own TLS test ("can connect with TLS"), which its
+  // suite runs against AMQPS_URL (default amqps://127.0.0.1?insecure=true)
+  await step('cloudamqp_suite_tls', async () => {
+    const amqp = new AMQPClient(`amqps://guest:guest@127.0.0.1:${port}?insecure=true`);
+    const conn = await amqp.connect();
+    const ch = await conn.channel();
+    const n = ch.connection.channels.length; // 2: channel 0 is counted
+    await conn.close();
+    return n === 2;
+  });
   console.log(JSON.stringify(out));
   process.exit(Object.values(out).every((v) => v === true) ? 0 : 1);
 })();
