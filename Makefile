@@ -2,7 +2,7 @@
 # runs every test layer (codegen check, unit, integration, sanitizers).
 
 CC       ?= cc
-PKGS      = libevent openssl sqlite3 jansson libpcre2-8
+PKGS      = libevent libevent_openssl openssl sqlite3 jansson libpcre2-8
 CFLAGS_COMMON = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
                 -D_GNU_SOURCE -g -MMD -MP $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -levent_pthreads -lpthread -lm

@@ -612,8 +612,9 @@ bool access_delete_user(access_control *a, const char *name, char *err, size_t e
 
 /* RabbitMQ's internal backend: unknown user, blank password, wrong
  * password; then rabbit_reader's loopback rule. */
-const access_user *access_login(access_control *a, amqp_bytes name, amqp_bytes password, bool loopback,
-                                char *why, size_t whylen)
+/* A login with `password`, or with none to check (NULL: EXTERNAL). */
+static const access_user *login(access_control *a, amqp_bytes name, const amqp_bytes *password,
+                                bool loopback, char *why, size_t whylen)
 {
     char tmp[8];
     if (!why)
@@ -624,14 +625,14 @@ const access_user *access_login(access_control *a, amqp_bytes name, amqp_bytes p
                  (const char *)name.ptr);
         return NULL;
     }
-    if (password.len == 0) {
+    if (password && password->len == 0) {
         snprintf(why, whylen,
                  "user '%s' attempted to log in with a blank password, which is prohibited by "
                  "the internal authN backend.",
                  u->name);
         return NULL;
     }
-    if (!access_check_password(u->hashing_algorithm, u->password_hash, password)) {
+    if (password && !access_check_password(u->hashing_algorithm, u->password_hash, *password)) {
         snprintf(why, whylen, "user '%s' - invalid credentials", u->name);
         return NULL;
     }
@@ -640,6 +641,18 @@ const access_user *access_login(access_control *a, amqp_bytes name, amqp_bytes p
         return NULL;
     }
     return u;
+}
+
+const access_user *access_login(access_control *a, amqp_bytes name, amqp_bytes password, bool loopback,
+                                char *why, size_t whylen)
+{
+    return login(a, name, &password, loopback, why, whylen);
+}
+
+const access_user *access_login_external(access_control *a, amqp_bytes name, bool loopback,
+                                         char *why, size_t whylen)
+{
+    return login(a, name, NULL, loopback, why, whylen);
 }
 
 /* ---- permissions -------------------------------------------------------- */

@@ -111,6 +111,10 @@ bool access_set_user_limit(access_control *a, const char *name, const char *limi
  * (may be NULL). The user lives until the next change of users. */
 const access_user *access_login(access_control *a, amqp_bytes user, amqp_bytes password, bool loopback,
                                 char *why, size_t whylen);
+/* SASL EXTERNAL (a verified client certificate named the user): as
+ * access_login without a password to check -- the user must exist. */
+const access_user *access_login_external(access_control *a, amqp_bytes user, bool loopback,
+                                         char *why, size_t whylen);
 
 /* ---- permissions ---- */
 

@@ -20,6 +20,15 @@
  * IPv6 address given is bound IPv6 only, so "0.0.0.0" and "::" can both be
  * listed. Any listener that cannot be bound stops the start.
  *
+ * AMQPS listeners (listeners.ssl.<name>) are bound the same way and logged
+ * "AMQP over TLS listening on host:port"; their connections run over a TLS
+ * transport made from ssl_options (a context that cannot be made stops
+ * the start). The TLS handshake counts towards handshake_timeout, as the
+ * AMQP one does. SIGHUP (and warrenctl reload_certificates, through the
+ * server's reloaders) makes a new context from the same files for new
+ * handshakes; open connections keep theirs; a context that cannot be made
+ * is logged and the old one kept.
+ *
  * Accept failures: an accept() that fails for lack of descriptors (EMFILE,
  * ENFILE) or memory leaves the connection in the backlog, so the listening
  * socket stays readable and a listener left enabled would retry at once,
@@ -54,8 +63,10 @@
 struct broker {
     server *s;
     loop *loop; /* the one loop: it accepts and runs everything */
-    struct evconnlistener *listeners[CONFIG_MAX_LISTENERS];
+    struct evconnlistener *listeners[2 * CONFIG_MAX_LISTENERS]; /* TCP, then TLS */
     size_t nlisteners;
+    tls_context *amqp_tls; /* new AMQPS handshakes' context; NULL: no AMQPS */
+    struct event *sighup;
     struct event *sigterm, *sigint, *tick, *shutdown_timer, *stats_timer;
     struct event *accept_timer; /* re-enables the listener after a failed accept */
     bool accept_paused;
@@ -160,11 +171,8 @@ static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
     snprintf(out, outlen, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                      int salen, void *arg)
+static void accept_on(broker *b, evutil_socket_t fd, struct sockaddr *sa, bool tls)
 {
-    (void)l, (void)salen;
-    broker *b = arg;
     if (b->shutting_down) {
         evutil_closesocket(fd);
         return;
@@ -174,7 +182,29 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     char peer[64];
     format_addr(sa, peer, sizeof peer);
     loop_touch_clock(b->loop);
-    conn_accept(b->s, b->loop, fd, peer);
+    if (!tls) {
+        conn_accept(b->s, b->loop, fd, peer);
+        return;
+    }
+    transport *t = transport_new_tls(loop_flusher(b->loop), loop_base(b->loop), fd, b->amqp_tls);
+    if (t)
+        conn_attach(b->s, b->loop, t, peer);
+    else
+        evutil_closesocket(fd);
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    (void)l, (void)salen;
+    accept_on(arg, fd, sa, false);
+}
+
+static void accept_tls_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                          int salen, void *arg)
+{
+    (void)l, (void)salen;
+    accept_on(arg, fd, sa, true);
 }
 
 static void accept_resume(broker *b)
@@ -276,6 +306,16 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     evtimer_add(b->shutdown_timer, &grace);
 }
 
+/* SIGHUP: every TLS listener's certificates again (failures are logged). */
+static void sighup_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig, (void)what;
+    broker *b = arg;
+    char err[600];
+    log_msg(LOG_INFO, "received SIGHUP, reloading certificates");
+    server_reload_certificates(b->s, err, sizeof err);
+}
+
 /* A connection closed: during shutdown the last one ends the loop; else
  * its descriptor is about to be free for a paused listener. */
 static void conn_closed_cb(void *arg)
@@ -324,14 +364,15 @@ static evutil_socket_t open_listener(const char *host, int port, bool v6only)
 }
 
 /* Binds one AMQP listener ("" = every interface) and logs where. */
-static bool listen_one(broker *b, const char *host, int port)
+static bool listen_one(broker *b, const char *host, int port, bool tls)
 {
     evutil_socket_t fd = *host ? open_listener(host, port, true) : open_listener("::", port, false);
     if (fd < 0 && !*host && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
         fd = open_listener("0.0.0.0", port, false); /* no IPv6 here */
     struct evconnlistener *l =
         fd < 0 ? NULL
-               : evconnlistener_new(loop_base(b->loop), accept_cb, b, LEV_OPT_CLOSE_ON_FREE, 1024, fd);
+               : evconnlistener_new(loop_base(b->loop), tls ? accept_tls_cb : accept_cb, b,
+                                    LEV_OPT_CLOSE_ON_FREE, 1024, fd);
     if (!l) {
         const char *shown = *host ? host : "::";
         log_msg(LOG_ERROR, strchr(shown, ':') ? "cannot listen on [%s]:%d: %s"
@@ -348,9 +389,45 @@ static bool listen_one(broker *b, const char *host, int port)
     getsockname(fd, (struct sockaddr *)&ss, &len);
     b->listeners[b->nlisteners++] = l;
     int bound = server_sockaddr_host((struct sockaddr *)&ss, ip);
-    server_add_listener(b->s, ip, bound);
+    (tls ? server_add_tls_listener : server_add_listener)(b->s, ip, bound);
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
-    log_msg(LOG_INFO, "AMQP listening on %s", addr);
+    log_msg(LOG_INFO, "AMQP %slistening on %s", tls ? "over TLS " : "", addr);
+    return true;
+}
+
+/* The AMQPS context again from ssl_options' files: new handshakes use it,
+ * open connections keep the one they began with. */
+static bool reload_amqp_tls(void *arg, char *err, size_t errlen)
+{
+    broker *b = arg;
+    char why[500];
+    tls_context *fresh = tls_context_new(&server_config(b->s)->amqp_tls, why, sizeof why);
+    if (!fresh) {
+        snprintf(err, errlen, "ssl_options: %s", why);
+        log_msg(LOG_ERROR, "reloading certificates: %s; the AMQP over TLS listeners keep "
+                "the previous ones", err);
+        return false;
+    }
+    tls_context_free(b->amqp_tls);
+    b->amqp_tls = fresh;
+    log_msg(LOG_INFO, "reloaded the certificates of the AMQP over TLS listeners");
+    return true;
+}
+
+static bool listen_tls(broker *b)
+{
+    const config *c = server_config(b->s);
+    char err[500];
+    if (!c->amqps.n)
+        return true;
+    if (!(b->amqp_tls = tls_context_new(&c->amqp_tls, err, sizeof err))) {
+        log_msg(LOG_ERROR, "ssl_options: %s", err);
+        return false;
+    }
+    server_add_reloader(b->s, reload_amqp_tls, b);
+    for (unsigned i = 0; i < c->amqps.n; i++)
+        if (!listen_one(b, c->amqps.extra[i].host, c->amqps.extra[i].port, true))
+            return false;
     return true;
 }
 
@@ -360,14 +437,14 @@ static bool listen_on(broker *b)
     const config *c = server_config(b->s);
     if (c->listeners_none) {
         log_msg(LOG_INFO, "no AMQP listener (listeners.tcp = none)");
-        return true;
+        return listen_tls(b);
     }
-    if (!listen_one(b, c->listen_host, c->listen_port))
+    if (!listen_one(b, c->listen_host, c->listen_port, false))
         return false;
     for (unsigned i = 0; i < c->amqp_more.n; i++)
-        if (!listen_one(b, c->amqp_more.extra[i].host, c->amqp_more.extra[i].port))
+        if (!listen_one(b, c->amqp_more.extra[i].host, c->amqp_more.extra[i].port, false))
             return false;
-    return true;
+    return listen_tls(b);
 }
 
 static void close_listeners(broker *b)
@@ -439,6 +516,8 @@ broker *broker_new(const config *cfg)
     b->tick = event_new(base, -1, EV_PERSIST, tick_cb, b);
     b->sigterm = evsignal_new(base, SIGTERM, signal_cb, b);
     b->sigint = evsignal_new(base, SIGINT, signal_cb, b);
+    b->sighup = evsignal_new(base, SIGHUP, sighup_cb, b);
+    event_add(b->sighup, NULL);
     event_add(b->tick, &tick);
     struct timeval every = {STATS_INTERVAL_MS / 1000, (STATS_INTERVAL_MS % 1000) * 1000};
     b->stats_timer = event_new(base, -1, EV_PERSIST, stats_cb, s);
@@ -507,7 +586,8 @@ void broker_free(broker *b)
         leave_clean_marker(server_config(s));
     }
     meta_close(b->meta);
-    struct event *events[] = {b->tick, b->sigterm, b->sigint, b->shutdown_timer,
+    tls_context_free(b->amqp_tls);
+    struct event *events[] = {b->tick, b->sigterm, b->sigint, b->sighup, b->shutdown_timer,
                               b->stats_timer, b->accept_timer};
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
         if (events[i])

@@ -775,6 +775,8 @@ static void on_closed(void *arg, int error)
     conn *c = arg;
     if (error == ENOMEM)
         log_msg(LOG_ERROR, "connection %s: out of memory for its input; closing it", c->peer);
+    else if (error == EPROTO && *transport_tls_error(c->t)) /* a refused TLS handshake */
+        log_msg(LOG_WARNING, "connection %s: %s", c->peer, transport_tls_error(c->t));
     if (c->state == S_CLOSED) {
         schedule_free(c);
         return;
@@ -995,7 +997,7 @@ void conn_journal_synced(conn *c)
 
 /* ---- introspection (management API) ------------------------------------ */
 
-bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mechanism)
+bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, config_auth_mech mechanism)
 {
     char *name = malloc(user.len + 1);
     uint8_t *copy = props.len ? malloc(props.len) : NULL;
@@ -1008,7 +1010,7 @@ bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mecha
     name[user.len] = 0;
     free(c->user);
     c->user = name;
-    c->mechanism = amqp_bytes_equal_cstr(mechanism, "AMQPLAIN") ? "AMQPLAIN" : "PLAIN";
+    c->mechanism = config_auth_mech_name(mechanism);
     free(c->client_props);
     c->client_props = copy;
     c->client_props_len = props.len;
@@ -1053,6 +1055,7 @@ void conn_describe(const conn *c, conn_info *out)
                        .vhost = c->vh ? vhost_name(c->vh) : "",
                        .state = state_name(c),
                        .auth_mechanism = c->mechanism,
+                       .transport = c->t,
                        .client_properties = {c->client_props, c->client_props_len},
                        .channel_max = c->channel_max,
                        .heartbeat = c->heartbeat,

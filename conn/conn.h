@@ -123,6 +123,7 @@ typedef struct conn_info {
     uint64_t connected_at; /* wall clock ms */
     size_t send_pend;
     const stats *stats;
+    const transport *transport; /* its TLS session: transport_tls_describe */
 } conn_info;
 void conn_describe(const conn *c, conn_info *out);
 uint64_t conn_id(const conn *c);

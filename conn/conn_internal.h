@@ -66,7 +66,7 @@ struct conn {
     uint64_t connected_at; /* wall clock ms */
     int peer_port;
     int port;                 /* the local one */
-    const char *mechanism;    /* PLAIN or AMQPLAIN (a literal) */
+    const char *mechanism;    /* PLAIN, AMQPLAIN or EXTERNAL (a literal) */
     uint8_t *client_props; /* copy of start-ok's client_properties */
     uint32_t client_props_len;
     stats stats;
@@ -76,7 +76,7 @@ struct conn {
 
 /* Keeps who logged in, and start-ok's client properties and mechanism for
  * the management API. False when out of memory. */
-bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, amqp_bytes mechanism);
+bool conn_logged_in(conn *c, amqp_bytes user, amqp_bytes props, config_auth_mech mechanism);
 
 /* The connections past connection.open of `user`, and their open
  * channels, on every loop: a walk over the connections, made only for a

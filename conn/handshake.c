@@ -1,11 +1,23 @@
 /* The connection handshake: protocol header, connection.start / start-ok
- * (SASL PLAIN and AMQPLAIN), tune / tune-ok (RabbitMQ's limits), open, and
- * the connection class's other methods on channel 0. */
+ * (SASL PLAIN, AMQPLAIN and, over TLS, EXTERNAL, as auth_mechanisms
+ * offers them), tune / tune-ok (RabbitMQ's limits), open, and the
+ * connection class's other methods on channel 0. */
 #include <event2/buffer.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "conn_internal.h"
+
+/* Whether connection.start offers `m` to c: configured, and EXTERNAL
+ * only over TLS (rabbit_auth_mechanism_ssl's should_offer). */
+static bool offered(const conn *c, config_auth_mech m)
+{
+    const config *cfg = server_config(c->srv);
+    for (unsigned i = 0; i < cfg->nauth_mechs; i++)
+        if (cfg->auth_mechs[i] == m)
+            return m != AUTH_EXTERNAL || transport_is_tls(c->t);
+    return false;
+}
 
 static void send_start(conn *c)
 {
@@ -36,7 +48,13 @@ static void send_start(conn *c)
     m.connection_start.version_minor = 9;
     /* the table content, without the length prefix the writer put first */
     m.connection_start.server_properties = (amqp_bytes){props + 4, (uint32_t)w.len - 4};
-    m.connection_start.mechanisms = AMQP_CSTR("PLAIN AMQPLAIN");
+    char mechs[64] = "";
+    const config *cfg = server_config(c->srv);
+    for (unsigned i = 0, used = 0; i < cfg->nauth_mechs; i++)
+        if (offered(c, cfg->auth_mechs[i]))
+            used += (unsigned)snprintf(mechs + used, sizeof mechs - used, "%s%s", used ? " " : "",
+                                       config_auth_mech_name(cfg->auth_mechs[i]));
+    m.connection_start.mechanisms = AMQP_CSTR(mechs);
     m.connection_start.locales = AMQP_CSTR("en_US");
     conn_send_method(c, 0, &m);
 }
@@ -92,7 +110,8 @@ static bool parse_credentials(amqp_bytes mech, amqp_bytes resp, amqp_bytes *user
  * the password, so guessing gains nothing there), then the password; a
  * refusal counts towards the brake. Loopback clients are not braked unless
  * login_brake.loopback says so. */
-static bool check_login(conn *c, amqp_bytes user, amqp_bytes pass, char *why, size_t whylen)
+static bool check_login(conn *c, amqp_bytes user, const amqp_bytes *pass, char *why,
+                        size_t whylen)
 {
     login_brake *b = server_login_brake(c->srv);
     const config *cfg = server_config(c->srv);
@@ -106,7 +125,9 @@ static bool check_login(conn *c, amqp_bytes user, amqp_bytes pass, char *why, si
                  c->peer_host, (unsigned long long)(left + 999) / 1000);
         return false;
     }
-    if (access_login(server_access(c->srv), user, pass, c->loopback, why, whylen))
+    access_control *a = server_access(c->srv);
+    if (pass ? access_login(a, user, *pass, c->loopback, why, whylen) != NULL
+             : access_login_external(a, user, c->loopback, why, whylen) != NULL)
         return true;
     if (braking && login_brake_failed(b, c->brake_key, now))
         log_msg(LOG_WARNING, "login brake: %u failed logins from %s within %u ms; its logins are "
@@ -129,22 +150,32 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
     /* RabbitMQ's errors here: a wrong mechanism or a malformed response
      * is a handshake error (silence, then the socket closes), only a
      * refused login is 403 (conn_raise) */
-    if (!amqp_bytes_equal_cstr(s->mechanism, "PLAIN") &&
-        !amqp_bytes_equal_cstr(s->mechanism, "AMQPLAIN"))
+    config_auth_mech mech = AUTH_PLAIN;
+    while (mech <= AUTH_EXTERNAL &&
+           !amqp_bytes_equal_cstr(s->mechanism, config_auth_mech_name(mech)))
+        mech++;
+    if (mech > AUTH_EXTERNAL || !offered(c, mech))
         return amqp_fail(err, AMQP_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
                          "unknown authentication mechanism '%.*s'", (int)s->mechanism.len,
                          (const char *)s->mechanism.ptr);
     amqp_bytes user, pass;
     server_counts *counts = loop_counters(c->loop);
     counts->auth_attempts++;
-    if (!parse_credentials(s->mechanism, s->response, &user, &pass)) {
+    char why[400], cert_name[512];
+    bool named = true;
+    if (mech == AUTH_EXTERNAL) { /* the certificate names the user; the response is not read */
+        const config *cfg = server_config(c->srv);
+        named = transport_tls_peer_name(c->t, cfg->cert_login_from, cfg->cert_login_san_type,
+                                        cfg->cert_login_san_index, cert_name, sizeof cert_name,
+                                        why, sizeof why);
+        user = AMQP_CSTR(cert_name);
+    } else if (!parse_credentials(s->mechanism, s->response, &user, &pass)) {
         counts->auth_failed++;
         return amqp_fail(err, AMQP_SYNTAX_ERROR, AMQP_CONNECTION_START_OK,
                          "%.*s response invalid", (int)s->mechanism.len,
                          (const char *)s->mechanism.ptr);
     }
-    char why[400];
-    if (!check_login(c, user, pass, why, sizeof why)) {
+    if (!named || !check_login(c, user, mech == AUTH_EXTERNAL ? NULL : &pass, why, sizeof why)) {
         counts->auth_failed++;
         log_msg(LOG_WARNING, "connection %s: login refused: %s", c->peer, why);
         return amqp_fail(err, AMQP_ACCESS_REFUSED, 0,
@@ -152,7 +183,7 @@ static int handle_start_ok(conn *c, const amqp_connection_start_ok *s, amqp_erro
                          "see the broker logfile.",
                          (int)s->mechanism.len, (const char *)s->mechanism.ptr);
     }
-    if (!conn_logged_in(c, user, s->client_properties, s->mechanism))
+    if (!conn_logged_in(c, user, s->client_properties, mech))
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_CONNECTION_START_OK, "out of memory");
     const config *cfg = server_config(c->srv);
     amqp_method m = {.id = AMQP_CONNECTION_TUNE};

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "config_int.h"
 
 typedef bool (*key_parser)(config *c, const char *value, char *why, size_t whylen);
 
-static bool parse_uint(const char *v, uint64_t min, uint64_t max, uint64_t *out, char *why,
+bool parse_uint(const char *v, uint64_t min, uint64_t max, uint64_t *out, char *why,
                        size_t whylen)
 {
     char *end;
@@ -35,7 +35,7 @@ static bool parse_uint(const char *v, uint64_t min, uint64_t max, uint64_t *out,
     return true;
 }
 
-static bool parse_bool(const char *v, bool *out, char *why, size_t whylen)
+bool parse_bool(const char *v, bool *out, char *why, size_t whylen)
 {
     if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0) {
         *out = v[0] == 't';
@@ -45,7 +45,7 @@ static bool parse_bool(const char *v, bool *out, char *why, size_t whylen)
     return false;
 }
 
-static bool copy_str(char *dst, size_t cap, const char *v, char *why, size_t whylen)
+bool copy_str(char *dst, size_t cap, const char *v, char *why, size_t whylen)
 {
     if (strlen(v) >= cap || !*v) {
         snprintf(why, whylen, "value must be 1..%zu characters", cap - 1);
@@ -58,7 +58,7 @@ static bool copy_str(char *dst, size_t cap, const char *v, char *why, size_t why
 /* A listener's value: "5672" (a port alone: `wildcard` as the host),
  * "127.0.0.1:5672", "::1:5672" (the last colon splits, as RabbitMQ's
  * cuttlefish reads an ip) or "[::1]:5672" (Warren takes brackets too). */
-static bool parse_listener(const char *v, const char *wildcard, config_listener *out, char *why,
+bool parse_listener(const char *v, const char *wildcard, config_listener *out, char *why,
                            size_t whylen)
 {
     const char *colon = strrchr(v, ':');
@@ -85,7 +85,7 @@ static bool parse_listener(const char *v, const char *wildcard, config_listener 
     return true;
 }
 
-static bool listener_name(const char *name, char *why, size_t whylen)
+bool listener_name(const char *name, char *why, size_t whylen)
 {
     if (*name && strlen(name) < sizeof((config_listener *)0)->name && !strchr(name, '.'))
         return true;
@@ -95,7 +95,7 @@ static bool listener_name(const char *name, char *why, size_t whylen)
 }
 
 /* Puts `l` in `more`, replacing the listener of the same name. */
-static bool put_listener(config_listeners *more, const config_listener *l, char *why,
+bool put_listener(config_listeners *more, const config_listener *l, char *why,
                          size_t whylen)
 {
     unsigned i = 0;
@@ -127,7 +127,7 @@ static bool set_amqp_listener(config *c, const char *name, const char *v, char *
 }
 
 /* A "<key> = none" key: true for none, else why names the other form. */
-static bool only_none(const char *v, const char *other_form, char *why, size_t n)
+bool only_none(const char *v, const char *other_form, char *why, size_t n)
 {
     if (strcmp(v, "none") == 0)
         return true;
@@ -528,6 +528,7 @@ void config_defaults(config *c)
     c->login_brake_window_ms = 60000;
     c->login_brake_duration_ms = 60000;
     c->login_brake_max_held = 1000;
+    config_tls_defaults(c);
 }
 
 static void describe_listener(const char *prefix, const config_listener *l,
@@ -542,7 +543,7 @@ static void describe_listener(const char *prefix, const config_listener *l,
     fn(arg, key, value);
 }
 
-static void describe_more(const char *prefix, const config_listeners *more,
+void describe_more(const char *prefix, const config_listeners *more,
                           void (*fn)(void *arg, const char *key, const char *value), void *arg)
 {
     for (unsigned i = 0; i < more->n; i++)
@@ -626,10 +627,11 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     fn(arg, "journal.sync", syncs[c->journal_sync]);
     fn(arg, "consumer_timeout.action",
        c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");
+    config_describe_tls(c, fn, arg);
 }
 
 /* The rest of `key` after `prefix`, or NULL when it does not start so. */
-static const char *after_prefix(const char *key, const char *prefix)
+const char *after_prefix(const char *key, const char *prefix)
 {
     size_t n = strlen(prefix);
     return strncmp(key, prefix, n) == 0 ? key + n : NULL;
@@ -649,7 +651,9 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
         ok = set_more_listener(&c->mgmt_more, name, value, why, sizeof why);
     else if ((name = after_prefix(key, "prometheus.listeners.tcp.")))
         ok = set_more_listener(&c->prometheus_more, name, value, why, sizeof why);
-    if (name) {
+    int tls = name ? -1 : config_set_tls(c, key, value, why, sizeof why);
+    if (name || tls >= 0) {
+        ok = name ? ok : tls == 1;
         if (!ok)
             snprintf(err, errlen, "%s: bad value for '%s': %s", origin, key, why);
         return ok;

@@ -64,6 +64,20 @@ typedef struct config_listeners {
     unsigned n;
 } config_listeners;
 
+/* A TLS listener of the management API or Prometheus (management.ssl.*,
+ * prometheus.ssl.*): on when its port is set. */
+typedef struct config_tls_http {
+    bool on;
+    char ip[64]; /* "" = 0.0.0.0 */
+    int port;
+    tls_options tls;
+} config_tls_http;
+
+/* SASL mechanisms connection.start offers (auth_mechanisms.<n>). */
+typedef enum config_auth_mech { AUTH_PLAIN, AUTH_AMQPLAIN, AUTH_EXTERNAL } config_auth_mech;
+#define CONFIG_MAX_AUTH_MECHS 3
+const char *config_auth_mech_name(config_auth_mech m);
+
 typedef struct config {
     /* AMQP listeners, RabbitMQ's listeners.tcp.<name> = [host:]port: the
      * first here, the others in amqp_more. The default is one, named
@@ -143,6 +157,20 @@ typedef struct config {
      * consumer_max_per_channel (RabbitMQ 3.12's key; 0 = infinity) */
     uint32_t connection_max;
     uint32_t consumer_max_per_channel;
+    /* TLS (RabbitMQ's keys): AMQPS listeners listeners.ssl.<name> =
+     * [host:]port (none by default) with ssl_options.*; the HTTPS
+     * listeners of the management API and Prometheus; where SASL EXTERNAL
+     * takes the user name (ssl_cert_login_from, _san_type, _san_index);
+     * the mechanisms offered, in order (default PLAIN, AMQPLAIN). */
+    config_listeners amqps;
+    tls_options amqp_tls;
+    config_tls_http mgmt_tls, prometheus_tls;
+    tls_name_from cert_login_from;
+    tls_san_type cert_login_san_type;
+    unsigned cert_login_san_index;
+    config_auth_mech auth_mechs[CONFIG_MAX_AUTH_MECHS];
+    unsigned nauth_mechs;
+    bool auth_mechs_explicit; /* an auth_mechanisms.<n> key replaced the default */
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -530,9 +558,22 @@ uint64_t server_accept_errors(const server *s);
  * a dual-stack socket). server_amqp_port: the first one's, 0 without one
  * (listeners.tcp = none). */
 void server_add_listener(server *s, const char *ip, int port);
+/* Certificate reloading (warrenctl reload_certificates, SIGHUP): the owner
+ * of each TLS listener registers a reloader, which builds a new context
+ * from the configuration's files for new handshakes and keeps the old one
+ * when that fails (false, the reason in err, already logged). */
+#define SERVER_MAX_RELOADERS 4
+typedef bool (*server_reloader)(void *arg, char *err, size_t errlen);
+void server_add_reloader(server *s, server_reloader fn, void *arg);
+/* Runs every reloader; false with the first failure's reason. */
+bool server_reload_certificates(server *s, char *err, size_t errlen);
 int server_amqp_port(const server *s);
 size_t server_amqp_listener_count(const server *s);
 int server_amqp_listener(const server *s, size_t i, const char **ip);
+/* The AMQP over TLS listeners, the same way. */
+void server_add_tls_listener(server *s, const char *ip, int port);
+size_t server_amqps_listener_count(const server *s);
+int server_amqps_listener(const server *s, size_t i, const char **ip);
 /* sa's address as text into host ("?" unless IPv4 or IPv6; an IPv4-mapped
  * IPv6 address as the IPv4 one, as RabbitMQ shows peers of a dual-stack
  * listener); returns its port. */

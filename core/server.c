@@ -49,7 +49,12 @@ struct server {
     _Atomic uint64_t conn_ids; /* every loop numbers its connections from it */
     char listen_ip[CONFIG_MAX_LISTENERS][SERVER_HOST_LEN];
     int listen_port[CONFIG_MAX_LISTENERS];
+    char tls_ip[CONFIG_MAX_LISTENERS][SERVER_HOST_LEN]; /* AMQPS */
+    int tls_port[CONFIG_MAX_LISTENERS];
+    size_t ntls;
     size_t nlisteners;
+    struct { server_reloader fn; void *arg; } reloaders[SERVER_MAX_RELOADERS];
+    size_t nreloaders;
 };
 
 /* The limits that follow from the watermark in s->cfg. The body budget is
@@ -334,12 +339,50 @@ int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN])
     return 0;
 }
 
+void server_add_reloader(server *s, server_reloader fn, void *arg)
+{
+    if (s->nreloaders < SERVER_MAX_RELOADERS) {
+        s->reloaders[s->nreloaders].fn = fn;
+        s->reloaders[s->nreloaders++].arg = arg;
+    }
+}
+
+/* Every listener is tried, also after one fails; the first error is told. */
+bool server_reload_certificates(server *s, char *err, size_t errlen)
+{
+    bool ok = true;
+    for (size_t i = 0; i < s->nreloaders; i++) {
+        char why[600];
+        if (!s->reloaders[i].fn(s->reloaders[i].arg, why, sizeof why) && ok) {
+            snprintf(err, errlen, "%s", why);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 void server_add_listener(server *s, const char *ip, int port)
 {
     if (s->nlisteners == CONFIG_MAX_LISTENERS)
         return;
     snprintf(s->listen_ip[s->nlisteners], SERVER_HOST_LEN, "%s", ip);
     s->listen_port[s->nlisteners++] = port;
+}
+
+void server_add_tls_listener(server *s, const char *ip, int port)
+{
+    if (s->ntls == CONFIG_MAX_LISTENERS)
+        return;
+    snprintf(s->tls_ip[s->ntls], SERVER_HOST_LEN, "%s", ip);
+    s->tls_port[s->ntls++] = port;
+}
+
+size_t server_amqps_listener_count(const server *s) { return s->ntls; }
+
+int server_amqps_listener(const server *s, size_t i, const char **ip)
+{
+    *ip = s->tls_ip[i];
+    return s->tls_port[i];
 }
 
 int server_amqp_port(const server *s) { return s->nlisteners ? s->listen_port[0] : 0; }

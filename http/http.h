@@ -76,6 +76,14 @@ bool http_server_listen_fd(http_server *s, int fd);
  * listens. The bound port in *bound. False (errno set) on failure. */
 bool http_server_listen(http_server *s, const char *ip, int port, int *bound);
 
+/* http_server_listen over TLS: `ssl_ctx` (an OpenSSL SSL_CTX *, a
+ * reference taken) makes each connection's session; the handshake counts
+ * towards head_timeout_ms. */
+bool http_server_listen_tls(http_server *s, const char *ip, int port, int *bound, void *ssl_ctx);
+/* New connections of every TLS listener use `ssl_ctx` from now on (a
+ * certificate reload); open ones keep theirs. */
+void http_server_set_tls(http_server *s, void *ssl_ctx);
+
 typedef struct http_server_stats {
     uint64_t accepted, evicted;
     uint64_t refused;         /* closed at accept: full, none to evict */

@@ -77,6 +77,7 @@ struct http_conn {
     struct event *timer;
     size_t scanned;         /* head bytes already searched for the blank line */
     bool head_started;      /* a byte of the next head arrived */
+    bool tls_handshaking; /* an HTTPS connection before its handshake is done */
     bool keep_alive;        /* the current reply leaves the connection open */
     bool peer_eof;          /* the client shut its side: close after the reply */
     TAILQ_ENTRY(http_conn) link;   /* all connections, oldest first */
@@ -91,6 +92,7 @@ struct http_server {
     http_callbacks cb;
     void *arg;
     struct evconnlistener **listeners;
+    void **tls; /* per listener: the SSL_CTX * of an HTTPS one (a reference), or NULL */
     size_t nlisteners;
     bool listeners_paused;
     struct conn_list conns, budget_wait;

@@ -28,8 +28,10 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/listener.h>
 #include <netdb.h>
+#include <openssl/ssl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -87,6 +89,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     http_server *s = c->srv;
     switch (c->state) {
     case CONN_HEAD:
+        if (c->tls_handshaking) { /* no reply can go before the handshake */
+            s->st.head_timeouts++;
+            conn_close(c);
+            return;
+        }
         if (!c->head_started && evbuffer_get_length(bufferevent_get_input(c->bev)) == 0 &&
             c->keep_alive) {
             s->st.idle_timeouts++;
@@ -483,6 +490,10 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     http_conn *c = arg;
+    if (what == BEV_EVENT_CONNECTED) { /* a TLS handshake done */
+        c->tls_handshaking = false;
+        return;
+    }
     if (what & BEV_EVENT_TIMEOUT)
         c->srv->st.idle_timeouts++;
     /* End of input while a reply is being made: the client may only have
@@ -546,10 +557,32 @@ static bool evict_one(http_server *s)
     return false;
 }
 
+/* The connection's bufferevent: over TLS when its listener has a context. */
+static struct bufferevent *new_bev(http_server *s, struct evconnlistener *l, int fd)
+{
+    SSL_CTX *ctx = NULL;
+    for (size_t i = 0; i < s->nlisteners; i++)
+        if (s->listeners[i] == l)
+            ctx = s->tls[i];
+    if (!ctx)
+        return bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    SSL *ssl = SSL_new(ctx);
+    /* libevent reads only when the socket is readable: records OpenSSL
+     * read ahead with the handshake's would wait there unseen */
+    if (ssl)
+        SSL_set_read_ahead(ssl, 0);
+    struct bufferevent *bev = ssl ? bufferevent_openssl_socket_new(
+        s->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    if (!bev)
+        SSL_free(ssl);
+    else /* a client that closes without close_notify has ended, not failed */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
-    (void)l;
     http_server *s = arg;
     if (s->st.open >= s->lim.max_connections && !evict_one(s)) {
         close(fd); /* and let the rest wait in the backlog */
@@ -560,8 +593,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     http_conn *c = calloc(1, sizeof *c);
-    struct bufferevent *bev =
-        c ? bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    struct bufferevent *bev = c ? new_bev(s, l, fd) : NULL;
     struct event *timer = bev ? evtimer_new(s->base, timer_cb, c) : NULL;
     if (!timer) {
         if (bev)
@@ -572,7 +604,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     *c = (http_conn){.srv = s, .bev = bev, .fd = fd, .timer = timer, .state = CONN_HEAD,
-                     .head_started = true};
+                     .head_started = true, .tls_handshaking = bufferevent_openssl_get_ssl(bev) != NULL};
     if (salen > 0 && (size_t)salen <= sizeof c->peer)
         memcpy(&c->peer, sa, (size_t)salen);
     if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
@@ -606,9 +638,12 @@ void http_server_free(http_server *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->nlisteners; i++)
+    for (size_t i = 0; i < s->nlisteners; i++) {
         evconnlistener_free(s->listeners[i]);
+        SSL_CTX_free(s->tls[i]);
+    }
     free(s->listeners);
+    free(s->tls);
     s->nlisteners = 0;
     s->listeners_paused = false;
     while (!TAILQ_EMPTY(&s->conns))
@@ -619,12 +654,16 @@ void http_server_free(http_server *s)
 bool http_server_listen_fd(http_server *s, int fd)
 {
     struct evconnlistener **more = realloc(s->listeners, (s->nlisteners + 1) * sizeof *more);
-    if (!more) {
+    if (more)
+        s->listeners = more;
+    void **tls = more ? realloc(s->tls, (s->nlisteners + 1) * sizeof *tls) : NULL;
+    if (!tls) {
         close(fd);
         errno = ENOMEM;
         return false;
     }
-    s->listeners = more;
+    s->tls = tls;
+    s->tls[s->nlisteners] = NULL;
     evutil_make_socket_nonblocking(fd);
     struct evconnlistener *l = evconnlistener_new(
         s->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128, fd);
@@ -672,3 +711,22 @@ bool http_server_listen(http_server *s, const char *ip, int port, int *bound)
 }
 
 http_server_stats http_server_stats_of(const http_server *s) { return s->st; }
+
+bool http_server_listen_tls(http_server *s, const char *ip, int port, int *bound, void *ssl_ctx)
+{
+    if (!http_server_listen(s, ip, port, bound))
+        return false;
+    SSL_CTX_up_ref(ssl_ctx);
+    s->tls[s->nlisteners - 1] = ssl_ctx;
+    return true;
+}
+
+void http_server_set_tls(http_server *s, void *ssl_ctx)
+{
+    for (size_t i = 0; i < s->nlisteners; i++)
+        if (s->tls[i]) {
+            SSL_CTX_up_ref(ssl_ctx);
+            SSL_CTX_free(s->tls[i]);
+            s->tls[i] = ssl_ctx;
+        }
+}

@@ -62,11 +62,13 @@ struct mgmt {
     mgmt_sampler *sampler;
     mgmt_work *work;
     mgmt_prometheus *prom;
+    mgmt_https https;
     uint64_t auth_attempts, auth_failed; /* HTTP basic logins (auth.c) */
     uint64_t cross_origin_refused, media_type_refused;
 };
 
 int mgmt_port(const mgmt *m) { return m->port; }
+const mgmt_https *mgmt_https_of(const mgmt *m) { return m->https.http ? &m->https : NULL; }
 mgmt_sampler *mgmt_sampler_of(const mgmt *m) { return m->sampler; }
 mgmt_prometheus *mgmt_prometheus_of(const mgmt *m) { return m->prom; }
 mgmt_work *mgmt_work_of(const mgmt *m) { return m->work; }
@@ -722,7 +724,8 @@ mgmt *mgmt_new(server *s)
                              "TCP (set management.tcp.port)", cfg->mgmt_port);
         http_server_free(m->http);
         m->http = NULL;
-    } else if (!mgmt_http_bind_more(m->http, &cfg->mgmt_more, "management")) {
+    } else if (!mgmt_http_bind_more(m->http, &cfg->mgmt_more, "management") ||
+               !mgmt_https_listen(&m->https, s, m->http, &cfg->mgmt_tls, "management")) {
         mgmt_free(m); /* a listener named in the configuration */
         return NULL;
     }

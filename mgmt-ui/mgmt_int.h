@@ -140,6 +140,21 @@ bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, 
 /* Binds the listeners after the first (management.listeners.tcp.*,
  * prometheus.listeners.tcp.*), each logged; false when one cannot be. */
 bool mgmt_http_bind_more(http_server *h, const config_listeners *more, const char *what);
+/* An HTTPS listener of `h` from `c` (management.ssl.*, prometheus.ssl.*;
+ * nothing when its port is not set), logged "<what> over TLS listening on
+ * ip:port", its certificates reloaded with the server's others (https.c).
+ * False, logged, when its context or socket cannot be made. */
+typedef struct mgmt_https {
+    http_server *http; /* NULL: none */
+    int port;          /* bound */
+    const config_tls_http *cfg;
+    const char *what;
+} mgmt_https;
+bool mgmt_https_listen(mgmt_https *t, server *s, http_server *h, const config_tls_http *c,
+                       const char *what);
+/* The HTTPS listeners (NULL: none). */
+const mgmt_https *mgmt_https_of(const mgmt *m);
+const mgmt_https *mgmt_prometheus_https(const mgmt_prometheus *p);
 /* The HTTP server limits the management settings ask for (http.c). */
 http_limits mgmt_http_limits(const config *cfg);
 /* HTTP basic logins tried and refused since start (counted by http.c). */

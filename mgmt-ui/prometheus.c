@@ -29,6 +29,7 @@ struct mgmt_prometheus {
     server *s;
     http_server *http;
     int port;
+    mgmt_https https;
 };
 
 typedef struct slices {
@@ -235,7 +236,8 @@ mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)
     p->s = s;
     bool first = mgmt_http_bind(p->http, cfg->prometheus_ip, cfg->prometheus_port,
                                 "prometheus", &p->port);
-    if (!first || !mgmt_http_bind_more(p->http, &cfg->prometheus_more, "prometheus")) {
+    if (!first || !mgmt_http_bind_more(p->http, &cfg->prometheus_more, "prometheus") ||
+        !mgmt_https_listen(&p->https, s, p->http, &cfg->prometheus_tls, "prometheus")) {
         /* only a default port in use is let pass (mgmt_new); a listener
          * named in the configuration that cannot be bound is fatal */
         int e = first ? ECANCELED : errno;
@@ -247,6 +249,10 @@ mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)
 }
 
 int mgmt_prometheus_port(const mgmt_prometheus *p) { return p->port; }
+const mgmt_https *mgmt_prometheus_https(const mgmt_prometheus *p)
+{
+    return p->https.http ? &p->https : NULL;
+}
 
 void mgmt_prometheus_free(mgmt_prometheus *p)
 {

@@ -35,7 +35,12 @@ static void user_provided_name(mgmt_json *w, amqp_bytes props)
 static void conn_json(mgmt_req *r, mgmt_json *w, conn *c)
 {
     conn_info ci;
+    tls_description tls; /* all "" for a plain connection, as RabbitMQ writes them */
     conn_describe(c, &ci);
+    bool ssl = transport_is_tls(ci.transport);
+    transport_tls_describe(ci.transport, &tls);
+    /* over TLS without a client certificate, RabbitMQ 3.10 writes null */
+    bool no_cert = ssl && !tls.peer_cert;
     mgmt_json_obj(w);
     mgmt_json_kstr(w, "auth_mechanism", ci.auth_mechanism);
     mgmt_json_kuint(w, "channel_max", ci.channel_max);
@@ -47,6 +52,14 @@ static void conn_json(mgmt_req *r, mgmt_json *w, conn *c)
     mgmt_json_kstr(w, "host", ci.host);
     mgmt_json_kstr(w, "name", ci.name);
     mgmt_json_kstr(w, "node", server_node_name(r->s));
+    static const char *const cert_keys[] = {"peer_cert_issuer", "peer_cert_subject",
+                                            "peer_cert_validity"};
+    const char *cert_values[] = {tls.peer_issuer, tls.peer_subject, tls.peer_validity};
+    for (int i = 0; i < 3; i++)
+        if (no_cert)
+            mgmt_json_knull(w, cert_keys[i]);
+        else
+            mgmt_json_kstr(w, cert_keys[i], cert_values[i]);
     mgmt_json_kstr(w, "peer_host", ci.peer_host);
     mgmt_json_kint(w, "peer_port", ci.peer_port);
     mgmt_json_kint(w, "port", ci.port);
@@ -56,7 +69,11 @@ static void conn_json(mgmt_req *r, mgmt_json *w, conn *c)
     mgmt_stat(r, w, "send_cnt", ci.stats->n[STAT_SEND_CNT], ci.stats, STAT_SEND_CNT);
     mgmt_stat(r, w, "send_oct", ci.stats->n[STAT_SEND_OCT], ci.stats, STAT_SEND_OCT);
     mgmt_json_kuint(w, "send_pend", ci.send_pend);
-    mgmt_json_kbool(w, "ssl", false);
+    mgmt_json_kbool(w, "ssl", ssl);
+    mgmt_json_kstr(w, "ssl_cipher", tls.cipher);
+    mgmt_json_kstr(w, "ssl_hash", tls.hash);
+    mgmt_json_kstr(w, "ssl_key_exchange", tls.key_exchange);
+    mgmt_json_kstr(w, "ssl_protocol", tls.protocol);
     mgmt_json_kstr(w, "state", ci.state);
     mgmt_json_kuint(w, "timeout", ci.heartbeat);
     mgmt_json_kstr(w, "type", "network");

@@ -62,20 +62,28 @@ typedef struct listener {
     int port;
 } listener;
 
-/* The listeners serving now: AMQP and, when bound, the management API. */
-static int listeners_of(mgmt_req *r, listener out[2])
+#define MAX_LISTENERS 4
+
+/* The listeners serving now: AMQP, the first AMQP over TLS one, and, when
+ * bound, the management API over HTTP and HTTPS. */
+static int listeners_of(mgmt_req *r, listener out[MAX_LISTENERS])
 {
     int n = 0;
+    const char *ip;
     out[n++] = (listener){"amqp", server_amqp_port(r->s)};
+    if (server_amqps_listener_count(r->s))
+        out[n++] = (listener){"amqp/ssl", server_amqps_listener(r->s, 0, &ip)};
     if (mgmt_port(r->m) > 0)
         out[n++] = (listener){"http", mgmt_port(r->m)};
+    if (mgmt_https_of(r->m))
+        out[n++] = (listener){"https", mgmt_https_of(r->m)->port};
     return n;
 }
 
 static void no_listener(mgmt_req *r, const char *list_key, bool ports, const char *missing,
                         long missing_port)
 {
-    listener ls[2];
+    listener ls[MAX_LISTENERS];
     int n = listeners_of(r, ls);
     mgmt_json *w = mgmt_reply(r);
     mgmt_json_obj(w);
@@ -107,7 +115,7 @@ static void get_port_listener(mgmt_req *r)
         mgmt_error(r, 400, "bad_request", "Invalid port");
         return;
     }
-    listener ls[2];
+    listener ls[MAX_LISTENERS];
     int n = listeners_of(r, ls);
     for (int i = 0; i < n; i++)
         if (ls[i].port == port) {
@@ -145,7 +153,7 @@ static void get_protocol_listener(mgmt_req *r)
 {
     char arg[128];
     const char *proto = normal_protocol((char *)mgmt_cap_str(r, 0, arg, sizeof arg));
-    listener ls[2];
+    listener ls[MAX_LISTENERS];
     int n = listeners_of(r, ls);
     for (int i = 0; i < n; i++)
         if (strcmp(ls[i].protocol, proto) == 0) {

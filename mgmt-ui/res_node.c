@@ -3,6 +3,10 @@
  * PUT /api/nodes/{node}/vm-memory-high-watermark -- what rabbitmqctl
  * set_vm_memory_high_watermark does over Erlang distribution, which
  * Warren's CLI (warrenctl) does over this API. Administrators only.
+ * Also Warren's POST /api/nodes/{node}/reload-certificates (warrenctl
+ * reload_certificates; RabbitMQ has no such route): every TLS listener
+ * makes its context again from its files for new handshakes; 204, or 500
+ * with the reason when one cannot (that listener keeps its old one).
  *
  * The watermark body is {"relative": 0.4} (a fraction of the RAM, 0 to 1)
  * or {"absolute": 1073741824} (bytes); 204 once it applies -- the memory
@@ -89,7 +93,19 @@ static void put_watermark(mgmt_req *r)
     mgmt_send_empty(r, 204, NULL);
 }
 
+static void reload_certificates(mgmt_req *r)
+{
+    char err[600];
+    if (!amqp_bytes_equal_cstr(r->cap[0], server_node_name(r->s)))
+        mgmt_not_found(r);
+    else if (server_reload_certificates(r->s, err, sizeof err))
+        mgmt_send_empty(r, 204, NULL);
+    else
+        mgmt_error(r, 500, "certificate_reload_failed", err);
+}
+
 const mgmt_route mgmt_node_routes[] = {
+    {HTTP_POST, "/api/nodes/{}/reload-certificates", TAG_ADMINISTRATOR, reload_certificates},
     {HTTP_GET, "/api/feature-flags", TAG_ADMINISTRATOR, get_feature_flags},
     {HTTP_PUT, "/api/nodes/{}/vm-memory-high-watermark", TAG_ADMINISTRATOR, put_watermark},
     {0},

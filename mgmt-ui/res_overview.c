@@ -146,10 +146,22 @@ static void listeners(mgmt_json *w, server *s, mgmt *m)
         int port = server_amqp_listener(s, i, &ip);
         listener(w, s, "amqp", ip, port);
     }
+    for (size_t i = 0; i < server_amqps_listener_count(s); i++) {
+        const char *ip;
+        int port = server_amqps_listener(s, i, &ip);
+        listener(w, s, "amqp/ssl", ip, port);
+    }
     listener(w, s, "http", cfg->mgmt_ip, mgmt_port(m));
-    if (mgmt_prometheus_of(m))
-        listener(w, s, "http/prometheus", cfg->prometheus_ip,
-                 mgmt_prometheus_port(mgmt_prometheus_of(m)));
+    const mgmt_https *https = mgmt_https_of(m);
+    if (https)
+        listener(w, s, "https", *https->cfg->ip ? https->cfg->ip : "0.0.0.0", https->port);
+    mgmt_prometheus *prom = mgmt_prometheus_of(m);
+    if (prom)
+        listener(w, s, "http/prometheus", cfg->prometheus_ip, mgmt_prometheus_port(prom));
+    https = prom ? mgmt_prometheus_https(prom) : NULL;
+    if (https)
+        listener(w, s, "https/prometheus", *https->cfg->ip ? https->cfg->ip : "0.0.0.0",
+                 https->port);
     mgmt_json_end_arr(w);
 }
 

@@ -1,5 +1,5 @@
-/* net: the byte streams client connections run over -- TCP, an in-memory
- * pipe for tests, and later TLS -- each with an input and an output buffer
+/* net: the byte streams client connections run over -- TCP, TLS over TCP
+ * (OpenSSL) and an in-memory pipe for tests -- each with an input and an output buffer
  * whose output is written once at the end of the loop turn.
  *
  * A transport is a generic part (transport.c: the buffers, the output
@@ -48,6 +48,8 @@ typedef struct transport_ops {
     bool (*address)(const void *impl, bool local, struct sockaddr_storage *out);
     /* Ends the stream (a socket is closed); impl's memory is the transport's. */
     void (*close)(void *impl);
+    /* The OpenSSL session (an SSL *) of a TLS stream; NULL for the others. */
+    void *(*tls_session)(const void *impl);
 } transport_ops;
 
 typedef struct transport_handlers {
@@ -111,5 +113,70 @@ void transport_pause_reading(transport *t, bool paused);
 void transport_abort(transport *t);
 /* Bytes read, bytes written, reads and writes so far (statistics). */
 void transport_io_counts(const transport *t, uint64_t out[4]);
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+/* Protocol versions a TLS listener accepts (tls_options.versions). */
+enum { TLS_V1 = 1, TLS_V1_1 = 2, TLS_V1_2 = 4, TLS_V1_3 = 8 };
+
+/* A TLS listener's settings, RabbitMQ's ssl_options.* keys. */
+typedef struct tls_options {
+    char certfile[512], keyfile[512], cacertfile[512]; /* PEM; cacertfile "" = none */
+    char password[128];       /* of an encrypted keyfile; "" = none */
+    bool verify_peer;         /* verify = verify_peer (else verify_none: no cert asked) */
+    bool fail_if_no_peer_cert;
+    int depth;                /* of the client's chain; -1: OpenSSL's default */
+    unsigned versions;        /* TLS_V* bits; 0: TLS 1.2 and 1.3 */
+    char ciphers[2048];       /* OpenSSL names, ':'-joined (TLS_* are 1.3 suites); "" = default */
+    bool honor_cipher_order;
+} tls_options;
+
+/* A server side TLS context: what new handshakes use. Each stream holds
+ * its own reference, so freeing (or replacing) a context leaves the
+ * streams made from it working. Session resumption (a session cache and
+ * tickets) is on. */
+typedef struct tls_context tls_context;
+/* NULL with the reason in `err` ("certfile /x: No such file ...") when a
+ * file cannot be read or the settings do not fit together. */
+tls_context *tls_context_new(const tls_options *o, char *err, size_t errlen);
+void tls_context_free(tls_context *c);
+/* Its OpenSSL SSL_CTX *, for servers that run TLS themselves (HTTP). */
+void *tls_context_ssl_ctx(tls_context *c);
+
+/* A TLS server stream over a connected TCP socket: the handshake happens
+ * as the client's first bytes arrive. Takes over fd as transport_new_tcp.
+ * Whole output blocks are encrypted at the end-of-turn write (records of
+ * 16 KiB), and reads take what the socket has, as TCP's do. */
+transport *transport_new_tls(transport_flusher *fl, struct event_base *base, int fd,
+                             tls_context *ctx);
+/* Why the last TLS stream error happened (a failed handshake): text for a
+ * log, "" when none or not TLS. */
+const char *transport_tls_error(const transport *t);
+
+/* A TLS stream's session as RabbitMQ's management API shows it. */
+typedef struct tls_description {
+    char protocol[16];     /* "tlsv1.3", "tlsv1.2" */
+    char cipher[32];       /* Erlang's names: "aes_256_gcm" */
+    char key_exchange[24]; /* "ecdhe_rsa"; "any" for TLS 1.3 */
+    char hash[16];         /* the MAC: "aead", "sha384" */
+    bool peer_cert;        /* the fields below are "" without one */
+    char peer_subject[512], peer_issuer[512]; /* RFC 4514 as rabbit_cert_info writes it */
+    char peer_validity[80]; /* "2026-12-06T19:59:18Z - 2036-12-04T19:59:18Z" */
+} tls_description;
+/* False for a stream that is not TLS or has not finished its handshake. */
+bool transport_tls_describe(const transport *t, tls_description *out);
+bool transport_is_tls(const transport *t);
+
+/* Where SASL EXTERNAL takes the user name from (ssl_cert_login_from). */
+typedef enum tls_name_from { TLS_NAME_CN, TLS_NAME_DN, TLS_NAME_SAN } tls_name_from;
+typedef enum tls_san_type {
+    TLS_SAN_DNS, TLS_SAN_IP, TLS_SAN_EMAIL, TLS_SAN_URI, TLS_SAN_OTHER_NAME
+} tls_san_type;
+/* The user name in a verified client certificate, as RabbitMQ's
+ * rabbit_auth_mechanism_ssl takes it; false with the reason in `why`
+ * (RabbitMQ's words) when there is none. */
+bool transport_tls_peer_name(const transport *t, tls_name_from from, tls_san_type san,
+                             unsigned san_index, char *out, size_t outlen, char *why,
+                             size_t whylen);
 
 #endif

@@ -17,7 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "net.h"
+#include "net_int.h"
 
 #define READ_CHUNK (128 * 1024)
 
@@ -76,13 +76,17 @@ static void watch(struct event *ev, bool on)
 static void tcp_watch_read(void *impl, bool on) { watch(((tcp *)impl)->rev, on); }
 static void tcp_watch_write(void *impl, bool on) { watch(((tcp *)impl)->wev, on); }
 
+bool net_socket_address(int fd, bool local, struct sockaddr_storage *out)
+{
+    socklen_t len = sizeof *out;
+    int r = local ? getsockname(fd, (struct sockaddr *)out, &len)
+                  : getpeername(fd, (struct sockaddr *)out, &len);
+    return r == 0 && out->ss_family != AF_UNSPEC;
+}
+
 static bool tcp_address(const void *impl, bool local, struct sockaddr_storage *out)
 {
-    const tcp *k = impl;
-    socklen_t len = sizeof *out;
-    int r = local ? getsockname(k->fd, (struct sockaddr *)out, &len)
-                  : getpeername(k->fd, (struct sockaddr *)out, &len);
-    return r == 0 && out->ss_family != AF_UNSPEC;
+    return net_socket_address(((const tcp *)impl)->fd, local, out);
 }
 
 static void tcp_close(void *impl)

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net.h"
+#include "net_int.h"
 
 #define BLOCK_SIZE (64 * 1024)
 
@@ -331,5 +331,12 @@ void transport_abort(transport *t)
     seal(t, false);
     evbuffer_drain(t->out, evbuffer_get_length(t->out));
 }
+
+void *transport_tls_session(const transport *t)
+{
+    return t->ops->tls_session ? t->ops->tls_session(impl_of(t)) : NULL;
+}
+
+bool transport_is_tls(const transport *t) { return t->ops->tls_session != NULL; }
 
 void transport_io_counts(const transport *t, uint64_t out[4]) { memcpy(out, t->io, sizeof t->io); }

@@ -520,3 +520,29 @@ int wctl_cmd_set_vm_memory_high_watermark(wctl_ctx *c)
     wctl_response_free(&r);
     return rc;
 }
+
+/* ---- reload_certificates ------------------------------------------------------------------ */
+
+/* Warren's POST /api/nodes/{node}/reload-certificates: new TLS handshakes
+ * use certificates and keys read again; open connections are kept. */
+int wctl_cmd_reload_certificates(wctl_ctx *c)
+{
+    const char *node = wctl_node_name(c);
+    wctl_info(c, "Reloading TLS certificates on node %s ...", node);
+    wctl_buf path = {0};
+    wctl_response r;
+    wctl_api_path(&path, "/api/nodes", node, "reload-certificates", (const char *)NULL);
+    int rc = wctl_call(c, "POST", wctl_buf_str(&path), "", NULL, NULL, &r);
+    wctl_buf_free(&path);
+    if (rc)
+        return rc;
+    if (r.status == 404 || r.status == 405) {
+        wctl_error("the broker at %s does not support 'reload_certificates' over its HTTP API "
+                   "(Warren's /api/nodes/{node}/reload-certificates)", c->where);
+        rc = WCTL_EXIT_UNAVAILABLE;
+    } else {
+        rc = r.status < 300 ? wctl_done(c) : wctl_http_error(c, &r);
+    }
+    wctl_response_free(&r);
+    return rc;
+}

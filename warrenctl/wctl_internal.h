@@ -201,6 +201,7 @@ int wctl_cmd_set_parameter(wctl_ctx *c);  /* cmd_params.c, also set_global_param
 int wctl_cmd_clear_parameter(wctl_ctx *c);
 int wctl_cmd_close_all_connections(wctl_ctx *c);
 int wctl_cmd_set_vm_memory_high_watermark(wctl_ctx *c);
+int wctl_cmd_reload_certificates(wctl_ctx *c);
 int wctl_cmd_cluster_status(wctl_ctx *c); /* cmd_cluster.c */
 int wctl_cmd_report(wctl_ctx *c);
 int wctl_cmd_set_vhost_limits(wctl_ctx *c); /* cmd_limits.c */

@@ -289,6 +289,83 @@ static void test_listeners_described_as_keys(void **state)
     assert_non_null(strstr(out, "listeners.tcp=none;"));
 }
 
+/* RabbitMQ's TLS and SASL keys (core/config_tls.c); run from the
+ * repository's root (tests/tls holds the certificates). */
+static void test_tls_keys(void **state)
+{
+    (void)state;
+    config c;
+    char out[4096] = "";
+    config_defaults(&c);
+    assert_int_equal(c.amqps.n, 0);
+    assert_int_equal(c.nauth_mechs, 2);
+    assert_int_equal(c.auth_mechs[0], AUTH_PLAIN);
+    assert_true(set(&c, "listeners.ssl.default", "5671"));
+    assert_true(set(&c, "listeners.ssl.local", "127.0.0.1:5681"));
+    assert_true(set(&c, "ssl_options.certfile", "tests/tls/server.pem"));
+    assert_true(set(&c, "ssl_options.keyfile", "tests/tls/server_enc.key"));
+    assert_true(set(&c, "ssl_options.password", "warren"));
+    assert_true(set(&c, "ssl_options.verify", "verify_peer"));
+    assert_true(set(&c, "ssl_options.fail_if_no_peer_cert", "true"));
+    assert_true(set(&c, "ssl_options.depth", "3"));
+    assert_true(set(&c, "ssl_options.versions.1", "tlsv1.3"));
+    assert_true(set(&c, "ssl_options.ciphers.1", "TLS_AES_256_GCM_SHA384"));
+    assert_true(set(&c, "ssl_options.ciphers.2", "ECDHE-RSA-AES256-GCM-SHA384"));
+    assert_true(set(&c, "management.ssl.port", "15671"));
+    assert_true(set(&c, "management.ssl.certfile", "tests/tls/server.pem"));
+    assert_true(set(&c, "prometheus.ssl.port", "15691"));
+    assert_true(set(&c, "ssl_cert_login_from", "subject_alternative_name"));
+    assert_true(set(&c, "ssl_cert_login_san_type", "email"));
+    assert_true(set(&c, "ssl_cert_login_san_index", "1"));
+    assert_true(set(&c, "auth_mechanisms.1", "EXTERNAL"));
+    assert_true(set(&c, "auth_mechanisms.2", "PLAIN"));
+    assert_int_equal(c.amqps.n, 2);
+    assert_int_equal(c.amqps.extra[1].port, 5681);
+    assert_true(c.amqp_tls.verify_peer && c.amqp_tls.fail_if_no_peer_cert);
+    assert_int_equal(c.amqp_tls.depth, 3);
+    assert_int_equal(c.amqp_tls.versions, TLS_V1_3);
+    assert_string_equal(c.amqp_tls.ciphers, "TLS_AES_256_GCM_SHA384:ECDHE-RSA-AES256-GCM-SHA384");
+    assert_true(c.mgmt_tls.on && c.prometheus_tls.on);
+    assert_int_equal(c.cert_login_from, TLS_NAME_SAN);
+    assert_int_equal(c.cert_login_san_type, TLS_SAN_EMAIL);
+    assert_int_equal(c.nauth_mechs, 2);
+    assert_int_equal(c.auth_mechs[0], AUTH_EXTERNAL);
+    config_describe(&c, describe_into, out);
+    assert_non_null(strstr(out, "listeners.ssl.default=5671;listeners.ssl.local=127.0.0.1:5681;"
+                                "ssl_options.certfile=tests/tls/server.pem;"));
+    assert_non_null(strstr(out, "ssl_options.versions.1=tlsv1.3;ssl_options.ciphers.1="
+                                "TLS_AES_256_GCM_SHA384;ssl_options.ciphers.2="));
+    assert_non_null(strstr(out, "management.ssl.port=15671;management.ssl.ip=0.0.0.0;"));
+    assert_non_null(strstr(out, "auth_mechanisms.1=EXTERNAL;auth_mechanisms.2=PLAIN;"
+                                "ssl_cert_login_from=subject_alternative_name;"));
+    assert_null(strstr(out, "warren")); /* no password shown */
+}
+
+static void test_bad_tls_keys_name_file_line_and_reason(void **state)
+{
+    (void)state;
+    expect_file_error("heartbeat = 5\nssl_options.certfile = /nonexistent/cert.pem\n",
+                      "2: bad value for 'ssl_options.certfile': cannot read /nonexistent/cert.pem: "
+                      "No such file or directory");
+    expect_file_error("ssl_options.verify = verify_maybe\n",
+                      "1: bad value for 'ssl_options.verify': 'verify_maybe' is not one of "
+                      "verify_none, verify_peer");
+    expect_file_error("ssl_options.versions.1 = sslv3\n", "1: bad value for 'ssl_options.versions.1'");
+    expect_file_error("ssl_options.depth = -1\n", "1: bad value for 'ssl_options.depth'");
+    expect_file_error("ssl_options.sni = x\n",
+                      "1: bad value for 'ssl_options.sni': unknown TLS option 'sni'");
+    expect_file_error("listeners.ssl.default = nowhere\n", "1: bad value for 'listeners.ssl.default'");
+    expect_file_error("management.ssl.port = 99999\n", "1: bad value for 'management.ssl.port'");
+    expect_file_error("prometheus.ssl.keyfile = /nonexistent\n",
+                      "1: bad value for 'prometheus.ssl.keyfile': cannot read");
+    expect_file_error("ssl_cert_login_from = email\n", "1: bad value for 'ssl_cert_login_from'");
+    expect_file_error("ssl_cert_login_san_type = x400\n",
+                      "1: bad value for 'ssl_cert_login_san_type'");
+    expect_file_error("auth_mechanisms.1 = CRAM-MD5\n",
+                      "1: bad value for 'auth_mechanisms.1': 'CRAM-MD5' is not one of PLAIN, "
+                      "AMQPLAIN, EXTERNAL");
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -311,6 +388,8 @@ int main(void)
         cmocka_unit_test(test_more_listeners_of_management_and_prometheus),
         cmocka_unit_test(test_bad_listeners_name_file_line_and_reason),
         cmocka_unit_test(test_listeners_described_as_keys),
+        cmocka_unit_test(test_tls_keys),
+        cmocka_unit_test(test_bad_tls_keys_name_file_line_and_reason),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests_name("broker_config", tests, NULL, NULL);
