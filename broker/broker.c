@@ -8,7 +8,10 @@
  * configuration says then.
  *
  * Housekeeping runs every TICK_MS on a monotonic clock and visits every
- * connection for heartbeats and timeouts; everything else is event driven.
+ * connection for heartbeats and timeouts, measures the memory for its
+ * alarm, and the free disk space when the disk monitor asks (admin/
+ * alarms.c: from every tick near the limit to disk_monitor.max_interval);
+ * everything else is event driven.
  * Shutdown (SIGTERM/SIGINT): stop accepting, close every connection with
  * 320 CONNECTION_FORCED as RabbitMQ does, give clients a moment to read it,
  * then leave the loop.
@@ -62,6 +65,7 @@ struct broker {
     bool shutting_down;
     uint64_t accept_errors_logged; /* server_accept_errors when the last one was logged */
     uint64_t accept_logged_ms;     /* when that was (0: never) */
+    uint64_t disk_check_due;       /* loop_now_ms of the next free-space check */
     access_control *access;
     login_brake *brake;
     param_set *params;
@@ -233,6 +237,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
      * arrays are stable during the walk. */
     admin_foreach_conn(b->s, NULL, tick_conn, &now);
     admin_check_memory(b->s);
+    if (now >= b->disk_check_due)
+        b->disk_check_due = now + admin_check_disk(b->s);
     if (b->journal)
         journal_tick(b->journal);
 }
@@ -445,6 +451,8 @@ broker *broker_new(const config *cfg)
     event_add(b->stats_timer, &every);
     event_add(b->sigterm, NULL);
     event_add(b->sigint, NULL);
+    admin_check_memory(s); /* the alarms hold from the first connection on */
+    b->disk_check_due = loop_now_ms(b->loop) + admin_check_disk(s);
     if (!admin_load(s) || !first_boot(s) || !param_ensure_cluster_id(s) || !open_journal(b) ||
         !listen_on(b)) {
         broker_free(b);

@@ -290,7 +290,7 @@ static bool set_watermark_relative(config *c, const char *v, char *why, size_t n
 
 static bool set_watermark_absolute(config *c, const char *v, char *why, size_t n)
 {
-    return parse_uint(v, 1, UINT64_MAX / 2, &c->memory_high_watermark_abs, why, n);
+    return config_parse_bytes(v, 1, UINT64_MAX / 2, &c->memory_high_watermark_abs, why, n);
 }
 
 static bool set_journal_sync(config *c, const char *v, char *why, size_t n)
@@ -504,6 +504,7 @@ void config_defaults(config *c)
     c->login_brake_window_ms = 60000;
     c->login_brake_duration_ms = 60000;
     c->login_brake_max_held = 1000;
+    config_alarm_defaults(c);
 }
 
 static void describe_listener(const char *prefix, const config_listener *l,
@@ -600,6 +601,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     fn(arg, "journal.sync", syncs[c->journal_sync]);
     fn(arg, "consumer_timeout.action",
        c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");
+    config_describe_alarms(c, fn, arg);
 }
 
 /* The rest of `key` after `prefix`, or NULL when it does not start so. */
@@ -615,6 +617,7 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
     char why[300];
     const char *name;
     bool ok = false;
+    int alarm_key;
     if ((name = after_prefix(key, "loopback_users.")))
         ok = set_loopback_user(c, name, value, why, sizeof why);
     else if ((name = after_prefix(key, "listeners.tcp.")))
@@ -623,6 +626,8 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
         ok = set_more_listener(&c->mgmt_more, name, value, why, sizeof why);
     else if ((name = after_prefix(key, "prometheus.listeners.tcp.")))
         ok = set_more_listener(&c->prometheus_more, name, value, why, sizeof why);
+    else if ((alarm_key = config_set_alarm_key(c, key, value, why, sizeof why)) >= 0)
+        name = key, ok = alarm_key;
     if (name) {
         if (!ok)
             snprintf(err, errlen, "%s: bad value for '%s': %s", origin, key, why);

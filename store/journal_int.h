@@ -338,6 +338,7 @@ struct journal {
     _Atomic uint64_t synced;
     _Atomic uint64_t syncs;
     _Atomic bool failed;
+    _Atomic bool out_of_space; /* the round being written met ENOSPC/EDQUOT: it is retried */
 
     /* sync thread only */
     pthread_t thread;
