@@ -71,6 +71,7 @@ struct broker {
     param_set *params;
     meta *meta;
     journal *journal;
+    spill *spill; /* the loop's (freed after its queues) */
 };
 
 static void accept_resume(broker *b);
@@ -85,10 +86,12 @@ static void journal_synced_cb(void *ctx, journal_seq synced)
     admin_foreach_conn(ctx, NULL, synced_conn, NULL);
 }
 
-static void journal_log(int level, const char *text)
+static void store_log(const char *who, int level, const char *text)
 {
-    log_msg(level >= LOG_ERROR ? LOG_ERROR : (log_level)level, "journal: %s", text);
+    log_msg(level >= LOG_ERROR ? LOG_ERROR : (log_level)level, "%s: %s", who, text);
 }
+static void journal_log(int level, const char *text) { store_log("journal", level, text); }
+static void spill_log(int level, const char *text) { store_log("spill", level, text); }
 
 /* A file written after a clean stop, removed at start: its absence means
  * the last run was killed. */
@@ -439,6 +442,8 @@ broker *broker_new(const config *cfg)
         return NULL;
     }
     server_set_meta(s, b->meta);
+    if ((b->spill = spill_new(cfg->data_dir, spill_log)))
+        loop_set_spill(b->loop, b->spill);
     /* Signals first: a SIGTERM sent as soon as "AMQP listening" is logged
      * must already find its handler (tests stop a broker right away). */
     struct timeval tick = {0, TICK_MS * 1000};
@@ -521,5 +526,6 @@ void broker_free(broker *b)
         if (events[i])
             event_free(events[i]);
     server_free(s);
+    spill_free(b->spill);
     free(b);
 }

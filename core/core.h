@@ -426,6 +426,11 @@ uint64_t *loop_content_held(loop *l);
  * its size in *cap; NULL at first), reused by every read on the loop that
  * is done with it before the loop turns (paging messages in). */
 uint8_t *loop_read_buffer(loop *l, size_t want, size_t *cap);
+/* Where its queues page transient messages out while memory is short
+ * (store's spill; broker/ sets it and frees it after the loop); NULL:
+ * they stay in RAM. */
+spill *loop_spill(loop *l);
+void loop_set_spill(loop *l, spill *sp);
 /* Its connections: opened (false when out of memory), listed once they
  * passed connection.open, closed. loop_conn_at(i) for i below
  * loop_socket_count; the first loop_conn_count of them are the listed. */

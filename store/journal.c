@@ -1205,7 +1205,7 @@ static int read_fd(journal *j, jseg *s)
     return s->rfd;
 }
 
-static bool pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
+bool journal_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
 {
     while (n > 0) {
         ssize_t k = pread(fd, buf, n, (off_t)off);
@@ -1252,7 +1252,7 @@ bool journal_read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t o
 {
     errno = 0;
     int fd = read_fd(j, s);
-    if (fd < 0 || !pread_full(fd, buf, len, off)) {
+    if (fd < 0 || !journal_pread_full(fd, buf, len, off)) {
         journal_log(j, JLOG_ERROR, "reading segment %u offset %llu: %s", s->num,
                     (unsigned long long)off, fd < 0 || errno ? strerror(errno) : "short file");
         return false;

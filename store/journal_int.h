@@ -423,4 +423,8 @@ void journal_seg_path(const journal *j, uint32_t num, char *out, size_t outlen);
 /* Reports an allocation failure the interface cannot return, and aborts. */
 _Noreturn void journal_oom(const journal *j, const char *what);
 
+/* pread until n bytes are read (EINTR retried); false on an error or
+ * end of file. (journal.c; the spill reads with it too) */
+bool journal_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off);
+
 #endif

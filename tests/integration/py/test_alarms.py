@@ -283,3 +283,186 @@ class MemoryAlarm(unittest.TestCase):
             self.assertEqual(c.getresponse().status, 204)
         finally:
             c.close()
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def backlog_body(queue, i, size):
+    head = b"%s:%08d:" % (queue.encode(), i)
+    return head + bytes([i % 251]) * (size - len(head))
+
+
+class BacklogPublisher(threading.Thread):
+    """Publishes `n` transient messages of `size` bytes to each queue in
+    turn, no confirms; counts them and the blocked/unblocked events."""
+
+    def __init__(self, addr, queues, n, size):
+        super().__init__(daemon=True)
+        self.addr, self.queues, self.n, self.size = addr, queues, n, size
+        self.sent, self.events, self.error = 0, [], None
+
+    def run(self):
+        try:
+            c = pika.BlockingConnection(capable_params(self.addr))
+            c.add_on_connection_blocked_callback(lambda *a: self.events.append("blocked"))
+            c.add_on_connection_unblocked_callback(lambda *a: self.events.append("unblocked"))
+            ch = c.channel()
+            for i in range(self.n):
+                q = self.queues[i % len(self.queues)]
+                ch.basic_publish("", q, backlog_body(q, i, self.size))
+                self.sent += 1
+                if i % 64 == 0:
+                    c.process_data_events(0)
+            c.process_data_events(0.2)
+            c.close()
+        except Exception as e:
+            self.error = repr(e)
+
+
+class Paging(unittest.TestCase):
+    """A slow consumer makes the broker slower, never dead: a transient
+    backlog twice the memory watermark, in a non-durable and a durable
+    queue, pages out past the paging ratio (vm_memory_high_watermark_
+    paging_ratio, 0.5) and comes back whole."""
+
+    @h.needs_own_broker
+    def test_transient_backlog_past_the_watermark_pages_out_and_drains(self):
+        signal_budget = 120  # the harness's 20 s are for small tests; this moves 840 MB
+        import signal
+        signal.alarm(signal_budget)
+        asan = os.environ.get("ASAN_OPTIONS", "")  # freed memory is reused at once under ASan
+        proc = h.WarrenProcess(["vm_memory_high_watermark.absolute=200MB"],
+                               env={"ASAN_OPTIONS": (asan + ":" if asan else "") + "quarantine_size_mb=0"})
+        addr = proc.start()
+        self.addCleanup(proc.stop)
+        pid = proc.proc.pid
+        setup = pika.BlockingConnection(capable_params(addr))
+        sch = setup.channel()
+        sch.queue_declare("bk.transient")
+        sch.queue_declare("bk.durable", durable=True)
+        setup.close()
+        size, n = 65536, 6600  # 432 MB of bodies
+        queues = ["bk.transient", "bk.durable"]
+        pub = BacklogPublisher(addr, queues, n, size)
+        pub.start()
+        peak, last, still_since = 0, -1, time.monotonic()
+        while pub.is_alive() and time.monotonic() - still_since < 3:
+            peak = max(peak, rss_bytes(pid))
+            if pub.sent != last:
+                last, still_since = pub.sent, time.monotonic()
+            time.sleep(0.05)
+        self.assertIsNone(proc.proc.poll(), proc.log_tail())
+        sent_before_consuming = pub.sent
+        self.assertGreater(sent_before_consuming, n // 2, "the backlog did not pass the watermark")
+        self.assertLess(peak, 400 * MiB, "RSS %d MiB for a 200 MB watermark" % (peak >> 20))
+        st = node(proc)
+        self.assertLess(st["mem_used"], 300 * MiB)
+
+        # a consumer drains both queues; the publisher finishes meanwhile
+        c = pika.BlockingConnection(capable_params(addr))
+        ch = c.channel()
+        ch.basic_qos(prefetch_count=50)
+        got = {q: [] for q in queues}
+        for q in queues:
+            def on_message(chan, method, props, body, q=q):
+                got[q].append(body)
+                chan.basic_ack(method.delivery_tag)
+            ch.basic_consume(q, on_message)
+        deadline = time.monotonic() + 90
+        while sum(map(len, got.values())) < n and time.monotonic() < deadline:
+            c.process_data_events(0.2)
+            peak = max(peak, rss_bytes(pid))
+        pub.join(10)
+        self.assertIsNone(pub.error)
+        self.assertEqual(pub.sent, n)
+        for k, q in enumerate(queues):
+            expect = [backlog_body(q, i, size) for i in range(k, n, len(queues))]
+            self.assertEqual(len(got[q]), len(expect), q)
+            self.assertTrue(got[q] == expect, "%s: bodies differ or out of order" % q)
+        self.assertLess(peak, 400 * MiB)
+        c.close()
+        print("# backlog: %d of %d sent before consuming, peak RSS %d MiB, events %s"
+              % (sent_before_consuming, n, peak >> 20, pub.events))
+
+
+def spill_bytes(proc, data_dir):
+    """Bytes in the broker's spill files: open, unlinked, under data_dir/spill."""
+    total, fd_dir = 0, "/proc/%d/fd" % proc.proc.pid
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+            if target.startswith(os.path.join(data_dir, "spill")):
+                total += os.stat(os.path.join(fd_dir, fd)).st_size
+        except OSError:
+            pass
+    return total
+
+
+class SpilledMessages(h.DataDirTest):
+    """Paging is on from the start here (a paging ratio that RSS always
+    passes): transient messages past the resident head are spilled, and
+    every way out -- delivery, expiry into a dead-letter queue, drop-head,
+    purge, deletion -- takes them from the spill file; a restart keeps none
+    of them."""
+    settings = ("vm_memory_high_watermark.absolute=1GB", "vm_memory_high_watermark_paging_ratio=0.001")
+    confirm = False
+
+    def wait_spill(self, pred):
+        return wait_until(lambda: pred(spill_bytes(self.proc, self.data_dir)), timeout=5)
+
+    @h.needs_own_broker
+    def test_every_way_out_reclaims_the_spill_and_a_restart_keeps_none(self):
+        conn, ch = self.start()
+        size = 5000
+        ch.queue_declare("sp.dlq")
+        ch.queue_declare("sp.ttl", arguments={"x-message-ttl": 300, "x-dead-letter-exchange": "",
+                                              "x-dead-letter-routing-key": "sp.dlq"})
+        ch.queue_declare("sp.len", arguments={"x-max-length": 100})
+        ch.queue_declare("sp.purge")
+        ch.queue_declare("sp.kept", durable=True)
+        for i in range(400):
+            for q in ("sp.ttl", "sp.len", "sp.purge", "sp.kept"):
+                ch.basic_publish("", q, backlog_body(q, i, size))
+        self.assertTrue(self.wait_spill(lambda b: b > 4 * 300 * size // 2), "nothing spilled")
+        h.wait_for(conn, lambda: ch.queue_declare("sp.dlq", passive=True).method.message_count == 400,
+                   timeout=10)
+        got = [b for _, _, b in h.get_all(ch, "sp.dlq", limit=400)]
+        self.assertEqual(got, [backlog_body("sp.ttl", i, size) for i in range(400)])
+        self.assertEqual(ch.queue_declare("sp.len", passive=True).method.message_count, 100)
+        got = [ch.basic_get("sp.len", auto_ack=True)[2] for _ in range(100)]
+        self.assertEqual(got, [backlog_body("sp.len", i, size) for i in range(300, 400)])
+        self.assertEqual(ch.queue_purge("sp.purge").method.message_count, 400)
+        # sp.kept's records still spilled (they keep the segment they share; the
+        # other test sees it all given back)
+        self.assertGreater(spill_bytes(self.proc, self.data_dir), 0)
+        conn, ch = self.restart(conn)
+        self.assertEqual(ch.queue_declare("sp.kept", durable=True).method.message_count, 0)
+        ch.basic_publish("", "sp.kept", b"after")
+        self.assertEqual(ch.basic_get("sp.kept", auto_ack=True)[2], b"after")
+        conn.close()
+
+    @h.needs_own_broker
+    def test_delivered_and_deleted_spilled_messages_leave_nothing(self):
+        conn, ch = self.start()
+        size = 20000
+        ch.queue_declare("sp.a")
+        ch.queue_declare("sp.b")
+        for i in range(500):
+            ch.basic_publish("", "sp.a", backlog_body("sp.a", i, size))
+            ch.basic_publish("", "sp.b", backlog_body("sp.b", i, size))
+        self.assertTrue(self.wait_spill(lambda b: b > 800 * size))
+        got = []
+        for method, props, body in ch.consume("sp.a", inactivity_timeout=5):
+            self.assertIsNotNone(method)
+            got.append(body)
+            ch.basic_ack(method.delivery_tag)
+            if len(got) == 500:
+                break
+        ch.cancel()
+        self.assertEqual(got, [backlog_body("sp.a", i, size) for i in range(500)])
+        ch.queue_delete("sp.b")
+        self.assertTrue(self.wait_spill(lambda b: b == 0), spill_bytes(self.proc, self.data_dir))
+        conn.close()
