@@ -150,7 +150,11 @@ static void test_memory_measures(void **state)
     s = server_with("vm_memory_calculation_strategy", "allocated", dir);
     void *volatile big = malloc(8u << 20); /* volatile: the pair is not optimised away */
     memset(big, 1, 8u << 20);
+#ifndef __SANITIZE_ADDRESS__ /* mallinfo2 is glibc's; AddressSanitizer's allocator is its own */
     assert_true(server_measure_memory(s) >= 8u << 20);
+#else
+    server_measure_memory(s);
+#endif
     free(big);
     server_free(s);
     s = server_with("vm_memory_calculation_strategy", "legacy", dir);
