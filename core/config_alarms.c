@@ -94,11 +94,9 @@ int config_set_alarm_key(config *c, const char *key, const char *value, char *wh
         return set_strategy(c, value, why, n);
     if (strcmp(key, "vm_memory_high_watermark_paging_ratio") == 0) /* RabbitMQ: below 1 */
         return parse_ratio(value, 0, 1, false, &c->memory_paging_ratio, why, n);
-    if (strcmp(key, "disk_free_limit.absolute") == 0) {
-        c->disk_free_limit_relative = 0;
+    if (strcmp(key, "disk_free_limit.absolute") == 0)
         return config_parse_bytes(value, 0, UINT64_MAX / 2, &c->disk_free_limit, why, n);
-    }
-    if (strcmp(key, "disk_free_limit.relative") == 0) /* RabbitMQ: .relative wins */
+    if (strcmp(key, "disk_free_limit.relative") == 0) /* RabbitMQ: .relative wins when given */
         return parse_ratio(value, 0, 100, true, &c->disk_free_limit_relative, why, n);
     if (strcmp(key, "disk_monitor.max_interval") == 0) {
         char *end;

@@ -66,6 +66,8 @@ static void test_keys_and_defaults(void **state)
     assert_int_equal(c.disk_free_limit, 1000000000);
     assert_true(config_set(&c, "disk_free_limit.relative", "1.5", "t", err, sizeof err));
     assert_true(c.disk_free_limit_relative == 1.5);
+    assert_true(config_set(&c, "disk_free_limit.absolute", "2GB", "t", err, sizeof err));
+    assert_true(c.disk_free_limit_relative == 1.5); /* RabbitMQ: .relative wins when given */
     assert_true(config_set(&c, "vm_memory_calculation_strategy", "allocated", "t", err, sizeof err));
     assert_int_equal(c.memory_strategy, CONFIG_MEMORY_ALLOCATED);
     assert_true(config_set(&c, "vm_memory_calculation_strategy", "erlang", "t", err, sizeof err));
