@@ -18,12 +18,11 @@ static void tell_conn(void *arg, conn *c) { conn_set_alarm(c, *(unsigned *)arg);
 static void set_alarm(server *s, unsigned alarm, bool on, const char *resource)
 {
     server_set_alarm(s, alarm, on);
+    /* RabbitMQ 3.10's words, its banner included */
+    log_msg(LOG_WARNING, "%s resource limit alarm %s on node %s.", resource,
+            on ? "set" : "cleared", server_node_name(s));
     if (on)
-        log_msg(LOG_WARNING, "%s resource limit alarm set on node '%s'. Publishers will be "
-                "blocked until this alarm clears", resource, server_node_name(s));
-    else
-        log_msg(LOG_WARNING, "%s resource limit alarm cleared on node '%s'", resource,
-                server_node_name(s));
+        log_msg(LOG_WARNING, "*** Publishers will be blocked until this alarm clears ***");
     unsigned alarms = server_alarms(s);
     admin_foreach_conn(s, NULL, tell_conn, &alarms);
 }
