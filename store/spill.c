@@ -48,7 +48,7 @@ struct spill {
     char dir[PATH_MAX];
     spill_seg *segs;
     uint32_t nsegs;
-    uint32_t active;    /* slot being written; nsegs = none */
+    uint32_t active;    /* slot being written (none: not below nsegs, or a free slot) */
     uint8_t *buf;       /* the active segment's bytes [buf_off, buf_off + buf_len) */
     uint64_t buf_off;
     size_t buf_len;
@@ -142,12 +142,13 @@ static bool flush(spill *sp)
 /* A segment with room for `len` more bytes becomes the active one. */
 static bool make_room(spill *sp, uint64_t len)
 {
-    if (sp->active < sp->nsegs && (sp->segs[sp->active].size == 0 ||
-                                   sp->segs[sp->active].size + len <= SPILL_SEGMENT))
+    bool has_active = sp->active < sp->nsegs && sp->segs[sp->active].fd >= 0;
+    if (has_active &&
+        (sp->segs[sp->active].size == 0 || sp->segs[sp->active].size + len <= SPILL_SEGMENT))
         return true;
     if (!flush(sp))
         return false;
-    uint32_t old = sp->active, slot = 0;
+    uint32_t slot = 0;
     while (slot < sp->nsegs && sp->segs[slot].fd >= 0)
         slot++;
     if (slot == sp->nsegs) {
@@ -155,19 +156,16 @@ static bool make_room(spill *sp, uint64_t len)
         if (!n)
             return false;
         sp->segs = n;
-        sp->nsegs++;
-        if (old == slot) /* "none" was nsegs */
-            old = sp->nsegs;
+        sp->segs[sp->nsegs++] = (spill_seg){.fd = -1};
     }
     int fd = open_file(sp);
-    if (fd < 0) {
-        sp->segs[slot] = (spill_seg){.fd = -1};
+    if (fd < 0)
         return write_failed(sp);
-    }
+    uint32_t old = sp->active;
     sp->segs[slot] = (spill_seg){.fd = fd};
     sp->active = slot;
     sp->buf_off = 0;
-    if (old < sp->nsegs && sp->segs[old].live == 0) { /* nothing left in the old one */
+    if (has_active && sp->segs[old].live == 0) { /* nothing left in the old one */
         close(sp->segs[old].fd);
         sp->bytes -= sp->segs[old].size;
         sp->segs[old] = (spill_seg){.fd = -1};

@@ -96,10 +96,26 @@ static void test_records_come_back_and_space_is_reclaimed(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* A directory that cannot hold files: every write is refused (the caller
+ * keeps the message in RAM), again and again, and nothing breaks. */
+static void test_no_place_to_write_refuses_records(void **state)
+{
+    (void)state;
+    spill *sp = spill_new("/proc/self/nonexistent", NULL);
+    uint8_t b[16] = {0};
+    amqp_bytes part = {b, sizeof b};
+    journal_loc loc;
+    for (int i = 0; i < 3; i++)
+        assert_false(spill_write(sp, &part, 1, &loc));
+    assert_int_equal(spill_bytes(sp), 0);
+    spill_free(sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_records_come_back_and_space_is_reclaimed),
+        cmocka_unit_test(test_no_place_to_write_refuses_records),
     };
     return cmocka_run_group_tests_name("store_spill", tests, NULL, NULL);
 }
