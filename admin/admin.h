@@ -47,9 +47,18 @@ void admin_foreach_conn(server *s, vhost *v, void (*fn)(void *arg, conn *c), voi
 void admin_close_user_connections(void *server_ptr, const char *user, const char *text);
 /* A listed connection by id, NULL when gone or not open yet. */
 conn *admin_conn_find(server *s, uint64_t id);
-/* RabbitMQ's memory alarm, measured as the RAM messages hold: set or
- * cleared, every connection is told (the housekeeping tick calls it). */
+/* RabbitMQ's resource alarms (alarms.c), checked on the housekeeping
+ * timer. check_memory: measures the memory (server_measure_memory) and
+ * sets or clears the memory alarm; under pressure the allocator gives
+ * freed pages back first (malloc_trim), so RSS can fall when queues drain.
+ * check_disk: measures data_dir's free space against disk_free_limit and
+ * sets or clears the disk alarm; returns the ms until it should run again
+ * -- as RabbitMQ's disk monitor, sooner the nearer the limit (the time the
+ * space left would take to fill at 250 MB/s), at most
+ * disk_monitor.max_interval. A change of either alarm is logged with
+ * RabbitMQ's words and every connection is told (conn_set_alarm). */
 void admin_check_memory(server *s);
+uint64_t admin_check_disk(server *s);
 /* Sets the memory high watermark while running, as rabbitmqctl
  * set_vm_memory_high_watermark does: `absolute` bytes when it is not 0,
  * else `relative` (0..1) of the RAM. The alarm is checked again at once,

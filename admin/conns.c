@@ -1,6 +1,5 @@
 /* The server's connections as one set, over every loop: walks, closing a
- * user's, lookup by id, and the memory alarm and watermark, which every
- * connection hears of. */
+ * user's, lookup by id. */
 #include <string.h>
 
 #include "admin.h"
@@ -43,31 +42,6 @@ conn *admin_conn_find(server *s, uint64_t id)
             return c;
     }
     return NULL;
-}
-
-static void set_alarm(void *arg, conn *c) { conn_set_alarm(c, *(bool *)arg); }
-
-void admin_check_memory(server *s)
-{
-    size_t used = server_message_memory(s), limit = server_memory_limit(s);
-    bool alarm = used > limit;
-    if (alarm == server_memory_alarm(s))
-        return;
-    server_set_memory_alarm(s, alarm);
-    log_msg(LOG_WARNING, "memory resource limit alarm %s (messages use %zu bytes, limit %zu)",
-            alarm ? "set" : "cleared", used, limit);
-    admin_foreach_conn(s, NULL, set_alarm, &alarm);
-}
-
-static void limit_changed(void *arg, conn *c) { (void)arg, conn_content_limit_changed(c); }
-
-void admin_set_memory_watermark(server *s, double relative, uint64_t absolute)
-{
-    server_set_watermark(s, relative, absolute);
-    log_msg(LOG_INFO, "memory high watermark set to %zu bytes (%s)", server_memory_limit(s),
-            absolute ? "absolute" : "relative to the RAM");
-    admin_foreach_conn(s, NULL, limit_changed, NULL);
-    admin_check_memory(s);
 }
 
 /* The management plane, the definitions import and the timers of broker/

@@ -8,7 +8,10 @@
  * configuration says then.
  *
  * Housekeeping runs every TICK_MS on a monotonic clock and visits every
- * connection for heartbeats and timeouts; everything else is event driven.
+ * connection for heartbeats and timeouts, measures the memory for its
+ * alarm, and the free disk space when the disk monitor asks (admin/
+ * alarms.c: from every tick near the limit to disk_monitor.max_interval);
+ * everything else is event driven.
  * Shutdown (SIGTERM/SIGINT): stop accepting, close every connection with
  * 320 CONNECTION_FORCED as RabbitMQ does, give clients a moment to read it,
  * then leave the loop.
@@ -73,11 +76,13 @@ struct broker {
     bool shutting_down;
     uint64_t accept_errors_logged; /* server_accept_errors when the last one was logged */
     uint64_t accept_logged_ms;     /* when that was (0: never) */
+    uint64_t disk_check_due;       /* loop_now_ms of the next free-space check */
     access_control *access;
     login_brake *brake;
     param_set *params;
     meta *meta;
     journal *journal;
+    spill *spill; /* the loop's (freed after its queues) */
 };
 
 static void accept_resume(broker *b);
@@ -92,10 +97,12 @@ static void journal_synced_cb(void *ctx, journal_seq synced)
     admin_foreach_conn(ctx, NULL, synced_conn, NULL);
 }
 
-static void journal_log(int level, const char *text)
+static void store_log(const char *who, int level, const char *text)
 {
-    log_msg(level >= LOG_ERROR ? LOG_ERROR : (log_level)level, "journal: %s", text);
+    log_msg(level >= LOG_ERROR ? LOG_ERROR : (log_level)level, "%s: %s", who, text);
 }
+static void journal_log(int level, const char *text) { store_log("journal", level, text); }
+static void spill_log(int level, const char *text) { store_log("spill", level, text); }
 
 /* A file written after a clean stop, removed at start: its absence means
  * the last run was killed. */
@@ -263,6 +270,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
      * arrays are stable during the walk. */
     admin_foreach_conn(b->s, NULL, tick_conn, &now);
     admin_check_memory(b->s);
+    if (now >= b->disk_check_due)
+        b->disk_check_due = now + admin_check_disk(b->s);
     if (b->journal)
         journal_tick(b->journal);
 }
@@ -510,6 +519,8 @@ broker *broker_new(const config *cfg)
         return NULL;
     }
     server_set_meta(s, b->meta);
+    if ((b->spill = spill_new(cfg->data_dir, spill_log)))
+        loop_set_spill(b->loop, b->spill);
     /* Signals first: a SIGTERM sent as soon as "AMQP listening" is logged
      * must already find its handler (tests stop a broker right away). */
     struct timeval tick = {0, TICK_MS * 1000};
@@ -524,6 +535,8 @@ broker *broker_new(const config *cfg)
     event_add(b->stats_timer, &every);
     event_add(b->sigterm, NULL);
     event_add(b->sigint, NULL);
+    admin_check_memory(s); /* the alarms hold from the first connection on */
+    b->disk_check_due = loop_now_ms(b->loop) + admin_check_disk(s);
     if (!admin_load(s) || !first_boot(s) || !param_ensure_cluster_id(s) || !open_journal(b) ||
         !listen_on(b)) {
         broker_free(b);
@@ -593,5 +606,6 @@ void broker_free(broker *b)
         if (events[i])
             event_free(events[i]);
     server_free(s);
+    spill_free(b->spill);
     free(b);
 }

@@ -958,14 +958,17 @@ void conn_free_now(conn *c)
 
 void conn_content_limit_changed(conn *c) { c->content_limit = loop_budget(c->srv); }
 
-void conn_set_alarm(conn *c, bool on)
+void conn_set_alarm(conn *c, unsigned alarms)
 {
+    static const char *const reasons[] = {"", "low on memory", "low on disk",
+                                          "low on memory & low on disk"};
+    bool on = alarms != 0;
     if (c->state != S_OPEN || c->alarm == on)
         return;
     c->alarm = on;
     amqp_method m = {.id = on ? AMQP_CONNECTION_BLOCKED : AMQP_CONNECTION_UNBLOCKED};
     if (on && c->blocked_capable) {
-        m.connection_blocked.reason = AMQP_CSTR("low on memory");
+        m.connection_blocked.reason = AMQP_CSTR(reasons[alarms & 3]);
         conn_send_method(c, 0, &m);
         c->blocked_sent = true;
     } else if (!on && c->blocked_sent) {
@@ -1030,7 +1033,8 @@ static const char *state_name(const conn *c)
     case S_OPEN_WAIT:
         return "opening";
     case S_OPEN:
-        return c->reading_blocked || c->journal_blocked ? "blocked" : "running";
+        /* RabbitMQ's "blocking": an alarm is on, the connection has not published since */
+        return c->reading_blocked || c->journal_blocked ? "blocked" : c->alarm ? "blocking" : "running";
     default:
         return "closing";
     }

@@ -23,10 +23,13 @@ void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
 void conn_vhost_deleted(conn *c, const char *text);
 /* Called by the server's housekeeping timer: heartbeats and timeouts. */
 void conn_tick(conn *c, uint64_t now_ms);
-/* The memory alarm went on or off: tell clients that asked (connection.
- * blocked / unblocked); while on, a connection that publishes is no longer
- * read, as RabbitMQ blocks publishers. */
-void conn_set_alarm(conn *c, bool on);
+/* The resource alarms in effect changed (`alarms`: SERVER_ALARM_* bits, 0
+ * when none): tell clients that asked (connection.blocked with RabbitMQ's
+ * reason, "low on memory", "low on disk" or both joined by " & ", once;
+ * connection.unblocked when the last clears); while any is on, a
+ * connection that publishes is no longer read, as RabbitMQ blocks
+ * publishers. */
+void conn_set_alarm(conn *c, unsigned alarms);
 /* Frees at once (server shutdown, after the loop has stopped). */
 void conn_free_now(conn *c);
 /* The server's budget for unfinished bodies changed (a new watermark):

@@ -38,7 +38,7 @@ struct conn {
     bool cancel_notify;
     bool auth_failure_close; /* client asked for connection.close on bad login */
     bool blocked_capable;    /* client handles connection.blocked */
-    bool alarm;              /* the memory alarm is on */
+    bool alarm;              /* a resource alarm is on */
     bool blocked_sent;       /* connection.blocked sent, unblocked not yet */
     bool reading_blocked;    /* stopped reading: published during the alarm */
     bool journal_blocked;    /* stopped reading: published while the journal lags */

@@ -273,7 +273,7 @@ static int handle_open(conn *c, const amqp_connection_open *o, amqp_error *err)
     conn_send_method(c, 0, &m);
     log_msg(LOG_INFO, "connection %s: user '%s' authenticated, vhost '%s'", c->peer, c->user,
             vhost_name(v));
-    conn_set_alarm(c, server_memory_alarm(c->srv));
+    conn_set_alarm(c, server_alarms(c->srv));
     return AMQP_OK;
 }
 

@@ -312,7 +312,7 @@ static bool set_watermark_relative(config *c, const char *v, char *why, size_t n
 
 static bool set_watermark_absolute(config *c, const char *v, char *why, size_t n)
 {
-    return parse_uint(v, 1, UINT64_MAX / 2, &c->memory_high_watermark_abs, why, n);
+    return config_parse_bytes(v, 1, UINT64_MAX / 2, &c->memory_high_watermark_abs, why, n);
 }
 
 static bool set_journal_sync(config *c, const char *v, char *why, size_t n)
@@ -529,6 +529,7 @@ void config_defaults(config *c)
     c->login_brake_duration_ms = 60000;
     c->login_brake_max_held = 1000;
     config_tls_defaults(c);
+    config_alarm_defaults(c);
 }
 
 static void describe_listener(const char *prefix, const config_listener *l,
@@ -628,6 +629,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     fn(arg, "consumer_timeout.action",
        c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");
     config_describe_tls(c, fn, arg);
+    config_describe_alarms(c, fn, arg);
 }
 
 /* The rest of `key` after `prefix`, or NULL when it does not start so. */
@@ -643,6 +645,7 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
     char why[300];
     const char *name;
     bool ok = false;
+    int alarm_key;
     if ((name = after_prefix(key, "loopback_users.")))
         ok = set_loopback_user(c, name, value, why, sizeof why);
     else if ((name = after_prefix(key, "listeners.tcp.")))
@@ -651,6 +654,8 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
         ok = set_more_listener(&c->mgmt_more, name, value, why, sizeof why);
     else if ((name = after_prefix(key, "prometheus.listeners.tcp.")))
         ok = set_more_listener(&c->prometheus_more, name, value, why, sizeof why);
+    else if ((alarm_key = config_set_alarm_key(c, key, value, why, sizeof why)) >= 0)
+        name = key, ok = alarm_key;
     int tls = name ? -1 : config_set_tls(c, key, value, why, sizeof why);
     if (name || tls >= 0) {
         ok = name ? ok : tls == 1;

@@ -24,4 +24,12 @@ void config_tls_defaults(config *c);
 void config_describe_tls(const config *c, void (*fn)(void *arg, const char *key, const char *value),
                          void *arg);
 
+/* The resource alarms' keys (core/config_alarms.c): their defaults; one
+ * key applied (1), refused with the reason in `why` (0), or not one of
+ * them (-1); and described for config_describe. */
+void config_alarm_defaults(config *c);
+int config_set_alarm_key(config *c, const char *key, const char *value, char *why, size_t whylen);
+void config_describe_alarms(const config *c,
+                            void (*fn)(void *arg, const char *key, const char *value), void *arg);
+
 #endif

@@ -77,6 +77,15 @@ typedef struct config_tls_http {
 typedef enum config_auth_mech { AUTH_PLAIN, AUTH_AMQPLAIN, AUTH_EXTERNAL } config_auth_mech;
 #define CONFIG_MAX_AUTH_MECHS 3
 const char *config_auth_mech_name(config_auth_mech m);
+/* What the memory alarm measures (vm_memory_calculation_strategy): the
+ * process's resident set (rss, RabbitMQ's default), what the allocator
+ * holds (allocated: mallinfo2), or only the bytes messages hold (legacy,
+ * Warren's measure before; "erlang" is RabbitMQ's alias of legacy). */
+typedef enum config_memory_strategy {
+    CONFIG_MEMORY_RSS,
+    CONFIG_MEMORY_ALLOCATED,
+    CONFIG_MEMORY_LEGACY,
+} config_memory_strategy;
 
 typedef struct config {
     /* AMQP listeners, RabbitMQ's listeners.tcp.<name> = [host:]port: the
@@ -171,10 +180,26 @@ typedef struct config {
     config_auth_mech auth_mechs[CONFIG_MAX_AUTH_MECHS];
     unsigned nauth_mechs;
     bool auth_mechs_explicit; /* an auth_mechanisms.<n> key replaced the default */
+    /* Resource alarms (core/config_alarms.c): vm_memory_calculation_strategy,
+     * vm_memory_high_watermark_paging_ratio, disk_free_limit.absolute (bytes,
+     * RabbitMQ's units taken) or .relative (to the RAM; 0 = absolute), and
+     * Warren's disk_monitor.max_interval (ms): the longest wait between two
+     * free-space checks -- nearer the limit they come faster, as RabbitMQ's. */
+    config_memory_strategy memory_strategy;
+    double memory_paging_ratio;
+    uint64_t disk_free_limit;
+    double disk_free_limit_relative;
+    uint32_t disk_check_max_interval_ms;
 } config;
 
 /* Sets RabbitMQ's defaults. */
 void config_defaults(config *c);
+
+/* A number of bytes with RabbitMQ's information units ("50000000", "50MB",
+ * "1GB" -- powers of 1000 --, "512MiB", "512M", "2GiB", "k" -- powers of
+ * 1024); false when it is not one or out of min..max (reason in `why`). */
+bool config_parse_bytes(const char *v, uint64_t min, uint64_t max, uint64_t *out, char *why,
+                        size_t whylen);
 
 /* Reads `path` (RabbitMQ's "key = value" format, # comments). On failure
  * writes "path:line: reason" to `err` and returns false. */
@@ -443,6 +468,11 @@ uint64_t *loop_content_held(loop *l);
  * its size in *cap; NULL at first), reused by every read on the loop that
  * is done with it before the loop turns (paging messages in). */
 uint8_t *loop_read_buffer(loop *l, size_t want, size_t *cap);
+/* Where its queues page transient messages out while memory is short
+ * (store's spill; broker/ sets it and frees it after the loop); NULL:
+ * they stay in RAM. */
+spill *loop_spill(loop *l);
+void loop_set_spill(loop *l, spill *sp);
 /* Its connections: opened (false when out of memory), listed once they
  * passed connection.open, closed. loop_conn_at(i) for i below
  * loop_socket_count; the first loop_conn_count of them are the listed. */
@@ -507,10 +537,36 @@ vhost *server_vhost_remove(server *s, const char *name);
 void server_random_name(server *s, const char *prefix, char *out, size_t outlen);
 uint64_t server_random(server *s);
 
-/* Bytes of message memory that raise the memory alarm. */
+/* Resource alarms, as RabbitMQ's: memory (what the configured strategy
+ * measures, server_measure_memory, above the high watermark) and disk
+ * (data_dir's filesystem with less free space than disk_free_limit). While
+ * any is on, publishing connections are blocked (admin/ sets them). */
+enum { SERVER_ALARM_MEMORY = 1, SERVER_ALARM_DISK = 2 };
+unsigned server_alarms(const server *s);
+void server_set_alarm(server *s, unsigned alarm, bool on);
+bool server_memory_alarm(const server *s);
+bool server_disk_alarm(const server *s);
+/* Bytes of memory (by vm_memory_calculation_strategy) that raise the
+ * memory alarm, and the paging ratio's share of them. */
 size_t server_memory_limit(const server *s);
-/* RAM the messages of every loop hold (the memory alarm's measure). */
+size_t server_paging_limit(const server *s);
+/* Measures the memory by the strategy now (RSS: /proc/self/statm;
+ * allocated: mallinfo2; legacy: server_message_memory) and keeps it;
+ * called on a timer, never per message. server_memory_used: the last
+ * figure. server_paging: whether it was above server_paging_limit, when
+ * queues page even transient messages of deep backlogs out (a field
+ * read, for the hot path). */
+size_t server_measure_memory(server *s);
+size_t server_memory_used(const server *s);
+bool server_paging(const server *s);
+/* RAM the messages of every loop hold (the legacy strategy's measure). */
 size_t server_message_memory(const server *s);
+/* disk_free_limit in bytes (a .relative one times the RAM); the free space
+ * of data_dir's filesystem as last measured (statvfs: what an unprivileged
+ * writer has, df's "available"); false when statvfs fails (kept as it was). */
+uint64_t server_disk_free_limit(const server *s);
+bool server_measure_disk(server *s);
+uint64_t server_disk_free(const server *s);
 /* Unfinished message bodies (content still arriving) on all connections
  * together have a budget: half the memory high watermark, and at least one
  * message of max_message_size. Once it is exceeded, a connection holding
@@ -520,9 +576,6 @@ uint64_t server_content_limit(const server *s);
 uint64_t server_content_share(const server *s);
 /* A new id for a connection, unique in the process (the API names them). */
 uint64_t server_new_conn_id(server *s);
-/* Whether the memory alarm is on (new connections start blocked too). */
-bool server_memory_alarm(const server *s);
-void server_set_memory_alarm(server *s, bool on);
 /* A new memory high watermark: `absolute` bytes when not 0, else
  * `relative` (0..1) of the RAM; the configuration shows it and the limits
  * follow (admin_set_memory_watermark tells the connections). */

@@ -29,6 +29,7 @@ struct loop {
     journal_seq journal_wait; /* highest sequence a confirm or commit waits for */
     uint64_t content_held;    /* unfinished message bodies of its connections */
     server_counts counts;
+    spill *spill;      /* not owned */
     uint8_t *read_buf; /* loop_read_buffer's */
     size_t read_cap;
     conn **conns;
@@ -81,6 +82,8 @@ void loop_free(loop *l)
 struct event_base *loop_base(loop *l) { return l->base; }
 transport_flusher *loop_flusher(loop *l) { return l->flusher; }
 msg_pool *loop_msgs(loop *l) { return l->msgs; }
+spill *loop_spill(loop *l) { return l->spill; }
+void loop_set_spill(loop *l, spill *sp) { l->spill = sp; }
 server_counts *loop_counters(loop *l) { return &l->counts; }
 uint64_t loop_now_ms(const loop *l) { return l->now_ms; }
 uint64_t loop_activity(const loop *l) { return l->activity; }

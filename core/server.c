@@ -8,11 +8,14 @@
  * the vhost's name, so the registry needs nothing of the vhost itself.
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,9 +44,13 @@ struct server {
     uint64_t started_at;     /* wall clock ms */
     char node_name[128];
     uint64_t name_seed;
-    bool memory_alarm;
+    unsigned alarms;         /* SERVER_ALARM_* in effect */
+    bool paging;             /* memory above the paging ratio of the watermark */
     bool journal_lagging;    /* see server_journal_lagging */
-    size_t memory_limit;     /* bytes of message memory that raise the alarm */
+    size_t memory_limit;     /* bytes of memory (by the strategy) that raise the alarm */
+    size_t paging_limit;     /* memory_limit x vm_memory_high_watermark_paging_ratio */
+    size_t memory_used;      /* the last server_measure_memory */
+    uint64_t disk_free;      /* the last server_measure_disk; 0 before */
     uint64_t content_limit;  /* budget for unfinished message bodies (conn.c counts them) */
     uint64_t accept_errors;
     _Atomic uint64_t conn_ids; /* every loop numbers its connections from it */
@@ -67,6 +74,7 @@ static void apply_watermark(server *s)
                           ? cfg->memory_high_watermark_abs
                           : (size_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
                                      cfg->memory_high_watermark);
+    s->paging_limit = (size_t)((double)s->memory_limit * cfg->memory_paging_ratio);
     s->content_limit = s->memory_limit / 2;
     if (s->content_limit < cfg->max_message_size + cfg->frame_max)
         s->content_limit = cfg->max_message_size + cfg->frame_max;
@@ -222,9 +230,20 @@ void server_random_name(server *s, const char *prefix, char *out, size_t outlen)
 
 /* ---- alarms and limits -------------------------------------------------- */
 
-bool server_memory_alarm(const server *s) { return s->memory_alarm; }
-void server_set_memory_alarm(server *s, bool on) { s->memory_alarm = on; }
+unsigned server_alarms(const server *s) { return s->alarms; }
+bool server_memory_alarm(const server *s) { return s->alarms & SERVER_ALARM_MEMORY; }
+bool server_disk_alarm(const server *s) { return s->alarms & SERVER_ALARM_DISK; }
+
+void server_set_alarm(server *s, unsigned alarm, bool on)
+{
+    s->alarms = on ? s->alarms | alarm : s->alarms & ~alarm;
+}
+
 size_t server_memory_limit(const server *s) { return s->memory_limit; }
+size_t server_paging_limit(const server *s) { return s->paging_limit; }
+bool server_paging(const server *s) { return s->paging; }
+size_t server_memory_used(const server *s) { return s->memory_used; }
+uint64_t server_disk_free(const server *s) { return s->disk_free; }
 uint64_t server_content_limit(const server *s) { return s->content_limit; }
 
 uint64_t server_content_share(const server *s)
@@ -248,6 +267,59 @@ size_t server_message_memory(const server *s)
     for (size_t i = 0; i < s->nloops; i++)
         sum += msg_pool_memory(loop_msgs(s->loops[i]));
     return sum;
+}
+
+/* The resident set: /proc/self/statm's second field, in pages. */
+static size_t rss_bytes(void)
+{
+    char buf[128];
+    unsigned long size = 0, rss = 0;
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    if (sscanf(buf, "%lu %lu", &size, &rss) != 2)
+        return 0;
+    return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+size_t server_measure_memory(server *s)
+{
+    switch (s->cfg.memory_strategy) {
+    case CONFIG_MEMORY_ALLOCATED: {
+        struct mallinfo2 mi = mallinfo2();
+        s->memory_used = mi.uordblks + mi.hblkhd; /* in use, in the heap and mmapped */
+        break;
+    }
+    case CONFIG_MEMORY_LEGACY:
+        s->memory_used = server_message_memory(s);
+        break;
+    default:
+        s->memory_used = rss_bytes();
+    }
+    s->paging = s->memory_used > s->paging_limit;
+    return s->memory_used;
+}
+
+uint64_t server_disk_free_limit(const server *s)
+{
+    const config *cfg = &s->cfg;
+    if (cfg->disk_free_limit_relative > 0)
+        return (uint64_t)((double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) *
+                          cfg->disk_free_limit_relative);
+    return cfg->disk_free_limit;
+}
+
+bool server_measure_disk(server *s)
+{
+    struct statvfs vfs;
+    if (statvfs(s->cfg.data_dir, &vfs) != 0)
+        return false;
+    s->disk_free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    return true;
 }
 
 /* Publishers pause while the journal holds more than this unwritten, and

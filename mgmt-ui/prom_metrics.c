@@ -91,9 +91,9 @@ static const char *const group_names[G_COUNT] = {
 #define CLUSTER_GROUPS (BIT(G_VHOST_STATUS) | BIT(G_EXCHANGE_BINDINGS) | BIT(G_EXCHANGE_NAMES))
 
 enum node_value {
-    NV_ALARM_MEM, NV_CONN_OPENED, NV_CONN_CLOSED, NV_CHAN_OPENED, NV_CHAN_CLOSED,
+    NV_ALARM_DISK, NV_ALARM_MEM, NV_CONN_OPENED, NV_CONN_CLOSED, NV_CHAN_OPENED, NV_CHAN_CLOSED,
     NV_Q_DECLARED, NV_Q_CREATED, NV_Q_DELETED, NV_OPEN_FDS, NV_OPEN_SOCKETS, NV_RSS, NV_DISK,
-    NV_MAX_FDS, NV_MEM_LIMIT,
+    NV_MAX_FDS, NV_MEM_LIMIT, NV_DISK_LIMIT,
     NV_AUTH_HTTP, NV_AUTH_AMQP, NV_AUTH_OK_HTTP, NV_AUTH_OK_AMQP, NV_AUTH_BAD_HTTP,
     NV_AUTH_BAD_AMQP,
     NV_CONNECTIONS, NV_CHANNELS, NV_CONSUMERS, NV_QUEUES,
@@ -151,6 +151,8 @@ typedef struct family {
 #define HELP_QUEUE_CONSUMERS "Consumers on a queue"
 
 static const family families[] = {
+    N(G_NONE, "alarms_free_disk_space_watermark", "untyped",
+      "is 1 if free disk space watermark alarm is in effect", NV_ALARM_DISK),
     N(G_NONE, "alarms_memory_used_watermark", "untyped",
       "is 1 if VM memory watermark alarm is in effect", NV_ALARM_MEM),
     N(G_CHURN, "connections_opened_total", "counter", "Total number of connections opened",
@@ -173,6 +175,8 @@ static const family families[] = {
     N(G_NODE, "process_max_fds", "gauge", "Open file descriptors limit", NV_MAX_FDS),
     N(G_NODE, "resident_memory_limit_bytes", "gauge", "Memory high watermark in bytes",
       NV_MEM_LIMIT),
+    N(G_NODE, "disk_space_available_limit_bytes", "gauge", "Free disk space low watermark in bytes",
+      NV_DISK_LIMIT),
     NL(G_AUTH, "auth_attempts_total", "counter", "Total number of authorization attempts",
        NV_AUTH_HTTP, L_AUTH),
     NL(G_AUTH, "auth_attempts_succeeded_total", "counter",
@@ -538,7 +542,7 @@ static void node_values(prom_scrape *sc)
     uint64_t http_attempts, http_failed;
     mgmt_auth_counted(sc->m, &http_attempts, &http_failed);
     uint64_t vals[NV_COUNT] = {
-        [NV_ALARM_MEM] = server_memory_alarm(s),
+        [NV_ALARM_DISK] = server_disk_alarm(s),   [NV_ALARM_MEM] = server_memory_alarm(s),
         [NV_CONN_OPENED] = k->connections_opened, [NV_CONN_CLOSED] = k->connections_closed,
         [NV_CHAN_OPENED] = k->channels_opened,    [NV_CHAN_CLOSED] = k->channels_closed,
         [NV_Q_DECLARED] = k->queues_declared,     [NV_Q_CREATED] = k->queues_created,
@@ -547,7 +551,7 @@ static void node_values(prom_scrape *sc)
         [NV_DISK] = statvfs(server_config(s)->data_dir, &vfs) == 0
                         ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0,
         [NV_MAX_FDS] = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 0,
-        [NV_MEM_LIMIT] = server_memory_limit(s),
+        [NV_MEM_LIMIT] = server_memory_limit(s),  [NV_DISK_LIMIT] = server_disk_free_limit(s),
         [NV_AUTH_HTTP] = http_attempts,           [NV_AUTH_AMQP] = k->auth_attempts,
         [NV_AUTH_OK_HTTP] = http_attempts - http_failed,
         [NV_AUTH_OK_AMQP] = k->auth_attempts - k->auth_failed,

@@ -5,8 +5,8 @@
  *
  * Warren is one node without TLS listeners or mirrored queues, so the
  * cluster checks (quorum-critical, mirror-sync-critical) and the
- * certificate check pass with RabbitMQ's words for that case; the memory
- * alarm is the only alarm (disk_free_alarm is never raised).
+ * certificate check pass with RabbitMQ's words for that case. The alarms
+ * are the resource alarms, memory and disk (admin/alarms.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,7 +28,12 @@ static void status_ok(mgmt_req *r, const char *key, const char *value)
 
 static void alarms(mgmt_req *r, const char *reason)
 {
-    if (!server_memory_alarm(r->s)) {
+    static const struct {
+        unsigned alarm;
+        const char *resource;
+    } resources[] = {{SERVER_ALARM_MEMORY, "memory"}, {SERVER_ALARM_DISK, "disk"}};
+    unsigned on = server_alarms(r->s);
+    if (!on) {
         status_ok(r, NULL, NULL);
         return;
     }
@@ -38,10 +43,14 @@ static void alarms(mgmt_req *r, const char *reason)
     mgmt_json_kstr(w, "reason", reason);
     mgmt_json_key(w, "alarms");
     mgmt_json_arr(w);
-    mgmt_json_obj(w);
-    mgmt_json_kstr(w, "node", server_node_name(r->s));
-    mgmt_json_kstr(w, "resource", "memory");
-    mgmt_json_end_obj(w);
+    for (size_t i = 0; i < sizeof resources / sizeof resources[0]; i++) {
+        if (!(on & resources[i].alarm))
+            continue;
+        mgmt_json_obj(w);
+        mgmt_json_kstr(w, "node", server_node_name(r->s));
+        mgmt_json_kstr(w, "resource", resources[i].resource);
+        mgmt_json_end_obj(w);
+    }
     mgmt_json_end_arr(w);
     mgmt_json_end_obj(w);
     mgmt_send(r, 503);

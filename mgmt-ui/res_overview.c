@@ -332,6 +332,8 @@ static void empty_list(mgmt_json *w, const char *key)
  * (processes, run queue, GC, applications, Mnesia, net_ticktime).
  * Warren has no socket limit of its own: sockets_total is what the
  * descriptor limit leaves after the descriptors in use for other things. */
+static const char *const memory_strategies[] = {"rss", "allocated", "legacy"};
+
 static void node_json(mgmt_req *r, mgmt_json *w)
 {
     server *s = r->s;
@@ -350,14 +352,14 @@ static void node_json(mgmt_req *r, mgmt_json *w)
     contexts(w, s, r->m);
     mgmt_json_kstr(w, "db_dir", server_config(s)->data_dir);
     mgmt_node_stat(w, sm, "disk_free", now, NODE_DISK_FREE);
-    mgmt_json_kbool(w, "disk_free_alarm", false);
-    mgmt_json_kuint(w, "disk_free_limit", 50000000);
+    mgmt_json_kbool(w, "disk_free_alarm", server_disk_alarm(s));
+    mgmt_json_kuint(w, "disk_free_limit", server_disk_free_limit(s));
     mgmt_node_stat(w, sm, "journal_bytes", now, NODE_JOURNAL_BYTES); /* Warren's */
     exchange_types(w);
     mgmt_json_kuint(w, "fd_total", fd_total);
     mgmt_node_stat(w, sm, "fd_used", now, NODE_FD_USED);
     mgmt_json_kbool(w, "mem_alarm", server_memory_alarm(s));
-    mgmt_json_kstr(w, "mem_calculation_strategy", "rss");
+    mgmt_json_kstr(w, "mem_calculation_strategy", memory_strategies[server_config(s)->memory_strategy]);
     mgmt_json_kuint(w, "mem_limit", server_memory_limit(s));
     mgmt_node_stat(w, sm, "mem_used", now, NODE_MEM_USED);
     mgmt_json_kstr(w, "name", server_node_name(s));

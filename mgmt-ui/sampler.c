@@ -58,7 +58,7 @@ void mgmt_node_now(server *s, uint64_t out[NODE_FIELDS])
     out[NODE_QUEUE_DECLARED] = c->queues_declared;
     out[NODE_QUEUE_CREATED] = c->queues_created;
     out[NODE_QUEUE_DELETED] = c->queues_deleted;
-    out[NODE_MEM_USED] = mgmt_rss_bytes();
+    out[NODE_MEM_USED] = server_memory_used(s); /* the memory alarm's figure */
     out[NODE_FD_USED] = mgmt_fds_used();
     out[NODE_SOCKETS_USED] = server_socket_count(s);
     out[NODE_DISK_FREE] = statvfs(server_config(s)->data_dir, &vfs) == 0

@@ -343,7 +343,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         return;
     }
     server *s = vhost_server(mv->v);
-    if (server_journal_lagging(s) || server_memory_alarm(s))
+    if (server_journal_lagging(s) || server_alarms(s))
         return;
     move_state state = MOVE_FINISHED;
     const char *reason = "";

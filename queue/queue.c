@@ -23,7 +23,12 @@
  * in RAM. A message published further back that the journal holds for this
  * queue is dropped from RAM at once, leaving its id, journal location and
  * size in the slot, and is read back when it reaches the head. Recovery
- * restores every message that way, without reading bodies.
+ * restores every message that way, without reading bodies. While memory
+ * is short (server_paging: past vm_memory_high_watermark_paging_ratio of
+ * the watermark, a flag the memory timer sets) the others -- transient
+ * messages, and any in a queue that does not journal them -- go to the
+ * loop's spill file the same way (store/spill.c), read back and dropped
+ * from it once at the head; nothing of them survives a restart.
  *
  * Arguments: x-message-ttl (counted from the enqueue time) and per-message
  * expiration give each item an expiry; see "Expiry".
@@ -489,16 +494,73 @@ static void page_out(queue *q, qslot *s)
     msg_unref(m);
 }
 
+/* Writes `s`'s message to the loop's spill and leaves only where it is;
+ * nothing changes when it cannot be written. A record: the lengths of
+ * exchange, routing key, properties and body (4 bytes each), then they. */
+static void spill_out(queue *q, qslot *s)
+{
+    spill *sp = loop_spill(vhost_loop(q->v));
+    msg *m = s->m;
+    amqp_bytes ex = msg_exchange(m), rk = msg_routing_key(m), props = msg_properties(m);
+    uint32_t lens[4] = {(uint32_t)ex.len, (uint32_t)rk.len, (uint32_t)props.len, s->body_size};
+    amqp_bytes parts[5] = {{(const uint8_t *)lens, sizeof lens}, ex, rk, props,
+                           {msg_body(m), s->body_size}};
+    if (!sp || !spill_write(sp, parts, 5, &s->loc))
+        return;
+    s->id = msg_id(m);
+    s->paged = true;
+    s->spilled = true;
+    q->paged++, q->paged_bytes += s->body_size;
+    msg_unref(m);
+}
+
+/* A paged-out slot's message leaves without being read back. */
+static void drop_paged(queue *q, const qslot *s)
+{
+    if (s->spilled)
+        spill_drop(loop_spill(vhost_loop(q->v)), s->loc);
+    else
+        persist_settle_paged(q, s->id, s->loc, JOURNAL_DROP);
+}
+
 /* `s` holds its message again. */
 static void paged_in(queue *q, qslot *s, msg *m)
 {
+    if (s->spilled)
+        spill_drop(loop_spill(vhost_loop(q->v)), s->loc);
     s->m = m;
     s->paged = false;
+    s->spilled = false;
     q->paged--, q->paged_bytes -= s->body_size;
 }
 
+/* The spilled message of `s` read back as a new message (a transient one
+ * has no identity to keep); NULL when it cannot be. */
+static msg *spill_in(queue *q, const qslot *s)
+{
+    loop *l = vhost_loop(q->v);
+    size_t cap;
+    uint8_t *b = loop_read_buffer(l, s->loc.length, &cap);
+    uint32_t len[4];
+    if (!b || cap < s->loc.length || s->loc.length < sizeof len ||
+        !spill_read(loop_spill(l), s->loc, b))
+        return NULL;
+    memcpy(len, b, sizeof len);
+    if ((uint64_t)len[0] + len[1] + len[2] + len[3] != s->loc.length - sizeof len)
+        return NULL;
+    const uint8_t *p = b + sizeof len;
+    amqp_bytes ex = {p, len[0]}, rk = {p + len[0], len[1]}, props = {p + len[0] + len[1], len[2]};
+    msg *m = msg_new(loop_msgs(l), ex, rk, props, len[3]);
+    if (m)
+        msg_append_body(m, p + len[0] + len[1] + len[2], len[3]);
+    return m;
+}
+
 /* Whether the journal holds slot `s`'s message for `q`. */
-static bool slot_persistent(queue *q, const qslot *s) { return s->paged || held_in_journal(q, s->m); }
+static bool slot_persistent(queue *q, const qslot *s)
+{
+    return s->paged ? !s->spilled : held_in_journal(q, s->m);
+}
 
 /* Counts a slot entering a ring; uncount undoes it. */
 static inline void count_in(queue *q, const qslot *s)
@@ -613,6 +675,7 @@ static qslot take_slot(queue *q, ring *r, uint32_t i)
     qslot *at = ring_at(r, i), s = *at;
     at->m = NULL;
     at->paged = false;
+    at->spilled = false;
     r->dead++;
     uncount(q, &s);
     return s;
@@ -623,9 +686,15 @@ static void page_tail(queue *q, const msg *m)
 {
     ring *r = &q->levels[level_of(q, m)];
     qslot *last = r->count ? ring_at(r, r->count - 1) : NULL;
-    if (r->count > RESIDENT_SLOTS && last->m == m && !last->paged && persist_pageable(q, m))
+    if (r->count <= RESIDENT_SLOTS || last->m != m || last->paged)
+        return;
+    if (persist_pageable(q, m))
         page_out(q, last);
+    else if (server_paging(vhost_server(q->v)))
+        spill_out(q, last);
 }
+
+static bool page_in_one(queue *q, qslot *s);
 
 /* Reads the paged-out slots at the head of `r` back, as many as one read
  * gives. false if the first cannot be read (it is dropped). */
@@ -635,7 +704,10 @@ static bool page_in_head(queue *q, ring *r)
     journal_loc locs[PAGE_IN_MAX];
     msg *got[PAGE_IN_MAX];
     size_t n = 0;
-    for (qslot *s; n < PAGE_IN_MAX && n < r->count && (s = ring_at(r, (uint32_t)n))->paged; n++) {
+    if (ring_at(r, 0)->spilled)
+        return page_in_one(q, ring_at(r, 0));
+    for (qslot *s; n < PAGE_IN_MAX && n < r->count && (s = ring_at(r, (uint32_t)n))->paged &&
+                   !s->spilled; n++) {
         ids[n] = s->id;
         locs[n] = s->loc;
     }
@@ -650,7 +722,13 @@ static bool page_in_head(queue *q, ring *r)
 static bool page_in_one(queue *q, qslot *s)
 {
     msg *m;
-    if (!persist_page_in(q, &s->id, &s->loc, 1, &m))
+    if (s->spilled && !(m = spill_in(q, s))) {
+        log_msg(LOG_ERROR, "queue '%s': a transient message could not be read back from the "
+                "spill file; it is dropped", q->link.name);
+        spill_drop(loop_spill(vhost_loop(q->v)), s->loc);
+        return false;
+    }
+    if (!s->spilled && !persist_page_in(q, &s->id, &s->loc, 1, &m))
         return false;
     paged_in(q, s, m);
     return true;
@@ -705,6 +783,8 @@ static void drop_all(queue *q)
         qslot s = pop_slot(q, top(q), 0);
         if (!s.paged)
             msg_unref(s.m);
+        else if (s.spilled)
+            drop_paged(q, &s);
     }
 }
 
@@ -832,7 +912,7 @@ static void expire_slot(queue *q, ring *r, uint32_t i)
     }
     qslot s = take_slot(q, r, i);
     if (s.paged) { /* no dead-letter exchange: dropped where it lies */
-        persist_settle_paged(q, s.id, s.loc, JOURNAL_DROP);
+        drop_paged(q, &s);
         queue_count_dead_letter(q, DEAD_EXPIRED, DEAD_DISABLED);
     } else {
         queue_dead_letter(q, item_of(s), "expired");
@@ -1300,7 +1380,7 @@ void queue_restore(queue *q, const queue_paged *p)
                .loc = p->loc,
                .body_size = p->body_size,
                .seq = q->next_seq++,
-               .delivery_count = p->delivery_count & 0x3fffffff,
+               .delivery_count = p->delivery_count & 0x1fffffff,
                .maybe_delivered = p->maybe_delivered,
                .enqueued_at = now,
                .expires_at = p->expiration_ms >= 0 ? now + (uint64_t)p->expiration_ms : 0};
@@ -1318,9 +1398,9 @@ void queue_restore(queue *q, const queue_paged *p)
  * for nobody but the clock. Unacked ones stay with their consumers. */
 static void settle_dropped(queue *q, const qslot *s)
 {
-    if (s->paged)
+    if (s->paged && !s->spilled) /* spilled ones: drop_all */
         persist_settle_paged(q, s->id, s->loc, JOURNAL_DROP);
-    else
+    else if (!s->paged)
         persist_settle(q, s->m, JOURNAL_DROP);
 }
 

@@ -18,7 +18,9 @@ struct queue_link {
 };
 
 /* A ring slot: a message in RAM (paged false), or one the journal holds
- * (paged true: `id`, `loc`). body_size serves x-max-length-bytes either way. */
+ * (paged true: `id`, `loc`), or -- paged and spilled -- a transient one
+ * the loop's spill file holds (`loc` there). body_size serves
+ * x-max-length-bytes either way. */
 typedef struct qslot {
     union {
         msg *m;
@@ -29,9 +31,10 @@ typedef struct qslot {
     journal_loc loc;
     uint32_t body_size;
     uint32_t seq; /* its place in the queue, see queue.c's "Order" */
-    uint32_t delivery_count : 30;
+    uint32_t delivery_count : 29;
     uint32_t maybe_delivered : 1;
     uint32_t paged : 1;
+    uint32_t spilled : 1;
 } qslot;
 
 /* ---- vhost limits (vhost_limits.c, kept in the vhost) -------------------- */

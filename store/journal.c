@@ -149,7 +149,14 @@
  * Memory: a record that cannot be buffered cannot be reported through this
  * interface, so allocation failure on the append path logs and aborts.
  * Errors: a failed write or fdatasync is logged and freezes `synced` for
- * good (confirms must not go out for data that may not be on disk).
+ * good (confirms must not go out for data that may not be on disk) --
+ * except when the file system is full (ENOSPC, EDQUOT): then the round is
+ * written again, whole, every NO_SPACE_RETRY_MS until it goes through (its
+ * writes are positioned, so writing them twice is harmless, and writing the
+ * bytes again is what makes a failed fdatasync's pages dirty again). Its
+ * records stay unconfirmed meanwhile, later ones wait behind it, and the
+ * unwritten bytes grow until publishers pause (server_journal_lagging).
+ * A close while still full gives up as a failure does.
  * Logging goes to journal_config.log, or to stderr in core/log.c's format.
  */
 #include <assert.h>
@@ -632,6 +639,13 @@ typedef struct writer {
 
 static bool sys_fail(journal *j, const char *what, uint32_t seg)
 {
+    if (errno == ENOSPC || errno == EDQUOT) {
+        if (!atomic_exchange(&j->out_of_space, true))
+            journal_log(j, JLOG_ERROR, "%s (segment %u) failed: %s; retrying until there is "
+                        "space, nothing further is confirmed until then", what, seg,
+                        strerror(errno));
+        return false;
+    }
     journal_log(j, JLOG_ERROR, "%s (segment %u) failed: %s; no further records will be "
                 "reported synced", what, seg, strerror(errno));
     atomic_store(&j->failed, true);
@@ -868,6 +882,30 @@ static void sync_final(journal *j)
     j->wfd = -1;
 }
 
+#define NO_SPACE_RETRY_MS 200
+
+/* Out of space: waits before the round is tried again; false when the
+ * journal is closing meanwhile (the round then counts as failed). */
+static bool wait_for_space(journal *j)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += NO_SPACE_RETRY_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&j->mu);
+    while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) != ETIMEDOUT) {
+    } /* new batches signal cv too: they do not make room */
+    bool stop = j->stop;
+    pthread_mutex_unlock(&j->mu);
+    if (stop) {
+        journal_log(j, JLOG_ERROR, "closing while the disk is full: what was not written is "
+                    "lost (it was never confirmed)");
+        atomic_store(&j->failed, true);
+    }
+    return !stop;
+}
+
 static void *sync_main(void *arg)
 {
     journal *j = arg;
@@ -885,6 +923,10 @@ static void *sync_main(void *arg)
 
         uint32_t ck_seg = 0;
         bool ok = !atomic_load(&j->failed) && write_round(j, first, n, &ck_seg);
+        while (!ok && atomic_load(&j->out_of_space) && wait_for_space(j))
+            ok = write_round(j, first, n, &ck_seg);
+        if (ok && atomic_exchange(&j->out_of_space, false))
+            journal_log(j, JLOG_INFO, "writes resumed: there is space again");
 
         pthread_mutex_lock(&j->mu);
         journal_seq seq = retire_round_locked(j, n, ck_seg);
@@ -1163,7 +1205,7 @@ static int read_fd(journal *j, jseg *s)
     return s->rfd;
 }
 
-static bool pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
+bool journal_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
 {
     while (n > 0) {
         ssize_t k = pread(fd, buf, n, (off_t)off);
@@ -1210,7 +1252,7 @@ bool journal_read_span(journal *j, jseg *s, uint8_t *buf, size_t len, uint64_t o
 {
     errno = 0;
     int fd = read_fd(j, s);
-    if (fd < 0 || !pread_full(fd, buf, len, off)) {
+    if (fd < 0 || !journal_pread_full(fd, buf, len, off)) {
         journal_log(j, JLOG_ERROR, "reading segment %u offset %llu: %s", s->num,
                     (unsigned long long)off, fd < 0 || errno ? strerror(errno) : "short file");
         return false;

@@ -338,6 +338,7 @@ struct journal {
     _Atomic uint64_t synced;
     _Atomic uint64_t syncs;
     _Atomic bool failed;
+    _Atomic bool out_of_space; /* the round being written met ENOSPC/EDQUOT: it is retried */
 
     /* sync thread only */
     pthread_t thread;
@@ -421,5 +422,9 @@ void journal_seg_path(const journal *j, uint32_t num, char *out, size_t outlen);
 
 /* Reports an allocation failure the interface cannot return, and aborts. */
 _Noreturn void journal_oom(const journal *j, const char *what);
+
+/* pread until n bytes are read (EINTR retried); false on an error or
+ * end of file. (journal.c; the spill reads with it too) */
+bool journal_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off);
 
 #endif

@@ -214,6 +214,32 @@ void journal_get_stats(const journal *j, journal_stats *out);
 void journal_tick(journal *j);
 
 /* ======================================================================
+ * Spill (spill.c): transient messages paged out while memory is short,
+ * in files that do not outlive the process (nothing of them is read at a
+ * restart). One per loop; loop thread only.
+ * ====================================================================== */
+
+typedef struct spill spill;
+
+/* A spill whose files go to data_dir/spill (made at the first write);
+ * `log` takes its errors as journal_config.log does (NULL: stderr). NULL
+ * when out of memory. spill_free closes (and so frees) every file. */
+spill *spill_new(const char *data_dir, void (*log)(int level, const char *text));
+void spill_free(spill *sp);
+/* Appends one record, the parts concatenated; *loc says where it is.
+ * false when it cannot be written (no space, no memory): the caller keeps
+ * the message in RAM. No syscall unless a buffer fills. */
+bool spill_write(spill *sp, const amqp_bytes *parts, size_t nparts, journal_loc *loc);
+/* Copies the record at `loc` (loc.length bytes) to `out`; false when it
+ * cannot be read. The record stays until spill_drop. */
+bool spill_read(spill *sp, journal_loc loc, uint8_t *out);
+/* The record at `loc` is no longer needed; its space comes back once its
+ * segment has no live record. */
+void spill_drop(spill *sp, journal_loc loc);
+/* Bytes in the spill files now (records not yet reclaimed included). */
+uint64_t spill_bytes(const spill *sp);
+
+/* ======================================================================
  * Metadata (sqlite3, WAL mode): vhosts, users, permissions, policies,
  * runtime parameters, the broker's own settings, and durable exchanges,
  * queues and bindings.

@@ -96,6 +96,7 @@ class WarrenProcess:
         self.settings = list(settings)
         self.env = dict(os.environ, **(env or {}))
         self.preexec_fn = preexec_fn  # run in the child before exec (e.g. setrlimit)
+        self.binary = None  # what to run instead of WARREN_BIN (a wrapper that execs it)
         self.proc = None
         self.tmpdir = None
         self.host, self.port = None, None
@@ -109,7 +110,7 @@ class WarrenProcess:
         if not os.access(WARREN_BIN, os.X_OK):
             raise RuntimeError("Warren binary not found: %s (set WARREN_BIN or build it)" % WARREN_BIN)
         self.tmpdir = tempfile.mkdtemp(prefix="warren-itest-")
-        argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
+        argv = [self.binary or WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
                 "--set", "data_dir=%s" % self.tmpdir,
                 "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
                 "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]

@@ -131,7 +131,7 @@ DETAILED = {
                                  "queues_declared_total", "queues_created_total", "queues_deleted_total"],
     "node_coarse_metrics": ["process_open_fds", "process_open_tcp_sockets", "process_resident_memory_bytes",
                             "disk_space_available_bytes"],
-    "node_metrics": ["process_max_fds", "resident_memory_limit_bytes"],
+    "node_metrics": ["process_max_fds", "resident_memory_limit_bytes", "disk_space_available_limit_bytes"],
     "auth_attempt_metrics": ["auth_attempts_total", "auth_attempts_succeeded_total", "auth_attempts_failed_total"],
     "queue_coarse_metrics": ["queue_messages_ready", "queue_messages_unacked", "queue_messages"],
     "queue_consumer_count": ["queue_consumers"],
