@@ -61,26 +61,8 @@ echo "# tests/bench/conns.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --sho
      "load $(cut -d' ' -f1-3 /proc/loadavg)); ${CONNS:-10000} connections, heartbeat ${HEARTBEAT:-10} s," \
      "${PUBLISHERS:-1000} x ${RATE:-10} msg/s, ${WINDOW:-30} s window; $TLS_NOTE"
 
-mkdir -p "$TMP/warren"
-"$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:0 --set "data_dir=$TMP/warren" \
-    --set management.tcp.port=0 --set management.tcp.ip=127.0.0.1 \
-    --set prometheus.tcp.port=0 --set prometheus.tcp.ip=127.0.0.1 "${WSSL[@]}" \
-    2> "$TMP/warren.log" &
-WPID=$!
-for _ in $(seq 100); do
-    WPORT=$(grep -o 'AMQP listening on [0-9.]*:[0-9]*' "$TMP/warren.log" | grep -o '[0-9]*$' || true)
-    [ -n "$WPORT" ] && break
-    sleep 0.1
-done
-if [ -n "$WPORT" ]; then
-    /usr/bin/python3 tests/bench/conns_bench.py warren "$WPID" 127.0.0.1 "$WPORT" ${WTLS:-} || echo "# warren: incomplete"
-else
-    echo "# warren did not start:"; tail -3 "$TMP/warren.log" | sed 's/^/#   /'
-fi
-kill "$WPID" 2>/dev/null || true
-wait "$WPID" || true
-WPID=""
-
+# RabbitMQ first: its distribution port (above 32768) must be bound before
+# the clients' 10,000 closed sockets hold ephemeral ports in TIME_WAIT.
 if [ "${RABBIT:-1}" = 1 ]; then
     R=/tmp/$NODE                              # RabbitMQ runs as its own user
     rm -rf "$R" && mkdir -p "$R"
@@ -101,3 +83,23 @@ if [ "${RABBIT:-1}" = 1 ]; then
     rabbitmqctl -q -n "$NODE@localhost" stop >/dev/null 2>&1 || true
     RABBIT_UP=""
 fi
+
+mkdir -p "$TMP/warren"
+"$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:0 --set "data_dir=$TMP/warren" \
+    --set management.tcp.port=0 --set management.tcp.ip=127.0.0.1 \
+    --set prometheus.tcp.port=0 --set prometheus.tcp.ip=127.0.0.1 "${WSSL[@]}" \
+    2> "$TMP/warren.log" &
+WPID=$!
+for _ in $(seq 100); do
+    WPORT=$(grep -o 'AMQP listening on [0-9.]*:[0-9]*' "$TMP/warren.log" | grep -o '[0-9]*$' || true)
+    [ -n "$WPORT" ] && break
+    sleep 0.1
+done
+if [ -n "$WPORT" ]; then
+    /usr/bin/python3 tests/bench/conns_bench.py warren "$WPID" 127.0.0.1 "$WPORT" ${WTLS:-} || echo "# warren: incomplete"
+else
+    echo "# warren did not start:"; tail -3 "$TMP/warren.log" | sed 's/^/#   /'
+fi
+kill "$WPID" 2>/dev/null || true
+wait "$WPID" || true
+WPID=""

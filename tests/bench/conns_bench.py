@@ -163,9 +163,10 @@ async def heartbeats(conns, stop):
     """A heartbeat to each connection every HEARTBEAT/2 s, spread over the period."""
     period = HEARTBEAT / 2
     while not stop.is_set():
-        step = period / max(1, len(conns))
+        now = list(conns)                # the ones opened since wait for the next round
+        step = period / max(1, len(now))
         t = time.monotonic()
-        for i, c in enumerate(conns):
+        for i, c in enumerate(now):
             if not c.lost.done():
                 c.transport.write(HEARTBEAT_FRAME)
             if i % 100 == 99:
@@ -177,18 +178,20 @@ async def client_main(host, port, tls_port, n, n_tls, n_pub):
     sem = asyncio.Semaphore(CONNECTING)
     ctx = tls_context() if n_tls else None
     failed = [0]
+    conns = []
+    stop = asyncio.Event()
+    # Heartbeats from the first connection on: opening 10,000 can take longer
+    # than two heartbeat periods.
+    hb = asyncio.create_task(heartbeats(conns, stop))
 
     async def one(i):
         async with sem:
             try:
-                tls = i % 2 == 1 and i // 2 < n_tls    # publishers (the first ones) half TLS too
-                return await connect(host, tls_port if tls else port, ctx if tls else None)
+                tls = i % 2 == 1 and i // 2 < n_tls
+                conns.append(await connect(host, tls_port if tls else port, ctx if tls else None))
             except Exception:
                 failed[0] += 1
-                return None
-    conns = [c for c in await asyncio.gather(*(one(i) for i in range(n))) if c]
-    stop = asyncio.Event()
-    hb = asyncio.create_task(heartbeats(conns, stop))
+    await asyncio.gather(*(one(i) for i in range(n)))
     say(ready=len(conns), failed=failed[0])
     pubs = conns[:n_pub]
     sent = 0
