@@ -8,7 +8,7 @@
 #   tests/bench/conns.sh            (writes tests/bench/last-conns.txt)
 #
 # Env: CONNS PUBLISHERS RATE HEARTBEAT WARMUP WINDOW CLIENT_PROCS (see
-# conns_bench.py); RABBIT=0 skips RabbitMQ; RABBIT_NODE (rsoak) and
+# conns_bench.py); RABBIT=0 skips RabbitMQ, WARREN=0 Warren; RABBIT_NODE (rsoak) and
 # RABBIT_PORT (25712) name the RabbitMQ started here (its distribution port is
 # RABBIT_PORT + 20000); WARREN_BIN (build/release/warren).
 # Run as root: RabbitMQ is started as its user with the descriptor limit raised
@@ -69,6 +69,12 @@ if [ "${RABBIT:-1}" = 1 ]; then
     printf 'listeners.tcp.default = 127.0.0.1:%s\nloopback_users = none\n%s' "$RPORT" "$RSSL" > "$R/rabbitmq.conf"
     echo '[].' > "$R/enabled_plugins"         # no management listener to collide with
     chown -R rabbitmq: "$R" 2>/dev/null || true
+    # A closed client socket in TIME_WAIT may hold the distribution port (it
+    # is in the ephemeral range) for up to a minute after an earlier run.
+    for _ in $(seq 70); do
+        ss -Htan "( sport = :$((RPORT + 20000)) )" | grep -q . || break
+        sleep 1
+    done
     RABBITMQ_NODENAME=$NODE@localhost RABBITMQ_NODE_PORT=$RPORT RABBITMQ_DIST_PORT=$((RPORT + 20000)) \
     RABBITMQ_MNESIA_BASE=$R/mnesia RABBITMQ_LOG_BASE=$R/log RABBITMQ_CONFIG_FILE=$R/rabbitmq \
     RABBITMQ_ENABLED_PLUGINS_FILE=$R/enabled_plugins RABBITMQ_PID_FILE=$R/pid \
@@ -84,6 +90,7 @@ if [ "${RABBIT:-1}" = 1 ]; then
     RABBIT_UP=""
 fi
 
+[ "${WARREN:-1}" = 1 ] || exit 0
 mkdir -p "$TMP/warren"
 "$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:0 --set "data_dir=$TMP/warren" \
     --set management.tcp.port=0 --set management.tcp.ip=127.0.0.1 \
@@ -103,3 +110,6 @@ fi
 kill "$WPID" 2>/dev/null || true
 wait "$WPID" || true
 WPID=""
+# What the broker logged beside connections opening and closing, counted by kind.
+grep -v '\[info\]' "$TMP/warren.log" | sed -E 's/^[0-9-]+ [0-9:.]+ //; s/[0-9]+(\.[0-9]+)*(:[0-9]+)?/N/g' |
+    sort | uniq -c | sort -rn | head -5 | sed 's/^/# warren log: /'

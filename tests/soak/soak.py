@@ -629,7 +629,8 @@ def main():
     print(summary, flush=True)
     if os.environ.get("SOAK_REPORT"):
         with open(os.environ["SOAK_REPORT"], "w") as f:
-            f.write("\n".join(tap.lines + [summary]) + "\n")
+            minutes = " ".join("%.1f/%d" % (x[1] / 1048576, x[2]) for x in samples[59::60])
+            f.write("\n".join(tap.lines + [summary, "# RSS MB/descriptors each minute: " + minutes]) + "\n")
     return 1 if tap.failed else 0
 
 
