@@ -114,7 +114,7 @@ class Conn(asyncio.Protocol):
             pos = end + 1
         del buf[:pos]
 
-    async def open(self, timeout=60):
+    async def open(self, timeout=180):
         start = self.expect(10, 10)
         self.transport.write(b"AMQP\x00\x00\x09\x01")
         await asyncio.wait_for(start, timeout)
@@ -336,12 +336,12 @@ def parent(broker, pid, host, port, tls_port):
     fmt = lambda v: "%.1f" % v if v is not None else "n/a"  # noqa: E731
     print("%-8s %d/%d connections (%d over TLS, %d refused, opened in %.1f s); "
           "RSS %.1f MB idle -> %.1f MB with them: %.2f KB/connection; under load %.1f MB; "
-          "%d publishers x %g msg/s: %d sent in the %g s window, %d of them delivered, p50 %s ms, p99 %s ms; "
+          "%d publishers x %g msg/s: %d sent in the %g s window, %d of them delivered (%d in all), p50 %s ms, p99 %s ms; "
           "broker CPU %.0f%% of a core; %d connections lost%s"
           % (broker, opened, CONNS, n_tls,
              sum(r["failed"] for r in ready), setup_s, rss_idle / 1048576, rss_conns / 1048576,
              (rss_conns - rss_idle) / 1024 / max(1, opened), rss_load / 1048576, PUBLISHERS, RATE,
-             sent1 - sent0, WINDOW, lat["in_window"], fmt(lat["p50"]), fmt(lat["p99"]), cpu, lost,
+             sent1 - sent0, WINDOW, lat["in_window"], lat["received"], fmt(lat["p50"]), fmt(lat["p99"]), cpu, lost,
              " (and the consumer's, after %d deliveries)" % lat["received"] if lat["lost"] else ""),
           flush=True)
     return 0 if opened == CONNS and lost == 0 and not lat["lost"] and lat["in_window"] > 0 else 1
