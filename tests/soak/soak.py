@@ -469,12 +469,23 @@ def free_port():
 
 
 def sample(pid):
+    """(RSS bytes, open descriptors); (0, 0) once the process is gone."""
     rss = 0
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-    return rss, len(os.listdir("/proc/%d/fd" % pid))
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+        return rss, len(os.listdir("/proc/%d/fd" % pid))
+    except OSError:
+        return 0, 0
+
+
+def join_all(threads, seconds):
+    """Joins threads within one shared deadline, so a hung broker costs it once."""
+    deadline = time.monotonic() + seconds
+    for t in threads:
+        t.join(max(0.1, deadline - time.monotonic()))
 
 
 def mb(n):
@@ -556,15 +567,13 @@ def main():
             log("t=%.0f s rss %s fds %d %s" % (now - t0, mb(rss), fds, dict(s.ledger.c)))
     alive = broker.proc.poll() is None
     s.stop_load.set()
-    for t in load:
-        t.join(30)
+    join_all(load, 60)
     # Drain: consumers ack until every confirmed message is acked.
     deadline = time.monotonic() + DRAIN_TIMEOUT
     while alive and time.monotonic() < deadline and s.ledger.lost():
         time.sleep(0.5)
     s.stop_all.set()
-    for t in steady:
-        t.join(30)
+    join_all(steady, 60)
     stuck = [t.name for t in load + steady if t.is_alive()]
     # Clients are gone; the broker's descriptors settle once it has seen every close.
     end_rss, end_fds = (0, 0)
