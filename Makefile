@@ -47,7 +47,7 @@ WCTL_OBJS = $(patsubst %.c,$(B)/%.o,$(filter-out warrenctl/main.c,$(wildcard war
 WCTL_LIBS = $(shell pkg-config --libs jansson 2>/dev/null) -lm
 
 .PHONY: all run test unit integration bench deps codegen check-codegen clean conformance \
-        peer-suites unit-bins integration-bins
+        peer-suites unit-bins integration-bins soak
 
 all: deps $(WARREN) bin/warren bin/warrenctl
 
@@ -154,6 +154,14 @@ test: deps
 bench: deps
 	@$(MAKE) --no-print-directory VARIANT=release $(WARREN) $(B)/warren-perf
 	@tests/bench/run.sh
+
+# The soak (tests/soak/soak.py) for SOAK_S seconds (an hour by default) against
+# $(VARIANT)'s broker; the TAP lines and the summary go to tests/soak/last-run.txt.
+SOAK_S ?= 3600
+soak: deps
+	@$(MAKE) --no-print-directory $(WARREN)
+	@SOAK_S=$(SOAK_S) WARREN_BIN=$(CURDIR)/$(WARREN) SOAK_REPORT=tests/soak/last-run.txt \
+		/usr/bin/python3 tests/soak/soak.py
 
 conformance: deps all
 	@conformance/run.sh

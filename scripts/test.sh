@@ -4,7 +4,7 @@
 # tests, integration tests (pika and rabbitmq-c against a broker started on
 # an ephemeral port), the crash test (SIGKILL at random moments,
 # CRASH_TRIALS=20), the conformance suite's quick subset (every client
-# library), the console's browser tests (chromium), then unit and
+# library), the console's browser tests (chromium), a 60 s soak, then unit and
 # integration tests again under AddressSanitizer + UBSan.
 # Each layer prints TAP lines; this script counts them and ends with one
 # line "N passed, M failed" (exit 1 on any failure).
@@ -91,6 +91,13 @@ for variant in release asan; do
             WARREN_BIN="$PWD/build/$variant/warren" timeout 900 conformance/run.sh
         run_layer "browser (console, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \
             tests/browser/run.sh
+    fi
+    # Soak (tests/soak): 60 s of producers, consumers, churn, channel errors,
+    # policy changes and management polling; RSS and descriptors flat, no
+    # confirmed message lost or duplicated. `make soak` is the hour.
+    if [ "$variant" = release ]; then
+        run_layer "soak (60 s, $variant)" env SOAK_S=60 WARREN_BIN="$PWD/build/$variant/warren" \
+            timeout 600 /usr/bin/python3 tests/soak/soak.py
     fi
 done
 
