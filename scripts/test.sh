@@ -94,7 +94,8 @@ for variant in release asan; do
     fi
     # Soak (tests/soak): 60 s of producers, consumers, churn, channel errors,
     # policy changes and management polling; RSS and descriptors flat, no
-    # confirmed message lost or duplicated. `make soak` is the hour.
+    # confirmed message lost or duplicated; half the clients over TLS. `make soak`
+    # is the hour.
     if [ "$variant" = release ]; then
         run_layer "soak (60 s, $variant)" env SOAK_S=60 WARREN_BIN="$PWD/build/$variant/warren" \
             timeout 600 /usr/bin/python3 tests/soak/soak.py

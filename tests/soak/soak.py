@@ -22,7 +22,7 @@ at exit).
 
 Env: SOAK_S (60), SOAK_RATE (messages/s per producer, 40), WARREN_BIN
 (build/release/warren), SOAK_REPORT=file (the TAP lines and the summary are written there),
-SOAK_TLS=1: the broker also gets a TLS listener (listeners.ssl.default, RabbitMQ's
+SOAK_TLS (1; 0 = plain only): the broker also gets a TLS listener (listeners.ssl.default, RabbitMQ's
 ssl_options.* keys; a CA and server certificate made with openssl unless
 SOAK_TLS_CERT, SOAK_TLS_KEY and SOAK_TLS_CA name them) and half of the
 clients use it.
@@ -52,7 +52,7 @@ import harness  # noqa: E402  (broker start/stop, RawClient)
 
 SOAK_S = int(os.environ.get("SOAK_S", "60"))
 RATE = float(os.environ.get("SOAK_RATE", "40"))
-TLS = os.environ.get("SOAK_TLS") == "1"
+TLS = os.environ.get("SOAK_TLS", "1") == "1"
 WARM_S = min(120, max(10, SOAK_S // 5))
 PROBE_TIMEOUT = 30.0
 DRAIN_TIMEOUT = 120.0
