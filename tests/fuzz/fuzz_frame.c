@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_in in = {data, size};
     uint32_t frame_max = frame_maxes[fuzz_byte(&in) & 3];
     uint16_t channel_max = fuzz_byte(&in) & 1 ? 2047 : 0;
-    size_t step = fuzz_byte(&in) % 64 + 1;
+    uint8_t b = fuzz_byte(&in);
+    size_t step = (size_t)((b & 15) + 1) << (b >> 4 & 7); /* 1 .. 2048 bytes a read */
     const uint8_t *stream = in.p;
     size_t slen = in.len;
 
