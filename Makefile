@@ -47,7 +47,7 @@ WCTL_OBJS = $(patsubst %.c,$(B)/%.o,$(filter-out warrenctl/main.c,$(wildcard war
 WCTL_LIBS = $(shell pkg-config --libs jansson 2>/dev/null) -lm
 
 .PHONY: all run test unit integration bench deps codegen check-codegen clean conformance \
-        peer-suites unit-bins integration-bins fuzz fuzz-bins
+        peer-suites unit-bins integration-bins fuzz fuzz-bins netfuzz
 
 all: deps $(WARREN) bin/warren bin/warrenctl
 
@@ -166,7 +166,8 @@ peer-suites: deps all
 # own objects: the gcc flags above (-flto) do not suit clang. Every module is
 # built with coverage for the fuzzer and ASan + UBSan (float-cast-overflow
 # named, as gcc's variant does); one harness per tests/fuzz/fuzz_*.c.
-# `make fuzz` runs each for FUZZ_S seconds; scripts/fuzz.sh says how.
+# `make fuzz` runs each for FUZZ_S seconds (scripts/fuzz.sh says how),
+# `make netfuzz` the network fuzzer for NETFUZZ_S (README: Fuzzing).
 FUZZ_CC     = /usr/bin/clang
 FUZZ_SAN    = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
 FUZZ_CFLAGS = -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -g -O1 \
@@ -191,6 +192,12 @@ fuzz-bins: $(FUZZ_BINS)
 
 fuzz: deps fuzz-bins
 	@FUZZ_S=$(FUZZ_S) scripts/fuzz.sh
+
+# The network fuzzer (tests/netfuzz) against the ASan broker.
+NETFUZZ_S ?= 300
+netfuzz: deps
+	@$(MAKE) --no-print-directory VARIANT=asan build/asan/warren
+	@NETFUZZ_S=$(NETFUZZ_S) WARREN_BIN=$(CURDIR)/build/asan/warren /usr/bin/python3 tests/netfuzz/netfuzz.py
 
 clean:
 	rm -rf build bin
