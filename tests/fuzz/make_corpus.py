@@ -12,6 +12,8 @@ JSON bodies, definitions export). The recorded bytes are cut into seeds:
 
   frame      each connection's byte stream (both directions), after the
              protocol header, behind the harness's three control bytes
+  conn       each client's stream whole, and after its handshake and first
+             channel.open (which the harness then sends itself)
   method     every method frame's payload     header  every content header's
   table      every argument and header table the session sent (content only)
   http       every request head               json    every JSON body sent
@@ -235,6 +237,12 @@ def main():
         sys.exit("broker exited %r:\n%s" % (rc, broker.log_tail()))
 
     for client, server in amqp_rec.streams:
+        client = bytes(client)
+        put("conn", bytes([1, 0x37]) + client[:16384])
+        after = client[8:]
+        for _ in range(4):  # start-ok, tune-ok, connection.open, channel.open
+            after = after[8 + struct.unpack(">I", after[3:7])[0]:]
+        put("conn", bytes([0, 0x37]) + after[:16384])
         for stream in (bytes(client), bytes(server)):
             body = stream[8:] if stream.startswith(b"AMQP") else stream
             for k in range(0, len(body), 4096):  # whole-stream seeds, 4 KiB at a time
