@@ -8,14 +8,13 @@
  * see, as the server still holds it).
  *
  * Input: flags (bit 0: no handshake), read size, then the client's bytes.
- * FUZZ_LOG=1 shows the broker's log (replaying one input). */
+ * FUZZ_LOG=1 shows the broker's log (replaying one input). The broker
+ * (fuzz_broker.h) lets a refused handshake close at once. */
 #include <event2/buffer.h>
 #include <event2/event.h>
-#include <unistd.h>
 
 #include "../../conn/conn.h"
-#include "../unit/test_broker_start.h"
-#include "fuzz.h"
+#include "fuzz_broker.h"
 
 static server *srv;
 static uint8_t prefix[1024];
@@ -33,26 +32,7 @@ static void put_method(const amqp_method *m, uint16_t channel)
 
 static void start_broker(void)
 {
-    char dir[64];
-    strcpy(dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm/warren-fuzz-XXXXXX"
-                                               : "/tmp/warren-fuzz-XXXXXX");
-    FUZZ_CHECK(mkdtemp(dir));
-    config c;
-    config_defaults(&c);
-    c.listeners_none = true;
-    c.loopback_none = true;
-    /* a refused handshake closes at once, not after the hold that slows
-     * password guessing (LOGIN_HOLD_MS): each input starts afresh */
-    c.login_brake_failures = 0;
-    c.login_brake_max_held = 0;
-    strcpy(c.data_dir, dir);
-    log_set_level(getenv("FUZZ_LOG") ? LOG_DEBUG : LOG_NONE);
-    srv = test_broker_new(&c);
-    FUZZ_CHECK(srv);
-    char cmd[96];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir); /* open files stay usable */
-    FUZZ_CHECK(system(cmd) == 0);
-
+    srv = fuzz_broker_start(NULL);
     memcpy(prefix, AMQP_PROTOCOL_HEADER, 8);
     prefix_len = 8;
     static const uint8_t plain[] = "\0guest\0guest";

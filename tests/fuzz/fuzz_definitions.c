@@ -1,40 +1,14 @@
 /* The definitions importer (definitions/): a document as POST
  * /api/definitions[/{vhost}] or load_definitions gives it, imported into a
- * real broker (started once, on a fresh data directory, no listeners
- * used). A refused import says why and changes nothing (the export before
- * and after is the same); an accepted one exports a document that imports
- * again.
+ * real broker (fuzz_broker.h). A refused import says why and changes
+ * nothing (the export before and after is the same); an accepted one
+ * exports a document that imports again.
  *
  * Input: a flags byte (bit 0: into vhost "/" only), then the JSON text. */
-#include <unistd.h>
-
 #include "../../definitions/definitions.h"
-#include "../unit/test_broker_start.h"
-#include "fuzz.h"
+#include "fuzz_broker.h"
 
 static server *srv;
-
-static void start_broker(void)
-{
-    static char dir[64];
-    if (dir[0])
-        return;
-    strcpy(dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm/warren-fuzz-XXXXXX"
-                                               : "/tmp/warren-fuzz-XXXXXX");
-    FUZZ_CHECK(mkdtemp(dir));
-    config c;
-    config_defaults(&c);
-    strcpy(c.listen_host, "127.0.0.1");
-    c.listen_port = 0;
-    strcpy(c.data_dir, dir);
-    log_set_level(LOG_NONE);
-    srv = test_broker_new(&c);
-    FUZZ_CHECK(srv);
-    /* the stores stay open while fuzzing; the directory goes at once */
-    char cmd[96];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    FUZZ_CHECK(system(cmd) == 0);
-}
 
 static char *exported(vhost *only)
 {
@@ -48,7 +22,8 @@ static char *exported(vhost *only)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    start_broker();
+    if (!srv)
+        srv = fuzz_broker_start(NULL);
     fuzz_in in = {data, size};
     vhost *only = fuzz_byte(&in) & 1 ? server_vhost(srv, AMQP_CSTR("/")) : NULL;
     char *before = exported(NULL);

@@ -17,6 +17,8 @@ JSON bodies, definitions export). The recorded bytes are cut into seeds:
   method     every method frame's payload     header  every content header's
   table      every argument and header table the session sent (content only)
   http       every request head               json    every JSON body sent
+  api        every request: as the control socket's administrator, as guest
+             over TCP, and its raw bytes
   definitions  the exported definitions and etc/definitions.example.json
   config     etc/warren.conf and the settings the tests start Warren with
   list, pattern  the session's names and filters in the harnesses' formats
@@ -265,6 +267,11 @@ def main():
         head, sep, rest = data.partition(b"\r\n\r\n")
         if sep:
             put("http", head)
+            method, path = head.split(b" ")[:2]
+            m = [b"GET", b"PUT", b"POST", b"DELETE"].index(method) if method in (b"GET", b"PUT", b"POST", b"DELETE") else 0
+            put("api", bytes([m << 2]) + path + b"\n" + rest)
+            put("api", bytes([m << 2 | 2]) + path + b"\n" + rest)
+            put("api", b"\x03" + data)
     for b in BODIES:
         put("json", b"\x00" + json.dumps(b).encode())
     for flags in (b"\x00", b"\x01"):
