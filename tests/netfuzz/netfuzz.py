@@ -13,7 +13,10 @@ batch sends a few requests made from the recorded request heads and JSON
 bodies, with and without credentials, with flipped bytes, wrong or huge
 Content-Length, broken chunked bodies, long lines and truncation.
 
-After every batch the broker must still run and answer a fresh connection
+Meanwhile a pika consumer on the queue the batches publish to acks what
+it gets (reconnecting when a batch deletes the queue or pika cannot read
+a delivery), so the mutated traffic meets deliveries, acks and consumer
+cancellations. After every batch the broker must still run and answer a fresh connection
 (an AMQP handshake + channel, or GET /api/overview with credentials). At the
 end it must exit 0 on SIGTERM (LeakSanitizer runs then) with no sanitizer
 report in its log. A batch after which the broker failed is written to
@@ -28,6 +31,7 @@ import re
 import socket
 import struct
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +41,7 @@ os.environ.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1")
 os.environ.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
 sys.path.insert(0, str(REPO / "tests" / "integration" / "py"))
 import harness as h  # noqa: E402
+import pika  # noqa: E402
 import pika.spec as S  # noqa: E402
 import rawamqp  # noqa: E402
 
@@ -166,6 +171,36 @@ def send_amqp(host, port, data, handshake):
                 pass
 
 
+class Consumer(threading.Thread):
+    """Consumes nf.q and acks every delivery until stopped."""
+
+    def __init__(self, host, port):
+        super().__init__(daemon=True)
+        self.host, self.port = host, port
+        self.stop = threading.Event()
+        self.delivered = self.reconnects = 0
+
+    def run(self):
+        params = pika.ConnectionParameters(self.host, self.port, socket_timeout=5, blocked_connection_timeout=5)
+        while not self.stop.is_set():
+            try:
+                conn = pika.BlockingConnection(params)
+                ch = conn.channel()
+                ch.queue_declare("nf.q", auto_delete=True)
+                ch.basic_qos(prefetch_count=20)
+                ch.basic_consume("nf.q", self.on_message)
+                while not self.stop.is_set():
+                    conn.process_data_events(time_limit=0.2)
+                conn.close()
+            except Exception:  # noqa: BLE001 -- the batches are meant to break things
+                self.reconnects += 1
+                time.sleep(0.1)
+
+    def on_message(self, ch, method, props, body):
+        self.delivered += 1
+        ch.basic_ack(method.delivery_tag)
+
+
 def amqp_alive(host, port):
     try:
         with rawamqp.RawClient(host, port, timeout=5) as c:
@@ -255,6 +290,8 @@ def main():
     counts = {"amqp": 0, "http": 0}
     failure = None
     end = time.monotonic() + seconds
+    consumer = Consumer(host, port)
+    consumer.start()
     try:
         while time.monotonic() < end and failure is None:
             kind = "amqp" if r.random() < 0.6 else "http"
@@ -279,6 +316,8 @@ def main():
             if not alive:
                 failure = (kind, counts[kind], data)
     finally:
+        consumer.stop.set()
+        consumer.join(10)
         rc = broker.stop()
     reports = [ln for ln in broker.log_lines if SANITIZER_RE.search(ln)]
     if failure:
@@ -288,8 +327,9 @@ def main():
         print("not ok - netfuzz: broker down or not answering after %s batch %d (input in %s)"
               % (failure[0], failure[1], path))
     else:
-        print("ok - netfuzz: broker answered after each of %d AMQP and %d HTTP batches"
-              % (counts["amqp"], counts["http"]))
+        print("ok - netfuzz: broker answered after each of %d AMQP and %d HTTP batches "
+              "(the consumer acked %d deliveries, reconnected %d times)"
+              % (counts["amqp"], counts["http"], consumer.delivered, consumer.reconnects))
     if reports or rc != 0:
         print("not ok - netfuzz: clean exit, no sanitizer report (exit %r)" % (rc,))
         for ln in (reports or broker.log_lines)[-40:]:
