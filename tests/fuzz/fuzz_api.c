@@ -4,8 +4,9 @@
  * control socket's administrator (every handler is reachable and no
  * input can lock the fuzzer out by deleting guest); some as guest over
  * TCP; some as raw bytes over TCP. A well-formed request
- * ("Connection: close") must be answered and its connection closed
- * within 8 s (under the 10 s a single input may take).
+ * ("Connection: close") must be answered -- by its handler, not by the
+ * frame's 500 "no reply" -- and its connection closed within 8 s (under
+ * the 10 s a single input may take).
  *
  * Input: a byte -- bits 0-1: 0-1 control socket, 2 TCP as guest, 3 raw
  * bytes over TCP; bits 2-3: GET PUT POST DELETE -- then the path up to
@@ -65,10 +66,16 @@ static int connect_to(bool control)
     return fd;
 }
 
+/* The start of the last reply, NUL-terminated. */
+static char reply[4096];
+static size_t reply_len;
+
 /* Sends req and reads until the server closes, running its loop; false
  * when it is still open after `ms`. */
 static bool exchange(int fd, const char *req, size_t len, unsigned ms)
 {
+    reply_len = 0;
+    reply[0] = 0;
     struct event_base *base = loop_base(admin_loop(srv));
     uint64_t end = now_ms() + ms;
     size_t sent = 0;
@@ -85,6 +92,13 @@ static bool exchange(int fd, const char *req, size_t len, unsigned ms)
         ssize_t n = recv(fd, buf, sizeof buf, 0);
         if (n > 0 && getenv("FUZZ_LOG"))
             fprintf(stderr, "reply: %.*s\n", (int)(n < 200 ? n : 200), buf);
+        if (n > 0 && reply_len < sizeof reply - 1) {
+            size_t room = sizeof reply - 1 - reply_len;
+            size_t k = (size_t)n < room ? (size_t)n : room;
+            memcpy(reply + reply_len, buf, k);
+            reply_len += k;
+            reply[reply_len] = 0;
+        }
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
             return true;
     }
@@ -122,6 +136,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!closed)
             fprintf(stderr, "no whole reply in 8 s to: %s %s\n", methods[b >> 2 & 3], path);
         FUZZ_CHECK(closed);
+        /* a handler that sent nothing is answered 500 "no reply" by the frame */
+        if (strstr(reply, "\"no reply\""))
+            fprintf(stderr, "no reply from the handler of: %s %s\n", methods[b >> 2 & 3], path);
+        FUZZ_CHECK(!strstr(reply, "\"no reply\""));
         free(req);
         free(path);
     }

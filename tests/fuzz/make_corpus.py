@@ -268,7 +268,8 @@ def main():
         if sep:
             put("http", head)
             method, path = head.split(b" ")[:2]
-            m = [b"GET", b"PUT", b"POST", b"DELETE"].index(method) if method in (b"GET", b"PUT", b"POST", b"DELETE") else 0
+            methods = [b"GET", b"PUT", b"POST", b"DELETE"]
+            m = methods.index(method) if method in methods else 0
             put("api", bytes([m << 2]) + path + b"\n" + rest)
             put("api", bytes([m << 2 | 2]) + path + b"\n" + rest)
             put("api", b"\x03" + data)
