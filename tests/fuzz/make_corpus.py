@@ -255,7 +255,8 @@ def main():
                 elif ftype == rawamqp.FRAME_HEADER:
                     put("header", payload)
     for t in [{"x-message-ttl": 60000, "x-dead-letter-exchange": "fz.alt"}, {"x-match": "any", "k": "v", "n": 7},
-              {"h1": "v", "h2": 42, "h3": decimal.Decimal("1.5"), "h4": [1, 2, {"x": None}], "h5": True, "h6": {"deep": {"er": "x"}}},
+              {"h1": "v", "h2": 42, "h3": decimal.Decimal("1.5"), "h4": [1, 2, {"x": None}], "h5": True,
+               "h6": {"deep": {"er": "x"}}},
               {"product": "fuzz-corpus", "capabilities": {"publisher_confirms": True}}]:
         put("table", b"\x00" + table_seeds(t))
     put("table", b"\x00" + rawamqp.all_types_table()[4:])
