@@ -45,7 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         second = (described){.c = NULL};
         config_describe(&c, describe, &first);
         config_describe(&again, describe, &second);
-        FUZZ_CHECK(first.len == second.len && memcmp(first.text, second.text, first.len) == 0);
+        bool same = first.len == second.len && memcmp(first.text, second.text, first.len) == 0;
+        if (!same)
+            fprintf(stderr, "described as:\n%.*s\nwhich sets to:\n%.*s\n", (int)first.len,
+                    first.text, (int)second.len, second.text);
+        FUZZ_CHECK(same);
         (void)config_loopback_only(&c, "guest");
     } else {
         FUZZ_CHECK(strncmp(err, path, strlen(path)) == 0 && strlen(err) < sizeof err);
