@@ -577,7 +577,9 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     describe_listeners(c, fn, arg);
     fn(arg, "default_user", c->default_user);
     fn(arg, "default_vhost", c->default_vhost);
-    if (c->loopback_none)
+    /* "loopback_users.guest = false" alone leaves nobody loopback-only:
+     * that is "none", not the default that saying nothing would mean */
+    if (c->loopback_none || (c->loopback_explicit && c->nloopback_users == 0))
         fn(arg, "loopback_users", "none");
     else if (!c->loopback_explicit)
         fn(arg, "loopback_users.guest", "true");

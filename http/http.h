@@ -138,8 +138,10 @@ void http_reply_start(http_req *r, int status, const char *reason);
 void http_reply_chunk(http_req *r, struct evbuffer *data,
                       void (*drained)(http_req *r, void *arg), void *arg);
 void http_reply_end(http_req *r);
-/* Called (then the request is freed) when the connection ends before the
- * reply does: the client went away, or did not read for idle_timeout. */
+/* Called (then the request is freed) when the request ends before its
+ * reply does: the client went away or did not read for idle_timeout, or
+ * (set in `admit`) the server refused its body -- over the limit,
+ * malformed chunks, not in before body_timeout. */
 void http_req_on_abort(http_req *r, void (*abort)(http_req *r, void *arg), void *arg);
 
 #endif

@@ -34,7 +34,7 @@ typedef struct http_head {
 /* Parses `len` bytes of a head (request line and header lines, each ending
  * in CRLF or LF, the blank line excluded). `buf` has room for 2 * len + 2
  * bytes: a NUL goes at buf[len] and the target's path part after it.
- * 0 on success, else the HTTP status to refuse it with (400, 431, 501,
+ * 0 on success, else the HTTP status to refuse it with (400, 417, 431, 501,
  * 505) and *why a short reason. */
 int http_parse_head(char *buf, size_t len, http_head *h, const char **why);
 

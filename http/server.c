@@ -82,6 +82,17 @@ static void reply_and_close(http_conn *c, int status, const char *reason, const 
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 }
 
+/* Refuses an admitted request's body: its owner (the admit callback took
+ * it) hears of it through the abort callback, as when the client goes. */
+static void refuse_body(http_conn *c, int status, const char *reason, const char *text)
+{
+    http_req *r = c->req;
+    if (r->abort)
+        r->abort(r, r->abort_arg);
+    drop_request(c);
+    reply_and_close(c, status, reason, text);
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -106,8 +117,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     case CONN_BUDGET:
     case CONN_BODY:
         s->st.body_timeouts++;
-        drop_request(c);
-        reply_and_close(c, 408, "Request Timeout", "request body not received in time\n");
+        refuse_body(c, 408, "Request Timeout", "request body not received in time\n");
         return;
     case CONN_LINGER:
         conn_close(c);
@@ -225,9 +235,7 @@ static void admit(http_conn *c)
         return;
     }
     if (r->h.content_length > (int64_t)s->lim.max_body_bytes) {
-        http_req_free(r);
-        c->req = NULL;
-        reply_and_close(c, 413, "Payload Too Large", "request body too large\n");
+        refuse_body(c, 413, "Payload Too Large", "request body too large\n");
         return;
     }
     if (!(r->body = evbuffer_new())) {
@@ -389,9 +397,7 @@ static void read_body(http_conn *c)
     }
     if (bad) {
         c->srv->st.bad_requests++;
-        http_req_free(r);
-        c->req = NULL;
-        reply_and_close(c, 400, "Bad Request", "malformed or oversized chunked body\n");
+        refuse_body(c, 400, "Bad Request", "malformed or oversized chunked body\n");
         return;
     }
     if (!done)

@@ -5,7 +5,8 @@
 # an ephemeral port), the crash test (SIGKILL at random moments,
 # CRASH_TRIALS=20), the conformance suite's quick subset (every client
 # library), the console's browser tests (chromium), a 60 s soak, then unit and
-# integration tests again under AddressSanitizer + UBSan.
+# integration tests again under AddressSanitizer + UBSan, then the fuzzers
+# (libFuzzer harnesses 20 s each, the network fuzzer 30 s).
 # Each layer prints TAP lines; this script counts them and ends with one
 # line "N passed, M failed" (exit 1 on any failure).
 set -u
@@ -101,6 +102,22 @@ for variant in release asan; do
             timeout 600 /usr/bin/python3 tests/soak/soak.py
     fi
 done
+
+# ---- fuzzing (tests/fuzz, tests/netfuzz) ----
+# The libFuzzer harnesses, built with clang into build/fuzz: each one's kept
+# regressions, then FUZZ_TEST_S (20) seconds each, two at a time; then the
+# network fuzzer for NETFUZZ_S (30) seconds against the ASan broker built
+# above. Longer runs: `make fuzz FUZZ_S=...`.
+if make -s -j"$JOBS" fuzz-bins > "$log/build" 2>&1; then
+    run_layer "fuzz (libFuzzer, ${FUZZ_TEST_S:-20} s each)" env FUZZ_S="${FUZZ_TEST_S:-20}" \
+        FUZZ_JOBS="$JOBS" scripts/fuzz.sh
+else
+    cat "$log/build"
+    echo "not ok - build (fuzz)" | tee -a "$log/all"
+fi
+run_layer "netfuzz (asan)" env NETFUZZ_S="${NETFUZZ_S:-30}" WARREN_BIN="$PWD/build/asan/warren" \
+    timeout 300 /usr/bin/python3 tests/netfuzz/netfuzz.py
+# ---- end of fuzzing ----
 
 passed=$(grep -c '^ok ' "$log/all" || true)
 failed=$(grep -c '^not ok' "$log/all" || true)

@@ -366,6 +366,25 @@ static void test_bad_tls_keys_name_file_line_and_reason(void **state)
                       "AMQPLAIN, EXTERNAL");
 }
 
+/* Taking guest off the loopback-only list leaves nobody on it: described
+ * as "none", not left out (which would read as the default, guest). The
+ * config fuzzer found the description setting back to another config. */
+static void test_empty_loopback_list_described_as_none(void **state)
+{
+    (void)state;
+    config c;
+    char out[2048] = "";
+    config_defaults(&c);
+    assert_true(set(&c, "loopback_users.guest", "false"));
+    assert_false(config_loopback_only(&c, "guest"));
+    config_describe(&c, describe_into, out);
+    assert_non_null(strstr(out, "loopback_users=none;"));
+    config_defaults(&c);
+    out[0] = 0;
+    config_describe(&c, describe_into, out);
+    assert_non_null(strstr(out, "loopback_users.guest=true;"));
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -390,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_listeners_described_as_keys),
         cmocka_unit_test(test_tls_keys),
         cmocka_unit_test(test_bad_tls_keys_name_file_line_and_reason),
+        cmocka_unit_test(test_empty_loopback_list_described_as_none),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests_name("broker_config", tests, NULL, NULL);

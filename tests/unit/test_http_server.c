@@ -103,11 +103,14 @@ typedef struct fixture {
     int handled, aborted;
     bool refuse;            /* admit answers 401 */
     bool stream;            /* handle streams `stream_chunks` chunks */
+    bool own;               /* admit takes the request (an abort callback), as mgmt-ui does */
     int stream_chunks, streamed;
     char last_body[256];
 } fixture;
 
 static fixture fx;
+
+static void stream_aborted(http_req *r, void *arg);
 
 static bool admit_cb(http_req *r, void *arg)
 {
@@ -119,6 +122,8 @@ static bool admit_cb(http_req *r, void *arg)
         evbuffer_free(b);
         return false;
     }
+    if (f->own)
+        http_req_on_abort(r, stream_aborted, f);
     return true;
 }
 
@@ -386,6 +391,38 @@ static void test_body_limits_and_chunks(void **state)
     close(fd);
 }
 
+/* A body refused after admit -- over the limit, malformed chunks, too slow
+ * -- is a request that ends before its reply: the owner admit gave it to
+ * hears so through the abort callback (mgmt-ui frees its request state
+ * there; the network fuzzer found it leaked on a bad chunked body). */
+static void test_refused_body_tells_the_owner(void **state)
+{
+    (void)state;
+    start(small_limits());
+    fx.own = true;
+    char buf[4096];
+    bool eof;
+    int fd = client();
+    send_str(fd, "POST /big HTTP/1.1\r\nContent-Length: 1001\r\n\r\n");
+    recv_for(fd, buf, sizeof buf, 100, &eof);
+    assert_non_null(strstr(buf, "413 Payload Too Large"));
+    assert_int_equal(fx.aborted, 1);
+    close(fd);
+    fd = client();
+    send_str(fd, "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+    recv_for(fd, buf, sizeof buf, 100, &eof);
+    assert_non_null(strstr(buf, "400 Bad Request"));
+    assert_int_equal(fx.aborted, 2);
+    close(fd);
+    fd = client();
+    send_str(fd, "POST /slow HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc");
+    recv_for(fd, buf, sizeof buf, 600, &eof);
+    assert_non_null(strstr(buf, "408 Request Timeout"));
+    assert_int_equal(fx.aborted, 3);
+    assert_int_equal(fx.handled, 0);
+    close(fd);
+}
+
 static void test_budget_makes_bodies_wait(void **state)
 {
     (void)state;
@@ -551,6 +588,7 @@ int main(void)
         cmocka_unit_test_teardown(test_keep_alive_and_pipelining, teardown),
         cmocka_unit_test_teardown(test_refusal_reads_no_body, teardown),
         cmocka_unit_test_teardown(test_body_limits_and_chunks, teardown),
+        cmocka_unit_test_teardown(test_refused_body_tells_the_owner, teardown),
         cmocka_unit_test_teardown(test_budget_makes_bodies_wait, teardown),
         cmocka_unit_test_teardown(test_deadlines, teardown),
         cmocka_unit_test_teardown(test_connection_limit_evicts_waiting_ones, teardown),
