@@ -470,6 +470,7 @@ fixed("GET", "/api/feature-flags", "/api/feature-flags")
 fixed("PUT", "/api/nodes/{}/vm-memory-high-watermark", lambda fx: path("/api/nodes", fx.node,
                                                                        "vm-memory-high-watermark"),
       {"relative": 0.4})
+fixed("POST", "/api/nodes/{}/reload-certificates", lambda fx: path("/api/nodes", fx.node, "reload-certificates"))
 
 # health checks (res_health.c)
 for check in ("alarms", "local-alarms", "virtual-hosts", "node-is-quorum-critical", "node-is-mirror-sync-critical"):
@@ -646,4 +647,6 @@ WARREN_ONLY = {
                                                             "changes the node's memory watermark "
                                                             "(rabbitmqctl set_vm_memory_high_watermark): "
                                                             "administrators only"),
+    ("POST", "/api/nodes/{}/reload-certificates", ""): ("GET /api/definitions", "204",
+                                                        "reloads every TLS listener's certificates and keys (warrenctl reload_certificates; rabbitmqctl has no such command over HTTP): administrators only"),
 }
