@@ -649,6 +649,11 @@ bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, 
     return true;
 }
 
+bool mgmt_plain_wanted(bool tls_on, bool tcp_port_set, const config_listeners *more)
+{
+    return !tls_on || tcp_port_set || more->n > 0;
+}
+
 bool mgmt_http_bind_more(http_server *h, const config_listeners *more, const char *what)
 {
     for (unsigned i = 0; i < more->n; i++) {
@@ -660,11 +665,15 @@ bool mgmt_http_bind_more(http_server *h, const config_listeners *more, const cha
     return true;
 }
 
+/* With management.ssl.* and no management.tcp.* key RabbitMQ serves the
+ * API over HTTPS alone (seen on 3.10.8): no plain listener then (port 0). */
 static bool listen_tcp(mgmt *m)
 {
     const config *cfg = server_config(m->s);
     if (!(m->http = new_http(m, &m->tcp_ep, false)))
         return false;
+    if (!mgmt_plain_wanted(cfg->mgmt_tls.on, cfg->mgmt_port_set, &cfg->mgmt_more))
+        return true;
     return mgmt_http_bind(m->http, cfg->mgmt_ip, cfg->mgmt_port, "management", &m->port);
 }
 

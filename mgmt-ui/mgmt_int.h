@@ -140,6 +140,10 @@ bool mgmt_http_bind(http_server *h, const char *ip, int port, const char *what, 
 /* Binds the listeners after the first (management.listeners.tcp.*,
  * prometheus.listeners.tcp.*), each logged; false when one cannot be. */
 bool mgmt_http_bind_more(http_server *h, const config_listeners *more, const char *what);
+/* Whether the plain HTTP listener is served: not when TLS is on and no
+ * <prefix>.tcp.port or <prefix>.listeners.tcp.* key was given (RabbitMQ
+ * then serves HTTPS alone); the port then reads 0. */
+bool mgmt_plain_wanted(bool tls_on, bool tcp_port_set, const config_listeners *more);
 /* An HTTPS listener of `h` from `c` (management.ssl.*, prometheus.ssl.*;
  * nothing when its port is not set), logged "<what> over TLS listening on
  * ip:port", its certificates reloaded with the server's others (https.c).

@@ -234,8 +234,10 @@ mgmt_prometheus *mgmt_prometheus_new(mgmt *m, server *s)
     }
     p->m = m;
     p->s = s;
-    bool first = mgmt_http_bind(p->http, cfg->prometheus_ip, cfg->prometheus_port,
-                                "prometheus", &p->port);
+    bool first = !mgmt_plain_wanted(cfg->prometheus_tls.on, cfg->prometheus_port_set,
+                                    &cfg->prometheus_more) ||
+                 mgmt_http_bind(p->http, cfg->prometheus_ip, cfg->prometheus_port, "prometheus",
+                                &p->port);
     if (!first || !mgmt_http_bind_more(p->http, &cfg->prometheus_more, "prometheus") ||
         !mgmt_https_listen(&p->https, s, p->http, &cfg->prometheus_tls, "prometheus")) {
         /* only a default port in use is let pass (mgmt_new); a listener

@@ -151,12 +151,13 @@ static void listeners(mgmt_json *w, server *s, mgmt *m)
         int port = server_amqps_listener(s, i, &ip);
         listener(w, s, "amqp/ssl", ip, port);
     }
-    listener(w, s, "http", cfg->mgmt_ip, mgmt_port(m));
+    if (mgmt_port(m) > 0)
+        listener(w, s, "http", cfg->mgmt_ip, mgmt_port(m));
     const mgmt_https *https = mgmt_https_of(m);
     if (https)
         listener(w, s, "https", *https->cfg->ip ? https->cfg->ip : "0.0.0.0", https->port);
     mgmt_prometheus *prom = mgmt_prometheus_of(m);
-    if (prom)
+    if (prom && mgmt_prometheus_port(prom) > 0)
         listener(w, s, "http/prometheus", cfg->prometheus_ip, mgmt_prometheus_port(prom));
     https = prom ? mgmt_prometheus_https(prom) : NULL;
     if (https)
@@ -203,11 +204,13 @@ static void overview_versions(mgmt_json *w, server *s)
 }
 
 /* The management listener as RabbitMQ describes its web contexts (port
- * as a string; cowboy's options are Erlang's and left out). */
+ * as a string; cowboy's options are Erlang's and left out): the HTTPS one
+ * when it serves HTTPS alone, with "ssl": "true" as RabbitMQ 3.10.8. */
 static void contexts(mgmt_json *w, server *s, mgmt *m)
 {
     char port[16];
-    snprintf(port, sizeof port, "%d", mgmt_port(m));
+    const mgmt_https *https = mgmt_port(m) > 0 ? NULL : mgmt_https_of(m);
+    snprintf(port, sizeof port, "%d", https ? https->port : mgmt_port(m));
     mgmt_json_key(w, "contexts");
     mgmt_json_arr(w);
     mgmt_json_obj(w);
@@ -218,6 +221,8 @@ static void contexts(mgmt_json *w, server *s, mgmt *m)
     mgmt_json_kstr(w, "description", "RabbitMQ Management");
     mgmt_json_kstr(w, "path", "/");
     mgmt_json_kstr(w, "port", port);
+    if (https)
+        mgmt_json_kstr(w, "ssl", "true");
     mgmt_json_end_obj(w);
     mgmt_json_end_arr(w);
 }

@@ -92,8 +92,10 @@ def unique(kind="q"):
 class WarrenProcess:
     """One Warren process on 127.0.0.1:<ephemeral> with its own data dir."""
 
-    def __init__(self, settings=(), env=None, preexec_fn=None):
+    def __init__(self, settings=(), env=None, preexec_fn=None, plain_http=True):
         self.settings = list(settings)
+        # False: no management.tcp.* / prometheus.tcp.* keys (HTTPS alone, or the defaults)
+        self.plain_http = plain_http
         self.env = dict(os.environ, **(env or {}))
         self.preexec_fn = preexec_fn  # run in the child before exec (e.g. setrlimit)
         self.binary = None  # what to run instead of WARREN_BIN (a wrapper that execs it)
@@ -111,9 +113,10 @@ class WarrenProcess:
             raise RuntimeError("Warren binary not found: %s (set WARREN_BIN or build it)" % WARREN_BIN)
         self.tmpdir = tempfile.mkdtemp(prefix="warren-itest-")
         argv = [self.binary or WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
-                "--set", "data_dir=%s" % self.tmpdir,
-                "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
-                "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]
+                "--set", "data_dir=%s" % self.tmpdir]
+        if self.plain_http:
+            argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
+                     "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]
         for s in EXTRA_SETTINGS + self.settings:
             argv += ["--set", s]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

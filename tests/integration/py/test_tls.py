@@ -49,8 +49,8 @@ def tls_settings(cert="server.pem", key="server.key", pki=PKI, **extra):
 class TlsBroker:
     """A private Warren with an AMQPS listener; .tls_port, .port, .api()."""
 
-    def __init__(self, settings):
-        self.proc = h.WarrenProcess(settings)
+    def __init__(self, settings, plain_http=True):
+        self.proc = h.WarrenProcess(settings, plain_http=plain_http)
 
     def __enter__(self):
         self.proc.start()
@@ -395,6 +395,29 @@ class TlsTest(unittest.TestCase):
                 conn.close()
         finally:
             shutil.rmtree(pki, ignore_errors=True)
+
+    @h.needs_own_broker
+    def test_https_alone_without_tcp_keys(self):
+        """management.ssl.* and prometheus.ssl.* with no .tcp.* key: HTTPS
+        alone, as RabbitMQ 3.10.8 (it binds neither 15672 nor 15692 then)."""
+        settings = tls_settings()
+        for prefix in ("management.ssl", "prometheus.ssl"):
+            settings += ["%s.port=0" % prefix, "%s.ip=127.0.0.1" % prefix,
+                         "%s.certfile=%sserver.pem" % (prefix, PKI), "%s.keyfile=%sserver.key" % (prefix, PKI)]
+        with TlsBroker(settings, plain_http=False) as b:
+            b.wait_log("prometheus over TLS listening")
+            port = int(re.search(r"management over TLS listening on [0-9.]+:([0-9]+)",
+                                 "\n".join(b.proc.log_lines)).group(1))
+            self.assertFalse([l for l in b.proc.log_lines
+                              if re.search(r"(management|prometheus) listening on", l)], b.proc.log_tail())
+            req = urllib.request.Request("https://localhost:%d/api/overview" % port)
+            req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+            with urllib.request.urlopen(req, context=client_context(), timeout=10) as r:
+                overview = json.loads(r.read())
+            protocols = sorted(l["protocol"] for l in overview["listeners"])
+            self.assertEqual(protocols, ["amqp", "amqp/ssl", "https", "https/prometheus"])
+            self.assertEqual([(c["port"], c.get("ssl")) for c in overview["contexts"]],
+                             [(str(port), "true")])
 
 
 NODE_DIR = h.REPO / "conformance" / "node"
