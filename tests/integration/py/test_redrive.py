@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import tempfile
 import time
 import unittest
@@ -425,6 +426,9 @@ class RedriveCrash(unittest.TestCase):
             self.assertEqual(proc.stop(), 0)
 
     def test_sigkill_mid_move(self):
+        # three kill-and-restart trials: ~7 s on a quiet machine, past
+        # run_py.py's 20 s on a loaded one (seen under make test + fuzzers)
+        signal.alarm(90)
         moved = [self.trial(seed) for seed in range(self.TRIALS)]
         # at least one trial must have caught the move in the middle
         self.assertTrue(any(0 < m < self.N for m in moved), moved)
