@@ -89,15 +89,20 @@ static bool tcp_address(const void *impl, bool local, struct sockaddr_storage *o
     return net_socket_address(((const tcp *)impl)->fd, local, out);
 }
 
+void net_socket_close(struct event *rev, struct event *wev, int fd)
+{
+    if (rev)
+        event_free(rev);
+    if (wev)
+        event_free(wev);
+    if (fd >= 0)
+        close(fd);
+}
+
 static void tcp_close(void *impl)
 {
     tcp *k = impl;
-    if (k->rev)
-        event_free(k->rev);
-    if (k->wev)
-        event_free(k->wev);
-    if (k->fd >= 0)
-        close(k->fd);
+    net_socket_close(k->rev, k->wev, k->fd);
 }
 
 static const transport_ops tcp_ops = {

@@ -417,12 +417,7 @@ static void tls_close(void *impl)
     }
     if (k->net)
         BIO_free(k->net);
-    if (k->rev)
-        event_free(k->rev);
-    if (k->wev)
-        event_free(k->wev);
-    if (k->fd >= 0)
-        close(k->fd);
+    net_socket_close(k->rev, k->wev, k->fd);
     ERR_clear_error();
 }
 
