@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tls.sh -- TLS against plain TCP, Warren and RabbitMQ in one run: starts a
+# release Warren and a RabbitMQ, each with a plain and a TLS listener on
+# tests/tls/server.pem, and runs tests/bench/tls_bench.py against both
+# (a16, persistent with confirms, handshakes per second full and resumed).
+#
+#   tests/bench/tls.sh            (writes tests/bench/last-tls.txt)
+#
+# Env: MESSAGES (200000), S_TIME (3) for tls_bench.py; RABBIT=0 skips
+# RabbitMQ; RABBIT_NODE (rtls) and RABBIT_PORT (25672, TLS on +1) name the
+# RabbitMQ started here; WARREN_BIN (build/release/warren). Run as root:
+# RabbitMQ runs as its own user.
+set -eu
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+make -s -j2 VARIANT=release build/release/warren
+WARREN_BIN=${WARREN_BIN:-$ROOT/build/release/warren}
+NODE=${RABBIT_NODE:-rtls}
+RPORT=${RABBIT_PORT:-25672}
+TMP=$(mktemp -d /tmp/warren-tls.XXXXXX)
+WPID="" RABBIT_UP=""
+cleanup() {
+    [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null
+    [ -n "$RABBIT_UP" ] && rabbitmqctl -q -n "$NODE@localhost" stop >/dev/null 2>&1
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+cp tests/tls/ca.pem tests/tls/server.pem tests/tls/server.key "$TMP"/
+chmod 755 "$TMP" && chmod a+r "$TMP"/*          # RabbitMQ runs as its own user
+TARGETS=()
+
+mkdir -p "$TMP/warren"
+WPLAIN=$(free_port) WTLS=$(free_port)
+"$WARREN_BIN" --set "listeners.tcp.default=127.0.0.1:$WPLAIN" --set "listeners.ssl.default=127.0.0.1:$WTLS" \
+    --set "ssl_options.certfile=$TMP/server.pem" --set "ssl_options.keyfile=$TMP/server.key" \
+    --set "ssl_options.cacertfile=$TMP/ca.pem" --set "data_dir=$TMP/warren" \
+    --set management.tcp.port=0 --set management.tcp.ip=127.0.0.1 \
+    --set prometheus.tcp.port=0 --set prometheus.tcp.ip=127.0.0.1 2> "$TMP/warren.log" &
+WPID=$!
+for _ in $(seq 100); do
+    grep -q "AMQP listening on 127.0.0.1:$WTLS" "$TMP/warren.log" && break
+    sleep 0.1
+done
+TARGETS+=("warren=127.0.0.1:$WPLAIN:$WTLS")
+
+if [ "${RABBIT:-1}" = 1 ]; then
+    R=/tmp/$NODE
+    rm -rf "$R" && mkdir -p "$R"
+    cat > "$R/rabbitmq.conf" <<EOF
+listeners.tcp.default = 127.0.0.1:$RPORT
+listeners.ssl.default = 127.0.0.1:$((RPORT + 1))
+ssl_options.certfile = $TMP/server.pem
+ssl_options.keyfile = $TMP/server.key
+ssl_options.cacertfile = $TMP/ca.pem
+loopback_users = none
+EOF
+    echo '[].' > "$R/enabled_plugins"
+    chown -R rabbitmq: "$R" 2>/dev/null || true
+    RABBITMQ_NODENAME=$NODE@localhost RABBITMQ_NODE_PORT=$RPORT RABBITMQ_DIST_PORT=$((RPORT + 20000)) \
+    RABBITMQ_MNESIA_BASE=$R/mnesia RABBITMQ_LOG_BASE=$R/log RABBITMQ_CONFIG_FILE=$R/rabbitmq \
+    RABBITMQ_ENABLED_PLUGINS_FILE=$R/enabled_plugins RABBITMQ_PID_FILE=$R/pid \
+        su rabbitmq -s /bin/sh -c "cd /var/lib/rabbitmq && exec /usr/lib/rabbitmq/bin/rabbitmq-server" \
+        > "$R/out" 2>&1 &
+    RABBIT_UP=1
+    rabbitmqctl -q -n "$NODE@localhost" wait "$R/pid" --timeout 120 > /dev/null
+    TARGETS+=("rabbitmq=127.0.0.1:$RPORT:$((RPORT + 1))")
+fi
+
+exec > >(tee tests/bench/last-tls.txt) 2>&1
+echo "# tests/bench/tls.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), $(nproc) cores," \
+     "load $(cut -d' ' -f1-3 /proc/loadavg)); release Warren, RabbitMQ" \
+     "$( [ -n "$RABBIT_UP" ] && rabbitmqctl -q -n "$NODE@localhost" version)," \
+     "tests/tls/server.pem (RSA 2048), client without a certificate"
+/usr/bin/python3 tests/bench/tls_bench.py "${TARGETS[@]}" --messages "${MESSAGES:-200000}" --s-time "${S_TIME:-3}"
