@@ -160,6 +160,22 @@ class WarrenProcess:
         self._port_found.set()
         self._mgmt_found.set()
 
+    def log_count(self, text):
+        return sum(text in line for line in list(self.log_lines))
+
+    def wait_log(self, text, count=1, timeout=10.0, regex=False):
+        """Waits until `count` log lines contain `text` (a regular expression
+        when `regex`) and says whether they did: the drainer thread may read
+        a line well after the broker wrote it on a busy machine."""
+        match = (lambda ln: re.search(text, ln)) if regex else (lambda ln: text in ln)
+        deadline = time.monotonic() + timeout
+        while True:
+            if sum(1 for ln in list(self.log_lines) if match(ln)) >= count:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
     def log_tail(self, n=30):
         return "\n".join(self.log_lines[-n:])
 

@@ -194,14 +194,13 @@ class DiskAlarm(unittest.TestCase):
             self.assertIsNotNone(method)
             drained.add(int(body[:8]))
             dch.basic_ack(method.delivery_tag)
-        self.assertTrue(wait_until(lambda: any("No space left on device; retrying" in l
-                                               for l in proc.log_lines)),
+        self.assertTrue(proc.wait_log("No space left on device; retrying", timeout=5),
                         "the journal did not meet ENOSPC")
         time.sleep(0.5)
         self.assertEqual(mgmt(proc, "/api/overview")[0], 200)
         self.assertLessEqual(len(pub.confirmed), stalled + 1, "confirmed while the disk was full")
         self.assertIsNone(proc.proc.poll(), proc.log_tail())
-        self.assertTrue(any("disk resource limit alarm set on node" in l for l in proc.log_lines))
+        self.assertTrue(proc.wait_log("disk resource limit alarm set on node"), proc.log_tail())
 
         os.unlink(filler)  # space returns
         self.assertTrue(wait_until(lambda: not node(proc)["disk_free_alarm"]), proc.log_tail())
@@ -209,7 +208,7 @@ class DiskAlarm(unittest.TestCase):
         pub.join(15)
         self.assertEqual((len(pub.confirmed), pub.error), (1500, None), "publishing did not resume")
         self.assertEqual([e for e, _ in pub.events], ["blocked", "unblocked"])
-        self.assertTrue(any("disk resource limit alarm cleared on node" in l for l in proc.log_lines))
+        self.assertTrue(proc.wait_log("disk resource limit alarm cleared on node"), proc.log_tail())
 
         # every confirmed message is there, with its body, and only once
         drainer.close()
@@ -270,7 +269,7 @@ class MemoryAlarm(unittest.TestCase):
         self.assertEqual(events, [("blocked", "low on memory")])
         status, body = mgmt(proc, "/api/health/checks/alarms")
         self.assertEqual((status, body["alarms"]), (503, [{"node": name, "resource": "memory"}]))
-        self.assertTrue(any("memory resource limit alarm set on node" in l for l in proc.log_lines))
+        self.assertTrue(proc.wait_log("memory resource limit alarm set on node"), proc.log_tail())
         # consumers keep draining while publishers are blocked
         got = [cch.basic_get("mem.q", auto_ack=True)[2] for _ in range(3)]
         self.assertEqual(got, [b"before0", b"before1", b"before2"])
@@ -282,7 +281,7 @@ class MemoryAlarm(unittest.TestCase):
         ch.basic_publish("", "mem.q", b"after")
         got = [wait_until(lambda: cch.basic_get("mem.q", auto_ack=True)[2]) for _ in range(2)]
         self.assertEqual(got, [b"during", b"after"])
-        self.assertTrue(any("memory resource limit alarm cleared on node" in l for l in proc.log_lines))
+        self.assertTrue(proc.wait_log("memory resource limit alarm cleared on node"), proc.log_tail())
         c.close()
         consumer.close()
 

@@ -19,7 +19,6 @@ import time
 import unittest
 import urllib.parse
 
-import pika
 from pika import exceptions as pex
 
 import harness as h

@@ -10,7 +10,6 @@ the counters ("refused" in /api/overview, warren_refused_total) and the
 own-broker tests are Warren's.
 """
 import http.client
-import json
 import socket
 import time
 import unittest
@@ -286,7 +285,9 @@ class OwnBroker:
         return self.api("GET", "/api/overview").json()["refused"]
 
     def log_count(self, text):
-        return sum(text in line for line in list(self.proc.log_lines))
+        """How many log lines hold `text`, once at least one does (or 10 s)."""
+        self.proc.wait_log(text)
+        return self.proc.log_count(text)
 
     def metric(self, kind):
         c = http.client.HTTPConnection("127.0.0.1", self.proc.prometheus_port, timeout=10)

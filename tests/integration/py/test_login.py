@@ -200,11 +200,11 @@ class Brake(LoginTest):
         self.login(addr)
         for _ in range(3):
             self.refuse(addr)
-        self.assertTrue(any("login brake: 3 failed logins from 127.0.0.1 within 60000 ms" in ln
-                            for ln in proc.log_lines), proc.log_tail())
+        self.assertTrue(proc.wait_log("login brake: 3 failed logins from 127.0.0.1 within 60000 ms"),
+                        proc.log_tail())
         t0 = time.monotonic()
         self.refuse(addr, password="guest")  # the right password, refused unchecked
-        self.assertTrue(any("too many failed logins from 127.0.0.1" in ln for ln in proc.log_lines),
+        self.assertTrue(proc.wait_log("too many failed logins from 127.0.0.1"),
                         proc.log_tail())
         api = http.client.HTTPConnection("127.0.0.1", proc.mgmt_port, timeout=10)
         refused = request("GET", "/api/overview", conn=api).json()["refused"]  # Warren's counters
@@ -248,7 +248,7 @@ class Flood(LoginTest):
         held = sum(1 for r, t0 in started if closed[r] - t0 >= HOLD - EARLY)
         self.assertLessEqual(held, 20, proc.log_tail())
         self.assertGreater(held, 0)
-        self.assertTrue(any("refused connections are held already" in ln for ln in proc.log_lines))
+        self.assertTrue(proc.wait_log("refused connections are held already"), proc.log_tail())
         self.assertLess(rss_kib(proc.proc.pid) - rss_before, 20 * 1024)
 
 

@@ -7,7 +7,6 @@ HTTP deadlines so they fire within the test.
 import base64
 import http.client
 import json
-import os
 import socket
 import threading
 import time

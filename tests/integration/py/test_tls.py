@@ -79,13 +79,9 @@ class TlsBroker:
             text = r.read()
             return json.loads(text) if text else None
 
-    def wait_log(self, pattern, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(re.search(pattern, line) for line in self.proc.log_lines):
-                return True
-            time.sleep(0.05)
-        raise AssertionError("no log line like %r; log:\n%s" % (pattern, self.proc.log_tail()))
+    def wait_log(self, pattern):
+        if not self.proc.wait_log(pattern, regex=True):
+            raise AssertionError("no log line like %r; log:\n%s" % (pattern, self.proc.log_tail()))
 
 
 def client_context(cert=None):

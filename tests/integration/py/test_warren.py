@@ -344,7 +344,7 @@ class FdExhaustion(unittest.TestCase):
         proc = h.WarrenProcess(["handshake_timeout=60000"], preexec_fn=self.limit_fds)
         addr = proc.start()
         self.addCleanup(proc.stop)
-        self.assertTrue(any("file descriptor limit %d " % self.LIMIT in ln for ln in proc.log_lines),
+        self.assertTrue(proc.wait_log("file descriptor limit %d " % self.LIMIT),
                         proc.log_tail())
         c = h.connect(addr)
         ch = c.channel()
@@ -356,7 +356,7 @@ class FdExhaustion(unittest.TestCase):
         deadline = time.monotonic() + 5
         while not any("accept() failed" in ln for ln in proc.log_lines) and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertTrue(any("Too many open files" in ln for ln in proc.log_lines), proc.log_tail())
+        self.assertTrue(proc.wait_log("Too many open files"), proc.log_tail())
         lines_before, cpu_before = len(proc.log_lines), cpu_seconds(proc.proc.pid)
         time.sleep(3)
         cpu = cpu_seconds(proc.proc.pid) - cpu_before
