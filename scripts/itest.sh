@@ -65,6 +65,9 @@ if [ "$WHAT" = all ] || [ "$WHAT" = c ]; then
 fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = py ]; then
+    # each Python test's alarm (run_py.py): AddressSanitizer runs the broker
+    # two to three times slower
+    if [ "$VARIANT" = asan ]; then export WARREN_TEST_TIMEOUT=${WARREN_TEST_TIMEOUT:-60}; fi
     timeout -k 10 "$LIMIT" "$PYTHON" "$ROOT/tests/integration/run_py.py" > "$TMP/out" 2>&1
     status=$?
     retap "py/" "$status" < "$TMP/out"

@@ -48,6 +48,7 @@ class Paging(h.DataDirTest):
 
     @h.needs_own_broker
     def test_backlog_comes_back_in_order_with_bodies_and_properties(self):
+        signal.alarm(90)  # 84 MB of bodies through pika, twice: see below
         conn, ch = self.start()
         ch.queue_declare("pg.q", durable=True)
         n = 3000
@@ -71,7 +72,8 @@ class Paging(h.DataDirTest):
         asan = os.environ.get("ASAN_OPTIONS", "")
         self.env = {"ASAN_OPTIONS": (asan + ":" if asan else "") + "quarantine_size_mb=0"}
         # 64 MB through pika: a few seconds quiet, past run_py.py's 20 s on a
-        # machine loaded with make test's ASan build and fuzzers (seen)
+        # machine loaded with make test's ASan build and fuzzers (seen; the
+        # test above too)
         signal.alarm(90)
         conn, ch = self.start()
         ch.queue_declare("pg.big", durable=True)
