@@ -324,12 +324,13 @@ sp_status sp_command_decode(const sp_frame *f, sp_command *c)
                       .version = f->version};
     bool known = taken(c->key, c->response, &has_corr);
     rd r = {f->body, f->body_len, false};
-    if (has_corr && known)
-        c->correlation_id = rd_u32(&r);
-    else if (f->body_len >= 4) /* an unknown command's id, if it has one */
-        c->correlation_id = sp_be32(f->body);
-    if (!known)
+    if (!known) { /* the first 4 bytes, in case it is a request with an id */
+        if (f->body_len >= 4)
+            c->correlation_id = sp_be32(f->body);
         return SP_UNKNOWN;
+    }
+    if (has_corr)
+        c->correlation_id = rd_u32(&r);
     uint16_t max = c->key == SP_PUBLISH && !c->response ? 2 : 1;
     if (c->version < 1 || c->version > max)
         return SP_UNKNOWN;
