@@ -101,6 +101,17 @@ enum sp_offset_type {
     SP_OFFSET_TIMESTAMP = 5, /* milliseconds since the epoch, signed */
 };
 
+/* Subscribe property names the server reads (rabbit_stream_reader.erl and
+ * rabbit_stream_utils.erl, v3.13.x): "filter.<anything>" holds one filter
+ * value each, "match-unfiltered" = "true" also delivers messages without
+ * one; "name" is the consumer's name for single active consumer and offset
+ * tracking. */
+#define SP_PROP_SINGLE_ACTIVE_CONSUMER "single-active-consumer"
+#define SP_PROP_SUPER_STREAM "super-stream"
+#define SP_PROP_NAME "name"
+#define SP_PROP_FILTER_PREFIX "filter."
+#define SP_PROP_MATCH_UNFILTERED "match-unfiltered"
+
 #define SP_SIZE_LEN 4            /* the uint32 before every frame */
 #define SP_HEADER_LEN 4          /* key + version, counted in the size */
 #define SP_PRE_OPEN_FRAME_MAX 8192 /* RabbitMQ's stream.initial_frame_max */
@@ -208,7 +219,7 @@ typedef struct sp_command {
         struct { sp_list streams; /* strings */ } metadata;
         struct { sp_list properties; /* pairs */ } peer_properties;
         struct { sp_slice mechanism, data; } sasl_authenticate; /* data: -1 reads empty */
-        struct { uint32_t frame_max, heartbeat; } tune;        /* response */
+        struct { uint32_t frame_max, heartbeat; } tune; /* response (RabbitMQ takes a request too) */
         struct { sp_slice vhost; } open;
         struct { uint16_t code; sp_slice reason; } close;      /* request */
         struct { uint16_t code; } close_ok;                    /* response */

@@ -97,6 +97,28 @@ static void test_too_large_from_size_alone(void **state)
     assert_int_equal(sp_frame_next(h, 4, 100, &f, &used), SP_NEED_MORE);
 }
 
+/* Over frame_max at every size around it and every number of bytes in:
+ * too large from the 4th byte on, whatever else has arrived. */
+static void test_too_large_at_every_length(void **state)
+{
+    uint8_t buf[4 + 80] = {0};
+    for (uint32_t size = 60; size <= 72; size++) {
+        buf[3] = (uint8_t)size;
+        buf[5] = SP_PUBLISH;
+        buf[7] = 1;
+        for (size_t have = 0; have <= 4 + size; have++) {
+            uint8_t *b = dup_exact(buf, have);
+            sp_frame f;
+            size_t used;
+            sp_status want = have < 4 ? SP_NEED_MORE
+                             : size > 64 ? SP_TOO_LARGE
+                             : have < 4 + size ? SP_NEED_MORE : SP_DONE;
+            assert_int_equal(sp_frame_next(b, have, 64, &f, &used), want);
+            free(b);
+        }
+    }
+}
+
 /* A size under 4 cannot hold key and version (RabbitMQ 3.10.8 closes the
  * socket on "00000001 00"). */
 static void test_size_too_small(void **state)
@@ -195,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_two_frames_and_a_partial),
         cmocka_unit_test(test_every_partial_length),
         cmocka_unit_test(test_too_large_from_size_alone),
+        cmocka_unit_test(test_too_large_at_every_length),
         cmocka_unit_test(test_size_too_small),
         cmocka_unit_test(test_pre_open_cap),
         cmocka_unit_test(test_negotiate),
