@@ -22,13 +22,11 @@ typedef struct vector {
 
 static sp_status decode_hex(const char *hex, sp_command *c, uint8_t **keep)
 {
-    size_t n, used;
+    size_t n;
     uint8_t *b = hex_bytes(hex, &n);
-    sp_frame f;
-    assert_int_equal(sp_frame_next(b, n, 0, &f, &used), SP_DONE);
-    assert_int_equal(used, n);
-    *keep = b;
-    return sp_command_decode(&f, c);
+    sp_status st = decode_bytes(b, n, c, keep);
+    free(b);
+    return st;
 }
 
 /* The next item of a list is this pair / string. */

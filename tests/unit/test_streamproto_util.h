@@ -52,6 +52,20 @@ static inline void assert_slice(sp_slice s, const char *want)
     assert_memory_equal(s.ptr, want, s.len);
 }
 
+/* Decodes the one whole frame in frame[0..n), from an exactly-sized copy
+ * kept in *keep (the command's slices point into it; the caller frees it). */
+static inline sp_status decode_bytes(const uint8_t *frame, size_t n, sp_command *c,
+                                     uint8_t **keep)
+{
+    uint8_t *b = dup_exact(frame, n);
+    sp_frame f;
+    size_t used;
+    assert_int_equal(sp_frame_next(b, n, 0, &f, &used), SP_DONE);
+    assert_int_equal(used, n);
+    *keep = b;
+    return sp_command_decode(&f, c);
+}
+
 /* Frames the body `body[0..n)` under key/version into out (size field
  * included); returns the frame's length. */
 static inline size_t frame_of(uint8_t *out, size_t cap, uint16_t key, uint16_t version,
