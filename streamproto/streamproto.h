@@ -242,7 +242,8 @@ typedef struct sp_command {
  * command, a response other than Tune/Close/ConsumerUpdate, Publish above v2,
  * anything else above v1). SP_MALFORMED: a known command whose body does not
  * parse exactly. On both, c->key, response and version are set, and
- * c->correlation_id too when the command has one and the body holds it. */
+ * c->correlation_id when the body holds it: a known command's, or for an
+ * unknown key the first 4 body bytes (RabbitMQ's Close uses id 1 anyway). */
 sp_status sp_command_decode(const sp_frame *f, sp_command *c);
 
 /* Iterators over a list from sp_command_decode; each returns false at the
@@ -296,7 +297,9 @@ void sp_put_raw(sp_buf *b, const void *p, size_t n);
 
 /* The generic response: key | SP_RESPONSE, correlation id, code
  * (DeclarePublisher, DeletePublisher, Subscribe, Unsubscribe, Create,
- * Delete, Close, SaslAuthenticate, CreateSuperStream, DeleteSuperStream). */
+ * Delete, Close, SaslAuthenticate, CreateSuperStream, DeleteSuperStream).
+ * A SaslAuthenticate response carrying a challenge (SP_SASL_CHALLENGE) has
+ * no encoder: PLAIN and EXTERNAL need none. */
 bool sp_encode_response(sp_buf *b, uint16_t key, uint32_t correlation_id, uint16_t code);
 bool sp_encode_peer_properties_response(sp_buf *b, uint32_t correlation_id, uint16_t code,
                                         const sp_pair *props, size_t n);
