@@ -16,13 +16,18 @@
  *
  * What RabbitMQ does with bad input, and so what a caller should do:
  * - SP_TOO_LARGE (size over frame_max): before Open, close the socket
- *   silently; after, send Close(SP_FRAME_TOO_LARGE, "frame too large").
+ *   silently; after, send Close(SP_FRAME_TOO_LARGE, "frame too large")
+ *   (rabbit_stream_reader.erl on main; 3.10 and 3.13 check no size).
  * - SP_UNKNOWN (a key or version RabbitMQ does not take) and SP_MALFORMED (a
  *   known command whose body is truncated, has trailing bytes or a bad
- *   value: RabbitMQ's binary match fails the same way and calls it unknown):
- *   before Open, close silently; after, send Close(SP_UNKNOWN_FRAME,
- *   "unknown frame") with correlation id 1 and ignore what follows until
- *   the client's close response (RabbitMQ 3.10.8, 3.13).
+ *   value; RabbitMQ calls a failed binary match unknown, and where its
+ *   parser crashes instead the socket just closes): before Open, close
+ *   silently; after, send Close(SP_UNKNOWN_FRAME, "unknown frame") with
+ *   correlation id 1 and ignore what follows until the client's close
+ *   response. RabbitMQ 3.10.8 did exactly that, live, for an unknown key,
+ *   version 9, a truncated and a padded QueryOffset after Open, and closed
+ *   the socket on an unknown key, a size of 1 and a 100000-byte frame
+ *   before it.
  */
 #ifndef WARREN_STREAMPROTO_H
 #define WARREN_STREAMPROTO_H
