@@ -7,13 +7,12 @@
  * trailing bytes make them unknown). Lists are checked item by item here, so
  * the iterators that walk them later cannot fail. List counts declared on
  * the wire are read but, as in RabbitMQ, the items are what the bytes hold
- * -- except CreateSuperStream's partitions and binding keys, and Publish's
- * messages, whose counts delimit them and must match.
+ * (Publish's messages too) -- except CreateSuperStream's partitions and
+ * binding keys, whose counts delimit them.
  *
- * Stricter than RabbitMQ in three corners no client reaches: 1-3 stray bytes
- * after Subscribe's credit (it logs and ignores them), bytes after a
- * ConsumerUpdate response's offset type 0-3 (ignored) and bytes after a
- * Publish's last message (never read) are malformed here.
+ * Stricter than RabbitMQ in two corners no client reaches: 1-3 stray bytes
+ * after Subscribe's credit (it logs and ignores them) and bytes after a
+ * ConsumerUpdate response's offset type 0-3 (ignored) are malformed here.
  */
 #include "streamproto_int.h"
 
@@ -21,9 +20,43 @@
 
 enum item { PAIR, STRING, VERSION, MESSAGE_V1, MESSAGE_V2 };
 
+/* A Publish entry: publishing id, in v2 a filter value (length -1: none),
+ * then a uint32 size with the high bit clear, or in v1 a sub-entry batch:
+ *   1 bit set, 3 bits compression, 4 unused, uint16 message count,
+ *   uint32 uncompressed size, uint32 size, the batch. */
+static void read_message(rd *r, bool filtered, sp_message *m)
+{
+    *m = (sp_message){.publishing_id = rd_u64(r)};
+    if (filtered) {
+        uint16_t n = rd_u16(r);
+        if (n != 0xFFFF)
+            m->filter = (sp_slice){rd_take(r, n), n};
+    }
+    const uint8_t *head = rd_take(r, 1);
+    if (!head)
+        return;
+    if (!(head[0] & 0x80)) {
+        const uint8_t *low = rd_take(r, 3);
+        uint32_t n = low ? (uint32_t)head[0] << 24 | (uint32_t)low[0] << 16 | low[1] << 8 | low[2]
+                         : 0;
+        m->data = (sp_slice){rd_take(r, n), n};
+        return;
+    }
+    if (filtered) /* RabbitMQ takes batches in v1 only */
+        r->bad = true;
+    m->batch = true;
+    m->compression = head[0] >> 4 & 7;
+    m->batch_count = rd_u16(r);
+    m->uncompressed_size = rd_u32(r);
+    uint32_t n = rd_u32(r);
+    m->data = (sp_slice){rd_take(r, n), n};
+}
+
 /* Reads one item of a list; the reader flags a short one. */
 static void skip_item(rd *r, enum item kind)
 {
+    sp_message m;
+
     switch (kind) {
     case PAIR:
         rd_str(r);
@@ -35,14 +68,9 @@ static void skip_item(rd *r, enum item kind)
     case VERSION:
         rd_take(r, 6);
         break;
-    case MESSAGE_V2:
-        rd_u64(r);
-        rd_str(r);
-        rd_take(r, rd_u32(r));
-        break;
     case MESSAGE_V1:
-        rd_u64(r);
-        rd_take(r, rd_u32(r));
+    case MESSAGE_V2:
+        read_message(r, kind == MESSAGE_V2, &m);
         break;
     }
 }
@@ -117,10 +145,7 @@ bool sp_message_next(sp_list *it, bool filtered, sp_message *m)
     rd r;
     if (!list_next(it, &r))
         return false;
-    m->publishing_id = rd_u64(&r);
-    m->filter = filtered ? rd_str(&r) : (sp_slice){NULL, 0};
-    uint32_t n = rd_u32(&r);
-    m->data = (sp_slice){rd_take(&r, n), n};
+    read_message(&r, filtered, m);
     list_advance(it, &r);
     return true;
 }
@@ -204,9 +229,9 @@ static bool decode_publish(rd *r, sp_command *c)
 {
     c->u.publish.publisher_id = rd_u8(r);
     c->u.publish.filtered = c->version == 2;
-    uint32_t count = rd_u32(r);
+    c->u.publish.declared_count = rd_u32(r);
     c->u.publish.messages = take_list(r, c->u.publish.filtered ? MESSAGE_V2 : MESSAGE_V1,
-                                      count);
+                                      ALL_LEFT);
     return true;
 }
 

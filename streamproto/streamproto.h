@@ -189,11 +189,17 @@ typedef struct sp_command_version {
     uint16_t max_version;
 } sp_command_version;
 
-/* One message of a Publish. */
+/* One entry of a Publish (rabbit_stream_utils:write_messages): a message,
+ * or in v1 a sub-entry batch -- several messages in one entry, maybe
+ * compressed, which the log stores as they are (osiris's sub-batch). */
 typedef struct sp_message {
     uint64_t publishing_id;
-    sp_slice filter; /* v2: the filter value (may be empty); v1: empty */
-    sp_slice data;
+    sp_slice filter;      /* v2: the filter value; ptr NULL when none (v1, length -1) */
+    sp_slice data;        /* the message, or the batch's bytes */
+    bool batch;
+    uint8_t compression;  /* batch: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd */
+    uint16_t batch_count; /* batch: messages in it */
+    uint32_t uncompressed_size; /* batch */
 } sp_message;
 
 /* A client->server command. Which union member is set follows `key` (and
@@ -205,7 +211,12 @@ typedef struct sp_command {
     uint32_t correlation_id; /* 0 when the command has none */
     union {
         struct { uint8_t publisher_id; sp_slice reference, stream; } declare_publisher;
-        struct { uint8_t publisher_id; bool filtered; sp_list messages; } publish;
+        struct {
+            uint8_t publisher_id;
+            bool filtered;           /* v2 */
+            uint32_t declared_count; /* the frame's count: RabbitMQ's credit unit */
+            sp_list messages;        /* the entries the bytes hold, whatever the count */
+        } publish;
         struct { sp_slice reference, stream; } query_publisher_sequence;
         struct { uint8_t publisher_id; } delete_publisher;
         struct {

@@ -1,5 +1,6 @@
 /* Round trips of the commands whose shape varies most -- Publish v1 and v2,
- * Subscribe with every offset specification and properties, Create,
+ * (messages, sub-entry batches, filter values or none), Subscribe with
+ * every offset specification and properties, Create,
  * CreateSuperStream, Metadata, PeerProperties, ExchangeCommandVersions --
  * built from random fields with the module's own puts, decoded, and
  * compared field by field. A fixed-seed generator keeps runs identical. */
@@ -57,12 +58,25 @@ static void test_publish(void **state)
         sp_put_u8(&b, (uint8_t)round);
         sp_put_u32(&b, n);
         for (uint32_t i = 0; i < n; i++) {
-            m[i].publishing_id = (uint64_t)next(&r, UINT32_MAX) << 32 | next(&r, UINT32_MAX);
-            m[i].filter = v2 ? text(&r, pool, &used, 20) : (sp_slice){NULL, 0};
-            m[i].data = text(&r, pool, &used, 300);
+            m[i] = (sp_message){.publishing_id = (uint64_t)next(&r, UINT32_MAX) << 32 |
+                                                 next(&r, UINT32_MAX)};
             sp_put_u64(&b, m[i].publishing_id);
-            if (v2)
+            if (v2 && next(&r, 4)) {
+                m[i].filter = text(&r, pool, &used, 20);
                 sp_put_str(&b, m[i].filter);
+            } else if (v2) {
+                sp_put_u16(&b, 0xFFFF); /* no filter value */
+            }
+            m[i].data = text(&r, pool, &used, 300);
+            m[i].batch = !v2 && !next(&r, 3);
+            if (m[i].batch) { /* a sub-entry batch */
+                m[i].compression = (uint8_t)next(&r, 5);
+                m[i].batch_count = (uint16_t)next(&r, 65536);
+                m[i].uncompressed_size = next(&r, UINT32_MAX);
+                sp_put_u8(&b, (uint8_t)(0x80 | m[i].compression << 4));
+                sp_put_u16(&b, m[i].batch_count);
+                sp_put_u32(&b, m[i].uncompressed_size);
+            }
             sp_put_bytes(&b, m[i].data);
         }
         assert_true(sp_frame_end(&b, start));
@@ -76,8 +90,13 @@ static void test_publish(void **state)
         for (uint32_t i = 0; i < n; i++) {
             assert_true(sp_message_next(&it, v2, &got));
             assert_int_equal(got.publishing_id, m[i].publishing_id);
+            assert_int_equal(got.filter.ptr == NULL, m[i].filter.ptr == NULL);
             assert_same(got.filter, m[i].filter);
             assert_same(got.data, m[i].data);
+            assert_int_equal(got.batch, m[i].batch);
+            assert_int_equal(got.compression, m[i].compression);
+            assert_int_equal(got.batch_count, m[i].batch_count);
+            assert_int_equal(got.uncompressed_size, m[i].uncompressed_size);
         }
         assert_false(sp_message_next(&it, v2, &got));
         free(keep);

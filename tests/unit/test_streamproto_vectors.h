@@ -114,13 +114,15 @@ static void check_publish(const sp_command *c)
 {
     assert_int_equal(c->correlation_id, 0);
     assert_int_equal(c->u.publish.publisher_id, 7);
+    assert_int_equal(c->u.publish.declared_count, 2);
     assert_false(c->u.publish.filtered);
     sp_list it = c->u.publish.messages;
     sp_message m;
     assert_true(sp_message_next(&it, false, &m));
     assert_int_equal(m.publishing_id, 1);
     assert_slice(m.data, "abc");
-    assert_int_equal(m.filter.len, 0);
+    assert_null(m.filter.ptr);
+    assert_false(m.batch);
     assert_true(sp_message_next(&it, false, &m));
     assert_int_equal(m.publishing_id, 2);
     assert_slice(m.data, "de");
@@ -138,9 +140,36 @@ static void check_publish_v2(const sp_command *c)
     assert_slice(m.data, "x");
     assert_true(sp_message_next(&it, true, &m));
     assert_int_equal(m.publishing_id, 0x0102030405060708ULL);
+    assert_non_null(m.filter.ptr); /* an empty filter value is one */
     assert_slice(m.filter, "");
     assert_slice(m.data, "yz");
     assert_false(sp_message_next(&it, true, &m));
+}
+
+static void check_publish_batch(const sp_command *c)
+{
+    sp_list it = c->u.publish.messages;
+    sp_message m;
+    assert_true(sp_message_next(&it, false, &m));
+    assert_int_equal(m.publishing_id, 3);
+    assert_true(m.batch);
+    assert_int_equal(m.compression, 1);
+    assert_int_equal(m.batch_count, 5);
+    assert_int_equal(m.uncompressed_size, 100);
+    assert_slice(m.data, "abc");
+    assert_null(m.filter.ptr);
+    assert_false(sp_message_next(&it, false, &m));
+}
+
+static void check_publish_v2_no_filter(const sp_command *c)
+{
+    sp_list it = c->u.publish.messages;
+    sp_message m;
+    assert_true(sp_message_next(&it, true, &m));
+    assert_int_equal(m.publishing_id, 9);
+    assert_null(m.filter.ptr); /* length -1: no filter value */
+    assert_false(m.batch);
+    assert_slice(m.data, "A");
 }
 
 static void check_query_publisher_sequence(const sp_command *c)
@@ -323,7 +352,7 @@ static const vector vectors[] = {
      check_declare_publisher, {0}},
     {"publish",
      "000000260002000107000000020000000000000001000000036162630000000000000002000000026465",
-     check_publish, {0}},
+     check_publish, {5, 20}},
     {"query_publisher_sequence", "00000015000500010000000a00047265663100056361702d73",
      check_query_publisher_sequence, {0}},
     {"query_offset", "00000015000b00010000000b0004636f6e7300056361702d73", check_query_offset,
@@ -346,7 +375,11 @@ static const vector vectors[] = {
     {"publish v2",
      "00000029000200020100000002" "0000000000000001" "000161" "0000000178"
      "0102030405060708" "0000" "00000002797a",
-     check_publish_v2, {0}},
+     check_publish_v2, {5, 21}},
+    {"publish batch", "0000001f000200010100000001" "0000000000000003" "90" "0005" "00000064"
+     "00000003" "616263", check_publish_batch, {5}},
+    {"publish v2 no filter", "00000018000200020100000001" "0000000000000009" "ffff" "00000001"
+     "41", check_publish_v2_no_filter, {5}},
     {"sasl_authenticate -1", "000000130013000100000003" "0005504c41494e" "ffffffff",
      check_sasl_no_data, {0}},
     {"subscribe timestamp", "000000180007000100000001" "02" "000173" "0005" "fffffffffffffffe"
