@@ -9,7 +9,7 @@
  * Input: frame_max choice, prefix choice, then the stream. Seeds
  * (tests/fuzz/corpus/streamproto/) are the frames a raw client sent to
  * RabbitMQ 3.10.8 (tests/unit/streamproto_live_client.py) and the
- * PROTOCOL.adoc vectors of test_streamproto_decode.c. */
+ * vectors of tests/unit/test_streamproto_vectors.h. */
 #include "../../streamproto/streamproto.h"
 #include "fuzz.h"
 
