@@ -297,9 +297,11 @@ typedef struct amqp10_as_091 {
  * delivery-annotations or footer section, an application property whose
  * type has no 0-9-1 counterpart (ulong, symbol, uuid, char, decimals, list,
  * map, array, described, a NaN or infinite float), a key that is not a
- * string or symbol, an x-exchange or x-routing-key that is not a string, or
- * a value too long for its shortstr property (RabbitMQ's own off-by-one
- * included: a 256-byte message-id). */
+ * string or symbol, an application property named CC or BCC, an
+ * x-exchange or x-routing-key that is not a string, an
+ * x-basic-delivery-mode other than 1 or 2, or a value too long for its
+ * shortstr property (RabbitMQ's own off-by-one included: a 256-byte
+ * message-id). */
 int amqp10_to_091(const amqp10_message *m, int64_t stream_offset, amqp_writer *w,
                   amqp10_as_091 *out);
 

@@ -17,6 +17,8 @@
  *                             0-9-1 tag (utf8 S, long l, int I, uint i, ...)
  *   msg-annotations           x-basic-priority, x-basic-delivery-mode,
  *                             x-basic-expiration (symbol keys)
+ * Then rabbit_basic:message refuses a delivery-mode other than 1 or 2 and a
+ * CC or BCC header that is not an array (none here can be one).
  * Header order before the sort: x-correlation-id*, x-message-id*, then the
  * application properties; x-stream-offset replaces the first header of that
  * name or goes last. Where RabbitMQ crashes (the consumer's connection gets
@@ -84,17 +86,17 @@ static int map_find(const amqp10_value *map, amqp10_type type, const char *name,
     }
 }
 
-/* An octet property from an annotation (RabbitMQ writes <<V:8>>: any
- * integer, truncated). */
-static int annotation_octet(const amqp10_value *ma, const char *name, uint16_t flag, uint8_t *out,
-                            uint16_t *flags)
+/* An octet property from an annotation: its integer's bits in *bits (the
+ * property is their low byte: RabbitMQ writes <<V:8>>, truncating). */
+static int annotation_octet(const amqp10_value *ma, const char *name, uint16_t flag,
+                            uint64_t *bits, uint16_t *flags)
 {
     amqp10_value v;
     if (map_find(ma, AMQP10_SYMBOL, name, false, &v, NULL) != AMQP10_OK)
         return AMQP10_OK;
     if (!is_integer(&v) && v.type != AMQP10_TIMESTAMP)
         return AMQP10_UNSUPPORTED;
-    *out = (uint8_t)integer(&v);
+    *bits = integer(&v);
     *flags |= flag;
     return AMQP10_OK;
 }
@@ -182,11 +184,16 @@ static int basic_extras(amqp10_conv *c, const amqp10_message *m)
     const amqp10_value *ma = &m->message_annotations_map;
     amqp_basic_properties *p = &c->p;
     amqp10_value v = {0};
-    if (annotation_octet(ma, "x-basic-priority", AMQP_BASIC_PRIORITY_FLAG, &p->priority,
-                         &p->flags) != AMQP10_OK ||
-        annotation_octet(ma, "x-basic-delivery-mode", AMQP_BASIC_DELIVERY_MODE_FLAG,
-                         &p->delivery_mode, &p->flags) != AMQP10_OK)
+    uint64_t priority = 0, mode = 0;
+    if (annotation_octet(ma, "x-basic-priority", AMQP_BASIC_PRIORITY_FLAG, &priority, &p->flags) ||
+        annotation_octet(ma, "x-basic-delivery-mode", AMQP_BASIC_DELIVERY_MODE_FLAG, &mode,
+                         &p->flags))
         return AMQP10_UNSUPPORTED;
+    /* rabbit_basic:is_message_persistent throws on any mode but 1 and 2 */
+    if ((p->flags & AMQP_BASIC_DELIVERY_MODE_FLAG) && mode != 1 && mode != 2)
+        return AMQP10_UNSUPPORTED;
+    p->priority = (uint8_t)priority;
+    p->delivery_mode = (uint8_t)mode;
     if (map_find(ma, AMQP10_SYMBOL, "x-basic-expiration", false, &v, NULL) == AMQP10_OK &&
         (v.type == AMQP10_NULL ||
          !shortstr(&v, AMQP_BASIC_EXPIRATION_FLAG, &p->expiration, &p->flags)))

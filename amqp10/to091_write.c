@@ -165,7 +165,9 @@ static long scan_entries(hdr_ctx *h, uint32_t *idx)
             return n;
         if (off == h->c->skip[0] || off == h->c->skip[1])
             continue;
-        if (!is_text(&k) || k.v.bytes.len > 255)
+        /* RabbitMQ's header_routes throws on a CC or BCC that is not an array */
+        if (!is_text(&k) || k.v.bytes.len > 255 || amqp10_value_is(&k, "CC") ||
+            amqp10_value_is(&k, "BCC"))
             return -1;
         if (h->c->stream_offset >= 0 && h->offset_at == AMQP10_CONV_NONE &&
             amqp10_value_is(&k, "x-stream-offset"))
