@@ -29,30 +29,28 @@ static uint64_t be(const uint8_t *p, unsigned n)
 
 static int read_at(const uint8_t *buf, size_t len, size_t *off, amqp10_value *out, int depth);
 
-/* Fixed-width payloads: type and width by code; width -1 for unknown. */
+/* Fixed-width payloads by constructor: width + 1 (0: not fixed) and type;
+ * a table, since every value read looks here. */
+static const struct {
+    uint8_t width1;
+    uint8_t type;
+} fixed_codes[256] = {
+    [0x40] = {1, AMQP10_NULL},       [0x41] = {1, AMQP10_BOOL},       [0x42] = {1, AMQP10_BOOL},
+    [0x43] = {1, AMQP10_UINT},       [0x44] = {1, AMQP10_ULONG},      [0x45] = {1, AMQP10_LIST},
+    [0x50] = {2, AMQP10_UBYTE},      [0x51] = {2, AMQP10_BYTE},       [0x52] = {2, AMQP10_UINT},
+    [0x53] = {2, AMQP10_ULONG},      [0x54] = {2, AMQP10_INT},        [0x55] = {2, AMQP10_LONG},
+    [0x56] = {2, AMQP10_BOOL},       [0x60] = {3, AMQP10_USHORT},     [0x61] = {3, AMQP10_SHORT},
+    [0x70] = {5, AMQP10_UINT},       [0x71] = {5, AMQP10_INT},        [0x72] = {5, AMQP10_FLOAT},
+    [0x73] = {5, AMQP10_CHAR},       [0x74] = {5, AMQP10_DECIMAL32},  [0x80] = {9, AMQP10_ULONG},
+    [0x81] = {9, AMQP10_LONG},       [0x82] = {9, AMQP10_DOUBLE},     [0x83] = {9, AMQP10_TIMESTAMP},
+    [0x84] = {9, AMQP10_DECIMAL64},  [0x94] = {17, AMQP10_DECIMAL128}, [0x98] = {17, AMQP10_UUID},
+};
+
+/* The payload width of a fixed-width code and its type; -1 for others. */
 static int fixed(uint8_t code, amqp10_type *t)
 {
-    static const struct {
-        uint8_t code;
-        uint8_t width;
-        amqp10_type type;
-    } tab[] = {
-        {0x40, 0, AMQP10_NULL},      {0x41, 0, AMQP10_BOOL},      {0x42, 0, AMQP10_BOOL},
-        {0x43, 0, AMQP10_UINT},      {0x44, 0, AMQP10_ULONG},     {0x45, 0, AMQP10_LIST},
-        {0x50, 1, AMQP10_UBYTE},     {0x51, 1, AMQP10_BYTE},      {0x52, 1, AMQP10_UINT},
-        {0x53, 1, AMQP10_ULONG},     {0x54, 1, AMQP10_INT},       {0x55, 1, AMQP10_LONG},
-        {0x56, 1, AMQP10_BOOL},      {0x60, 2, AMQP10_USHORT},    {0x61, 2, AMQP10_SHORT},
-        {0x70, 4, AMQP10_UINT},      {0x71, 4, AMQP10_INT},       {0x72, 4, AMQP10_FLOAT},
-        {0x73, 4, AMQP10_CHAR},      {0x74, 4, AMQP10_DECIMAL32}, {0x80, 8, AMQP10_ULONG},
-        {0x81, 8, AMQP10_LONG},      {0x82, 8, AMQP10_DOUBLE},    {0x83, 8, AMQP10_TIMESTAMP},
-        {0x84, 8, AMQP10_DECIMAL64}, {0x94, 16, AMQP10_DECIMAL128}, {0x98, 16, AMQP10_UUID},
-    };
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (tab[i].code == code) {
-            *t = tab[i].type;
-            return tab[i].width;
-        }
-    return -1;
+    *t = (amqp10_type)fixed_codes[code].type;
+    return (int)fixed_codes[code].width1 - 1;
 }
 
 /* Sets a fixed-width value from its payload p of `width` bytes. */
