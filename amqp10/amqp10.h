@@ -129,6 +129,10 @@ int amqp10_next(amqp10_iter *it, amqp10_value *out);
 
 /* A string, symbol or binary value's bytes equal `s`. */
 bool amqp10_value_is(const amqp10_value *v, const char *s);
+/* The value of the first key in a validated map that is a string or symbol
+ * equal to `key` (application properties, annotations: what a filter or the
+ * console looks up). False when absent or `map` is not a map. */
+bool amqp10_map_get(const amqp10_value *map, const char *key, amqp10_value *value);
 /* The descriptor of a described value as a ulong code: true and *code for
  * a ulong descriptor, or a symbol descriptor the spec names (for the
  * message sections, "amqp:properties:list" is 0x73 and so on). */

@@ -295,6 +295,19 @@ bool amqp10_value_is(const amqp10_value *v, const char *s)
            v->v.bytes.len == n && memcmp(v->v.bytes.ptr, s, n) == 0;
 }
 
+bool amqp10_map_get(const amqp10_value *map, const char *key, amqp10_value *value)
+{
+    amqp10_iter it;
+    amqp10_value k;
+    if (map->type != AMQP10_MAP)
+        return false;
+    amqp10_iter_init(&it, map);
+    while (amqp10_next(&it, &k) == AMQP10_OK && amqp10_next(&it, value) == AMQP10_OK)
+        if (k.type != AMQP10_BINARY && amqp10_value_is(&k, key))
+            return true;
+    return false;
+}
+
 bool amqp10_descriptor_code(const amqp10_value *described, uint64_t *code)
 {
     /* the section names of part 3, by code from 0x70 */

@@ -266,6 +266,15 @@ static void test_compounds(void **state)
     assert_int_equal(v.v.compound.elem_code, 0xa3);
     assert_int_equal(v.v.compound.elem_descriptor.len, 2);
     assert_int_equal(read_one(B(0xe0, 0x04, 0x02, 0x40, 0x00, 0x00), &v), AMQP10_OK);
+    /* lookups by string or symbol key, the first match */
+    assert_int_equal(read_one(B(0xc1, 0x10, 0x06, 0xa0, 0x01, 'k', 0x52, 0x01, 0xa3, 0x01, 'k', 0x52,
+                                0x02, 0xa1, 0x01, 'k', 0x52, 0x03), &v), AMQP10_OK);
+    amqp10_value found;
+    assert_true(amqp10_map_get(&v, "k", &found));
+    assert_int_equal(found.v.u, 2);
+    assert_false(amqp10_map_get(&v, "x", &found));
+    assert_int_equal(read_one(B(0x45), &v), AMQP10_OK);
+    assert_false(amqp10_map_get(&v, "k", &found));
     /* an empty list written by the encoder is list0, as RabbitMQ's */
     amqp_writer_init(&w, buf, sizeof buf);
     amqp10_list_end(&w, amqp10_compound_begin(&w), 0);
