@@ -240,14 +240,13 @@ static int parse(const uint8_t *p, size_t n, amqp10_message *m)
     return amqp10_message_parse((amqp_bytes){last, (uint32_t)n}, m);
 }
 
-#define P(...) ((const uint8_t[]){__VA_ARGS__}), sizeof((const uint8_t[]){__VA_ARGS__})
 
 static void test_sections(void **state)
 {
     (void)state;
     amqp10_message m;
     /* every section, descriptors as codes */
-    assert_int_equal(parse(P(0x00, 0x53, 0x70, 0xc0, 0x04, 0x02, 0x41, 0x50, 0x07,   /* header */
+    assert_int_equal(parse(B(0x00, 0x53, 0x70, 0xc0, 0x04, 0x02, 0x41, 0x50, 0x07,   /* header */
                              0x00, 0x53, 0x71, 0xc1, 0x01, 0x00,                     /* delivery-ann. */
                              0x00, 0x53, 0x72, 0xc1, 0x01, 0x00,                     /* message-ann. */
                              0x00, 0x53, 0x73, 0xc0, 0x03, 0x01, 0xa1, 0x00,         /* properties */
@@ -270,9 +269,9 @@ static void test_sections(void **state)
     assert_int_equal(m.footer.len, 6);
     assert_int_equal(m.delivery_annotations.len, 6);
     /* amqp-value and amqp-sequence bodies */
-    assert_int_equal(parse(P(0x00, 0x53, 0x77, 0x54, 0x01), &m), AMQP10_OK);
+    assert_int_equal(parse(B(0x00, 0x53, 0x77, 0x54, 0x01), &m), AMQP10_OK);
     assert_int_equal(m.body_kind, AMQP10_BODY_VALUE);
-    assert_int_equal(parse(P(0x00, 0x53, 0x76, 0x45, 0x00, 0x53, 0x76, 0x45), &m), AMQP10_OK);
+    assert_int_equal(parse(B(0x00, 0x53, 0x76, 0x45, 0x00, 0x53, 0x76, 0x45), &m), AMQP10_OK);
     assert_int_equal(m.body_sections, 2);
     /* no bytes: no sections, no body */
     assert_int_equal(parse((const uint8_t *)"", 0, &m), AMQP10_OK);
@@ -280,21 +279,21 @@ static void test_sections(void **state)
 
     /* refused: not a section, an unknown descriptor, the wrong value type,
      * too many fields, body kinds mixed, split or two values, a bad value */
-    assert_int_equal(parse(P(0x40), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x79, 0x40), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0xa3, 0x01, 'x', 0x40), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x73, 0xc1, 0x01, 0x00), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x74, 0x45), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x75, 0xa1, 0x00), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x70, 0xc0, 0x07, 0x06, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40),
+    assert_int_equal(parse(B(0x40), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x79, 0x40), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0xa3, 0x01, 'x', 0x40), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x73, 0xc1, 0x01, 0x00), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x74, 0x45), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x75, 0xa1, 0x00), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x70, 0xc0, 0x07, 0x06, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40),
                            &m),
                      AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x75, 0xa0, 0x00, 0x00, 0x53, 0x77, 0x40), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x77, 0x40, 0x00, 0x53, 0x77, 0x40), &m), AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x75, 0xa0, 0x00, 0x00, 0x53, 0x74, 0xc1, 0x01, 0x00,
+    assert_int_equal(parse(B(0x00, 0x53, 0x75, 0xa0, 0x00, 0x00, 0x53, 0x77, 0x40), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x77, 0x40, 0x00, 0x53, 0x77, 0x40), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x75, 0xa0, 0x00, 0x00, 0x53, 0x74, 0xc1, 0x01, 0x00,
                              0x00, 0x53, 0x75, 0xa0, 0x00), &m),
                      AMQP10_MALFORMED);
-    assert_int_equal(parse(P(0x00, 0x53, 0x75, 0xa0, 0x05, 'a'), &m), AMQP10_MALFORMED);
+    assert_int_equal(parse(B(0x00, 0x53, 0x75, 0xa0, 0x05, 'a'), &m), AMQP10_MALFORMED);
     /* the vectors all parse, and none of their prefixes crash */
     for (size_t i = 0; i < NVEC; i++) {
         const amqp10_vector *v = &amqp10_vectors[i];
