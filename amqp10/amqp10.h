@@ -295,13 +295,14 @@ typedef struct amqp10_as_091 {
 /* Converts a parsed message; stream_offset < 0 leaves out x-stream-offset
  * (and the headers keep their order). w needs room for the properties and,
  * at its end, 4 bytes per application property (scratch for the sort; no
- * allocation here). Returns AMQP10_OK; AMQP10_NO_SPACE when w overflowed (out is then
- * unusable); AMQP10_UNSUPPORTED where RabbitMQ 3.10.8 fails to convert and
- * closes the consumer's connection with 541: no data section, a header,
- * delivery-annotations or footer section, an application property whose
- * type has no 0-9-1 counterpart (ulong, symbol, uuid, char, decimals, list,
- * map, array, described, a NaN or infinite float), a key that is not a
- * string or symbol, an application property named CC or BCC, an
+ * allocation here). Returns AMQP10_OK; AMQP10_NO_SPACE when w overflowed
+ * (out is then unusable); AMQP10_UNSUPPORTED where RabbitMQ 3.10.8 fails to
+ * convert and closes the consumer's connection with 541: no data section,
+ * a header, delivery-annotations or footer section, an application
+ * property whose type has no 0-9-1 counterpart (ulong, symbol, uuid, char,
+ * decimals, list, map, array, described, a NaN or infinite float), a key
+ * that is not a string, symbol or binary, an application property named CC
+ * or BCC, an
  * x-exchange or x-routing-key that is not a string, an
  * x-basic-delivery-mode other than 1 or 2, or a value too long for its
  * shortstr property (RabbitMQ's own off-by-one included: a 256-byte
