@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c streamproto/*.c pattern/*.c http/*.c store/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c store/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -79,6 +79,7 @@ $(B)/%.o: %.c
 
 # Unit tests link only the modules they test, so each module builds alone.
 AMQP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard amqp/*.c))
+AMQP10_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard amqp10/*.c)) $(AMQP_OBJS)
 ROUTE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard routing/*.c)) $(AMQP_OBJS)
 STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(AMQP_OBJS)
 HTTP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard http/*.c))
@@ -91,6 +92,10 @@ $(B)/tests/unit/test_amqp_%: tests/unit/test_amqp_%.c $(AMQP_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_streamproto_%: tests/unit/test_streamproto_%.c $(STREAMPROTO_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_amqp10_%: tests/unit/test_amqp10_%.c $(wildcard tests/unit/test_amqp10_*.h) $(AMQP10_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
