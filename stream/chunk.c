@@ -331,6 +331,19 @@ stream_status stream_entry_next(stream_entry_iter *it, stream_entry *out)
     }
 }
 
+bool chunk_entries_ok(const chunk_header *h, const uint8_t *data)
+{
+    stream_chunk c = {.num_entries = h->num_entries, .num_records = h->num_records,
+                      .first_offset = h->chunk_id, .data_len = h->data_len, .data = data};
+    stream_entry_iter it;
+    stream_entry e;
+    stream_status st;
+    stream_entry_begin(&it, &c);
+    while ((st = stream_entry_next(&it, &e)) == STREAM_OK)
+        ;
+    return st == STREAM_END;
+}
+
 bool stream_filter_match(const stream_filter *f, const stream_entry *e)
 {
     if (!f)

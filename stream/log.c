@@ -94,7 +94,8 @@ static stream_status list_segments(const char *dir, uint64_t **ids, size_t *n)
         (*ids)[(*n)++] = strtoull(name, NULL, 10);
     }
     closedir(d);
-    qsort(*ids, *n, sizeof **ids, cmp_u64);
+    if (*n > 1)
+        qsort(*ids, *n, sizeof **ids, cmp_u64);
     return STREAM_OK;
 }
 

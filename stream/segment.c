@@ -66,18 +66,15 @@ bool seg_pread(int fd, void *buf, size_t n, uint64_t at)
     return true;
 }
 
-static bool crc_ok(int fd, off_t at, uint32_t len, uint32_t want, uint8_t *buf, size_t bufsz)
+/* Reads a chunk's data into `buf` and checks its CRC and its entries
+ * against the header's counts (the CRC does not cover the header). */
+static bool chunk_ok(int fd, uint64_t at, const chunk_header *h, sbuf *buf)
 {
-    uint32_t crc = stream_crc32(0, NULL, 0);
-    while (len > 0) {
-        size_t n = len < bufsz ? len : bufsz;
-        if (!seg_pread(fd, buf, n, at))
-            return false;
-        crc = stream_crc32(crc, buf, n);
-        at += (off_t)n;
-        len -= (uint32_t)n;
-    }
-    return crc == want;
+    buf->len = 0;
+    if (!sbuf_reserve(buf, h->data_len ? h->data_len : 1) || !seg_pread(fd, buf->p, h->data_len, at))
+        return false;
+    return stream_crc32(stream_crc32(0, NULL, 0), buf->p, h->data_len) == h->crc &&
+           chunk_entries_ok(h, buf->p);
 }
 
 static void seg_note(segment *s, const idx_record *r, uint32_t records)
@@ -91,23 +88,21 @@ static void seg_note(segment *s, const idx_record *r, uint32_t records)
 }
 
 /* Walks the chunks of a segment from its header on, stopping at the first
- * one that is torn, malformed, out of sequence or (with `crc`) fails its
- * CRC. Fills *s and the index records (`recs`); returns the valid length. */
-static stream_status scan(int fd, uint64_t size, bool crc, segment *s, sbuf *recs)
+ * one that is torn, malformed, out of sequence or (with `check`) fails its
+ * CRC or its entry counts. Fills *s and the index records (`recs`); s->size
+ * is the valid length. */
+static stream_status scan(int fd, uint64_t size, bool check, segment *s, sbuf *recs)
 {
-    uint8_t *buf = malloc(65536);
-    if (!buf)
-        return STREAM_ENOMEM;
+    sbuf data = {0};
     uint64_t pos = FILE_HEADER_SIZE;
     stream_status st = STREAM_OK;
     while (size - pos >= STREAM_CHUNK_HEADER_SIZE && pos <= UINT32_MAX) {
         uint8_t hb[STREAM_CHUNK_HEADER_SIZE];
         chunk_header h;
-        if (!seg_pread(fd, hb, sizeof hb, (off_t)pos) || !chunk_header_decode(hb, &h) ||
+        if (!seg_pread(fd, hb, sizeof hb, pos) || !chunk_header_decode(hb, &h) ||
             chunk_total(&h) > size - pos || h.chunk_id != s->next_offset)
             break;
-        if (crc && !crc_ok(fd, (off_t)(pos + STREAM_CHUNK_HEADER_SIZE + h.filter_size), h.data_len,
-                           h.crc, buf, 65536))
+        if (check && !chunk_ok(fd, pos + STREAM_CHUNK_HEADER_SIZE + h.filter_size, &h, &data))
             break;
         idx_record r = {h.chunk_id, h.timestamp, h.epoch, (uint32_t)pos, h.type};
         if (!sbuf_reserve(recs, IDX_RECORD_SIZE)) {
@@ -119,7 +114,7 @@ static stream_status scan(int fd, uint64_t size, bool crc, segment *s, sbuf *rec
         seg_note(s, &r, h.num_records);
         pos += chunk_total(&h);
     }
-    free(buf);
+    sbuf_free(&data);
     s->size = pos;
     return st;
 }

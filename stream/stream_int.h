@@ -75,6 +75,8 @@ static inline uint64_t chunk_total(const chunk_header *h)
     return (uint64_t)STREAM_CHUNK_HEADER_SIZE + h->filter_size + h->data_len + h->trailer_len;
 }
 uint32_t stream_crc32(uint32_t crc, const void *p, size_t n);
+/* Whether `data` (h->data_len bytes) holds exactly h's entries and records. */
+bool chunk_entries_ok(const chunk_header *h, const uint8_t *data);
 
 struct stream_builder {
     sbuf data;   /* encoded entries */
