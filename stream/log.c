@@ -185,6 +185,7 @@ stream_status stream_open(const char *dir, const stream_config *cfg, stream_log 
     }
     const segment *last = &log->segs[log->nsegs - 1];
     log->next_offset = log->committed_offset = last->next_offset;
+    log->synced_size = last->size;
     for (size_t i = log->nsegs; i-- > 0;)
         if (log->segs[i].chunks) {
             log->has_chunks = true;
@@ -251,6 +252,8 @@ static stream_status roll(stream_log *log)
     close(log->fd);
     close(log->idx_fd);
     stream_status st = open_active(log, true);
+    if (st == STREAM_OK)
+        log->synced_size = FILE_HEADER_SIZE;
     if (st != STREAM_OK) { /* stay on the old segment's record; files reopen next time */
         log->nsegs--;
         remove_files(log->dir, s.first_id);
@@ -359,6 +362,7 @@ stream_status stream_sync(stream_log *log)
         return STREAM_EIO;
     log->committed_offset = log->next_offset;
     log->committed_chunk_id = log->last_chunk_id;
+    log->synced_size = log->segs[log->nsegs - 1].size;
     return STREAM_OK;
 }
 

@@ -2,10 +2,16 @@
  *
  * A reader is a position: the segment file it reads (`seg_id`, open as
  * `fd`), the file position of its next chunk and that chunk's id
- * (`next_id`). It holds one buffer, sized by the largest chunk it has
- * loaded, so a reader far behind costs reads, not memory. It never reads a
- * chunk at or past the log's committed offset. When retention has removed
- * its segment, the next read starts again at the log's first chunk.
+ * (`next_id`). It never reads a chunk at or past the log's committed
+ * offset, nor a byte of the active segment past its last sync (bytes there
+ * may still be cut back by a failed append). When retention has removed its
+ * segment, the next read starts again at the log's first chunk.
+ *
+ * Memory: a read-ahead window of RA_SIZE bytes (`ra`, the file's bytes from
+ * `ra_at`), which serves the headers and the data of small chunks with one
+ * pread for many chunks, and a buffer for a chunk larger than the window,
+ * sized by the largest such chunk -- so a reader far behind costs reads,
+ * not memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +20,8 @@
 #include <unistd.h>
 
 #include "stream_int.h"
+
+enum { RA_SIZE = 64 * 1024 };
 
 struct stream_reader {
     stream_log *log;
@@ -24,6 +32,8 @@ struct stream_reader {
     uint64_t skip_below; /* the requested offset inside the first chunk */
     bool filtered;
     bloom_matcher matcher;
+    sbuf ra;
+    uint64_t ra_at;
     sbuf buf;
     stream_reader_stats stats;
 };
@@ -33,6 +43,7 @@ static void place(stream_reader *r, uint64_t seg_id, uint64_t pos, uint64_t id)
     if (r->fd >= 0 && seg_id != r->seg_id) {
         close(r->fd);
         r->fd = -1;
+        r->ra.len = 0;
     }
     r->seg_id = seg_id;
     r->pos = pos;
@@ -150,6 +161,7 @@ void stream_reader_close(stream_reader *r)
     if (r->fd >= 0)
         close(r->fd);
     bloom_matcher_free(&r->matcher);
+    sbuf_free(&r->ra);
     sbuf_free(&r->buf);
     free(r);
 }
@@ -189,20 +201,43 @@ static const segment *current(stream_reader *r, stream_status *st)
     return s;
 }
 
-/* Reads data and trailer into the buffer and checks the CRC. */
-static stream_status load(stream_reader *r, stream_chunk *c)
+/* `n` bytes of the file at `at` from the read-ahead window, refilled from
+ * `at` when they are not all in it; NULL when they cannot fit it (or the
+ * read fails). `limit` is where readable bytes end. */
+static const uint8_t *ra_get(stream_reader *r, uint64_t at, size_t n, uint64_t limit)
+{
+    if (at >= r->ra_at && at - r->ra_at <= r->ra.len && n <= r->ra.len - (at - r->ra_at))
+        return r->ra.p + (at - r->ra_at);
+    if (n > RA_SIZE || at > limit || n > limit - at)
+        return NULL;
+    size_t want = limit - at < RA_SIZE ? (size_t)(limit - at) : RA_SIZE;
+    r->ra.len = 0;
+    if (!sbuf_reserve(&r->ra, RA_SIZE) || !seg_pread(r->fd, r->ra.p, want, at))
+        return NULL;
+    r->ra_at = at;
+    r->ra.len = want;
+    return r->ra.p;
+}
+
+/* Points the chunk at its data and trailer (from the window, or read into
+ * the buffer) and checks the CRC. */
+static stream_status load(stream_reader *r, stream_chunk *c, uint64_t limit)
 {
     size_t n = (size_t)c->data_len + c->trailer_len;
-    r->buf.len = 0;
-    if (!sbuf_reserve(&r->buf, n ? n : 1))
-        return STREAM_ENOMEM;
-    if (!seg_pread(r->fd, r->buf.p, n, (uint64_t)c->data_pos))
-        return STREAM_EIO;
-    if (stream_crc32(stream_crc32(0, NULL, 0), r->buf.p, c->data_len) != c->crc)
+    const uint8_t *p = ra_get(r, (uint64_t)c->data_pos, n, limit);
+    if (!p) {
+        r->buf.len = 0;
+        if (!sbuf_reserve(&r->buf, n ? n : 1))
+            return STREAM_ENOMEM;
+        if (!seg_pread(r->fd, r->buf.p, n, (uint64_t)c->data_pos))
+            return STREAM_EIO;
+        p = r->buf.p;
+    }
+    if (stream_crc32(stream_crc32(0, NULL, 0), p, c->data_len) != c->crc)
         return STREAM_ECORRUPT;
-    c->data = r->buf.p;
+    c->data = p;
     if (c->type == STREAM_CHUNK_USER)
-        chunk_find_values(r->buf.p + c->data_len, c->trailer_len, &c->filter_values, &c->filter_values_len);
+        chunk_find_values(p + c->data_len, c->trailer_len, &c->filter_values, &c->filter_values_len);
     r->stats.bytes_read += c->data_len;
     return STREAM_OK;
 }
@@ -216,23 +251,32 @@ stream_status stream_reader_next(stream_reader *r, bool want_data, stream_chunk 
         const segment *s = current(r, &st);
         if (!s)
             return st == STREAM_OK ? STREAM_END : st;
-        /* header and filter in one read */
-        uint8_t hb[STREAM_CHUNK_HEADER_SIZE + STREAM_FILTER_SIZE_MAX];
+        bool active = s == &r->log->segs[r->log->nsegs - 1];
+        uint64_t limit = active ? r->log->synced_size : s->size;
+        if (r->pos >= limit)
+            return STREAM_END;
         chunk_header h;
-        uint64_t room = s->size - r->pos;
-        size_t want = room < sizeof hb ? (size_t)room : sizeof hb;
-        if (room < STREAM_CHUNK_HEADER_SIZE || !seg_pread(r->fd, hb, want, r->pos))
-            return STREAM_ECORRUPT;
+        uint64_t room = limit - r->pos;
+        const uint8_t *hb = room < STREAM_CHUNK_HEADER_SIZE ? NULL : ra_get(r, r->pos, STREAM_CHUNK_HEADER_SIZE, limit);
+        if (!hb)
+            return room < STREAM_CHUNK_HEADER_SIZE ? STREAM_ECORRUPT : STREAM_EIO;
         if (!chunk_header_decode(hb, &h) || h.chunk_id != r->next_id || chunk_total(&h) > room)
             return STREAM_ECORRUPT;
         if (h.chunk_id >= r->log->committed_offset)
             return STREAM_END;
         uint64_t at = r->pos;
+        uint8_t header[STREAM_CHUNK_HEADER_SIZE];
+        memcpy(header, hb, sizeof header); /* before the window moves */
         bool skip = h.type != STREAM_CHUNK_USER;
-        if (!skip && r->filtered && !bloom_may_match(&r->matcher, hb + STREAM_CHUNK_HEADER_SIZE, h.filter_size)) {
-            r->stats.chunks_skipped++;
-            r->stats.bytes_skipped += chunk_total(&h) - STREAM_CHUNK_HEADER_SIZE;
-            skip = true;
+        if (!skip && r->filtered) {
+            const uint8_t *filter = ra_get(r, at + STREAM_CHUNK_HEADER_SIZE, h.filter_size, limit);
+            if (!filter && h.filter_size)
+                return STREAM_EIO;
+            if (!bloom_may_match(&r->matcher, filter, h.filter_size)) {
+                r->stats.chunks_skipped++;
+                r->stats.bytes_skipped += chunk_total(&h) - STREAM_CHUNK_HEADER_SIZE;
+                skip = true;
+            }
         }
         if (skip) {
             r->pos += chunk_total(&h);
@@ -247,8 +291,8 @@ stream_status stream_reader_next(stream_reader *r, bool want_data, stream_chunk 
             .data_pos = (off_t)(at + STREAM_CHUNK_HEADER_SIZE + h.filter_size),
             .skip_below = r->skip_below,
         };
-        memcpy(out->header, hb, STREAM_CHUNK_HEADER_SIZE);
-        if (want_data && (st = load(r, out)) != STREAM_OK)
+        memcpy(out->header, header, sizeof header);
+        if (want_data && (st = load(r, out, limit)) != STREAM_OK)
             return st;
         r->pos += chunk_total(&h);
         r->next_id += h.num_records;

@@ -159,6 +159,7 @@ struct stream_log {
     uint64_t next_offset;
     uint64_t committed_offset, committed_chunk_id;
     uint64_t last_chunk_id;
+    uint64_t synced_size; /* of the active segment: bytes below never change */
     bool has_chunks;
     uint8_t *bloom; /* filter bytes for the chunk being written */
 };

@@ -67,6 +67,34 @@ static void test_only_synced_chunks_are_read(void **state)
     stream_reader_close(r);
 }
 
+/* A reader kept at the tail while chunks keep coming, across rolls: its
+ * read-ahead window never serves bytes it read before they were written. */
+static void test_tailing_reader(void **state)
+{
+    sfx *f = *state;
+    stream_config cfg = {.max_segment_bytes = 8000};
+    sfx_open(f, &cfg);
+    stream_reader *r = open_at(f, STREAM_START_NEXT, 0, 0);
+    stream_reader *filtered;
+    stream_part want = {"odd", 3};
+    stream_filter flt = {&want, 1, false};
+    stream_start next = {STREAM_START_NEXT, 0, 0};
+    assert_int_equal(stream_reader_open(f->log, &next, &flt, &filtered), STREAM_OK);
+    uint64_t first, total = 0;
+    for (int i = 0; i < 300; i++) {
+        put_chunks(f, 1, 3, 30 + i % 7, i, i % 2 ? "odd" : "even");
+        assert_int_equal(read_all(r, &first), 3);
+        assert_int_equal(first, 3 * (uint64_t)i);
+        total += read_all(filtered, &first);
+    }
+    assert_int_equal(total, 450);
+    stream_info in;
+    stream_get_info(f->log, &in);
+    assert_true(in.segments > 3);
+    stream_reader_close(r);
+    stream_reader_close(filtered);
+}
+
 static uint64_t first_read(sfx *f, stream_start_kind kind, uint64_t o, int64_t ts, uint64_t *count)
 {
     stream_reader *r = open_at(f, kind, o, ts);
@@ -300,6 +328,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round_trip_across_rolls_and_reopen, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_only_synced_chunks_are_read, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_every_start, sfx_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_tailing_reader, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_timestamps_between_chunks_and_segments, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_sub_batches_count_as_records, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_chunk_bytes_and_wire_view, sfx_setup, sfx_teardown),
