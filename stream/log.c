@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,7 +69,20 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The first ids of the directory's segments, sorted; *n of them. */
+/* An index left without its segment (retention removes the segment
+ * first) is removed. */
+static void orphan_index(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%.20s.segment", dir, name);
+    if (access(path, F_OK) != 0 && errno == ENOENT) {
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        unlink(path);
+    }
+}
+
+/* The first ids of the directory's segments, sorted; *n of them; indexes
+ * without a segment are removed on the way. */
 static stream_status list_segments(const char *dir, uint64_t **ids, size_t *n)
 {
     DIR *d = opendir(dir);
@@ -79,8 +93,14 @@ static stream_status list_segments(const char *dir, uint64_t **ids, size_t *n)
     *n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         const char *name = e->d_name;
-        if (strlen(name) != 28 || strcmp(name + 20, ".segment") != 0 ||
-            strspn(name, "0123456789") != 20)
+        size_t len = strlen(name);
+        if (strspn(name, "0123456789") != 20)
+            continue;
+        if (len == 26 && strcmp(name + 20, ".index") == 0) {
+            orphan_index(dir, name);
+            continue;
+        }
+        if (len != 28 || strcmp(name + 20, ".segment") != 0)
             continue;
         if (*n == cap) {
             cap = cap ? cap * 2 : 16;
@@ -208,6 +228,23 @@ void stream_close(stream_log *log)
     free(log->bloom);
     free(log->dir);
     free(log);
+}
+
+stream_status stream_delete(stream_log *log)
+{
+    char *dir = log->dir;
+    uint64_t *ids = NULL;
+    size_t n = 0;
+    log->dir = NULL;
+    stream_status st = list_segments(dir, &ids, &n);
+    stream_close(log);
+    for (size_t i = 0; i < n; i++)
+        remove_files(dir, ids[i]);
+    if (rmdir(dir) != 0 && st == STREAM_OK)
+        st = STREAM_EIO;
+    free(ids);
+    free(dir);
+    return st;
 }
 
 stream_status stream_set_config(stream_log *log, const stream_config *cfg)

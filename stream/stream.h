@@ -88,6 +88,10 @@ stream_status stream_open(const char *dir, const stream_config *cfg, stream_log 
 /* Closes the files (nothing is synced: call stream_sync first) and frees
  * the log. Readers must be closed before. NULL is fine. */
 void stream_close(stream_log *log);
+/* Closes the log and removes its files and its directory (the stream queue
+ * is deleted). Readers must be closed before. STREAM_EIO when something
+ * could not be removed (the rest still is). */
+stream_status stream_delete(stream_log *log);
 /* Changes retention (policies change at run time); the segment size and
  * filter size too, for segments and chunks written from now on. */
 stream_status stream_set_config(stream_log *log, const stream_config *cfg);

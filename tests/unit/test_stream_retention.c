@@ -1,6 +1,7 @@
 /* Retention: by size and by age, whole segments, oldest first, never the
  * active one; readers whose segment goes move to the new first chunk; an
- * offset below the first is clamped to it. And RabbitMQ's age strings. */
+ * offset below the first is clamped to it; orphan indexes and deleting a
+ * stream. And RabbitMQ's age strings. */
 #include "test_stream_util.h"
 
 /* 30 chunks of 3 x 100-byte messages (360 bytes each) at ts 1000 + 10c,
@@ -52,10 +53,22 @@ static void test_by_bytes(void **state)
     stream_get_info(f->log, &in);
     assert_int_equal(in.segments, 1);
     assert_int_equal(in.first_offset, 75);
-    sfx_open(f, &cfg); /* and reopening agrees */
+    /* an index whose segment went (a crash between the two unlinks) is
+     * removed at open; and reopening agrees */
+    seg_path(path, sizeof path, f, 0, "index");
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    sfx_open(f, &cfg);
+    assert_int_equal(file_size(path), -1);
     stream_info again;
     stream_get_info(f->log, &again);
     assert_memory_equal(&again, &in, sizeof in);
+    /* deleting the stream leaves nothing */
+    assert_int_equal(stream_delete(f->log), STREAM_OK);
+    f->log = NULL;
+    struct stat sb;
+    assert_int_equal(stat(f->dir, &sb), -1);
 }
 
 static void test_by_age(void **state)
