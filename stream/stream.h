@@ -181,9 +181,24 @@ stream_status stream_retain(stream_log *log, int64_t now_ms, unsigned *removed);
  * a positive decimal number and one unit, Y (365 days), M (30 days), D, h,
  * m or s -- "7D", "12h" (rabbit_amqqueue:check_max_age/1). No sign, no
  * space, no fraction; 0 is refused. A number too large saturates at
- * INT64_MAX ms (RabbitMQ's integers have no bound). Returns false for a
- * string RabbitMQ calls invalid_max_age. */
-bool stream_parse_age(const char *s, size_t len, int64_t *ms);
+ * INT64_MAX ms (RabbitMQ's integers have no bound).
+ *
+ * RabbitMQ 3.10 has two ways to refuse one (seen with its pika client):
+ * STREAM_AGE_INVALID ("0h", "10x", "1.5h", "10S") is queue.declare's
+ *   406 PRECONDITION_FAILED - invalid arg 'x-max-age' for queue 'Q' in
+ *   vhost 'V': invalid_max_age
+ * and, for basic.consume's x-stream-offset,
+ *   406 PRECONDITION_FAILED - invalid arg 'x-stream-offset' for queue 'Q'
+ *   in vhost 'V': {invalid_stream_offset_arg,{longstr,<<"10x">>}}
+ * STREAM_AGE_NO_NUMBER ("", "h", "-1h", " 1h": no leading digit) crashes
+ *   its channel (list_to_integer("")): connection.close 541 INTERNAL_ERROR,
+ *   for both arguments. */
+typedef enum stream_age_status {
+    STREAM_AGE_OK,
+    STREAM_AGE_INVALID,
+    STREAM_AGE_NO_NUMBER,
+} stream_age_status;
+stream_age_status stream_parse_age(const char *s, size_t len, int64_t *ms);
 
 /* ======================================================================
  * Reading
