@@ -67,6 +67,7 @@ const char *stream_status_text(stream_status st)
     case STREAM_OK: return "ok";
     case STREAM_END: return "end of stream";
     case STREAM_FULL: return "chunk full";
+    case STREAM_AGAIN: return "try again";
     case STREAM_EINVAL: return "invalid argument";
     case STREAM_ECORRUPT: return "corrupt stream data";
     case STREAM_EIO: return "i/o error";

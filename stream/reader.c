@@ -244,7 +244,9 @@ static stream_status load(stream_reader *r, stream_chunk *c, uint64_t limit)
 
 stream_status stream_reader_next(stream_reader *r, bool want_data, stream_chunk *out)
 {
-    for (;;) {
+    for (unsigned skipped = 0;; skipped++) {
+        if (skipped == STREAM_SKIP_MAX)
+            return STREAM_AGAIN;
         if (r->next_id >= r->log->committed_offset)
             return STREAM_END;
         stream_status st;

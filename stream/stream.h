@@ -30,6 +30,7 @@ typedef enum stream_status {
     STREAM_OK = 0,
     STREAM_END,      /* a reader is at the committed end: nothing more yet */
     STREAM_FULL,     /* the builder's chunk cannot take this entry: append it first */
+    STREAM_AGAIN,    /* a reader passed over STREAM_SKIP_MAX chunks: call again */
     STREAM_EINVAL,   /* a bad argument (a filter size out of 16..255, an entry too large) */
     STREAM_ECORRUPT, /* bytes on disk are not a valid chunk, index or entry (bad CRC too) */
     STREAM_EIO,      /* a system call failed; errno says why */
@@ -46,6 +47,7 @@ enum {
     STREAM_FILTER_SIZE_MAX = 255,
     STREAM_MAX_ENTRIES = 65535,        /* the header's 16-bit entry count */
     STREAM_FILTER_VALUE_MAX = 0x7fff,  /* bytes: the stream protocol's string length */
+    STREAM_SKIP_MAX = 4096, /* chunks one stream_reader_next may pass over */
 };
 
 /* Chunk types, osiris's: user data, and the writer/offset tracking chunks
@@ -172,7 +174,9 @@ stream_status stream_sync(stream_log *log);
 
 /* Removes whole segments, oldest first, never the one being written: while
  * the total size passes max_bytes, and while a segment's newest chunk is
- * older than now_ms - max_age_ms. Returns the number of segments removed in
+ * older than now_ms - max_age_ms (osiris_log's eval_max_bytes and eval_age).
+ * Call it when an append has rolled a segment (stream_info.segments grew),
+ * when retention changes, and on a timer for max_age. Returns the number of segments removed in
  * *removed (may be NULL). Readers in a removed segment move on by
  * themselves (to the new first chunk). */
 stream_status stream_retain(stream_log *log, int64_t now_ms, unsigned *removed);
@@ -283,7 +287,9 @@ typedef struct stream_chunk {
 
 /* Reads the next committed chunk after the reader's position: STREAM_OK and
  * *out, STREAM_END when there is none yet (call again after more is
- * committed), STREAM_ECORRUPT / STREAM_EIO on a bad read (the reader stays
+ * committed), STREAM_AGAIN when it passed over STREAM_SKIP_MAX chunks (the
+ * filter's, or tracking ones) without finding one -- call again, so that
+ * one call stays short however much a filter skips -- STREAM_ECORRUPT / STREAM_EIO on a bad read (the reader stays
  * where it was). With `load` the data and trailer are read into the
  * reader's one buffer and the CRC is checked; without, only the header
  * (and the filter) is read, for a sendfile of the data. Tracking chunks are

@@ -12,8 +12,10 @@ static uint64_t read_filtered(stream_reader *r, const stream_filter *flt, uint64
     stream_chunk c;
     stream_status st;
     *unfiltered = 0;
-    for (int guard = 0; (st = stream_reader_next(r, true, &c)) == STREAM_OK; guard++) {
+    for (int guard = 0; (st = stream_reader_next(r, true, &c)) == STREAM_OK || st == STREAM_AGAIN; guard++) {
         assert_true(guard < 100000);
+        if (st == STREAM_AGAIN)
+            continue;
         stream_entry_iter it;
         stream_entry e;
         stream_entry_begin(&it, &c);
@@ -174,12 +176,48 @@ static void test_values_stay_off_the_wire(void **state)
     stream_reader_close(r);
 }
 
+/* However much the filter skips, one call passes over at most
+ * STREAM_SKIP_MAX chunks. */
+static void test_long_skips_come_back(void **state)
+{
+    sfx *f = *state;
+    sfx_open(f, NULL);
+    char body[4096];
+    for (uint64_t o = 0; o < 10001; o++) {
+        stream_part p = {body, msg_body(body, 10, o)};
+        const char *v = o == 10000 ? "rare" : "common";
+        assert_int_equal(stream_builder_add(f->b, &p, 1, v, strlen(v)), STREAM_OK);
+        assert_int_equal(stream_append(f->log, f->b, (int64_t)o, NULL), STREAM_OK);
+    }
+    assert_int_equal(stream_sync(f->log), STREAM_OK);
+    stream_part want = {"rare", 4};
+    stream_filter flt = {&want, 1, false};
+    stream_start first = {STREAM_START_FIRST, 0, 0};
+    stream_reader *r;
+    assert_int_equal(stream_reader_open(f->log, &first, &flt, &r), STREAM_OK);
+    stream_chunk c;
+    int again = 0;
+    stream_status st;
+    while ((st = stream_reader_next(r, false, &c)) == STREAM_AGAIN)
+        assert_true(++again < 10);
+    assert_int_equal(st, STREAM_OK);
+    assert_int_equal(c.first_offset, 10000);
+    assert_int_equal(again, 10000 / STREAM_SKIP_MAX);
+    stream_reader_stats stats;
+    stream_reader_get_stats(r, &stats);
+    assert_int_equal(stats.chunks_skipped, 10000);
+    assert_int_equal(stats.bytes_read, 0); /* not loaded: a sendfile reader */
+    assert_int_equal(stream_reader_next(r, false, &c), STREAM_END);
+    stream_reader_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_percent_reads_few_chunks, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_exact_values_and_unfiltered, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_values_stay_off_the_wire, sfx_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_long_skips_come_back, sfx_setup, sfx_teardown),
     };
     return cmocka_run_group_tests_name("stream_filter", tests, NULL, NULL);
 }

@@ -112,8 +112,10 @@ static inline uint64_t read_all(stream_reader *r, uint64_t *first)
     stream_status st;
     if (first)
         *first = UINT64_MAX;
-    for (int guard = 0; (st = stream_reader_next(r, true, &c)) == STREAM_OK; guard++) {
+    for (int guard = 0; (st = stream_reader_next(r, true, &c)) == STREAM_OK || st == STREAM_AGAIN; guard++) {
         assert_true(guard < 1000000);
+        if (st == STREAM_AGAIN)
+            continue;
         stream_entry_iter it;
         stream_entry e;
         stream_entry_begin(&it, &c);
