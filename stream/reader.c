@@ -34,6 +34,7 @@ struct stream_reader {
     bloom_matcher matcher;
     sbuf ra;
     uint64_t ra_at;
+    bool big; /* the last chunk did not fit the window: read headers alone */
     sbuf buf;
     stream_reader_stats stats;
 };
@@ -202,15 +203,16 @@ static const segment *current(stream_reader *r, stream_status *st)
 }
 
 /* `n` bytes of the file at `at` from the read-ahead window, refilled from
- * `at` when they are not all in it; NULL when they cannot fit it (or the
- * read fails). `limit` is where readable bytes end. */
-static const uint8_t *ra_get(stream_reader *r, uint64_t at, size_t n, uint64_t limit)
+ * `at` when they are not all in it -- with `span` bytes, or fewer where
+ * readable bytes end (`limit`); NULL when they cannot fit the window (or
+ * the read fails). */
+static const uint8_t *ra_get(stream_reader *r, uint64_t at, size_t n, size_t span, uint64_t limit)
 {
     if (at >= r->ra_at && at - r->ra_at <= r->ra.len && n <= r->ra.len - (at - r->ra_at))
         return r->ra.p + (at - r->ra_at);
     if (n > RA_SIZE || at > limit || n > limit - at)
         return NULL;
-    size_t want = limit - at < RA_SIZE ? (size_t)(limit - at) : RA_SIZE;
+    size_t want = limit - at < span ? (size_t)(limit - at) : span;
     r->ra.len = 0;
     if (!sbuf_reserve(&r->ra, RA_SIZE) || !seg_pread(r->fd, r->ra.p, want, at))
         return NULL;
@@ -224,7 +226,7 @@ static const uint8_t *ra_get(stream_reader *r, uint64_t at, size_t n, uint64_t l
 static stream_status load(stream_reader *r, stream_chunk *c, uint64_t limit)
 {
     size_t n = (size_t)c->data_len + c->trailer_len;
-    const uint8_t *p = ra_get(r, (uint64_t)c->data_pos, n, limit);
+    const uint8_t *p = ra_get(r, (uint64_t)c->data_pos, n, RA_SIZE, limit);
     if (!p) {
         r->buf.len = 0;
         if (!sbuf_reserve(&r->buf, n ? n : 1))
@@ -259,19 +261,24 @@ stream_status stream_reader_next(stream_reader *r, bool want_data, stream_chunk 
             return STREAM_END;
         chunk_header h;
         uint64_t room = limit - r->pos;
-        const uint8_t *hb = room < STREAM_CHUNK_HEADER_SIZE ? NULL : ra_get(r, r->pos, STREAM_CHUNK_HEADER_SIZE, limit);
+        /* after a big chunk, a window would be mostly the next one's data,
+         * which a filter may not need: read the header and filter alone */
+        size_t span = r->big ? STREAM_CHUNK_HEADER_SIZE + STREAM_FILTER_SIZE_MAX : RA_SIZE;
+        const uint8_t *hb = room < STREAM_CHUNK_HEADER_SIZE ? NULL
+                                                            : ra_get(r, r->pos, STREAM_CHUNK_HEADER_SIZE, span, limit);
         if (!hb)
             return room < STREAM_CHUNK_HEADER_SIZE ? STREAM_ECORRUPT : STREAM_EIO;
         if (!chunk_header_decode(hb, &h) || h.chunk_id != r->next_id || chunk_total(&h) > room)
             return STREAM_ECORRUPT;
         if (h.chunk_id >= r->log->committed_offset)
             return STREAM_END;
+        r->big = chunk_total(&h) > RA_SIZE;
         uint64_t at = r->pos;
         uint8_t header[STREAM_CHUNK_HEADER_SIZE];
         memcpy(header, hb, sizeof header); /* before the window moves */
         bool skip = h.type != STREAM_CHUNK_USER;
         if (!skip && r->filtered) {
-            const uint8_t *filter = ra_get(r, at + STREAM_CHUNK_HEADER_SIZE, h.filter_size, limit);
+            const uint8_t *filter = ra_get(r, at + STREAM_CHUNK_HEADER_SIZE, h.filter_size, span, limit);
             if (!filter && h.filter_size)
                 return STREAM_EIO;
             if (!bloom_may_match(&r->matcher, filter, h.filter_size)) {
