@@ -356,35 +356,3 @@ bool stream_filter_match(const stream_filter *f, const stream_entry *e)
             return true;
     return false;
 }
-
-/* ---- ages --------------------------------------------------------------- */
-
-stream_age_status stream_parse_age(const char *s, size_t len, int64_t *ms)
-{
-    /* rabbit_amqqueue:check_max_age/1: digits then exactly one unit */
-    size_t i = 0;
-    int64_t n = 0;
-    bool saturated = false;
-    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
-        if (n > (INT64_MAX - 9) / 10)
-            saturated = true;
-        else
-            n = n * 10 + (s[i] - '0');
-    }
-    if (i == 0)
-        return STREAM_AGE_NO_NUMBER;
-    if (i + 1 != len || (n == 0 && !saturated))
-        return STREAM_AGE_INVALID;
-    int64_t unit;
-    switch (s[i]) {
-    case 'Y': unit = 365LL * 86400000; break;
-    case 'M': unit = 30LL * 86400000; break;
-    case 'D': unit = 86400000; break;
-    case 'h': unit = 3600000; break;
-    case 'm': unit = 60000; break;
-    case 's': unit = 1000; break;
-    default: return STREAM_AGE_INVALID;
-    }
-    *ms = saturated || n > INT64_MAX / unit ? INT64_MAX : n * unit;
-    return STREAM_AGE_OK;
-}

@@ -1,4 +1,4 @@
-/* The log: open and recover, append, group commit, segment roll, retention.
+/* The log: open and recover, append, group commit, segment roll.
  *
  * State: `segs` lists the segment files oldest first; the last is the
  * active one, open as `fd`/`idx_fd`, written with positioned writes at its
@@ -7,10 +7,8 @@
  * segments are complete and synced (a roll syncs the one it leaves), so
  * retention may remove any but the active one.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,71 +59,6 @@ static bool push_segment(stream_log *log, const segment *s)
     }
     log->segs[log->nsegs++] = *s;
     return true;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* An index left without its segment (retention removes the segment
- * first) is removed. */
-static void orphan_index(const char *dir, const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%.20s.segment", dir, name);
-    if (access(path, F_OK) != 0 && errno == ENOENT) {
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        unlink(path);
-    }
-}
-
-/* The first ids of the directory's segments, sorted; *n of them; indexes
- * without a segment are removed on the way. */
-static stream_status list_segments(const char *dir, uint64_t **ids, size_t *n)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return STREAM_EIO;
-    size_t cap = 0;
-    *ids = NULL;
-    *n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        const char *name = e->d_name;
-        size_t len = strlen(name);
-        if (strspn(name, "0123456789") != 20)
-            continue;
-        if (len == 26 && strcmp(name + 20, ".index") == 0) {
-            orphan_index(dir, name);
-            continue;
-        }
-        if (len != 28 || strcmp(name + 20, ".segment") != 0)
-            continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint64_t *p = realloc(*ids, cap * sizeof *p);
-            if (!p) {
-                closedir(d);
-                return STREAM_ENOMEM;
-            }
-            *ids = p;
-        }
-        (*ids)[(*n)++] = strtoull(name, NULL, 10);
-    }
-    closedir(d);
-    if (*n > 1)
-        qsort(*ids, *n, sizeof **ids, cmp_u64);
-    return STREAM_OK;
-}
-
-static void remove_files(const char *dir, uint64_t id)
-{
-    char path[4096];
-    segment_name(path, sizeof path, dir, id, "segment");
-    unlink(path);
-    segment_name(path, sizeof path, dir, id, "index");
-    unlink(path);
 }
 
 static void sync_dir(const char *dir)
@@ -228,23 +161,6 @@ void stream_close(stream_log *log)
     free(log->bloom);
     free(log->dir);
     free(log);
-}
-
-stream_status stream_delete(stream_log *log)
-{
-    char *dir = log->dir;
-    uint64_t *ids = NULL;
-    size_t n = 0;
-    log->dir = NULL;
-    stream_status st = list_segments(dir, &ids, &n);
-    stream_close(log);
-    for (size_t i = 0; i < n; i++)
-        remove_files(dir, ids[i]);
-    if (rmdir(dir) != 0 && st == STREAM_OK)
-        st = STREAM_EIO;
-    free(ids);
-    free(dir);
-    return st;
 }
 
 stream_status stream_set_config(stream_log *log, const stream_config *cfg)
@@ -400,30 +316,5 @@ stream_status stream_sync(stream_log *log)
     log->committed_offset = log->next_offset;
     log->committed_chunk_id = log->last_chunk_id;
     log->synced_size = log->segs[log->nsegs - 1].size;
-    return STREAM_OK;
-}
-
-stream_status stream_retain(stream_log *log, int64_t now_ms, unsigned *removed)
-{
-    uint64_t total = 0;
-    unsigned n = 0;
-    for (size_t i = 0; i < log->nsegs; i++)
-        total += log->segs[i].size;
-    while (log->nsegs > 1) {
-        const segment *s = &log->segs[0];
-        bool too_big = log->cfg.max_bytes && total > log->cfg.max_bytes;
-        /* older than max_age: now - last_ts > max_age, without overflow */
-        bool too_old = log->cfg.max_age_ms && now_ms > s->last_ts &&
-                       (uint64_t)now_ms - (uint64_t)s->last_ts > (uint64_t)log->cfg.max_age_ms;
-        if (!too_big && !too_old)
-            break;
-        remove_files(log->dir, s->first_id);
-        total -= s->size;
-        memmove(log->segs, log->segs + 1, (log->nsegs - 1) * sizeof *log->segs);
-        log->nsegs--;
-        n++;
-    }
-    if (removed)
-        *removed = n;
     return STREAM_OK;
 }

@@ -244,68 +244,90 @@ static stream_status load(stream_reader *r, stream_chunk *c, uint64_t limit)
     return STREAM_OK;
 }
 
+/* Reads the header of the chunk at the reader's position (copied into
+ * `header`), in the segment whose readable bytes end at *limit; `span` is
+ * the read-ahead to use. STREAM_END at the committed end. */
+static stream_status next_header(stream_reader *r, chunk_header *h, uint8_t *header, uint64_t *limit,
+                                 size_t *span)
+{
+    if (r->next_id >= r->log->committed_offset)
+        return STREAM_END;
+    stream_status st;
+    const segment *s = current(r, &st);
+    if (!s)
+        return st == STREAM_OK ? STREAM_END : st;
+    bool active = s == &r->log->segs[r->log->nsegs - 1];
+    *limit = active ? r->log->synced_size : s->size;
+    if (r->pos >= *limit)
+        return STREAM_END;
+    uint64_t room = *limit - r->pos;
+    if (room < STREAM_CHUNK_HEADER_SIZE)
+        return STREAM_ECORRUPT;
+    /* after a big chunk, a window would be mostly the next one's data,
+     * which a filter may not need: read the header and filter alone */
+    *span = r->big ? STREAM_CHUNK_HEADER_SIZE + STREAM_FILTER_SIZE_MAX : RA_SIZE;
+    const uint8_t *hb = ra_get(r, r->pos, STREAM_CHUNK_HEADER_SIZE, *span, *limit);
+    if (!hb)
+        return STREAM_EIO;
+    if (!chunk_header_decode(hb, h) || h->chunk_id != r->next_id || chunk_total(h) > room)
+        return STREAM_ECORRUPT;
+    if (h->chunk_id >= r->log->committed_offset)
+        return STREAM_END;
+    memcpy(header, hb, STREAM_CHUNK_HEADER_SIZE); /* before the window moves */
+    r->big = chunk_total(h) > RA_SIZE;
+    return STREAM_OK;
+}
+
+/* Whether the reader wants the chunk at its position: a user chunk that
+ * its filter (if any) may match. */
+static stream_status wanted(stream_reader *r, const chunk_header *h, size_t span, uint64_t limit, bool *yes)
+{
+    *yes = h->type == STREAM_CHUNK_USER;
+    if (!*yes || !r->filtered)
+        return STREAM_OK;
+    const uint8_t *filter = ra_get(r, r->pos + STREAM_CHUNK_HEADER_SIZE, h->filter_size, span, limit);
+    if (!filter && h->filter_size)
+        return STREAM_EIO;
+    if (!bloom_may_match(&r->matcher, filter, h->filter_size)) {
+        r->stats.chunks_skipped++;
+        r->stats.bytes_skipped += chunk_total(h) - STREAM_CHUNK_HEADER_SIZE;
+        *yes = false;
+    }
+    return STREAM_OK;
+}
+
 stream_status stream_reader_next(stream_reader *r, bool want_data, stream_chunk *out)
 {
-    for (unsigned skipped = 0;; skipped++) {
-        if (skipped == STREAM_SKIP_MAX)
-            return STREAM_AGAIN;
-        if (r->next_id >= r->log->committed_offset)
-            return STREAM_END;
-        stream_status st;
-        const segment *s = current(r, &st);
-        if (!s)
-            return st == STREAM_OK ? STREAM_END : st;
-        bool active = s == &r->log->segs[r->log->nsegs - 1];
-        uint64_t limit = active ? r->log->synced_size : s->size;
-        if (r->pos >= limit)
-            return STREAM_END;
+    for (unsigned skipped = 0; skipped < STREAM_SKIP_MAX; skipped++) {
         chunk_header h;
-        uint64_t room = limit - r->pos;
-        /* after a big chunk, a window would be mostly the next one's data,
-         * which a filter may not need: read the header and filter alone */
-        size_t span = r->big ? STREAM_CHUNK_HEADER_SIZE + STREAM_FILTER_SIZE_MAX : RA_SIZE;
-        const uint8_t *hb = room < STREAM_CHUNK_HEADER_SIZE ? NULL
-                                                            : ra_get(r, r->pos, STREAM_CHUNK_HEADER_SIZE, span, limit);
-        if (!hb)
-            return room < STREAM_CHUNK_HEADER_SIZE ? STREAM_ECORRUPT : STREAM_EIO;
-        if (!chunk_header_decode(hb, &h) || h.chunk_id != r->next_id || chunk_total(&h) > room)
-            return STREAM_ECORRUPT;
-        if (h.chunk_id >= r->log->committed_offset)
-            return STREAM_END;
-        r->big = chunk_total(&h) > RA_SIZE;
-        uint64_t at = r->pos;
         uint8_t header[STREAM_CHUNK_HEADER_SIZE];
-        memcpy(header, hb, sizeof header); /* before the window moves */
-        bool skip = h.type != STREAM_CHUNK_USER;
-        if (!skip && r->filtered) {
-            const uint8_t *filter = ra_get(r, at + STREAM_CHUNK_HEADER_SIZE, h.filter_size, span, limit);
-            if (!filter && h.filter_size)
-                return STREAM_EIO;
-            if (!bloom_may_match(&r->matcher, filter, h.filter_size)) {
-                r->stats.chunks_skipped++;
-                r->stats.bytes_skipped += chunk_total(&h) - STREAM_CHUNK_HEADER_SIZE;
-                skip = true;
-            }
-        }
-        if (skip) {
-            r->pos += chunk_total(&h);
-            r->next_id += h.num_records;
-            continue;
-        }
-        *out = (stream_chunk){
-            .type = h.type, .num_entries = h.num_entries, .num_records = h.num_records,
-            .timestamp_ms = h.timestamp, .epoch = h.epoch, .first_offset = h.chunk_id,
-            .crc = h.crc, .data_len = h.data_len, .trailer_len = h.trailer_len,
-            .filter_size = h.filter_size, .fd = r->fd,
-            .data_pos = (off_t)(at + STREAM_CHUNK_HEADER_SIZE + h.filter_size),
-            .skip_below = r->skip_below,
-        };
-        memcpy(out->header, header, sizeof header);
-        if (want_data && (st = load(r, out, limit)) != STREAM_OK)
+        uint64_t limit;
+        size_t span;
+        bool yes;
+        stream_status st = next_header(r, &h, header, &limit, &span);
+        if (st == STREAM_OK)
+            st = wanted(r, &h, span, limit, &yes);
+        if (st != STREAM_OK)
             return st;
+        uint64_t at = r->pos;
+        if (yes) {
+            *out = (stream_chunk){
+                .type = h.type, .num_entries = h.num_entries, .num_records = h.num_records,
+                .timestamp_ms = h.timestamp, .epoch = h.epoch, .first_offset = h.chunk_id,
+                .crc = h.crc, .data_len = h.data_len, .trailer_len = h.trailer_len,
+                .filter_size = h.filter_size, .fd = r->fd,
+                .data_pos = (off_t)(at + STREAM_CHUNK_HEADER_SIZE + h.filter_size),
+                .skip_below = r->skip_below,
+            };
+            memcpy(out->header, header, sizeof header);
+            if (want_data && (st = load(r, out, limit)) != STREAM_OK)
+                return st;
+            r->stats.chunks_read++;
+        }
         r->pos += chunk_total(&h);
         r->next_id += h.num_records;
-        r->stats.chunks_read++;
-        return STREAM_OK;
+        if (yes)
+            return STREAM_OK;
     }
+    return STREAM_AGAIN;
 }

@@ -1,4 +1,5 @@
-/* Segment and index files: naming, recovery, index searches.
+/* Segment and index files: naming, recovery, index searches, the
+ * directory's listing.
  *
  * A stream directory holds, per segment, <first chunk id, 20 digits>.segment
  * and .index (osiris's names). Segment file: "OSIL", u32 version 1, then
@@ -19,6 +20,7 @@
  * is well formed and its last record points at a chunk that ends the file;
  * otherwise it is scanned (headers only) and its index rebuilt.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -295,4 +297,71 @@ stream_status segment_last_user(const char *dir, const segment *s, uint64_t befo
     }
     close(fd);
     return st;
+}
+
+/* ---- the directory ------------------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* An index left without its segment (retention removes the segment
+ * first) is removed. */
+static void orphan_index(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%.20s.segment", dir, name);
+    if (access(path, F_OK) != 0 && errno == ENOENT) {
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        unlink(path);
+    }
+}
+
+/* The first ids of the directory's segments, sorted; *n of them; indexes
+ * without a segment are removed on the way. */
+stream_status list_segments(const char *dir, uint64_t **ids, size_t *n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return STREAM_EIO;
+    size_t cap = 0;
+    *ids = NULL;
+    *n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *name = e->d_name;
+        size_t len = strlen(name);
+        if (strspn(name, "0123456789") != 20)
+            continue;
+        if (len == 26 && strcmp(name + 20, ".index") == 0) {
+            orphan_index(dir, name);
+            continue;
+        }
+        if (len != 28 || strcmp(name + 20, ".segment") != 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint64_t *p = realloc(*ids, cap * sizeof *p);
+            if (!p) {
+                closedir(d);
+                return STREAM_ENOMEM;
+            }
+            *ids = p;
+        }
+        (*ids)[(*n)++] = strtoull(name, NULL, 10);
+    }
+    closedir(d);
+    if (*n > 1)
+        qsort(*ids, *n, sizeof **ids, cmp_u64);
+    return STREAM_OK;
+}
+
+void remove_files(const char *dir, uint64_t id)
+{
+    char path[4096];
+    segment_name(path, sizeof path, dir, id, "segment");
+    unlink(path);
+    segment_name(path, sizeof path, dir, id, "index");
+    unlink(path);
 }

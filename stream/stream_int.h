@@ -1,7 +1,8 @@
 /* Private to stream/: the log, builder and reader objects, the on-disk
- * constants and the helpers shared by chunk.c, bloom.c, segment.c, log.c
- * and reader.c. Formats are drawn in chunk.c (chunks) and segment.c (files,
- * index). */
+ * constants and the helpers shared by chunk.c (chunks, builder, entries),
+ * bloom.c, segment.c (segment and index files, the directory), log.c
+ * (open, append, sync, roll), retention.c and reader.c. Formats are drawn
+ * in chunk.c (chunks) and segment.c (files, index). */
 #ifndef WARREN_STREAM_INT_H
 #define WARREN_STREAM_INT_H
 
@@ -147,6 +148,12 @@ stream_status segment_find(const char *dir, const segment *s, bool by_time, uint
                            int64_t ts, idx_record *out);
 /* The last user chunk with id < before in a segment's index (STREAM_END: none). */
 stream_status segment_last_user(const char *dir, const segment *s, uint64_t before, idx_record *out);
+
+/* The first ids of a directory's segments, sorted (*ids is the caller's
+ * to free); indexes without a segment are removed on the way. */
+stream_status list_segments(const char *dir, uint64_t **ids, size_t *n);
+/* Unlinks a segment and then its index. */
+void remove_files(const char *dir, uint64_t id);
 
 /* ---- log.c -------------------------------------------------------------- */
 
