@@ -1,7 +1,11 @@
 /* Recovery on open: a torn last chunk (cut at every byte) is dropped and the
  * index ahead of it trimmed; a lost, shortened or lagging index is rebuilt
  * byte for byte; a bad CRC cuts the tail at open and is an error for a
- * reader of an older segment; damaged headers never crash. */
+ * reader of an older segment; damaged headers never crash; an append the
+ * disk refuses half-way leaves no partial chunk. */
+#include <signal.h>
+#include <sys/resource.h>
+
 #include "test_stream_util.h"
 
 typedef struct saved {
@@ -205,6 +209,47 @@ static void test_damaged_headers_never_crash(void **state)
     free(s.bytes);
 }
 
+/* A write the disk refuses half-way (a file size limit stands in for a
+ * full disk): the append fails, the files are cut back, the builder keeps
+ * its entries, and the next append and a reopen find a whole log. */
+static void test_failed_append_leaves_no_partial_chunk(void **state)
+{
+    sfx *f = *state;
+    sfx_open(f, NULL);
+    put_chunks(f, 3, 2, 50, 100, NULL);
+    char seg[128], idx[128];
+    seg_path(seg, sizeof seg, f, 0, "segment");
+    seg_path(idx, sizeof idx, f, 0, "index");
+    off_t seg_size = file_size(seg), idx_size = file_size(idx);
+    char body[4096];
+    for (int i = 0; i < 5; i++) {
+        stream_part p = {body, msg_body(body, 200, 6 + (uint64_t)i)};
+        assert_int_equal(stream_builder_add(f->b, &p, 1, "v", 1), STREAM_OK);
+    }
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)seg_size + 300; /* the chunk is ~1.1 KB */
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    assert_int_equal(stream_append(f->log, f->b, 200, NULL), STREAM_EIO);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    assert_int_equal(file_size(seg), seg_size);
+    assert_int_equal(file_size(idx), idx_size);
+    assert_int_equal(stream_builder_records(f->b), 5);
+    stream_info in;
+    stream_get_info(f->log, &in);
+    assert_int_equal(in.next_offset, 6);
+    uint64_t first;
+    assert_int_equal(stream_append(f->log, f->b, 200, &first), STREAM_OK);
+    assert_int_equal(first, 6);
+    assert_int_equal(stream_sync(f->log), STREAM_OK);
+    assert_int_equal(records(f), 11);
+    sfx_open(f, NULL);
+    assert_int_equal(records(f), 11);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +257,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lost_short_and_lagging_index_rebuilt, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_crc, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_damaged_headers_never_crash, sfx_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_append_leaves_no_partial_chunk, sfx_setup, sfx_teardown),
     };
     return cmocka_run_group_tests_name("stream_recovery", tests, NULL, NULL);
 }
