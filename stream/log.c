@@ -97,11 +97,12 @@ static stream_status recover_all(stream_log *log)
     stream_status st = list_segments(log->dir, &ids, &n);
     for (size_t i = 0; st == STREAM_OK && i < n; i++) {
         segment s;
-        st = segment_recover(log->dir, ids[i], i + 1 == n, &s);
+        st = segment_recover(log->dir, ids[i], i + 1 == n, &s, &log->recovery);
         if (st != STREAM_OK)
             break;
         if (s.chunks == 0 && i + 1 < n) { /* an older segment with nothing in it */
             remove_files(log->dir, ids[i]);
+            log->recovery.segments_dropped++;
             continue;
         }
         if (!push_segment(log, &s))
@@ -185,6 +186,7 @@ void stream_get_info(const stream_log *log, stream_info *out)
         .first_timestamp = first->first_ts,
         .last_timestamp = last->chunks ? last->last_ts : first->last_ts,
         .segments = log->nsegs,
+        .recovery = log->recovery,
     };
     for (size_t i = 0; i < log->nsegs; i++) {
         out->bytes += log->segs[i].size;

@@ -138,7 +138,7 @@ static bool write_all(int fd, const void *p, size_t n, off_t at)
 }
 
 /* Makes the index file say exactly `recs`, rewriting it only if it differs. */
-static stream_status index_agree(const char *path, const sbuf *recs)
+static stream_status index_agree(const char *path, const sbuf *recs, stream_recovery *rec)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -154,6 +154,7 @@ static stream_status index_agree(const char *path, const sbuf *recs)
     } else if ((uint64_t)sb.st_size != want || !seg_pread(fd, have, want, 0) ||
                memcmp(have, IDX_MAGIC "\0\0\0\1", FILE_HEADER_SIZE) != 0 ||
                memcmp(have + FILE_HEADER_SIZE, recs->p, recs->len) != 0) {
+        rec->indexes_rebuilt++;
         if (!write_all(fd, IDX_MAGIC "\0\0\0\1", FILE_HEADER_SIZE, 0) ||
             (recs->len && !write_all(fd, recs->p, recs->len, FILE_HEADER_SIZE)) ||
             ftruncate(fd, (off_t)want) != 0 || fdatasync(fd) != 0)
@@ -200,7 +201,8 @@ static bool index_trusted(const char *idx_path, int seg_fd, uint64_t seg_size, s
     return ok;
 }
 
-stream_status segment_recover(const char *dir, uint64_t first_id, bool last, segment *s)
+stream_status segment_recover(const char *dir, uint64_t first_id, bool last, segment *s,
+                              stream_recovery *rec)
 {
     char path[4096], idx_path[4096];
     segment_name(path, sizeof path, dir, first_id, "segment");
@@ -227,12 +229,13 @@ stream_status segment_recover(const char *dir, uint64_t first_id, bool last, seg
     }
     sbuf recs = {0};
     st = scan(fd, (uint64_t)sb.st_size, last, s, &recs);
+    rec->bytes_cut += (uint64_t)sb.st_size - s->size;
     if (st == STREAM_OK && s->size < (uint64_t)sb.st_size &&
         (ftruncate(fd, (off_t)s->size) != 0 || fdatasync(fd) != 0))
         st = STREAM_EIO;
     close(fd);
     if (st == STREAM_OK)
-        st = index_agree(idx_path, &recs);
+        st = index_agree(idx_path, &recs, rec);
     sbuf_free(&recs);
     return st;
 }

@@ -98,6 +98,13 @@ stream_status stream_delete(stream_log *log);
  * filter size too, for segments and chunks written from now on. */
 stream_status stream_set_config(stream_log *log, const stream_config *cfg);
 
+/* What stream_open had to repair, for the caller's log line. */
+typedef struct stream_recovery {
+    uint64_t bytes_cut;        /* torn or corrupt tail bytes removed from segments */
+    uint32_t indexes_rebuilt;  /* index files rewritten from their segment */
+    uint32_t segments_dropped; /* older segments left without a whole chunk */
+} stream_recovery;
+
 typedef struct stream_info {
     bool empty;                /* no chunk at all (never written, or all removed) */
     uint64_t first_offset;     /* the first chunk's id (next_offset when empty) */
@@ -110,6 +117,7 @@ typedef struct stream_info {
     uint64_t segments;
     uint64_t bytes;            /* segment files' total size */
     uint64_t chunks;
+    stream_recovery recovery; /* at open */
 } stream_info;
 
 void stream_get_info(const stream_log *log, stream_info *out);

@@ -138,9 +138,11 @@ void segment_name(char *out, size_t n, const char *dir, uint64_t first_id, const
 void idx_record_encode(const idx_record *r, uint8_t out[IDX_RECORD_SIZE]);
 void idx_record_decode(const uint8_t in[IDX_RECORD_SIZE], idx_record *r);
 /* Recovers one segment (the last one with CRC checks of every chunk, and
- * cut back to its last whole chunk) and makes its index agree; fills *s.
+ * cut back to its last whole chunk) and makes its index agree; fills *s
+ * and adds what it repaired to *rec.
  * A file that is not a segment is STREAM_ECORRUPT. */
-stream_status segment_recover(const char *dir, uint64_t first_id, bool last, segment *s);
+stream_status segment_recover(const char *dir, uint64_t first_id, bool last, segment *s,
+                              stream_recovery *rec);
 /* Binary search of a segment's index: the last chunk whose id <= offset
  * (by_time false), or the first whose timestamp >= ts (by_time true).
  * STREAM_END when there is none. */
@@ -168,6 +170,7 @@ struct stream_log {
     uint64_t last_chunk_id;
     uint64_t synced_size; /* of the active segment: bytes below never change */
     bool has_chunks;
+    stream_recovery recovery;
     uint8_t *bloom; /* filter bytes for the chunk being written */
 };
 

@@ -59,6 +59,9 @@ static void test_rabbitmq_stream_reads_unchanged(void **state)
     assert_int_equal(in.committed_offset, 32);
     assert_int_equal(in.segments, 3);
     assert_int_equal(in.chunks, 32);
+    assert_int_equal(in.recovery.bytes_cut, 0);
+    assert_int_equal(in.recovery.indexes_rebuilt, 0);
+    assert_int_equal(in.recovery.segments_dropped, 0);
     stream_reader *r = open_at(f, STREAM_START_FIRST, 0, 0);
     stream_chunk c;
     uint64_t n = 0, trailers = 0;

@@ -74,6 +74,8 @@ static void test_torn_tail_at_every_byte(void **state)
         assert_int_equal(in.committed_offset, 29);
         assert_int_equal(file_size(seg), whole);
         assert_int_equal(file_size(idx), x.len - 29);
+        assert_int_equal(in.recovery.bytes_cut, cut - whole);
+        assert_int_equal(in.recovery.indexes_rebuilt, 1);
         assert_int_equal(records(f), 29);
     }
     /* writing goes on from there */
@@ -115,6 +117,9 @@ static void test_lost_short_and_lagging_index_rebuilt(void **state)
         check_same(last_idx, &l);
         stream_info again;
         stream_get_info(f->log, &again);
+        assert_int_equal(again.recovery.indexes_rebuilt, 2);
+        assert_int_equal(again.recovery.bytes_cut, 0);
+        again.recovery = in.recovery;
         assert_memory_equal(&again, &in, sizeof in);
         assert_int_equal(records(f), 36);
         stream_close(f->log);
