@@ -223,7 +223,10 @@ stream_age_status stream_parse_age(const char *s, size_t len, int64_t *ms);
  * chunk holding that offset, clamped to the first chunk, NEXT past the end
  * (records before the offset in that chunk are skipped by
  * stream_entry_next for AMQP consumers); TIMESTAMP the first chunk whose
- * timestamp is at or after it (NEXT if none). */
+ * timestamp is at or after it (NEXT if none). RabbitMQ 3.10 reads the
+ * x-stream-offset argument as: "first"/"last"/"next", a number (OFFSET), an
+ * AMQP timestamp (seconds: x 1000 for TIMESTAMP), an age string (TIMESTAMP
+ * now - stream_parse_age), none (NEXT). */
 typedef enum stream_start_kind {
     STREAM_START_FIRST,
     STREAM_START_LAST,
@@ -238,7 +241,10 @@ typedef struct stream_start {
     int64_t timestamp_ms; /* STREAM_START_TIMESTAMP */
 } stream_start;
 
-/* A consumer's filter (x-stream-filter, x-stream-match-unfiltered). */
+/* A consumer's filter (x-stream-filter, x-stream-match-unfiltered). The
+ * Bloom filter follows osiris_bloom's layout and rules (bit 0 for entries
+ * without a value, two bits per value) but not its hash (erlang:phash2):
+ * only Warren reads Warren's filters (bloom.c). */
 typedef struct stream_filter {
     const stream_part *values;
     size_t count;
