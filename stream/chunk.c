@@ -153,15 +153,16 @@ bool stream_builder_empty(const stream_builder *b) { return b->entries == 0; }
 uint32_t stream_builder_records(const stream_builder *b) { return b->records; }
 uint32_t stream_builder_bytes(const stream_builder *b) { return (uint32_t)b->data.len; }
 
-/* Room check shared by both entry kinds: entry bytes `n` plus the value. */
+/* Room check shared by both entry kinds: entry bytes `n` plus the value.
+ * Data, value table and tracking stay under the chunk bound with the
+ * largest filter; an entry that cannot fit even an empty chunk is invalid. */
 static stream_status room_for(stream_builder *b, size_t n, size_t filter_len, uint32_t records)
 {
-    if (filter_len > STREAM_FILTER_VALUE_MAX || n + 2 + filter_len > STREAM_CHUNK_DATA_MAX / 2)
+    const size_t bound = STREAM_CHUNK_DATA_MAX - STREAM_FILTER_SIZE_MAX - FV_HEADER;
+    size_t need = n + 2 + filter_len, used = b->data.len + b->values.len + b->tracking.len;
+    if (filter_len > STREAM_FILTER_VALUE_MAX || n > bound || need > bound - b->tracking.len)
         return STREAM_EINVAL;
-    /* data and the value table together stay under the chunk bound */
-    size_t used = b->data.len + b->values.len + FV_HEADER + b->tracking.len;
-    if (b->entries == STREAM_MAX_ENTRIES || b->records > UINT32_MAX - records ||
-        used + n + 2 + filter_len > STREAM_CHUNK_DATA_MAX - STREAM_FILTER_SIZE_MAX)
+    if (b->entries == STREAM_MAX_ENTRIES || b->records > UINT32_MAX - records || need > bound - used)
         return STREAM_FULL;
     if (!sbuf_reserve(&b->data, n) || !sbuf_reserve(&b->values, 2 + filter_len))
         return STREAM_ENOMEM;
@@ -230,6 +231,8 @@ stream_status stream_builder_set_tracking(stream_builder *b, const void *bytes, 
 {
     if (len > STREAM_CHUNK_DATA_MAX / 2)
         return STREAM_EINVAL;
+    if (len > STREAM_CHUNK_DATA_MAX - STREAM_FILTER_SIZE_MAX - FV_HEADER - b->data.len - b->values.len)
+        return STREAM_FULL;
     b->tracking.len = 0;
     if (!sbuf_reserve(&b->tracking, len))
         return STREAM_ENOMEM;
@@ -241,18 +244,21 @@ stream_status stream_builder_set_tracking(stream_builder *b, const void *bytes, 
 
 /* ---- reading entries ---------------------------------------------------- */
 
-void chunk_find_values(const uint8_t *trailer, uint32_t len, const uint8_t **values,
-                       uint32_t *values_len)
+void chunk_split_trailer(stream_chunk *c, const uint8_t *trailer)
 {
-    *values = NULL;
-    *values_len = 0;
-    if (len < FV_HEADER || trailer[0] != FV_TAG)
-        return;
-    uint32_t n = rd32(trailer + 1);
-    if (n <= len - FV_HEADER) {
-        *values = trailer + FV_HEADER;
-        *values_len = n;
+    uint32_t len = c->trailer_len, n = 0;
+    c->filter_values = NULL;
+    c->filter_values_len = 0;
+    if (c->type == STREAM_CHUNK_USER && len >= FV_HEADER && trailer[0] == FV_TAG &&
+        (n = rd32(trailer + 1)) <= len - FV_HEADER) {
+        c->filter_values = trailer + FV_HEADER;
+        c->filter_values_len = n;
+        n += FV_HEADER;
+    } else {
+        n = 0;
     }
+    c->tracking = len > n ? trailer + n : NULL;
+    c->tracking_len = len - n;
 }
 
 void stream_entry_begin(stream_entry_iter *it, const stream_chunk *chunk)

@@ -31,6 +31,7 @@ struct stream_reader {
     uint64_t next_id;
     uint64_t skip_below; /* the requested offset inside the first chunk */
     bool filtered;
+    bool tracking; /* tracking chunks are returned too */
     bloom_matcher matcher;
     sbuf ra;
     uint64_t ra_at;
@@ -172,6 +173,8 @@ uint64_t stream_reader_offset(const stream_reader *r)
     return r->next_id > r->skip_below ? r->next_id : r->skip_below;
 }
 
+void stream_reader_include_tracking(stream_reader *r) { r->tracking = true; }
+
 void stream_reader_get_stats(const stream_reader *r, stream_reader_stats *out) { *out = r->stats; }
 
 /* Makes fd the reader's segment, or moves on when that segment is done:
@@ -238,8 +241,7 @@ static stream_status load(stream_reader *r, stream_chunk *c, uint64_t limit)
     if (stream_crc32(stream_crc32(0, NULL, 0), p, c->data_len) != c->crc)
         return STREAM_ECORRUPT;
     c->data = p;
-    if (c->type == STREAM_CHUNK_USER)
-        chunk_find_values(p + c->data_len, c->trailer_len, &c->filter_values, &c->filter_values_len);
+    chunk_split_trailer(c, p + c->data_len);
     r->stats.bytes_read += c->data_len;
     return STREAM_OK;
 }
@@ -282,8 +284,8 @@ static stream_status next_header(stream_reader *r, chunk_header *h, uint8_t *hea
  * its filter (if any) may match. */
 static stream_status wanted(stream_reader *r, const chunk_header *h, size_t span, uint64_t limit, bool *yes)
 {
-    *yes = h->type == STREAM_CHUNK_USER;
-    if (!*yes || !r->filtered)
+    *yes = h->type == STREAM_CHUNK_USER || r->tracking;
+    if (h->type != STREAM_CHUNK_USER || !r->filtered)
         return STREAM_OK;
     const uint8_t *filter = ra_get(r, r->pos + STREAM_CHUNK_HEADER_SIZE, h->filter_size, span, limit);
     if (!filter && h->filter_size)

@@ -156,7 +156,8 @@ stream_status stream_builder_add_batch(stream_builder *b, uint8_t compression, u
                                        const void *filter, size_t filter_len);
 /* Osiris tracking bytes for the chunk's trailer (writer deduplication
  * sequences, stored offsets), opaque to the log; copied. Replaces earlier
- * ones of this chunk. */
+ * ones of this chunk. STREAM_FULL when the chunk has no room left for them,
+ * STREAM_EINVAL past half a chunk. */
 stream_status stream_builder_set_tracking(stream_builder *b, const void *bytes, size_t len);
 
 /* Writes the builder's chunk (type user, `timestamp_ms`) at the end of the
@@ -269,6 +270,10 @@ void stream_reader_close(stream_reader *r);
  * read next, or the start offset inside it). */
 uint64_t stream_reader_offset(const stream_reader *r);
 void stream_reader_get_stats(const stream_reader *r, stream_reader_stats *out);
+/* Makes the reader return tracking chunks too (osiris's chunk selector
+ * "all"), for a layer that rebuilds writer and offset tracking; they pass
+ * any filter. */
+void stream_reader_include_tracking(stream_reader *r);
 
 /* One chunk as a reader returns it. `header` is the 48 bytes as stored,
  * which is what RabbitMQ sends as the Deliver frame's OsirisChunk header
@@ -296,6 +301,8 @@ typedef struct stream_chunk {
     const uint8_t *data;
     const uint8_t *filter_values;
     uint32_t filter_values_len;
+    const uint8_t *tracking; /* the trailer's osiris tracking blocks, NULL: none */
+    uint32_t tracking_len;
     uint64_t skip_below; /* stream_entry_next skips records below this */
 } stream_chunk;
 
@@ -307,7 +314,7 @@ typedef struct stream_chunk {
  * where it was). With `load` the data and trailer are read into the
  * reader's one buffer and the CRC is checked; without, only the header
  * (and the filter) is read, for a sendfile of the data. Tracking chunks are
- * passed over. A reader whose segment retention removed moves to the first
+ * passed over (see stream_reader_include_tracking). A reader whose segment retention removed moves to the first
  * chunk. */
 stream_status stream_reader_next(stream_reader *r, bool load, stream_chunk *out);
 

@@ -87,9 +87,8 @@ struct stream_builder {
     bool any_value;
 };
 
-/* Finds the filter-value block in a trailer: its bytes and length. */
-void chunk_find_values(const uint8_t *trailer, uint32_t len, const uint8_t **values,
-                       uint32_t *values_len);
+/* Sets a loaded chunk's filter_values and tracking from its trailer. */
+void chunk_split_trailer(stream_chunk *c, const uint8_t *trailer);
 
 /* ---- bloom.c ----------------------------------------------------------- */
 

@@ -288,6 +288,40 @@ static void test_tracking_chunks_are_passed_over(void **state)
     sfx_open(f, NULL); /* tracking chunks survive recovery's checks */
     stream_get_info(f->log, &in);
     assert_int_equal(in.next_offset, 6);
+    /* a user chunk's own tracking bytes sit after its filter values */
+    stream_part p = {"m6", 2};
+    assert_int_equal(stream_builder_add(f->b, &p, 1, "val", 3), STREAM_OK);
+    assert_int_equal(stream_builder_set_tracking(f->b, "\0\3pub\0\0\0\0\0\0\0\7", 13), STREAM_OK);
+    assert_int_equal(stream_append(f->log, f->b, 5, NULL), STREAM_OK);
+    assert_int_equal(stream_sync(f->log), STREAM_OK);
+    r = open_at(f, STREAM_START_FIRST, 0, 0);
+    stream_reader_include_tracking(r);
+    uint64_t ids[] = {0, 2, 3, 5, 6};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(stream_reader_next(r, true, &c), STREAM_OK);
+        assert_int_equal(c.first_offset, ids[i]);
+    }
+    assert_int_equal(c.type, STREAM_CHUNK_USER);
+    assert_int_equal(c.tracking_len, 13);
+    assert_memory_equal(c.tracking, "\0\3pub", 5);
+    assert_int_equal(c.filter_values_len, 5);
+    stream_entry_iter it;
+    stream_entry e;
+    stream_entry_begin(&it, &c);
+    assert_int_equal(stream_entry_next(&it, &e), STREAM_OK);
+    assert_memory_equal(e.filter, "val", 3);
+    assert_int_equal(stream_reader_next(r, true, &c), STREAM_END);
+    stream_reader_close(r);
+    r = open_at(f, STREAM_START_OFFSET, 2, 0); /* a tracking chunk's entry reads as data */
+    stream_reader_include_tracking(r);
+    assert_int_equal(stream_reader_next(r, true, &c), STREAM_OK);
+    assert_int_equal(c.type, STREAM_CHUNK_TRACKING_SNAPSHOT);
+    assert_null(c.tracking);
+    stream_entry_begin(&it, &c);
+    assert_int_equal(stream_entry_next(&it, &e), STREAM_OK);
+    assert_int_equal(e.len, 3);
+    assert_memory_equal(e.bytes, "trk", 3);
+    stream_reader_close(r);
 }
 
 static void test_builder_limits(void **state)
