@@ -309,14 +309,54 @@ stream_status stream_append_tracking(stream_log *log, stream_chunk_type type, co
     return write_chunk(log, &h, iov, 3);
 }
 
-stream_status stream_sync(stream_log *log)
+stream_status stream_sync_prepare(stream_log *log, stream_sync_ticket *t)
 {
+    const segment *s = &log->segs[log->nsegs - 1];
+    *t = (stream_sync_ticket){.fd = -1, .idx_fd = -1, .offset = log->next_offset,
+                              .chunk_id = log->last_chunk_id, .segment = s->first_id, .size = s->size};
     if (log->committed_offset == log->next_offset)
         return STREAM_OK;
-    if (fdatasync(log->fd) != 0 || fdatasync(log->idx_fd) != 0)
+    /* duplicates: a roll may close the log's own descriptors meanwhile */
+    t->fd = dup(log->fd);
+    t->idx_fd = dup(log->idx_fd);
+    if (t->fd < 0 || t->idx_fd < 0) {
+        stream_sync_run(t);
         return STREAM_EIO;
-    log->committed_offset = log->next_offset;
-    log->committed_chunk_id = log->last_chunk_id;
-    log->synced_size = log->segs[log->nsegs - 1].size;
+    }
     return STREAM_OK;
+}
+
+stream_status stream_sync_run(stream_sync_ticket *t)
+{
+    bool ok = t->fd < 0 || (fdatasync(t->fd) == 0 && fdatasync(t->idx_fd) == 0);
+    if (t->fd >= 0)
+        close(t->fd);
+    if (t->idx_fd >= 0)
+        close(t->idx_fd);
+    t->fd = t->idx_fd = -1;
+    return ok ? STREAM_OK : STREAM_EIO;
+}
+
+void stream_sync_complete(stream_log *log, const stream_sync_ticket *t)
+{
+    if (t->offset <= log->committed_offset)
+        return;
+    log->committed_offset = t->offset;
+    log->committed_chunk_id = t->chunk_id;
+    /* a roll since then synced the segment it left; the bound is the
+     * active segment's */
+    const segment *s = &log->segs[log->nsegs - 1];
+    if (s->first_id == t->segment && t->size > log->synced_size)
+        log->synced_size = t->size;
+}
+
+stream_status stream_sync(stream_log *log)
+{
+    stream_sync_ticket t;
+    stream_status st = stream_sync_prepare(log, &t);
+    if (st == STREAM_OK)
+        st = stream_sync_run(&t);
+    if (st == STREAM_OK)
+        stream_sync_complete(log, &t);
+    return st;
 }

@@ -177,6 +177,21 @@ stream_status stream_append_tracking(stream_log *log, stream_chunk_type type, co
  * commit: call once per loop turn, after that turn's appends. */
 stream_status stream_sync(stream_log *log);
 
+/* The same in three steps, so that the fdatasync can run on another thread
+ * while the loop goes on appending: prepare (loop thread) notes what is
+ * appended so far and duplicates the descriptors; run (any thread, touches
+ * only the ticket) syncs and closes them; complete (loop thread, after run
+ * succeeded) commits what prepare noted -- not what was appended since.
+ * Call run exactly once per prepared ticket (it also releases it). */
+typedef struct stream_sync_ticket {
+    int fd, idx_fd;
+    uint64_t offset, chunk_id; /* committed_offset / chunk id once done */
+    uint64_t segment, size;    /* the active segment and its size then */
+} stream_sync_ticket;
+stream_status stream_sync_prepare(stream_log *log, stream_sync_ticket *t);
+stream_status stream_sync_run(stream_sync_ticket *t);
+void stream_sync_complete(stream_log *log, const stream_sync_ticket *t);
+
 /* ======================================================================
  * Retention
  * ====================================================================== */

@@ -95,6 +95,45 @@ static void test_tailing_reader(void **state)
     stream_reader_close(filtered);
 }
 
+/* Group commit off the loop thread: what prepare saw is committed, what
+ * was appended while the sync ran is not, across a roll too. */
+static void test_sync_in_three_steps(void **state)
+{
+    sfx *f = *state;
+    stream_config cfg = {.max_segment_bytes = 300};
+    sfx_open(f, &cfg);
+    put_chunks(f, 1, 2, 50, 1, NULL);
+    stream_part p = {"m2..", 4};
+    assert_int_equal(stream_builder_add(f->b, &p, 1, NULL, 0), STREAM_OK);
+    assert_int_equal(stream_append(f->log, f->b, 2, NULL), STREAM_OK);
+    stream_sync_ticket t;
+    assert_int_equal(stream_sync_prepare(f->log, &t), STREAM_OK);
+    for (uint64_t o = 3; o < 8; o++) { /* meanwhile: more, and a roll */
+        char body[4096];
+        stream_part q = {body, msg_body(body, 100, o)};
+        assert_int_equal(stream_builder_add(f->b, &q, 1, NULL, 0), STREAM_OK);
+        assert_int_equal(stream_append(f->log, f->b, (int64_t)o, NULL), STREAM_OK);
+    }
+    stream_info in;
+    stream_get_info(f->log, &in);
+    assert_true(in.segments > 1);
+    assert_int_equal(stream_sync_run(&t), STREAM_OK);
+    stream_sync_complete(f->log, &t);
+    stream_get_info(f->log, &in);
+    assert_int_equal(in.committed_offset, 3);
+    assert_int_equal(in.committed_chunk_id, 2);
+    stream_reader *r = open_at(f, STREAM_START_FIRST, 0, 0);
+    assert_int_equal(read_all(r, NULL), 3);
+    assert_int_equal(stream_sync(f->log), STREAM_OK);
+    assert_int_equal(read_all(r, NULL), 5);
+    stream_reader_close(r);
+    /* nothing appended: a ticket with nothing to do */
+    assert_int_equal(stream_sync_prepare(f->log, &t), STREAM_OK);
+    assert_int_equal(t.fd, -1);
+    assert_int_equal(stream_sync_run(&t), STREAM_OK);
+    stream_sync_complete(f->log, &t);
+}
+
 static uint64_t first_read(sfx *f, stream_start_kind kind, uint64_t o, int64_t ts, uint64_t *count)
 {
     stream_reader *r = open_at(f, kind, o, ts);
@@ -363,6 +402,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_only_synced_chunks_are_read, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_every_start, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_tailing_reader, sfx_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_sync_in_three_steps, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_timestamps_between_chunks_and_segments, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_sub_batches_count_as_records, sfx_setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_chunk_bytes_and_wire_view, sfx_setup, sfx_teardown),
