@@ -222,7 +222,8 @@ static stream_status roll(stream_log *log)
 static stream_status write_chunk(stream_log *log, chunk_header *h, struct iovec *iov, int n)
 {
     segment *s = &log->segs[log->nsegs - 1];
-    if (s->chunks > 0 && (s->size >= log->cfg.max_segment_bytes || s->chunks >= log->cfg.max_segment_chunks)) {
+    bool full = s->size >= log->cfg.max_segment_bytes || s->chunks >= log->cfg.max_segment_chunks;
+    if (s->chunks > 0 && full) { /* osiris rolls before the chunk that finds it full */
         stream_status st = roll(log);
         if (st != STREAM_OK)
             return st;

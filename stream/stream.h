@@ -11,8 +11,10 @@
  * has records.
  *
  * Threads: a log, its builders and its readers belong to one thread (the
- * stream's loop); nothing here locks. Time is passed in ("now", in ms since
- * the epoch) so that callers and tests control the clock.
+ * stream's loop); nothing here locks. The one exception is
+ * stream_sync_run, which touches only its ticket and may run anywhere.
+ * Time is passed in ("now", in ms since the epoch) so that callers and
+ * tests control the clock.
  */
 #ifndef WARREN_STREAM_H
 #define WARREN_STREAM_H
@@ -37,7 +39,7 @@ typedef enum stream_status {
     STREAM_ENOMEM,
 } stream_status;
 
-/* Short text for a status ("corrupt chunk", ...), never NULL. */
+/* Short text for a status ("corrupt stream data", ...), never NULL. */
 const char *stream_status_text(stream_status st);
 
 enum {
@@ -200,9 +202,9 @@ void stream_sync_complete(stream_log *log, const stream_sync_ticket *t);
  * the total size passes max_bytes, and while a segment's newest chunk is
  * older than now_ms - max_age_ms (osiris_log's eval_max_bytes and eval_age).
  * Call it when an append has rolled a segment (stream_info.segments grew),
- * when retention changes, and on a timer for max_age. Returns the number of segments removed in
- * *removed (may be NULL). Readers in a removed segment move on by
- * themselves (to the new first chunk). */
+ * when retention changes, and on a timer for max_age. *removed (may be
+ * NULL) gets the number of segments removed. Readers in a removed segment
+ * move on by themselves (to the new first chunk). */
 stream_status stream_retain(stream_log *log, int64_t now_ms, unsigned *removed);
 
 /* Parses RabbitMQ's age strings (x-max-age, and x-stream-offset's interval):
@@ -293,9 +295,11 @@ void stream_reader_include_tracking(stream_reader *r);
 /* One chunk as a reader returns it. `header` is the 48 bytes as stored,
  * which is what RabbitMQ sends as the Deliver frame's OsirisChunk header
  * (its send_file sends the stored header unchanged, then the data and no
- * filter bytes, and no trailer for a user chunk): a stream-protocol server
+ * filter bytes, and no trailer for a user chunk; byte 44, the filter size,
+ * is the spec's "Reserved" that clients ignore): a stream-protocol server
  * writes `header` then `data_len` bytes from `fd` at `data_pos` (pread or
- * sendfile) -- or from `data` when it was loaded. */
+ * sendfile) -- or from `data` when it was loaded. The data's CRC in the
+ * header is what clients may check. */
 typedef struct stream_chunk {
     uint8_t header[STREAM_CHUNK_HEADER_SIZE];
     stream_chunk_type type;
@@ -310,7 +314,7 @@ typedef struct stream_chunk {
     uint8_t filter_size;   /* Bloom filter bytes, 0 when no entry had a value */
     int fd;                /* the segment; valid until the next read or close */
     off_t data_pos;        /* file position of the data */
-    /* Set by a loaded read only (the reader's buffer, valid until the next
+    /* Set by a loaded read only (the reader's memory, valid until the next
      * read): the data (CRC checked), and each entry's filter value table
      * (Warren's, kept in the trailer so it never goes to the wire). */
     const uint8_t *data;
@@ -325,12 +329,13 @@ typedef struct stream_chunk {
  * *out, STREAM_END when there is none yet (call again after more is
  * committed), STREAM_AGAIN when it passed over STREAM_SKIP_MAX chunks (the
  * filter's, or tracking ones) without finding one -- call again, so that
- * one call stays short however much a filter skips -- STREAM_ECORRUPT / STREAM_EIO on a bad read (the reader stays
- * where it was). With `load` the data and trailer are read into the
- * reader's one buffer and the CRC is checked; without, only the header
- * (and the filter) is read, for a sendfile of the data. Tracking chunks are
- * passed over (see stream_reader_include_tracking). A reader whose segment retention removed moves to the first
- * chunk. */
+ * one call stays short however much a filter skips -- and STREAM_ECORRUPT
+ * or STREAM_EIO on a bad read (the reader stays where it was). With `load`
+ * the data and trailer are read (from the read-ahead window or into the
+ * reader's buffer) and the CRC is checked; without, only the header and
+ * the filter are read, for a sendfile of the data. Tracking chunks are
+ * passed over (see stream_reader_include_tracking). A reader whose segment
+ * retention removed moves to the first chunk. */
 stream_status stream_reader_next(stream_reader *r, bool load, stream_chunk *out);
 
 /* ---- entries of a loaded user chunk ----------------------------------- */
@@ -357,7 +362,8 @@ typedef struct stream_entry_iter {
 void stream_entry_begin(stream_entry_iter *it, const stream_chunk *chunk);
 /* The next entry: STREAM_OK, STREAM_END after the last, STREAM_ECORRUPT
  * when a length runs past the data or the counts disagree with the header.
- * Simple entries below the chunk's skip_below are passed over. */
+ * Entries wholly below the chunk's skip_below are passed over (a sub-batch
+ * that straddles it is returned whole). */
 stream_status stream_entry_next(stream_entry_iter *it, stream_entry *out);
 /* Whether an entry passes a filter exactly (its value is one of the wanted
  * ones, or it has none and match_unfiltered). NULL filter: true. */

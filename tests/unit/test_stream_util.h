@@ -84,7 +84,8 @@ static inline void put_chunks(sfx *f, int chunks, int per, size_t size, int64_t 
         for (int i = 0; i < per; i++) {
             size_t n = msg_body(body, size, in.next_offset + (uint64_t)i);
             stream_part part = {body, n};
-            assert_int_equal(stream_builder_add(f->b, &part, 1, filter, filter ? strlen(filter) : 0), STREAM_OK);
+            size_t flen = filter ? strlen(filter) : 0;
+            assert_int_equal(stream_builder_add(f->b, &part, 1, filter, flen), STREAM_OK);
         }
         uint64_t first;
         assert_int_equal(stream_append(f->log, f->b, ts + c, &first), STREAM_OK);
