@@ -2,7 +2,7 @@
 # runs every test layer (codegen check, unit, integration, sanitizers).
 
 CC       ?= cc
-PKGS      = libevent libevent_openssl openssl sqlite3 jansson libpcre2-8
+PKGS      = libevent libevent_openssl openssl sqlite3 jansson libpcre2-8 zlib
 CFLAGS_COMMON = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
                 -D_GNU_SOURCE -g -MMD -MP $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -levent_pthreads -lpthread -lm
@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c store/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -82,6 +82,7 @@ AMQP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard amqp/*.c))
 AMQP10_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard amqp10/*.c)) $(AMQP_OBJS)
 ROUTE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard routing/*.c)) $(AMQP_OBJS)
 STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(AMQP_OBJS)
+STREAM_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard stream/*.c))
 HTTP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard http/*.c))
 NET_OBJS   = $(patsubst %.c,$(B)/%.o,$(wildcard net/*.c))
 PATTERN_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard pattern/*.c))
@@ -104,6 +105,10 @@ $(B)/tests/unit/test_route_%: tests/unit/test_route_%.c $(ROUTE_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_store_%: tests/unit/test_store_%.c $(STORE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_stream_%: tests/unit/test_stream_%.c $(wildcard tests/unit/test_stream_*.h) $(STREAM_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

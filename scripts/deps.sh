@@ -6,7 +6,7 @@
 # machine image ships Node 20; Debian's own nodejs package is older).
 set -e
 PKGS="gcc make pkg-config libevent-dev libssl-dev libsqlite3-dev libjansson-dev \
-libcmocka-dev librabbitmq-dev libpcre2-dev python3 python3-pika python3-amqp python3-kombu \
+libcmocka-dev librabbitmq-dev libpcre2-dev zlib1g-dev python3 python3-pika python3-amqp python3-kombu \
 clang libclang-rt-14-dev"
 if [ "${1:-}" = browser ]; then
     PKGS="$PKGS chromium curl"
