@@ -6,7 +6,7 @@
 #
 #   tests/bench/tls.sh            (writes tests/bench/last-tls.txt)
 #
-# Env: MESSAGES (200000), S_TIME (3) for tls_bench.py; RABBIT=0 skips
+# Env: MESSAGES (2000000), CONFIRMS (500000), S_TIME (5) for tls_bench.py; RABBIT=0 skips
 # RabbitMQ; RABBIT_NODE (rtls) and RABBIT_PORT (25672, TLS on +1) name the
 # RabbitMQ started here; WARREN_BIN (build/release/warren). Run as root:
 # RabbitMQ runs as its own user.
@@ -43,7 +43,7 @@ for _ in $(seq 100); do
     grep -q "AMQP listening on 127.0.0.1:$WTLS" "$TMP/warren.log" && break
     sleep 0.1
 done
-TARGETS+=("warren=127.0.0.1:$WPLAIN:$WTLS")
+TARGETS+=("warren=127.0.0.1:$WPLAIN:$WTLS:$WPID")
 
 if [ "${RABBIT:-1}" = 1 ]; then
     R=/tmp/$NODE
@@ -65,7 +65,7 @@ EOF
         > "$R/out" 2>&1 &
     RABBIT_UP=1
     rabbitmqctl -q -n "$NODE@localhost" wait "$R/pid" --timeout 120 > /dev/null
-    TARGETS+=("rabbitmq=127.0.0.1:$RPORT:$((RPORT + 1))")
+    TARGETS+=("rabbitmq=127.0.0.1:$RPORT:$((RPORT + 1)):$(cat "$R/pid")")
 fi
 
 exec > >(tee tests/bench/last-tls.txt) 2>&1
@@ -73,4 +73,5 @@ echo "# tests/bench/tls.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short
      "load $(cut -d' ' -f1-3 /proc/loadavg)); release Warren, RabbitMQ" \
      "$( [ -n "$RABBIT_UP" ] && rabbitmqctl -q -n "$NODE@localhost" version)," \
      "tests/tls/server.pem (RSA 2048), client without a certificate"
-/usr/bin/python3 tests/bench/tls_bench.py "${TARGETS[@]}" --messages "${MESSAGES:-200000}" --s-time "${S_TIME:-3}"
+/usr/bin/python3 tests/bench/tls_bench.py "${TARGETS[@]}" --messages "${MESSAGES:-2000000}" \
+    --confirms "${CONFIRMS:-500000}" --s-time "${S_TIME:-5}"

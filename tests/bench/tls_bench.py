@@ -12,7 +12,8 @@ sendall, bytes counted on the consumer side), so the brokers, not the
 clients, are what is measured as long as the rate stays below what one
 Python thread moves (well over 1M msg/s of 16-byte messages here).
 
-Usage: tls_bench.py NAME=host:plain_port:tls_port ... [--messages N] [--s-time S]
+Usage: tls_bench.py NAME=host:plain_port:tls_port[:pid] ... [--messages N] [--confirms N] [--s-time S]
+       (with the broker's pid, its CPU per message and per handshake too)
        e.g. warren=127.0.0.1:5672:5671 rabbitmq=127.0.0.1:25672:25671
 The CA is tests/tls/ca.pem (the brokers use tests/tls/server.pem).
 """
@@ -189,33 +190,64 @@ def handshakes(host, port, resumed, seconds):
     return n / (time.monotonic() - t0), reused / n
 
 
+def cpu_seconds(pid):
+    """The broker's user + system CPU so far (0 without a pid)."""
+    if not pid:
+        return 0.0
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid, fn, *args):
+    """fn's figure and the broker CPU it cost."""
+    c0 = cpu_seconds(pid)
+    r = fn(*args)
+    return r, cpu_seconds(pid) - c0
+
+
 def main():
     args = sys.argv[1:]
-    messages, seconds = 400000, 5
+    messages, confirmed, seconds = 400000, 100000, 5
     targets = []
     i = 0
     while i < len(args):
         if args[i] == "--messages":
             messages = int(args[i + 1]); i += 2
+        elif args[i] == "--confirms":
+            confirmed = int(args[i + 1]); i += 2
         elif args[i] == "--s-time":
             seconds = int(args[i + 1]); i += 2
         else:
             name, addr = args[i].split("=")
-            host, plain, tls = addr.split(":")
-            targets.append((name, host, int(plain), int(tls)))
+            host, plain, tls, *pid = addr.split(":")
+            targets.append((name, host, int(plain), int(tls), int(pid[0]) if pid else 0))
             i += 1
     print("%-10s %10s %10s %6s %11s %11s %6s %10s %12s" % (
         "broker", "a16 plain", "a16 tls", "ratio", "conf plain", "conf tls", "ratio",
         "full hs/s", "resumed hs/s"))
-    for name, host, plain, tls in targets:
-        rp = a16(host, plain, False, messages)
-        rt = a16(host, tls, True, messages)
-        cp = confirms(host, plain, False, messages // 4)
-        ct = confirms(host, tls, True, messages // 4)
-        full, _ = handshakes(host, tls, False, seconds)
-        resumed, share = handshakes(host, tls, True, seconds)
+    cost = []
+    for name, host, plain, tls, pid in targets:
+        (rp, cpu_rp), (rt, cpu_rt) = (measured(pid, a16, host, plain, False, messages),
+                                      measured(pid, a16, host, tls, True, messages))
+        (cp, cpu_cp), (ct, cpu_ct) = (measured(pid, confirms, host, plain, False, confirmed),
+                                      measured(pid, confirms, host, tls, True, confirmed))
+        (full, _), cpu_full = measured(pid, handshakes, host, tls, False, seconds)
+        (resumed, share), cpu_res = measured(pid, handshakes, host, tls, True, seconds)
         print("%-10s %10.0f %10.0f %6.3f %11.0f %11.0f %6.3f %10.0f %12.0f (%.0f%% resumed)"
               % (name, rp, rt, rt / rp, cp, ct, ct / cp, full, resumed, share * 100))
+        if pid:
+            us = 1e6
+            cost.append("%-10s %10.2f %10.2f %6.2f %11.2f %11.2f %6.2f %10.0f %12.0f" % (
+                name, cpu_rp * us / messages, cpu_rt * us / messages, cpu_rt / max(cpu_rp, 1e-9),
+                cpu_cp * us / confirmed, cpu_ct * us / confirmed, cpu_ct / max(cpu_cp, 1e-9),
+                cpu_full * us / max(full * seconds, 1), cpu_res * us / max(resumed * seconds, 1)))
+    if cost:
+        print("# broker CPU (user + system) per message / per handshake, microseconds:")
+        print("%-10s %10s %10s %6s %11s %11s %6s %10s %12s" % (
+            "broker", "a16 plain", "a16 tls", "ratio", "conf plain", "conf tls", "ratio",
+            "full hs", "resumed hs"))
+        print("\n".join(cost))
 
 
 if __name__ == "__main__":
