@@ -33,12 +33,11 @@ WPID=""
 RABBIT_UP=""
 cleanup() {
     [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null
-    [ -n "$RABBIT_UP" ] && rabbitmqctl -q -n "$NODE@localhost" stop >/dev/null 2>&1
+    stop_rabbit
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. tests/bench/rabbit.sh
 
 TLS_NOTE="plain TCP only"
 WSSL=() RSSL=""
@@ -64,30 +63,11 @@ echo "# tests/bench/conns.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --sho
 # RabbitMQ first: its distribution port (above 32768) must be bound before
 # the clients' 10,000 closed sockets hold ephemeral ports in TIME_WAIT.
 if [ "${RABBIT:-1}" = 1 ]; then
-    R=/tmp/$NODE                              # RabbitMQ runs as its own user
-    rm -rf "$R" && mkdir -p "$R"
-    printf 'listeners.tcp.default = 127.0.0.1:%s\nloopback_users = none\n%s' "$RPORT" "$RSSL" > "$R/rabbitmq.conf"
-    echo '[].' > "$R/enabled_plugins"         # no management listener to collide with
-    chown -R rabbitmq: "$R" 2>/dev/null || true
-    # A closed client socket in TIME_WAIT may hold the distribution port (it
-    # is in the ephemeral range) for up to a minute after an earlier run.
-    for _ in $(seq 70); do
-        ss -Htan "( sport = :$((RPORT + 20000)) )" | grep -q . || break
-        sleep 1
-    done
-    RABBITMQ_NODENAME=$NODE@localhost RABBITMQ_NODE_PORT=$RPORT RABBITMQ_DIST_PORT=$((RPORT + 20000)) \
-    RABBITMQ_MNESIA_BASE=$R/mnesia RABBITMQ_LOG_BASE=$R/log RABBITMQ_CONFIG_FILE=$R/rabbitmq \
-    RABBITMQ_ENABLED_PLUGINS_FILE=$R/enabled_plugins RABBITMQ_PID_FILE=$R/pid \
-    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+Q 65536" \
-        su rabbitmq -s /bin/sh -c "cd /var/lib/rabbitmq && ulimit -n $(ulimit -Hn) &&
-            exec /usr/lib/rabbitmq/bin/rabbitmq-server" > "$R/out" 2>&1 &
-    RABBIT_UP=1
-    rabbitmqctl -q -n "$NODE@localhost" wait "$R/pid" --timeout 120 > /dev/null
-    RPID=$(cat "$R/pid")
+    start_rabbit "$NODE" "$RPORT" "$RSSL" "+Q 65536"
+    RPID=$RABBIT_PID
     echo "# RabbitMQ $(rabbitmqctl -q -n "$NODE@localhost" version), pid $RPID (beam.smp), $(awk '/Max open files/ {print $4}' /proc/"$RPID"/limits) descriptors"
     /usr/bin/python3 tests/bench/conns_bench.py rabbitmq "$RPID" 127.0.0.1 "$RPORT" ${RTLS:-} || echo "# rabbitmq: incomplete"
-    rabbitmqctl -q -n "$NODE@localhost" stop >/dev/null 2>&1 || true
-    RABBIT_UP=""
+    stop_rabbit
 fi
 
 [ "${WARREN:-1}" = 1 ] || exit 0

@@ -18,14 +18,14 @@ WARREN_BIN=${WARREN_BIN:-$ROOT/build/release/warren}
 NODE=${RABBIT_NODE:-rtls}
 RPORT=${RABBIT_PORT:-25672}
 TMP=$(mktemp -d /tmp/warren-tls.XXXXXX)
-WPID="" RABBIT_UP=""
+WPID=""
 cleanup() {
     [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null
-    [ -n "$RABBIT_UP" ] && rabbitmqctl -q -n "$NODE@localhost" stop >/dev/null 2>&1
+    stop_rabbit
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. tests/bench/rabbit.sh
 
 cp tests/tls/ca.pem tests/tls/server.pem tests/tls/server.key "$TMP"/
 chmod 755 "$TMP" && chmod a+r "$TMP"/*          # RabbitMQ runs as its own user
@@ -46,26 +46,11 @@ done
 TARGETS+=("warren=127.0.0.1:$WPLAIN:$WTLS:$WPID")
 
 if [ "${RABBIT:-1}" = 1 ]; then
-    R=/tmp/$NODE
-    rm -rf "$R" && mkdir -p "$R"
-    cat > "$R/rabbitmq.conf" <<EOF
-listeners.tcp.default = 127.0.0.1:$RPORT
-listeners.ssl.default = 127.0.0.1:$((RPORT + 1))
+    start_rabbit "$NODE" "$RPORT" "listeners.ssl.default = 127.0.0.1:$((RPORT + 1))
 ssl_options.certfile = $TMP/server.pem
 ssl_options.keyfile = $TMP/server.key
-ssl_options.cacertfile = $TMP/ca.pem
-loopback_users = none
-EOF
-    echo '[].' > "$R/enabled_plugins"
-    chown -R rabbitmq: "$R" 2>/dev/null || true
-    RABBITMQ_NODENAME=$NODE@localhost RABBITMQ_NODE_PORT=$RPORT RABBITMQ_DIST_PORT=$((RPORT + 20000)) \
-    RABBITMQ_MNESIA_BASE=$R/mnesia RABBITMQ_LOG_BASE=$R/log RABBITMQ_CONFIG_FILE=$R/rabbitmq \
-    RABBITMQ_ENABLED_PLUGINS_FILE=$R/enabled_plugins RABBITMQ_PID_FILE=$R/pid \
-        su rabbitmq -s /bin/sh -c "cd /var/lib/rabbitmq && exec /usr/lib/rabbitmq/bin/rabbitmq-server" \
-        > "$R/out" 2>&1 &
-    RABBIT_UP=1
-    rabbitmqctl -q -n "$NODE@localhost" wait "$R/pid" --timeout 120 > /dev/null
-    TARGETS+=("rabbitmq=127.0.0.1:$RPORT:$((RPORT + 1)):$(cat "$R/pid")")
+ssl_options.cacertfile = $TMP/ca.pem"
+    TARGETS+=("rabbitmq=127.0.0.1:$RPORT:$((RPORT + 1)):$RABBIT_PID")
 fi
 
 exec > >(tee tests/bench/last-tls.txt) 2>&1
