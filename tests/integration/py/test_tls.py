@@ -447,6 +447,87 @@ class NodeTlsTest(unittest.TestCase):
                                                "cloudamqp": True, "cloudamqp_suite_tls": True})
 
 
+class PyAmqpSuiteTlsTest(unittest.TestCase):
+    """py-amqp's own integration suite (t/integration/test_rmq.py) runs its
+    RabbitMQ cases over AMQPS too when a TLS broker is there: connect with a
+    client certificate (here with the test CA: Debian's py-amqp 5.1.1 checks
+    the server's certificate), publish and consume (immediate set
+    or not, with and without confirms), publish and get; and a certificate
+    the broker does not trust must fail with ssl.SSLError. Debian packages
+    py-amqp without its tests and PyPI is out of reach, so those cases are
+    written here, with Debian's python3-amqp, asserting what the suite does."""
+
+    def connection(self, port, cert):
+        import amqp
+        return amqp.Connection(host="127.0.0.1:%d" % port,
+                               ssl={"keyfile": PKI + cert + ".key", "certfile": PKI + cert + ".pem",
+                                    "ca_certs": PKI + "ca.pem"})
+
+    @h.needs_own_broker
+    def test_py_amqp_suite_cases_over_tls(self):
+        import amqp
+        settings = tls_settings(**{"ssl_options.verify": "verify_peer",
+                                   "ssl_options.fail_if_no_peer_cert": "true"})
+        with TlsBroker(settings) as b:
+            with self.assertRaises(ssl.SSLError):  # test_tls_connect_fails
+                c = self.connection(b.tls_port, "other_client")
+                c.connect()
+                c.channel()  # TLS 1.3: the refusal may arrive after the handshake
+            for method in ("basic_publish", "basic_publish_confirm"):
+                for mandatory in (False, True):
+                    for immediate in (False, True):
+                        with self.subTest(method=method, mandatory=mandatory, immediate=immediate):
+                            self.publish_consume(b.tls_port, method, mandatory, immediate)
+            conn = self.connection(b.tls_port, "client")
+            conn.connect()
+            ch = conn.channel()
+            ch.queue_declare(queue="py-amqp-unittest", durable=False, exclusive=True)
+            ch.basic_publish(amqp.Message("Unittest"), routing_key="py-amqp-unittest")
+            msg = ch.basic_get(queue="py-amqp-unittest")
+            self.assertEqual((msg.body, msg.frame_method, msg.delivery_info, msg.properties),
+                             ("Unittest", amqp.spec.Basic.GetOk,
+                              {"delivery_tag": 1, "redelivered": False, "exchange": "",
+                               "routing_key": "py-amqp-unittest", "message_count": 0},
+                              {"content_encoding": "utf-8"}))
+            ch.basic_ack(msg.delivery_tag)
+            self.assertIsNone(ch.basic_get(queue="py-amqp-unittest"))
+            conn.close()
+
+    def publish_consume(self, port, method, mandatory, immediate):
+        import amqp
+        conn = self.connection(port, "client")
+        conn.connect()
+        self.addCleanup(conn.collect)
+        ch = conn.channel()
+        ch.queue_declare(queue="py-amqp-unittest", durable=False, exclusive=True)
+        got = []
+        publish = lambda: getattr(ch, method)(amqp.Message("Unittest"), routing_key="py-amqp-unittest",
+                                              mandatory=mandatory, immediate=immediate)
+        if immediate and method == "basic_publish_confirm":
+            with self.assertRaises(amqp.exceptions.AMQPNotImplementedError) as cm:
+                publish()
+        else:
+            publish()
+            if not immediate:
+                ch.basic_consume(queue="py-amqp-unittest", callback=got.append,
+                                 consumer_tag="amq.ctag-PCmzXGkhCw_v0Zq7jXyvkg")
+                conn.drain_events(timeout=10)
+                msg = got[0]
+                self.assertEqual((msg.body, msg.frame_method, msg.properties),
+                                 ("Unittest", amqp.spec.Basic.Deliver, {"content_encoding": "utf-8"}))
+                self.assertEqual(msg.delivery_info, {
+                    "consumer_tag": "amq.ctag-PCmzXGkhCw_v0Zq7jXyvkg", "delivery_tag": 1,
+                    "redelivered": False, "exchange": "", "routing_key": "py-amqp-unittest"})
+                ch.basic_ack(msg.delivery_tag)
+                conn.close()
+                return
+            # the channel error for immediate=true comes back on the next call
+            with self.assertRaises(amqp.exceptions.AMQPNotImplementedError) as cm:
+                ch.basic_consume(queue="py-amqp-unittest", callback=got.append)
+        self.assertEqual((cm.exception.reply_code, cm.exception.method_name, cm.exception.reply_text),
+                         (540, "Basic.publish", "NOT_IMPLEMENTED - immediate=true"))
+
+
 class HttpsTest(unittest.TestCase):
     """management.ssl.* and prometheus.ssl.*: the API and /metrics over TLS,
     with the HTTP server's limits (a stalled handshake meets head_timeout),
