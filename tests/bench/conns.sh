@@ -30,14 +30,8 @@ if [ "$(ulimit -n)" -lt 12000 ]; then
 fi
 TMP=$(mktemp -d /tmp/warren-conns.XXXXXX)
 WPID=""
-RABBIT_UP=""
-cleanup() {
-    [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null
-    stop_rabbit
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
 . tests/bench/rabbit.sh
+trap bench_cleanup EXIT
 
 TLS_NOTE="plain TCP only"
 WSSL=() RSSL=""

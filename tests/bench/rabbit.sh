@@ -2,7 +2,7 @@
 # beside Warren (conns.sh, tls.sh). Run as root: RabbitMQ runs as its user,
 # under /tmp/NODE, with the descriptor limit raised (Debian's wrapper's su
 # would leave it at 1024). Sets RABBIT_UP while it runs; the caller's EXIT
-# trap calls stop_rabbit.
+# trap runs bench_cleanup.
 
 free_port() {
     /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -40,4 +40,14 @@ stop_rabbit() {
         rabbitmqctl -q -n "$RABBIT_UP@localhost" stop > /dev/null 2>&1 || true
     fi
     RABBIT_UP=""
+}
+
+# The EXIT trap of a benchmark: stops Warren ($WPID, if set), the RabbitMQ
+# started here, and removes the benchmark's $TMP.
+bench_cleanup() {
+    if [ -n "${WPID:-}" ]; then
+        kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null
+    fi
+    stop_rabbit
+    rm -rf "${TMP:?}"
 }

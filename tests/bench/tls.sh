@@ -19,13 +19,8 @@ NODE=${RABBIT_NODE:-rtls}
 RPORT=${RABBIT_PORT:-25672}
 TMP=$(mktemp -d /tmp/warren-tls.XXXXXX)
 WPID=""
-cleanup() {
-    [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null
-    stop_rabbit
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
 . tests/bench/rabbit.sh
+trap bench_cleanup EXIT
 
 cp tests/tls/ca.pem tests/tls/server.pem tests/tls/server.key "$TMP"/
 chmod 755 "$TMP" && chmod a+r "$TMP"/*          # RabbitMQ runs as its own user
