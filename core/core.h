@@ -318,7 +318,7 @@ typedef struct login_brake login_brake; /* access/brake.c */
 
 /* ---- queue types and dead-letter reasons (counted by server_counts) ---- */
 
-enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM, QUEUE_TYPES };
+enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM, QUEUE_TYPE_STREAM, QUEUE_TYPES };
 /* Why a message was dead-lettered (x-death's reason), for the counts. */
 typedef enum dead_reason {
     DEAD_MAXLEN, DEAD_EXPIRED, DEAD_REJECTED, DEAD_DELIVERY_LIMIT, DEAD_REASONS
@@ -514,6 +514,9 @@ void server_set_journal(server *s, journal *j);
 void server_set_access(server *s, access_control *a);
 void server_set_login_brake(server *s, login_brake *b);
 void server_set_params(server *s, param_set *p);
+/* Where queue/ keeps its stream queues' registry (what their commits
+ * share with the journal); NULL until the first stream. */
+struct stream_registry **server_streams(server *s);
 /* The durable metadata store (data_dir/metadata.db) and message journal. */
 meta *server_meta(server *s);
 journal *server_journal(server *s);

@@ -33,6 +33,7 @@ struct server {
     msg_ids *ids;
     meta *meta;
     journal *journal;
+    struct stream_registry *streams; /* queue/stream_queue.c's */
     access_control *access;
     login_brake *brake;
     param_set *params; /* global runtime parameters */
@@ -123,6 +124,7 @@ void server_set_access(server *s, access_control *a) { s->access = a; }
 void server_set_login_brake(server *s, login_brake *b) { s->brake = b; }
 void server_set_params(server *s, param_set *p) { s->params = p; }
 meta *server_meta(server *s) { return s->meta; }
+struct stream_registry **server_streams(server *s) { return &s->streams; }
 journal *server_journal(server *s) { return s->journal; }
 access_control *server_access(server *s) { return s->access; }
 login_brake *server_login_brake(server *s) { return s->brake; }
