@@ -625,6 +625,11 @@ bool queue_stream_set_writer_seq(queue *q, amqp_bytes writer, uint64_t seq);
 bool queue_stream_query_offset(queue *q, amqp_bytes name, uint64_t *offset);
 bool queue_stream_store_offset(queue *q, amqp_bytes name, uint64_t offset);
 
+/* Where an AMQP consumer of a stream reads next (the offset of the next
+ * record its cursor returns); false for a consumer of another queue. Its
+ * lag is the stream's committed offset less this. */
+bool queue_stream_consumer_offset(const consumer *c, uint64_t *offset);
+
 /* Watchers: told when more of the stream is committed (readers at the end
  * may read on) and when the stream is deleted (after which `q` must not be
  * used; the watcher is already unlinked). A stream-protocol subscription

@@ -215,10 +215,15 @@ static void cursor_free(struct stream_cursor *cur)
 int stream_consume(queue *q, consumer *c, amqp_bytes args, amqp_error *err)
 {
     amqp_bytes name = queue_name(q);
-    if (c->no_ack || c->prefetch == 0) /* acks are the credit that paces it */
+    /* acks are the credit that paces it (3.10's order and texts) */
+    if (c->prefetch == 0)
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_BASIC_CONSUME,
                          "consumer prefetch count is not set for 'queue '%.*s' in vhost '%s''",
                          PRINTABLE(name), vname(q));
+    if (c->no_ack)
+        return amqp_fail(err, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_CONSUME,
+                         "automatic acknowledgement not supported by stream queues queue '%.*s' "
+                         "in vhost '%s'", PRINTABLE(name), vname(q));
     stream_start at;
     if (parse_offset(q, args, &at, err) != AMQP_OK)
         return AMQP_ERROR;
@@ -381,4 +386,12 @@ void stream_dispatch(queue *q)
         if (c->cursor)
             serve(q, c);
     }
+}
+
+bool queue_stream_consumer_offset(const consumer *c, uint64_t *offset)
+{
+    if (!c->cursor)
+        return false;
+    *offset = stream_reader_offset(c->cursor->r);
+    return true;
 }

@@ -146,8 +146,12 @@ class StreamRules(StreamBase):
         ch = self.connect().channel()
         self.expect_channel_error(406, text, lambda: ch.basic_consume(q, lambda *a: None))
         ch = self.connect().channel()
-        ch.basic_qos(prefetch_count=10)
         self.expect_channel_error(406, text, lambda: ch.basic_consume(q, lambda *a: None, auto_ack=True))
+        ch = self.connect().channel()
+        ch.basic_qos(prefetch_count=10)
+        self.expect_connection_error(
+            540, "NOT_IMPLEMENTED - automatic acknowledgement not supported by stream queues queue '%s' "
+            "in vhost '/'" % q, lambda: ch.basic_consume(q, lambda *a: None, auto_ack=True))
         ch = self.connect().channel()
         ch.basic_qos(prefetch_count=10, global_qos=True)
         self.expect_channel_error(406, text, lambda: ch.basic_consume(q, lambda *a: None))
