@@ -537,7 +537,10 @@ broker *broker_new(const config *cfg)
     event_add(b->sigint, NULL);
     admin_check_memory(s); /* the alarms hold from the first connection on */
     b->disk_check_due = loop_now_ms(b->loop) + admin_check_disk(s);
-    if (!admin_load(s) || !first_boot(s) || !param_ensure_cluster_id(s) || !open_journal(b) ||
+    bool loaded = admin_load(s);
+    if (loaded)
+        queue_streams_collect(s); /* the folders of streams deleted before a crash */
+    if (!loaded || !first_boot(s) || !param_ensure_cluster_id(s) || !open_journal(b) ||
         !listen_on(b)) {
         broker_free(b);
         return NULL;

@@ -645,6 +645,10 @@ void queue_stream_unwatch(queue *q, stream_watch *w);
 /* The journal synced up to `synced` (broker/'s callback): the chunks it
  * covers become visible, their watchers and consumers are told. */
 void queue_streams_synced(server *s, journal_seq synced);
+/* Start-up, after the durable queues are loaded: removes the folders of
+ * streams that were deleted while their files could not be (a crash
+ * between the two). */
+void queue_streams_collect(server *s);
 /* After the journal is closed and every queue freed. */
 void queue_streams_free(server *s);
 

@@ -26,6 +26,7 @@
  * meanwhile): it then belongs to the registry, which frees it once synced;
  * the registry itself is freed after the journal closes
  * (queue_streams_free). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -78,6 +79,7 @@ struct stream_queue {
     uint8_t *snapshot; /* encoding scratch */
     size_t snapshot_cap;
     uint64_t segments; /* at the last retention check */
+    char dir_name[17]; /* its folder under data_dir/streams */
     stream_queue *next, *prev; /* the registry's */
 };
 
@@ -563,7 +565,7 @@ void queue_stream_unwatch(queue *q, stream_watch *w)
 
 /* data_dir/streams/<64-bit FNV-1a of vhost NUL name, in hex>: a fixed-size
  * name whatever the characters of either. */
-static void stream_dir(queue *q, char *out, size_t cap)
+static void stream_dir(queue *q, char *name, char *out, size_t cap)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     const char *v = vhost_name(queue_vhost(q));
@@ -572,8 +574,9 @@ static void stream_dir(queue *q, char *out, size_t cap)
         h = (h ^ (uint8_t)v[i]) * 0x100000001b3ULL;
     for (size_t i = 0; i < n.len; i++)
         h = (h ^ n.ptr[i]) * 0x100000001b3ULL;
-    snprintf(out, cap, "%s/streams/%016" PRIx64,
-             server_config(vhost_server(queue_vhost(q)))->data_dir, h);
+    snprintf(name, 17, "%016" PRIx64, h);
+    snprintf(out, cap, "%s/streams/%s", server_config(vhost_server(queue_vhost(q)))->data_dir,
+             name);
 }
 
 void queue_stream_config(const queue_args *a, stream_config *out)
@@ -597,7 +600,7 @@ stream_queue *stream_queue_open(queue *q)
     char dir[700];
     snprintf(dir, sizeof dir, "%s/streams", server_config(vhost_server(v))->data_dir);
     mkdir(dir, 0755);
-    stream_dir(q, dir, sizeof dir);
+    stream_dir(q, sq->dir_name, dir, sizeof dir);
     stream_config cfg;
     queue_stream_config(queue_get_args(q), &cfg);
     stream_status st = stream_open(dir, &cfg, &sq->log);
@@ -683,6 +686,32 @@ void stream_queue_close(stream_queue *sq, bool remove)
     free(sq->track);
     free(sq->snapshot);
     free(sq);
+}
+
+void queue_streams_collect(server *s)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/streams", server_config(s)->data_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    stream_registry *reg = *server_streams(s);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        bool used = false;
+        for (stream_queue *sq = reg ? reg->all : NULL; sq && !used; sq = sq->next)
+            used = strcmp(sq->dir_name, e->d_name) == 0;
+        char path[900];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        stream_log *log;
+        if (used || stream_open(path, &(stream_config){0}, &log) != STREAM_OK)
+            continue;
+        log_msg(LOG_INFO, "removing %s: the stream it held was deleted", path);
+        stream_delete(log);
+    }
+    closedir(d);
 }
 
 void stream_queue_info(stream_queue *sq, stream_info *out) { stream_get_info(sq->log, out); }

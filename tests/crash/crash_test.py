@@ -51,6 +51,11 @@ kill comes mostly midway: each is in exactly one of the two queues or was
 acked. Fences (a confirmed persistent publish after a settle on the same
 channel) tell which settles the journal must have kept.
 
+A stream part runs in each trial too (crash_stream.py says what it checks):
+confirm-mode publishers into crash.stream (64 KiB segments), straight and
+through an exchange, and a consumer replaying it; after the restart every
+confirmed message is in the stream once, offsets contiguous from 0.
+
 Usage: crash_test.py [TRIALS]   (default 20; CRASH_TRIALS=500 for the long
 mode). Prints TAP lines, one per trial, then "N trials, M lost".
 Environment: WARREN_BIN (default build/release/warren); CRASH_KEEP=DIR keeps
@@ -72,6 +77,7 @@ from pathlib import Path
 import pika
 
 from crash_retry import FENCE, FENCE_ARGS, RedrivePart, RetryPart
+from crash_stream import StreamPart
 
 REPO = Path(__file__).resolve().parents[2]
 WARREN_BIN = os.environ.get("WARREN_BIN") or str(REPO / "build" / "release" / "warren")
@@ -144,6 +150,7 @@ class Trial:
         self.count_lower = 0     # poison messages back with a lower count than seen
         self.retry = RetryPart(self.lock)
         self.redrive = RedrivePart(self.lock, self.rng)
+        self.stream = StreamPart(self.lock)
 
     def publisher(self, port, pid):
         try:
@@ -280,6 +287,7 @@ class Trial:
         for t in threads:
             t.start()
         self.redrive.setup(ch, http_port)
+        self.stream.setup(ch)
         ch.queue_declare(DLQ, durable=True)
         for q in QUEUES:
             ch.queue_declare(q, durable=True, arguments=DLX)
@@ -298,6 +306,7 @@ class Trial:
                   for f in (self.poison_publisher, self.poison_consumer)]
         kill_in = self.rng.uniform(0.3, 1.5)
         later += self.redrive.threads(port, self.stop, connect, kill_in)
+        later += self.stream.threads(port, self.stop, connect)
         for t in later:
             t.start()
         threads += later
@@ -321,7 +330,10 @@ class Trial:
             ch = c.channel()
             problems += late + self.retry.check(ch) + self.redrive.check(ch)
             c.close()
-            return lost + self.retry.lost + self.redrive.lost, confirmed, dead, problems
+            problems += self.stream.check(port, connect)
+            confirmed += len(self.stream.confirmed)
+            return (lost + self.retry.lost + self.redrive.lost + self.stream.lost, confirmed, dead,
+                    problems)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(15)

@@ -6,6 +6,8 @@ StreamFilter covers RabbitMQ 3.13's filtering (x-stream-filter-value,
 x-stream-filter, x-stream-match-unfiltered), which 3.10 lacks; Warren also
 filters exactly. StreamDurability restarts and SIGKILLs a private Warren."""
 import datetime
+import os
+import sqlite3
 import time
 import unittest
 
@@ -315,6 +317,27 @@ class StreamDurability(h.DataDirTest):
 
     def test_sigkill(self):
         self.check(kill=True)
+
+    def test_deleted_stream_files_are_collected(self):
+        """A stream whose queue row is gone (deleted, then a crash before
+        its files went) loses its folder at the next start."""
+        conn, ch = self.start()
+        ch.queue_declare("gone-s", durable=True, arguments=STREAM)
+        ch.basic_publish("", "gone-s", b"x")
+        ch.queue_declare("kept-s", durable=True, arguments=STREAM)
+        conn.close()
+        self.stop()
+        streams = os.path.join(self.data_dir, "streams")
+        self.assertEqual(len(os.listdir(streams)), 2)
+        db = sqlite3.connect(os.path.join(self.data_dir, "metadata.db"))
+        with db:
+            db.execute("DELETE FROM queues WHERE name = 'gone-s'")
+        db.close()
+        conn, ch = self.start()
+        self.proc.wait_log("the stream it held was deleted")
+        self.assertEqual(len(os.listdir(streams)), 1)
+        ch.queue_declare("kept-s", passive=True)
+        conn.close()
 
     def test_offsets_continue_after_restart(self):
         conn, ch = self.start()
