@@ -36,6 +36,7 @@ struct stream_reader {
     sbuf ra;
     uint64_t ra_at;
     bool big; /* the last chunk did not fit the window: read headers alone */
+    bool skipping; /* the filter ruled out the last chunk: so it may the next */
     sbuf buf;
     stream_reader_stats stats;
 };
@@ -265,9 +266,10 @@ static stream_status next_header(stream_reader *r, chunk_header *h, uint8_t *hea
     uint64_t room = *limit - r->pos;
     if (room < STREAM_CHUNK_HEADER_SIZE)
         return STREAM_ECORRUPT;
-    /* after a big chunk, a window would be mostly the next one's data,
-     * which a filter may not need: read the header and filter alone */
-    *span = r->big ? STREAM_CHUNK_HEADER_SIZE + STREAM_FILTER_SIZE_MAX : RA_SIZE;
+    /* after a big chunk or one the filter ruled out, a window would be
+     * mostly the next one's data, which the filter may not need either:
+     * read the header and filter alone */
+    *span = r->big || r->skipping ? STREAM_CHUNK_HEADER_SIZE + STREAM_FILTER_SIZE_MAX : RA_SIZE;
     const uint8_t *hb = ra_get(r, r->pos, STREAM_CHUNK_HEADER_SIZE, *span, *limit);
     if (!hb)
         return STREAM_EIO;
@@ -290,7 +292,8 @@ static stream_status wanted(stream_reader *r, const chunk_header *h, size_t span
     const uint8_t *filter = ra_get(r, r->pos + STREAM_CHUNK_HEADER_SIZE, h->filter_size, span, limit);
     if (!filter && h->filter_size)
         return STREAM_EIO;
-    if (!bloom_may_match(&r->matcher, filter, h->filter_size)) {
+    r->skipping = !bloom_may_match(&r->matcher, filter, h->filter_size);
+    if (r->skipping) {
         r->stats.chunks_skipped++;
         r->stats.bytes_skipped += chunk_total(h) - STREAM_CHUNK_HEADER_SIZE;
         *yes = false;

@@ -84,6 +84,8 @@ typedef struct perf_options {
     int selftest, check, quiet;
     amqp_table_entry_t queue_args[MAX_QUEUE_ARGS]; /* --queue-arg, for queue.declare */
     int n_queue_args;
+    const char *filter_value;  /* --filter-value */
+    const char *consume_args[5]; /* --stream-offset, --stream-filter: key, value pairs */
 } perf_options;
 
 /* A librabbitmq connection with channel 1 open; fd is valid once raw. */
@@ -835,7 +837,7 @@ static int start_consumers(perf_run *run)
         if (conn_go_raw(c) != 0)
             return -1;
         consumer_config cfg = {c->fd, c->frame_max, run->topo.queue[i % run->topo.n_queues],
-                               o->manual_ack, o->ack_every};
+                               o->manual_ack, o->ack_every, o->consume_args};
         run->cons[i] = consumer_new(&cfg, &run->shared);
         if (!run->cons[i] || add_thread(&run->threads, consumer_main, run->cons[i],
                                         "consumer", i) != 0)
@@ -883,7 +885,7 @@ static int start_producers(perf_run *run)
                 keys[n_keys] = run->topo.key[(i + n_keys) % nk];
         producer_config cfg = {c->fd, c->frame_max, run->topo.exchange, keys, n_keys,
                                o->size, o->persistent, o->batch, o->rate, o->confirm,
-                               o->count};
+                               o->count, o->filter_value};
         run->prod[i] = producer_new(&cfg, &run->shared);
         free(keys);
         if (!run->prod[i] || add_thread(&run->threads, producer_main, run->prod[i],
@@ -1379,8 +1381,8 @@ static double selftest_phase(const perf_options *o, int phase, unsigned n, doubl
         rc = tcp_pair(fds[i]);
         peer[i] = (selftest_peer){fds[i][1], phase == PUBLISH_TO_BUSY_SINK, &sh, deliveries, dlen};
         producer_config pc = {fds[i][0], FRAME_MAX, "perf.x", &key, 1, o->size, 0, o->batch,
-                              0, 0, 0};
-        consumer_config cc = {fds[i][0], FRAME_MAX, NULL, 0, 1};
+                              0, 0, 0, NULL};
+        consumer_config cc = {fds[i][0], FRAME_MAX, NULL, 0, 1, NULL};
         worker[i] = publish ? (void *)producer_new(&pc, &sh) : (void *)consumer_new(&cc, &sh);
         rc = rc || !worker[i] ||
              add_thread(&peers, publish ? sink_main : source_main, &peer[i], "peer", i) ||
@@ -1474,6 +1476,9 @@ static void usage(FILE *out)
         "  --fanout-queues N       fanout to N queues, a consumer on each; rates are\n"
         "                          deliveries/s over all queues\n"
         "  --persistent            delivery-mode 2, durable queues\n"
+        "  --filter-value V        publish with header x-stream-filter-value V\n"
+        "  --stream-offset S       consume with x-stream-offset S (first, last, next, N)\n"
+        "  --stream-filter V       consume with x-stream-filter V\n"
         "  --confirm WINDOW        publisher confirms, at most WINDOW unconfirmed\n"
         "  --prefetch N            basic.qos prefetch-count per consumer (0 = none)\n"
         "  --ack auto|manual       manual: ack with multiple=true every --multi-ack-every\n"
@@ -1535,6 +1540,7 @@ enum {
     OPT_BATCH, OPT_RATE, OPT_INFLIGHT, OPT_DURATION, OPT_WARMUP, OPT_FANOUT, OPT_IDLE,
     OPT_DECLARE, OPT_BIND_WINDOW, OPT_BROKER_PID, OPT_COUNT, OPT_DRAIN, OPT_QUEUE, OPT_AWAIT,
     OPT_DELETE_QUEUES, OPT_SELFTEST, OPT_CHECK, OPT_QUIET, OPT_QUEUE_ARG, OPT_HELP,
+    OPT_FILTER_VALUE, OPT_STREAM_OFFSET, OPT_STREAM_FILTER,
 };
 
 static const struct option long_options[] = {
@@ -1553,6 +1559,8 @@ static const struct option long_options[] = {
     {"await-messages", 1, 0, OPT_AWAIT}, {"delete-queues", 0, 0, OPT_DELETE_QUEUES},
     {"selftest", 0, 0, OPT_SELFTEST}, {"check", 0, 0, OPT_CHECK},
     {"quiet", 0, 0, OPT_QUIET}, {"queue-arg", 1, 0, OPT_QUEUE_ARG},
+    {"filter-value", 1, 0, OPT_FILTER_VALUE}, {"stream-offset", 1, 0, OPT_STREAM_OFFSET},
+    {"stream-filter", 1, 0, OPT_STREAM_FILTER},
     {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
 };
 
@@ -1651,6 +1659,16 @@ static int options_settle(perf_options *o)
     return 0;
 }
 
+/* --stream-offset / --stream-filter: basic.consume arguments (strings). */
+static void add_consume_arg(perf_options *o, const char *key, const char *value)
+{
+    int n = 0;
+    while (o->consume_args[n] && strcmp(o->consume_args[n], key) != 0)
+        n += 2;
+    o->consume_args[n] = key;
+    o->consume_args[n + 1] = value;
+}
+
 /* --queue-arg KEY=VALUE: the entry points into argv. Returns 0 or -1. */
 static int add_queue_arg(perf_options *o, char *arg)
 {
@@ -1689,6 +1707,9 @@ static int options_parse(perf_options *o, int argc, char **argv)
         case OPT_URI: o->uri = optarg; break;
         case OPT_EXTYPE: o->exchange_type = optarg; break;
         case OPT_PERSISTENT: o->persistent = 1; break;
+        case OPT_FILTER_VALUE: o->filter_value = optarg; break;
+        case OPT_STREAM_OFFSET: add_consume_arg(o, "x-stream-offset", optarg); break;
+        case OPT_STREAM_FILTER: add_consume_arg(o, "x-stream-filter", optarg); break;
         case OPT_QUEUE: o->queue_name = optarg; break;
         case OPT_DELETE_QUEUES: o->delete_queues = 1; break;
         case OPT_DRAIN: o->drain = 1; break;

@@ -210,25 +210,41 @@ static void put_body(writer *w, uint16_t channel, size_t body_size,
     }
 }
 
-static void put_header(writer *w, uint16_t channel, size_t body_size, int persistent)
+/* A table of longstr entries: key, value, key, value, ..., NULL. */
+static void put_string_table(writer *w, const char *const *kv)
+{
+    size_t len = 0;
+    for (const char *const *e = kv; e[0]; e += 2)
+        len += 1 + strlen(e[0]) + 1 + 4 + strlen(e[1]);
+    put_u32(w, (uint32_t)len);
+    for (const char *const *e = kv; e[0]; e += 2) {
+        put_shortstr(w, e[0]);
+        put_u8(w, 'S');
+        put_u32(w, (uint32_t)strlen(e[1]));
+        put_bytes(w, e[1], strlen(e[1]));
+    }
+}
+
+static void put_header(writer *w, uint16_t channel, size_t body_size, int persistent,
+                       const char *filter_value)
 {
     size_t at = begin_frame(w, WIRE_FRAME_HEADER, channel);
     put_u16(w, 60);
     put_u16(w, 0);
     put_u64(w, body_size);
-    if (persistent) {
-        put_u16(w, 0x1000); /* delivery-mode present */
+    /* headers, delivery-mode present */
+    put_u16(w, (uint16_t)((filter_value ? 0x2000 : 0) | (persistent ? 0x1000 : 0)));
+    if (filter_value)
+        put_string_table(w, (const char *const[]){"x-stream-filter-value", filter_value, NULL});
+    if (persistent)
         put_u8(w, 2);
-    } else {
-        put_u16(w, 0);
-    }
     end_frame(w, at);
 }
 
 size_t wire_encode_publish(uint8_t *out, size_t cap, uint16_t channel,
                            const char *exchange, const char *routing_key,
-                           size_t body_size, int persistent, uint32_t frame_max,
-                           size_t *body_off)
+                           size_t body_size, int persistent, const char *filter_value,
+                           uint32_t frame_max, size_t *body_off)
 {
     writer w = {out, cap, 0, 0};
     size_t at = begin_frame(&w, WIRE_FRAME_METHOD, channel);
@@ -239,7 +255,7 @@ size_t wire_encode_publish(uint8_t *out, size_t cap, uint16_t channel,
     put_shortstr(&w, routing_key);
     put_u8(&w, 0); /* mandatory, immediate */
     end_frame(&w, at);
-    put_header(&w, channel, body_size, persistent);
+    put_header(&w, channel, body_size, persistent, filter_value);
     put_body(&w, channel, body_size, frame_max, body_off);
     return finish(&w);
 }
@@ -258,7 +274,7 @@ size_t wire_encode_deliver(uint8_t *out, size_t cap, uint16_t channel,
     put_shortstr(&w, "x");
     put_shortstr(&w, routing_key);
     end_frame(&w, at);
-    put_header(&w, channel, body_size, 0);
+    put_header(&w, channel, body_size, 0, NULL);
     put_body(&w, channel, body_size, frame_max, NULL);
     return finish(&w);
 }
@@ -277,7 +293,8 @@ size_t wire_encode_ack(uint8_t *out, size_t cap, uint16_t channel, uint64_t tag,
 }
 
 size_t wire_encode_consume(uint8_t *out, size_t cap, uint16_t channel,
-                           const char *queue, const char *consumer_tag, int no_ack)
+                           const char *queue, const char *consumer_tag, int no_ack,
+                           const char *const *args)
 {
     writer w = {out, cap, 0, 0};
     size_t at = begin_frame(&w, WIRE_FRAME_METHOD, channel);
@@ -287,7 +304,7 @@ size_t wire_encode_consume(uint8_t *out, size_t cap, uint16_t channel,
     put_shortstr(&w, queue);
     put_shortstr(&w, consumer_tag);
     put_u8(&w, no_ack ? 0x02 : 0x00); /* no-local, no-ack, exclusive, no-wait */
-    put_u32(&w, 0);                   /* empty arguments table */
+    put_string_table(&w, args ? args : (const char *const[]){NULL});
     end_frame(&w, at);
     return finish(&w);
 }

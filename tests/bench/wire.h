@@ -75,11 +75,11 @@ wire_status wire_describe_close(const wire_frame *f, char *out, size_t outlen);
 /* basic.publish + content header + body frames (split at frame_max). The
  * body is filled with a pattern; *body_off receives the offset of the first
  * body byte, where the caller may patch a timestamp. persistent sets
- * delivery-mode 2. */
+ * delivery-mode 2; filter_value (NULL: none) the x-stream-filter-value header. */
 size_t wire_encode_publish(uint8_t *out, size_t cap, uint16_t channel,
                            const char *exchange, const char *routing_key,
-                           size_t body_size, int persistent, uint32_t frame_max,
-                           size_t *body_off);
+                           size_t body_size, int persistent, const char *filter_value,
+                           uint32_t frame_max, size_t *body_off);
 
 /* basic.deliver + header + body, as a broker would send (for self-tests). */
 size_t wire_encode_deliver(uint8_t *out, size_t cap, uint16_t channel,
@@ -88,9 +88,11 @@ size_t wire_encode_deliver(uint8_t *out, size_t cap, uint16_t channel,
 
 size_t wire_encode_ack(uint8_t *out, size_t cap, uint16_t channel, uint64_t tag,
                        int multiple);
+/* `args`: basic.consume's arguments as longstr key/value pairs, NULL-ended
+ * (NULL: none), e.g. x-stream-offset. */
 size_t wire_encode_consume(uint8_t *out, size_t cap, uint16_t channel,
                            const char *queue, const char *consumer_tag,
-                           int no_ack);
+                           int no_ack, const char *const *args);
 size_t wire_encode_queue_bind(uint8_t *out, size_t cap, uint16_t channel,
                               const char *queue, const char *exchange,
                               const char *routing_key);

@@ -158,7 +158,8 @@ static int producer_encode_ring(producer *p)
         size_t body_off = 0;
         size_t n = wire_encode_publish(p->ring + len, cap - len, 1, c->exchange,
                                        c->routing_keys[i % keys], c->body_size,
-                                       c->persistent, c->frame_max, &body_off);
+                                       c->persistent, c->filter_value, c->frame_max,
+                                       &body_off);
         if (n == 0) {
             fprintf(stderr, "warren-perf: cannot encode publish (name > 255?)\n");
             return -1;
@@ -599,7 +600,7 @@ void *consumer_main(void *arg)
     uint8_t frame[600];
     if (c->cfg.queue) {
         size_t n = wire_encode_consume(frame, sizeof frame, 1, c->cfg.queue, "",
-                                       !c->cfg.manual_ack);
+                                       !c->cfg.manual_ack, c->cfg.args);
         if (n == 0 || write_full(c->cfg.fd, frame, n, stats_now_ns() + 5000 * MS, NULL)) {
             consumer_fail(c, "cannot send basic.consume");
             return NULL;

@@ -51,6 +51,7 @@ typedef struct producer_config {
     unsigned confirm_window; /* 0 = no confirms (channel not in confirm mode) */
     uint64_t count;         /* publish exactly this many, wait for their
                              * confirms, then stop; 0 = until shared->stop */
+    const char *filter_value; /* x-stream-filter-value header of each; NULL: none */
 } producer_config;
 
 typedef struct consumer_config {
@@ -59,6 +60,7 @@ typedef struct consumer_config {
     const char *queue;      /* NULL: do not send basic.consume (self-test) */
     int manual_ack;
     unsigned ack_every;     /* manual: ack (multiple) once this many are due */
+    const char *const *args; /* basic.consume's (longstr pairs, NULL-ended); NULL: none */
 } consumer_config;
 
 typedef struct producer producer;
