@@ -256,6 +256,18 @@ void stream_consumer_gone(queue *q, consumer *c)
 
 typedef enum { REC_OK, REC_NONE, REC_LATER } rec_status;
 
+/* A record this consumer cannot be given: counted; the first one logged. */
+static void passed_over(queue *q, struct stream_cursor *cur, uint64_t offset, uint32_t n)
+{
+    if (cur->skipped_unsupported == 0) {
+        amqp_bytes name = queue_name(q);
+        log_msg(LOG_WARNING, "stream '%.*s' in vhost '%s': offset %llu is not an AMQP 0-9-1 "
+                "message (or a compressed batch): passed over for an AMQP consumer, and any "
+                "more such are not logged", PRINTABLE(name), vname(q), (unsigned long long)offset);
+    }
+    cur->skipped_unsupported += n;
+}
+
 /* The cursor's next record that passes its filter. */
 static rec_status next_record(queue *q, struct stream_cursor *cur, amqp_bytes *rec,
                               uint64_t *offset)
@@ -288,7 +300,7 @@ static rec_status next_record(queue *q, struct stream_cursor *cur, amqp_bytes *r
                     return REC_OK;
                 }
                 if (e.compression != 0) { /* AMQP consumers get uncompressed ones */
-                    cur->skipped_unsupported += e.records;
+                    passed_over(q, cur, e.offset, e.records);
                     continue;
                 }
                 cur->batch = e.bytes;
@@ -368,7 +380,7 @@ static void serve(queue *q, consumer *c)
             return;
         msg *m = as_091(q, rec, offset);
         if (!m) {
-            cur->skipped_unsupported++;
+            passed_over(q, cur, offset, 1);
             continue;
         }
         c->ops->deliver(c, q, (queue_item){.m = m, .enqueued_at = now});
