@@ -43,7 +43,7 @@ STATUS_WORD = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
 VERSION_RE = re.compile(r"^VERSION (\S+) (.+)$")
 GROUPS = ["connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content", "consumer",
           "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions", "durability", "framework",
-          "mgmt", "permissions", "limits"]
+          "mgmt", "permissions", "limits", "stream"]
 
 
 def env(name, default=""):

@@ -30,7 +30,7 @@ import urllib.parse
 CLIENTS = ("pika", "py-amqp", "kombu", "celery", "raw", "http")
 GROUPS = ("connection", "channel", "exchange", "routing", "queue", "basic", "properties", "content",
           "consumer", "qos", "ack", "confirm", "tx", "errors", "malformed", "heartbeat", "extensions",
-          "durability", "framework", "mgmt", "permissions", "limits")
+          "durability", "framework", "mgmt", "permissions", "limits", "stream")
 ID_RE = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
 
 # Reply codes (amqp-rabbitmq-0.9.1.json).
