@@ -615,9 +615,10 @@ journal_seq queue_stream_append_batch(queue *q, uint8_t compression, uint16_t re
                                       uint32_t uncompressed_len, const void *data, size_t len,
                                       bool *ok);
 /* Publisher deduplication: the highest publishing id a writer (the
- * stream protocol's publisher reference) had committed; false when the
- * stream knows no such writer. Set with the chunk of the batch it covers,
- * so it survives a restart exactly when those messages do. */
+ * stream protocol's publisher reference) had appended; false when the
+ * stream knows no such writer. Set it after each message is appended:
+ * every chunk carries the sequences that hold with it, so after a crash
+ * they match exactly the messages that survived. */
 bool queue_stream_writer_seq(queue *q, amqp_bytes writer, uint64_t *seq);
 bool queue_stream_set_writer_seq(queue *q, amqp_bytes writer, uint64_t seq);
 /* Server-side offset tracking (StoreOffset / QueryOffset) by consumer

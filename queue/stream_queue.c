@@ -46,6 +46,10 @@ typedef struct stream_registry stream_registry;
 
 #define TRACKING_MAX 1024
 #define RETENTION_CHECK_MS 10000
+/* A chunk being filled is written (not yet synced: the round's ticket
+ * covers it) once it holds this much, so a slow disk does not make a
+ * stream hold a whole round of messages in RAM. */
+#define CHUNK_WRITE_BYTES (1u << 20)
 
 enum { TRACK_WRITER = 0, TRACK_OFFSET = 1 };
 
@@ -191,8 +195,12 @@ static size_t encode_snapshot(stream_queue *sq)
     return n;
 }
 
-/* Writes what is pending (the chunk, the tracking) at the end of the log. */
-static stream_status write_pending(stream_queue *sq)
+/* Writes the chunk being filled (and, when the tracking changed, its
+ * snapshot in the chunk's trailer -- or in a tracking chunk when no
+ * message is pending or there is no room): every chunk carries the
+ * tracking that holds with it, so a torn tail cut back to a whole chunk
+ * leaves the writers' sequences and stored offsets of what remains. */
+static stream_status append_chunk(stream_queue *sq)
 {
     int64_t now = (int64_t)wall_clock_ms();
     stream_status st = STREAM_OK;
@@ -232,7 +240,7 @@ static void before_commit(void *ctx)
         if (!f)
             continue;
         sq->flush = NULL;
-        stream_status st = write_pending(sq);
+        stream_status st = append_chunk(sq);
         if (st == STREAM_OK)
             st = stream_sync_prepare(sq->log, &f->ticket);
         if (st != STREAM_OK)
@@ -281,7 +289,7 @@ static void notify(stream_queue *sq)
  * and synced at once. */
 static journal_seq commit_now(stream_queue *sq, bool *ok)
 {
-    stream_status st = write_pending(sq);
+    stream_status st = append_chunk(sq);
     if (st == STREAM_OK)
         st = stream_sync(sq->log);
     if (st != STREAM_OK) {
@@ -335,9 +343,15 @@ void queue_streams_synced(server *s, journal_seq synced)
 static stream_status add_or_flush(stream_queue *sq, stream_status (*add)(stream_queue *, const void *),
                                   const void *arg)
 {
-    stream_status st = add(sq, arg);
+    /* chunks are written before an entry is added, never after: the
+     * tracking the caller sets after each entry then holds with each */
+    stream_status st = STREAM_OK;
+    if (stream_builder_bytes(sq->b) >= CHUNK_WRITE_BYTES)
+        st = append_chunk(sq);
+    if (st == STREAM_OK)
+        st = add(sq, arg);
     if (st == STREAM_FULL) { /* the chunk is full: write it now, synced with the rest */
-        st = stream_append(sq->log, sq->b, (int64_t)wall_clock_ms(), NULL);
+        st = append_chunk(sq);
         if (st == STREAM_OK)
             st = add(sq, arg);
     }
@@ -667,7 +681,7 @@ void stream_queue_close(stream_queue *sq, bool remove)
     sq->watchers = NULL;
     if (!remove && (sq->flush || sq->track_dirty || !stream_builder_empty(sq->b))) {
         /* a clean stop: what is pending is written and synced now */
-        if (write_pending(sq) != STREAM_OK || stream_sync(sq->log) != STREAM_OK)
+        if (append_chunk(sq) != STREAM_OK || stream_sync(sq->log) != STREAM_OK)
             log_failure(sq, "writing the last chunk", STREAM_EIO);
     }
     orphan_flushes(sq);
