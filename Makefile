@@ -38,7 +38,7 @@ UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
 ITEST_SRCS = $(wildcard tests/integration/test_*.c)
 ITEST_BINS = $(ITEST_SRCS:%.c=$(B)/%)
-BENCH_SRCS = $(wildcard tests/bench/*.c)
+BENCH_SRCS = $(filter-out tests/bench/stream_perf.c,$(wildcard tests/bench/*.c))
 
 WARREN    = $(B)/warren
 # $(B)/warrenctl/ holds its objects, so the binary goes to $(B)/bin/
@@ -148,6 +148,11 @@ $(B)/tests/integration/%: tests/integration/%.c $(wildcard tests/integration/*.h
 $(B)/warren-perf: $(BENCH_SRCS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(BENCH_SRCS) -lrabbitmq -lpthread -lm
+
+# The stream-protocol load generator (tests/bench/stream_perf.c, one file).
+$(B)/stream-perf: tests/bench/stream_perf.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $< -lpthread
 
 # The codec is generated from the spec and committed; this regenerates it.
 codegen:

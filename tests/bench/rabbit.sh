@@ -8,15 +8,16 @@ free_port() {
     /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# start_rabbit NODE PORT CONFIG [ERL_ARGS]: rabbitmq.conf gets CONFIG after
-# the AMQP listener on 127.0.0.1:PORT; no plugins; the distribution port is
-# PORT + 20000. Returns once the node runs; RABBIT_PID is its beam.smp.
+# start_rabbit NODE PORT CONFIG [ERL_ARGS] [PLUGINS]: rabbitmq.conf gets
+# CONFIG after the AMQP listener on 127.0.0.1:PORT; PLUGINS (e.g.
+# rabbitmq_stream; default none); the distribution port is PORT + 20000.
+# Returns once the node runs; RABBIT_PID is its beam.smp.
 start_rabbit() {
-    local node=$1 port=$2 config=$3 erl_args=${4:-} dir=/tmp/$1
+    local node=$1 port=$2 config=$3 erl_args=${4:-} plugins=${5:-} dir=/tmp/$1
     rm -rf "$dir" && mkdir -p "$dir"
     printf 'listeners.tcp.default = 127.0.0.1:%s\nloopback_users = none\n%s\n' "$port" "$config" \
         > "$dir/rabbitmq.conf"
-    echo '[].' > "$dir/enabled_plugins"       # no management listener to collide with
+    echo "[$plugins]." > "$dir/enabled_plugins" # no management listener to collide with
     chown -R rabbitmq: "$dir" 2>/dev/null || true
     # A closed client socket in TIME_WAIT may hold the distribution port (it
     # is in the ephemeral range) for up to a minute after an earlier run.
