@@ -49,6 +49,9 @@ typedef struct amqp_error {
  * RabbitMQ does. */
 int amqp_fail(amqp_error *err, uint16_t code, uint32_t method_id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* What RabbitMQ's client sees where its channel process crashed on the
+ * input: 541 with the text "INTERNAL_ERROR" alone. */
+int amqp_fail_crash(amqp_error *err, uint32_t method_id);
 
 /* True when `code` is a hard (connection) error in the spec's classification. */
 bool amqp_reply_is_hard(uint16_t code);

@@ -25,6 +25,14 @@
 
 /* ---- errors ------------------------------------------------------------- */
 
+int amqp_fail_crash(amqp_error *err, uint32_t method_id)
+{
+    amqp_fail(err, AMQP_INTERNAL_ERROR, method_id, "x");
+    if (err)
+        snprintf(err->text, sizeof err->text, "%s", amqp_reply_name(AMQP_INTERNAL_ERROR));
+    return AMQP_ERROR;
+}
+
 int amqp_fail(amqp_error *err, uint16_t code, uint32_t method_id, const char *fmt, ...)
 {
     va_list ap;

@@ -95,7 +95,7 @@ static void synced_conn(void *arg, conn *c) { (void)arg, conn_journal_synced(c);
 /* Confirms and commit-oks waiting for the disk can go now. */
 static void journal_synced_cb(void *ctx, journal_seq synced)
 {
-    (void)synced;
+    queue_streams_synced(ctx, synced); /* chunks visible before their confirms go */
     admin_foreach_conn(ctx, NULL, synced_conn, NULL);
     if (server_stream_hub(ctx))
         sconn_hub_journal_synced(server_stream_hub(ctx));
@@ -646,6 +646,7 @@ void broker_free(broker *b)
         journal_close(b->journal);
         leave_clean_marker(server_config(s));
     }
+    queue_streams_free(s); /* after the journal: its last round ran their syncs */
     meta_close(b->meta);
     tls_context_free(b->amqp_tls);
     struct event *events[] = {b->tick, b->sigterm, b->sigint, b->sighup, b->shutdown_timer,

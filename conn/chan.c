@@ -235,6 +235,31 @@ static void settle_upto(chan *ch, int64_t last, settle_mode mode, touched *t)
 
 /* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
  * means all). 406 for a tag that is not outstanding. */
+int chan_not_supported(chan *ch, queue *q, const char *what, uint32_t method_id,
+                       amqp_error *err)
+{
+    amqp_bytes n = queue_name(q);
+    return amqp_fail(err, AMQP_NOT_IMPLEMENTED, method_id,
+                     "%s not supported by %s queues queue '%.*s' in vhost '%s'", what,
+                     queue_type_of(q)->name, (int)n.len, (const char *)n.ptr,
+                     vhost_name(conn_vhost(ch->c)));
+}
+
+/* basic.nack and basic.reject of a delivery from a queue whose consumers
+ * read without taking (a stream): RabbitMQ 3.10 closes the connection. */
+static int refuse_unsettleable(chan *ch, int64_t first, int64_t last, settle_mode mode,
+                               uint32_t method_id, amqp_error *err)
+{
+    if (mode != SETTLE_REQUEUE && mode != SETTLE_REJECT)
+        return AMQP_OK;
+    for (int64_t i = first; i <= last; i++) {
+        unacked *e = ua_at(ch, (uint32_t)i);
+        if (e->it.m && queue_type_of(e->q)->reads_without_taking)
+            return chan_not_supported(ch, e->q, "basic.nack and basic.reject", method_id, err);
+    }
+    return AMQP_OK;
+}
+
 int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_t method_id,
                   amqp_error *err)
 {
@@ -244,12 +269,16 @@ int chan_settle(chan *ch, uint64_t tag, bool multiple, settle_mode mode, uint32_
         if (last < 0 && tag != 0)
             return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
                              "unknown delivery tag %llu", (unsigned long long)tag);
+        if (refuse_unsettleable(ch, 0, last, mode, method_id, err) != AMQP_OK)
+            return AMQP_ERROR;
         settle_upto(ch, last, mode, &t);
     } else {
         int64_t i = chan_ua_find(ch, tag);
         if (i < 0)
             return amqp_fail(err, AMQP_PRECONDITION_FAILED, method_id,
                              "unknown delivery tag %llu", (unsigned long long)tag);
+        if (refuse_unsettleable(ch, i, i, mode, method_id, err) != AMQP_OK)
+            return AMQP_ERROR;
         unacked *e = ua_at(ch, (uint32_t)i);
         touch(&t, e->q);
         ua_settle(ch, e, mode);

@@ -85,6 +85,10 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     cons->exclusive = b->exclusive;
     cons->priority = (int32_t)priority;
     cons->prefetch = ch->prefetch_consumer;
+    if (queue_consume_check(q, cons, b->arguments, err) != AMQP_OK) {
+        free(cons);
+        return AMQP_ERROR;
+    }
     cons->ch_next = ch->consumers;
     ch->consumers = cons;
     if (!b->nowait) {
@@ -121,6 +125,8 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
     queue *q = chan_find_queue(ch, &name, AMQP_BASIC_GET, err);
     if (!q)
         return AMQP_ERROR;
+    if (queue_type_of(q)->reads_without_taking)
+        return chan_not_supported(ch, q, "basic.get", AMQP_BASIC_GET, err);
     queue_item it;
     if (!queue_get(q, &it)) {
         chan_count(ch, q, STAT_GET_EMPTY);

@@ -486,6 +486,8 @@ static int queue_purge_method(chan *ch, const amqp_queue_purge *p, amqp_error *e
     queue *q = chan_find_queue(ch, &name, AMQP_QUEUE_PURGE, err);
     if (!q)
         return AMQP_ERROR;
+    if (queue_type_of(q)->reads_without_taking)
+        return chan_not_supported(ch, q, "queue.purge", AMQP_QUEUE_PURGE, err);
     uint32_t n = queue_purge(q);
     if (!p->nowait) {
         amqp_method ok = {.id = AMQP_QUEUE_PURGE_OK};

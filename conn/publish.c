@@ -257,11 +257,15 @@ vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes head
     queue *local[16], **queues;
     r.queues = vhost_route(v, ex, msg_routing_key(m), headers, local, 16, &queues);
     r.wait = persist_publish(vhost_server(v), m, queues, r.queues);
-    for (size_t i = 0; i < r.queues; i++)
+    for (size_t i = 0; i < r.queues; i++) {
         if (!queue_publish(queues[i], m, expiration_ms)) {
             persist_settle(queues[i], m, JOURNAL_DROP);
             r.refused = true;
         }
+        journal_seq w = queue_stream_pending(queues[i]); /* a stream's own commit */
+        if (w > r.wait)
+            r.wait = w;
+    }
     if (queues != local)
         free(queues);
     stats *xs = stats_of_exchange(ex);

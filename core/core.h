@@ -333,7 +333,7 @@ typedef struct sconn_hub sconn_hub;     /* stream-protocol connections (streamco
 
 /* ---- queue types and dead-letter reasons (counted by server_counts) ---- */
 
-enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM, QUEUE_TYPES };
+enum { QUEUE_TYPE_CLASSIC, QUEUE_TYPE_QUORUM, QUEUE_TYPE_STREAM, QUEUE_TYPES };
 /* Why a message was dead-lettered (x-death's reason), for the counts. */
 typedef enum dead_reason {
     DEAD_MAXLEN, DEAD_EXPIRED, DEAD_REJECTED, DEAD_DELIVERY_LIMIT, DEAD_REASONS
@@ -534,6 +534,9 @@ void server_set_params(server *s, param_set *p);
  * the management API). */
 void server_set_stream_hub(server *s, sconn_hub *h);
 sconn_hub *server_stream_hub(server *s);
+/* Where queue/ keeps its stream queues' registry (what their commits
+ * share with the journal); NULL until the first stream. */
+struct stream_registry **server_streams(server *s);
 /* The durable metadata store (data_dir/metadata.db) and message journal. */
 meta *server_meta(server *s);
 journal *server_journal(server *s);

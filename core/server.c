@@ -33,10 +33,11 @@ struct server {
     msg_ids *ids;
     meta *meta;
     journal *journal;
+    struct stream_registry *streams; /* queue/stream_queue.c's */
     access_control *access;
     login_brake *brake;
     param_set *params; /* global runtime parameters */
-    sconn_hub *streams; /* the stream protocol's connections (streamconn/) */
+    sconn_hub *stream_hub; /* the stream protocol's connections (streamconn/) */
     vhost_entry *vhosts;
     size_t nvhosts, vhosts_cap;
     size_t next_hint;        /* where server_vhost_next returned its last vhost */
@@ -123,9 +124,10 @@ void server_set_journal(server *s, journal *j) { s->journal = j; }
 void server_set_access(server *s, access_control *a) { s->access = a; }
 void server_set_login_brake(server *s, login_brake *b) { s->brake = b; }
 void server_set_params(server *s, param_set *p) { s->params = p; }
-void server_set_stream_hub(server *s, sconn_hub *h) { s->streams = h; }
-sconn_hub *server_stream_hub(server *s) { return s->streams; }
+void server_set_stream_hub(server *s, sconn_hub *h) { s->stream_hub = h; }
+sconn_hub *server_stream_hub(server *s) { return s->stream_hub; }
 meta *server_meta(server *s) { return s->meta; }
+struct stream_registry **server_streams(server *s) { return &s->streams; }
 journal *server_journal(server *s) { return s->journal; }
 access_control *server_access(server *s) { return s->access; }
 login_brake *server_login_brake(server *s) { return s->brake; }

@@ -35,7 +35,7 @@ static bool journaled_in(queue *q, const msg *m)
 /* Some types (quorum) keep every message durably, whatever its delivery mode. */
 static bool keeps(queue *q, bool persistent)
 {
-    return durable_queue(q) && queue_store_id(q) &&
+    return durable_queue(q) && queue_store_id(q) && !queue_type_of(q)->own_log &&
            (persistent || queue_type_of(q)->journals_transient);
 }
 

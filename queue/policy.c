@@ -126,7 +126,9 @@ static const policy_key keys[] = {
     {"ha-sync-mode", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"initial-cluster-size", "cluster size", V_NON_NEG, NULL, false, ARG_NONE,
      NOT_CLASSIC | NOT_QUORUM, 0},
-    {"max-age", "max age", V_MAX_AGE, NULL, false, ARG_NONE, NOT_CLASSIC | NOT_QUORUM, 0},
+    /* streams: the queue's own x-max-age and segment size win, as
+     * rabbit_stream_queue's args_policy_lookup has it */
+    {"max-age", "max age", V_MAX_AGE, NULL, false, ARG_WINS, NOT_CLASSIC | NOT_QUORUM, ON_QUEUE},
     {"max-in-memory-bytes", "maximum memory in bytes", V_NON_NEG, NULL, true, ARG_NONE,
      NOT_STREAM, 0},
     {"max-in-memory-length", "maximum memory in bytes", V_NON_NEG, NULL, true, ARG_NONE,
@@ -144,8 +146,8 @@ static const policy_key keys[] = {
     {"queue-mode", "queue-mode value", V_CHOICE, "default|lazy", false, ARG_NONE,
      NOT_QUORUM | NOT_STREAM, 0},
     {"queue-version", "queue-version value", V_QUEUE_VERSION, NULL, false, ARG_NONE, 0, 0},
-    {"stream-max-segment-size-bytes", "segment size", V_SEGMENT_SIZE, NULL, false, ARG_NONE,
-     NOT_CLASSIC | NOT_QUORUM, 0},
+    {"stream-max-segment-size-bytes", "segment size", V_SEGMENT_SIZE, NULL, false, ARG_WINS,
+     NOT_CLASSIC | NOT_QUORUM, ON_QUEUE},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -6,8 +6,10 @@
  * absent; the two are equivalent on redeclare) and quorum. Each type
  * refuses the arguments of the other types as RabbitMQ 3.10 does ("invalid
  * arg ... of queue type rabbit_quorum_queue"), except that x-delivery-limit
- * works on classic queues too (Warren's choice, see README). "stream" is
- * refused until Warren has streams. */
+ * works on classic queues too (Warren's choice, see README). A stream
+ * takes x-max-length-bytes, x-max-age, x-stream-max-segment-size-bytes,
+ * x-initial-cluster-size, x-queue-leader-locator and (3.13's)
+ * x-stream-filter-size-bytes. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +17,7 @@
 
 typedef enum arg_kind { ARG_INT, ARG_NON_NEG, ARG_POSITIVE, ARG_STR, ARG_DLRK, ARG_OVERFLOW,
                         ARG_PRIORITY, ARG_BOOL, ARG_TYPE, ARG_DLS, ARG_LIMIT, ARG_RETRY_TYPE,
-                        ARG_ANY } arg_kind;
+                        ARG_AGE, ARG_FILTER_SIZE, ARG_ANY } arg_kind;
 
 /* The keys RabbitMQ validates and compares, in its order. */
 static const struct {
@@ -44,8 +46,18 @@ static const struct {
     {"x-delayed-retry-min", ARG_NON_NEG},
     {"x-delayed-retry-max", ARG_NON_NEG},
     {"x-delayed-retry-multiplier", ARG_POSITIVE},
+    /* streams */
+    {"x-max-age", ARG_AGE},
+    {"x-stream-max-segment-size-bytes", ARG_NON_NEG},
+    {"x-stream-filter-size-bytes", ARG_FILTER_SIZE},
+    {"x-initial-cluster-size", ARG_ANY},
+    {"x-queue-leader-locator", ARG_ANY},
 };
 #define NKNOWN (sizeof known / sizeof known[0])
+
+/* An x-max-age without a leading number crashes RabbitMQ 3.10's channel
+ * (list_to_integer): the connection closes with 541. */
+#define AGE_CRASH "crash"
 
 static const char *const overflow_names[] = {"drop-head", "reject-publish", "reject-publish-dlx"};
 /* by QUEUE_RETRY_ */
@@ -116,10 +128,7 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
             return unacceptable(f, why, whylen);
         if (queue_type_named(f->v.bytes))
             return NULL;
-        if (amqp_bytes_equal_cstr(f->v.bytes, "stream"))
-            snprintf(why, whylen, "\"queue type 'stream' is not supported by Warren yet\"");
-        else
-            snprintf(why, whylen, "\"unsupported queue type '%.*s'\"",
+        snprintf(why, whylen, "\"unsupported queue type '%.*s'\"",
                      (int)(f->v.bytes.len > 64 ? 64 : f->v.bytes.len), (const char *)f->v.bytes.ptr);
         return why;
     case ARG_DLS:
@@ -141,6 +150,24 @@ static const char *check_value(arg_kind kind, const amqp_field *f, amqp_bytes ar
         amqp_erl_term(f, v, sizeof v);
         snprintf(why, whylen, "{invalid_delayed_retry_type,%s}", v);
         return why;
+    case ARG_AGE: {
+        int64_t ms;
+        if (f->type != 'S')
+            return unacceptable(f, why, whylen);
+        stream_age_status st = stream_parse_age((const char *)f->v.bytes.ptr, f->v.bytes.len, &ms);
+        if (st == STREAM_AGE_OK)
+            return NULL;
+        snprintf(why, whylen, "%s", st == STREAM_AGE_NO_NUMBER ? AGE_CRASH : "invalid_max_age");
+        return why;
+    }
+    case ARG_FILTER_SIZE:
+        if (!is_int_type(f->type))
+            return check_value(ARG_INT, f, args, why, whylen);
+        if (f->v.i >= STREAM_FILTER_SIZE_MIN && f->v.i <= STREAM_FILTER_SIZE_MAX)
+            return NULL;
+        amqp_erl_term(f, v, sizeof v);
+        snprintf(why, whylen, "{value_out_of_range,%s}", v);
+        return why;
     case ARG_ANY:
         return NULL;
     }
@@ -161,6 +188,8 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
             snprintf(why, sizeof why, "%s", t->overflow_error); /* the type's own check */
         else if (!check_value(known[i].kind, &f, args, why, sizeof why))
             continue;
+        if (known[i].kind == ARG_AGE && strcmp(why, AGE_CRASH) == 0)
+            return amqp_fail_crash(err, AMQP_QUEUE_DECLARE);
         return amqp_fail(err, AMQP_PRECONDITION_FAILED, AMQP_QUEUE_DECLARE,
                          "invalid arg '%s' for queue '%.*s' in vhost '%s': %s", known[i].key,
                          (int)qname.len, (const char *)qname.ptr, vhost_label, why);
@@ -233,6 +262,16 @@ void queue_args_read(amqp_bytes args, queue_args *out)
     if (amqp_table_get(args, "x-max-priority", &f) && amqp_field_int(&f, &n) && n > 0 && n < 256)
         out->max_priority = (uint8_t)n;
     out->single_active = amqp_table_get(args, "x-single-active-consumer", &f) && f.v.i;
+    out->max_age_ms = out->max_segment_bytes = -1;
+    if (amqp_table_get(args, "x-max-age", &f) && f.type == 'S' &&
+        stream_parse_age((const char *)f.v.bytes.ptr, f.v.bytes.len, &n) == STREAM_AGE_OK)
+        out->max_age_ms = n;
+    if (amqp_table_get(args, "x-stream-max-segment-size-bytes", &f) && amqp_field_int(&f, &n) &&
+        n > 0)
+        out->max_segment_bytes = n;
+    if (amqp_table_get(args, "x-stream-filter-size-bytes", &f) && amqp_field_int(&f, &n) &&
+        n >= STREAM_FILTER_SIZE_MIN && n <= STREAM_FILTER_SIZE_MAX)
+        out->filter_size = (uint8_t)n;
     out->has_dlx = amqp_table_get(args, "x-dead-letter-exchange", &f) && f.type == 'S';
     if (out->has_dlx)
         out->dlx = f.v.bytes;

@@ -173,6 +173,7 @@ struct queue {
     uint64_t persistent_bytes;
     consumer_use use; /* see "Consumer capacity" */
     stats stats;      /* management counters */
+    stream_queue *sq; /* a stream's log (stream_queue.c), else NULL */
 };
 
 /* Its type, by the id its arguments give (no pointer in the struct: the
@@ -190,6 +191,8 @@ static inline unsigned dc_bucket(uint32_t count)
         b--;
     return b;
 }
+
+static void queue_free(queue *q);
 
 queue *queue_new(vhost *v, const queue_spec *spec)
 {
@@ -229,8 +232,14 @@ queue *queue_new(vhost *v, const queue_spec *spec)
         queue_touch(q);
     q->use = (consumer_use){.since = loop_now_ms(vhost_loop(v)), .avg = 1.0};
     policy_apply_queue(v, q);
+    if (q->limits.type == QUEUE_TYPE_STREAM && !(q->sq = stream_queue_open(q))) {
+        queue_free(q);
+        return NULL;
+    }
     return q;
 }
+
+stream_queue *queue_stream_state(const queue *q) { return q->sq; }
 
 static void drop_held(queue *q)
 {
@@ -241,6 +250,7 @@ static void drop_held(queue *q)
 
 static void queue_free(queue *q)
 {
+    stream_queue_close(q->sq, false);
     drop_held(q);
     free(q->held);
     delayed_free(&q->delayed);
@@ -1118,6 +1128,8 @@ bool queue_set_policy(queue *q, const policy_applied *a, amqp_bytes eff)
     q->applied = next;
     q->eff_args = next_eff;
     q->limits = limits;
+    if (q->sq)
+        stream_queue_set_config(q->sq, &q->limits);
     if (!q->deleted)
         apply_limits(q, old_overflow, old_ttl);
     return true;
@@ -1156,7 +1168,7 @@ static void deliver_to(queue *q, consumer *c, queue_item e)
     c->ops->deliver(c, q, e);
 }
 
-void queue_dispatch(queue *q)
+void queue_core_dispatch(queue *q)
 {
     if (q->dispatching || q->deleted)
         return;
@@ -1479,6 +1491,8 @@ void queue_remove_consumer(queue *q, consumer *cons)
     q->nconsumers--;
     if (cons->exclusive)
         q->exclusive_consumers--;
+    if (type_of(q)->ops->consumer_gone)
+        type_of(q)->ops->consumer_gone(q, cons);
     update_priorities(q);
     if (q->nconsumers == 0)
         queue_touch(q);
@@ -1508,6 +1522,10 @@ void queue_core_delete(queue *q)
     }
     queue_purge(q);
     drop_held(q);
+    if (!vhost_closing(q->v)) { /* deleted: its files go with it (else freed, kept) */
+        stream_queue_close(q->sq, true);
+        q->sq = NULL;
+    }
     if (q->dl_timer)
         event_del(q->dl_timer);
     if (q->ttl_timer)
@@ -1577,5 +1595,10 @@ void queue_delivery_settled(queue *q, uint32_t count, const msg *m)
     type_of(q)->ops->settled(q, count, m);
 }
 uint32_t queue_purge(queue *q) { return type_of(q)->ops->purge(q); }
+void queue_dispatch(queue *q) { type_of(q)->ops->dispatch(q); }
+int queue_consume_check(queue *q, consumer *c, amqp_bytes args, amqp_error *err)
+{
+    return type_of(q)->ops->consume ? type_of(q)->ops->consume(q, c, args, err) : AMQP_OK;
+}
 void queue_delete(queue *q) { type_of(q)->ops->delete(q); }
 void queue_describe(queue *q, queue_info *out) { type_of(q)->ops->describe(q, out); }

@@ -5,6 +5,7 @@
 #define WARREN_QUEUE_H
 
 #include "../access/access.h"
+#include "../stream/stream.h"
 
 /* ---- virtual hosts ------------------------------------------------------ */
 
@@ -73,6 +74,10 @@ typedef struct queue_args {
      * x-delayed-retry-multiplier; -1 = none */
     int64_t retry_min, retry_max, retry_multiplier;
     uint8_t retry_type; /* QUEUE_RETRY_ */
+    /* streams: x-max-age (ms), x-stream-max-segment-size-bytes, -1 = none;
+     * x-stream-filter-size-bytes, 0 = the default */
+    int64_t max_age_ms, max_segment_bytes;
+    uint8_t filter_size;
     uint8_t type;             /* QUEUE_TYPE_ */
     bool at_least_once;       /* quorum x-dead-letter-strategy at-least-once */
     uint8_t overflow;
@@ -317,8 +322,14 @@ struct consumer {
     uint32_t unacked;
     consumer *q_next, *q_prev;   /* ring in the queue, by priority */
     consumer *ch_next;           /* list in the channel */
+    struct stream_cursor *cursor; /* a stream's consumer: where it reads (queue/) */
 };
 
+/* Before queue_add_consumer: the queue type's checks of basic.consume's
+ * arguments (a stream's x-stream-offset, its filter); it may attach state
+ * to `c` (cursor), released when the consumer is removed. AMQP_ERROR with
+ * the refusal in `err`. */
+int queue_consume_check(queue *q, consumer *c, amqp_bytes args, amqp_error *err);
 /* Adds `cons` to its queue (q, ops and owner set). */
 void queue_add_consumer(queue *q, consumer *cons);
 /* Removes it; an auto-delete queue left without consumers is deleted. */
@@ -562,6 +573,8 @@ typedef struct queue_info {
     uint64_t dead_letter_bytes_held; /* their body bytes */
     uint32_t delayed;          /* held back by delayed retry (neither ready nor unacked) */
     consumer *active_consumer; /* x-single-active-consumer, or NULL */
+    bool stream;               /* a stream queue: the log's figures below */
+    stream_info log;
     consumer *exclusive_consumer;
     stats *stats;
 } queue_info;
@@ -569,6 +582,71 @@ void queue_describe(queue *q, queue_info *out);
 /* Its consumers, in round-robin order: NULL prev gives the first. */
 consumer *queue_next_consumer(queue *q, consumer *prev);
 stats *queue_stats(queue *q);
+
+/* ---- streams (stream_queue.c) ------------------------------------------- */
+
+/* A stream queue (x-queue-type stream) keeps its messages in a stream/ log
+ * in data_dir/streams/, not in the queue core's rings: every message gets
+ * the next offset and its arrival time, and consumers read it each at its
+ * own position without taking anything away. AMQP 0-9-1 publishes are
+ * stored as AMQP 1.0 messages (amqp10/), as RabbitMQ stores them, so a
+ * stream written over either protocol is read over either.
+ *
+ * Commit: appends made during a loop turn collect in one chunk, which is
+ * written when the journal hands its batch to its sync thread and synced
+ * in the same round (store.h's journal_append_sync). An append returns the
+ * journal sequence after which it is on disk: a confirm waits for it as for
+ * any journaled message, and readers see a chunk once it is synced. */
+bool queue_is_stream(const queue *q);
+/* The journal sequence the appends to q so far wait for (0: none): an
+ * AMQP publish routed to a stream is confirmed once it is synced. */
+journal_seq queue_stream_pending(const queue *q);
+/* Its log (NULL when q is not a stream): readers are opened on it
+ * directly (stream_reader_open); they see what is committed. */
+stream_log *queue_stream_log(queue *q);
+/* Appends a message -- its AMQP 1.0 bytes in `nparts` pieces -- with its
+ * filter value (NULL: none), or a stream-protocol sub-batch entry. Returns
+ * the journal sequence to wait for (0: nothing to wait for: no journal,
+ * synced at once) or, when it cannot be appended (the disk failed,
+ * logged), false in *ok. */
+journal_seq queue_stream_append(queue *q, const stream_part *parts, int nparts,
+                                const void *filter, size_t filter_len, bool *ok);
+journal_seq queue_stream_append_batch(queue *q, uint8_t compression, uint16_t records,
+                                      uint32_t uncompressed_len, const void *data, size_t len,
+                                      bool *ok);
+/* Publisher deduplication: the highest publishing id a writer (the
+ * stream protocol's publisher reference) had committed; false when the
+ * stream knows no such writer. Set with the chunk of the batch it covers,
+ * so it survives a restart exactly when those messages do. */
+bool queue_stream_writer_seq(queue *q, amqp_bytes writer, uint64_t *seq);
+bool queue_stream_set_writer_seq(queue *q, amqp_bytes writer, uint64_t seq);
+/* Server-side offset tracking (StoreOffset / QueryOffset) by consumer
+ * name; stored in the stream, so it survives a restart. */
+bool queue_stream_query_offset(queue *q, amqp_bytes name, uint64_t *offset);
+bool queue_stream_store_offset(queue *q, amqp_bytes name, uint64_t offset);
+
+/* Where an AMQP consumer of a stream reads next (the offset of the next
+ * record its cursor returns); false for a consumer of another queue. Its
+ * lag is the stream's committed offset less this. */
+bool queue_stream_consumer_offset(const consumer *c, uint64_t *offset);
+
+/* Watchers: told when more of the stream is committed (readers at the end
+ * may read on) and when the stream is deleted (after which `q` must not be
+ * used; the watcher is already unlinked). A stream-protocol subscription
+ * is one; AMQP consumers are served by the queue itself. */
+typedef struct stream_watch stream_watch;
+struct stream_watch {
+    void (*committed)(stream_watch *w);
+    void (*deleted)(stream_watch *w);
+    stream_watch *next, *prev; /* the queue's */
+};
+void queue_stream_watch(queue *q, stream_watch *w);
+void queue_stream_unwatch(queue *q, stream_watch *w);
+/* The journal synced up to `synced` (broker/'s callback): the chunks it
+ * covers become visible, their watchers and consumers are told. */
+void queue_streams_synced(server *s, journal_seq synced);
+/* After the journal is closed and every queue freed. */
+void queue_streams_free(server *s);
 
 /* ---- queue types (queue_type.c) ------------------------------------------ */
 
@@ -584,6 +662,13 @@ typedef struct queue_ops {
     uint32_t (*purge)(queue *q);
     void (*delete)(queue *q);
     void (*describe)(queue *q, queue_info *out);
+    /* Hands ready messages to consumers that can take them. */
+    void (*dispatch)(queue *q);
+    /* Optional: a consumer is about to be added (basic.consume with its
+     * arguments): AMQP_OK, or AMQP_ERROR with the type's refusal; and it
+     * was removed. */
+    int (*consume)(queue *q, consumer *c, amqp_bytes args, amqp_error *err);
+    void (*consumer_gone)(queue *q, consumer *c);
 } queue_ops;
 
 /* A queue type: its operations and the behaviour the queue core and the
@@ -611,6 +696,11 @@ typedef struct queue_type {
     bool reject_publish_dlx;         /* takes x-overflow reject-publish-dlx (else drop-head) */
     bool at_least_once;              /* x-dead-letter-strategy at-least-once */
     bool global_prefetch;            /* basic.qos global applies to its consumers */
+    /* Consumers read without taking (a stream): basic.get, basic.nack and
+     * basic.reject, queue.purge are refused with 540, as RabbitMQ's
+     * "... not supported by <name> queues ...". */
+    bool reads_without_taking;
+    bool own_log; /* keeps its messages in its own files (a stream's), not the journal */
 } queue_type;
 
 const queue_type *queue_type_by_id(uint8_t id);

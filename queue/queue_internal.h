@@ -57,6 +57,7 @@ void queue_core_settled(queue *q, uint32_t count, const msg *m);
 uint32_t queue_core_purge(queue *q);
 void queue_core_delete(queue *q);
 void queue_core_describe(queue *q, queue_info *out);
+void queue_core_dispatch(queue *q);
 
 /* ---- delayed.c: messages held back by delayed retry ---------------------- */
 
@@ -127,5 +128,32 @@ typedef struct expiry_slice {
 void expiry_slice_begin(expiry_slice *s);
 /* Whether the slice may take another message (the clock is read every 64). */
 bool expiry_slice_more(const expiry_slice *s);
+
+/* ---- stream queues (stream_queue.c, stream_consume.c) -------------------- */
+
+typedef struct stream_queue stream_queue;
+/* The stream state of q (NULL unless a stream whose log is open). */
+stream_queue *queue_stream_state(const queue *q);
+/* Opens the log of a new or recovered stream queue (data_dir/streams/);
+ * NULL, logged, when it cannot be. */
+stream_queue *stream_queue_open(queue *q);
+/* Closes it; with `remove` (the queue is deleted) its files go, and its
+ * watchers are told. Without, what is pending is written and synced. */
+void stream_queue_close(stream_queue *sq, bool remove);
+/* Retention and segment size changed (a policy). */
+void stream_queue_set_config(stream_queue *sq, const queue_args *a);
+void stream_queue_info(stream_queue *sq, stream_info *out);
+/* The stream/ configuration the arguments ask for. */
+void queue_stream_config(const queue_args *a, stream_config *out);
+
+/* The stream type's operations (queue_type.c's table). */
+bool stream_publish(queue *q, msg *m, int64_t expiration_ms);
+bool stream_get(queue *q, queue_item *it);
+void stream_requeue(queue *q, queue_item it, queue_return why);
+uint32_t stream_purge(queue *q);
+void stream_describe(queue *q, queue_info *out);
+void stream_dispatch(queue *q);
+int stream_consume(queue *q, consumer *c, amqp_bytes args, amqp_error *err);
+void stream_consumer_gone(queue *q, consumer *c);
 
 #endif

@@ -1,4 +1,4 @@
-/* The queue types: classic and quorum, as two entries of one table. The
+/* The queue types: classic, quorum and stream, entries of one table. The
  * queue core (queue.c) and the modules around it ask a queue's type what
  * to do where the types differ -- never "is it quorum?" -- so a stream
  * queue is one more entry with its own operations, not a new set of
@@ -15,10 +15,20 @@
 static const char *const classic_refuses[] = {
     "x-max-in-memory-length", "x-max-in-memory-bytes", "x-dead-letter-strategy",
     "x-quorum-initial-group-size", "x-max-age", "x-stream-max-segment-size-bytes",
-    "x-initial-cluster-size", "x-queue-leader-locator", NULL};
+    "x-initial-cluster-size", "x-queue-leader-locator", "x-stream-filter-size-bytes", NULL};
+/* rabbit_stream_queue's capabilities take only x-max-length-bytes,
+ * x-max-age, x-stream-max-segment-size-bytes, x-initial-cluster-size and
+ * x-queue-leader-locator (3.13 adds x-stream-filter-size-bytes). */
+static const char *const stream_refuses[] = {
+    "x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+    "x-max-length", "x-max-in-memory-length", "x-max-in-memory-bytes", "x-max-priority",
+    "x-overflow", "x-queue-mode", "x-single-active-consumer", "x-quorum-initial-group-size",
+    "x-delivery-limit", "x-dead-letter-strategy", "x-consumer-timeout", "x-delayed-retry-type",
+    "x-delayed-retry-min", "x-delayed-retry-max", "x-delayed-retry-multiplier", NULL};
 static const char *const quorum_refuses[] = {
     "x-max-priority", "x-queue-mode", "x-queue-version", "x-queue-master-locator", "x-max-age",
-    "x-stream-max-segment-size-bytes", "x-initial-cluster-size", NULL};
+    "x-stream-max-segment-size-bytes", "x-initial-cluster-size", "x-stream-filter-size-bytes",
+    NULL};
 
 static int any_properties(const queue_spec *spec, const char *vhost_label, amqp_error *err)
 {
@@ -51,6 +61,21 @@ static const queue_ops queue_core_ops = {
     .purge = queue_core_purge,
     .delete = queue_core_delete,
     .describe = queue_core_describe,
+    .dispatch = queue_core_dispatch,
+};
+
+/* A stream's log (stream_queue.c, stream_consume.c). */
+static const queue_ops stream_ops = {
+    .publish = stream_publish,
+    .get = stream_get,
+    .requeue = stream_requeue,
+    .settled = queue_core_settled,
+    .purge = stream_purge,
+    .delete = queue_core_delete,
+    .describe = stream_describe,
+    .dispatch = stream_dispatch,
+    .consume = stream_consume,
+    .consumer_gone = stream_consumer_gone,
 };
 
 static const queue_type types[QUEUE_TYPES] = {
@@ -83,6 +108,19 @@ static const queue_type types[QUEUE_TYPES] = {
         .at_least_once = true,
         .check_declare = durable_shared_only,
         .ops = &queue_core_ops,
+    },
+    [QUEUE_TYPE_STREAM] = {
+        .id = QUEUE_TYPE_STREAM,
+        .name = "stream",
+        .module = "rabbit_stream_queue",
+        .refused_args = stream_refuses,
+        .delivery_limit = -1,
+        .replicated = true,
+        .global_prefetch = true, /* refused by its consume check, with 3.10's text */
+        .reads_without_taking = true,
+        .own_log = true,
+        .check_declare = durable_shared_only,
+        .ops = &stream_ops,
     },
 };
 

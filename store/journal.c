@@ -248,6 +248,7 @@ static void batch_free(jbatch *b)
     free(b->data);
     free(b->runs);
     free(b->deletes);
+    free(b->tasks);
     free(b);
 }
 
@@ -304,7 +305,7 @@ static void batch_recycle_locked(journal *j, jbatch *b)
     j->free_bytes += b->cap;
     free(b->ck_image);
     b->ck_image = NULL;
-    b->len = b->nruns = b->ndeletes = b->ck_len = 0;
+    b->len = b->nruns = b->ndeletes = b->ck_len = b->ntasks = 0;
     b->last_seq = 0;
     b->next = j->free_list;
     j->free_list = b;
@@ -319,14 +320,17 @@ static void commit(journal *j, bool force)
 {
     j->commit_pending = false;
     jbatch *b = j->fill;
-    if (b->nruns == 0 && b->ndeletes == 0 && b->ck_image == NULL)
+    if (b->nruns == 0 && b->ndeletes == 0 && b->ck_image == NULL && b->ntasks == 0)
         return;
     bool may_wait = !force && j->mode != JOURNAL_SYNC_ALWAYS && b->len < COMMIT_EAGER_BYTES;
     pthread_mutex_lock(&j->mu);
-    if (may_wait && j->queue_head != NULL) {
-        pthread_mutex_unlock(&j->mu);
+    bool busy = j->queue_head != NULL;
+    pthread_mutex_unlock(&j->mu);
+    if (may_wait && busy)
         return;
-    }
+    if (j->before_commit && b->ntasks)
+        j->before_commit(j->before_commit_ctx); /* may append: still this batch */
+    pthread_mutex_lock(&j->mu);
     b->next = NULL;
     if (j->queue_tail)
         j->queue_tail->next = b;
@@ -560,6 +564,26 @@ journal_seq journal_append_delayed(journal *j, uint64_t queue_id, uint64_t msg_i
     put64(p + 16, until_ms);
     journal_account_delayed(j, queue_id, msg_id, until_ms, at.segment);
     return finish(j, rec, REC_DELAYED, at.length);
+}
+
+journal_seq journal_append_sync_task(journal *j, journal_sync_task *t)
+{
+    jbatch *b = j->fill;
+    grow_array(j, (void **)&b->tasks, &b->captasks, b->ntasks + 1, sizeof *b->tasks, 4);
+    b->tasks[b->ntasks++] = t;
+    journal_seq seq = j->next_seq++;
+    b->last_seq = seq;
+    if (!j->commit_pending) {
+        j->commit_pending = true;
+        event_active(j->commit_ev, EV_TIMEOUT, 0);
+    }
+    return seq;
+}
+
+void journal_set_before_commit(journal *j, void (*fn)(void *ctx), void *ctx)
+{
+    j->before_commit = fn;
+    j->before_commit_ctx = ctx;
 }
 
 void journal_group_begin(journal *j)
@@ -813,6 +837,22 @@ static void delete_segments(journal *j, writer *w, const jbatch *b)
         journal_log(j, JLOG_ERROR, "fsync of the journal directory: %s", strerror(errno));
 }
 
+/* The batch's other files (journal_append_sync_task); each task runs once,
+ * even when the round is tried again after the disk filled up. */
+static bool run_tasks(journal *j, jbatch *b)
+{
+    bool sync = j->mode != JOURNAL_SYNC_NONE;
+    for (; b->ntasks > 0; b->ntasks--) {
+        journal_sync_task *t = b->tasks[b->ntasks - 1];
+        if (!t->run(t, sync)) {
+            journal_log(j, JLOG_ERROR, "syncing a stream failed: what it held is not confirmed");
+            atomic_store(&j->failed, true);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Writes n batches from `first` on and syncs; stores their checkpoints and
  * carries out their deletions, each once its own batch and everything
  * before it is durable. *ck_seg: the newest checkpoint stored, if any. */
@@ -837,6 +877,8 @@ static bool write_round(journal *j, jbatch *first, size_t n, uint32_t *ck_seg)
                 return false;
             delete_segments(j, &w, b);
         }
+        if (!run_tasks(j, b))
+            return false;
     }
     return sync_written(j, &w, false);
 }

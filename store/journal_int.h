@@ -249,6 +249,8 @@ typedef struct jbatch {
     size_t ck_len;
     uint32_t ck_seg; /* the segment appends went to when it was taken */
     journal_seq last_seq; /* highest record in this batch, 0 if none */
+    journal_sync_task **tasks; /* other files to sync in this batch's round */
+    size_t ntasks, captasks;
 } jbatch;
 
 /* ---- checkpoint (journal_replay.c) ------------------------------------- */
@@ -293,6 +295,8 @@ struct journal {
 
     /* loop thread only */
     jbatch *fill;
+    void (*before_commit)(void *ctx); /* journal_set_before_commit */
+    void *before_commit_ctx;
     bool commit_pending;
     jseg *active; /* segment appends go to; NULL: the next append starts one */
     uint32_t next_seg_num;

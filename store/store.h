@@ -24,6 +24,7 @@ struct event_base;
  * ====================================================================== */
 
 typedef struct journal journal;
+typedef struct journal_sync_task journal_sync_task;
 
 typedef enum journal_sync_mode {
     JOURNAL_SYNC_BATCH,  /* group commit: one fdatasync per batch (default) */
@@ -118,6 +119,22 @@ journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id);
  * whole group durable (the last record's), 0 for an empty group. */
 void journal_group_begin(journal *j);
 journal_seq journal_group_end(journal *j);
+
+/* Other files synced with the journal (a stream queue's log): a task
+ * takes the next sequence number and runs on the sync thread in the round
+ * that writes its batch, after the batch's records are written; the
+ * sequence counts as synced only once the task returned true (false fails
+ * the journal, as a failed write does). `sync` is false with sync = none:
+ * the task then only releases what it holds. Before a batch is handed to
+ * the sync thread the journal calls `before_commit` (loop thread), so
+ * that what the tasks of that batch cover can still be written; a task
+ * taken after that goes with the next batch. The task must live until it
+ * ran; the journal only calls it. */
+struct journal_sync_task {
+    bool (*run)(journal_sync_task *t, bool sync);
+};
+journal_seq journal_append_sync_task(journal *j, journal_sync_task *t);
+void journal_set_before_commit(journal *j, void (*fn)(void *ctx), void *ctx);
 
 /* The highest sequence known to be on disk (all of it with sync = none,
  * once written). */
