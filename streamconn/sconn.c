@@ -69,6 +69,7 @@ static void free_sconn(evutil_socket_t fd, short what, void *arg)
         c->next->prev = c->prev;
     h->count--;
     transport_free(c->t);
+    free(c->pending);
     free(c->user);
     free(c->names);
     free(c);
@@ -225,6 +226,8 @@ static void on_read(void *arg)
     loop_touch_clock(c->loop);
     c->last_recv_ms = loop_now_ms(c->loop);
     read_frames(c);
+    if (c->state == SC_OPEN)
+        sc_flush_confirms(c); /* duplicates, and what needs no sync */
     if (c->state != SC_CLOSED &&
         transport_pending(c->t) > 4 * server_config(c->srv)->conn_output_limit) {
         c->reading_paused = true; /* a client that sends but does not read */
@@ -245,8 +248,10 @@ static void on_drained(void *arg, size_t pending)
         c->reading_paused = false;
         update_reading(c);
     }
-    if (c->output_full && pending <= limit / 2)
+    if (c->output_full && pending <= limit / 2) {
         c->output_full = false;
+        sc_subs_deliver(c, NULL);
+    }
 }
 
 static void on_closed(void *arg, int error)

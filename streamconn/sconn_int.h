@@ -20,6 +20,38 @@ typedef enum sc_state {
 } sc_state;
 
 #define SC_CLOSE_TIMEOUT_MS 3000
+#define SC_IDS 256 /* publisher and subscription ids are one byte */
+
+/* A stream this connection publishes to or reads: one watch on the queue
+ * for all its publishers and subscriptions here, so a deletion is one
+ * MetadataUpdate (RabbitMQ's one per stream and connection). */
+typedef struct sc_stream {
+    sconn *c;
+    queue *q;
+    stream_watch watch;
+    uint32_t users; /* publishers and subscriptions on it */
+    uint16_t name_len;
+    struct sc_stream *next;
+    char name[]; /* NUL-terminated */
+} sc_stream;
+
+typedef struct sc_publisher {
+    sc_stream *st;
+    uint16_t ref_len;     /* 0: no reference (no deduplication) */
+    bool known;           /* the stream knows the reference: sequence holds */
+    uint64_t sequence;    /* with a reference: the highest publishing id taken */
+    uint64_t published, confirmed, errored;
+    char reference[256];
+} sc_publisher;
+
+/* A publish waiting for its journal sequence to be synced. */
+typedef struct sc_pending {
+    journal_seq seq;
+    uint64_t publishing_id;
+    uint8_t publisher;
+} sc_pending;
+
+typedef struct sc_sub sc_sub; /* subscribe.c */
 
 struct sconn_hub {
     server *srv;
@@ -53,6 +85,13 @@ struct sconn {
     uint32_t tuned_frame_max; /* the Tune result, in force from Open on */
     uint64_t id, connected_at;
     uint64_t opened_ms, last_recv_ms, last_send_ms, deadline_ms;
+    sc_stream *streams;
+    bool deleting;        /* in its own Delete: the MetadataUpdate goes after the response */
+    bool update_due;      /* ... and one is due */
+    sc_publisher *pubs[SC_IDS];
+    sc_sub *subs[SC_IDS];
+    sc_pending *pending; /* a ring, in sequence order */
+    size_t pend_head, pend_count, pend_cap;
 };
 
 /* ---- sconn.c ---- */
@@ -79,6 +118,25 @@ void sc_advertised(const sconn_hub *h, char *host, size_t hostlen, char *port, s
 bool sc_handshake_command(sconn *c, const sp_command *cmd);
 
 /* ---- after Open (streams.c, publish.c, subscribe.c) ---- */
+
+/* The stream queue `name` of c's vhost; NULL when there is none (or the
+ * queue of that name is not a stream). */
+queue *sc_find_stream(sconn *c, sp_slice name);
+/* Whether c's user may `kind` the resource `name` in its vhost. */
+bool sc_allowed(sconn *c, access_kind kind, sp_slice name);
+/* c's entry for stream q (named `name`), made and watched on first use;
+ * NULL when out of memory. sc_stream_release drops a user and, with the
+ * last, the watch. */
+sc_stream *sc_stream_use(sconn *c, queue *q, sp_slice name);
+void sc_stream_release(sc_stream *st);
+/* publish.c and subscribe.c: the stream was deleted -- drop what uses it
+ * (no unwatching: the queue is gone). */
+void sc_publishers_drop(sconn *c, sc_stream *st);
+void sc_subs_drop(sconn *c, sc_stream *st);
+/* subscribe.c: more is committed to st, or output drained: deliver. */
+void sc_subs_deliver(sconn *c, sc_stream *st);
+bool sc_publish_command(sconn *c, const sp_command *cmd);
+bool sc_subscribe_command(sconn *c, const sp_command *cmd);
 
 /* A command after Open other than Heartbeat and Close; false for one not
  * served here (the caller answers unknown frame). */

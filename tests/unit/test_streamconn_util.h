@@ -7,6 +7,7 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <unistd.h>
 
 #include "../../streamconn/streamconn.h"
 #include "../../streamproto/streamproto.h"
@@ -53,13 +54,14 @@ static void sc_send(transport *t, sp_buf *b, size_t start)
 static sp_slice sc_str(const char *s) { return (sp_slice){(const uint8_t *)s, (uint32_t)strlen(s)}; }
 
 /* The next frame from the server, copied (valid until the next call); the
- * loop runs until it is whole, a bounded number of turns. False when the
- * server closed the pipe instead. */
+ * loop runs until it is whole, a bounded number of turns (with a pause
+ * between them: a confirm waits for the journal's sync thread). False when
+ * the server closed the pipe instead. */
 static uint8_t sc_in_copy[1 << 20];
 static bool sc_recv(transport *t, sp_frame *f)
 {
     struct evbuffer *in = transport_input(t);
-    for (int turn = 0; turn < 200; turn++) {
+    for (int turn = 0; turn < 5000; turn++) {
         size_t len = evbuffer_get_length(in), used;
         sp_status st = len ? sp_frame_next(evbuffer_pullup(in, -1), len, 0, f, &used) : SP_NEED_MORE;
         if (st == SP_DONE) {
@@ -71,6 +73,8 @@ static bool sc_recv(transport *t, sp_frame *f)
         if (client_closed >= 0)
             return false;
         run_loop();
+        if (turn > 100)
+            usleep(1000);
     }
     fail_msg("no frame from the server");
     return false;

@@ -120,6 +120,9 @@ class Client:
 
     def expect(self, key, timeout=5.0):
         """The next frame of `key` (server pushes of other keys are kept in pushed)."""
+        for i, f in enumerate(self.pushed):
+            if f.key == key:
+                return self.pushed.pop(i)
         while True:
             f = self.recv(timeout)
             if f.key == key:
