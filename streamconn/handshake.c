@@ -12,7 +12,11 @@
 
 #define SLICE(s) ((sp_slice){(const uint8_t *)(s), (uint32_t)strlen(s)})
 
-/* Server properties, as the AMQP side names Warren (conn/handshake.c). */
+/* Server properties, as the AMQP side names Warren (conn/handshake.c),
+ * except the version: stream clients gate protocol features on it
+ * (rabbitmq-stream-js-client turns filtering and Publish v2 on from
+ * 3.13.0, by semver), so it names the RabbitMQ stream protocol level
+ * Warren speaks, then Warren's own. */
 static void peer_properties(sconn *c, const sp_command *cmd)
 {
     const sp_pair props[] = {
@@ -21,7 +25,7 @@ static void peer_properties(sconn *c, const sp_command *cmd)
         {SLICE("information"), SLICE("Warren AMQP 0-9-1 broker")},
         {SLICE("platform"), SLICE("C/libevent")},
         {SLICE("product"), SLICE("Warren")},
-        {SLICE("version"), SLICE("0.1.0")},
+        {SLICE("version"), SLICE("3.13.0-warren.0.1.0")},
     };
     sp_buf b = sc_out(c, 512);
     sp_encode_peer_properties_response(&b, cmd->correlation_id, SP_OK, props,
@@ -219,8 +223,8 @@ bool sc_handshake_command(sconn *c, const sp_command *cmd)
             return false;
         sasl_authenticate(c, cmd);
         return true;
-    case SP_TUNE:
-        if (c->state != SC_TUNING || !cmd->response)
+    case SP_TUNE: /* a response, or as some clients send it a request: both taken */
+        if (c->state != SC_TUNING)
             return false;
         tuned(c, cmd);
         return true;

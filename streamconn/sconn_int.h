@@ -86,6 +86,7 @@ struct sconn {
     uint64_t id, connected_at;
     uint64_t opened_ms, last_recv_ms, last_send_ms, deadline_ms;
     sc_stream *streams;
+    uint8_t deliver_version; /* 2 once ExchangeCommandVersions says the client takes it */
     bool deleting;        /* in its own Delete: the MetadataUpdate goes after the response */
     bool update_due;      /* ... and one is due */
     sc_publisher *pubs[SC_IDS];

@@ -296,8 +296,16 @@ static void stream_stats(sconn *c, const sp_command *cmd)
     sc_commit(c, &b);
 }
 
+/* A client that takes Deliver v2 (with the committed chunk id) gets it,
+ * as RabbitMQ 3.13 does; rabbitmq-stream-js-client applies a consumer's
+ * post-filter only to v2 deliveries. */
 static void exchange_versions(sconn *c, const sp_command *cmd)
 {
+    sp_list it = cmd->u.exchange_command_versions.commands;
+    sp_command_version cv;
+    while (sp_version_next(&it, &cv))
+        if (cv.key == SP_DELIVER && cv.min_version <= 2 && cv.max_version >= 2)
+            c->deliver_version = 2;
     size_t n;
     const sp_command_version *v = sp_server_versions(&n);
     sp_buf b = sc_out(c, 32 + 6 * n);

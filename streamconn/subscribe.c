@@ -56,7 +56,11 @@ static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
     uint64_t len = STREAM_CHUNK_HEADER_SIZE + (uint64_t)ch->data_len;
     size_t want = SP_DELIVER_HEADER_MAX + (size_t)len;
     sp_buf b = sc_out(c, want);
-    if (!b.p || !sp_encode_deliver_header(&b, 1, s->id, 0, len))
+    stream_info info;
+    if (c->deliver_version == 2)
+        stream_get_info(queue_stream_log(s->st->q), &info);
+    if (!b.p || !sp_encode_deliver_header(&b, c->deliver_version == 2 ? 2 : 1, s->id,
+                                          c->deliver_version == 2 ? info.committed_chunk_id : 0, len))
         return false;
     sp_put_raw(&b, ch->header, STREAM_CHUNK_HEADER_SIZE);
     for (size_t done = 0; done < ch->data_len;) {

@@ -361,6 +361,17 @@ class Subscriptions(StreamTest):
                                      props=[(b"filter.0", b"zz"), (b"match-unfiltered", b"true")]), s.OK)
         self.assertEqual(c.deliver()[1]["chunk_id"], 2)  # the unfiltered message is there
 
+    def test_deliver_v2_once_the_client_takes_it(self):
+        c = self.client()
+        name = self.stream(c)
+        self.chunks(c, name, 2)
+        code, _ = c.exchange_command_versions([(s.PUBLISH, 1, 2), (s.DELIVER, 1, 2)])
+        self.assertEqual(c.subscribe(1, name, s.OFFSET_FIRST, credit=1), s.OK)
+        f = c.expect(s.DELIVER)
+        self.assertEqual((f.version, f.u8(0)), (2, 1))
+        self.assertEqual(f.u64(1), 2)  # the committed chunk id, then the chunk
+        self.assertEqual(struct.unpack(">Q", f.body[9 + 24:9 + 32])[0], 0)
+
     def test_long_replay(self):
         c = self.client()
         name = self.stream(c)
