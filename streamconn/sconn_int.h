@@ -51,10 +51,27 @@ typedef struct sc_pending {
     uint8_t publisher;
 } sc_pending;
 
-typedef struct sc_sub sc_sub; /* subscribe.c */
+/* A subscription (subscribe.c), maybe in a single-active-consumer group
+ * (sac.c): the subscriptions of one stream with one name, on any
+ * connection; the oldest (lowest sac_seq) is the active one. */
+typedef struct sc_sub {
+    uint8_t id;
+    sc_stream *st;
+    stream_reader *r;
+    uint32_t credit;
+    uint64_t chunks, records; /* delivered */
+    bool sac;        /* single active consumer */
+    bool active;     /* sac: the group's active one */
+    bool awaiting;   /* sac: told it is active, its ConsumerUpdate response not in yet */
+    uint32_t update_correlation;
+    uint64_t sac_seq;
+    uint16_t name_len;
+    char name[256];  /* the "name" property: offset tracking and the sac group */
+} sc_sub;
 
 struct sconn_hub {
     server *srv;
+    uint64_t sac_seq; /* orders single-active-consumer subscriptions */
     sconn *conns; /* every socket, linked through next/prev */
     size_t count;
     int port;     /* the first listener's bound port */
@@ -86,6 +103,7 @@ struct sconn {
     uint64_t id, connected_at;
     uint64_t opened_ms, last_recv_ms, last_send_ms, deadline_ms;
     sc_stream *streams;
+    uint32_t correlation; /* of the requests the server sends (ConsumerUpdate) */
     uint8_t deliver_version; /* 2 once ExchangeCommandVersions says the client takes it */
     bool deleting;        /* in its own Delete: the MetadataUpdate goes after the response */
     bool update_due;      /* ... and one is due */
@@ -130,12 +148,27 @@ bool sc_allowed(sconn *c, access_kind kind, sp_slice name);
  * last, the watch. */
 sc_stream *sc_stream_use(sconn *c, queue *q, sp_slice name);
 void sc_stream_release(sc_stream *st);
-/* publish.c and subscribe.c: the stream was deleted -- drop what uses it
- * (no unwatching: the queue is gone). */
+/* publish.c and subscribe.c: drop what uses st, without releasing it
+ * (the caller does; or the queue is gone: `gone`, no unwatching and no
+ * single-active-consumer hand-over). */
 void sc_publishers_drop(sconn *c, sc_stream *st);
-void sc_subs_drop(sconn *c, sc_stream *st);
-/* subscribe.c: more is committed to st, or output drained: deliver. */
+void sc_subs_drop(sconn *c, sc_stream *st, bool gone);
+/* subscribe.c: more is committed to st (NULL: any), or output drained:
+ * deliver. sc_sub_deliver: one subscription. */
 void sc_subs_deliver(sconn *c, sc_stream *st);
+void sc_sub_deliver(sconn *c, sc_sub *s);
+/* subscribe.c: where an offset specification starts a reader. */
+stream_start sc_start_of(sp_offset_spec o);
+/* subscribe.c: positions s's reader at `start` (a new reader); false
+ * when it cannot be opened. */
+bool sc_sub_seek(sc_sub *s, const stream_start *start);
+/* sac.c: a new sac subscription joins its group (active if it is the
+ * first: told so with ConsumerUpdate); one leaving hands the group to the
+ * next (`promote`: not when the stream itself is gone). */
+void sc_sac_joined(sconn *c, sc_sub *s);
+void sc_sac_left(sconn *c, sc_sub *s, bool promote);
+/* The client's ConsumerUpdate response: where the active one starts. */
+void sc_sac_updated(sconn *c, const sp_command *cmd);
 bool sc_publish_command(sconn *c, const sp_command *cmd);
 bool sc_subscribe_command(sconn *c, const sp_command *cmd);
 

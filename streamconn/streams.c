@@ -69,7 +69,7 @@ static void on_deleted(stream_watch *w)
     else
         metadata_update(c, (sp_slice){(const uint8_t *)st->name, st->name_len});
     sc_publishers_drop(c, st);
-    sc_subs_drop(c, st);
+    sc_subs_drop(c, st, true);
     unlink_stream(st);
 }
 
@@ -110,7 +110,7 @@ void sc_forget_streams(sconn *c)
         sc_stream *st = c->streams;
         st->users = 1; /* whatever was left: the last release unwatches */
         sc_publishers_drop(c, st);
-        sc_subs_drop(c, st);
+        sc_subs_drop(c, st, false);
         sc_stream_release(st);
     }
 }

@@ -23,29 +23,25 @@
 /* Filter values a Subscribe may carry (each a "filter.<n>" property). */
 #define SUB_FILTER_MAX 32
 
-struct sc_sub {
-    uint8_t id;
-    sc_stream *st;
-    stream_reader *r;
-    uint32_t credit;
-    uint64_t chunks, records; /* delivered */
-};
-
-static void close_sub(sconn *c, uint8_t id, bool release)
+/* With `release`, its hold on the stream goes too; with `gone`, the
+ * stream itself is gone (its group with it). */
+static void close_sub(sconn *c, uint8_t id, bool release, bool gone)
 {
     sc_sub *s = c->subs[id];
     c->subs[id] = NULL;
+    if (s->sac)
+        sc_sac_left(c, s, !gone);
     stream_reader_close(s->r);
     if (release)
         sc_stream_release(s->st);
     free(s);
 }
 
-void sc_subs_drop(sconn *c, sc_stream *st)
+void sc_subs_drop(sconn *c, sc_stream *st, bool gone)
 {
     for (int i = 0; i < SC_IDS; i++)
         if (c->subs[i] && c->subs[i]->st == st)
-            close_sub(c, (uint8_t)i, false);
+            close_sub(c, (uint8_t)i, false, gone);
 }
 
 /* One chunk as a Deliver frame: header, stored chunk header, data read
@@ -83,6 +79,8 @@ static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
 
 static void deliver(sconn *c, sc_sub *s)
 {
+    if (s->sac && (!s->active || s->awaiting))
+        return;
     while (s->credit && !c->output_full && c->state == SC_OPEN) {
         stream_chunk ch;
         stream_status st = stream_reader_next(s->r, false, &ch);
@@ -101,6 +99,8 @@ static void deliver(sconn *c, sc_sub *s)
     }
 }
 
+void sc_sub_deliver(sconn *c, sc_sub *s) { deliver(c, s); }
+
 void sc_subs_deliver(sconn *c, sc_stream *st)
 {
     for (int i = 0; i < SC_IDS; i++)
@@ -108,9 +108,19 @@ void sc_subs_deliver(sconn *c, sc_stream *st)
             deliver(c, c->subs[i]);
 }
 
+bool sc_sub_seek(sc_sub *s, const stream_start *start)
+{
+    stream_reader *r;
+    if (stream_reader_open(queue_stream_log(s->st->q), start, NULL, &r) != STREAM_OK)
+        return false;
+    stream_reader_close(s->r);
+    s->r = r;
+    return true;
+}
+
 /* ---- Subscribe ----------------------------------------------------------- */
 
-static stream_start start_of(sp_offset_spec o)
+stream_start sc_start_of(sp_offset_spec o)
 {
     switch (o.type) {
     case SP_OFFSET_FIRST:
@@ -137,9 +147,10 @@ static bool equals(sp_slice s, const char *text)
     return s.len == strlen(text) && memcmp(s.ptr, text, s.len) == 0;
 }
 
-/* The properties Warren reads: filter.* values and match-unfiltered (3.13);
- * single-active-consumer is not served yet (precondition_failed). */
-static uint16_t read_properties(sp_list props, stream_part *values, stream_filter *f)
+/* The properties Warren reads: filter.* values and match-unfiltered
+ * (3.13), name and single-active-consumer (which needs a name: RabbitMQ's
+ * precondition_failed). */
+static uint16_t read_properties(sp_list props, stream_part *values, stream_filter *f, sc_sub *s)
 {
     sp_slice k, v;
     *f = (stream_filter){.values = values};
@@ -150,11 +161,18 @@ static uint16_t read_properties(sp_list props, stream_part *values, stream_filte
             values[f->count++] = (stream_part){v.ptr, v.len};
         } else if (equals(k, SP_PROP_MATCH_UNFILTERED)) {
             f->match_unfiltered = equals(v, "true");
-        } else if (equals(k, SP_PROP_SINGLE_ACTIVE_CONSUMER) && equals(v, "true")) {
-            return SP_PRECONDITION_FAILED;
+        } else if (equals(k, SP_PROP_SINGLE_ACTIVE_CONSUMER)) {
+            s->sac = equals(v, "true");
+        } else if (equals(k, SP_PROP_NAME)) {
+            if (v.len >= sizeof s->name)
+                return SP_PRECONDITION_FAILED;
+            memcpy(s->name, v.ptr, v.len);
+            s->name_len = (uint16_t)v.len;
+        } else if (equals(k, SP_PROP_SUPER_STREAM)) {
+            return SP_PRECONDITION_FAILED; /* super streams are not served */
         }
     }
-    return SP_OK;
+    return s->sac && !s->name_len ? SP_PRECONDITION_FAILED : SP_OK;
 }
 
 static uint16_t subscribe(sconn *c, const sp_command *cmd)
@@ -170,15 +188,18 @@ static uint16_t subscribe(sconn *c, const sp_command *cmd)
         return SP_SUBSCRIPTION_ID_ALREADY_EXISTS;
     stream_part values[SUB_FILTER_MAX];
     stream_filter filter;
-    uint16_t code = read_properties(cmd->u.subscribe.properties, values, &filter);
-    if (code != SP_OK)
-        return code;
     sc_sub *s = calloc(1, sizeof *s);
-    stream_start start = start_of(cmd->u.subscribe.offset);
-    if (!s || stream_reader_open(queue_stream_log(q), &start, filter.count ? &filter : NULL,
-                                 &s->r) != STREAM_OK) {
-        free(s);
+    if (!s)
         return SP_INTERNAL_ERROR;
+    uint16_t code = read_properties(cmd->u.subscribe.properties, values, &filter, s);
+    stream_start start = sc_start_of(cmd->u.subscribe.offset);
+    if (code == SP_OK &&
+        stream_reader_open(queue_stream_log(q), &start, filter.count ? &filter : NULL, &s->r) !=
+            STREAM_OK)
+        code = SP_INTERNAL_ERROR;
+    if (code != SP_OK) {
+        free(s);
+        return code;
     }
     if (!(s->st = sc_stream_use(c, q, name))) {
         stream_reader_close(s->r);
@@ -199,10 +220,18 @@ bool sc_subscribe_command(sconn *c, const sp_command *cmd)
     case SP_SUBSCRIBE: {
         code = subscribe(c, cmd);
         sc_response(c, SP_SUBSCRIBE, cmd->correlation_id, code);
-        if (code == SP_OK) /* after the response */
-            deliver(c, c->subs[cmd->u.subscribe.subscription_id]);
+        sc_sub *s = code == SP_OK ? c->subs[cmd->u.subscribe.subscription_id] : NULL;
+        if (s && s->sac) /* after the response, as RabbitMQ's coordinator */
+            sc_sac_joined(c, s);
+        if (s)
+            deliver(c, s);
         return true;
     }
+    case SP_CONSUMER_UPDATE:
+        if (!cmd->response)
+            return false;
+        sc_sac_updated(c, cmd);
+        return true;
     case SP_CREDIT:
         id = cmd->u.credit.subscription_id;
         if (!c->subs[id]) { /* the only Credit response: an error */
@@ -218,7 +247,7 @@ bool sc_subscribe_command(sconn *c, const sp_command *cmd)
         id = cmd->u.unsubscribe.subscription_id;
         code = c->subs[id] ? SP_OK : SP_SUBSCRIPTION_ID_DOES_NOT_EXIST;
         if (code == SP_OK)
-            close_sub(c, id, true);
+            close_sub(c, id, true, false);
         sc_response(c, SP_UNSUBSCRIBE, cmd->correlation_id, code);
         return true;
     default:

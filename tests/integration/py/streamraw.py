@@ -309,6 +309,17 @@ class Client:
         chunk['messages'] = msgs
         return sid, chunk
 
+    def consumer_update(self, timeout=5.0):
+        """The server's ConsumerUpdate: (correlation id, subscription id, active)."""
+        f = self.expect(CONSUMER_UPDATE, timeout)
+        return f.u32(0), f.u8(4), f.u8(5)
+
+    def consumer_update_response(self, correlation, offset_type=OFFSET_NEXT, offset=0):
+        spec = struct.pack('>H', offset_type)
+        if offset_type in (OFFSET_OFFSET, OFFSET_TIMESTAMP):
+            spec += struct.pack('>Q', offset)
+        self.send(frame(CONSUMER_UPDATE | RESPONSE, struct.pack('>IH', correlation, OK) + spec))
+
     def exchange_command_versions(self, versions=((PUBLISH, 1, 2),)):
         body = struct.pack('>I', len(versions)) + b''.join(struct.pack('>HHH', *v) for v in versions)
         f = self.request(EXCHANGE_COMMAND_VERSIONS, body)

@@ -289,9 +289,11 @@ class Subscriptions(StreamTest):
         self.assertEqual(c.unsubscribe(9), s.SUBSCRIPTION_ID_DOES_NOT_EXIST)
         self.assertEqual(c.unsubscribe(1), s.OK)
         self.assertEqual(c.unsubscribe(1), s.SUBSCRIPTION_ID_DOES_NOT_EXIST)
-        # single active consumer is not served yet
-        self.assertEqual(c.subscribe(3, name, props=[(b"single-active-consumer", b"true"),
-                                                     (b"name", b"g")]), s.PRECONDITION_FAILED)
+        # single active consumer needs a name; super streams are not served
+        self.assertEqual(c.subscribe(3, name, props=[(b"single-active-consumer", b"true")]),
+                         s.PRECONDITION_FAILED)
+        self.assertEqual(c.subscribe(3, name, props=[(b"super-stream", b"x")]),
+                         s.PRECONDITION_FAILED)
 
     def test_deleted_stream(self):
         c = self.client()
@@ -371,6 +373,38 @@ class Subscriptions(StreamTest):
         self.assertEqual((f.version, f.u8(0)), (2, 1))
         self.assertEqual(f.u64(1), 2)  # the committed chunk id, then the chunk
         self.assertEqual(struct.unpack(">Q", f.body[9 + 24:9 + 32])[0], 0)
+
+    def test_single_active_consumer(self):
+        c = self.client()
+        name = self.stream(c)
+        self.chunks(c, name, 3)  # chunks at 0, 2, 4
+        sac = [(b"single-active-consumer", b"true"), (b"name", b"group")]
+        a, b, d = self.client(), self.client(), self.client()
+        self.assertEqual(a.subscribe(1, name, s.OFFSET_FIRST, credit=10, props=sac), s.OK)
+        corr, sid, active = a.consumer_update()
+        self.assertEqual((sid, active), (1, 1))
+        with self.assertRaises(TimeoutError):  # nothing before the answer
+            a.deliver(timeout=0.3)
+        a.consumer_update_response(corr, s.OFFSET_OFFSET, 2)
+        self.assertEqual(a.deliver()[1]["chunk_id"], 2)
+        self.assertEqual(b.subscribe(5, name, s.OFFSET_FIRST, credit=10, props=sac), s.OK)
+        self.assertEqual(d.subscribe(6, name, s.OFFSET_FIRST, credit=10, props=sac), s.OK)
+        with self.assertRaises(TimeoutError):  # inactive: no update, no deliveries
+            b.recv(timeout=0.3)
+        self.assertEqual(a.unsubscribe(1), s.OK)
+        corr, sid, active = b.consumer_update()  # the oldest waiting one
+        self.assertEqual((sid, active), (5, 1))
+        b.consumer_update_response(corr, s.OFFSET_LAST)
+        self.assertEqual(b.deliver()[1]["chunk_id"], 4)
+        b.close_socket()  # its connection goes: the next one takes over
+        corr, sid, active = d.consumer_update()
+        self.assertEqual((sid, active), (6, 1))
+        d.consumer_update_response(corr, s.OFFSET_FIRST)
+        self.assertEqual(d.deliver()[1]["chunk_id"], 0)
+        # another name is another group
+        self.assertEqual(a.subscribe(2, name, props=[(b"single-active-consumer", b"true"),
+                                                     (b"name", b"other")]), s.OK)
+        self.assertEqual(a.consumer_update()[1:], (2, 1))
 
     def test_long_replay(self):
         c = self.client()

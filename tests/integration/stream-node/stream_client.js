@@ -105,9 +105,34 @@ async function filtering(client) {
   await client.deleteStream({ stream })
 }
 
+async function singleActive(client) {
+  const stream = `${prefix}-sac`
+  await client.createStream({ stream })
+  const publisher = await client.declarePublisher({ stream })
+  const got = { first: [], second: [] }
+  const options = () => ({
+    stream, offset: rabbit.Offset.first(), singleActive: true, consumerRef: "sac-group",
+    consumerUpdateListener: async () => rabbit.Offset.first(),
+  })
+  const first = await client.declareConsumer(options(), (m) => got.first.push(m.content.toString()))
+  const second = await client.declareConsumer(options(), (m) => got.second.push(m.content.toString()))
+  await publisher.send(Buffer.from("one"))
+  await publisher.flush()
+  await waitFor(() => got.first.length === 1)
+  await new Promise((r) => setTimeout(r, 300))
+  const before = got.second.length
+  await client.closeConsumer(first.extendedId) // unsubscribes (close() alone does not)
+  await waitFor(() => got.second.length === 1) // the second takes over, from the first offset
+  await client.closeConsumer(second.extendedId)
+  await publisher.close()
+  report("single_active_consumer", before === 0 && got.second[0] === "one",
+    `first ${got.first}, second ${got.second}`)
+  await client.deleteStream({ stream })
+}
+
 async function main() {
   const client = await rabbit.connect(params)
-  for (const scenario of [publishAndConsume, deduplication, offsets, filtering]) {
+  for (const scenario of [publishAndConsume, deduplication, offsets, filtering, singleActive]) {
     try {
       await scenario(client)
     } catch (e) {
