@@ -9,6 +9,7 @@
 #define WARREN_ADMIN_H
 
 #include "../conn/conn.h"
+#include "../streamconn/streamconn.h"
 
 /* ---- vhosts (vhosts.c) --------------------------------------------------- */
 

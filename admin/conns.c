@@ -32,6 +32,8 @@ void admin_close_user_connections(void *server_ptr, const char *user, const char
 {
     user_close u = {user, text};
     admin_foreach_conn(server_ptr, NULL, close_if_user, &u);
+    if (server_stream_hub(server_ptr))
+        sconn_hub_close_matching(server_stream_hub(server_ptr), NULL, user, text);
 }
 
 conn *admin_conn_find(server *s, uint64_t id)

@@ -75,6 +75,8 @@ bool admin_delete_vhost(server *s, const char *name, char *err, size_t errlen)
     char text[400];
     snprintf(text, sizeof text, "CONNECTION_FORCED - vhost '%s' is deleted", name);
     admin_foreach_conn(s, v, close_for_vhost, text);
+    if (server_stream_hub(s))
+        sconn_hub_close_matching(server_stream_hub(s), v, NULL, text);
     meta *m = server_meta(s);
     bool grouped = !meta_grouped(m) && meta_begin(m); /* or join the caller's */
     vhost_foreach_queue(v, delete_queue_cb, NULL);

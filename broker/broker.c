@@ -66,13 +66,14 @@
 struct broker {
     server *s;
     loop *loop; /* the one loop: it accepts and runs everything */
-    struct evconnlistener *listeners[2 * CONFIG_MAX_LISTENERS]; /* TCP, then TLS */
+    struct evconnlistener *listeners[3 * CONFIG_MAX_LISTENERS]; /* TCP, TLS, stream */
     size_t nlisteners;
     tls_context *amqp_tls; /* new AMQPS handshakes' context; NULL: no AMQPS */
     struct event *sighup;
     struct event *sigterm, *sigint, *tick, *shutdown_timer, *stats_timer;
     struct event *accept_timer; /* re-enables the listener after a failed accept */
     bool accept_paused;
+    bool stream_port_set; /* the first stream listener told the hub its port */
     bool shutting_down;
     uint64_t accept_errors_logged; /* server_accept_errors when the last one was logged */
     uint64_t accept_logged_ms;     /* when that was (0: never) */
@@ -83,6 +84,7 @@ struct broker {
     meta *meta;
     journal *journal;
     spill *spill; /* the loop's (freed after its queues) */
+    sconn_hub *streams; /* the stream protocol's connections */
 };
 
 static void accept_resume(broker *b);
@@ -95,6 +97,8 @@ static void journal_synced_cb(void *ctx, journal_seq synced)
 {
     queue_streams_synced(ctx, synced); /* chunks visible before their confirms go */
     admin_foreach_conn(ctx, NULL, synced_conn, NULL);
+    if (server_stream_hub(ctx))
+        sconn_hub_journal_synced(server_stream_hub(ctx));
 }
 
 static void store_log(const char *who, int level, const char *text)
@@ -178,7 +182,9 @@ static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
     snprintf(out, outlen, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
-static void accept_on(broker *b, evutil_socket_t fd, struct sockaddr *sa, bool tls)
+enum listener_kind { L_AMQP, L_AMQPS, L_STREAM };
+
+static void accept_on(broker *b, evutil_socket_t fd, struct sockaddr *sa, enum listener_kind kind)
 {
     if (b->shutting_down) {
         evutil_closesocket(fd);
@@ -189,7 +195,11 @@ static void accept_on(broker *b, evutil_socket_t fd, struct sockaddr *sa, bool t
     char peer[64];
     format_addr(sa, peer, sizeof peer);
     loop_touch_clock(b->loop);
-    if (!tls) {
+    if (kind == L_STREAM) {
+        sconn_accept(b->streams, b->loop, fd, peer);
+        return;
+    }
+    if (kind == L_AMQP) {
         conn_accept(b->s, b->loop, fd, peer);
         return;
     }
@@ -204,14 +214,21 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                       int salen, void *arg)
 {
     (void)l, (void)salen;
-    accept_on(arg, fd, sa, false);
+    accept_on(arg, fd, sa, L_AMQP);
 }
 
 static void accept_tls_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                           int salen, void *arg)
 {
     (void)l, (void)salen;
-    accept_on(arg, fd, sa, true);
+    accept_on(arg, fd, sa, L_AMQPS);
+}
+
+static void accept_stream_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                             int salen, void *arg)
+{
+    (void)l, (void)salen;
+    accept_on(arg, fd, sa, L_STREAM);
 }
 
 static void accept_resume(broker *b)
@@ -269,6 +286,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     /* conn_tick frees nothing synchronously (frees are deferred), so the
      * arrays are stable during the walk. */
     admin_foreach_conn(b->s, NULL, tick_conn, &now);
+    sconn_hub_tick(b->streams, now);
     admin_check_memory(b->s);
     if (now >= b->disk_check_due)
         b->disk_check_due = now + admin_check_disk(b->s);
@@ -306,7 +324,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     b->shutting_down = true;
     close_listeners(b);
     admin_foreach_conn(b->s, NULL, close_for_shutdown, NULL);
-    if (server_socket_count(b->s) == 0) {
+    sconn_hub_close_all(b->streams, "broker shutdown");
+    if (server_socket_count(b->s) + sconn_hub_count(b->streams) == 0) {
         event_base_loopexit(loop_base(b->loop), NULL);
         return;
     }
@@ -372,15 +391,17 @@ static evutil_socket_t open_listener(const char *host, int port, bool v6only)
     return fd;
 }
 
-/* Binds one AMQP listener ("" = every interface) and logs where. */
-static bool listen_one(broker *b, const char *host, int port, bool tls)
+/* Binds one listener ("" = every interface) and logs where. */
+static bool listen_one(broker *b, const char *host, int port, enum listener_kind kind)
 {
+    static evconnlistener_cb const accepts[] = {accept_cb, accept_tls_cb, accept_stream_cb};
+    static const char *const what[] = {"AMQP", "AMQP over TLS", "stream protocol"};
     evutil_socket_t fd = *host ? open_listener(host, port, true) : open_listener("::", port, false);
     if (fd < 0 && !*host && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
         fd = open_listener("0.0.0.0", port, false); /* no IPv6 here */
     struct evconnlistener *l =
         fd < 0 ? NULL
-               : evconnlistener_new(loop_base(b->loop), tls ? accept_tls_cb : accept_cb, b,
+               : evconnlistener_new(loop_base(b->loop), accepts[kind], b,
                                     LEV_OPT_CLOSE_ON_FREE, 1024, fd);
     if (!l) {
         const char *shown = *host ? host : "::";
@@ -398,9 +419,15 @@ static bool listen_one(broker *b, const char *host, int port, bool tls)
     getsockname(fd, (struct sockaddr *)&ss, &len);
     b->listeners[b->nlisteners++] = l;
     int bound = server_sockaddr_host((struct sockaddr *)&ss, ip);
-    (tls ? server_add_tls_listener : server_add_listener)(b->s, ip, bound);
+    if (kind == L_STREAM) {
+        if (!b->stream_port_set)
+            sconn_hub_set_port(b->streams, bound);
+        b->stream_port_set = true;
+    } else {
+        (kind == L_AMQPS ? server_add_tls_listener : server_add_listener)(b->s, ip, bound);
+    }
     format_addr((struct sockaddr *)&ss, addr, sizeof addr);
-    log_msg(LOG_INFO, "AMQP %slistening on %s", tls ? "over TLS " : "", addr);
+    log_msg(LOG_INFO, "%s listening on %s", what[kind], addr);
     return true;
 }
 
@@ -435,7 +462,23 @@ static bool listen_tls(broker *b)
     }
     server_add_reloader(b->s, reload_amqp_tls, b);
     for (unsigned i = 0; i < c->amqps.n; i++)
-        if (!listen_one(b, c->amqps.extra[i].host, c->amqps.extra[i].port, true))
+        if (!listen_one(b, c->amqps.extra[i].host, c->amqps.extra[i].port, L_AMQPS))
+            return false;
+    return true;
+}
+
+/* The stream listeners, bound before the AMQP ones so that the log names
+ * them before "AMQP listening" (what test harnesses wait for). */
+static bool listen_stream(broker *b)
+{
+    const config *c = server_config(b->s);
+    if (c->stream_listeners_none || !c->stream_listeners.n) {
+        log_msg(LOG_INFO, "no stream protocol listener (stream.listeners.tcp = none)");
+        return true;
+    }
+    for (unsigned i = 0; i < c->stream_listeners.n; i++)
+        if (!listen_one(b, c->stream_listeners.extra[i].host, c->stream_listeners.extra[i].port,
+                        L_STREAM))
             return false;
     return true;
 }
@@ -444,14 +487,16 @@ static bool listen_tls(broker *b)
 static bool listen_on(broker *b)
 {
     const config *c = server_config(b->s);
+    if (!listen_stream(b))
+        return false;
     if (c->listeners_none) {
         log_msg(LOG_INFO, "no AMQP listener (listeners.tcp = none)");
         return listen_tls(b);
     }
-    if (!listen_one(b, c->listen_host, c->listen_port, false))
+    if (!listen_one(b, c->listen_host, c->listen_port, L_AMQP))
         return false;
     for (unsigned i = 0; i < c->amqp_more.n; i++)
-        if (!listen_one(b, c->amqp_more.extra[i].host, c->amqp_more.extra[i].port, false))
+        if (!listen_one(b, c->amqp_more.extra[i].host, c->amqp_more.extra[i].port, L_AMQP))
             return false;
     return listen_tls(b);
 }
@@ -506,10 +551,11 @@ broker *broker_new(const config *cfg)
     if (!(b->accept_timer = evtimer_new(base, accept_resume_cb, b)) ||
         !(b->access = access_new(s, admin_close_user_connections, s)) ||
         !(b->brake = login_brake_new(cfg, server_random(s))) ||
-        !(b->params = param_set_new(s, NULL))) {
+        !(b->params = param_set_new(s, NULL)) || !(b->streams = sconn_hub_new(s))) {
         broker_free(b);
         return NULL;
     }
+    server_set_stream_hub(s, b->streams);
     server_set_access(s, b->access);
     server_set_login_brake(s, b->brake);
     server_set_params(s, b->params);
@@ -593,6 +639,8 @@ void broker_free(broker *b)
     close_listeners(b);
     while (loop_socket_count(b->loop))
         conn_free_now(loop_conn_at(b->loop, loop_socket_count(b->loop) - 1));
+    sconn_hub_free(b->streams); /* its readers go before the queues' logs */
+    server_set_stream_hub(s, NULL);
     server_foreach_vhost(s, free_vhost, NULL);
     access_free(b->access);
     login_brake_free(b->brake);

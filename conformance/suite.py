@@ -145,6 +145,7 @@ class Warren:
 
     def _argv(self, port):
         argv = [self.binary, "--set", "listeners.tcp.default=127.0.0.1:%d" % port,
+                "--set", "stream.listeners.tcp.default=127.0.0.1:0",
                 "--set", "data_dir=%s" % self.tmpdir]
         for k in self.http_wanted:
             # a restart keeps the ports the first start was given

@@ -795,45 +795,14 @@ static const transport_handlers handlers = {on_read, on_drained, on_closed};
  * block; ids number connections. False when out of memory. */
 static bool name_connection(server *s, conn *c, transport *t, const char *peer)
 {
-    struct sockaddr_storage ss;
-    char host[SERVER_HOST_LEN] = "?";
-    if (transport_address(t, true, &ss))
-        c->port = server_sockaddr_host((struct sockaddr *)&ss, host);
-    /* peer is "host:port", an IPv6 host in brackets as RabbitMQ's names
-     * have them ("[::1]:40628 -> [::1]:5672"); peer_host and host go
-     * without them */
-    const char *colon = strrchr(peer, ':');
-    int bracket = peer[0] == '[';
-    int peer_host_len = colon ? (int)(colon - peer) - 2 * bracket : 0;
-    c->peer_port = colon ? atoi(colon + 1) : 0;
-    /* peer, peer_host, host and name, each NUL-terminated */
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, strchr(host, ':') ? "%.100s%c%.*s%c%s%c%.100s -> [%s]:%d"
-                                                         : "%.100s%c%.*s%c%s%c%.100s -> %s:%d",
-                     peer, 0, peer_host_len > 0 ? peer_host_len : 0, peer + bracket, 0, host, 0,
-                     peer, host, c->port);
-    if (n < 0 || (size_t)n >= sizeof buf || !(c->names = malloc((size_t)n + 1)))
+    server_conn_name n;
+    if (!(c->names = server_conn_names(t, peer, &n)))
         return false;
-    memcpy(c->names, buf, (size_t)n + 1);
-    c->peer = c->names;
-    c->peer_host = c->peer + strlen(c->peer) + 1;
-    c->host = c->peer_host + strlen(c->peer_host) + 1;
-    c->name = c->host + strlen(c->host) + 1;
+    c->peer = n.peer, c->peer_host = n.peer_host, c->host = n.host, c->name = n.name;
+    c->peer_port = n.peer_port, c->port = n.port;
     c->id = server_new_conn_id(s);
     c->connected_at = wall_clock_ms();
     return true;
-}
-
-static bool is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) ||
-               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return false;
 }
 
 /* AMQP sockets open now, on every loop. */
@@ -881,7 +850,7 @@ void conn_attach(server *s, loop *l, transport *t, const char *peer)
     c->loop = l;
     c->t = t;
     c->state = S_HEADER;
-    c->loopback = is_loopback((struct sockaddr *)&sa);
+    c->loopback = server_sockaddr_loopback((struct sockaddr *)&sa);
     login_brake_key((struct sockaddr *)&sa, c->brake_key);
     c->mechanism = "";
     /* until tune-ok, RabbitMQ's initial_frame_max: a client that has not

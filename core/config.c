@@ -530,6 +530,7 @@ void config_defaults(config *c)
     c->login_brake_max_held = 1000;
     config_tls_defaults(c);
     config_alarm_defaults(c);
+    config_stream_defaults(c);
 }
 
 static void describe_listener(const char *prefix, const config_listener *l,
@@ -632,6 +633,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
        c->consumer_timeout_close_channel ? "close_channel" : "cancel_consumer");
     config_describe_tls(c, fn, arg);
     config_describe_alarms(c, fn, arg);
+    config_describe_stream(c, fn, arg);
 }
 
 /* The rest of `key` after `prefix`, or NULL when it does not start so. */
@@ -647,7 +649,7 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
     char why[300];
     const char *name;
     bool ok = false;
-    int alarm_key;
+    int alarm_key, stream_key;
     if ((name = after_prefix(key, "loopback_users.")))
         ok = set_loopback_user(c, name, value, why, sizeof why);
     else if ((name = after_prefix(key, "listeners.tcp.")))
@@ -658,6 +660,8 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
         ok = set_more_listener(&c->prometheus_more, name, value, why, sizeof why);
     else if ((alarm_key = config_set_alarm_key(c, key, value, why, sizeof why)) >= 0)
         name = key, ok = alarm_key;
+    else if ((stream_key = config_set_stream_key(c, key, value, why, sizeof why)) >= 0)
+        name = key, ok = stream_key;
     int tls = name ? -1 : config_set_tls(c, key, value, why, sizeof why);
     if (name || tls >= 0) {
         ok = name ? ok : tls == 1;

@@ -32,4 +32,10 @@ int config_set_alarm_key(config *c, const char *key, const char *value, char *wh
 void config_describe_alarms(const config *c,
                             void (*fn)(void *arg, const char *key, const char *value), void *arg);
 
+/* The stream protocol's keys (core/config_stream.c), the same way. */
+void config_stream_defaults(config *c);
+int config_set_stream_key(config *c, const char *key, const char *value, char *why, size_t whylen);
+void config_describe_stream(const config *c,
+                            void (*fn)(void *arg, const char *key, const char *value), void *arg);
+
 #endif

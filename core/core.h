@@ -190,6 +190,20 @@ typedef struct config {
     uint64_t disk_free_limit;
     double disk_free_limit_relative;
     uint32_t disk_check_max_interval_ms;
+    /* The stream protocol (streamconn/; core/config_stream.c), RabbitMQ's
+     * stream plugin's keys: its listeners, stream.listeners.tcp.<name> =
+     * [host:]port, all in stream_listeners (the default: "default" on
+     * every interface, 5552; the first key replaces it; = none: none);
+     * what Metadata and Open name as this node (stream.advertised_host,
+     * "" = the node's host name; stream.advertised_port, 0 = the first
+     * listener's bound port); what Tune offers (stream.frame_max, 8192..1
+     * GiB, and stream.heartbeat, seconds, 0 = none). */
+    config_listeners stream_listeners;
+    bool stream_listeners_explicit, stream_listeners_none;
+    char stream_advertised_host[256];
+    int stream_advertised_port;
+    uint32_t stream_frame_max;
+    uint32_t stream_heartbeat;
 } config;
 
 /* Sets RabbitMQ's defaults. */
@@ -314,6 +328,7 @@ typedef struct policy_set policy_set;
 typedef struct policy_applied policy_applied;
 typedef struct param_set param_set;
 typedef struct login_brake login_brake; /* access/brake.c */
+typedef struct sconn_hub sconn_hub;     /* stream-protocol connections (streamconn/) */
 
 
 /* ---- queue types and dead-letter reasons (counted by server_counts) ---- */
@@ -514,6 +529,11 @@ void server_set_journal(server *s, journal *j);
 void server_set_access(server *s, access_control *a);
 void server_set_login_brake(server *s, login_brake *b);
 void server_set_params(server *s, param_set *p);
+/* The stream protocol's connections (streamconn/; NULL: none), for the
+ * modules above it that reach every connection (vhost deletion, users,
+ * the management API). */
+void server_set_stream_hub(server *s, sconn_hub *h);
+sconn_hub *server_stream_hub(server *s);
 /* Where queue/ keeps its stream queues' registry (what their commits
  * share with the journal); NULL until the first stream. */
 struct stream_registry **server_streams(server *s);
@@ -634,6 +654,18 @@ int server_amqps_listener(const server *s, size_t i, const char **ip);
  * IPv6 address as the IPv4 one, as RabbitMQ shows peers of a dual-stack
  * listener); returns its port. */
 int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN]);
+/* Whether sa is 127.0.0.0/8 or ::1 (an IPv4-mapped one too). */
+bool server_sockaddr_loopback(const struct sockaddr *sa);
+/* A client connection's names as RabbitMQ gives them: peer "host:port"
+ * (as accepted), its host and port, ours, and the connection's name
+ * "peer -> local". */
+typedef struct server_conn_name {
+    const char *peer, *peer_host, *host, *name;
+    int peer_port, port;
+} server_conn_name;
+/* Fills `out` for a connection over t from `peer`; the strings live in
+ * the returned block (the caller frees it). NULL when out of memory. */
+char *server_conn_names(const transport *t, const char *peer, server_conn_name *out);
 
 /* The effective configuration as rabbitmq.conf keys and values (no
  * passwords), for GET /api/environment. */

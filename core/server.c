@@ -37,6 +37,7 @@ struct server {
     access_control *access;
     login_brake *brake;
     param_set *params; /* global runtime parameters */
+    sconn_hub *stream_hub; /* the stream protocol's connections (streamconn/) */
     vhost_entry *vhosts;
     size_t nvhosts, vhosts_cap;
     size_t next_hint;        /* where server_vhost_next returned its last vhost */
@@ -123,6 +124,8 @@ void server_set_journal(server *s, journal *j) { s->journal = j; }
 void server_set_access(server *s, access_control *a) { s->access = a; }
 void server_set_login_brake(server *s, login_brake *b) { s->brake = b; }
 void server_set_params(server *s, param_set *p) { s->params = p; }
+void server_set_stream_hub(server *s, sconn_hub *h) { s->stream_hub = h; }
+sconn_hub *server_stream_hub(server *s) { return s->stream_hub; }
 meta *server_meta(server *s) { return s->meta; }
 struct stream_registry **server_streams(server *s) { return &s->streams; }
 journal *server_journal(server *s) { return s->journal; }
@@ -411,6 +414,45 @@ int server_sockaddr_host(const struct sockaddr *sa, char host[SERVER_HOST_LEN])
         return ntohs(in6->sin6_port);
     }
     return 0;
+}
+
+bool server_sockaddr_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* peer is "host:port", an IPv6 host in brackets as RabbitMQ's names have
+ * them ("[::1]:40628 -> [::1]:5672"); peer_host and host go without. */
+char *server_conn_names(const transport *t, const char *peer, server_conn_name *out)
+{
+    struct sockaddr_storage ss;
+    char host[SERVER_HOST_LEN] = "?", buf[512];
+    out->port = transport_address(t, true, &ss) ? server_sockaddr_host((struct sockaddr *)&ss, host)
+                                                : 0;
+    const char *colon = strrchr(peer, ':');
+    int bracket = peer[0] == '[';
+    int peer_host_len = colon ? (int)(colon - peer) - 2 * bracket : 0;
+    out->peer_port = colon ? atoi(colon + 1) : 0;
+    /* peer, peer_host, host and name, each NUL-terminated */
+    int n = snprintf(buf, sizeof buf, strchr(host, ':') ? "%.100s%c%.*s%c%s%c%.100s -> [%s]:%d"
+                                                         : "%.100s%c%.*s%c%s%c%.100s -> %s:%d",
+                     peer, 0, peer_host_len > 0 ? peer_host_len : 0, peer + bracket, 0, host, 0,
+                     peer, host, out->port);
+    char *names = n < 0 || (size_t)n >= sizeof buf ? NULL : malloc((size_t)n + 1);
+    if (!names)
+        return NULL;
+    memcpy(names, buf, (size_t)n + 1);
+    out->peer = names;
+    out->peer_host = out->peer + strlen(out->peer) + 1;
+    out->host = out->peer_host + strlen(out->peer_host) + 1;
+    out->name = out->host + strlen(out->host) + 1;
+    return names;
 }
 
 void server_add_reloader(server *s, server_reloader fn, void *arg)

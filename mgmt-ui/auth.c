@@ -49,18 +49,6 @@ static int base64_decode(const char *in, uint8_t *out, size_t cap)
     return (int)n;
 }
 
-static bool peer_is_loopback(http_req *req)
-{
-    const struct sockaddr *sa = http_req_peer(req);
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return false;
-}
-
 /* The broker's tag bits as this module's. */
 static unsigned tags_of(unsigned access_tags)
 {
@@ -89,7 +77,7 @@ bool mgmt_authenticate(mgmt_req *r, bool *had_credentials)
         return false;
     amqp_bytes user = {raw, (uint32_t)(colon - raw)};
     amqp_bytes pass = {colon + 1, (uint32_t)(n - (colon + 1 - raw))};
-    bool local = r->control || peer_is_loopback(r->req);
+    bool local = r->control || server_sockaddr_loopback(http_req_peer(r->req));
     char why[256];
     const access_user *u = access_login(server_access(r->s), user, pass, local, why, sizeof why);
     if (!u) {

@@ -59,7 +59,7 @@ start_warren() {
     bin=$(find_warren_bin) || { log "no Warren binary (build it or set WARREN_BIN)"; return 1; }
     data=$(mktemp -d "$work/warren-data.XXXXXX")
     logf="$work/warren-$1.log"
-    "$bin" --set listeners.tcp.default=127.0.0.1:0 --set "data_dir=$data" 2>"$logf" &
+    "$bin" --set listeners.tcp.default=127.0.0.1:0 --set stream.listeners.tcp.default=127.0.0.1:0 --set "data_dir=$data" 2>"$logf" &
     warren_pid=$!
     for i in $(seq 1 100); do
         port=$(grep -o 'AMQP listening on 127\.0\.0\.1:[0-9]*' "$logf" 2>/dev/null | head -1 | sed 's/.*://')

@@ -50,7 +50,7 @@ wait_log() {
 BASE=${CONSOLE_URL:-}
 AMQP_PORT=${CONSOLE_AMQP_PORT:-5672}
 if [ -z "$BASE" ]; then
-    "$WARREN_BIN" --config etc/warren.conf --set listeners.tcp.default=127.0.0.1:0 \
+    "$WARREN_BIN" --config etc/warren.conf --set listeners.tcp.default=127.0.0.1:0 --set stream.listeners.tcp.default=127.0.0.1:0 \
         --set management.tcp.port=0 --set management.tcp.ip=127.0.0.1 \
         --set data_dir="$TMP/data" > "$TMP/warren.log" 2>&1 &
     PIDS+=($!)

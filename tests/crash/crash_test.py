@@ -102,7 +102,7 @@ MGMT_RE = re.compile(r"management listening on 127\.0\.0\.1:(\d+)")
 def start(data_dir, settings=()):
     """Warren on ephemeral AMQP and management ports: (proc, port,
     management port, log lines up to the management line)."""
-    argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + data_dir,
+    argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "stream.listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + data_dir,
             "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
             "--set", "prometheus.tcp.port=0", "--set", "prometheus.tcp.ip=127.0.0.1"]
     for s in settings:

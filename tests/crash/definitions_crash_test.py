@@ -76,7 +76,7 @@ def document(nqueues):
 
 class Warren:
     def __init__(self, data_dir):
-        argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + data_dir,
+        argv = [WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "stream.listeners.tcp.default=127.0.0.1:0", "--set", "data_dir=" + data_dir,
                 "--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)

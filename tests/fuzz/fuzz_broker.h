@@ -32,6 +32,7 @@ static inline server *fuzz_broker_start(void (*adjust)(config *c))
     config c;
     config_defaults(&c);
     c.listeners_none = true;
+    c.stream_listeners_none = true;
     c.loopback_none = true;
     c.login_brake_failures = 0;
     c.login_brake_max_held = 0;

@@ -90,6 +90,7 @@ typedef struct itest_broker {
     char root[256];       /* temp dir: data/ and warren.log */
     char host[64];
     int port;
+    int stream_port;      /* its stream protocol listener (a free port too) */
 } itest_broker;
 
 static itest_broker itest_shared;
@@ -120,7 +121,8 @@ HARNESS_FN void itest_repo_path(char *out, size_t cap, const char *rel)
         snprintf(out, cap, "%s", rel);
 }
 
-/* Scans the log for "AMQP listening on <ip>:<port>". 1 when found. */
+/* Scans the log for "AMQP listening on <ip>:<port>" (and the stream
+ * listener, logged before it). 1 when found. */
 HARNESS_FN int itest_scan_log(itest_broker *b, const char *log_path)
 {
     char buf[65536];
@@ -142,6 +144,11 @@ HARNESS_FN int itest_scan_log(itest_broker *b, const char *log_path)
         found = 1;
     }
     regfree(&re);
+    if (found && regcomp(&re, "stream protocol listening on [0-9.]+:([0-9]+)", REG_EXTENDED) == 0) {
+        if (regexec(&re, buf, 2, m, 0) == 0)
+            b->stream_port = atoi(buf + m[1].rm_so);
+        regfree(&re);
+    }
     return found;
 }
 
@@ -177,6 +184,7 @@ HARNESS_FN int itest_broker_start(itest_broker *b, const char *const *extra_sets
         return 0;
     }
     char bin[1024], data[300], log_path[300], listen_set[] = "listeners.tcp.default=127.0.0.1:0";
+    char stream_set[] = "stream.listeners.tcp.default=127.0.0.1:0";
     char data_set[320];
     const char *env_bin = getenv("WARREN_BIN");
     if (env_bin != NULL && *env_bin != '\0')
@@ -200,6 +208,8 @@ HARNESS_FN int itest_broker_start(itest_broker *b, const char *const *extra_sets
     argv[argc++] = bin;
     argv[argc++] = "--set";
     argv[argc++] = listen_set;
+    argv[argc++] = "--set";
+    argv[argc++] = stream_set;
     argv[argc++] = "--set";
     argv[argc++] = data_set;
     for (int i = 0; extra_sets != NULL && extra_sets[i] != NULL && argc < 60; i++) {

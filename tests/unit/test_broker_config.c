@@ -282,7 +282,8 @@ static void test_listeners_described_as_keys(void **state)
     config_describe(&c, describe_into, out);
     assert_non_null(strstr(out, "listeners.tcp.1=127.0.0.1:5672;listeners.tcp.2=[::1]:5672;"
                                 "management.listeners.tcp.v6=[::1]:15672;"));
-    assert_null(strstr(out, "listeners.tcp.default"));
+    assert_null(strstr(out, ";listeners.tcp.default"));
+    assert_int_not_equal(strncmp(out, "listeners.tcp.default", 21), 0);
     assert_true(set(&c, "listeners.tcp", "none"));
     out[0] = 0;
     config_describe(&c, describe_into, out);
@@ -385,6 +386,39 @@ static void test_empty_loopback_list_described_as_none(void **state)
     assert_non_null(strstr(out, "loopback_users.guest=true;"));
 }
 
+/* RabbitMQ's stream plugin keys (core/config_stream.c). */
+static void test_stream_keys(void **state)
+{
+    (void)state;
+    config c;
+    char out[2048] = "";
+    config_defaults(&c);
+    assert_int_equal(c.stream_listeners.n, 1);
+    assert_int_equal(c.stream_listeners.extra[0].port, 5552); /* the plugin's default */
+    assert_int_equal(c.stream_frame_max, 1048576);
+    assert_int_equal(c.stream_heartbeat, 60);
+    assert_true(set(&c, "stream.listeners.tcp.1", "127.0.0.1:5553"));
+    assert_true(set(&c, "stream.listeners.tcp.2", "5554"));
+    assert_int_equal(c.stream_listeners.n, 2); /* the first key replaced the default */
+    assert_string_equal(c.stream_listeners.extra[0].host, "127.0.0.1");
+    assert_true(set(&c, "stream.advertised_host", "streams.example"));
+    assert_true(set(&c, "stream.advertised_port", "6000"));
+    assert_true(set(&c, "stream.frame_max", "65536"));
+    assert_true(set(&c, "stream.heartbeat", "0"));
+    config_describe(&c, describe_into, out);
+    assert_non_null(strstr(out, "stream.listeners.tcp.1=127.0.0.1:5553;stream.listeners.tcp.2=5554;"
+                                "stream.advertised_host=streams.example;stream.advertised_port=6000;"
+                                "stream.frame_max=65536;stream.heartbeat=0;"));
+    assert_true(set(&c, "stream.listeners.tcp", "none"));
+    assert_true(c.stream_listeners_none);
+    expect_file_error("stream.frame_max = 100\n", "1: bad value for 'stream.frame_max': 100 is out "
+                      "of range 8192..1073741824");
+    expect_file_error("\nstream.listeners.tcp = 5552\n", "2: bad value for 'stream.listeners.tcp'");
+    expect_file_error("stream.advertised_port = 0\n", "1: bad value for 'stream.advertised_port'");
+    expect_file_error("stream.heartbeat = x\n", "1: bad value for 'stream.heartbeat'");
+    expect_file_error("stream.nope = 1\n", "1: unknown key 'stream.nope'");
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -410,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_tls_keys),
         cmocka_unit_test(test_bad_tls_keys_name_file_line_and_reason),
         cmocka_unit_test(test_empty_loopback_list_described_as_none),
+        cmocka_unit_test(test_stream_keys),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests_name("broker_config", tests, NULL, NULL);

@@ -14,14 +14,23 @@ static broker *test_brokers[8];
 static msg_pool *test_own_pool;
 static server *test_last_server;
 
+/* Without a stream listener unless the test set one (config_defaults'
+ * 5552 would clash between tests run at once). */
 static inline server *test_broker_new(const config *c)
 {
+    config *own = malloc(sizeof *own);
+    if (!own)
+        return NULL;
+    *own = *c;
+    own->stream_listeners_none |= !c->stream_listeners_explicit;
     for (size_t i = 0; i < sizeof test_brokers / sizeof test_brokers[0]; i++)
         if (!test_brokers[i]) {
-            test_brokers[i] = broker_new(c);
+            test_brokers[i] = broker_new(own);
+            free(own);
             test_last_server = test_brokers[i] ? broker_server(test_brokers[i]) : NULL;
             return test_last_server;
         }
+    free(own);
     return NULL;
 }
 

@@ -47,6 +47,8 @@ EXTRA_SETTINGS = os.environ.get("WARREN_TEST_SET", "").split()
 LOG_COPY = os.environ.get("WARREN_TEST_LOG") or None
 USER, PASSWORD, VHOST = "guest", "guest", "/"
 LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
+# logged before "AMQP listening": known once that is
+STREAM_RE = re.compile(r"stream protocol listening on ([0-9.]+):([0-9]+)")
 MGMT_RE = re.compile(r"management listening on ([0-9.]+):([0-9]+)")
 PROM_RE = re.compile(r"prometheus listening on ([0-9.]+):([0-9]+)")
 CONTROL_RE = re.compile(r"control socket at (\S+)")
@@ -104,6 +106,7 @@ class WarrenProcess:
         self.host, self.port = None, None
         self.mgmt_port, self.control_socket = None, None
         self.prometheus_port = None
+        self.stream_port = None  # a free port for each broker, never 5552
         self.log_lines = []
         self._port_found = threading.Event()
         self._mgmt_found = threading.Event()
@@ -113,6 +116,7 @@ class WarrenProcess:
             raise RuntimeError("Warren binary not found: %s (set WARREN_BIN or build it)" % WARREN_BIN)
         self.tmpdir = tempfile.mkdtemp(prefix="warren-itest-")
         argv = [self.binary or WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
+                "--set", "stream.listeners.tcp.default=127.0.0.1:0",
                 "--set", "data_dir=%s" % self.tmpdir]
         if self.plain_http:
             argv += ["--set", "management.tcp.port=0", "--set", "management.tcp.ip=127.0.0.1",
@@ -141,6 +145,9 @@ class WarrenProcess:
             if copy:
                 copy.write(line + "\n")
                 copy.flush()
+            m = STREAM_RE.search(line)
+            if m and self.stream_port is None:
+                self.stream_port = int(m.group(2))
             m = LISTEN_RE.search(line)
             if m and self.port is None:
                 self.host, self.port = m.group(1), int(m.group(2))
@@ -236,6 +243,17 @@ def prometheus_address():
         return host or "127.0.0.1", int(port)
     broker_address()
     return "127.0.0.1", _shared["proc"].prometheus_port
+
+
+def stream_address():
+    """(host, port) of the stream protocol listener of the broker under
+    test: the shared Warren's (logged before its AMQP listener), or
+    WARREN_TEST_STREAM=host:port (default 127.0.0.1:5552) with a target."""
+    if TARGET:
+        host, _, port = (os.environ.get("WARREN_TEST_STREAM") or "127.0.0.1:5552").rpartition(":")
+        return host or "127.0.0.1", int(port)
+    broker_address()
+    return "127.0.0.1", _shared["proc"].stream_port
 
 
 def control_socket():

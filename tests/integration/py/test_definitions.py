@@ -441,7 +441,7 @@ class BootLoad(unittest.TestCase):
     def start_failing(self, *args):
         data = tempfile.mkdtemp(prefix="warren-itest-defs-")
         self.addCleanup(shutil.rmtree, data, True)
-        p = subprocess.run([h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set",
+        p = subprocess.run([h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "stream.listeners.tcp.default=127.0.0.1:0", "--set",
                             "data_dir=%s" % data, "--set", "management.tcp.port=0"] + list(args),
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            timeout=20)

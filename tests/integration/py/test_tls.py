@@ -343,7 +343,7 @@ class TlsTest(unittest.TestCase):
             (tls_settings(**{"ssl_options.versions.1": "sslv3"}), "tlsv1.3"),
             (tls_settings(**{"ssl_options.ciphers.1": "NOPE"}), "ciphers"),
         ]:
-            argv = [h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0",
+            argv = [h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "stream.listeners.tcp.default=127.0.0.1:0",
                     "--set", "management.tcp.port=0", "--set", "prometheus.tcp.port=0"]
             d = tempfile.mkdtemp()
             argv += ["--set", "data_dir=" + d]

@@ -66,7 +66,7 @@ class Config(unittest.TestCase):
         conf = str(h.REPO / "etc" / "warren.conf")
         d = tempfile.mkdtemp(prefix="warren-itest-")
         self.addCleanup(shutil.rmtree, d, True)
-        p = subprocess.Popen([h.WARREN_BIN, "--config", conf, "--set", "listeners.tcp.default=127.0.0.1:0",
+        p = subprocess.Popen([h.WARREN_BIN, "--config", conf, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "stream.listeners.tcp.default=127.0.0.1:0",
                               "--set", "data_dir=%s" % d], stderr=subprocess.PIPE, text=True)
         try:
             m = None
@@ -234,7 +234,7 @@ class Listeners(unittest.TestCase):
     def test_none(self):
         d = tempfile.mkdtemp(prefix="warren-itest-")
         self.addCleanup(shutil.rmtree, d, True)
-        p = subprocess.Popen([h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set",
+        p = subprocess.Popen([h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "stream.listeners.tcp.default=127.0.0.1:0", "--set",
                               "listeners.tcp=none", "--set", "data_dir=%s" % d, "--set",
                               "management.tcp.port=0", "--set", "prometheus.tcp.port=0"],
                              stderr=subprocess.PIPE, text=True)
