@@ -13,6 +13,14 @@
 #             length -- the replay of a stream 10x shorter shows the same),
 #             the bytes/s read against cat of the segment files (page cache).
 #             RabbitMQ replays RN messages (it reads far slower).
+#   sp-publish  the stream protocol (stream-perf, stream-perf-test's shape):
+#             SP_P publishers with a reference (deduplication), Publish frames
+#             of 100 messages, 10,000 unconfirmed at most, 12 B and 1 KiB
+#             messages: msgs/s and MB/s against dd's ceiling; RabbitMQ's
+#             rabbitmq_stream beside it.
+#   sp-replay READERS stream-protocol consumers replay the replay part's
+#             stream (written over AMQP: a stream is one either way) from
+#             first: records/s each and chunk MB/s against cat's.
 #   filter    Warren only (3.10 has no filtering): the stream of FN messages
 #             published in runs of FN/100 with 100 filter values (a tenant or
 #             region publishing in bursts); one consumer wanting one value
@@ -23,7 +31,8 @@
 # tests/bench/last-streams.txt.
 #
 # Environment: N=10000000 RN=1000000 FN=10000000 READERS=10 BODY=100 SIZE=1024
-#   P=4 CONFIRM=500 PUB_N=250000 (per producer) RABBIT=1 SCENARIOS="publish replay filter"
+#   P=4 CONFIRM=500 PUB_N=250000 (per producer) SP_P=2 SP_N=2000000 (per publisher)
+#   RABBIT=1 SCENARIOS="publish replay sp-publish sp-replay filter"
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 . tests/bench/rabbit.sh
@@ -40,7 +49,10 @@ P=${P:-4}
 CONFIRM=${CONFIRM:-500}
 PUB_N=${PUB_N:-250000}
 RABBIT=${RABBIT:-1}
-PARTS=$(echo "${SCENARIOS:-publish replay filter}" | tr ',' ' ')
+SP_P=${SP_P:-2}
+SP_N=${SP_N:-2000000}
+SPERF=${SPERF:-build/release/stream-perf}
+PARTS=$(echo "${SCENARIOS:-publish replay sp-publish sp-replay filter}" | tr ',' ' ')
 OUT=tests/bench/last-streams.txt
 TMP=$(mktemp -d /tmp/warren-streams.XXXXXX)
 RAW=$TMP/raw.txt
@@ -48,15 +60,18 @@ TABLE=$TMP/table.txt
 trap bench_cleanup EXIT
 
 WPORT=$(free_port)
+WSPORT=$(free_port)
 mkdir -p "$TMP/data"
 "$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:$WPORT --set data_dir=$TMP/data \
+    --set stream.listeners.tcp.default=127.0.0.1:$WSPORT \
     --set management.tcp.port=0 --set prometheus.tcp.port=0 2> "$TMP/warren.log" &
 WPID=$!
 for _ in $(seq 100); do $PERF --uri amqp://guest:guest@127.0.0.1:$WPORT --check 2>/dev/null && break; sleep 0.1; done
 if [ "$RABBIT" = 1 ]; then
     # a fixed range: the distribution port (PORT + 20000) must stay a port
     for RPORT in $(seq 5730 5799); do ss -Htln "( sport = :$RPORT )" | grep -q . || break; done
-    start_rabbit warren-streams-rabbit "$RPORT" ""
+    start_rabbit warren-streams-rabbit "$RPORT" \
+        "stream.listeners.tcp.default = 127.0.0.1:$((RPORT + 1))" "" rabbitmq_stream
 fi
 
 W=amqp://guest:guest@127.0.0.1:$WPORT
@@ -148,6 +163,31 @@ replay)
             "$(echo "scale=1; $rate / $rrate" | bc)"
         row "  RabbitMQ RSS before / peak during (KB)" "" "$rbase / $PEAK_RSS" ""
     fi
+    ;;
+sp-publish)
+    for size in 12 1024; do
+        for who in W R; do
+            [ $who = R ] && [ "$RABBIT" != 1 ] && continue
+            port=$([ $who = W ] && echo "$WSPORT" || echo $((RPORT + 1)))
+            out=$(timeout 1800 $SPERF --port "$port" --stream "bench.sp$size" --publishers "$SP_P" \
+                --batch 100 --window 10000 --size "$size" --count "$SP_N" --duration 900 2>&1)
+            echo "$out" >> "$RAW"
+            eval "SP_$who=$(echo "$out" | field confirm_rate)"
+        done
+        ratio=$( [ "$RABBIT" = 1 ] && echo "scale=2; $SP_W / $SP_R" | bc || echo -)
+        row "stream protocol publish, $size B, $SP_P publishers, dedup (msg/s)" "$SP_W" "${SP_R:--}" "$ratio"
+        row "  the same in MB/s of messages" "$(echo "$SP_W * ($size + 8) / 1000000" | bc)" \
+            "$( [ "$RABBIT" = 1 ] && echo "${SP_R:-0} * ($size + 8) / 1000000" | bc || echo -)" \
+            "dd ceiling: ${DD:-not measured}"
+    done
+    ;;
+sp-replay)
+    out=$(timeout 1800 $SPERF --port "$WSPORT" --stream bench.replay --no-create --publishers 0 \
+        --consumers "$READERS" --count "$N" --credit 10 --duration 900 2>&1)
+    echo "$out" >> "$RAW"
+    rate=$(echo "$out" | field consume_rate); mb=$(echo "$out" | field consume_mb_s)
+    row "stream protocol replay, $READERS consumers x $N (records/s each)" "$(echo "$rate / $READERS" | bc)" "" ""
+    row "  chunk bytes delivered per second, all (MB/s)" "$mb" "" "cat (page cache): ${cat_rate:-not measured} MB/s"
     ;;
 filter)
     per=$((FN / 100))
