@@ -156,6 +156,15 @@ static bool publish_one(sconn *c, uint8_t id, sc_publisher *p, const sp_message 
     if (p->ref_len) {
         p->sequence = m->publishing_id > p->sequence || !p->known ? m->publishing_id : p->sequence;
         p->known = true;
+        /* after each entry: a chunk written in the middle of a frame then
+         * carries the sequence of what it holds (see queue.h) */
+        if (!queue_stream_set_writer_seq(q, (amqp_bytes){(const uint8_t *)p->reference, p->ref_len},
+                                         p->sequence) && !p->untracked) {
+            p->untracked = true;
+            log_msg(LOG_WARNING, "stream connection %s: cannot keep the sequence of publisher "
+                    "'%.*s' (the stream tracks 1024 at most)", c->peer, (int)p->ref_len,
+                    p->reference);
+        }
     }
     loop_journal_wait(c->loop, seq);
     return pend(c, id, m->publishing_id, seq);
@@ -169,7 +178,6 @@ static void publish(sconn *c, const sp_command *cmd)
     sp_message m;
     uint64_t refused[CONFIRM_BATCH];
     size_t n = 0;
-    uint64_t before = p ? p->sequence : 0;
     while (sp_message_next(&it, cmd->u.publish.filtered, &m)) {
         if (p && publish_one(c, id, p, &m))
             continue;
@@ -182,11 +190,6 @@ static void publish(sconn *c, const sp_command *cmd)
         }
     }
     send_errors(c, id, p ? SP_INTERNAL_ERROR : SP_PUBLISHER_DOES_NOT_EXIST, refused, n);
-    if (p && p->ref_len && p->sequence != before &&
-        !queue_stream_set_writer_seq(p->st->q, (amqp_bytes){(const uint8_t *)p->reference, p->ref_len},
-                                     p->sequence))
-        log_msg(LOG_WARNING, "stream connection %s: cannot keep the sequence of publisher '%.*s'",
-                c->peer, (int)p->ref_len, p->reference);
 }
 
 static void query_sequence(sconn *c, const sp_command *cmd)

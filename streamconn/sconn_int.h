@@ -39,6 +39,7 @@ typedef struct sc_publisher {
     sc_stream *st;
     uint16_t ref_len;     /* 0: no reference (no deduplication) */
     bool known;           /* the stream knows the reference: sequence holds */
+    bool untracked;       /* the stream could not keep its sequence (logged once) */
     uint64_t sequence;    /* with a reference: the highest publishing id taken */
     uint64_t published, confirmed, errored;
     char reference[256];
