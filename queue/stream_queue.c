@@ -195,16 +195,18 @@ static size_t encode_snapshot(stream_queue *sq)
     return n;
 }
 
-/* Writes the chunk being filled (and, when the tracking changed, its
- * snapshot in the chunk's trailer -- or in a tracking chunk when no
- * message is pending or there is no room): every chunk carries the
- * tracking that holds with it, so a torn tail cut back to a whole chunk
- * leaves the writers' sequences and stored offsets of what remains. */
+/* Writes the chunk being filled with the tracking snapshot in its trailer
+ * -- or, when the tracking changed and no message is pending (or there is
+ * no room), a tracking chunk: every chunk written while the stream tracks
+ * anything carries all of it as it holds with that chunk, so recovery,
+ * reading the last whole chunk, gets the writers' sequences and stored
+ * offsets of exactly what remains after a torn tail. */
 static stream_status append_chunk(stream_queue *sq)
 {
     int64_t now = (int64_t)wall_clock_ms();
     stream_status st = STREAM_OK;
-    if (sq->track_dirty) {
+    bool carry = sq->ntrack && !stream_builder_empty(sq->b);
+    if (sq->track_dirty || carry) {
         size_t n = encode_snapshot(sq);
         if (stream_builder_empty(sq->b))
             st = stream_append_tracking(sq->log, STREAM_CHUNK_TRACKING_SNAPSHOT, sq->snapshot, n,

@@ -306,7 +306,7 @@ class Trial:
                   for f in (self.poison_publisher, self.poison_consumer)]
         kill_in = self.rng.uniform(0.3, 1.5)
         later += self.redrive.threads(port, self.stop, connect, kill_in)
-        later += self.stream.threads(port, self.stop, connect)
+        later += self.stream.threads(port, self.stop, connect, log)
         for t in later:
             t.start()
         threads += later
@@ -330,8 +330,8 @@ class Trial:
             ch = c.channel()
             problems += late + self.retry.check(ch) + self.redrive.check(ch)
             c.close()
-            problems += self.stream.check(port, connect)
-            confirmed += len(self.stream.confirmed)
+            problems += self.stream.check(port, connect, log)
+            confirmed += len(self.stream.confirmed) + len(self.stream.sp_confirmed)
             return (lost + self.retry.lost + self.redrive.lost + self.stream.lost, confirmed, dead,
                     problems)
         finally:
