@@ -116,6 +116,7 @@ extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
 extern const mgmt_route mgmt_stream_routes[];    /* res_stream.c */
+extern const mgmt_route mgmt_super_stream_routes[]; /* res_super_stream.c */
 /* What the limits refused, by kind: the server's counts (server_counts'
  * refused[], REFUSALS of them) and then the management listener's own
  * (connections refused when full and evicted, head and body timeouts),
@@ -331,6 +332,11 @@ typedef bool (*mgmt_render_fn)(mgmt_req *r, mgmt_json *w, const mgmt_list_item *
  * paged envelope when ?page= was given -- in slices, yielding to the loop
  * between them. */
 void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn);
+/* A list of what is in the vhosts the user may see (`only`, when not
+ * NULL): `add` adds the objects of one vhost to the list, then it is sent
+ * as mgmt_list_send does. */
+typedef void (*mgmt_vhost_add_fn)(mgmt_req *r, mgmt_list *l, vhost *v);
+void mgmt_vhosts_list_send(mgmt_req *r, vhost *only, mgmt_vhost_add_fn add, mgmt_render_fn fn);
 /* Renders one object as the whole reply (columns apply). */
 void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it);
 

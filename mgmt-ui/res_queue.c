@@ -296,18 +296,15 @@ static void add_queue(void *arg, queue *q)
     mgmt_list_add(c->l, c->vhost, queue_name(q), 0, key, has);
 }
 
+static void add_queues(mgmt_req *r, mgmt_list *l, vhost *v)
+{
+    collect c = {r, l, vhost_name(v), mgmt_list_query_of(l)->sort};
+    vhost_foreach_queue(v, add_queue, &c);
+}
+
 static void list_queues(mgmt_req *r, vhost *only)
 {
-    mgmt_list *l = mgmt_list_begin(r);
-    if (!l)
-        return;
-    for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v)) {
-        if ((only && v != only) || !mgmt_vhost_allowed(r, v))
-            continue;
-        collect c = {r, l, vhost_name(v), mgmt_list_query_of(l)->sort};
-        vhost_foreach_queue(v, add_queue, &c);
-    }
-    mgmt_list_send(r, l, render_listed);
+    mgmt_vhosts_list_send(r, only, add_queues, render_listed);
 }
 
 static void get_queues(mgmt_req *r) { list_queues(r, NULL); }
