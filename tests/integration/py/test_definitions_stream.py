@@ -1,9 +1,10 @@
 """Definitions with stream queues (issue 20): RabbitMQ 3.10.8's export of a
 stream (tests/reference/rabbitmq-3.10/stream/api_definitions_queues.json)
 imports and exports unchanged, the stream works after import and after a
-restart, and a stream with an argument streams refuse stops the import
-(HTTP 400 naming the queue, and a start with load_definitions, naming the
-file) with nothing changed."""
+restart, a super stream (exchange, streams, bindings) comes back the same,
+and a stream with an argument streams refuse stops the import (HTTP 400
+naming the queue, and a start with load_definitions, naming the file) with
+nothing changed."""
 import json
 import os
 import shutil
@@ -65,6 +66,30 @@ class StreamDefinitions(unittest.TestCase):
         b2.post(full)
         self.assertEqual(b2.export("defs.s")["queues"], exported(doc))
         self.assertEqual(b2.get("/api/queues/defs.s/sample.stream")["type"], "stream")
+
+    def test_super_stream_round_trips(self):
+        """A super stream is an exchange, streams and bindings: all three
+        export, and the import makes the same super stream again."""
+        b = Broker(self)
+        b.post({"vhosts": [{"name": "defs.s"}],
+                "permissions": [{"user": "guest", "vhost": "defs.s", "configure": ".*", "write": ".*",
+                                 "read": ".*"}]})
+        status, body = b.call("PUT", "/api/stream/super-streams/defs.s/orders",
+                              {"binding-keys": "amer,emea", "arguments": {"max-age": "1h"}})
+        self.assertEqual(status, 204, body)
+        before = b.get("/api/stream/super-streams/defs.s/orders")
+        full = b.export()
+        ex = [x for x in full["exchanges"] if x["name"] == "orders"]
+        self.assertEqual(ex[0]["arguments"], {"x-super-stream": True})
+        orders = sorted((x["destination"], x["routing_key"], x["arguments"]) for x in full["bindings"]
+                        if x["source"] == "orders")
+        self.assertEqual(orders, [("orders-amer", "amer", {"x-stream-partition-order": 0}),
+                                  ("orders-emea", "emea", {"x-stream-partition-order": 1})])
+        b2 = Broker(self)
+        b2.post(full)
+        self.assertEqual(b2.get("/api/stream/super-streams/defs.s/orders"), before)
+        self.assertEqual(b2.get("/api/queues/defs.s/orders-emea")["arguments"],
+                         {"x-queue-type": "stream", "x-max-age": "1h", "x-queue-leader-locator": "balanced"})
 
     def test_survives_restart(self):
         b = Broker(self)
