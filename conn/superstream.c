@@ -317,7 +317,9 @@ long admin_super_stream_partitions(vhost *v, amqp_bytes name, admin_partition *o
         return -1;
     partition_walk pw = {ex, out, cap, 0};
     route_foreach_binding(vhost_routes(v), add_partition, &pw);
-    qsort(out, pw.n < cap ? pw.n : cap, sizeof *out, by_order);
+    size_t got = pw.n < cap ? pw.n : cap;
+    if (got > 1)
+        qsort(out, got, sizeof *out, by_order);
     return (long)pw.n;
 }
 
