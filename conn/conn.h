@@ -184,6 +184,79 @@ typedef enum admin_ackmode { ADMIN_ACK, ADMIN_REQUEUE, ADMIN_REJECT } admin_ackm
 typedef void (*admin_get_fn)(void *arg, msg *m, bool redelivered, uint32_t remaining);
 int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, admin_get_fn fn,
               void *arg, amqp_error *err);
+/* ---- super streams (superstream.c) ---------------------------------------- */
+
+/* A super stream (RabbitMQ 3.11+'s partitioned stream, by the rules of
+ * 3.13's rabbit_stream_manager): a durable direct exchange NAME with
+ * arguments {"x-super-stream": true}, bound to one stream per partition
+ * -- NAME-0 .. NAME-(n-1) with binding keys "0".."n-1", or NAME-<key> for
+ * given binding keys -- each binding with {"x-stream-partition-order": i}.
+ * The stream-protocol server (CreateSuperStream, DeleteSuperStream,
+ * Partitions, Route), the management API and warrenctl share these. Each
+ * caller checks the user's permissions first, as 3.13's
+ * check_super_stream_management_permitted: configure on the exchange and
+ * on every stream, read on the exchange, write on every stream. */
+#define ADMIN_SUPER_PARTITIONS_MAX 1000 /* rabbit_stream_utils' default maximum */
+/* What went wrong, rabbit_stream_manager's reasons (the stream protocol
+ * answers them with its response codes, the API with {reason,"text"}). */
+typedef enum admin_super_status {
+    ADMIN_SUPER_OK,
+    ADMIN_SUPER_VALIDATION_FAILED,  /* a name, a count, an argument; `text` may be "" */
+    ADMIN_SUPER_ALREADY_EXISTS,     /* reference_already_exists: an exchange or a queue */
+    ADMIN_SUPER_NOT_FOUND,          /* stream_not_found: no exchange by that name */
+    ADMIN_SUPER_INTERNAL,           /* internal_error: out of memory, a step that failed */
+} admin_super_status;
+typedef struct admin_super_error {
+    admin_super_status status;
+    char text[512]; /* RabbitMQ's text, "" when its reason is a bare atom */
+} admin_super_error;
+/* rabbit_stream_manager's name for each status ("validation_failed", ...). */
+const char *admin_super_reason(admin_super_status st);
+/* A stream argument in the stream protocol's form: "max-age" -> "7D". */
+typedef struct admin_stream_arg {
+    amqp_bytes key, value;
+} admin_stream_arg;
+/* The queue arguments of a stream made from the protocol's (3.13's
+ * stream_queue_arguments: max-length-bytes, max-age,
+ * stream-max-segment-size-bytes, initial-cluster-size, queue-leader-locator,
+ * stream-filter-size-bytes; other keys ignored) as the content of an AMQP
+ * table with x-queue-type stream, into buf; a super stream's partitions
+ * (`super`) get queue-leader-locator balanced unless given. False
+ * (validation_failed) for a number that is not one or a value 3.13
+ * refuses, or when buf is short. */
+bool admin_stream_arguments(const admin_stream_arg *args, size_t n, bool super, uint8_t *buf,
+                            size_t cap, amqp_bytes *out);
+typedef struct admin_super_spec {
+    amqp_bytes name;
+    uint32_t partitions;    /* NAME-0 .. NAME-(n-1), when keys is NULL */
+    const amqp_bytes *keys; /* binding keys: NAME-<key> each */
+    uint32_t nkeys;
+    const admin_stream_arg *args; /* the partitions' stream arguments */
+    size_t nargs;
+} admin_super_spec;
+/* The streams a spec makes, in order, NUL-terminated into names[0..n-1];
+ * false when one would pass 255 bytes. */
+bool admin_super_stream_names(const admin_super_spec *spec, char (*names)[256], uint32_t n);
+/* Creates all of it or nothing (what was made is removed again). */
+admin_super_status admin_super_stream_create(vhost *v, const admin_super_spec *spec,
+                                             admin_super_error *err);
+/* Deletes the exchange and the streams bound to it (each whose deletion
+ * fails is left, as RabbitMQ logs and goes on). NOT_FOUND without the
+ * exchange. */
+admin_super_status admin_super_stream_delete(vhost *v, amqp_bytes name, admin_super_error *err);
+/* A super stream's partitions in x-stream-partition-order (bindings of
+ * exchange NAME to streams; one without the argument comes last). */
+typedef struct admin_partition {
+    queue *stream;
+    amqp_bytes key; /* valid until the routing table changes */
+    int64_t order;  /* INT64_MAX when the binding has none */
+} admin_partition;
+/* Writes up to cap of them into out and returns how many there are; -1
+ * when there is no exchange NAME. */
+long admin_super_stream_partitions(vhost *v, amqp_bytes name, admin_partition *out, size_t cap);
+/* Whether exchange `ex` is a super stream's (x-super-stream true). */
+bool admin_is_super_stream(const route_exchange *ex);
+
 /* Routes and enqueues a message in `v` (shared with basic.publish): queues
  * found, whether one refused it, and the journal sequence to confirm at. */
 typedef struct vhost_routed {

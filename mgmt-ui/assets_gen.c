@@ -376,7 +376,7 @@ static const char body_3[] =
     "</body>\n"
     "</html>\n";
 
-/* /js/app.js (10014 bytes) */
+/* /js/app.js (10069 bytes) */
 static const char body_4[] =
     "// The console shell: login, the header (vhost selector, refresh interval,\n"
     "// user and logout), the navigation, and a hash router that loads one page\n"
@@ -397,6 +397,7 @@ static const char body_4[] =
     "  [/^exchanges\\/([^/]+)\\/([^/]*)$/, 'exchange', 'exchanges'],\n"
     "  [/^queues$/, 'queues', 'queues'],\n"
     "  [/^queues\\/([^/]+)\\/([^/]+)$/, 'queue', 'queues'],\n"
+    "  [/^streams\\/([^/]+)\\/([^/]+)$/, 'stream', 'queues'],\n"
     "  [/^consumers$/, 'consumers', 'consumers'],\n"
     "  [/^users$/, 'users', 'users'],\n"
     "  [/^users\\/([^/]+)$/, 'user', 'users'],\n"
@@ -1601,7 +1602,7 @@ static const char body_17[] =
     "});\n"
     "restart();\n";
 
-/* /js/messages.js (6718 bytes) */
+/* /js/messages.js (7121 bytes) */
 static const char body_18[] =
     "// Publishing a message (exchange and queue pages) and showing messages got\n"
     "// from a queue. Bodies are shown as text, pretty-printed JSON or base64, and\n"
@@ -1609,6 +1610,7 @@ static const char body_18[] =
     "import { h, replace, field, wideField, select, facts, empty } from './dom.js';\n"
     "import { post } from './http.js';\n"
     "import { argsEditor, runAction, notify } from './ui.js';\n"
+    "import { time } from './format.js';\n"
     "\n"
     "const PROPS = ['content_type', 'content_encoding', 'correlation_id', 'reply_to', 'expiration', 'message_id',\n"
     "  'type', 'user_id', 'app_id', 'priority', 'timestamp'];\n"
@@ -1676,7 +1678,10 @@ static const char body_18[] =
     "  return text;\n"
     "}\n"
     "\n"
-    "function messageView(msg, i) {\n"
+    "// One message as /get or the stream viewer gives it: a stream's record\n"
+    "// (it has an offset) shows its offset and time instead of the queue's\n"
+    "// redelivered flag and count left.\n"
+    "export function messageView(msg, i) {\n"
     "  const pre = h('pre', { class: 'payload' });\n"
     "  const note = h('p', { class: 'hint' });\n"
     "  const looksJson = bodyAs(msg, 'json') !== null;\n"
@@ -1691,13 +1696,14 @@ static const char body_18[] =
     "  show();\n"
     "  const p = msg.properties || {};\n"
     "  const { headers, ...rest } = p;\n"
-    "  return h('article', { class: 'message', 'data-index': i },\n"
-    "    h('h3', {}, `Message ${i + 1}`),\n"
+    "  const record = 'offset' in msg;\n"
+    "  return h('article', { class: 'message', 'data-index': i, 'data-offset': record \? String(msg.offset) : null },\n"
+    "    h('h3', {}, record \? `Offset ${msg.offset}` : `Message ${i + 1}`),\n"
     "    facts([\n"
     "      ['Exchange', msg.exchange === '' \? '(AMQP default)' : msg.exchange],\n"
     "      ['Routing key', msg.routing_key],\n"
-    "      ['Redelivered', msg.redelivered \? 'yes' : 'no'],\n"
-    "      ['Left in queue', String(msg.message_count)],\n"
+    "      record \? ['Stored at', time(msg.timestamp)] : ['Redelivered', msg.redelivered \? 'yes' : 'no'],\n"
+    "      record \? null : ['Left in queue', String(msg.message_count)],\n"
     "      ['Body', `${msg.payload_bytes} bytes${msg.payload_encoding === 'base64' \? ' (binary)' : ''}`],\n"
     "      ...Object.entries(rest).map(([k, v]) => [k, typeof v === 'object' \? JSON.stringify(v) : String(v)]),\n"
     "      headers && Object.keys(headers).length \? ['Headers', h('pre', { class: 'headers' }, JSON.stringify(headers, null, 2))] : null,\n"
@@ -1871,7 +1877,7 @@ static const char body_19[] =
     "}\n"
     "\n";
 
-/* /js/objects.js (8649 bytes) */
+/* /js/objects.js (8843 bytes) */
 static const char body_20[] =
     "// Renderers shared by the pages for the broker's objects: links to a queue,\n"
     "// exchange or connection page, feature flags, state badges, the known\n"
@@ -1891,8 +1897,13 @@ static const char body_20[] =
     "  return `#/exchanges/${enc(vhost)}/${enc(name)}`;\n"
     "}\n"
     "\n"
-    "export function queueLink(vhost, name) {\n"
-    "  return h('a', { href: queueHref(vhost, name), class: 'name-text' }, name);\n"
+    "// A stream queue has its own page (stream.js).\n"
+    "export function streamHref(vhost, name) {\n"
+    "  return `#/streams/${enc(vhost)}/${enc(name)}`;\n"
+    "}\n"
+    "\n"
+    "export function queueLink(vhost, name, type) {\n"
+    "  return h('a', { href: type === 'stream' \? streamHref(vhost, name) : queueHref(vhost, name), class: 'name-text' }, name);\n"
     "}\n"
     "\n"
     "export function exchangeLink(vhost, name) {\n"
@@ -2298,7 +2309,7 @@ static const char body_22[] =
     "  return { refresh: refreshAll, title: 'Policies' };\n"
     "}\n";
 
-/* /js/queue.js (13484 bytes) */
+/* /js/queue.js (13647 bytes) */
 static const char body_23[] =
     "// One queue: counts and rates with charts, where its messages are (in RAM,\n"
     "// persistent, paged out: RabbitMQ's breakdown), the health facts Warren adds\n"
@@ -2309,7 +2320,7 @@ static const char body_23[] =
     "import { get, del } from './http.js';\n"
     "import { num, rate, bytes, duration, time } from './format.js';\n"
     "import { createChart, ratesFromSamples, levelsFromSamples, COLORS } from './chart.js';\n"
-    "import { features, exchangeLink, connectionLink, stateBadge } from './objects.js';\n"
+    "import { features, exchangeLink, connectionLink, stateBadge, streamHref } from './objects.js';\n"
     "import { bindingsTable, bindingForm } from './bindings.js';\n"
     "import { publishForm, getMessagesForm } from './messages.js';\n"
     "import { confirmAction, runAction, formPanel } from './ui.js';\n"
@@ -2465,6 +2476,10 @@ static const char body_23[] =
     "      if (err.status === 404) replace(tiles);\n"
     "      return;\n"
     "    }\n"
+    "    if (q.type === 'stream') { // a link that did not know: the stream's own page\n"
+    "      location.replace(streamHref(vhost, name));\n"
+    "      return;\n"
+    "    }\n"
     "    const st = q.message_stats || {};\n"
     "    replace(head,\n"
     "      h('div', {}, h('div', { class: 'crumbs' }, h('a', { href: '#/queues' }, 'Queues'), ` / ${vhost}`),\n"
@@ -2519,7 +2534,7 @@ static const char body_23[] =
     "  return { refresh: async () => { await refresh(); await refreshBindings(); }, title: name };\n"
     "}\n";
 
-/* /js/queues.js (2642 bytes) */
+/* /js/queues.js (2658 bytes) */
 static const char body_24[] =
     "// Queues: the server-paged table (counts, rates, consumers, the ages Warren\n"
     "// adds) and the form to declare a queue.\n"
@@ -2534,7 +2549,7 @@ static const char body_24[] =
     "\n"
     "export const COLUMNS = [\n"
     "  vhostColumn(),\n"
-    "  { key: 'name', label: 'Name', sort: 'name', always: true, render: (r) => queueLink(r.vhost, r.name) },\n"
+    "  { key: 'name', label: 'Name', sort: 'name', always: true, render: (r) => queueLink(r.vhost, r.name, r.type) },\n"
     "  { key: 'type', label: 'Type', sort: 'type' },\n"
     "  { key: 'features', label: 'Features', api: ['durable', 'auto_delete', 'exclusive', 'arguments', 'policy', 'operator_policy'], render: features },\n"
     "  { key: 'state', label: 'State', sort: 'state', initial: false },\n"
@@ -2553,7 +2568,7 @@ static const char body_24[] =
     "\n"
     "export async function render(el) {\n"
     "  const table = createTable({\n"
-    "    id: 'queues', url: () => scoped('/api/queues'), columns: COLUMNS, apiAlways: ['name', 'vhost'],\n"
+    "    id: 'queues', url: () => scoped('/api/queues'), columns: COLUMNS, apiAlways: ['name', 'vhost', 'type'],\n"
     "    emptyText: 'No queues yet. Declare one below or from a client.',\n"
     "  });\n"
     "  replace(el,\n"
@@ -2611,8 +2626,155 @@ static const char body_25[] =
     "  sessionStorage.setItem('warren.vhost', v);\n"
     "}\n";
 
-/* /js/table.js (10148 bytes) */
+/* /js/stream.js (8382 bytes) */
 static const char body_26[] =
+    "// One stream queue: its log (records, first / last / committed offset,\n"
+    "// segments, size on disk), its retention (x-max-age, x-max-length-bytes,\n"
+    "// the segment size; an argument wins over the policy, as the broker applies\n"
+    "// them), each consumer's offset and lag, and a viewer that reads messages\n"
+    "// from an offset without consuming them (GET /api/streams/.../messages).\n"
+    "import { h, replace, errorBox, facts, badge, panel, empty, loading, cards, field } from './dom.js';\n"
+    "import { get, del } from './http.js';\n"
+    "import { num, bytes, rate } from './format.js';\n"
+    "import { features, connectionLink, stateBadge } from './objects.js';\n"
+    "import { messageView } from './messages.js';\n"
+    "import { confirmAction, runAction } from './ui.js';\n"
+    "\n"
+    "const enc = encodeURIComponent;\n"
+    "const SEGMENT_DEFAULT = 500000000; // RabbitMQ's x-stream-max-segment-size-bytes default\n"
+    "const READ_MAX = 1000; // the viewer route's bound\n"
+    "\n"
+    "function tile(label, value, unit, id) {\n"
+    "  return h('div', { class: 'tile', id }, h('span', { class: 'label' }, label),\n"
+    "    h('span', { class: 'value' }, value, unit \? h('span', { class: 'unit' }, unit) : null));\n"
+    "}\n"
+    "\n"
+    "// An offset, or a dash while the stream has none (empty, nothing committed).\n"
+    "const offset = (v) => (v === null || v === undefined \? '\342\200\223' : num(v));\n"
+    "\n"
+    "// Where each retention setting comes from: the queue's argument, else the\n"
+    "// effective policy's key, else the default.\n"
+    "function retention(q) {\n"
+    "  const args = q.arguments || {};\n"
+    "  const pol = q.effective_policy_definition || {};\n"
+    "  const from = (arg, key, show, dflt) => {\n"
+    "    if (arg in args) return [show(args[arg]), ` (argument ${arg})`];\n"
+    "    if (key in pol) return [show(pol[key]), ` (policy ${q.policy || q.operator_policy || ''})`];\n"
+    "    return dflt === undefined \? ['none', ''] : [show(dflt), ' (default)'];\n"
+    "  };\n"
+    "  const row = (label, id, [value, source]) => [label, h('span', { id }, value, h('span', { class: 'hint' }, source))];\n"
+    "  return facts([\n"
+    "    row('Max age', 'stream-max-age', from('x-max-age', 'max-age', String)),\n"
+    "    row('Max size', 'stream-max-bytes', from('x-max-length-bytes', 'max-length-bytes', bytes)),\n"
+    "    row('Segment size', 'stream-segment-size', from('x-stream-max-segment-size-bytes', 'stream-max-segment-size-bytes', bytes, SEGMENT_DEFAULT)),\n"
+    "  ]);\n"
+    "}\n"
+    "\n"
+    "function consumersView(q) {\n"
+    "  const list = q.consumer_details || [];\n"
+    "  if (!list.length) return empty('No consumers.');\n"
+    "  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple', id: 'stream-consumers' },\n"
+    "    h('thead', {}, h('tr', {}, ['Channel', 'Consumer tag', 'Offset', 'Lag', 'Prefetch', 'Active'].map((t) => h('th', { class: ['Offset', 'Lag', 'Prefetch'].includes(t) \? 'num' : null }, t)))),\n"
+    "    h('tbody', {}, list.map((c) => h('tr', { 'data-tag': c.consumer_tag },\n"
+    "      h('td', {}, c.channel_details\?.connection_name \? connectionLink(c.channel_details.connection_name) : '\342\200\223',\n"
+    "        h('span', { class: 'hint' }, ` (${c.channel_details\?.number \?\? '\?'})`)),\n"
+    "      h('td', { class: 'mono name-text' }, c.consumer_tag),\n"
+    "      h('td', { class: 'num consumer-offset' }, offset(c.offset)),\n"
+    "      h('td', { class: 'num consumer-lag' }, c.offset_lag \? badge('warn', num(c.offset_lag)) : num(c.offset_lag)),\n"
+    "      h('td', { class: 'num' }, num(c.prefetch_count)),\n"
+    "      h('td', {}, c.active === false \? badge('muted', c.activity_status || 'waiting') : badge('ok', c.activity_status || 'up', 'check'))))))));\n"
+    "}\n"
+    "\n"
+    "// The viewer: from an offset (the first one by default), up to READ_MAX\n"
+    "// messages, \"Next\" continues after the last one shown.\n"
+    "function viewer(base) {\n"
+    "  const from = h('input', { type: 'number', id: 'read-offset', min: '0', placeholder: 'first' });\n"
+    "  const count = h('input', { type: 'number', id: 'read-count', value: '10', min: '1', max: String(READ_MAX) });\n"
+    "  const results = h('div', { class: 'messages', id: 'read-results', 'aria-live': 'polite' });\n"
+    "  const submit = h('button', { type: 'submit', class: 'btn btn-primary', id: 'read-submit' }, 'Read');\n"
+    "  const next = h('button', { type: 'button', class: 'btn', id: 'read-next', disabled: true }, 'Next');\n"
+    "  async function read(at) {\n"
+    "    const q = new URLSearchParams({ count: String(Math.min(READ_MAX, Number(count.value) || 10)), truncate: '50000' });\n"
+    "    if (at !== '' && at !== undefined) q.set('offset', String(at));\n"
+    "    const msgs = await runAction(submit, () => get(`${base}\?${q}`));\n"
+    "    if (!msgs) return;\n"
+    "    replace(results, msgs.length \? msgs.map(messageView) : empty('Nothing at or after this offset yet.'));\n"
+    "    next.disabled = !msgs.length;\n"
+    "    next.dataset.offset = msgs.length \? String(msgs[msgs.length - 1].offset + 1) : '';\n"
+    "  }\n"
+    "  next.addEventListener('click', () => { from.value = next.dataset.offset; read(next.dataset.offset); });\n"
+    "  return h('form', { id: 'stream-viewer', onsubmit: (e) => { e.preventDefault(); read(from.value); } },\n"
+    "    h('p', { class: 'hint' }, 'Reads messages from an offset (empty: the first) without consuming them: nothing is taken from the stream and no consumer moves.'),\n"
+    "    h('div', { class: 'form-grid' }, field('From offset', from), field('Messages', count)),\n"
+    "    h('div', { class: 'form-actions' }, submit, next), results);\n"
+    "}\n"
+    "\n"
+    "export async function render(el, [vhost, name]) {\n"
+    "  const base = `/api/queues/${enc(vhost)}/${enc(name)}`;\n"
+    "  const head = h('div', { class: 'page-head' });\n"
+    "  const tiles = h('div', { class: 'tiles', id: 'stream-tiles' }, loading());\n"
+    "  const errorArea = h('div');\n"
+    "  const keep = h('div', { id: 'stream-retention' });\n"
+    "  const details = h('div');\n"
+    "  const consumers = h('div', {}, loading());\n"
+    "\n"
+    "  const deleteBtn = h('button', {\n"
+    "    type: 'button', class: 'btn btn-danger', id: 'stream-delete',\n"
+    "    onclick: async () => {\n"
+    "      if (!await confirmAction({ title: 'Delete this stream\?', message: `\342\200\234${name}\342\200\235 and every message in it will be deleted.`, confirmLabel: 'Delete stream' })) return;\n"
+    "      const ok = await runAction(deleteBtn, () => del(base).then(() => true), `Stream \342\200\234${name}\342\200\235 deleted`);\n"
+    "      if (ok) location.hash = '#/queues';\n"
+    "    },\n"
+    "  }, 'Delete');\n"
+    "\n"
+    "  replace(el, head, errorArea, tiles,\n"
+    "    h('div', { class: 'grid-2' },\n"
+    "      h('section', { class: 'panel', id: 'stream-keep' }, h('h2', {}, 'Retention'), keep),\n"
+    "      h('section', { class: 'panel', id: 'stream-details' }, h('h2', {}, 'Details'), details)),\n"
+    "    panel('Consumers', h('p', { class: 'hint' }, 'Each consumer reads at its own offset; its lag is what is committed and not yet read by it.'), consumers),\n"
+    "    panel('Read from an offset', viewer(`/api/streams/${enc(vhost)}/${enc(name)}/messages`)),\n"
+    "    h('section', { class: 'panel danger-zone' }, h('h2', {}, 'Delete'), h('div', { class: 'form-actions' }, deleteBtn)));\n"
+    "\n"
+    "  async function refresh() {\n"
+    "    let q;\n"
+    "    try {\n"
+    "      q = await get(base);\n"
+    "      replace(errorArea);\n"
+    "    } catch (err) {\n"
+    "      replace(errorArea, errorBox(err));\n"
+    "      if (err.status === 404) replace(tiles);\n"
+    "      return;\n"
+    "    }\n"
+    "    replace(head,\n"
+    "      h('div', {}, h('div', { class: 'crumbs' }, h('a', { href: '#/queues' }, 'Queues'), ` / ${vhost}`),\n"
+    "        h('h1', { class: 'name-text', id: 'stream-name' }, name),\n"
+    "        h('div', { class: 'sub' }, badge('muted', 'stream'), ' ', features(q), ' ', stateBadge(q.state))),\n"
+    "      h('div', { class: 'actions' }, h('a', { class: 'btn', href: '#/queues' }, 'All queues')));\n"
+    "    replace(tiles,\n"
+    "      tile('Messages', num(q.messages), 'msgs', 'tile-messages'),\n"
+    "      tile('First offset', offset(q.first_offset), null, 'tile-first'),\n"
+    "      tile('Last offset', offset(q.last_offset), null, 'tile-last'),\n"
+    "      tile('Committed', offset(q.committed_offset), null, 'tile-committed'),\n"
+    "      tile('Size on disk', bytes(q.segment_bytes), null, 'tile-size'),\n"
+    "      tile('Segments', num(q.segments), null, 'tile-segments'),\n"
+    "      tile('Incoming', rate(q.message_stats\?.publish_details\?.rate).replace('/s', ''), 'msg/s', 'tile-incoming'),\n"
+    "      tile('Consumers', num(q.consumers), null, 'tile-consumers'));\n"
+    "    replace(keep, retention(q));\n"
+    "    replace(details, facts([\n"
+    "      ['Arguments', h('span', { class: 'mono' }, JSON.stringify(q.arguments || {}))],\n"
+    "      ['Policy', q.policy || 'none'], q.operator_policy \? ['Operator policy', q.operator_policy] : null,\n"
+    "      ['Chunks', num(q.chunks)], ['Leader', q.leader || q.node || '\342\200\223'],\n"
+    "      ['Members', (q.members || []).join(', ') || '\342\200\223'], ['Node', q.node || '\342\200\223'],\n"
+    "    ]));\n"
+    "    replace(consumers, consumersView(q));\n"
+    "  }\n"
+    "\n"
+    "  await refresh();\n"
+    "  return { refresh, title: name };\n"
+    "}\n";
+
+/* /js/table.js (10148 bytes) */
+static const char body_27[] =
     "// A list table over one API collection: sorting, name filtering (plain or\n"
     "// regex), paging and column choice are done by the server with RabbitMQ's\n"
     "// query parameters (page, page_size, name, use_regex, sort, sort_reverse,\n"
@@ -2838,7 +3000,7 @@ static const char body_26[] =
     "}\n";
 
 /* /js/ui.js (6690 bytes) */
-static const char body_27[] =
+static const char body_28[] =
     "// Shared interaction pieces: confirmation dialogs for destructive actions,\n"
     "// transient notices, and the typed key/value editor used for queue and\n"
     "// exchange arguments, message headers and policy definitions.\n"
@@ -2978,7 +3140,7 @@ static const char body_27[] =
     "}\n";
 
 /* /js/user.js (5411 bytes) */
-static const char body_28[] =
+static const char body_29[] =
     "// One user (administrators only): tags and password, permissions per vhost\n"
     "// and topic permissions (set, clear), delete.\n"
     "import { h, replace, field, errorBox, loading, panel, empty, select, cards } from './dom.js';\n"
@@ -3070,7 +3232,7 @@ static const char body_28[] =
     "}\n";
 
 /* /js/users.js (3804 bytes) */
-static const char body_29[] =
+static const char body_30[] =
     "// Users (administrators only): the table, adding a user with tags and a\n"
     "// password, deleting one.\n"
     "import { h, replace, field } from './dom.js';\n"
@@ -3136,7 +3298,7 @@ static const char body_29[] =
     "}\n";
 
 /* /js/vhosts.js (4015 bytes) */
-static const char body_30[] =
+static const char body_31[] =
     "// Virtual hosts: the table (messages and rates per vhost); administrators\n"
     "// add and delete them (deleting asks for the name to be typed).\n"
     "import { h, replace, field, select } from './dom.js';\n"
@@ -3212,7 +3374,7 @@ static const mgmt_asset assets[] = {
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
-    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10014, "\"89ca5380cc5e0e83cc0c\""},
+    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10069, "\"221482f1931728ed45fd\""},
     {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5055, "\"b3f0bbe93f0737e01286\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 7319, "\"9f9f722c4a66231975ed\""},
@@ -3226,19 +3388,20 @@ static const mgmt_asset assets[] = {
     {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2153, "\"8ee2710156504da8cd4b\""},
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
-    {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 6718, "\"461f8dc01cb8ce2e2c81\""},
+    {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 7121, "\"35d9ad573f053e781a59\""},
     {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7360, "\"178d3c9a3764965b89c9\""},
-    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8649, "\"25572d75b64dde8d824e\""},
+    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8843, "\"a9fa1fdd2e17cf0aaae7\""},
     {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 8808, "\"848b5475f8eb7fe74a17\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},
-    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 13484, "\"e6ddcddddbb518ba1bc9\""},
-    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2642, "\"873f066e8552db18dd11\""},
+    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 13647, "\"be205313375922bf2409\""},
+    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2658, "\"358840ed9384d8a7e0e3\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 1260, "\"5bfc3f417e143a7b1096\""},
-    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 10148, "\"d09aa102bd81fff5313a\""},
-    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 6690, "\"d62b5245a7dc1548caaf\""},
-    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 5411, "\"33be9294415ae8d83d82\""},
-    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 3804, "\"5009a597fa3e9081d43d\""},
-    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
+    {"/js/stream.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 8382, "\"2668c41ffb610fcf8f1d\""},
+    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 10148, "\"d09aa102bd81fff5313a\""},
+    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 6690, "\"d62b5245a7dc1548caaf\""},
+    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 5411, "\"33be9294415ae8d83d82\""},
+    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 3804, "\"5009a597fa3e9081d43d\""},
+    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_31, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
 };
 
 const mgmt_asset *mgmt_asset_find(const char *path)

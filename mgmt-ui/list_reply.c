@@ -243,3 +243,14 @@ void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it)
     }
     mgmt_send(r, 200);
 }
+
+void mgmt_vhosts_list_send(mgmt_req *r, vhost *only, mgmt_vhost_add_fn add, mgmt_render_fn fn)
+{
+    mgmt_list *l = mgmt_list_begin(r);
+    if (!l)
+        return;
+    for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v))
+        if ((!only || v == only) && mgmt_vhost_allowed(r, v))
+            add(r, l, v);
+    mgmt_list_send(r, l, fn);
+}

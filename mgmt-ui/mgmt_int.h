@@ -115,6 +115,8 @@ extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
+extern const mgmt_route mgmt_stream_routes[];    /* res_stream.c */
+extern const mgmt_route mgmt_super_stream_routes[]; /* res_super_stream.c */
 /* What the limits refused, by kind: the server's counts (server_counts'
  * refused[], REFUSALS of them) and then the management listener's own
  * (connections refused when full and evicted, head and body timeouts),
@@ -310,6 +312,9 @@ vhost *mgmt_vhost_arg(mgmt_req *r, int i);
 /* The same for a declaration (PUT of a queue or exchange), where RabbitMQ
  * answers an unknown vhost with 404 {"error":"not_found","reason":"vhost_not_found"}. */
 vhost *mgmt_vhost_arg_declare(mgmt_req *r, int i);
+/* The queue named by captures 0 (vhost) and 1, or NULL with the reply
+ * sent: mgmt_vhost_arg's, or 404 for an unknown queue (res_queue.c). */
+queue *mgmt_queue_arg(mgmt_req *r, vhost **v);
 /* A capture as a NUL-terminated string in `buf` (bytes after a NUL cut). */
 const char *mgmt_cap_str(mgmt_req *r, int i, char *buf, size_t cap);
 /* Capture i as a user or vhost name in `buf`: false when it holds a NUL or
@@ -327,6 +332,11 @@ typedef bool (*mgmt_render_fn)(mgmt_req *r, mgmt_json *w, const mgmt_list_item *
  * paged envelope when ?page= was given -- in slices, yielding to the loop
  * between them. */
 void mgmt_list_send(mgmt_req *r, mgmt_list *l, mgmt_render_fn fn);
+/* A list of what is in the vhosts the user may see (`only`, when not
+ * NULL): `add` adds the objects of one vhost to the list, then it is sent
+ * as mgmt_list_send does. */
+typedef void (*mgmt_vhost_add_fn)(mgmt_req *r, mgmt_list *l, vhost *v);
+void mgmt_vhosts_list_send(mgmt_req *r, vhost *only, mgmt_vhost_add_fn add, mgmt_render_fn fn);
 /* Renders one object as the whole reply (columns apply). */
 void mgmt_object_send(mgmt_req *r, mgmt_render_fn fn, const mgmt_list_item *it);
 
@@ -405,5 +415,25 @@ void mgmt_move_summary(mgmt_json *w, vhost *v, amqp_bytes qname);
  * shared by the connection and queue families (res_conn.c). */
 void mgmt_channel_details(mgmt_json *w, conn *c, chan *ch);
 void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const consumer *cons);
+/* The consumers of vhost `only` (NULL: all) the user sees as the list
+ * reply; `streams`: stream consumers only, as mgmt_stream_consumer_json
+ * renders them (res_conn.c). */
+void mgmt_consumers_send(mgmt_req *r, vhost *only, bool streams);
+
+/* ---- streams (res_stream.c) ------------------------------------------------ */
+
+/* A stream's records: committed, not yet removed by retention. */
+uint64_t mgmt_stream_messages(const stream_info *s);
+/* A stream queue's fields beside the common ones: messages (its records),
+ * readers, and the log's figures (segments, offsets, bytes). */
+void mgmt_stream_fields(mgmt_req *r, mgmt_json *w, const queue_info *qi);
+/* "offset", "offset_lag" of a stream's consumer; nothing for others. */
+void mgmt_stream_consumer_offsets(mgmt_json *w, const consumer *cons);
+/* A stream consumer as rabbitmq_stream_management lists it. */
+void mgmt_stream_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch,
+                               const consumer *cons);
+/* Message fields as /get shows them: payload_bytes, exchange,
+ * routing_key, properties, payload, payload_encoding (res_message.c). */
+void mgmt_message_fields(mgmt_json *w, msg *m, bool base64, size_t truncate);
 
 #endif

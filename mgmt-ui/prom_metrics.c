@@ -57,6 +57,9 @@ enum {
     F_PER_QUEUE = 32,    /* per object: one sample per (channel, queue) */
     F_QUEUE_KEYS = 64,   /* queue labels queue_vhost, queue */
     F_ALWAYS = 128,      /* on /metrics/detailed whatever was asked (identity) */
+    F_WORK = 256,        /* classic and quorum queues only (not streams) */
+    F_STREAM = 512,      /* stream queues only */
+    F_PER_OBJECT = 1024, /* not on /metrics (a sum would mean nothing: offsets) */
 };
 enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED };
 
@@ -112,6 +115,8 @@ enum queue_value {
     QV_BYTES, QV_PUBLISHED,
     QV_OLDEST_READY, QV_OLDEST_UNACKED, QV_DELAYED, QV_LIMIT_DEAD, QV_TIMEOUTS,
     QV_MOVED, QV_MOVE_LEFT,
+    QV_SEGMENTS, QV_SEGMENT_BYTES, QV_CHUNKS, QV_FIRST_OFFSET, QV_LAST_OFFSET,
+    QV_COMMITTED_OFFSET, QV_MAX_LAG,
     QV_DC, /* QUEUE_DC_BUCKETS of them */
     QV_COUNT = QV_DC + QUEUE_DC_BUCKETS
 };
@@ -139,12 +144,16 @@ enum exchange_value { EV_NAME, EV_BINDINGS };
 
 typedef struct family {
     const char *name, *type, *help; /* name without the prefix */
-    uint8_t scope, value, group, labels, flags;
+    uint8_t scope, value, group, labels;
+    uint16_t flags;
 } family;
+/* A stream's offset it does not have yet (empty, nothing committed): no sample. */
+#define NO_OFFSET UINT64_MAX
 
 #define N(g, name, type, help, v) {name, type, help, NODE, v, g, L_NONE, 0}
 #define NL(g, name, type, help, v, l) {name, type, help, NODE, v, g, l, 0}
 #define Q(g, name, type, help, v) {name, type, help, QUEUE, v, g, 0, 0}
+#define QW(g, name, type, help, v) {name, type, help, QUEUE, v, g, 0, F_WORK}
 #define C(g, name, type, help, v, fl) {name, type, help, CHAN, v, g, 0, fl}
 #define X(g, name, type, help, v) {name, type, help, CONN, v, g, 0, 0}
 #define W(name, type, help, v, fl) {name, type, help, QUEUE, v, G_NONE, 0, F_WARREN | (fl)}
@@ -194,11 +203,11 @@ static const family families[] = {
     Q(G_QUEUE, "queue_consumers", "gauge", HELP_QUEUE_CONSUMERS, QV_CONSUMERS),
     Q(G_QUEUE, "queue_process_memory_bytes", "gauge",
       "Memory in bytes used by the Erlang queue process", QV_MEMORY),
-    Q(G_QUEUE, "queue_messages_bytes", "gauge",
+    QW(G_QUEUE, "queue_messages_bytes", "gauge",
       "Size in bytes of ready and unacknowledged messages", QV_BYTES),
-    Q(G_QUEUE, "queue_messages_ready_bytes", "gauge", "Size in bytes of ready messages",
+    QW(G_QUEUE, "queue_messages_ready_bytes", "gauge", "Size in bytes of ready messages",
       QV_READY_BYTES),
-    Q(G_QUEUE, "queue_messages_unacked_bytes", "gauge",
+    QW(G_QUEUE, "queue_messages_unacked_bytes", "gauge",
       "Size in bytes of all unacknowledged messages", QV_UNACKED_BYTES),
     C(G_CHANNEL, "channel_consumers", "gauge", "Consumers on a channel", CV_CONSUMERS, 0),
     C(G_CHANNEL, "channel_messages_unacked", "gauge",
@@ -341,32 +350,50 @@ static const family families[] = {
     W("queue_oldest_ready_age_seconds", "gauge",
       "Seconds since the oldest ready message entered the queue, 0 when none is ready "
       "(aggregated: the oldest of any queue)",
-      QV_OLDEST_READY, F_SECONDS | F_MAX),
+      QV_OLDEST_READY, F_SECONDS | F_MAX | F_WORK),
     W("queue_oldest_unacked_age_seconds", "gauge",
       "Seconds since the oldest delivery from the queue that is still unacknowledged was made, "
       "0 when none (aggregated: the oldest of any queue)",
-      QV_OLDEST_UNACKED, F_SECONDS | F_MAX),
+      QV_OLDEST_UNACKED, F_SECONDS | F_MAX | F_WORK),
     W("queue_messages_by_deliveries", "gauge",
       "Queued messages by how many times they were delivered (ready: so far; unacked: including "
       "the current delivery)",
-      QV_DC, F_BUCKETS),
+      QV_DC, F_BUCKETS | F_WORK),
     W("queue_messages_delayed", "gauge",
       "Messages held back by delayed retry until their deadline (neither ready nor "
       "unacknowledged)",
-      QV_DELAYED, 0),
+      QV_DELAYED, 0 | F_WORK),
     W("queue_delivery_limit_dead_lettered_total", "counter",
       "Messages the queue's delivery limit dead-lettered or dropped since the queue was declared "
       "(not kept across restarts)",
-      QV_LIMIT_DEAD, 0),
+      QV_LIMIT_DEAD, 0 | F_WORK),
     W("queue_consumer_timeouts_total", "counter",
       "Deliveries from the queue whose consumer timeout fired since the queue was declared "
       "(not kept across restarts)",
-      QV_TIMEOUTS, 0),
+      QV_TIMEOUTS, 0 | F_WORK),
     W("queue_redrive_moved", "gauge",
-      "Messages the queue's running or last move (redrive) has moved so far", QV_MOVED, 0),
+      "Messages the queue's running or last move (redrive) has moved so far", QV_MOVED, 0 | F_WORK),
     W("queue_redrive_remaining", "gauge",
       "Messages the queue's running move (redrive) has still to move, 0 when none runs",
-      QV_MOVE_LEFT, 0),
+      QV_MOVE_LEFT, 0 | F_WORK),
+    /* Warren's stream figures (the queue JSON's segments, first_offset, ...) */
+    W("stream_segments", "gauge", "Segment files of the stream's log", QV_SEGMENTS, F_STREAM),
+    W("stream_segment_bytes", "gauge", "Size in bytes of the stream's segment files",
+      QV_SEGMENT_BYTES, F_STREAM),
+    W("stream_chunks", "gauge", "Chunks in the stream's log", QV_CHUNKS, F_STREAM),
+    W("stream_first_offset", "gauge",
+      "Offset of the stream's first record (none while the stream is empty)", QV_FIRST_OFFSET,
+      F_STREAM | F_PER_OBJECT),
+    W("stream_last_offset", "gauge",
+      "Offset of the stream's last record (none while the stream is empty)", QV_LAST_OFFSET,
+      F_STREAM | F_PER_OBJECT),
+    W("stream_committed_offset", "gauge",
+      "Id of the stream's last committed chunk, osiris's committed_offset (none before one)",
+      QV_COMMITTED_OFFSET, F_STREAM | F_PER_OBJECT),
+    W("stream_consumer_lag_max", "gauge",
+      "Committed records the furthest-behind consumer of the stream has not read, 0 without "
+      "consumers (aggregated: the largest of any stream)",
+      QV_MAX_LAG, F_STREAM | F_MAX),
 };
 #define NFAMILIES (sizeof families / sizeof families[0])
 
@@ -398,6 +425,8 @@ uint32_t prom_family_bit(const char *name)
 
 static bool family_on(const family *f, const prom_options *o)
 {
+    if (f->flags & F_PER_OBJECT && !o->per_object && !o->detailed)
+        return false;
     if (!o->detailed)
         return f->group != G_QUEUE_CONSUMER_COUNT && f->scope != VHOSTS &&
                f->scope != EXCHANGES;
@@ -429,15 +458,39 @@ static bool scope_on(const prom_scrape *sc, int scope)
 
 /* ---- values --------------------------------------------------------------- */
 
+/* A stream's log figures and its consumers' largest lag. */
+static void stream_values(queue *q, const queue_info *qi, uint64_t *v)
+{
+    const stream_info *s = &qi->log;
+    if (!qi->stream)
+        return;
+    v[QV_SEGMENTS] = s->segments;
+    v[QV_SEGMENT_BYTES] = s->bytes;
+    v[QV_CHUNKS] = s->chunks;
+    v[QV_FIRST_OFFSET] = s->empty ? NO_OFFSET : s->first_offset;
+    v[QV_LAST_OFFSET] = s->empty ? NO_OFFSET : s->next_offset - 1;
+    v[QV_COMMITTED_OFFSET] = s->committed_offset > s->first_offset ? s->committed_chunk_id
+                                                                   : NO_OFFSET;
+    for (consumer *c = queue_next_consumer(q, NULL); c; c = queue_next_consumer(q, c)) {
+        uint64_t off;
+        if (queue_stream_consumer_offset(c, &off) && s->committed_offset > off &&
+            s->committed_offset - off > v[QV_MAX_LAG])
+            v[QV_MAX_LAG] = s->committed_offset - off;
+    }
+}
+
 static void queue_values(server *s, queue *q, bool unacked_age, uint64_t *v)
 {
     queue_info qi;
     queue_describe(q, &qi);
     uint64_t now = loop_now_ms(admin_loop(s));
     uint64_t oldest = unacked_age && qi.unacked ? mgmt_queue_oldest_unacked(s, q) : 0;
-    v[QV_READY] = qi.ready;
-    v[QV_UNACKED] = qi.unacked;
-    v[QV_MESSAGES] = (uint64_t)qi.ready + qi.unacked;
+    memset(v, 0, QV_COUNT * sizeof *v);
+    stream_values(q, &qi, v);
+    /* a stream's messages are its records; a delivery takes none (RabbitMQ's) */
+    v[QV_READY] = qi.stream ? mgmt_stream_messages(&qi.log) : qi.ready;
+    v[QV_UNACKED] = qi.stream ? 0 : qi.unacked;
+    v[QV_MESSAGES] = v[QV_READY] + v[QV_UNACKED];
     v[QV_CONSUMERS] = qi.consumers;
     v[QV_MEMORY] = qi.memory;
     v[QV_READY_BYTES] = qi.ready_bytes;
@@ -495,7 +548,8 @@ static void add_values(uint64_t *sum, const uint64_t *v, size_t n, const uint8_t
 static void sum_queue(void *arg, queue *q)
 {
     prom_scrape *sc = arg;
-    static const uint8_t is_max[QV_COUNT] = {[QV_OLDEST_READY] = 1, [QV_OLDEST_UNACKED] = 1};
+    static const uint8_t is_max[QV_COUNT] = {[QV_OLDEST_READY] = 1, [QV_OLDEST_UNACKED] = 1,
+                                             [QV_MAX_LAG] = 1};
     uint64_t v[QV_COUNT];
     queue_values(sc->s, q, true, v);
     add_values(sc->queues, v, QV_COUNT, is_max);
@@ -850,8 +904,12 @@ static bool queue_sample(prom_scrape *sc, const family *f, const mgmt_list_item 
     if (!q)
         return false;
     uint64_t v[QV_COUNT];
+    bool stream = queue_is_stream(q);
+    if ((f->flags & F_STREAM && !stream) || (f->flags & F_WORK && stream))
+        return true; /* not this kind of queue's */
     queue_values(sc->s, q, f->value == QV_OLDEST_UNACKED, v);
-    samples(sc, f, v, f->flags & F_QUEUE_KEYS ? queue_keys : queue_labels, it);
+    if (v[f->value] != NO_OFFSET)
+        samples(sc, f, v, f->flags & F_QUEUE_KEYS ? queue_keys : queue_labels, it);
     return true;
 }
 

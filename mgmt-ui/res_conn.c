@@ -355,6 +355,7 @@ void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const cons
     mgmt_json_end_obj(w);
     mgmt_json_kstr(w, "consumer_tag", cons->tag);
     mgmt_json_kbool(w, "exclusive", cons->exclusive);
+    mgmt_stream_consumer_offsets(w, cons); /* a stream's consumer: where it reads */
     mgmt_json_kuint(w, "prefetch_count", cons->prefetch);
     mgmt_json_key(w, "queue");
     mgmt_json_obj(w);
@@ -364,22 +365,34 @@ void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const cons
     mgmt_json_end_obj(w);
 }
 
-static bool render_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+static bool render_with(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it,
+                        void (*render)(mgmt_req *, mgmt_json *, conn *, chan *, const consumer *))
 {
     conn *c;
     chan *ch = chan_by_id(r, it->id, &c);
     for (consumer *cons = ch ? chan_consumers(ch) : NULL; cons; cons = cons->ch_next)
         if (cons->q && amqp_bytes_equal_cstr(it->name, cons->tag)) {
-            mgmt_consumer_json(r, w, c, ch, cons);
+            render(r, w, c, ch, cons);
             return true;
         }
     return false;
 }
 
+static bool render_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+{
+    return render_with(r, w, it, mgmt_consumer_json);
+}
+
+static bool render_stream_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+{
+    return render_with(r, w, it, mgmt_stream_consumer_json);
+}
+
 /* Consumers of vhost `only` (or all) on connections the user sees: its own
  * (every one for administrators and monitoring users), as RabbitMQ
- * filters this list by user. */
-static void list_consumers(mgmt_req *r, vhost *only)
+ * filters this list by user; with `streams`, only consumers of streams,
+ * in the stream plugin's form (res_stream.c). */
+void mgmt_consumers_send(mgmt_req *r, vhost *only, bool streams)
 {
     mgmt_list *l = mgmt_list_begin(r);
     if (!l)
@@ -393,15 +406,15 @@ static void list_consumers(mgmt_req *r, vhost *only)
         for (uint32_t slot = 0; slot < conn_channel_slots(c); slot++) {
             chan *ch = conn_channel_at(c, slot);
             for (consumer *cons = ch ? chan_consumers(ch) : NULL; cons; cons = cons->ch_next)
-                if (cons->q)
+                if (cons->q && (!streams || queue_is_stream(cons->q)))
                     mgmt_list_add(l, ci.vhost, AMQP_CSTR(cons->tag), CHAN_ID(c, chan_number(ch)),
                                   0, false);
         }
     }
-    mgmt_list_send(r, l, render_consumer);
+    mgmt_list_send(r, l, streams ? render_stream_consumer : render_consumer);
 }
 
-static void get_consumers(mgmt_req *r) { list_consumers(r, NULL); }
+static void get_consumers(mgmt_req *r) { mgmt_consumers_send(r, NULL, false); }
 
 /* A vhost the user may not see is refused as the other per-vhost lists
  * refuse it. RabbitMQ 3.10.8 alone does not check the vhost here and
@@ -415,7 +428,7 @@ static void get_vhost_consumers(mgmt_req *r)
     else if (!mgmt_vhost_visible(r, v))
         mgmt_error(r, 401, "not_authorised", "User not authorised to access virtual host");
     else
-        list_consumers(r, v);
+        mgmt_consumers_send(r, v, false);
 }
 
 const mgmt_route mgmt_connection_routes[] = {

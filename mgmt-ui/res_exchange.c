@@ -84,18 +84,16 @@ static void add_exchange(void *arg, route_exchange *ex)
     mgmt_list_add(c->l, c->vhost, route_exchange_name(ex), 0, key, has);
 }
 
+static void add_exchanges(mgmt_req *r, mgmt_list *l, vhost *v)
+{
+    (void)r;
+    collect c = {l, vhost_name(v), mgmt_list_query_of(l)->sort};
+    route_foreach_exchange(vhost_routes(v), add_exchange, &c);
+}
+
 static void list_exchanges(mgmt_req *r, vhost *only)
 {
-    mgmt_list *l = mgmt_list_begin(r);
-    if (!l)
-        return;
-    for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v)) {
-        if ((only && v != only) || !mgmt_vhost_allowed(r, v))
-            continue;
-        collect c = {l, vhost_name(v), mgmt_list_query_of(l)->sort};
-        route_foreach_exchange(vhost_routes(v), add_exchange, &c);
-    }
-    mgmt_list_send(r, l, render_listed);
+    mgmt_vhosts_list_send(r, only, add_exchanges, render_listed);
 }
 
 static void get_exchanges(mgmt_req *r) { list_exchanges(r, NULL); }

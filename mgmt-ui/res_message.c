@@ -305,19 +305,14 @@ typedef struct get_ctx {
     size_t truncate; /* SIZE_MAX = none */
 } get_ctx;
 
-static void show_message(void *arg, msg *m, bool redelivered, uint32_t remaining)
+void mgmt_message_fields(mgmt_json *w, msg *m, bool base64, size_t truncate)
 {
-    get_ctx *g = arg;
-    mgmt_json *w = g->w;
     uint64_t size = msg_body_size(m);
-    size_t shown = size < g->truncate ? (size_t)size : g->truncate;
-    bool as_string = !g->base64 && valid_utf8(msg_body(m), shown);
-    mgmt_json_obj(w);
+    size_t shown = size < truncate ? (size_t)size : truncate;
+    bool as_string = !base64 && valid_utf8(msg_body(m), shown);
     mgmt_json_kuint(w, "payload_bytes", size);
-    mgmt_json_kbool(w, "redelivered", redelivered);
     mgmt_json_kbytes(w, "exchange", msg_exchange(m));
     mgmt_json_kbytes(w, "routing_key", msg_routing_key(m));
-    mgmt_json_kuint(w, "message_count", remaining);
     mgmt_json_key(w, "properties");
     props_json(w, msg_properties(m));
     mgmt_json_key(w, "payload");
@@ -326,7 +321,16 @@ static void show_message(void *arg, msg *m, bool redelivered, uint32_t remaining
     else
         base64_json(w, msg_body(m), shown);
     mgmt_json_kstr(w, "payload_encoding", as_string ? "string" : "base64");
-    mgmt_json_end_obj(w);
+}
+
+static void show_message(void *arg, msg *m, bool redelivered, uint32_t remaining)
+{
+    get_ctx *g = arg;
+    mgmt_json_obj(g->w);
+    mgmt_json_kbool(g->w, "redelivered", redelivered);
+    mgmt_json_kuint(g->w, "message_count", remaining);
+    mgmt_message_fields(g->w, m, g->base64, g->truncate);
+    mgmt_json_end_obj(g->w);
 }
 
 static bool ackmode_of(mgmt_req *r, const char *s, admin_ackmode *mode)

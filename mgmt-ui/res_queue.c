@@ -114,15 +114,17 @@ static void queue_basics(mgmt_req *r, mgmt_json *w, queue *q)
     mgmt_json_end_obj(w);
 }
 
-/* A quorum queue's members (this node, its leader, online) and its
- * at-least-once dead letters not yet taken by a queue. */
-static void quorum_fields(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
+/* A replicated queue's members (this node alone: its leader, online);
+ * a quorum queue's at-least-once dead letters not yet taken by a queue. */
+static void member_fields(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
 {
     if (!queue_type_of(q)->replicated)
         return;
     mgmt_json_kstr(w, "leader", server_node_name(r->s));
-    mgmt_json_kuint(w, "message_bytes_dlx", qi->dead_letter_bytes_held);
-    mgmt_json_kuint(w, "messages_dlx", qi->dead_letters_held);
+    if (!qi->stream) {
+        mgmt_json_kuint(w, "message_bytes_dlx", qi->dead_letter_bytes_held);
+        mgmt_json_kuint(w, "messages_dlx", qi->dead_letters_held);
+    }
     const char *keys[] = {"members", "online"};
     for (int i = 0; i < 2; i++) {
         mgmt_json_key(w, keys[i]);
@@ -156,6 +158,25 @@ static void message_counts(mgmt_json *w, const queue_info *qi)
     mgmt_json_kuint(w, "messages_unacknowledged_ram", qi->unacked);
 }
 
+/* What classic and quorum queues show beside the common fields: the
+ * consumer figures, where the messages are, delayed retry and health. */
+static void work_queue_fields(mgmt_req *r, mgmt_json *w, queue *q, const queue_info *qi)
+{
+    mgmt_json_kdouble(w, "consumer_capacity", qi->consumer_capacity);
+    mgmt_json_kuint(w, "consumer_timeouts", qi->consumer_timeouts); /* Warren's */
+    mgmt_json_kdouble(w, "consumer_utilisation", qi->consumer_capacity); /* the older name */
+    /* Warren's: messages the delivery limit dead-lettered or dropped */
+    mgmt_json_kuint(w, "delivery_limit_dead_letters", qi->delivery_limit_dead);
+    tag_or_null(w, "exclusive_consumer_tag", qi->exclusive_consumer);
+    mgmt_json_knull(w, "head_message_timestamp");
+    message_bytes(w, qi);
+    mgmt_queue_totals(r, w, qi->stats, qi->ready, qi->unacked);
+    mgmt_json_kuint(w, "messages_delayed", qi->delayed); /* Warren's: delayed retry */
+    message_counts(w, qi);
+    tag_or_null(w, "single_active_consumer_tag", qi->active_consumer);
+    health(r, w, q, qi);
+}
+
 static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
 {
     if (r->disable_stats) {
@@ -168,49 +189,37 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
     mgmt_json_key(w, "arguments");
     mgmt_json_table(w, queue_arguments(q));
     mgmt_json_kbool(w, "auto_delete", queue_auto_delete(q));
-    mgmt_json_kdouble(w, "consumer_capacity", qi.consumer_capacity);
-    if (one)
-        consumer_details(r, w, q);
-    mgmt_json_kuint(w, "consumer_timeouts", qi.consumer_timeouts); /* Warren's */
-    mgmt_json_kdouble(w, "consumer_utilisation", qi.consumer_capacity); /* the older name */
-    mgmt_json_kuint(w, "consumers", qi.consumers);
     if (one) {
-        mgmt_json_key(w, "deliveries");
-        mgmt_json_arr(w);
-        mgmt_json_end_arr(w);
+        consumer_details(r, w, q);
+        const char *empty[] = {"deliveries", "incoming"};
+        for (int i = 0; i < 2; i++) {
+            mgmt_json_key(w, empty[i]);
+            mgmt_json_arr(w);
+            mgmt_json_end_arr(w);
+        }
     }
-    /* Warren's: messages the delivery limit dead-lettered or dropped */
-    mgmt_json_kuint(w, "delivery_limit_dead_letters", qi.delivery_limit_dead);
+    mgmt_json_kuint(w, "consumers", qi.consumers);
     mgmt_json_kbool(w, "durable", queue_durable(q));
     policy_applied pa;
     policy_of_queue(q, &pa);
     mgmt_json_key(w, "effective_policy_definition");
     mgmt_json_table(w, pa.definition);
     mgmt_json_kbool(w, "exclusive", queue_exclusive(q));
-    tag_or_null(w, "exclusive_consumer_tag", qi.exclusive_consumer);
-    mgmt_json_knull(w, "head_message_timestamp");
-    if (one) {
-        mgmt_json_key(w, "incoming");
-        mgmt_json_arr(w);
-        mgmt_json_end_arr(w);
-    }
-    quorum_fields(r, w, q, &qi);
+    member_fields(r, w, q, &qi);
     mgmt_json_kuint(w, "memory", qi.memory);
-    message_bytes(w, &qi);
     mgmt_message_stats(r, w, qi.stats, queue_stats_fields,
                        sizeof queue_stats_fields / sizeof queue_stats_fields[0], true);
-    mgmt_queue_totals(r, w, qi.stats, qi.ready, qi.unacked);
-    mgmt_json_kuint(w, "messages_delayed", qi.delayed); /* Warren's: delayed retry */
-    message_counts(w, &qi);
     mgmt_json_kbytes(w, "name", queue_name(q));
     mgmt_json_kstr(w, "node", server_node_name(r->s));
     mgmt_json_kstr(w, "operator_policy", pa.operator_policy); /* NULL writes null */
     mgmt_json_kstr(w, "policy", pa.policy);
-    tag_or_null(w, "single_active_consumer_tag", qi.active_consumer);
     mgmt_json_kstr(w, "state", "running");
     mgmt_json_kstr(w, "type", queue_type_of(q)->name);
     mgmt_json_kstr(w, "vhost", vhost_name(queue_vhost(q)));
-    health(r, w, q, &qi);
+    if (qi.stream)
+        mgmt_stream_fields(r, w, &qi);
+    else
+        work_queue_fields(r, w, q, &qi);
     mgmt_json_end_obj(w);
 }
 
@@ -245,9 +254,10 @@ static bool sort_key(mgmt_req *r, queue *q, const char *sort, double *out)
         return false;
     queue_info qi;
     queue_describe(q, &qi);
+    double ready = qi.stream ? (double)mgmt_stream_messages(&qi.log) : qi.ready;
     const struct { const char *name; double v; } keys[] = {
-        {"messages", (double)qi.ready + qi.unacked},
-        {"messages_ready", qi.ready},
+        {"messages", ready + qi.unacked},
+        {"messages_ready", ready},
         {"messages_unacknowledged", qi.unacked},
         {"messages_delayed", qi.delayed},
         {"consumers", qi.consumers},
@@ -286,18 +296,15 @@ static void add_queue(void *arg, queue *q)
     mgmt_list_add(c->l, c->vhost, queue_name(q), 0, key, has);
 }
 
+static void add_queues(mgmt_req *r, mgmt_list *l, vhost *v)
+{
+    collect c = {r, l, vhost_name(v), mgmt_list_query_of(l)->sort};
+    vhost_foreach_queue(v, add_queue, &c);
+}
+
 static void list_queues(mgmt_req *r, vhost *only)
 {
-    mgmt_list *l = mgmt_list_begin(r);
-    if (!l)
-        return;
-    for (vhost *v = server_vhost_next(r->s, NULL); v; v = server_vhost_next(r->s, v)) {
-        if ((only && v != only) || !mgmt_vhost_allowed(r, v))
-            continue;
-        collect c = {r, l, vhost_name(v), mgmt_list_query_of(l)->sort};
-        vhost_foreach_queue(v, add_queue, &c);
-    }
-    mgmt_list_send(r, l, render_listed);
+    mgmt_vhosts_list_send(r, only, add_queues, render_listed);
 }
 
 static void get_queues(mgmt_req *r) { list_queues(r, NULL); }
@@ -398,16 +405,21 @@ static void purge_queue(mgmt_req *r)
         mgmt_send_empty(r, 204, NULL);
 }
 
+queue *mgmt_queue_arg(mgmt_req *r, vhost **v)
+{
+    *v = mgmt_vhost_arg(r, 0);
+    queue *q = *v ? vhost_queue_find(*v, r->cap[1]) : NULL;
+    if (*v && !q)
+        mgmt_not_found(r);
+    return q;
+}
+
 static void get_queue_bindings(mgmt_req *r)
 {
-    vhost *v = mgmt_vhost_arg(r, 0);
-    if (!v)
+    vhost *v;
+    queue *q = mgmt_queue_arg(r, &v);
+    if (!q)
         return;
-    queue *q = vhost_queue_find(v, r->cap[1]);
-    if (!q) {
-        mgmt_not_found(r);
-        return;
-    }
     mgmt_binding_filter f = {.dest_queue = q, .defaults = true};
     mgmt_bindings_send(r, v, &f);
 }

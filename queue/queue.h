@@ -630,6 +630,13 @@ bool queue_stream_store_offset(queue *q, amqp_bytes name, uint64_t offset);
  * record its cursor returns); false for a consumer of another queue. Its
  * lag is the stream's committed offset less this. */
 bool queue_stream_consumer_offset(const consumer *c, uint64_t *offset);
+/* Reads up to `count` messages from `offset` (the first one when below it)
+ * without consuming anything, each as an AMQP 0-9-1 message (with its
+ * x-stream-offset header) passed to fn with its offset and its chunk's
+ * timestamp (ms); fn must not keep `m` past the call. Returns how many,
+ * -1 when q is not a stream or cannot be read. */
+typedef void (*queue_peek_fn)(void *arg, msg *m, uint64_t offset, int64_t timestamp_ms);
+int queue_stream_peek(queue *q, uint64_t offset, uint32_t count, queue_peek_fn fn, void *arg);
 
 /* Watchers: told when more of the stream is committed (readers at the end
  * may read on) and when the stream is deleted (after which `q` must not be

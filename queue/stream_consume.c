@@ -407,3 +407,32 @@ bool queue_stream_consumer_offset(const consumer *c, uint64_t *offset)
     *offset = stream_reader_offset(c->cursor->r);
     return true;
 }
+
+/* Reading without consuming (the management plane's viewer): a reader of
+ * its own from `offset`, no cursor kept, records passed over when they
+ * cannot be given as AMQP 0-9-1 (at most PEEK_SCAN_MAX of them). */
+#define PEEK_SCAN_MAX 4096
+int queue_stream_peek(queue *q, uint64_t offset, uint32_t count, queue_peek_fn fn, void *arg)
+{
+    struct stream_cursor cur = {0};
+    stream_start at = {.kind = STREAM_START_OFFSET, .offset = offset};
+    if (!queue_is_stream(q) || stream_reader_open(queue_stream_log(q), &at, NULL, &cur.r) != STREAM_OK)
+        return -1;
+    uint32_t n = 0, passed = 0;
+    while (n < count && passed < PEEK_SCAN_MAX) {
+        amqp_bytes rec;
+        uint64_t off;
+        if (next_record(q, &cur, &rec, &off) != REC_OK)
+            break;
+        msg *m = off < offset ? NULL : as_091(q, rec, off);
+        if (!m) {
+            passed++;
+            continue;
+        }
+        fn(arg, m, off, cur.chunk.timestamp_ms);
+        msg_unref(m);
+        n++;
+    }
+    stream_reader_close(cur.r);
+    return (int)n;
+}

@@ -153,7 +153,7 @@ static stream_status index_agree(const char *path, const sbuf *recs, stream_reco
         st = STREAM_EIO;
     } else if ((uint64_t)sb.st_size != want || !seg_pread(fd, have, want, 0) ||
                memcmp(have, IDX_MAGIC "\0\0\0\1", FILE_HEADER_SIZE) != 0 ||
-               memcmp(have + FILE_HEADER_SIZE, recs->p, recs->len) != 0) {
+               (recs->len && memcmp(have + FILE_HEADER_SIZE, recs->p, recs->len) != 0)) {
         rec->indexes_rebuilt++;
         if (!write_all(fd, IDX_MAGIC "\0\0\0\1", FILE_HEADER_SIZE, 0) ||
             (recs->len && !write_all(fd, recs->p, recs->len, FILE_HEADER_SIZE)) ||

@@ -18,7 +18,9 @@ enum field {
     F_NO_HEADERS, F_PRIORITY, F_APPLY_TO, F_DESCRIPTION, F_TAGS, F_QUEUE_TYPE, F_IF_EMPTY,
     F_IF_UNUSED, F_FORMAT, F_SKIP_UNCHANGED, F_UNIT, F_QUEUE_FILTER, F_TO_QUEUE, F_TO_EXCHANGE,
     F_ROUTING_KEY, F_LIMIT, F_RATE, F_MATCH_HEADER, F_MATCH_VALUE, F_FLAG, F_CLOSE_LIMIT,
-    F_CLOSE_DELAY, F_QUEUE_TIMEOUT, F_LIMITS_USER,
+    F_CLOSE_DELAY, F_QUEUE_TIMEOUT, F_LIMITS_USER, F_PARTITIONS, F_BINDING_KEYS,
+    F_MAX_LENGTH_BYTES, F_MAX_AGE, F_SEGMENT_SIZE, F_LEADER_LOCATOR, F_INITIAL_CLUSTER_SIZE,
+    F_STREAM, F_REFERENCE,
 };
 
 typedef struct optdef {
@@ -75,6 +77,15 @@ static const optdef optdefs[] = {
     {"per-connection-delay", 0, true, F_CLOSE_DELAY, WCTL_OPT_CLOSE_DELAY, false},
     {"queue-timeout", 0, true, F_QUEUE_TIMEOUT, WCTL_OPT_QUEUE_TIMEOUT, false},
     {"user", 0, true, F_LIMITS_USER, WCTL_OPT_USER, false},
+    {"partitions", 0, true, F_PARTITIONS, WCTL_OPT_SUPER_STREAM, false},
+    {"binding-keys", 0, true, F_BINDING_KEYS, WCTL_OPT_SUPER_STREAM, false},
+    {"max-length-bytes", 0, true, F_MAX_LENGTH_BYTES, WCTL_OPT_SUPER_STREAM, false},
+    {"max-age", 0, true, F_MAX_AGE, WCTL_OPT_SUPER_STREAM, false},
+    {"stream-max-segment-size-bytes", 0, true, F_SEGMENT_SIZE, WCTL_OPT_SUPER_STREAM, false},
+    {"leader-locator", 0, true, F_LEADER_LOCATOR, WCTL_OPT_SUPER_STREAM, false},
+    {"initial-cluster-size", 0, true, F_INITIAL_CLUSTER_SIZE, WCTL_OPT_SUPER_STREAM, false},
+    {"stream", 0, true, F_STREAM, WCTL_OPT_GROUP, false},
+    {"reference", 0, true, F_REFERENCE, WCTL_OPT_GROUP, false},
 };
 
 static const optdef *find_long(const char *name, size_t len)
@@ -151,6 +162,20 @@ static bool store_value(wctl_opts *o, const optdef *d, const char *v)
     case F_CLOSE_LIMIT: return parse_int(v, &o->close_limit) && o->close_limit >= 0;
     case F_CLOSE_DELAY: return parse_int(v, &o->close_delay_ms) && o->close_delay_ms >= 0;
     case F_LIMITS_USER: o->limits_user = v; return true;
+    case F_PARTITIONS: /* given but < 1: -1, the command's refusal */
+        if (!parse_int(v, &o->partitions))
+            return false;
+        if (o->partitions < 1)
+            o->partitions = -1;
+        return true;
+    case F_BINDING_KEYS: o->binding_keys = v; return true;
+    case F_MAX_LENGTH_BYTES: o->max_length_bytes = v; return true;
+    case F_MAX_AGE: o->max_age = v; return true;
+    case F_SEGMENT_SIZE: o->segment_size = v; return true;
+    case F_LEADER_LOCATOR: o->leader_locator = v; return true;
+    case F_INITIAL_CLUSTER_SIZE: o->initial_cluster_size = v; return true;
+    case F_STREAM: o->stream = v; return true;
+    case F_REFERENCE: o->reference = v; return true;
     case F_QUEUE_TIMEOUT: { /* checked, then unused: every queue answers at once */
         int ms;
         return parse_int(v, &ms) && ms >= 0;

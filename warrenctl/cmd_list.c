@@ -69,6 +69,11 @@ static const list_spec specs[] = {
     {"list_feature_flags", "/api/feature-flags", "", NODE, "Listing feature flags ...", NULL},
     {"list_unresponsive_queues", "/api/queues", "", VHOST,
      "Listing unresponsive queues for vhost %s ...", not_running},
+    /* rabbitmq-streams' (their banners name no vhost) */
+    {"list_stream_consumers", "/api/stream/consumers", "", VHOST, "Listing stream consumers ...",
+     NULL},
+    {"list_stream_publishers", "/api/stream/publishers", "", VHOST,
+     "Listing stream publishers ...", NULL},
 };
 
 static const list_spec *spec_for(const char *command)

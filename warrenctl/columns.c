@@ -155,6 +155,28 @@ static const wctl_column unresponsive_queue_columns[] = {
     {NULL, NULL, P},
 };
 
+/* rabbitmq-streams' (3.13's CONSUMER_INFO_ITEMS, PUBLISHER_INFO_ITEMS,
+ * GROUP_CONSUMER_INFO_ITEMS) from rabbitmq_stream_management's objects. */
+static const wctl_column stream_consumer_columns[] = {
+    {"connection_pid", "connection_details.name", P}, {"node", "connection_details.node", P},
+    {"subscription_id", "subscription_id", P}, {"stream", "queue.name", P},
+    {"messages_consumed", "consumed", P}, {"offset", "offset", P}, {"offset_lag", "offset_lag", P},
+    {"credits", "credits", P}, {"active", "active", P}, {"activity_status", "activity_status", P},
+    {"properties", "properties", T}, {NULL, NULL, P},
+};
+
+static const wctl_column stream_publisher_columns[] = {
+    {"connection_pid", "connection_details.name", P}, {"node", "connection_details.node", P},
+    {"publisher_id", "publisher_id", P}, {"stream", "queue.name", P},
+    {"reference", "reference", P}, {"messages_published", "published", P},
+    {"messages_confirmed", "confirmed", P}, {"messages_errored", "errored", P}, {NULL, NULL, P},
+};
+
+static const wctl_column group_consumer_columns[] = {
+    {"subscription_id", "subscription_id", P}, {"connection_name", "connection_details.name", P},
+    {"state", "activity_status", P}, {NULL, NULL, P},
+};
+
 #undef P
 #undef T
 
@@ -187,6 +209,14 @@ static const wctl_listing listings[] = {
     {"list_global_parameters", global_parameter_columns, "name value", BLANK_WHEN_EMPTY},
     {"list_feature_flags", feature_flag_columns, "name state", TAKES_COLUMNS},
     {"list_unresponsive_queues", unresponsive_queue_columns, "name", TAKES_COLUMNS},
+    {"list_stream_consumers", stream_consumer_columns,
+     "subscription_id stream messages_consumed offset offset_lag credits active activity_status "
+     "properties", TAKES_COLUMNS},
+    {"list_stream_publishers", stream_publisher_columns,
+     "publisher_id stream reference messages_published messages_confirmed messages_errored",
+     TAKES_COLUMNS},
+    {"list_stream_group_consumers", group_consumer_columns, "subscription_id connection_name state",
+     TAKES_COLUMNS},
 };
 
 const wctl_listing *wctl_listing_find(const char *command)

@@ -191,6 +191,25 @@ static const wctl_command commands[] = {
      "Moves a queue's messages (a dead-letter queue's, by default back to the queue each one "
      "died in) and reports where they went (Warren only)",
      wctl_cmd_move_messages},
+    /* rabbitmq-streams' (RabbitMQ 3.13) */
+    {"add_super_stream", "Stream plugin", 1, 1, WCTL_OPT_SUPER_STREAM,
+     "add_super_stream <name> [--vhost <vhost>] [--partition <partitions>] [--binding-keys "
+     "<binding-keys>] [--max-length-bytes <max-length-bytes>] [--max-age <max-age>] "
+     "[--stream-max-segment-size-bytes <stream-max-segment-size-bytes>] [--leader-locator "
+     "<leader-locator>] [--initial-cluster-size <initial-cluster-size>]",
+     "Add a super stream", wctl_cmd_add_super_stream},
+    {"delete_super_stream", "Stream plugin", 1, 1, 0, "delete_super_stream <name> [--vhost <vhost>]",
+     "Delete a super stream", wctl_cmd_delete_super_stream},
+    {"list_stream_consumers", "Stream plugin", 0, -1, LIST,
+     "list_stream_consumers [--vhost <vhost>] [<column> ...]",
+     "Lists all stream consumers for a vhost", wctl_cmd_list},
+    {"list_stream_publishers", "Stream plugin", 0, -1, LIST,
+     "list_stream_publishers [--vhost <vhost>] [<column> ...]",
+     "Lists all stream publishers for a vhost", wctl_cmd_list},
+    {"list_stream_group_consumers", "Stream plugin", 0, -1, LIST | WCTL_OPT_GROUP,
+     "list_stream_group_consumers --stream <stream> --reference <reference> [--vhost <vhost>] "
+     "[<column> ...]",
+     "Lists consumers of a stream consumer group in a vhost", wctl_cmd_list_stream_group_consumers},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

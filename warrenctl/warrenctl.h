@@ -87,7 +87,12 @@ enum {
     WCTL_OPT_CLOSE_DELAY = 1u << 24,   /* --per-connection-delay MS */
     WCTL_OPT_QUEUE_TIMEOUT = 1u << 25, /* list_unresponsive_queues --queue-timeout MS */
     WCTL_OPT_USER = 1u << 26,          /* list_user_limits --user NAME */
-    WCTL_OPT_COUNT = 27
+    /* add_super_stream's --partitions, --binding-keys, --max-length-bytes,
+     * --max-age, --stream-max-segment-size-bytes, --leader-locator,
+     * --initial-cluster-size (rabbitmq-streams' names) */
+    WCTL_OPT_SUPER_STREAM = 1u << 27,
+    WCTL_OPT_GROUP = 1u << 28,         /* list_stream_group_consumers --stream S --reference R */
+    WCTL_OPT_COUNT = 29
 };
 
 /* The parsed command line. A plain record of what was given (the unit tests
@@ -122,6 +127,11 @@ typedef struct wctl_opts {
     int limit, rate;
     int close_limit, close_delay_ms; /* close_all_connections */
     const char *limits_user;         /* list_user_limits --user */
+    /* add_super_stream (partitions 0 when not given, -1 when given < 1) */
+    int partitions;
+    const char *binding_keys, *max_length_bytes, *max_age, *segment_size, *leader_locator,
+        *initial_cluster_size;
+    const char *stream, *reference; /* list_stream_group_consumers */
     /* argv without the connection options, for "Arguments given:" lines */
     const char *echo[WCTL_MAX_ARGS * 2];
     int necho;

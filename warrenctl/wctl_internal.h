@@ -197,6 +197,9 @@ int wctl_cmd_ping(wctl_ctx *c);
 int wctl_cmd_environment(wctl_ctx *c);
 int wctl_cmd_help(wctl_ctx *c);
 int wctl_cmd_move_messages(wctl_ctx *c); /* cmd_move.c */
+int wctl_cmd_add_super_stream(wctl_ctx *c); /* cmd_stream.c */
+int wctl_cmd_delete_super_stream(wctl_ctx *c);
+int wctl_cmd_list_stream_group_consumers(wctl_ctx *c);
 int wctl_cmd_set_parameter(wctl_ctx *c);  /* cmd_params.c, also set_global_parameter */
 int wctl_cmd_clear_parameter(wctl_ctx *c);
 int wctl_cmd_close_all_connections(wctl_ctx *c);

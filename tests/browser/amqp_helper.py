@@ -10,6 +10,12 @@
         declares QUEUE and keeps a steady flow through it: RATE msg/s
         published, consumed and acked, until stdin closes (at most 900 s);
         prints "ready" once the first message went round.
+    amqp_helper.py stream PORT VHOST QUEUE COUNT USER PASS
+        declares the stream QUEUE (x-max-age 7D, x-max-length-bytes
+        10000000), publishes COUNT messages "event I" (header i = I) with
+        confirms, then consumes it from the first offset with prefetch 3
+        without acking (tag console-stream-reader): it reads 0..2 and stays
+        there; prints "ready" and stays connected until stdin closes.
     amqp_helper.py mkqueues PORT VHOST PREFIX COUNT USER PASS
         declares COUNT queues PREFIX00000.. and publishes (i % 7) messages
         to every 10th, so sorting by messages has something to sort; prints
@@ -73,6 +79,35 @@ def flow(port, vhost, queue, rate, user, password):
     conn.close()
 
 
+def stream(port, vhost, queue, count, user, password):
+    conn = connect(port, vhost, user, password)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={'x-queue-type': 'stream', 'x-max-age': '7D',
+                                                      'x-max-length-bytes': 10000000})
+    ch.confirm_delivery()
+    for i in range(int(count)):
+        ch.basic_publish('', queue, b'event %d' % i, pika.BasicProperties(headers={'i': i}))
+    reader = conn.channel()
+    reader.basic_qos(prefetch_count=3)
+    got = []
+    reader.basic_consume(queue, lambda c, m, p, b: got.append(b), auto_ack=False,
+                         consumer_tag='console-stream-reader', arguments={'x-stream-offset': 'first'})
+    deadline = time.monotonic() + 10
+    while len(got) < 3 and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.1)
+    print('ready', flush=True)
+    deadline = time.monotonic() + 900
+    try:
+        while time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.5)
+            r, _, _ = select.select([sys.stdin], [], [], 0)
+            if r and not sys.stdin.readline():
+                break
+        conn.close()
+    except pika.exceptions.ConnectionClosedByBroker:
+        pass  # the test's vhost was deleted first
+
+
 def mkqueues(port, vhost, prefix, count, user, password):
     conn = connect(port, vhost, user, password)
     ch = conn.channel()
@@ -88,4 +123,4 @@ def mkqueues(port, vhost, prefix, count, user, password):
 
 if __name__ == '__main__':
     cmd, args = sys.argv[1], sys.argv[2:]
-    {'consume': consume, 'flow': flow, 'mkqueues': mkqueues}[cmd](*args)
+    {'consume': consume, 'flow': flow, 'stream': stream, 'mkqueues': mkqueues}[cmd](*args)

@@ -13,6 +13,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launch, login } from './browser.mjs';
 import { measureConsole, describe } from './perf.mjs';
+import { streamTests } from './stream.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const BASE = process.env.BASE;
@@ -36,7 +37,10 @@ mkdirSync(SHOTS, { recursive: true });
 let n = 0;
 let failed = 0;
 const figures = [];
-async function test(name, fn) {
+// ONLY=text runs the tests whose name has it, and the setup they need.
+const ONLY = process.env.ONLY || '';
+async function test(name, fn, opts = {}) {
+  if (ONLY && !opts.setup && !name.includes(ONLY)) return;
   n += 1;
   const t0 = Date.now();
   try {
@@ -167,7 +171,7 @@ await test('log in as administrator; overview with charts, totals and node facts
   const facts = await page.locator('#node dl.facts').innerText();
   for (const fact of ['Uptime', 'Memory', 'File descriptors', 'Disk free', 'Journal size'])
     assert(facts.includes(fact), `node fact ${fact}: ${facts}`);
-});
+}, { setup: true });
 
 await test('add a virtual host from the UI and select it', async () => {
   await go('vhosts');
@@ -187,7 +191,7 @@ await test('add a virtual host from the UI and select it', async () => {
   await page.waitForSelector('#vhost-select');
   await page.selectOption('#vhost-select', VHOST);
   await page.waitForSelector('#app[data-route]');
-});
+}, { setup: true });
 
 await test('a consuming AMQP client shows on connections, channels and consumers', async () => {
   consumer = helper('consume', AMQP_PORT, VHOST, 'console.consumed', ...ADMIN);
@@ -624,6 +628,8 @@ await test('close a connection with a reason', async () => {
 // RabbitMQ's UI the same way), and this test records them. On a shared
 // machine it asserts only bounds five times as generous: it catches a
 // console that stalls, not one that is merely slow today.
+await streamTests({ test, assert, api, go, waitFor, page, shot, helper, VHOST, AMQP_PORT, ADMIN, BASE });
+
 await test(`${PERF_QUEUES} queues: first page, sort by messages, responsive (generous bounds)`, async () => {
   const t0 = Date.now();
   await helper('mkqueues', AMQP_PORT, VHOST, 'perf.q', String(PERF_QUEUES), ...ADMIN).ready;
@@ -716,7 +722,7 @@ await test('clean up through the UI: delete the user, then the vhost (typed conf
 
 await test('no script errors on any page', async () => {
   assert(!pageErrors.length, pageErrors.join(' | '));
-});
+}, { setup: true });
 
 await cleanup();
 figures.forEach((f) => console.log(`# figure: ${f}`));

@@ -17,6 +17,7 @@ const ROUTES = [
   [/^exchanges\/([^/]+)\/([^/]*)$/, 'exchange', 'exchanges'],
   [/^queues$/, 'queues', 'queues'],
   [/^queues\/([^/]+)\/([^/]+)$/, 'queue', 'queues'],
+  [/^streams\/([^/]+)\/([^/]+)$/, 'stream', 'queues'],
   [/^consumers$/, 'consumers', 'consumers'],
   [/^users$/, 'users', 'users'],
   [/^users\/([^/]+)$/, 'user', 'users'],

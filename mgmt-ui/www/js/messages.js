@@ -4,6 +4,7 @@
 import { h, replace, field, wideField, select, facts, empty } from './dom.js';
 import { post } from './http.js';
 import { argsEditor, runAction, notify } from './ui.js';
+import { time } from './format.js';
 
 const PROPS = ['content_type', 'content_encoding', 'correlation_id', 'reply_to', 'expiration', 'message_id',
   'type', 'user_id', 'app_id', 'priority', 'timestamp'];
@@ -71,7 +72,10 @@ export function bodyAs(msg, view) {
   return text;
 }
 
-function messageView(msg, i) {
+// One message as /get or the stream viewer gives it: a stream's record
+// (it has an offset) shows its offset and time instead of the queue's
+// redelivered flag and count left.
+export function messageView(msg, i) {
   const pre = h('pre', { class: 'payload' });
   const note = h('p', { class: 'hint' });
   const looksJson = bodyAs(msg, 'json') !== null;
@@ -86,13 +90,14 @@ function messageView(msg, i) {
   show();
   const p = msg.properties || {};
   const { headers, ...rest } = p;
-  return h('article', { class: 'message', 'data-index': i },
-    h('h3', {}, `Message ${i + 1}`),
+  const record = 'offset' in msg;
+  return h('article', { class: 'message', 'data-index': i, 'data-offset': record ? String(msg.offset) : null },
+    h('h3', {}, record ? `Offset ${msg.offset}` : `Message ${i + 1}`),
     facts([
       ['Exchange', msg.exchange === '' ? '(AMQP default)' : msg.exchange],
       ['Routing key', msg.routing_key],
-      ['Redelivered', msg.redelivered ? 'yes' : 'no'],
-      ['Left in queue', String(msg.message_count)],
+      record ? ['Stored at', time(msg.timestamp)] : ['Redelivered', msg.redelivered ? 'yes' : 'no'],
+      record ? null : ['Left in queue', String(msg.message_count)],
       ['Body', `${msg.payload_bytes} bytes${msg.payload_encoding === 'base64' ? ' (binary)' : ''}`],
       ...Object.entries(rest).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)]),
       headers && Object.keys(headers).length ? ['Headers', h('pre', { class: 'headers' }, JSON.stringify(headers, null, 2))] : null,

@@ -16,8 +16,13 @@ export function exchangeHref(vhost, name) {
   return `#/exchanges/${enc(vhost)}/${enc(name)}`;
 }
 
-export function queueLink(vhost, name) {
-  return h('a', { href: queueHref(vhost, name), class: 'name-text' }, name);
+// A stream queue has its own page (stream.js).
+export function streamHref(vhost, name) {
+  return `#/streams/${enc(vhost)}/${enc(name)}`;
+}
+
+export function queueLink(vhost, name, type) {
+  return h('a', { href: type === 'stream' ? streamHref(vhost, name) : queueHref(vhost, name), class: 'name-text' }, name);
 }
 
 export function exchangeLink(vhost, name) {

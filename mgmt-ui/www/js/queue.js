@@ -7,7 +7,7 @@ import { h, replace, errorBox, facts, icon, badge, panel, empty, loading, cards 
 import { get, del } from './http.js';
 import { num, rate, bytes, duration, time } from './format.js';
 import { createChart, ratesFromSamples, levelsFromSamples, COLORS } from './chart.js';
-import { features, exchangeLink, connectionLink, stateBadge } from './objects.js';
+import { features, exchangeLink, connectionLink, stateBadge, streamHref } from './objects.js';
 import { bindingsTable, bindingForm } from './bindings.js';
 import { publishForm, getMessagesForm } from './messages.js';
 import { confirmAction, runAction, formPanel } from './ui.js';
@@ -160,6 +160,10 @@ export async function render(el, [vhost, name]) {
     } catch (err) {
       replace(errorArea, errorBox(err));
       if (err.status === 404) replace(tiles);
+      return;
+    }
+    if (q.type === 'stream') { // a link that did not know: the stream's own page
+      location.replace(streamHref(vhost, name));
       return;
     }
     const st = q.message_stats || {};

@@ -11,7 +11,7 @@ const rateCol = (key, label, path) => ({
 
 export const COLUMNS = [
   vhostColumn(),
-  { key: 'name', label: 'Name', sort: 'name', always: true, render: (r) => queueLink(r.vhost, r.name) },
+  { key: 'name', label: 'Name', sort: 'name', always: true, render: (r) => queueLink(r.vhost, r.name, r.type) },
   { key: 'type', label: 'Type', sort: 'type' },
   { key: 'features', label: 'Features', api: ['durable', 'auto_delete', 'exclusive', 'arguments', 'policy', 'operator_policy'], render: features },
   { key: 'state', label: 'State', sort: 'state', initial: false },
@@ -30,7 +30,7 @@ export const COLUMNS = [
 
 export async function render(el) {
   const table = createTable({
-    id: 'queues', url: () => scoped('/api/queues'), columns: COLUMNS, apiAlways: ['name', 'vhost'],
+    id: 'queues', url: () => scoped('/api/queues'), columns: COLUMNS, apiAlways: ['name', 'vhost', 'type'],
     emptyText: 'No queues yet. Declare one below or from a client.',
   });
   replace(el,
