@@ -66,6 +66,7 @@ typedef struct sc_sub {
     bool awaiting;   /* sac: told it is active, its ConsumerUpdate response not in yet */
     uint32_t update_correlation;
     uint64_t sac_seq;
+    int32_t partition; /* sac of a super stream's partition: its index there; -1 none */
     uint16_t name_len;
     char name[256];  /* the "name" property: offset tracking and the sac group */
 } sc_sub;
@@ -136,6 +137,12 @@ void sc_advertised(const sconn_hub *h, char *host, size_t hostlen, char *port, s
 /* A command before Open; false when it is not one the step allows (the
  * caller closes silently, as RabbitMQ does). */
 bool sc_handshake_command(sconn *c, const sp_command *cmd);
+
+/* ---- superstream.c ---- */
+
+/* Route, Partitions, CreateSuperStream, DeleteSuperStream; false for
+ * another command. */
+bool sc_super_stream_command(sconn *c, const sp_command *cmd);
 
 /* ---- after Open (streams.c, publish.c, subscribe.c) ---- */
 

@@ -147,12 +147,31 @@ static bool equals(sp_slice s, const char *text)
     return s.len == strlen(text) && memcmp(s.ptr, text, s.len) == 0;
 }
 
+/* The index of `q` among the partitions of super stream `name` (its
+ * single active consumer is chosen by it); -1 when it is not one. */
+static int32_t partition_of(sconn *c, sp_slice name, const queue *q)
+{
+    admin_partition *p = malloc(ADMIN_SUPER_PARTITIONS_MAX * sizeof *p);
+    long n = p ? admin_super_stream_partitions(c->vh, (amqp_bytes){name.ptr, name.len}, p,
+                                               ADMIN_SUPER_PARTITIONS_MAX)
+               : -1;
+    int32_t at = -1;
+    for (long i = 0; i < n && i < ADMIN_SUPER_PARTITIONS_MAX && at < 0; i++)
+        if (p[i].stream == q)
+            at = (int32_t)i;
+    free(p);
+    return at;
+}
+
 /* The properties Warren reads: filter.* values and match-unfiltered
  * (3.13), name and single-active-consumer (which needs a name: RabbitMQ's
- * precondition_failed). */
-static uint16_t read_properties(sp_list props, stream_part *values, stream_filter *f, sc_sub *s)
+ * precondition_failed), super-stream (the partition's place in it: a
+ * stream not among its partitions is a precondition failure). */
+static uint16_t read_properties(sconn *c, const queue *q, sp_list props, stream_part *values,
+                                stream_filter *f, sc_sub *s)
 {
     sp_slice k, v;
+    s->partition = -1;
     *f = (stream_filter){.values = values};
     while (sp_pair_next(&props, &k, &v)) {
         if (prefixed(k, SP_PROP_FILTER_PREFIX)) {
@@ -169,7 +188,8 @@ static uint16_t read_properties(sp_list props, stream_part *values, stream_filte
             memcpy(s->name, v.ptr, v.len);
             s->name_len = (uint16_t)v.len;
         } else if (equals(k, SP_PROP_SUPER_STREAM)) {
-            return SP_PRECONDITION_FAILED; /* super streams are not served */
+            if ((s->partition = partition_of(c, v, q)) < 0)
+                return SP_PRECONDITION_FAILED;
         }
     }
     return s->sac && !s->name_len ? SP_PRECONDITION_FAILED : SP_OK;
@@ -191,7 +211,7 @@ static uint16_t subscribe(sconn *c, const sp_command *cmd)
     sc_sub *s = calloc(1, sizeof *s);
     if (!s)
         return SP_INTERNAL_ERROR;
-    uint16_t code = read_properties(cmd->u.subscribe.properties, values, &filter, s);
+    uint16_t code = read_properties(c, q, cmd->u.subscribe.properties, values, &filter, s);
     stream_start start = sc_start_of(cmd->u.subscribe.offset);
     if (code == SP_OK &&
         stream_reader_open(queue_stream_log(q), &start, filter.count ? &filter : NULL, &s->r) !=

@@ -130,9 +130,45 @@ async function singleActive(client) {
   await client.deleteStream({ stream })
 }
 
+// A super stream of three partitions: a hash-routing publisher spreads 60
+// keyed messages over them (Route / Partitions); two super stream consumers
+// of one group (single active consumer per partition, super-stream
+// property) share the partitions -- every message once, each consumer some
+// -- and when one leaves the other takes over its partitions.
+async function superStreams(client) {
+  const superStream = `${prefix}-inv`
+  await client.createSuperStream({ streamName: superStream }, undefined, 3)
+  const publisher = await client.declareSuperStreamPublisher(
+    { superStream, publisherRef: "ss-ref", routingStrategy: "hash" }, (content) => content.toString())
+  const got = { a: [], b: [] }
+  const a = await client.declareSuperStreamConsumer(
+    { superStream, consumerRef: "ss-group", offset: rabbit.Offset.first() },
+    (m) => got.a.push(m.content.toString()))
+  const b = await client.declareSuperStreamConsumer(
+    { superStream, consumerRef: "ss-group", offset: rabbit.Offset.first() },
+    (m) => got.b.push(m.content.toString()))
+  for (let i = 0; i < 60; i++) await publisher.send(Buffer.from(`key-${i}`))
+  await waitFor(() => got.a.length + got.b.length >= 60, 10000)
+  await new Promise((r) => setTimeout(r, 300))
+  const all = [...got.a, ...got.b]
+  const once = all.length === 60 && new Set(all).size === 60
+  const shared = got.a.length > 0 && got.b.length > 0
+  const before = got.b.length
+  // close() alone does not unsubscribe: each partition's consumer is closed
+  for (const consumer of b.consumers.values()) await client.closeConsumer(consumer.extendedId)
+  for (let i = 60; i < 90; i++) await publisher.send(Buffer.from(`key-${i}`))
+  await waitFor(() => got.a.filter((m) => Number(m.slice(4)) >= 60).length === 30, 10000)
+  for (const consumer of a.consumers.values()) await client.closeConsumer(consumer.extendedId)
+  await publisher.close()
+  report("super_streams", once && shared && got.b.length === before,
+    `a ${got.a.length}, b ${got.b.length} (of 60, then 30 more to a alone)`)
+  await client.deleteSuperStream({ streamName: superStream })
+}
+
 async function main() {
   const client = await rabbit.connect(params)
-  for (const scenario of [publishAndConsume, deduplication, offsets, filtering, singleActive]) {
+  for (const scenario of [publishAndConsume, deduplication, offsets, filtering, singleActive,
+    superStreams]) {
     try {
       await scenario(client)
     } catch (e) {
