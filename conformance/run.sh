@@ -6,6 +6,7 @@
 #   TARGET=amqp://user:pass@host:port  test that broker instead of starting Warren
 #   MGMT=http://host:port              its management API (passed to families)
 #   PROMETHEUS=http://host:port        its Prometheus endpoint (rabbitmq_prometheus: 15692)
+#   STREAM=host:port                   its stream protocol listener (RABBIT_STREAM with COMPARE=1)
 #   COMPARE=1                          Warren and RabbitMQ (RABBIT_URI, RABBIT_MGMT,
 #                                      RABBIT_PROMETHEUS)
 #   (the Warren run.sh starts gets its management and Prometheus listeners on

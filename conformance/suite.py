@@ -32,6 +32,7 @@ OUT = os.path.join(HERE, "out")
 FAMILY_ORDER = ["python", "node", "c", "mgmt"]
 LISTEN_RE = re.compile(r"AMQP listening on ([0-9.]+):([0-9]+)")
 # The HTTP listeners Warren is asked for (settings key prefix -> log line).
+STREAM_LISTENER = re.compile(r"stream protocol listening on ([0-9.]+):([0-9]+)")
 HTTP_LISTENERS = {"management": re.compile(r"management listening on ([0-9.]+):([0-9]+)"),
                   "prometheus": re.compile(r"prometheus listening on ([0-9.]+):([0-9]+)")}
 HTTP_GRACE = 5   # seconds to wait for the HTTP listeners' lines after the AMQP one
@@ -105,6 +106,7 @@ class Warren:
         self.tail = []
         self.http = {}          # "management"/"prometheus" -> port, once logged
         self.http_wanted = list(HTTP_LISTENERS)
+        self.stream_port = None  # the stream protocol listener's, once reported
         self.http_why = {}      # listener -> why there is none
         self.lock = threading.RLock()   # start/stop/restart/alive, from the main and restart threads
 
@@ -145,7 +147,8 @@ class Warren:
 
     def _argv(self, port):
         argv = [self.binary, "--set", "listeners.tcp.default=127.0.0.1:%d" % port,
-                "--set", "stream.listeners.tcp.default=127.0.0.1:0",
+                # a restart keeps the stream port too
+                "--set", "stream.listeners.tcp.default=127.0.0.1:%d" % (self.stream_port or 0),
                 "--set", "data_dir=%s" % self.tmpdir]
         for k in self.http_wanted:
             # a restart keeps the ports the first start was given
@@ -180,6 +183,7 @@ class Warren:
         for k in self.http_wanted:
             if k in seen:
                 self.http[k] = seen[k]
+        self.stream_port = seen.get("stream", self.stream_port)
         return None
 
     def _drain(self, proc, found, seen):
@@ -201,6 +205,9 @@ class Warren:
                     m = rx.search(line)
                     if m and k not in seen:
                         seen[k] = int(m.group(2))
+                m = STREAM_LISTENER.search(line)
+                if m and "stream" not in seen:
+                    seen["stream"] = int(m.group(2))
         found.set()
 
     def alive(self):
@@ -514,7 +521,7 @@ def http_env(warren, mgmt, prometheus, how):
 
 
 def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, restart_var="RESTART",
-               prometheus="", http_vars=("MGMT", "PROMETHEUS")):
+               prometheus="", http_vars=("MGMT", "PROMETHEUS"), stream=""):
     br = BrokerRun(label, uri, mgmt)
     br.shadow = shadow
     warren = restarter = None
@@ -549,6 +556,9 @@ def run_broker(label, uri, mgmt, start_warren, printer, run_id, shadow=False, re
                     CONF_TIMEOUT=env("TIMEOUT", env("CONF_TIMEOUT", "20")), CONF_RESTART=restart_cmd,
                     CONF_RABBIT_MGMT=env("RABBIT_MGMT", "http://127.0.0.1:15672"),
                     CONF_COMPARE="1" if truthy("COMPARE") else "0",
+                    # host:port of the stream protocol listener ("" = none given)
+                    CONF_STREAM="127.0.0.1:%d" % warren.stream_port if warren and warren.stream_port
+                    else stream,
                     **http_env(warren, mgmt, prometheus, http_vars))
     br.mgmt = conf_env["CONF_MGMT"]
     conf_env.setdefault("CONF_JOBS", env("JOBS", "1"))
@@ -770,7 +780,8 @@ def main():
     run_id = "%s%s" % (time.strftime("%H%M%S"), os.urandom(2).hex())
     target, mgmt, prom = env("TARGET"), env("MGMT"), env("PROMETHEUS")
     if truthy("COMPARE"):
-        warren = run_broker("Warren", target, mgmt, not target, printer, run_id, prometheus=prom)
+        warren = run_broker("Warren", target, mgmt, not target, printer, run_id, prometheus=prom,
+                            stream=env("STREAM"))
         write_outputs(warren, "", printer)
         # RabbitMQ on this machine by default: its management and Prometheus ports too
         local = not env("RABBIT_URI")
@@ -778,7 +789,8 @@ def main():
                             env("RABBIT_MGMT", "http://127.0.0.1:15672" if local else ""),
                             False, printer, run_id + "r", shadow=True, restart_var="RABBIT_RESTART",
                             prometheus=env("RABBIT_PROMETHEUS", "http://127.0.0.1:15692" if local else ""),
-                            http_vars=("RABBIT_MGMT", "RABBIT_PROMETHEUS"))
+                            http_vars=("RABBIT_MGMT", "RABBIT_PROMETHEUS"),
+                            stream=env("RABBIT_STREAM", "127.0.0.1:5552" if local else ""))
         write_outputs(rabbit, "-rabbitmq", printer)
         note = "COMPARE=1%s conformance/run.sh" % (" QUICK=1" if truthy("QUICK") else "")
         if env("ONLY"):
@@ -788,7 +800,7 @@ def main():
         under_test = warren
     else:
         under_test = run_broker("target" if target else "Warren", target, mgmt, not target, printer, run_id,
-                                prometheus=prom)
+                                prometheus=prom, stream=env("STREAM"))
         write_outputs(under_test, "", printer)
     printer.note("JUnit: %s" % os.path.relpath(os.path.join(OUT, "junit.xml"), ROOT))
     f, k = len(under_test.failed()), len(under_test.skipped())
