@@ -15,13 +15,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import streamraw as sr  # noqa: E402
 
 
-def client(t):
+def connect(t):
+    """A socket to the stream listener, closed when the scenario ends."""
     addr = os.environ.get("CONF_STREAM") or ""
     if not addr:
         raise Fail("no stream protocol listener given (CONF_STREAM is empty)")
     host, port = addr.rsplit(":", 1)
     c = sr.Client(int(port), host=host)
     t.defer(c.close_socket)
+    return c
+
+
+def client(t):
+    c = connect(t)
     c.handshake()
     return c
 
@@ -47,12 +53,7 @@ def records(c, count):
 
 @scenario("stream.proto_handshake", "raw", quick=True)
 def _(t):
-    addr = os.environ.get("CONF_STREAM") or ""
-    if not addr:
-        raise Fail("no stream protocol listener given (CONF_STREAM is empty)")
-    host, port = addr.rsplit(":", 1)
-    c = sr.Client(int(port), host=host)
-    t.defer(c.close_socket)
+    c = connect(t)
     eq(c.peer_properties().code, sr.OK, "peer properties")
     code, mechanisms = c.sasl_handshake()
     check(code == sr.OK and "PLAIN" in mechanisms, "PLAIN among %r" % (mechanisms,))
