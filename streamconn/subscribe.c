@@ -44,23 +44,26 @@ void sc_subs_drop(sconn *c, sc_stream *st, bool gone)
             close_sub(c, (uint8_t)i, false, gone);
 }
 
-/* One chunk as a Deliver frame: header, stored chunk header, data read
- * from the segment into the output. False when it cannot be had (the
- * read failed: the subscription stops). */
-static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
+/* The Deliver frame's header and the stored chunk header. */
+static bool put_headers(sconn *c, sc_sub *s, const stream_chunk *ch, sp_buf *b)
 {
     uint64_t len = STREAM_CHUNK_HEADER_SIZE + (uint64_t)ch->data_len;
-    size_t want = SP_DELIVER_HEADER_MAX + (size_t)len;
-    sp_buf b = sc_out(c, want);
+    bool v2 = c->deliver_version == 2;
     stream_info info;
-    if (c->deliver_version == 2)
+    if (v2)
         stream_get_info(queue_stream_log(s->st->q), &info);
-    if (!b.p || !sp_encode_deliver_header(&b, c->deliver_version == 2 ? 2 : 1, s->id,
-                                          c->deliver_version == 2 ? info.committed_chunk_id : 0, len))
+    if (!b->p || !sp_encode_deliver_header(b, v2 ? 2 : 1, s->id, v2 ? info.committed_chunk_id : 0,
+                                           len))
         return false;
-    sp_put_raw(&b, ch->header, STREAM_CHUNK_HEADER_SIZE);
+    sp_put_raw(b, ch->header, STREAM_CHUNK_HEADER_SIZE);
+    return true;
+}
+
+/* The data read from the segment straight into the output block. */
+static bool read_data(sconn *c, sc_sub *s, const stream_chunk *ch, uint8_t *to)
+{
     for (size_t done = 0; done < ch->data_len;) {
-        ssize_t n = pread(ch->fd, b.p + b.len + done, ch->data_len - done, ch->data_pos + (off_t)done);
+        ssize_t n = pread(ch->fd, to + done, ch->data_len - done, ch->data_pos + (off_t)done);
         if (n <= 0) {
             log_msg(LOG_ERROR, "stream connection %s: reading stream '%s': %s", c->peer,
                     s->st->name, n ? strerror(errno) : "unexpected end of segment");
@@ -68,8 +71,30 @@ static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
         }
         done += (size_t)n;
     }
-    b.len += ch->data_len;
+    return true;
+}
+
+/* One chunk as a Deliver frame: headers, then the data -- over plain TCP
+ * sent from the segment file by sendfile (never in memory), otherwise
+ * read into the output block. False when it cannot be had (the
+ * subscription stops; after a half-sent frame the connection closes). */
+static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
+{
+    bool from_file = transport_sends_files(c->t);
+    sp_buf b = sc_out(c, SP_DELIVER_HEADER_MAX + STREAM_CHUNK_HEADER_SIZE +
+                             (from_file ? 0 : ch->data_len));
+    if (!put_headers(c, s, ch, &b))
+        return false;
+    if (!from_file && !read_data(c, s, ch, b.p + b.len))
+        return false;
+    b.len += from_file ? 0 : ch->data_len;
     sc_commit(c, &b);
+    if (from_file && !transport_write_file(c->t, ch->fd, ch->data_pos, ch->data_len)) {
+        log_msg(LOG_ERROR, "stream connection %s: cannot send from stream '%s': %s", c->peer,
+                s->st->name, strerror(errno));
+        sc_teardown(c);
+        return false;
+    }
     s->chunks++;
     s->records += ch->num_records;
     if (transport_pending(c->t) > server_config(c->srv)->conn_output_limit)
