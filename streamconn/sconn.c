@@ -28,6 +28,8 @@
 
 #include "sconn_int.h"
 
+static void update_reading(sconn *c);
+
 /* ---- output ------------------------------------------------------------- */
 
 sp_buf sc_out(sconn *c, size_t want)
@@ -178,7 +180,7 @@ static void bad_frame(sconn *c, sp_status st, uint32_t size)
 
 static bool reading(const sconn *c)
 {
-    return c->state != SC_CLOSED && !c->discard_input;
+    return c->state != SC_CLOSED && !c->discard_input && !c->publish_blocked;
 }
 
 static void read_frames(sconn *c)
@@ -210,6 +212,11 @@ static void read_frames(sconn *c)
         }
         handle_frame(c, &f);
         evbuffer_drain(in, used);
+        if (f.key == SP_PUBLISH && (c->alarm || server_journal_lagging(c->srv))) {
+            c->publish_blocked = true; /* until the alarm clears / the journal syncs */
+            update_reading(c);
+            break;
+        }
     }
     if (c->discard_input)
         evbuffer_drain(in, evbuffer_get_length(in));
@@ -301,6 +308,7 @@ void sconn_attach(sconn_hub *h, loop *l, transport *t, const char *peer)
     c->loopback = server_sockaddr_loopback((struct sockaddr *)&sa);
     login_brake_key((struct sockaddr *)&sa, c->brake_key);
     c->mechanism = "";
+    c->alarm = server_alarms(h->srv) != 0;
     c->frame_max = sp_pre_open_frame_max(server_config(h->srv)->stream_frame_max);
     c->id = server_new_conn_id(h->srv);
     c->connected_at = wall_clock_ms();
@@ -400,11 +408,34 @@ void sconn_hub_tick(sconn_hub *h, uint64_t now)
         tick(c, now);
 }
 
+/* A publisher blocked by an alarm or the journal's backlog reads again,
+ * the frames already in its input first. */
+static void unblock(sconn *c)
+{
+    if (!c->publish_blocked || c->alarm || server_journal_lagging(c->srv))
+        return;
+    c->publish_blocked = false;
+    update_reading(c);
+    if (!c->reading_paused)
+        on_read(c);
+}
+
 void sconn_hub_journal_synced(sconn_hub *h)
 {
     for (sconn *c = h->conns; c; c = c->next)
-        if (c->state == SC_OPEN)
+        if (c->state == SC_OPEN) {
             sc_flush_confirms(c);
+            unblock(c);
+        }
+}
+
+void sconn_hub_set_alarm(sconn_hub *h, unsigned alarms)
+{
+    for (sconn *c = h->conns; c; c = c->next) {
+        c->alarm = alarms != 0;
+        if (c->state == SC_OPEN)
+            unblock(c);
+    }
 }
 
 /* An open connection hears Close, the others just close. */

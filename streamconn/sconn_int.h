@@ -88,6 +88,8 @@ struct sconn {
     bool free_scheduled;
     bool output_full;     /* past conn_output_limit: deliveries wait for on_drained */
     bool reading_paused;
+    bool alarm;           /* a resource alarm is on */
+    bool publish_blocked; /* not read: published during an alarm or while the journal lags */
     bool discard_input;   /* after a framing error: no frame boundary any more */
     uint8_t brake_key[16];
     /* names: peer "host:port", peer_host, host, name "peer -> local" */

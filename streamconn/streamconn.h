@@ -39,6 +39,10 @@ void sconn_attach(sconn_hub *h, loop *l, transport *t, const char *peer);
 void sconn_hub_tick(sconn_hub *h, uint64_t now_ms);
 /* The journal synced more: PublishConfirms waiting for it go out. */
 void sconn_hub_journal_synced(sconn_hub *h);
+/* The resource alarms in effect changed (SERVER_ALARM_* bits, 0: none):
+ * while any is on, a connection that publishes is no longer read, as
+ * RabbitMQ blocks stream publishers. */
+void sconn_hub_set_alarm(sconn_hub *h, unsigned alarms);
 /* Closes every connection: an open one with Close(OK, reason), waiting
  * for its response (shutdown), the others at once. */
 void sconn_hub_close_all(sconn_hub *h, const char *reason);

@@ -5,9 +5,12 @@ specification, credit, filters, deletion), and the same streams over AMQP
 0-9-1. Codes as RabbitMQ 3.10.8 answered the same frames (its live run with
 streamraw.py); StreamStats, ExchangeCommandVersions, Publish v2 and
 filters are 3.13's (PROTOCOL.adoc), which 3.10 lacks."""
+import http.client
+import json
 import struct
 import time
 import unittest
+import urllib.request
 
 import harness as h
 import streamraw as s
@@ -418,6 +421,40 @@ class Subscriptions(StreamTest):
         while len(got) < 2000:
             got += c.deliver()[1]["messages"]
         self.assertEqual(got, [b"x%d" % i for i in range(2000)])
+
+
+@h.needs_own_broker
+class Alarms(unittest.TestCase):
+    def test_memory_alarm_blocks_publishers_until_it_clears(self):
+        proc = h.WarrenProcess()
+        proc.start()
+        self.addCleanup(proc.stop)
+
+        def watermark(body):
+            c = http.client.HTTPConnection("127.0.0.1", proc.mgmt_port, timeout=10)
+            c.request("PUT", "/api/nodes/%s/vm-memory-high-watermark" % node, json.dumps(body),
+                      headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q=",
+                               "Content-Type": "application/json"})
+            self.assertEqual(c.getresponse().status, 204)
+
+        c = s.Client(proc.stream_port)
+        c.handshake()
+        self.assertEqual(c.create("alarmed"), s.OK)
+        c.declare_publisher(1, "alarmed")
+        c.publish(1, [(1, b"before")])
+        self.assertEqual(c.confirms(1), [(1, 1)])
+        req = urllib.request.Request("http://127.0.0.1:%d/api/overview" % proc.mgmt_port,
+                                     headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})
+        node = json.loads(urllib.request.urlopen(req, timeout=10).read())["node"]
+        watermark({"absolute": 1 << 20})  # below any process's RSS
+        self.assertTrue(proc.wait_log("memory resource limit alarm set on node"))
+        c.publish(1, [(2, b"during")])  # read, then the connection is not read any more
+        c.publish(1, [(3, b"held")])
+        self.assertEqual(c.confirms(1), [(1, 2)])
+        with self.assertRaises(TimeoutError):
+            c.confirms(1, timeout=0.5)
+        watermark({"relative": 0.4})
+        self.assertEqual(c.confirms(1), [(1, 3)])  # read again once it clears
 
 
 @h.needs_own_broker
