@@ -102,6 +102,7 @@ struct mgmt_route {
 /* Each resource family's table, ended by a zero row. */
 extern const mgmt_route mgmt_overview_routes[];
 extern const mgmt_route mgmt_connection_routes[];
+extern const mgmt_route mgmt_stream_routes[]; /* res_stream.c */
 extern const mgmt_route mgmt_exchange_routes[];
 extern const mgmt_route mgmt_queue_routes[];
 extern const mgmt_route mgmt_binding_routes[];

@@ -72,6 +72,7 @@ static void free_sconn(evutil_socket_t fd, short what, void *arg)
     h->count--;
     transport_free(c->t);
     free(c->pending);
+    free(c->client_props);
     free(c->user);
     free(c->names);
     free(c);

@@ -98,6 +98,8 @@ struct sconn {
     int peer_port, port;
     char *user;           /* who logged in (NULL before) */
     const char *mechanism;
+    uint8_t *client_props; /* PeerProperties' pairs, copied */
+    uint32_t client_props_len, client_props_count;
     vhost *vh;
     uint32_t frame_max;   /* input bound: pre-Open's until Tune, then the negotiated one */
     uint32_t heartbeat;   /* seconds, 0 = none */
