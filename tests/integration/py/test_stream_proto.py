@@ -457,6 +457,46 @@ class Alarms(unittest.TestCase):
         self.assertEqual(c.confirms(1), [(1, 3)])  # read again once it clears
 
 
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@h.needs_own_broker
+class LongStreams(unittest.TestCase):
+    def test_replay_does_not_load_the_stream(self):
+        """64 MB replayed to a subscriber that reads slowly: the broker's RSS
+        grows by far less than the stream (chunks go out from the segment
+        files, and only up to the output limit at a time)."""
+        proc = h.WarrenProcess()
+        proc.start()
+        self.addCleanup(proc.stop)
+        c = s.Client(proc.stream_port)
+        c.handshake()
+        self.assertEqual(c.create("long"), s.OK)
+        c.declare_publisher(1, "long")
+        body = b"x" * 10000
+        for f in range(64):  # 64 frames of 100 x 10 kB
+            c.publish(1, [(f * 100 + i + 1, body) for i in range(100)])
+            c.confirms(100)
+        before = rss_bytes(proc.proc.pid)
+        r = s.Client(proc.stream_port)
+        r.handshake()
+        self.assertEqual(r.subscribe(1, "long", s.OFFSET_FIRST, credit=10000), s.OK)
+        time.sleep(1)  # the subscriber reads nothing meanwhile
+        during = rss_bytes(proc.proc.pid)
+        got = 0
+        while got < 6400:
+            got += len(r.deliver()[1]["messages"])
+        after = rss_bytes(proc.proc.pid)
+        self.assertEqual(got, 6400)
+        self.assertLess(during - before, 16 << 20, (before, during, after))
+        self.assertLess(after - before, 16 << 20, (before, during, after))
+
+
 @h.needs_own_broker
 class Restarts(unittest.TestCase):
     def test_dedup_and_offsets_survive_a_restart(self):
