@@ -439,21 +439,18 @@ void sconn_hub_set_alarm(sconn_hub *h, unsigned alarms)
     }
 }
 
-/* An open connection hears Close, the others just close. */
-static void close_one(sconn *c, const char *text)
-{
-    if (c->state == SC_OPEN)
-        sc_close(c, SP_OK, text);
-    else if (c->state < SC_OPEN)
-        sc_teardown(c);
-}
-
+/* RabbitMQ 3.10.8 (live) closes these sockets without a Close frame; a
+ * vhost's connections hear MetadataUpdate for their streams first. */
 void sconn_hub_close_matching(sconn_hub *h, const vhost *v, const char *user, const char *text)
 {
     for (sconn *c = h->conns; c; c = c->next) {
-        if ((v && c->vh != v) || (user && (!c->user || strcmp(c->user, user) != 0)))
+        if ((v && c->vh != v) || (user && (!c->user || strcmp(c->user, user) != 0)) ||
+            c->state == SC_CLOSED)
             continue;
-        close_one(c, text);
+        log_msg(LOG_INFO, "stream connection %s closed: %s", c->peer, text);
+        if (v)
+            sc_streams_unavailable(c);
+        sc_teardown(c);
         if (v && c->vh) { /* nothing may refer to the vhost once it is gone */
             sc_forget_streams(c);
             vhost_connection_left(c->vh);
@@ -462,8 +459,8 @@ void sconn_hub_close_matching(sconn_hub *h, const vhost *v, const char *user, co
     }
 }
 
-void sconn_hub_close_all(sconn_hub *h, const char *reason)
+void sconn_hub_close_all(sconn_hub *h)
 {
     for (sconn *c = h->conns; c; c = c->next)
-        close_one(c, reason);
+        sc_teardown(c);
 }

@@ -181,6 +181,8 @@ bool sc_subscribe_command(sconn *c, const sp_command *cmd);
 bool sc_command(sconn *c, const sp_command *cmd);
 /* Sends the PublishConfirms whose appends the journal has synced. */
 void sc_flush_confirms(sconn *c);
+/* MetadataUpdate(stream not available) for each stream c uses. */
+void sc_streams_unavailable(sconn *c);
 /* Drops every publisher and subscription (closing, freeing). */
 void sc_forget_streams(sconn *c);
 

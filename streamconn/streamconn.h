@@ -44,11 +44,12 @@ void sconn_hub_journal_synced(sconn_hub *h);
  * while any is on, a connection that publishes is no longer read, as
  * RabbitMQ blocks stream publishers. */
 void sconn_hub_set_alarm(sconn_hub *h, unsigned alarms);
-/* Closes every connection: an open one with Close(OK, reason), waiting
- * for its response (shutdown), the others at once. */
-void sconn_hub_close_all(sconn_hub *h, const char *reason);
-/* Closes the connections of vhost `v` (being deleted) or of `user` (NULL:
- * any) with Close(OK, text), and forgets the vhost. */
+/* Closes every connection's socket once its output is written (shutdown;
+ * no Close frame, as RabbitMQ closes stream sockets). */
+void sconn_hub_close_all(sconn_hub *h);
+/* Closes the connections of vhost `v` (being deleted: they hear
+ * MetadataUpdate for their streams first, and forget the vhost) or of
+ * `user` (NULL: any), as RabbitMQ 3.10.8 does; `text` goes to the log. */
 void sconn_hub_close_matching(sconn_hub *h, const vhost *v, const char *user, const char *text);
 /* Sockets open (in the handshake or not). */
 size_t sconn_hub_count(const sconn_hub *h);

@@ -3,6 +3,7 @@ RabbitMQ 3.10.8's rabbitmq_stream_management shows them (the fields below
 are those it answered for the same client, checked live)."""
 import base64
 import json
+import struct
 import unittest
 import urllib.error
 import urllib.parse
@@ -13,11 +14,13 @@ import streamraw as s
 from test_stream_conn import stream_port
 
 
-def api(method, path):
+def api(method, path, body=None):
     host, port = h.mgmt_address()
     req = urllib.request.Request("http://%s:%d%s" % (host, port, path), method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
                                  headers={"authorization": "Basic " +
-                                          base64.b64encode(b"guest:guest").decode()})
+                                          base64.b64encode(b"guest:guest").decode(),
+                                          "content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as r:
         body = r.read()
         return r.status, json.loads(body) if body else None
@@ -102,6 +105,34 @@ class StreamManagement(unittest.TestCase):
         status, _ = api("DELETE", "/api/stream/connections/%2F/" + name)
         self.assertEqual(status, 204)
         self.assertTrue(self.c.closed())  # no Close frame, as RabbitMQ 3.10.8
+
+
+class StreamLifecycle(unittest.TestCase):
+    def test_vhost_deletion(self):
+        # RabbitMQ 3.10.8: MetadataUpdate for the vhost's streams, then the
+        # socket closes (no Close frame)
+        vh = h.unique("svh")
+        api("PUT", "/api/vhosts/" + vh, {})
+        api("PUT", "/api/permissions/%s/guest" % vh, {"configure": ".*", "write": ".*", "read": ".*"})
+        c = s.Client(stream_port())
+        self.addCleanup(c.close_socket)
+        c.handshake(vhost=vh)
+        self.assertEqual(c.create("in-vhost"), s.OK)
+        self.assertEqual(c.subscribe(1, "in-vhost"), s.OK)
+        api("DELETE", "/api/vhosts/" + vh)
+        f = c.expect(s.METADATA_UPDATE)
+        self.assertEqual(f.body, struct.pack(">H", s.STREAM_NOT_AVAILABLE) + s.s16("in-vhost"))
+        self.assertTrue(c.closed())
+
+    def test_user_deletion(self):
+        user = h.unique("suser")
+        api("PUT", "/api/users/" + user, {"password": "pw", "tags": ""})
+        api("PUT", "/api/permissions/%2F/" + user, {"configure": ".*", "write": ".*", "read": ".*"})
+        c = s.Client(stream_port())
+        self.addCleanup(c.close_socket)
+        c.handshake(user, "pw")
+        api("DELETE", "/api/users/" + user)
+        self.assertTrue(c.closed())  # no Close frame, as RabbitMQ 3.10.8
 
 
 if __name__ == "__main__":
