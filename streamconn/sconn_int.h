@@ -174,6 +174,8 @@ void sc_sac_left(sconn *c, sc_sub *s, bool promote);
 /* The client's ConsumerUpdate response: where the active one starts. */
 void sc_sac_updated(sconn *c, const sp_command *cmd);
 bool sc_publish_command(sconn *c, const sp_command *cmd);
+/* superstream.c: Route and Partitions. */
+bool sc_superstream_command(sconn *c, const sp_command *cmd);
 bool sc_subscribe_command(sconn *c, const sp_command *cmd);
 
 /* A command after Open other than Heartbeat and Close; false for one not

@@ -348,6 +348,7 @@ bool sc_command(sconn *c, const sp_command *cmd)
         exchange_versions(c, cmd);
         return true;
     default:
-        return sc_publish_command(c, cmd) || sc_subscribe_command(c, cmd);
+        return sc_publish_command(c, cmd) || sc_subscribe_command(c, cmd) ||
+               sc_superstream_command(c, cmd);
     }
 }

@@ -163,6 +163,32 @@ class Streams(StreamTest):
         self.assertIn((s.SUBSCRIBE, 1, 1), versions)
 
 
+class SuperStreams(StreamTest):
+    def test_route_and_partitions(self):
+        # a super stream made over AMQP, as RabbitMQ 3.10.8 answered for it
+        sup = h.unique("sup")
+        conn = h.connect()
+        self.addCleanup(conn.close)
+        ch = conn.channel()
+        ch.exchange_declare(sup, "direct", durable=True, arguments={"x-super-stream": True})
+        self.addCleanup(lambda: ch.exchange_delete(sup))
+        for i in range(2):
+            q = "%s-%d" % (sup, i)
+            ch.queue_declare(q, durable=True, arguments={"x-queue-type": "stream"})
+            self.addCleanup(lambda q=q: ch.queue_delete(q))
+            ch.queue_bind(q, sup, str(i), arguments={"x-stream-partition-order": 1 - i})
+        classic = sup + "-classic"
+        ch.queue_declare(classic)
+        self.addCleanup(lambda: ch.queue_delete(classic))
+        ch.queue_bind(classic, sup, "0")  # not a stream: left out
+        c = self.client()
+        self.assertEqual(c.route("0", sup), (s.OK, [sup + "-0"]))
+        self.assertEqual(c.route("9", sup), (s.OK, []))
+        self.assertEqual(c.partitions(sup), (s.OK, [sup + "-1", sup + "-0"]))
+        self.assertEqual(c.partitions("missing-" + sup), (s.STREAM_DOES_NOT_EXIST, []))
+        self.assertEqual(c.route("0", "missing-" + sup), (s.STREAM_DOES_NOT_EXIST, []))
+
+
 class Publishers(StreamTest):
     def test_publish_and_confirm(self):
         c = self.client()
