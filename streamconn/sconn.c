@@ -71,6 +71,8 @@ static void free_sconn(evutil_socket_t fd, short what, void *arg)
         c->next->prev = c->prev;
     h->count--;
     transport_free(c->t);
+    if (c->resume)
+        event_free(c->resume);
     free(c->pending);
     free(c->client_props);
     free(c->user);

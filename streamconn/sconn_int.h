@@ -67,7 +67,11 @@ typedef struct sc_sub {
     uint64_t sac_seq;
     uint16_t name_len;
     char name[256];  /* the "name" property: offset tracking and the sac group */
+    stream_filter filter; /* its values point into filter_bytes (both owned) */
+    uint8_t *filter_bytes;
 } sc_sub;
+
+struct event;
 
 struct sconn_hub {
     server *srv;
@@ -107,6 +111,7 @@ struct sconn {
     uint64_t id, connected_at;
     uint64_t opened_ms, last_recv_ms, last_send_ms, deadline_ms;
     sc_stream *streams;
+    struct event *resume; /* delivers again next turn (a filter passed over many chunks) */
     uint32_t correlation; /* of the requests the server sends (ConsumerUpdate) */
     uint8_t deliver_version; /* 2 once ExchangeCommandVersions says the client takes it */
     bool deleting;        /* in its own Delete: the MetadataUpdate goes after the response */

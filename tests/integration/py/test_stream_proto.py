@@ -435,6 +435,36 @@ class Subscriptions(StreamTest):
                                                      (b"name", b"other")]), s.OK)
         self.assertEqual(a.consumer_update()[1:], (2, 1))
 
+    def test_filter_passes_over_many_chunks(self):
+        # past STREAM_SKIP_MAX (4096) chunks skipped: the search goes on in
+        # the following loop turns
+        c = self.client()
+        name = self.stream(c)
+        c.declare_publisher(1, name)
+        for i in range(5000):
+            c.publish(1, [(i + 1, b"b", b"x")], version=2)
+            c.confirms(1)
+        c.publish(1, [(9999, b"a", b"wanted")], version=2)
+        c.confirms(1)
+        self.assertEqual(c.subscribe(1, name, s.OFFSET_FIRST, credit=5,
+                                     props=[(b"filter.0", b"a")]), s.OK)
+        self.assertEqual(c.deliver(10)[1]["messages"], [b"wanted"])
+
+    def test_single_active_consumer_keeps_its_filter(self):
+        c = self.client()
+        name = self.stream(c)
+        c.declare_publisher(1, name)
+        for i, v in enumerate([b"b", b"a", b"b"]):
+            c.publish(1, [(i + 1, v, v)], version=2)
+            c.confirms(1)
+        self.assertEqual(c.subscribe(1, name, s.OFFSET_NEXT, credit=5, props=[
+            (b"single-active-consumer", b"true"), (b"name", b"g"), (b"filter.0", b"a")]), s.OK)
+        corr, _, _ = c.consumer_update()
+        c.consumer_update_response(corr, s.OFFSET_FIRST)  # moved: the filter still holds
+        self.assertEqual(c.deliver()[1]["messages"], [b"a"])
+        with self.assertRaises(TimeoutError):
+            c.deliver(timeout=0.5)
+
     def test_long_replay(self):
         c = self.client()
         name = self.stream(c)
