@@ -25,6 +25,8 @@ static void set_alarm(server *s, unsigned alarm, bool on, const char *resource)
         log_msg(LOG_WARNING, "*** Publishers will be blocked until this alarm clears ***");
     unsigned alarms = server_alarms(s);
     admin_foreach_conn(s, NULL, tell_conn, &alarms);
+    if (server_stream_hub(s))
+        sconn_hub_set_alarm(server_stream_hub(s), alarms);
 }
 
 void admin_check_memory(server *s)

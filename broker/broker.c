@@ -324,7 +324,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     b->shutting_down = true;
     close_listeners(b);
     admin_foreach_conn(b->s, NULL, close_for_shutdown, NULL);
-    sconn_hub_close_all(b->streams, "broker shutdown");
+    sconn_hub_close_all(b->streams);
     if (server_socket_count(b->s) + sconn_hub_count(b->streams) == 0) {
         event_base_loopexit(loop_base(b->loop), NULL);
         return;

@@ -102,6 +102,8 @@ struct mgmt_route {
 /* Each resource family's table, ended by a zero row. */
 extern const mgmt_route mgmt_overview_routes[];
 extern const mgmt_route mgmt_connection_routes[];
+extern const mgmt_route mgmt_stream_routes[];      /* res_stream.c */
+extern const mgmt_route mgmt_stream_conn_routes[]; /* res_stream_conn.c */
 extern const mgmt_route mgmt_exchange_routes[];
 extern const mgmt_route mgmt_queue_routes[];
 extern const mgmt_route mgmt_binding_routes[];
@@ -115,7 +117,6 @@ extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
-extern const mgmt_route mgmt_stream_routes[];    /* res_stream.c */
 extern const mgmt_route mgmt_super_stream_routes[]; /* res_super_stream.c */
 /* What the limits refused, by kind: the server's counts (server_counts'
  * refused[], REFUSALS of them) and then the management listener's own
@@ -415,10 +416,12 @@ void mgmt_move_summary(mgmt_json *w, vhost *v, amqp_bytes qname);
  * shared by the connection and queue families (res_conn.c). */
 void mgmt_channel_details(mgmt_json *w, conn *c, chan *ch);
 void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const consumer *cons);
-/* The consumers of vhost `only` (NULL: all) the user sees as the list
- * reply; `streams`: stream consumers only, as mgmt_stream_consumer_json
- * renders them (res_conn.c). */
-void mgmt_consumers_send(mgmt_req *r, vhost *only, bool streams);
+/* The AMQP 0-9-1 consumers of streams (of vhost `only`, or all) the user
+ * sees, added to a stream-protocol consumer list (res_stream_conn.c)
+ * with their ids marked MGMT_AMQP_ITEM, and rendered by this. */
+#define MGMT_AMQP_ITEM (1ULL << 63)
+void mgmt_amqp_stream_consumers_add(mgmt_req *r, mgmt_list *l, vhost *only);
+bool mgmt_render_amqp_stream_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it);
 
 /* ---- streams (res_stream.c) ------------------------------------------------ */
 

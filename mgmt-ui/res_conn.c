@@ -383,20 +383,19 @@ static bool render_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
     return render_with(r, w, it, mgmt_consumer_json);
 }
 
-static bool render_stream_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+bool mgmt_render_amqp_stream_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
 {
-    return render_with(r, w, it, mgmt_stream_consumer_json);
+    mgmt_list_item plain = *it;
+    plain.id &= ~MGMT_AMQP_ITEM;
+    return render_with(r, w, &plain, mgmt_stream_consumer_json);
 }
 
-/* Consumers of vhost `only` (or all) on connections the user sees: its own
- * (every one for administrators and monitoring users), as RabbitMQ
- * filters this list by user; with `streams`, only consumers of streams,
- * in the stream plugin's form (res_stream.c). */
-void mgmt_consumers_send(mgmt_req *r, vhost *only, bool streams)
+/* Consumers of vhost `only` (or all) on connections the user sees into
+ * `l`: its own (every one for administrators and monitoring users), as
+ * RabbitMQ filters this list by user; with `streams`, only consumers of
+ * streams, their ids marked with MGMT_AMQP_ITEM. */
+static void add_consumers(mgmt_req *r, mgmt_list *l, vhost *only, bool streams)
 {
-    mgmt_list *l = mgmt_list_begin(r);
-    if (!l)
-        return;
     for (size_t i = 0; i < server_conn_count(r->s); i++) {
         conn *c = server_conn_at(r->s, i);
         conn_info ci;
@@ -407,14 +406,28 @@ void mgmt_consumers_send(mgmt_req *r, vhost *only, bool streams)
             chan *ch = conn_channel_at(c, slot);
             for (consumer *cons = ch ? chan_consumers(ch) : NULL; cons; cons = cons->ch_next)
                 if (cons->q && (!streams || queue_is_stream(cons->q)))
-                    mgmt_list_add(l, ci.vhost, AMQP_CSTR(cons->tag), CHAN_ID(c, chan_number(ch)),
-                                  0, false);
+                    mgmt_list_add(l, ci.vhost, AMQP_CSTR(cons->tag),
+                                  CHAN_ID(c, chan_number(ch)) | (streams ? MGMT_AMQP_ITEM : 0), 0,
+                                  false);
         }
     }
-    mgmt_list_send(r, l, streams ? render_stream_consumer : render_consumer);
 }
 
-static void get_consumers(mgmt_req *r) { mgmt_consumers_send(r, NULL, false); }
+void mgmt_amqp_stream_consumers_add(mgmt_req *r, mgmt_list *l, vhost *only)
+{
+    add_consumers(r, l, only, true);
+}
+
+static void consumers_send(mgmt_req *r, vhost *only)
+{
+    mgmt_list *l = mgmt_list_begin(r);
+    if (!l)
+        return;
+    add_consumers(r, l, only, false);
+    mgmt_list_send(r, l, render_consumer);
+}
+
+static void get_consumers(mgmt_req *r) { consumers_send(r, NULL); }
 
 /* A vhost the user may not see is refused as the other per-vhost lists
  * refuse it. RabbitMQ 3.10.8 alone does not check the vhost here and
@@ -428,7 +441,7 @@ static void get_vhost_consumers(mgmt_req *r)
     else if (!mgmt_vhost_visible(r, v))
         mgmt_error(r, 401, "not_authorised", "User not authorised to access virtual host");
     else
-        mgmt_consumers_send(r, v, false);
+        consumers_send(r, v);
 }
 
 const mgmt_route mgmt_connection_routes[] = {

@@ -10,13 +10,9 @@
  * next record it reads) and "offset_lag" (committed records it has not
  * read yet), the stream plugin's names.
  *
- * Routes (rabbitmq_stream_management's paths and keys):
- *   GET /api/stream/consumers[/{vhost}]: the consumers of streams, the
- *       user's own unless monitoring (AMQP 0-9-1 ones for now, the stream
- *       protocol's once its server exists);
- *   GET /api/stream/publishers[/{vhost}[/{stream}]]: stream-protocol
- *       publishers: none yet;
- * and Warren's viewer:
+ * /api/stream/consumers (res_stream_conn.c) lists the AMQP 0-9-1 consumers
+ * of streams too, in the stream plugin's form (mgmt_stream_consumer_json,
+ * "protocol": "amqp091"). Warren's viewer:
  *   GET /api/streams/{vhost}/{name}/messages?offset=&count=&encoding=&truncate=
  *       up to STREAM_PEEK_MAX messages from `offset` (default: the first)
  *       without consuming them, as /get shows messages plus their offset
@@ -123,71 +119,6 @@ void mgmt_stream_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch,
     mgmt_json_end_obj(w);
 }
 
-/* ---- /api/stream/consumers, /api/stream/publishers ------------------------- */
-
-/* rabbit_mgmt_util:disable_stats: the stream lists are statistics. */
-static bool stats_enabled(mgmt_req *r)
-{
-    if (r->disable_stats)
-        mgmt_error(r, 400, "bad_request", "Stats in management UI are disabled on this node");
-    return !r->disable_stats;
-}
-
-/* The vhost of capture 0: 404 when unknown. The plugin lists any vhost's
- * (filtered by user), it checks no vhost access. */
-static vhost *listed_vhost(mgmt_req *r)
-{
-    vhost *v = server_vhost(r->s, r->cap[0]);
-    if (!v)
-        mgmt_not_found(r);
-    return v;
-}
-
-static void get_consumers(mgmt_req *r)
-{
-    if (stats_enabled(r))
-        mgmt_consumers_send(r, NULL, true);
-}
-
-static void get_vhost_consumers(mgmt_req *r)
-{
-    vhost *v = listed_vhost(r);
-    if (v && stats_enabled(r))
-        mgmt_consumers_send(r, v, true);
-}
-
-/* Publishers come with the stream protocol's server; none until then. */
-static void empty_list(mgmt_req *r)
-{
-    mgmt_list *l = mgmt_list_begin(r);
-    if (l)
-        mgmt_list_send(r, l, NULL);
-}
-
-static void get_publishers(mgmt_req *r)
-{
-    if (stats_enabled(r))
-        empty_list(r);
-}
-
-static void get_vhost_publishers(mgmt_req *r)
-{
-    vhost *v = listed_vhost(r);
-    if (v && stats_enabled(r))
-        empty_list(r);
-}
-
-static void get_stream_publishers(mgmt_req *r)
-{
-    vhost *v = listed_vhost(r);
-    if (!v)
-        return;
-    if (!vhost_queue_find(v, r->cap[1]))
-        mgmt_not_found(r);
-    else if (stats_enabled(r))
-        empty_list(r);
-}
-
 /* ---- the viewer ------------------------------------------------------------- */
 
 typedef struct peek_ctx {
@@ -256,11 +187,6 @@ static void get_messages(mgmt_req *r)
 }
 
 const mgmt_route mgmt_stream_routes[] = {
-    {HTTP_GET, "/api/stream/consumers", TAG_MANAGEMENT, get_consumers},
-    {HTTP_GET, "/api/stream/consumers/{}", TAG_MANAGEMENT, get_vhost_consumers},
-    {HTTP_GET, "/api/stream/publishers", TAG_MANAGEMENT, get_publishers},
-    {HTTP_GET, "/api/stream/publishers/{}", TAG_MANAGEMENT, get_vhost_publishers},
-    {HTTP_GET, "/api/stream/publishers/{}/{}", TAG_MANAGEMENT, get_stream_publishers},
     {HTTP_GET, "/api/streams/{}/{}/messages", TAG_MANAGEMENT, get_messages},
     {0},
 };

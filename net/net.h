@@ -50,6 +50,9 @@ typedef struct transport_ops {
     void (*close)(void *impl);
     /* The OpenSSL session (an SSL *) of a TLS stream; NULL for the others. */
     void *(*tls_session)(const void *impl);
+    /* Whether `write` sends file segments of `out` itself (TCP: sendfile),
+     * so transport_write_file may queue them. */
+    bool sends_files;
 } transport_ops;
 
 typedef struct transport_handlers {
@@ -104,6 +107,14 @@ void transport_write(transport *t, const void *p, size_t n);
 void transport_write_reference(transport *t, const void *p, size_t n,
                                void (*cleanup)(const void *data, size_t len, void *arg),
                                void *arg);
+/* Appends `len` bytes of file `fd` from `offset`, sent from the file
+ * (sendfile) without passing through memory, when the transport can (plain
+ * TCP); fd is duplicated, so the caller may close its own at once. False
+ * when it cannot (TLS, pipes) or dup fails: the caller sends the bytes
+ * itself. */
+bool transport_write_file(transport *t, int fd, off_t offset, size_t len);
+/* Whether transport_write_file can be used on t at all. */
+bool transport_sends_files(const transport *t);
 /* Queues the output for the end-of-turn write. */
 void transport_flush_later(transport *t);
 /* Output bytes not written yet. */

@@ -112,6 +112,7 @@ static const transport_ops tcp_ops = {
     .watch_write = tcp_watch_write,
     .address = tcp_address,
     .close = tcp_close,
+    .sends_files = true, /* evbuffer_write sends file segments with sendfile */
 };
 
 transport *transport_new_tcp(transport_flusher *fl, struct event_base *base, int fd)

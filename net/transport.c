@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "net_int.h"
 
@@ -221,6 +222,32 @@ void transport_write_reference(transport *t, const void *p, size_t n,
     if (evbuffer_add_reference(t->out, p, n, cleanup, arg) != 0)
         cleanup(p, n, arg);
     transport_flush_later(t);
+}
+
+bool transport_sends_files(const transport *t) { return t->ops->sends_files; }
+
+bool transport_write_file(transport *t, int fd, off_t offset, size_t len)
+{
+    if (!t->ops->sends_files)
+        return false;
+    int own = dup(fd); /* the segment outlives the caller's descriptor */
+    struct evbuffer_file_segment *seg =
+        own < 0 ? NULL : evbuffer_file_segment_new(own, offset, (ev_off_t)len, EVBUF_FS_CLOSE_ON_FREE);
+    if (!seg) {
+        if (own >= 0)
+            close(own);
+        return false;
+    }
+    seal(t, true);
+    /* only written to the socket, never read back: what lets libevent
+     * send file segments with sendfile instead of mapping them */
+    evbuffer_set_flags(t->out, EVBUFFER_FLAG_DRAINS_TO_FD);
+    int r = evbuffer_add_file_segment(t->out, seg, 0, (ev_off_t)len);
+    evbuffer_file_segment_free(seg); /* the buffer holds its own reference */
+    if (r != 0)
+        return false;
+    transport_flush_later(t);
+    return true;
 }
 
 /* What the implementation holds past `out`: a call only for those that can. */

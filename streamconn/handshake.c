@@ -27,6 +27,16 @@ static void peer_properties(sconn *c, const sp_command *cmd)
         {SLICE("product"), SLICE("Warren")},
         {SLICE("version"), SLICE("3.13.0-warren.0.1.0")},
     };
+    sp_list in = cmd->u.peer_properties.properties;
+    uint8_t *copy = in.len ? malloc(in.len) : NULL;
+    if (copy || !in.len) { /* kept for the management API; lost if memory is short */
+        free(c->client_props);
+        if (copy)
+            memcpy(copy, in.p, in.len);
+        c->client_props = copy;
+        c->client_props_len = in.len;
+        c->client_props_count = in.count;
+    }
     sp_buf b = sc_out(c, 512);
     sp_encode_peer_properties_response(&b, cmd->correlation_id, SP_OK, props,
                                        sizeof props / sizeof props[0]);

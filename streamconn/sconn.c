@@ -28,6 +28,8 @@
 
 #include "sconn_int.h"
 
+static void update_reading(sconn *c);
+
 /* ---- output ------------------------------------------------------------- */
 
 sp_buf sc_out(sconn *c, size_t want)
@@ -69,7 +71,10 @@ static void free_sconn(evutil_socket_t fd, short what, void *arg)
         c->next->prev = c->prev;
     h->count--;
     transport_free(c->t);
+    if (c->resume)
+        event_free(c->resume);
     free(c->pending);
+    free(c->client_props);
     free(c->user);
     free(c->names);
     free(c);
@@ -178,7 +183,7 @@ static void bad_frame(sconn *c, sp_status st, uint32_t size)
 
 static bool reading(const sconn *c)
 {
-    return c->state != SC_CLOSED && !c->discard_input;
+    return c->state != SC_CLOSED && !c->discard_input && !c->publish_blocked;
 }
 
 static void read_frames(sconn *c)
@@ -210,6 +215,11 @@ static void read_frames(sconn *c)
         }
         handle_frame(c, &f);
         evbuffer_drain(in, used);
+        if (f.key == SP_PUBLISH && (c->alarm || server_journal_lagging(c->srv))) {
+            c->publish_blocked = true; /* until the alarm clears / the journal syncs */
+            update_reading(c);
+            break;
+        }
     }
     if (c->discard_input)
         evbuffer_drain(in, evbuffer_get_length(in));
@@ -301,6 +311,7 @@ void sconn_attach(sconn_hub *h, loop *l, transport *t, const char *peer)
     c->loopback = server_sockaddr_loopback((struct sockaddr *)&sa);
     login_brake_key((struct sockaddr *)&sa, c->brake_key);
     c->mechanism = "";
+    c->alarm = server_alarms(h->srv) != 0;
     c->frame_max = sp_pre_open_frame_max(server_config(h->srv)->stream_frame_max);
     c->id = server_new_conn_id(h->srv);
     c->connected_at = wall_clock_ms();
@@ -400,28 +411,48 @@ void sconn_hub_tick(sconn_hub *h, uint64_t now)
         tick(c, now);
 }
 
+/* A publisher blocked by an alarm or the journal's backlog reads again,
+ * the frames already in its input first. */
+static void unblock(sconn *c)
+{
+    if (!c->publish_blocked || c->alarm || server_journal_lagging(c->srv))
+        return;
+    c->publish_blocked = false;
+    update_reading(c);
+    if (!c->reading_paused)
+        on_read(c);
+}
+
 void sconn_hub_journal_synced(sconn_hub *h)
 {
     for (sconn *c = h->conns; c; c = c->next)
-        if (c->state == SC_OPEN)
+        if (c->state == SC_OPEN) {
             sc_flush_confirms(c);
+            unblock(c);
+        }
 }
 
-/* An open connection hears Close, the others just close. */
-static void close_one(sconn *c, const char *text)
+void sconn_hub_set_alarm(sconn_hub *h, unsigned alarms)
 {
-    if (c->state == SC_OPEN)
-        sc_close(c, SP_OK, text);
-    else if (c->state < SC_OPEN)
-        sc_teardown(c);
+    for (sconn *c = h->conns; c; c = c->next) {
+        c->alarm = alarms != 0;
+        if (c->state == SC_OPEN)
+            unblock(c);
+    }
 }
 
+/* RabbitMQ 3.10.8 (live) closes these sockets without a Close frame; a
+ * vhost's connections hear MetadataUpdate for their streams first. */
 void sconn_hub_close_matching(sconn_hub *h, const vhost *v, const char *user, const char *text)
 {
     for (sconn *c = h->conns; c; c = c->next) {
-        if ((v && c->vh != v) || (user && (!c->user || strcmp(c->user, user) != 0)))
+        if ((v && c->vh != v) || (user && (!c->user || strcmp(c->user, user) != 0)) ||
+            c->state == SC_CLOSED)
             continue;
-        close_one(c, text);
+        log_msg(LOG_INFO, "stream connection %s closed: %s", c->peer, text);
+        if (v)
+            sc_streams_unavailable(c);
+        sc_teardown(c);
         if (v && c->vh) { /* nothing may refer to the vhost once it is gone */
             sc_forget_streams(c);
             vhost_connection_left(c->vh);
@@ -430,8 +461,8 @@ void sconn_hub_close_matching(sconn_hub *h, const vhost *v, const char *user, co
     }
 }
 
-void sconn_hub_close_all(sconn_hub *h, const char *reason)
+void sconn_hub_close_all(sconn_hub *h)
 {
     for (sconn *c = h->conns; c; c = c->next)
-        close_one(c, reason);
+        sc_teardown(c);
 }

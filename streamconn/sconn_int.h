@@ -69,7 +69,11 @@ typedef struct sc_sub {
     int32_t partition; /* sac of a super stream's partition: its index there; -1 none */
     uint16_t name_len;
     char name[256];  /* the "name" property: offset tracking and the sac group */
+    stream_filter filter; /* its values point into filter_bytes (both owned) */
+    uint8_t *filter_bytes;
 } sc_sub;
+
+struct event;
 
 struct sconn_hub {
     server *srv;
@@ -90,6 +94,8 @@ struct sconn {
     bool free_scheduled;
     bool output_full;     /* past conn_output_limit: deliveries wait for on_drained */
     bool reading_paused;
+    bool alarm;           /* a resource alarm is on */
+    bool publish_blocked; /* not read: published during an alarm or while the journal lags */
     bool discard_input;   /* after a framing error: no frame boundary any more */
     uint8_t brake_key[16];
     /* names: peer "host:port", peer_host, host, name "peer -> local" */
@@ -98,6 +104,8 @@ struct sconn {
     int peer_port, port;
     char *user;           /* who logged in (NULL before) */
     const char *mechanism;
+    uint8_t *client_props; /* PeerProperties' pairs, copied */
+    uint32_t client_props_len, client_props_count;
     vhost *vh;
     uint32_t frame_max;   /* input bound: pre-Open's until Tune, then the negotiated one */
     uint32_t heartbeat;   /* seconds, 0 = none */
@@ -105,6 +113,7 @@ struct sconn {
     uint64_t id, connected_at;
     uint64_t opened_ms, last_recv_ms, last_send_ms, deadline_ms;
     sc_stream *streams;
+    struct event *resume; /* delivers again next turn (a filter passed over many chunks) */
     uint32_t correlation; /* of the requests the server sends (ConsumerUpdate) */
     uint8_t deliver_version; /* 2 once ExchangeCommandVersions says the client takes it */
     bool deleting;        /* in its own Delete: the MetadataUpdate goes after the response */
@@ -185,6 +194,8 @@ bool sc_subscribe_command(sconn *c, const sp_command *cmd);
 bool sc_command(sconn *c, const sp_command *cmd);
 /* Sends the PublishConfirms whose appends the journal has synced. */
 void sc_flush_confirms(sconn *c);
+/* MetadataUpdate(stream not available) for each stream c uses. */
+void sc_streams_unavailable(sconn *c);
 /* Drops every publisher and subscription (closing, freeing). */
 void sc_forget_streams(sconn *c);
 

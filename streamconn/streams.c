@@ -73,6 +73,12 @@ static void on_deleted(stream_watch *w)
     unlink_stream(st);
 }
 
+void sc_streams_unavailable(sconn *c)
+{
+    for (sc_stream *st = c->streams; st; st = st->next)
+        metadata_update(c, (sp_slice){(const uint8_t *)st->name, st->name_len});
+}
+
 sc_stream *sc_stream_use(sconn *c, queue *q, sp_slice name)
 {
     for (sc_stream *st = c->streams; st; st = st->next)

@@ -14,6 +14,7 @@
  * wanted value; the chunks sent may still hold other messages, which the
  * client filters, as with RabbitMQ. */
 #include <errno.h>
+#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +35,8 @@ static void close_sub(sconn *c, uint8_t id, bool release, bool gone)
     stream_reader_close(s->r);
     if (release)
         sc_stream_release(s->st);
+    free(s->filter_bytes);
+    free((void *)s->filter.values);
     free(s);
 }
 
@@ -44,23 +47,26 @@ void sc_subs_drop(sconn *c, sc_stream *st, bool gone)
             close_sub(c, (uint8_t)i, false, gone);
 }
 
-/* One chunk as a Deliver frame: header, stored chunk header, data read
- * from the segment into the output. False when it cannot be had (the
- * read failed: the subscription stops). */
-static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
+/* The Deliver frame's header and the stored chunk header. */
+static bool put_headers(sconn *c, sc_sub *s, const stream_chunk *ch, sp_buf *b)
 {
     uint64_t len = STREAM_CHUNK_HEADER_SIZE + (uint64_t)ch->data_len;
-    size_t want = SP_DELIVER_HEADER_MAX + (size_t)len;
-    sp_buf b = sc_out(c, want);
+    bool v2 = c->deliver_version == 2;
     stream_info info;
-    if (c->deliver_version == 2)
+    if (v2)
         stream_get_info(queue_stream_log(s->st->q), &info);
-    if (!b.p || !sp_encode_deliver_header(&b, c->deliver_version == 2 ? 2 : 1, s->id,
-                                          c->deliver_version == 2 ? info.committed_chunk_id : 0, len))
+    if (!b->p || !sp_encode_deliver_header(b, v2 ? 2 : 1, s->id, v2 ? info.committed_chunk_id : 0,
+                                           len))
         return false;
-    sp_put_raw(&b, ch->header, STREAM_CHUNK_HEADER_SIZE);
+    sp_put_raw(b, ch->header, STREAM_CHUNK_HEADER_SIZE);
+    return true;
+}
+
+/* The data read from the segment straight into the output block. */
+static bool read_data(sconn *c, sc_sub *s, const stream_chunk *ch, uint8_t *to)
+{
     for (size_t done = 0; done < ch->data_len;) {
-        ssize_t n = pread(ch->fd, b.p + b.len + done, ch->data_len - done, ch->data_pos + (off_t)done);
+        ssize_t n = pread(ch->fd, to + done, ch->data_len - done, ch->data_pos + (off_t)done);
         if (n <= 0) {
             log_msg(LOG_ERROR, "stream connection %s: reading stream '%s': %s", c->peer,
                     s->st->name, n ? strerror(errno) : "unexpected end of segment");
@@ -68,13 +74,51 @@ static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
         }
         done += (size_t)n;
     }
-    b.len += ch->data_len;
+    return true;
+}
+
+/* One chunk as a Deliver frame: headers, then the data -- over plain TCP
+ * sent from the segment file by sendfile (never in memory), otherwise
+ * read into the output block. False when it cannot be had (the
+ * subscription stops; after a half-sent frame the connection closes). */
+static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
+{
+    bool from_file = transport_sends_files(c->t);
+    sp_buf b = sc_out(c, SP_DELIVER_HEADER_MAX + STREAM_CHUNK_HEADER_SIZE +
+                             (from_file ? 0 : ch->data_len));
+    if (!put_headers(c, s, ch, &b))
+        return false;
+    if (!from_file && !read_data(c, s, ch, b.p + b.len))
+        return false;
+    b.len += from_file ? 0 : ch->data_len;
     sc_commit(c, &b);
+    if (from_file && !transport_write_file(c->t, ch->fd, ch->data_pos, ch->data_len)) {
+        log_msg(LOG_ERROR, "stream connection %s: cannot send from stream '%s': %s", c->peer,
+                s->st->name, strerror(errno));
+        sc_teardown(c);
+        return false;
+    }
     s->chunks++;
     s->records += ch->num_records;
     if (transport_pending(c->t) > server_config(c->srv)->conn_output_limit)
         c->output_full = true;
     return true;
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    sc_subs_deliver(arg, NULL);
+}
+
+/* A filter passed over STREAM_SKIP_MAX chunks: go on in the next turn, so
+ * one turn stays short however long the stream. */
+static void resume_later(sconn *c)
+{
+    if (!c->resume)
+        c->resume = event_new(loop_base(c->loop), -1, 0, resume_cb, c);
+    if (c->resume)
+        event_active(c->resume, EV_TIMEOUT, 0);
 }
 
 static void deliver(sconn *c, sc_sub *s)
@@ -84,8 +128,10 @@ static void deliver(sconn *c, sc_sub *s)
     while (s->credit && !c->output_full && c->state == SC_OPEN) {
         stream_chunk ch;
         stream_status st = stream_reader_next(s->r, false, &ch);
-        if (st == STREAM_AGAIN) /* a filter passed over many chunks: go on */
-            continue;
+        if (st == STREAM_AGAIN) {
+            resume_later(c);
+            return;
+        }
         if (st == STREAM_END)
             return;
         if (st != STREAM_OK || !send_chunk(c, s, &ch)) {
@@ -111,7 +157,8 @@ void sc_subs_deliver(sconn *c, sc_stream *st)
 bool sc_sub_seek(sc_sub *s, const stream_start *start)
 {
     stream_reader *r;
-    if (stream_reader_open(queue_stream_log(s->st->q), start, NULL, &r) != STREAM_OK)
+    if (stream_reader_open(queue_stream_log(s->st->q), start, s->filter.count ? &s->filter : NULL,
+                           &r) != STREAM_OK)
         return false;
     stream_reader_close(s->r);
     s->r = r;
@@ -195,6 +242,29 @@ static uint16_t read_properties(sconn *c, const queue *q, sp_list props, stream_
     return s->sac && !s->name_len ? SP_PRECONDITION_FAILED : SP_OK;
 }
 
+/* A single active consumer's filter, kept for when it is moved to where
+ * ConsumerUpdate says (its values point into the frame until then). */
+static bool keep_filter(sc_sub *s, const stream_filter *f)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < f->count; i++)
+        total += f->values[i].len;
+    stream_part *parts = malloc(f->count * sizeof *parts);
+    uint8_t *bytes = malloc(total ? total : 1);
+    if (!parts || !bytes) {
+        free(parts);
+        free(bytes);
+        return false;
+    }
+    for (size_t i = 0, at = 0; i < f->count; at += f->values[i].len, i++) {
+        memcpy(bytes + at, f->values[i].bytes, f->values[i].len);
+        parts[i] = (stream_part){bytes + at, f->values[i].len};
+    }
+    s->filter = (stream_filter){parts, f->count, f->match_unfiltered};
+    s->filter_bytes = bytes;
+    return true;
+}
+
 static uint16_t subscribe(sconn *c, const sp_command *cmd)
 {
     uint8_t id = cmd->u.subscribe.subscription_id;
@@ -217,12 +287,17 @@ static uint16_t subscribe(sconn *c, const sp_command *cmd)
         stream_reader_open(queue_stream_log(q), &start, filter.count ? &filter : NULL, &s->r) !=
             STREAM_OK)
         code = SP_INTERNAL_ERROR;
+    if (code == SP_OK && s->sac && filter.count && !keep_filter(s, &filter))
+        code = SP_INTERNAL_ERROR;
     if (code != SP_OK) {
+        stream_reader_close(s->r);
         free(s);
         return code;
     }
     if (!(s->st = sc_stream_use(c, q, name))) {
         stream_reader_close(s->r);
+        free(s->filter_bytes);
+        free((void *)s->filter.values);
         free(s);
         return SP_INTERNAL_ERROR;
     }
@@ -260,7 +335,9 @@ bool sc_subscribe_command(sconn *c, const sp_command *cmd)
             sc_commit(c, &b);
             return true;
         }
-        c->subs[id]->credit += cmd->u.credit.credit;
+        /* credit adds up (RabbitMQ's too), bounded so it cannot wrap */
+        c->subs[id]->credit = c->subs[id]->credit + cmd->u.credit.credit > (1u << 30)
+                                  ? 1u << 30 : c->subs[id]->credit + cmd->u.credit.credit;
         deliver(c, c->subs[id]);
         return true;
     case SP_UNSUBSCRIBE:

@@ -1,7 +1,8 @@
 /* Super streams over the stream protocol (RabbitMQ 3.11+; 3.13's
- * rabbit_stream_reader rules): Route and Partitions answer from the super
- * stream's exchange and its partition bindings (conn/'s
- * admin_super_stream_partitions), CreateSuperStream and DeleteSuperStream
+ * rabbit_stream_reader rules): Route routes the key through the super
+ * stream's exchange, Partitions lists its partition bindings (conn/'s
+ * admin_super_stream_partitions) -- for one made over AMQP or the API too
+ * -- and CreateSuperStream and DeleteSuperStream
  * go through conn/'s admin_super_stream_create / _delete, which the
  * management API and warrenctl share.
  *
@@ -52,10 +53,11 @@ static void streams_response(sconn *c, uint16_t key, uint32_t corr, uint16_t cod
 
 static bool may_write(sconn *c, sp_slice name) { return sc_allowed(c, ACCESS_WRITE, name); }
 
-/* Route (`key`: the partitions bound with that routing key, the exchange
- * being direct) or Partitions (`key` NULL: all of them, in order): the
- * user must be allowed `may` on the super stream and on every stream
- * answered. */
+/* Route (`key`: the streams the super stream's exchange routes that key
+ * to, as publishing would -- any exchange type, streams only, none is an
+ * empty OK, as RabbitMQ 3.10.8 answered) or Partitions (`key` NULL: every
+ * partition in x-stream-partition-order): the user must be allowed `may`
+ * on the super stream and on every stream answered. */
 static void answer_streams(sconn *c, uint16_t cmd_key, uint32_t corr, sp_slice name,
                            const sp_slice *key, bool (*may)(sconn *, sp_slice))
 {
@@ -63,16 +65,21 @@ static void answer_streams(sconn *c, uint16_t cmd_key, uint32_t corr, sp_slice n
         streams_response(c, cmd_key, corr, SP_ACCESS_REFUSED, NULL, 0);
         return;
     }
+    route_table *rt = vhost_routes(c->vh);
+    route_exchange *ex = route_exchange_find(rt, bytes_of(name));
     admin_partition *p = malloc(PARTITIONS_MAX * sizeof *p);
     sp_slice *out = malloc(PARTITIONS_MAX * sizeof *out);
-    long n = p && out ? admin_super_stream_partitions(c->vh, bytes_of(name), p, PARTITIONS_MAX)
-                      : -1;
-    uint16_t code = !p || !out ? SP_INTERNAL_ERROR : n < 0 ? SP_STREAM_DOES_NOT_EXIST : SP_OK;
+    void **routed = NULL;
+    long n = !ex || !p || !out ? -1
+             : key ? (long)route_message(rt, ex, bytes_of(*key), (amqp_bytes){NULL, 0}, &routed)
+                   : admin_super_stream_partitions(c->vh, bytes_of(name), p, PARTITIONS_MAX);
+    uint16_t code = !ex ? SP_STREAM_DOES_NOT_EXIST : !p || !out ? SP_INTERNAL_ERROR : SP_OK;
     size_t k = 0;
-    for (long i = 0; code == SP_OK && i < n && i < PARTITIONS_MAX; i++) {
-        if (key && (p[i].key.len != key->len || memcmp(p[i].key.ptr, key->ptr, key->len) != 0))
+    for (long i = 0; code == SP_OK && i < n && k < PARTITIONS_MAX; i++) {
+        queue *q = key ? routed[i] : p[i].stream;
+        if (!queue_is_stream(q))
             continue;
-        out[k] = slice_of(queue_name(p[i].stream));
+        out[k] = slice_of(queue_name(q));
         if (!may(c, out[k++]))
             code = SP_ACCESS_REFUSED;
     }

@@ -339,5 +339,21 @@ class Client:
             at += 8
         return f.code, stats
 
+    def streams_request(self, key, body):
+        """Route or Partitions: (code, [stream names])."""
+        f = self.request(key, body)
+        names, at = [], 10
+        for _ in range(f.u32(6)):
+            n = f.u16(at)
+            names.append(f.body[at + 2:at + 2 + n].decode())
+            at += 2 + n
+        return f.code, names
+
+    def route(self, routing_key, super_stream):
+        return self.streams_request(ROUTE, s16(routing_key) + s16(super_stream))
+
+    def partitions(self, super_stream):
+        return self.streams_request(PARTITIONS, s16(super_stream))
+
     def close(self, code=OK, reason='bye'):
         return self.request(CLOSE, struct.pack('>H', code) + s16(reason)).code

@@ -128,7 +128,7 @@ class StreamDefinitions(unittest.TestCase):
         self.addCleanup(os.unlink, path)
         data = tempfile.mkdtemp(prefix="warren-itest-defs-")
         self.addCleanup(shutil.rmtree, data, True)
-        p = subprocess.run([h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set",
+        p = subprocess.run([h.WARREN_BIN, "--set", "listeners.tcp.default=127.0.0.1:0", "--set", "stream.listeners.tcp.default=127.0.0.1:0", "--set",
                             "data_dir=%s" % data, "--set", "management.tcp.port=0",
                             "--set", "load_definitions=%s" % path],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -5,9 +5,12 @@ specification, credit, filters, deletion), and the same streams over AMQP
 0-9-1. Codes as RabbitMQ 3.10.8 answered the same frames (its live run with
 streamraw.py); StreamStats, ExchangeCommandVersions, Publish v2 and
 filters are 3.13's (PROTOCOL.adoc), which 3.10 lacks."""
+import http.client
+import json
 import struct
 import time
 import unittest
+import urllib.request
 
 import harness as h
 import streamraw as s
@@ -158,6 +161,32 @@ class Streams(StreamTest):
         self.assertEqual(code, s.OK)
         self.assertIn((s.PUBLISH, 1, 2), versions)
         self.assertIn((s.SUBSCRIBE, 1, 1), versions)
+
+
+class SuperStreams(StreamTest):
+    def test_route_and_partitions(self):
+        # a super stream made over AMQP, as RabbitMQ 3.10.8 answered for it
+        sup = h.unique("sup")
+        conn = h.connect()
+        self.addCleanup(conn.close)
+        ch = conn.channel()
+        ch.exchange_declare(sup, "direct", durable=True, arguments={"x-super-stream": True})
+        self.addCleanup(lambda: ch.exchange_delete(sup))
+        for i in range(2):
+            q = "%s-%d" % (sup, i)
+            ch.queue_declare(q, durable=True, arguments={"x-queue-type": "stream"})
+            self.addCleanup(lambda q=q: ch.queue_delete(q))
+            ch.queue_bind(q, sup, str(i), arguments={"x-stream-partition-order": 1 - i})
+        classic = sup + "-classic"
+        ch.queue_declare(classic)
+        self.addCleanup(lambda: ch.queue_delete(classic))
+        ch.queue_bind(classic, sup, "0")  # not a stream: left out
+        c = self.client()
+        self.assertEqual(c.route("0", sup), (s.OK, [sup + "-0"]))
+        self.assertEqual(c.route("9", sup), (s.OK, []))
+        self.assertEqual(c.partitions(sup), (s.OK, [sup + "-1", sup + "-0"]))
+        self.assertEqual(c.partitions("missing-" + sup), (s.STREAM_DOES_NOT_EXIST, []))
+        self.assertEqual(c.route("0", "missing-" + sup), (s.STREAM_DOES_NOT_EXIST, []))
 
 
 class Publishers(StreamTest):
@@ -406,6 +435,36 @@ class Subscriptions(StreamTest):
                                                      (b"name", b"other")]), s.OK)
         self.assertEqual(a.consumer_update()[1:], (2, 1))
 
+    def test_filter_passes_over_many_chunks(self):
+        # past STREAM_SKIP_MAX (4096) chunks skipped: the search goes on in
+        # the following loop turns
+        c = self.client()
+        name = self.stream(c)
+        c.declare_publisher(1, name)
+        for i in range(5000):
+            c.publish(1, [(i + 1, b"b", b"x")], version=2)
+            c.confirms(1)
+        c.publish(1, [(9999, b"a", b"wanted")], version=2)
+        c.confirms(1)
+        self.assertEqual(c.subscribe(1, name, s.OFFSET_FIRST, credit=5,
+                                     props=[(b"filter.0", b"a")]), s.OK)
+        self.assertEqual(c.deliver(10)[1]["messages"], [b"wanted"])
+
+    def test_single_active_consumer_keeps_its_filter(self):
+        c = self.client()
+        name = self.stream(c)
+        c.declare_publisher(1, name)
+        for i, v in enumerate([b"b", b"a", b"b"]):
+            c.publish(1, [(i + 1, v, v)], version=2)
+            c.confirms(1)
+        self.assertEqual(c.subscribe(1, name, s.OFFSET_NEXT, credit=5, props=[
+            (b"single-active-consumer", b"true"), (b"name", b"g"), (b"filter.0", b"a")]), s.OK)
+        corr, _, _ = c.consumer_update()
+        c.consumer_update_response(corr, s.OFFSET_FIRST)  # moved: the filter still holds
+        self.assertEqual(c.deliver()[1]["messages"], [b"a"])
+        with self.assertRaises(TimeoutError):
+            c.deliver(timeout=0.5)
+
     def test_long_replay(self):
         c = self.client()
         name = self.stream(c)
@@ -418,6 +477,80 @@ class Subscriptions(StreamTest):
         while len(got) < 2000:
             got += c.deliver()[1]["messages"]
         self.assertEqual(got, [b"x%d" % i for i in range(2000)])
+
+
+@h.needs_own_broker
+class Alarms(unittest.TestCase):
+    def test_memory_alarm_blocks_publishers_until_it_clears(self):
+        proc = h.WarrenProcess()
+        proc.start()
+        self.addCleanup(proc.stop)
+
+        def watermark(body):
+            c = http.client.HTTPConnection("127.0.0.1", proc.mgmt_port, timeout=10)
+            c.request("PUT", "/api/nodes/%s/vm-memory-high-watermark" % node, json.dumps(body),
+                      headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q=",
+                               "Content-Type": "application/json"})
+            self.assertEqual(c.getresponse().status, 204)
+
+        c = s.Client(proc.stream_port)
+        c.handshake()
+        self.assertEqual(c.create("alarmed"), s.OK)
+        c.declare_publisher(1, "alarmed")
+        c.publish(1, [(1, b"before")])
+        self.assertEqual(c.confirms(1), [(1, 1)])
+        req = urllib.request.Request("http://127.0.0.1:%d/api/overview" % proc.mgmt_port,
+                                     headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})
+        node = json.loads(urllib.request.urlopen(req, timeout=10).read())["node"]
+        watermark({"absolute": 1 << 20})  # below any process's RSS
+        self.assertTrue(proc.wait_log("memory resource limit alarm set on node"))
+        c.publish(1, [(2, b"during")])  # read, then the connection is not read any more
+        c.publish(1, [(3, b"held")])
+        self.assertEqual(c.confirms(1), [(1, 2)])
+        with self.assertRaises(TimeoutError):
+            c.confirms(1, timeout=0.5)
+        watermark({"relative": 0.4})
+        self.assertEqual(c.confirms(1), [(1, 3)])  # read again once it clears
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@h.needs_own_broker
+class LongStreams(unittest.TestCase):
+    def test_replay_does_not_load_the_stream(self):
+        """64 MB replayed to a subscriber that reads slowly: the broker's RSS
+        grows by far less than the stream (chunks go out from the segment
+        files, and only up to the output limit at a time)."""
+        proc = h.WarrenProcess()
+        proc.start()
+        self.addCleanup(proc.stop)
+        c = s.Client(proc.stream_port)
+        c.handshake()
+        self.assertEqual(c.create("long"), s.OK)
+        c.declare_publisher(1, "long")
+        body = b"x" * 10000
+        for f in range(64):  # 64 frames of 100 x 10 kB
+            c.publish(1, [(f * 100 + i + 1, body) for i in range(100)])
+            c.confirms(100)
+        before = rss_bytes(proc.proc.pid)
+        r = s.Client(proc.stream_port)
+        r.handshake()
+        self.assertEqual(r.subscribe(1, "long", s.OFFSET_FIRST, credit=10000), s.OK)
+        time.sleep(1)  # the subscriber reads nothing meanwhile
+        during = rss_bytes(proc.proc.pid)
+        got = 0
+        while got < 6400:
+            got += len(r.deliver()[1]["messages"])
+        after = rss_bytes(proc.proc.pid)
+        self.assertEqual(got, 6400)
+        self.assertLess(during - before, 16 << 20, (before, during, after))
+        self.assertLess(after - before, 16 << 20, (before, during, after))
 
 
 @h.needs_own_broker
