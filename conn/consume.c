@@ -126,7 +126,7 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
     if (!q)
         return AMQP_ERROR;
     if (queue_type_of(q)->reads_without_taking)
-        return chan_not_supported(ch, q, "basic.get", AMQP_BASIC_GET, err);
+        return chan_not_supported(q, "basic.get", AMQP_BASIC_GET, err);
     queue_item it;
     if (!queue_get(q, &it)) {
         chan_count(ch, q, STAT_GET_EMPTY);

@@ -129,6 +129,17 @@ class StreamQueueTest(StreamMgmtBase):
         self.assertEqual(set(ref) - set(cons), set())
         self.assertEqual((cons["offset"], cons["offset_lag"]), (4, 2))
 
+    def test_get_and_purge_refused_as_rabbitmq(self):
+        # RabbitMQ 3.10.8's answers (the stream capture's broker)
+        name = self.stream(n=2)
+        r = request("POST", "/api/queues/%2F/" + q(name) + "/get",
+                    {"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"})
+        self.error(r, 400, "bad_request",
+                   "540 basic.get not supported by stream queues queue '%s' in vhost '/'" % name)
+        self.error(request("DELETE", "/api/queues/%2F/" + q(name) + "/contents"), 400, "bad_request",
+                   "queue.purge not supported by stream queues queue '%s' in vhost '/'" % name)
+        self.assertEqual(self.get("/api/queues/%2F/" + q(name))["messages"], 2)
+
     def test_disable_stats_gives_the_declaration(self):
         name = self.stream(n=1)
         mine = self.get("/api/queues/%2F/" + q(name) + "?disable_stats=true")
