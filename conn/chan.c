@@ -501,6 +501,7 @@ void chan_cancel_consumer(chan *ch, consumer *cons, bool notify)
     cons->q = NULL;
     if (q)
         queue_remove_consumer(q, cons);
+    free(cons->arguments);
     free(cons);
 }
 

@@ -98,8 +98,8 @@ class StreamQueueTest(StreamMgmtBase):
             self.assertNotIn(classic, mine)
         [cons] = mine["consumer_details"]
         self.assertEqual(set(ref["consumer_details"][0]) - set(cons), set())
-        self.assertEqual((cons["consumer_tag"], cons["prefetch_count"], cons["ack_required"]),
-                         ("reader-1", 5, True))
+        self.assertEqual((cons["consumer_tag"], cons["prefetch_count"], cons["ack_required"], cons["arguments"]),
+                         ("reader-1", 5, True, ref["consumer_details"][0]["arguments"]))
         # it read from 4: what it took is behind its offset, the rest is its lag
         self.assertEqual(cons["offset"], 4 + len(got))
         self.assertEqual(cons["offset"] + cons["offset_lag"], 10)
