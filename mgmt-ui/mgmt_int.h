@@ -422,8 +422,6 @@ void mgmt_consumers_send(mgmt_req *r, vhost *only, bool streams);
 
 /* ---- streams (res_stream.c) ------------------------------------------------ */
 
-/* A stream's records: committed, not yet removed by retention. */
-uint64_t mgmt_stream_messages(const stream_info *s);
 /* A stream queue's fields beside the common ones: messages (its records),
  * readers, and the log's figures (segments, offsets, bytes). */
 void mgmt_stream_fields(mgmt_req *r, mgmt_json *w, const queue_info *qi);

@@ -129,6 +129,26 @@ class StreamQueueTest(StreamMgmtBase):
         self.assertEqual(set(ref) - set(cons), set())
         self.assertEqual((cons["offset"], cons["offset_lag"]), (4, 2))
 
+    def test_overview_totals_and_samples_count_records(self):
+        # RabbitMQ 3.10.8's overview counted the capture's stream: 10 ready, 0 unacked
+        vh = self.vhost()
+        self.grant(vh, "guest")
+        name = self.stream(vh, n=4)
+        self.reader(name, offset=0, prefetch=2, ack=0, vh=vh)  # deliveries take nothing
+        totals = self.get("/api/overview")["queue_totals"]
+        self.assertGreaterEqual(totals["messages_ready"], 4)
+        path = "/api/queues/%s/%s?lengths_age=60&lengths_incr=5" % (q(vh), q(name))
+        deadline = time.monotonic() + 12  # the sampler runs every 5 s
+        while True:
+            mine = self.get(path)
+            samples = mine["messages_details"].get("samples", [])
+            if samples or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        self.assertTrue(samples, mine["messages_details"])
+        self.assertEqual(samples[0]["sample"], 4)
+        self.assertEqual(mine["messages_unacknowledged_details"]["samples"][0]["sample"], 0)
+
     def test_get_and_purge_refused_as_rabbitmq(self):
         # RabbitMQ 3.10.8's answers (the stream capture's broker)
         name = self.stream(n=2)
