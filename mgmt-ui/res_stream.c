@@ -16,6 +16,9 @@
  *       protocol's once its server exists);
  *   GET /api/stream/publishers[/{vhost}[/{stream}]]: stream-protocol
  *       publishers: none yet;
+ *   GET /api/stream/connections[/{vhost}]: stream-protocol connections,
+ *       none yet; one of them (GET, DELETE) and its consumers and
+ *       publishers: 404 until there are some;
  * and Warren's viewer:
  *   GET /api/streams/{vhost}/{name}/messages?offset=&count=&encoding=&truncate=
  *       up to STREAM_PEEK_MAX messages from `offset` (default: the first)
@@ -183,6 +186,26 @@ static void get_stream_publishers(mgmt_req *r)
         empty_list(r);
 }
 
+/* Stream-protocol connections come with its server too. */
+static void get_connections(mgmt_req *r) { empty_list(r); }
+
+static void get_vhost_connections(mgmt_req *r)
+{
+    vhost *v = listed_vhost(r);
+    if (!v)
+        return;
+    if (!mgmt_vhost_visible(r, v))
+        mgmt_error(r, 401, "not_authorised", "User not authorised to access virtual host");
+    else
+        empty_list(r);
+}
+
+static void no_connection(mgmt_req *r)
+{
+    if (listed_vhost(r))
+        mgmt_not_found(r);
+}
+
 /* ---- the viewer ------------------------------------------------------------- */
 
 typedef struct peek_ctx {
@@ -256,6 +279,12 @@ const mgmt_route mgmt_stream_routes[] = {
     {HTTP_GET, "/api/stream/publishers", TAG_MANAGEMENT, get_publishers},
     {HTTP_GET, "/api/stream/publishers/{}", TAG_MANAGEMENT, get_vhost_publishers},
     {HTTP_GET, "/api/stream/publishers/{}/{}", TAG_MANAGEMENT, get_stream_publishers},
+    {HTTP_GET, "/api/stream/connections", TAG_MANAGEMENT, get_connections},
+    {HTTP_GET, "/api/stream/connections/{}", TAG_MANAGEMENT, get_vhost_connections},
+    {HTTP_GET, "/api/stream/connections/{}/{}", TAG_MANAGEMENT, no_connection},
+    {HTTP_DELETE, "/api/stream/connections/{}/{}", TAG_MANAGEMENT, no_connection},
+    {HTTP_GET, "/api/stream/connections/{}/{}/consumers", TAG_MANAGEMENT, no_connection},
+    {HTTP_GET, "/api/stream/connections/{}/{}/publishers", TAG_MANAGEMENT, no_connection},
     {HTTP_GET, "/api/streams/{}/{}/messages", TAG_MANAGEMENT, get_messages},
     {0},
 };

@@ -212,10 +212,25 @@ class StreamListsTest(StreamMgmtBase):
             self.error(request("GET", path + "?disable_stats=true"), 400, "bad_request",
                        "Stats in management UI are disabled on this node")
 
+    def test_stream_connections_none_yet(self):
+        # rabbitmq_stream_management's connection paths: no stream-protocol
+        # connection exists until its server does
+        for path in ("/api/stream/connections", "/api/stream/connections/%2F"):
+            self.assertEqual(self.get(path), [], path)
+        for method, path in (("GET", "/api/stream/connections/%2F/c"), ("DELETE", "/api/stream/connections/%2F/c"),
+                             ("GET", "/api/stream/connections/%2F/c/consumers"),
+                             ("GET", "/api/stream/connections/%2F/c/publishers"),
+                             ("GET", "/api/stream/connections/" + q(h.unique("novh")))):
+            self.error(request(method, path), 404, "Object Not Found", "Not Found")
+        outsider = self.user("management")
+        self.error(request("GET", "/api/stream/connections/%2F", **self.as_user(outsider)), 401,
+                   "not_authorised", "User not authorised to access virtual host")
+
     def test_every_tag(self):
         name = self.stream(n=1)
         paths = ["/api/stream/consumers", "/api/stream/consumers/%2F", "/api/stream/publishers",
                  "/api/stream/publishers/%2F", "/api/stream/publishers/%2F/" + q(name),
+                 "/api/stream/connections", "/api/stream/connections/%2F",
                  "/api/streams/%2F/" + q(name) + "/messages"]
         for tags in TAGS:
             u = self.user(tags)
