@@ -1028,9 +1028,10 @@ static const char body_9[] =
     "  return { refresh: table.refresh, title: 'Connections' };\n"
     "}\n";
 
-/* /js/consumers.js (2010 bytes) */
+/* /js/consumers.js (2392 bytes) */
 static const char body_10[] =
-    "// Consumers: every consumer with its queue, channel, ack mode and prefetch.\n"
+    "// Consumers: every consumer with its queue, channel, ack mode and prefetch,\n"
+    "// and a stream consumer's offset and lag (columns to choose).\n"
     "import { h, replace, badge } from './dom.js';\n"
     "import { num } from './format.js';\n"
     "import { createTable } from './table.js';\n"
@@ -1047,6 +1048,9 @@ static const char body_10[] =
     "  { key: 'prefetch_count', label: 'Prefetch', sort: 'prefetch_count', num: true, render: (r) => num(r.prefetch_count) },\n"
     "  { key: 'active', label: 'Active', sort: 'active', render: (r) => (r.active === false \? badge('muted', r.activity_status || 'waiting') : badge('ok', r.activity_status || 'up', 'check')) },\n"
     "  { key: 'arguments', label: 'Arguments', initial: false, render: (r) => (Object.keys(r.arguments || {}).length \? JSON.stringify(r.arguments) : '') },\n"
+    "  // a stream's consumers: where each reads and what it has still to read\n"
+    "  { key: 'offset', label: 'Stream offset', sort: 'offset', num: true, initial: false, render: (r) => num(r.offset) },\n"
+    "  { key: 'offset_lag', label: 'Stream lag', sort: 'offset_lag', num: true, initial: false, render: (r) => num(r.offset_lag) },\n"
     "];\n"
     "\n"
     "export async function render(el) {\n"
@@ -3380,7 +3384,7 @@ static const mgmt_asset assets[] = {
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 7319, "\"9f9f722c4a66231975ed\""},
     {"/js/connection.js", "text/javascript; charset=utf-8", (const unsigned char *)body_8, 4149, "\"8403ec644462b79d6571\""},
     {"/js/connections.js", "text/javascript; charset=utf-8", (const unsigned char *)body_9, 2156, "\"8bf974390235a07ddd9f\""},
-    {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2010, "\"584cc349357e3af19d1b\""},
+    {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2392, "\"a5c3bfe6326a8e484c0f\""},
     {"/js/definitions.js", "text/javascript; charset=utf-8", (const unsigned char *)body_11, 3484, "\"1eb0ca11566d8e68afae\""},
     {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4929, "\"0ebf76f9ad80fe4c6186\""},
     {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4612, "\"2541f1dafa660a767a09\""},
