@@ -49,6 +49,7 @@ export async function streamTests(t) {
   await test("each stream consumer's offset and lag", async () => {
     const row = page.locator('#stream-consumers tbody tr[data-tag=console-stream-reader]');
     await row.waitFor();
+    await page.waitForSelector('#stream-publishers-panel .state-empty'); // none: AMQP publishers are not listed
     const off = await row.locator('.consumer-offset').innerText();
     const lag = await row.locator('.consumer-lag').innerText();
     assert(off.trim() === '3' && lag.trim() === String(COUNT - 3), `offset ${off}, lag ${lag}`);
