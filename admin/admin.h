@@ -76,6 +76,11 @@ loop *admin_loop(server *s);
 /* The counts by queue type, the deleted queues' and the live ones', into
  * out[QUEUE_TYPES][STAT_COUNTERS] (a walk over every queue). */
 void admin_counts_by_type(server *s, uint64_t (*out)[STAT_COUNTERS]);
+/* A queue's depth as RabbitMQ reports it: its ready and unacked messages;
+ * a stream's records (committed, not yet removed by retention) as ready
+ * and nothing unacked (a delivery takes nothing from a stream). */
+void admin_queue_depth(queue *q, uint64_t *ready, uint64_t *unacked);
+uint64_t admin_stream_records(const stream_info *s);
 /* The server's timer: samples every vhost, queue, exchange, connection and
  * channel, and the whole broker (server_stats). */
 void admin_stats_tick(server *s);

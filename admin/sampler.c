@@ -34,10 +34,29 @@ typedef struct tick_walk {
     uint64_t gauges[3]; /* summed over the vhost's queues */
 } tick_walk;
 
+uint64_t admin_stream_records(const stream_info *s)
+{
+    return s->committed_offset > s->first_offset ? s->committed_offset - s->first_offset : 0;
+}
+
+void admin_queue_depth(queue *q, uint64_t *ready, uint64_t *unacked)
+{
+    if (!queue_is_stream(q)) {
+        *ready = queue_ready_count(q);
+        *unacked = queue_unacked_count(q);
+        return;
+    }
+    queue_info qi;
+    queue_describe(q, &qi);
+    *ready = admin_stream_records(&qi.log);
+    *unacked = 0;
+}
+
 static void sample_queue(void *arg, queue *q)
 {
     tick_walk *w = arg;
-    uint64_t ready = queue_ready_count(q), unacked = queue_unacked_count(q);
+    uint64_t ready, unacked;
+    admin_queue_depth(q, &ready, &unacked);
     uint64_t g[3] = {ready + unacked, ready, unacked};
     for (int i = 0; i < 3; i++)
         w->gauges[i] += g[i];

@@ -235,14 +235,13 @@ static void settle_upto(chan *ch, int64_t last, settle_mode mode, touched *t)
 
 /* Settles `tag` (or everything up to it with `multiple`; tag 0 + multiple
  * means all). 406 for a tag that is not outstanding. */
-int chan_not_supported(chan *ch, queue *q, const char *what, uint32_t method_id,
-                       amqp_error *err)
+int chan_not_supported(queue *q, const char *what, uint32_t method_id, amqp_error *err)
 {
     amqp_bytes n = queue_name(q);
     return amqp_fail(err, AMQP_NOT_IMPLEMENTED, method_id,
                      "%s not supported by %s queues queue '%.*s' in vhost '%s'", what,
                      queue_type_of(q)->name, (int)n.len, (const char *)n.ptr,
-                     vhost_name(conn_vhost(ch->c)));
+                     vhost_name(queue_vhost(q)));
 }
 
 /* basic.nack and basic.reject of a delivery from a queue whose consumers
@@ -255,7 +254,7 @@ static int refuse_unsettleable(chan *ch, int64_t first, int64_t last, settle_mod
     for (int64_t i = first; i <= last; i++) {
         unacked *e = ua_at(ch, (uint32_t)i);
         if (e->it.m && queue_type_of(e->q)->reads_without_taking)
-            return chan_not_supported(ch, e->q, "basic.nack and basic.reject", method_id, err);
+            return chan_not_supported(e->q, "basic.nack and basic.reject", method_id, err);
     }
     return AMQP_OK;
 }
@@ -502,6 +501,7 @@ void chan_cancel_consumer(chan *ch, consumer *cons, bool notify)
     cons->q = NULL;
     if (q)
         queue_remove_consumer(q, cons);
+    free(cons->arguments);
     free(cons);
 }
 

@@ -211,7 +211,6 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err);
 
 /* 540 "<what> not supported by <type> queues queue 'Q' in vhost 'V'":
  * RabbitMQ's refusal of what a stream does not do. */
-int chan_not_supported(chan *ch, queue *q, const char *what, uint32_t method_id,
-                       amqp_error *err);
+int chan_not_supported(queue *q, const char *what, uint32_t method_id, amqp_error *err);
 
 #endif

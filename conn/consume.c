@@ -73,8 +73,14 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
                          "invalid arg 'x-consumer-timeout' for queue '%.*s' in vhost '%s'",
                          PRINTABLE(name), vname(ch));
     consumer *cons = calloc(1, sizeof *cons);
-    if (!cons)
+    if (cons && b->arguments.len && (cons->arguments = malloc(b->arguments.len))) {
+        memcpy(cons->arguments, b->arguments.ptr, b->arguments.len);
+        cons->arguments_len = b->arguments.len;
+    }
+    if (!cons || (b->arguments.len && !cons->arguments)) {
+        free(cons);
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_CONSUME, "out of memory");
+    }
     cons->timeout_ms = timeout;
     ch->timeout_check_at = 0; /* its timeout may be the channel's shortest */
     memcpy(cons->tag, tag, strlen(tag) + 1);
@@ -86,6 +92,7 @@ int chan_basic_consume(chan *ch, const amqp_basic_consume *b, amqp_error *err)
     cons->priority = (int32_t)priority;
     cons->prefetch = ch->prefetch_consumer;
     if (queue_consume_check(q, cons, b->arguments, err) != AMQP_OK) {
+        free(cons->arguments);
         free(cons);
         return AMQP_ERROR;
     }
@@ -126,7 +133,7 @@ int chan_basic_get(chan *ch, const amqp_basic_get *g, amqp_error *err)
     if (!q)
         return AMQP_ERROR;
     if (queue_type_of(q)->reads_without_taking)
-        return chan_not_supported(ch, q, "basic.get", AMQP_BASIC_GET, err);
+        return chan_not_supported(q, "basic.get", AMQP_BASIC_GET, err);
     queue_item it;
     if (!queue_get(q, &it)) {
         chan_count(ch, q, STAT_GET_EMPTY);

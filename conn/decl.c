@@ -487,7 +487,7 @@ static int queue_purge_method(chan *ch, const amqp_queue_purge *p, amqp_error *e
     if (!q)
         return AMQP_ERROR;
     if (queue_type_of(q)->reads_without_taking)
-        return chan_not_supported(ch, q, "queue.purge", AMQP_QUEUE_PURGE, err);
+        return chan_not_supported(q, "queue.purge", AMQP_QUEUE_PURGE, err);
     uint32_t n = queue_purge(q);
     if (!p->nowait) {
         amqp_method ok = {.id = AMQP_QUEUE_PURGE_OK};
@@ -586,6 +586,8 @@ int admin_queue_purge(vhost *v, amqp_bytes name, amqp_error *err)
     queue *q = admin_find(v, name, AMQP_QUEUE_PURGE, err);
     if (!q)
         return AMQP_ERROR;
+    if (queue_type_of(q)->reads_without_taking) /* the management API's as AMQP's */
+        return chan_not_supported(q, "queue.purge", AMQP_QUEUE_PURGE, err);
     queue_purge(q);
     return AMQP_OK;
 }
@@ -636,6 +638,8 @@ int admin_get(vhost *v, amqp_bytes name, uint32_t count, admin_ackmode mode, adm
     queue *q = admin_find(v, name, AMQP_BASIC_GET, err);
     if (!q)
         return -1;
+    if (queue_type_of(q)->reads_without_taking)
+        return chan_not_supported(q, "basic.get", AMQP_BASIC_GET, err), -1;
     queue_item *taken = calloc(count ? count : 1, sizeof *taken);
     if (!taken)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_BASIC_GET, "out of memory"), -1;

@@ -125,15 +125,15 @@ static size_t strip_cr_lf(amqp_bytes in, char *out, size_t cap)
 bool admin_super_stream_names(const admin_super_spec *spec, char (*names)[256], uint32_t n)
 {
     char base[NAME_MAX_LEN + 2];
-    if (spec->name.len > NAME_MAX_LEN)
-        return false;
+    if (spec->name.len > NAME_MAX_LEN || memchr(spec->name.ptr, 0, spec->name.len))
+        return false; /* a NUL would cut the C strings the names are kept as */
     size_t len = strip_cr_lf(spec->name, base, sizeof base);
     for (uint32_t i = 0; i < n; i++) {
         char idx[12];
         amqp_bytes key = spec->keys ? spec->keys[i]
                                     : (amqp_bytes){(const uint8_t *)idx,
                                                    (uint32_t)snprintf(idx, sizeof idx, "%u", i)};
-        if (len + 1 + key.len > NAME_MAX_LEN)
+        if (len + 1 + key.len > NAME_MAX_LEN || memchr(key.ptr, 0, key.len))
             return false;
         memcpy(names[i], base, len);
         names[i][len] = '-';

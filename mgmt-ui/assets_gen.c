@@ -1028,9 +1028,10 @@ static const char body_9[] =
     "  return { refresh: table.refresh, title: 'Connections' };\n"
     "}\n";
 
-/* /js/consumers.js (2010 bytes) */
+/* /js/consumers.js (2392 bytes) */
 static const char body_10[] =
-    "// Consumers: every consumer with its queue, channel, ack mode and prefetch.\n"
+    "// Consumers: every consumer with its queue, channel, ack mode and prefetch,\n"
+    "// and a stream consumer's offset and lag (columns to choose).\n"
     "import { h, replace, badge } from './dom.js';\n"
     "import { num } from './format.js';\n"
     "import { createTable } from './table.js';\n"
@@ -1047,6 +1048,9 @@ static const char body_10[] =
     "  { key: 'prefetch_count', label: 'Prefetch', sort: 'prefetch_count', num: true, render: (r) => num(r.prefetch_count) },\n"
     "  { key: 'active', label: 'Active', sort: 'active', render: (r) => (r.active === false \? badge('muted', r.activity_status || 'waiting') : badge('ok', r.activity_status || 'up', 'check')) },\n"
     "  { key: 'arguments', label: 'Arguments', initial: false, render: (r) => (Object.keys(r.arguments || {}).length \? JSON.stringify(r.arguments) : '') },\n"
+    "  // a stream's consumers: where each reads and what it has still to read\n"
+    "  { key: 'offset', label: 'Stream offset', sort: 'offset', num: true, initial: false, render: (r) => num(r.offset) },\n"
+    "  { key: 'offset_lag', label: 'Stream lag', sort: 'offset_lag', num: true, initial: false, render: (r) => num(r.offset_lag) },\n"
     "];\n"
     "\n"
     "export async function render(el) {\n"
@@ -2626,13 +2630,14 @@ static const char body_25[] =
     "  sessionStorage.setItem('warren.vhost', v);\n"
     "}\n";
 
-/* /js/stream.js (8382 bytes) */
+/* /js/stream.js (9633 bytes) */
 static const char body_26[] =
     "// One stream queue: its log (records, first / last / committed offset,\n"
     "// segments, size on disk), its retention (x-max-age, x-max-length-bytes,\n"
     "// the segment size; an argument wins over the policy, as the broker applies\n"
-    "// them), each consumer's offset and lag, and a viewer that reads messages\n"
-    "// from an offset without consuming them (GET /api/streams/.../messages).\n"
+    "// them), each consumer's offset and lag, its stream-protocol publishers,\n"
+    "// and a viewer that reads messages from an offset without consuming them\n"
+    "// (GET /api/streams/.../messages).\n"
     "import { h, replace, errorBox, facts, badge, panel, empty, loading, cards, field } from './dom.js';\n"
     "import { get, del } from './http.js';\n"
     "import { num, bytes, rate } from './format.js';\n"
@@ -2685,6 +2690,19 @@ static const char body_26[] =
     "      h('td', {}, c.active === false \? badge('muted', c.activity_status || 'waiting') : badge('ok', c.activity_status || 'up', 'check'))))))));\n"
     "}\n"
     "\n"
+    "// Stream-protocol publishers (rabbitmq_stream_management's objects).\n"
+    "function publishersView(list) {\n"
+    "  if (!list.length) return empty('No publishers (stream protocol clients publishing here).');\n"
+    "  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple', id: 'stream-publishers' },\n"
+    "    h('thead', {}, h('tr', {}, ['Connection', 'Publisher', 'Reference', 'Published', 'Confirmed', 'Errored'].map((t) => h('th', { class: ['Published', 'Confirmed', 'Errored'].includes(t) \? 'num' : nul"
+    "l }, t)))),\n"
+    "    h('tbody', {}, list.map((p) => h('tr', {},\n"
+    "      h('td', {}, p.connection_details\?.name \? connectionLink(p.connection_details.name) : '\342\200\223'),\n"
+    "      h('td', { class: 'num' }, num(p.publisher_id)), h('td', { class: 'mono name-text' }, p.reference || ''),\n"
+    "      h('td', { class: 'num' }, num(p.published)), h('td', { class: 'num' }, num(p.confirmed)),\n"
+    "      h('td', { class: 'num' }, num(p.errored))))))));\n"
+    "}\n"
+    "\n"
     "// The viewer: from an offset (the first one by default), up to READ_MAX\n"
     "// messages, \"Next\" continues after the last one shown.\n"
     "function viewer(base) {\n"
@@ -2717,6 +2735,7 @@ static const char body_26[] =
     "  const keep = h('div', { id: 'stream-retention' });\n"
     "  const details = h('div');\n"
     "  const consumers = h('div', {}, loading());\n"
+    "  const publishers = h('div', { id: 'stream-publishers-panel' }, loading());\n"
     "\n"
     "  const deleteBtn = h('button', {\n"
     "    type: 'button', class: 'btn btn-danger', id: 'stream-delete',\n"
@@ -2732,6 +2751,7 @@ static const char body_26[] =
     "      h('section', { class: 'panel', id: 'stream-keep' }, h('h2', {}, 'Retention'), keep),\n"
     "      h('section', { class: 'panel', id: 'stream-details' }, h('h2', {}, 'Details'), details)),\n"
     "    panel('Consumers', h('p', { class: 'hint' }, 'Each consumer reads at its own offset; its lag is what is committed and not yet read by it.'), consumers),\n"
+    "    panel('Publishers', publishers),\n"
     "    panel('Read from an offset', viewer(`/api/streams/${enc(vhost)}/${enc(name)}/messages`)),\n"
     "    h('section', { class: 'panel danger-zone' }, h('h2', {}, 'Delete'), h('div', { class: 'form-actions' }, deleteBtn)));\n"
     "\n"
@@ -2767,6 +2787,9 @@ static const char body_26[] =
     "      ['Members', (q.members || []).join(', ') || '\342\200\223'], ['Node', q.node || '\342\200\223'],\n"
     "    ]));\n"
     "    replace(consumers, consumersView(q));\n"
+    "    try {\n"
+    "      replace(publishers, publishersView(await get(`/api/stream/publishers/${enc(vhost)}/${enc(name)}`)));\n"
+    "    } catch (err) { replace(publishers, errorBox(err)); }\n"
     "  }\n"
     "\n"
     "  await refresh();\n"
@@ -3380,7 +3403,7 @@ static const mgmt_asset assets[] = {
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 7319, "\"9f9f722c4a66231975ed\""},
     {"/js/connection.js", "text/javascript; charset=utf-8", (const unsigned char *)body_8, 4149, "\"8403ec644462b79d6571\""},
     {"/js/connections.js", "text/javascript; charset=utf-8", (const unsigned char *)body_9, 2156, "\"8bf974390235a07ddd9f\""},
-    {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2010, "\"584cc349357e3af19d1b\""},
+    {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2392, "\"a5c3bfe6326a8e484c0f\""},
     {"/js/definitions.js", "text/javascript; charset=utf-8", (const unsigned char *)body_11, 3484, "\"1eb0ca11566d8e68afae\""},
     {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4929, "\"0ebf76f9ad80fe4c6186\""},
     {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4612, "\"2541f1dafa660a767a09\""},
@@ -3396,7 +3419,7 @@ static const mgmt_asset assets[] = {
     {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 13647, "\"be205313375922bf2409\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2658, "\"358840ed9384d8a7e0e3\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 1260, "\"5bfc3f417e143a7b1096\""},
-    {"/js/stream.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 8382, "\"2668c41ffb610fcf8f1d\""},
+    {"/js/stream.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 9633, "\"6d2b945ee53f2dcbc002\""},
     {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 10148, "\"d09aa102bd81fff5313a\""},
     {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 6690, "\"d62b5245a7dc1548caaf\""},
     {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 5411, "\"33be9294415ae8d83d82\""},

@@ -425,8 +425,6 @@ bool mgmt_render_amqp_stream_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list
 
 /* ---- streams (res_stream.c) ------------------------------------------------ */
 
-/* A stream's records: committed, not yet removed by retention. */
-uint64_t mgmt_stream_messages(const stream_info *s);
 /* A stream queue's fields beside the common ones: messages (its records),
  * readers, and the log's figures (segments, offsets, bytes). */
 void mgmt_stream_fields(mgmt_req *r, mgmt_json *w, const queue_info *qi);

@@ -488,7 +488,7 @@ static void queue_values(server *s, queue *q, bool unacked_age, uint64_t *v)
     memset(v, 0, QV_COUNT * sizeof *v);
     stream_values(q, &qi, v);
     /* a stream's messages are its records; a delivery takes none (RabbitMQ's) */
-    v[QV_READY] = qi.stream ? mgmt_stream_messages(&qi.log) : qi.ready;
+    v[QV_READY] = qi.stream ? admin_stream_records(&qi.log) : qi.ready;
     v[QV_UNACKED] = qi.stream ? 0 : qi.unacked;
     v[QV_MESSAGES] = v[QV_READY] + v[QV_UNACKED];
     v[QV_CONSUMERS] = qi.consumers;

@@ -340,11 +340,8 @@ void mgmt_consumer_json(mgmt_req *r, mgmt_json *w, conn *c, chan *ch, const cons
 {
     (void)r;
     mgmt_json_obj(w);
-    mgmt_json_key(w, "arguments");
-    mgmt_json_obj(w);
-    if (cons->priority)
-        mgmt_json_kint(w, "x-priority", cons->priority);
-    mgmt_json_end_obj(w);
+    mgmt_json_key(w, "arguments"); /* as basic.consume gave them */
+    mgmt_json_table(w, (amqp_bytes){cons->arguments, cons->arguments_len});
     mgmt_json_kbool(w, "ack_required", !cons->no_ack);
     mgmt_json_kbool(w, "active", true);
     mgmt_json_kstr(w, "activity_status", "up");

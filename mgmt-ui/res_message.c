@@ -377,7 +377,10 @@ void mgmt_post_get(mgmt_req *r)
     mgmt_json_arr(g.w);
     amqp_error err = {0};
     if (admin_get(v, r->cap[1], (uint32_t)n, mode, show_message, &g, &err) < 0) {
-        mgmt_amqp_error(r, &err);
+        if (err.code == AMQP_NOT_IMPLEMENTED) /* a stream: RabbitMQ shows its channel's close */
+            mgmt_errorf(r, 400, "bad_request", "%d %s", err.code, mgmt_error_text(&err));
+        else
+            mgmt_amqp_error(r, &err);
         return;
     }
     mgmt_json_end_arr(g.w);

@@ -31,8 +31,10 @@ typedef struct totals {
 static void count_queue(void *arg, queue *q)
 {
     totals *t = arg;
-    t->ready += queue_ready_count(q);
-    t->unacked += queue_unacked_count(q);
+    uint64_t ready, unacked;
+    admin_queue_depth(q, &ready, &unacked);
+    t->ready += ready;
+    t->unacked += unacked;
     t->delayed += queue_delayed_count(q);
     t->consumers += queue_consumer_count(q);
     t->queues++;

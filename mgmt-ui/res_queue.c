@@ -254,7 +254,7 @@ static bool sort_key(mgmt_req *r, queue *q, const char *sort, double *out)
         return false;
     queue_info qi;
     queue_describe(q, &qi);
-    double ready = qi.stream ? (double)mgmt_stream_messages(&qi.log) : qi.ready;
+    double ready = qi.stream ? (double)admin_stream_records(&qi.log) : qi.ready;
     const struct { const char *name; double v; } keys[] = {
         {"messages", ready + qi.unacked},
         {"messages_ready", ready},

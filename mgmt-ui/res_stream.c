@@ -26,11 +26,6 @@
 
 #define STREAM_PEEK_MAX 1000
 
-uint64_t mgmt_stream_messages(const stream_info *s)
-{
-    return s->committed_offset > s->first_offset ? s->committed_offset - s->first_offset : 0;
-}
-
 static void offset_or_null(mgmt_json *w, const char *key, bool has, uint64_t v)
 {
     if (has)
@@ -47,7 +42,7 @@ void mgmt_stream_fields(mgmt_req *r, mgmt_json *w, const queue_info *qi)
     offset_or_null(w, "committed_offset", committed, s->committed_chunk_id);
     offset_or_null(w, "first_offset", !s->empty, s->first_offset);
     offset_or_null(w, "last_offset", !s->empty, s->next_offset - 1);
-    mgmt_queue_totals(r, w, qi->stats, mgmt_stream_messages(s), 0);
+    mgmt_queue_totals(r, w, qi->stats, admin_stream_records(s), 0);
     mgmt_json_key(w, "readers");
     mgmt_json_obj(w);
     mgmt_json_kuint(w, server_node_name(r->s), qi->consumers);

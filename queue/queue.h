@@ -323,6 +323,10 @@ struct consumer {
     consumer *q_next, *q_prev;   /* ring in the queue, by priority */
     consumer *ch_next;           /* list in the channel */
     struct stream_cursor *cursor; /* a stream's consumer: where it reads (queue/) */
+    /* basic.consume's arguments as given (the management API shows them):
+     * the owner's malloc'd copy, NULL when empty */
+    uint8_t *arguments;
+    uint32_t arguments_len;
 };
 
 /* Before queue_add_consumer: the queue type's checks of basic.consume's

@@ -16,7 +16,7 @@
 
 /* rabbit_resource_monitor_misc:parse_information_unit (3.13): digits and
  * an optional unit, 1000-based (k, MB, gb...) or 1024-based (Ki, MiB...). */
-static bool information_unit(const char *s, unsigned long long *out)
+bool wctl_information_unit(const char *s, unsigned long long *out)
 {
     /* each multiplier's unit spellings, space-separated */
     static const struct { const char *names; unsigned long long mult; } units[] = {
@@ -42,14 +42,14 @@ static bool information_unit(const char *s, unsigned long long *out)
 /* An ISO 8601 duration (rabbit_date_time:parse_duration: PnYnMnDTnHnMnS,
  * whole numbers) in seconds, a year 365 days and a month 30 as
  * AddSuperStreamCommand counts them. */
-static bool iso_duration(const char *s, unsigned long long *out)
+bool wctl_iso_duration(const char *s, unsigned long long *out)
 {
     static const char date_units[] = "YMD", time_units[] = "HMS";
     static const unsigned long long date_secs[] = {365 * 86400ull, 30 * 86400ull, 86400ull};
     static const unsigned long long time_secs[] = {3600ull, 60ull, 1ull};
     if (*s++ != 'P' || !*s)
         return false;
-    bool in_time = false, any = false;
+    bool in_time = false, any = false, timed = false; /* a T needs a part after it */
     size_t next = 0; /* units must come in order */
     unsigned long long total = 0;
     while (*s) {
@@ -66,11 +66,11 @@ static bool iso_duration(const char *s, unsigned long long *out)
             return false;
         next = (size_t)(u - units) + 1;
         total += n * (in_time ? time_secs : date_secs)[u - units];
-        any = true;
+        any = true, timed = in_time;
         s += digits + 1;
     }
     *out = total;
-    return any;
+    return any && (!in_time || timed);
 }
 
 static void put_size(json_t *args, const char *key, unsigned long long v)
@@ -86,14 +86,14 @@ static int stream_arguments(wctl_ctx *c, json_t *args)
     const wctl_opts *o = c->o;
     unsigned long long v;
     if (o->max_length_bytes) {
-        if (!information_unit(o->max_length_bytes, &v))
+        if (!wctl_information_unit(o->max_length_bytes, &v))
             return wctl_usage_error(c, WCTL_EXIT_USAGE, "Invalid value for --max-length-bytes, "
                                     "valid example values: 100gb, 50mb");
         put_size(args, "max-length-bytes", v);
     }
     if (o->max_age) {
         char text[32];
-        if (!iso_duration(o->max_age, &v))
+        if (!wctl_iso_duration(o->max_age, &v))
             return wctl_usage_error(c, WCTL_EXIT_USAGE,
                                     "Invalid value for --max-age, the value must a ISO 8601 "
                                     "duration, e.g. e.g. PT10M30S for 10 minutes 30 seconds, "
@@ -102,7 +102,7 @@ static int stream_arguments(wctl_ctx *c, json_t *args)
         json_object_set_new(args, "max-age", json_string(text));
     }
     if (o->segment_size) {
-        if (!information_unit(o->segment_size, &v))
+        if (!wctl_information_unit(o->segment_size, &v))
             return wctl_usage_error(c, WCTL_EXIT_USAGE, "Invalid value for "
                                     "--stream-max-segment-size-bytes, valid example values: "
                                     "100gb, 50mb");

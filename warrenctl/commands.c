@@ -193,7 +193,7 @@ static const wctl_command commands[] = {
      wctl_cmd_move_messages},
     /* rabbitmq-streams' (RabbitMQ 3.13) */
     {"add_super_stream", "Stream plugin", 1, 1, WCTL_OPT_SUPER_STREAM,
-     "add_super_stream <name> [--vhost <vhost>] [--partition <partitions>] [--binding-keys "
+     "add_super_stream <name> [--vhost <vhost>] [--partitions <partitions>] [--binding-keys "
      "<binding-keys>] [--max-length-bytes <max-length-bytes>] [--max-age <max-age>] "
      "[--stream-max-segment-size-bytes <stream-max-segment-size-bytes>] [--leader-locator "
      "<leader-locator>] [--initial-cluster-size <initial-cluster-size>]",
@@ -272,6 +272,7 @@ static const char *const groups[] = {
     "Help", "Nodes", "Cluster", "Users", "Access Control",
     "Monitoring, observability and health checks", "Parameters", "Policies", "Virtual hosts",
     "Configuration and Environment", "Definitions", "Feature flags", "Operations", "Queues",
+    "Stream plugin", /* rabbitmq-streams' commands */
 };
 
 static void connection_help(FILE *f)

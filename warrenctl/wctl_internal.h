@@ -197,6 +197,12 @@ int wctl_cmd_ping(wctl_ctx *c);
 int wctl_cmd_environment(wctl_ctx *c);
 int wctl_cmd_help(wctl_ctx *c);
 int wctl_cmd_move_messages(wctl_ctx *c); /* cmd_move.c */
+/* rabbitmq-streams' option values (cmd_stream.c): a size with an
+ * information unit ("100gb", "50MiB", "1000"; RabbitMQ 3.13's
+ * parse_information_unit), an ISO 8601 duration ("P1DT2H30M") in seconds
+ * (a year 365 days, a month 30). False when s is neither or overflows. */
+bool wctl_information_unit(const char *s, unsigned long long *out);
+bool wctl_iso_duration(const char *s, unsigned long long *out);
 int wctl_cmd_add_super_stream(wctl_ctx *c); /* cmd_stream.c */
 int wctl_cmd_delete_super_stream(wctl_ctx *c);
 int wctl_cmd_list_stream_group_consumers(wctl_ctx *c);

@@ -49,9 +49,30 @@ export async function streamTests(t) {
   await test("each stream consumer's offset and lag", async () => {
     const row = page.locator('#stream-consumers tbody tr[data-tag=console-stream-reader]');
     await row.waitFor();
+    await page.waitForSelector('#stream-publishers-panel .state-empty'); // none: AMQP publishers are not listed
     const off = await row.locator('.consumer-offset').innerText();
     const lag = await row.locator('.consumer-lag').innerText();
     assert(off.trim() === '3' && lag.trim() === String(COUNT - 3), `offset ${off}, lag ${lag}`);
+  });
+
+  await test("the consumers page shows a stream consumer's offset and lag as columns to choose", async () => {
+    await go('consumers');
+    await page.waitForSelector('table.data[data-state=ready]');
+    await page.click('details.column-chooser summary');
+    for (const label of ['Stream offset', 'Stream lag']) {
+      const box = page.locator('details.column-chooser label', { hasText: label }).locator('input');
+      if (!(await box.isChecked())) await box.check();
+    }
+    const row = page.locator('table.data tbody tr', { has: page.locator('td[data-col=consumer_tag]', { hasText: 'console-stream-reader' }) });
+    await waitFor('the lag column', async () => (await row.locator('td[data-col=offset_lag]').count()) === 1);
+    const off = (await row.locator('td[data-col=offset]').innerText()).trim();
+    const lag = (await row.locator('td[data-col=offset_lag]').innerText()).trim();
+    assert(off === '3' && lag === String(COUNT - 3), `consumers page: offset ${off}, lag ${lag}`);
+    for (const label of ['Stream offset', 'Stream lag']) // the choice is kept: leave the page as it was
+      await page.locator('details.column-chooser label', { hasText: label }).locator('input').uncheck();
+    await page.click('details.column-chooser summary');
+    await go(`streams/${enc(VHOST)}/${enc(STREAM)}`);
+    await page.waitForSelector('#stream-viewer');
   });
 
   await test('read the stream from an offset: the messages at 5, 6, 7, then Next; nothing is consumed', async () => {

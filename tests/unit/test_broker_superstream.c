@@ -87,6 +87,11 @@ static void test_partition_names(void **state)
     admin_super_spec l = {.name = B(longname), .partitions = 1};
     assert_true(admin_super_stream_names(&l, names, 1)); /* 253 + "-0" = 255 */
     assert_int_equal(strlen(names[0]), 255);
+    amqp_bytes nul[] = {{(const uint8_t *)"a\0b", 3}};
+    admin_super_spec n1 = {.name = B("s"), .keys = nul, .nkeys = 1};
+    assert_false(admin_super_stream_names(&n1, names, 1));
+    admin_super_spec n2 = {.name = {(const uint8_t *)"s\0t", 3}, .partitions = 1};
+    assert_false(admin_super_stream_names(&n2, names, 1));
     admin_super_spec l2 = {.name = B(longname), .partitions = 11};
     char many[11][256];
     assert_false(admin_super_stream_names(&l2, many, 11)); /* "-10" passes 255 */

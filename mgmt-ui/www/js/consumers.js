@@ -1,4 +1,5 @@
-// Consumers: every consumer with its queue, channel, ack mode and prefetch.
+// Consumers: every consumer with its queue, channel, ack mode and prefetch,
+// and a stream consumer's offset and lag (columns to choose).
 import { h, replace, badge } from './dom.js';
 import { num } from './format.js';
 import { createTable } from './table.js';
@@ -15,6 +16,9 @@ const COLUMNS = [
   { key: 'prefetch_count', label: 'Prefetch', sort: 'prefetch_count', num: true, render: (r) => num(r.prefetch_count) },
   { key: 'active', label: 'Active', sort: 'active', render: (r) => (r.active === false ? badge('muted', r.activity_status || 'waiting') : badge('ok', r.activity_status || 'up', 'check')) },
   { key: 'arguments', label: 'Arguments', initial: false, render: (r) => (Object.keys(r.arguments || {}).length ? JSON.stringify(r.arguments) : '') },
+  // a stream's consumers: where each reads and what it has still to read
+  { key: 'offset', label: 'Stream offset', sort: 'offset', num: true, initial: false, render: (r) => num(r.offset) },
+  { key: 'offset_lag', label: 'Stream lag', sort: 'offset_lag', num: true, initial: false, render: (r) => num(r.offset_lag) },
 ];
 
 export async function render(el) {

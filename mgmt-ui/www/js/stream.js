@@ -1,8 +1,9 @@
 // One stream queue: its log (records, first / last / committed offset,
 // segments, size on disk), its retention (x-max-age, x-max-length-bytes,
 // the segment size; an argument wins over the policy, as the broker applies
-// them), each consumer's offset and lag, and a viewer that reads messages
-// from an offset without consuming them (GET /api/streams/.../messages).
+// them), each consumer's offset and lag, its stream-protocol publishers,
+// and a viewer that reads messages from an offset without consuming them
+// (GET /api/streams/.../messages).
 import { h, replace, errorBox, facts, badge, panel, empty, loading, cards, field } from './dom.js';
 import { get, del } from './http.js';
 import { num, bytes, rate } from './format.js';
@@ -55,6 +56,18 @@ function consumersView(q) {
       h('td', {}, c.active === false ? badge('muted', c.activity_status || 'waiting') : badge('ok', c.activity_status || 'up', 'check'))))))));
 }
 
+// Stream-protocol publishers (rabbitmq_stream_management's objects).
+function publishersView(list) {
+  if (!list.length) return empty('No publishers (stream protocol clients publishing here).');
+  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple', id: 'stream-publishers' },
+    h('thead', {}, h('tr', {}, ['Connection', 'Publisher', 'Reference', 'Published', 'Confirmed', 'Errored'].map((t) => h('th', { class: ['Published', 'Confirmed', 'Errored'].includes(t) ? 'num' : null }, t)))),
+    h('tbody', {}, list.map((p) => h('tr', {},
+      h('td', {}, p.connection_details?.name ? connectionLink(p.connection_details.name) : '–'),
+      h('td', { class: 'num' }, num(p.publisher_id)), h('td', { class: 'mono name-text' }, p.reference || ''),
+      h('td', { class: 'num' }, num(p.published)), h('td', { class: 'num' }, num(p.confirmed)),
+      h('td', { class: 'num' }, num(p.errored))))))));
+}
+
 // The viewer: from an offset (the first one by default), up to READ_MAX
 // messages, "Next" continues after the last one shown.
 function viewer(base) {
@@ -87,6 +100,7 @@ export async function render(el, [vhost, name]) {
   const keep = h('div', { id: 'stream-retention' });
   const details = h('div');
   const consumers = h('div', {}, loading());
+  const publishers = h('div', { id: 'stream-publishers-panel' }, loading());
 
   const deleteBtn = h('button', {
     type: 'button', class: 'btn btn-danger', id: 'stream-delete',
@@ -102,6 +116,7 @@ export async function render(el, [vhost, name]) {
       h('section', { class: 'panel', id: 'stream-keep' }, h('h2', {}, 'Retention'), keep),
       h('section', { class: 'panel', id: 'stream-details' }, h('h2', {}, 'Details'), details)),
     panel('Consumers', h('p', { class: 'hint' }, 'Each consumer reads at its own offset; its lag is what is committed and not yet read by it.'), consumers),
+    panel('Publishers', publishers),
     panel('Read from an offset', viewer(`/api/streams/${enc(vhost)}/${enc(name)}/messages`)),
     h('section', { class: 'panel danger-zone' }, h('h2', {}, 'Delete'), h('div', { class: 'form-actions' }, deleteBtn)));
 
@@ -137,6 +152,9 @@ export async function render(el, [vhost, name]) {
       ['Members', (q.members || []).join(', ') || '–'], ['Node', q.node || '–'],
     ]));
     replace(consumers, consumersView(q));
+    try {
+      replace(publishers, publishersView(await get(`/api/stream/publishers/${enc(vhost)}/${enc(name)}`)));
+    } catch (err) { replace(publishers, errorBox(err)); }
   }
 
   await refresh();

@@ -94,11 +94,16 @@ class StreamDefinitions(unittest.TestCase):
     def test_survives_restart(self):
         b = Broker(self)
         b.post(stream_doc())
+        status, body = b.call("PUT", "/api/stream/super-streams/defs.s/orders", {"partitions": 2})
+        self.assertEqual(status, 204, body)
+        before = b.get("/api/stream/super-streams/defs.s/orders")
         data = b.data_dir
         b.stop()
         b2 = Broker(self, data_dir=data)
         self.assertEqual(b2.get("/api/queues/defs.s/sample.stream")["type"], "stream")
-        self.assertEqual(b2.export("defs.s")["queues"], exported(stream_doc()))
+        self.assertEqual(b2.get("/api/stream/super-streams/defs.s/orders"), before)
+        self.assertEqual([x for x in b2.export("defs.s")["queues"] if x["name"] == "sample.stream"],
+                         exported(stream_doc()))
 
     def test_refused_argument_changes_nothing(self):
         b = Broker(self)

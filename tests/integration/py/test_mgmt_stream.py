@@ -98,8 +98,8 @@ class StreamQueueTest(StreamMgmtBase):
             self.assertNotIn(classic, mine)
         [cons] = mine["consumer_details"]
         self.assertEqual(set(ref["consumer_details"][0]) - set(cons), set())
-        self.assertEqual((cons["consumer_tag"], cons["prefetch_count"], cons["ack_required"]),
-                         ("reader-1", 5, True))
+        self.assertEqual((cons["consumer_tag"], cons["prefetch_count"], cons["ack_required"], cons["arguments"]),
+                         ("reader-1", 5, True, ref["consumer_details"][0]["arguments"]))
         # it read from 4: what it took is behind its offset, the rest is its lag
         self.assertEqual(cons["offset"], 4 + len(got))
         self.assertEqual(cons["offset"] + cons["offset_lag"], 10)
@@ -128,6 +128,37 @@ class StreamQueueTest(StreamMgmtBase):
         ref = reference("api_consumers.json")[0]
         self.assertEqual(set(ref) - set(cons), set())
         self.assertEqual((cons["offset"], cons["offset_lag"]), (4, 2))
+
+    def test_overview_totals_and_samples_count_records(self):
+        # RabbitMQ 3.10.8's overview counted the capture's stream: 10 ready, 0 unacked
+        vh = self.vhost()
+        self.grant(vh, "guest")
+        name = self.stream(vh, n=4)
+        self.reader(name, offset=0, prefetch=2, ack=0, vh=vh)  # deliveries take nothing
+        totals = self.get("/api/overview")["queue_totals"]
+        self.assertGreaterEqual(totals["messages_ready"], 4)
+        path = "/api/queues/%s/%s?lengths_age=60&lengths_incr=5" % (q(vh), q(name))
+        deadline = time.monotonic() + 12  # the sampler runs every 5 s
+        while True:
+            mine = self.get(path)
+            samples = mine["messages_details"].get("samples", [])
+            if samples or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        self.assertTrue(samples, mine["messages_details"])
+        self.assertEqual(samples[0]["sample"], 4)
+        self.assertEqual(mine["messages_unacknowledged_details"]["samples"][0]["sample"], 0)
+
+    def test_get_and_purge_refused_as_rabbitmq(self):
+        # RabbitMQ 3.10.8's answers (the stream capture's broker)
+        name = self.stream(n=2)
+        r = request("POST", "/api/queues/%2F/" + q(name) + "/get",
+                    {"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"})
+        self.error(r, 400, "bad_request",
+                   "540 basic.get not supported by stream queues queue '%s' in vhost '/'" % name)
+        self.error(request("DELETE", "/api/queues/%2F/" + q(name) + "/contents"), 400, "bad_request",
+                   "queue.purge not supported by stream queues queue '%s' in vhost '/'" % name)
+        self.assertEqual(self.get("/api/queues/%2F/" + q(name))["messages"], 2)
 
     def test_disable_stats_gives_the_declaration(self):
         name = self.stream(n=1)
@@ -181,10 +212,25 @@ class StreamListsTest(StreamMgmtBase):
             self.error(request("GET", path + "?disable_stats=true"), 400, "bad_request",
                        "Stats in management UI are disabled on this node")
 
+    def test_stream_connections_none_yet(self):
+        # rabbitmq_stream_management's connection paths: no stream-protocol
+        # connection exists until its server does
+        for path in ("/api/stream/connections", "/api/stream/connections/%2F"):
+            self.assertEqual(self.get(path), [], path)
+        for method, path in (("GET", "/api/stream/connections/%2F/c"), ("DELETE", "/api/stream/connections/%2F/c"),
+                             ("GET", "/api/stream/connections/%2F/c/consumers"),
+                             ("GET", "/api/stream/connections/%2F/c/publishers"),
+                             ("GET", "/api/stream/connections/" + q(h.unique("novh")))):
+            self.error(request(method, path), 404, "Object Not Found", "Not Found")
+        outsider = self.user("management")
+        self.error(request("GET", "/api/stream/connections/%2F", **self.as_user(outsider)), 401,
+                   "not_authorised", "User not authorised to access virtual host")
+
     def test_every_tag(self):
         name = self.stream(n=1)
         paths = ["/api/stream/consumers", "/api/stream/consumers/%2F", "/api/stream/publishers",
                  "/api/stream/publishers/%2F", "/api/stream/publishers/%2F/" + q(name),
+                 "/api/stream/connections", "/api/stream/connections/%2F",
                  "/api/streams/%2F/" + q(name) + "/messages"]
         for tags in TAGS:
             u = self.user(tags)
