@@ -179,7 +179,14 @@ void sc_sac_left(sconn *c, sc_sub *s, bool promote);
 /* The client's ConsumerUpdate response: where the active one starts. */
 void sc_sac_updated(sconn *c, const sp_command *cmd);
 bool sc_publish_command(sconn *c, const sp_command *cmd);
-/* superstream.c: Route and Partitions. */
+/* streams.c: Create's arguments as queue arguments (x-queue-type stream
+ * and the x- forms of those RabbitMQ maps) in buf; false for a bad value.
+ * sc_name_ok: a name Create takes (RabbitMQ 3.10.8: not "", not amq.*).
+ * sc_code_of: an AMQP refusal as the stream protocol's code. */
+bool sc_stream_arguments(sp_list args, uint8_t *buf, size_t cap, amqp_bytes *out);
+bool sc_name_ok(sp_slice name);
+uint16_t sc_code_of(const amqp_error *err);
+/* superstream.c: Route, Partitions, CreateSuperStream, DeleteSuperStream. */
 bool sc_superstream_command(sconn *c, const sp_command *cmd);
 bool sc_subscribe_command(sconn *c, const sp_command *cmd);
 

@@ -196,7 +196,9 @@ static bool equals(sp_slice s, const char *text)
 
 /* The properties Warren reads: filter.* values and match-unfiltered
  * (3.13), name and single-active-consumer (which needs a name: RabbitMQ's
- * precondition_failed). */
+ * precondition_failed). super-stream is taken but not used: a super
+ * stream's single active consumers form one group per partition with the
+ * oldest active, not RabbitMQ's spread of partitions over the members. */
 static uint16_t read_properties(sp_list props, stream_part *values, stream_filter *f, sc_sub *s)
 {
     sp_slice k, v;
@@ -215,8 +217,6 @@ static uint16_t read_properties(sp_list props, stream_part *values, stream_filte
                 return SP_PRECONDITION_FAILED;
             memcpy(s->name, v.ptr, v.len);
             s->name_len = (uint16_t)v.len;
-        } else if (equals(k, SP_PROP_SUPER_STREAM)) {
-            return SP_PRECONDITION_FAILED; /* super streams are not served */
         }
     }
     return s->sac && !s->name_len ? SP_PRECONDITION_FAILED : SP_OK;

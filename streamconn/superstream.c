@@ -4,8 +4,15 @@
  * key reaches (others are left out, none is an empty OK), Partitions every
  * stream bound, ordered by the bindings' x-stream-partition-order; a
  * missing exchange is stream_does_not_exist (answered under the response
- * key, as 3.13 does; 3.10.8 used the request's). Creating and deleting super
- * streams over the protocol (3.13's commands) is not served. */
+ * key, as 3.13 does; 3.10.8 used the request's).
+ *
+ * CreateSuperStream and DeleteSuperStream (3.13's, which 3.10 lacks) make
+ * and remove that shape through the AMQP paths: a durable direct exchange
+ * with x-super-stream, one stream per partition (Create's arguments) bound
+ * with its binding key and x-stream-partition-order, as 3.13's stream
+ * manager does; a creation that fails midway is undone. Permissions as
+ * 3.13 checks them: configure and read on the exchange, configure and
+ * write on each partition. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,8 +104,121 @@ static void route(sconn *c, route_exchange *ex, const sp_command *cmd)
     free(names);
 }
 
+static amqp_bytes bytes_of(sp_slice s) { return (amqp_bytes){s.ptr, s.len}; }
+
+/* Undoes a creation: the partitions made so far, then the exchange. */
+static void undo(sconn *c, sp_slice name, sp_list parts, size_t made)
+{
+    amqp_error err;
+    sp_slice p;
+    for (size_t i = 0; i < made && sp_string_next(&parts, &p); i++)
+        admin_queue_delete(c->vh, bytes_of(p), false, false, &err);
+    admin_exchange_delete(c->vh, bytes_of(name), false, &err);
+}
+
+/* Names, permissions and room for every part, before anything is made. */
+static uint16_t check_create(sconn *c, const sp_command *cmd)
+{
+    sp_slice name = cmd->u.create_super_stream.name, p, k;
+    sp_list parts = cmd->u.create_super_stream.partitions;
+    sp_list keys = cmd->u.create_super_stream.binding_keys;
+    if (!sc_name_ok(name) || !parts.count || parts.count != keys.count)
+        return SP_PRECONDITION_FAILED;
+    if (!sc_allowed(c, ACCESS_CONFIGURE, name) || !sc_allowed(c, ACCESS_READ, name))
+        return SP_ACCESS_REFUSED;
+    bool exists = route_exchange_find(vhost_routes(c->vh), bytes_of(name)) != NULL;
+    while (sp_string_next(&parts, &p) && sp_string_next(&keys, &k)) {
+        if (!sc_name_ok(p))
+            return SP_PRECONDITION_FAILED;
+        if (!sc_allowed(c, ACCESS_CONFIGURE, p) || !sc_allowed(c, ACCESS_WRITE, p))
+            return SP_ACCESS_REFUSED;
+        exists |= vhost_queue_find(c->vh, bytes_of(p)) != NULL;
+    }
+    return exists ? SP_STREAM_ALREADY_EXISTS : SP_OK;
+}
+
+static uint16_t create_super(sconn *c, const sp_command *cmd)
+{
+    uint16_t code = check_create(c, cmd);
+    uint8_t qargs[4096], xargs[64], bargs[64];
+    queue_spec spec = {.durable = true};
+    if (code == SP_OK &&
+        !sc_stream_arguments(cmd->u.create_super_stream.arguments, qargs, sizeof qargs,
+                             &spec.arguments))
+        code = SP_PRECONDITION_FAILED;
+    if (code != SP_OK)
+        return code;
+    amqp_writer w;
+    amqp_writer_init(&w, xargs, sizeof xargs);
+    size_t top = amqp_table_begin(&w);
+    amqp_put_field_bool(&w, "x-super-stream", true);
+    amqp_table_end(&w, top);
+    sp_slice name = cmd->u.create_super_stream.name, p, k;
+    route_exchange_spec ex = {.name = bytes_of(name), .type = AMQP_CSTR("direct"), .durable = true,
+                              .arguments = {xargs + 4, (uint32_t)w.len - 4}};
+    amqp_error err = {0};
+    if (admin_exchange_declare(c->vh, &ex, &err) != AMQP_OK)
+        return sc_code_of(&err);
+    sp_list parts = cmd->u.create_super_stream.partitions;
+    sp_list keys = cmd->u.create_super_stream.binding_keys;
+    for (size_t i = 0; sp_string_next(&parts, &p) && sp_string_next(&keys, &k); i++) {
+        queue *q;
+        spec.name = bytes_of(p);
+        amqp_writer_init(&w, bargs, sizeof bargs);
+        top = amqp_table_begin(&w);
+        amqp_put_field_long(&w, "x-stream-partition-order", (int64_t)i);
+        amqp_table_end(&w, top);
+        if (admin_queue_declare(c->vh, &spec, &q, &err) != AMQP_OK ||
+            admin_bind(c->vh, bytes_of(name), true, bytes_of(p), bytes_of(k),
+                       (amqp_bytes){bargs + 4, (uint32_t)w.len - 4}, true, &err) != AMQP_OK) {
+            log_msg(LOG_WARNING, "stream connection %s: cannot create super stream '%.*s': %s",
+                    c->peer, (int)name.len, (const char *)name.ptr, err.text);
+            undo(c, name, cmd->u.create_super_stream.partitions, i + 1);
+            return sc_code_of(&err);
+        }
+    }
+    return SP_OK;
+}
+
+/* Its partitions (every stream bound), then the exchange. */
+static uint16_t delete_super(sconn *c, const sp_command *cmd)
+{
+    sp_slice name = cmd->u.delete_super_stream.name;
+    route_exchange *ex = route_exchange_find(vhost_routes(c->vh), bytes_of(name));
+    if (!sc_allowed(c, ACCESS_CONFIGURE, name))
+        return SP_ACCESS_REFUSED;
+    if (!ex)
+        return SP_STREAM_DOES_NOT_EXIST;
+    partitions ps = {.ex = ex};
+    route_foreach_binding(vhost_routes(c->vh), add_partition, &ps);
+    uint16_t code = ps.oom ? SP_INTERNAL_ERROR : SP_OK;
+    for (size_t i = 0; code == SP_OK && i < ps.n; i++)
+        if (!sc_allowed(c, ACCESS_CONFIGURE, ps.items[i].name))
+            code = SP_ACCESS_REFUSED;
+    /* the names are the queues' own: copy each before its queue goes */
+    amqp_error err = {0};
+    for (size_t i = 0; code == SP_OK && i < ps.n; i++) {
+        char part[256];
+        size_t n = ps.items[i].name.len < sizeof part ? ps.items[i].name.len : sizeof part - 1;
+        memcpy(part, ps.items[i].name.ptr, n);
+        if (admin_queue_delete(c->vh, (amqp_bytes){(const uint8_t *)part, (uint32_t)n}, false,
+                               false, &err) != AMQP_OK)
+            code = sc_code_of(&err);
+    }
+    free(ps.items);
+    if (code == SP_OK && admin_exchange_delete(c->vh, bytes_of(name), false, &err) != AMQP_OK)
+        code = sc_code_of(&err);
+    return code;
+}
+
 bool sc_superstream_command(sconn *c, const sp_command *cmd)
 {
+    if (cmd->key == SP_CREATE_SUPER_STREAM || cmd->key == SP_DELETE_SUPER_STREAM) {
+        uint16_t code = cmd->key == SP_CREATE_SUPER_STREAM ? create_super(c, cmd)
+                                                            : delete_super(c, cmd);
+        sc_response(c, cmd->key, cmd->correlation_id, code);
+        return true;
+    }
     if (cmd->key != SP_ROUTE && cmd->key != SP_PARTITIONS)
         return false;
     sp_slice name = cmd->key == SP_ROUTE ? cmd->u.route.super_stream : cmd->u.partitions.super_stream;

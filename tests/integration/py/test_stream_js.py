@@ -2,7 +2,8 @@
 stream client (rabbitmq-stream-js-client 1.0.0, pinned by
 tests/integration/stream-node/package-lock.json) publishes with confirms
 and deduplication, consumes from offsets, stores and queries offsets, asks
-for stream statistics, uses a single active consumer group and filters (3.13's filtering: Publish v2, Deliver
+for stream statistics, uses a single active consumer group, filters, and
+creates, publishes to (routed by key), consumes and deletes a super stream (3.13's filtering: Publish v2, Deliver
 v2 and the client's post-filter). RabbitMQ 3.10.8 closes this client's
 connections (it needs 3.11+), so the reference for these scenarios is the
 client's own suite against 3.13."""
@@ -38,7 +39,8 @@ class StreamJsClient(unittest.TestCase):
                     d = json.loads(line)
                     results[d["name"]] = (d["ok"], d["detail"])
             self.assertEqual(sorted(results), ["deduplication", "filtering", "offsets",
-                                               "publish_and_consume", "single_active_consumer"],
+                                               "publish_and_consume", "single_active_consumer",
+                                               "super_stream"],
                              r.stdout + r.stderr)
             for name, (ok, detail) in results.items():
                 self.assertTrue(ok, "%s: %s" % (name, detail))

@@ -189,6 +189,36 @@ class SuperStreams(StreamTest):
         self.assertEqual(c.route("0", "missing-" + sup), (s.STREAM_DOES_NOT_EXIST, []))
 
 
+    def test_create_and_delete_super_stream(self):
+        # 3.13's commands (3.10 lacks them), its codes and its shape
+        c = self.client()
+        sup = h.unique("sup")
+        parts = ["%s-%d" % (sup, i) for i in range(3)]
+        self.assertEqual(c.create_super_stream(sup, parts, ["k0", "k1", "k2"],
+                                               [(b"max-age", b"1h")]), s.OK)
+        self.addCleanup(lambda: self.client().delete_super_stream(sup))
+        self.assertEqual(c.partitions(sup), (s.OK, parts))
+        self.assertEqual(c.route("k1", sup), (s.OK, [parts[1]]))
+        self.assertEqual(c.metadata(parts)[1][parts[2]][0], s.OK)
+        self.assertEqual(c.create_super_stream(sup, parts, ["k0", "k1", "k2"]),
+                         s.STREAM_ALREADY_EXISTS)
+        other = h.unique("sup")
+        self.assertEqual(c.create_super_stream(other, [other + "-0", parts[0]], ["a", "b"]),
+                         s.STREAM_ALREADY_EXISTS)  # a partition exists: nothing is made
+        self.assertEqual(c.partitions(other)[0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.metadata([other + "-0"])[1][other + "-0"][0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.create_super_stream(other, [other + "-0"], ["a", "b"]),
+                         s.PRECONDITION_FAILED)  # a key per partition
+        self.assertEqual(c.create_super_stream(other, [], []), s.PRECONDITION_FAILED)
+        self.assertEqual(self.client(NARROW, "pw").create_super_stream(other, [other + "-0"], ["a"]),
+                         s.ACCESS_REFUSED)
+        self.assertEqual(self.client(NARROW, "pw").delete_super_stream(sup), s.ACCESS_REFUSED)
+        self.assertEqual(c.delete_super_stream(sup), s.OK)
+        self.assertEqual(c.partitions(sup)[0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.metadata(parts)[1][parts[0]][0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.delete_super_stream(sup), s.STREAM_DOES_NOT_EXIST)
+
+
 class Publishers(StreamTest):
     def test_publish_and_confirm(self):
         c = self.client()
@@ -318,10 +348,8 @@ class Subscriptions(StreamTest):
         self.assertEqual(c.unsubscribe(9), s.SUBSCRIPTION_ID_DOES_NOT_EXIST)
         self.assertEqual(c.unsubscribe(1), s.OK)
         self.assertEqual(c.unsubscribe(1), s.SUBSCRIPTION_ID_DOES_NOT_EXIST)
-        # single active consumer needs a name; super streams are not served
+        # single active consumer needs a name
         self.assertEqual(c.subscribe(3, name, props=[(b"single-active-consumer", b"true")]),
-                         s.PRECONDITION_FAILED)
-        self.assertEqual(c.subscribe(3, name, props=[(b"super-stream", b"x")]),
                          s.PRECONDITION_FAILED)
 
     def test_deleted_stream(self):
