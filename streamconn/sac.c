@@ -1,68 +1,91 @@
 /* Single active consumer (RabbitMQ 3.11+'s rabbit_stream_sac_coordinator,
  * one node): the subscriptions of one stream that share a "name" form a
- * group, on any connection of the hub; the oldest is active and the only
- * one delivered to. The server tells a subscription it became active with
- * ConsumerUpdate(active) and delivers once the client answered with where
- * to start (its offset specification; "none" keeps the reader where it
- * is). When the active one leaves (Unsubscribe, its connection closes),
- * the next oldest is told. A group is found by walking the hub's
- * connections: groups are small and change only on (un)subscribe. */
+ * group, on any connection of the hub, and one of them is active, the only
+ * one delivered to: the oldest, or for a super stream's partition (the
+ * subscription named its super stream) the member at the partition's index
+ * modulo the group's size, in subscription order, so a group spread over
+ * the partitions gives each member its share (Kafka-style). The server
+ * tells a subscription it became active with ConsumerUpdate(active) and
+ * delivers once the client answered with where to start (its offset
+ * specification; "none" keeps the reader where it is); one that stops
+ * being active hears ConsumerUpdate(inactive). The choice is made again
+ * when a member joins or leaves (Unsubscribe, its connection closes). A
+ * group is found by walking the hub's connections: groups are small and
+ * change only on (un)subscribe. */
 #include <string.h>
 
 #include "sconn_int.h"
 
+#define GROUP_MAX 64 /* members weighed at once; past it the oldest are */
+
+typedef struct member {
+    sconn *c;
+    sc_sub *s;
+} member;
+
 static bool same_group(const sc_sub *a, const sc_sub *b)
 {
-    return a != b && b->sac && a->st->q == b->st->q && a->name_len == b->name_len &&
+    return b->sac && a->st->q == b->st->q && a->name_len == b->name_len &&
            memcmp(a->name, b->name, a->name_len) == 0;
 }
 
-/* The group's member with the lowest sequence other than `s` (and, with
- * `active_only`, only an active one); its connection in *owner. */
-static sc_sub *member(sconn_hub *h, const sc_sub *s, bool active_only, sconn **owner)
+/* The group of `s` (s itself only when `with_s`), oldest first. */
+static size_t group_of(sconn_hub *h, const sc_sub *s, bool with_s, member *out)
 {
-    sc_sub *best = NULL;
+    size_t n = 0;
     for (sconn *c = h->conns; c; c = c->next) {
-        if (c->state != SC_OPEN)
-            continue;
-        for (int i = 0; i < SC_IDS; i++) {
+        for (int i = 0; c->state == SC_OPEN && i < SC_IDS; i++) {
             sc_sub *o = c->subs[i];
-            if (o && same_group(s, o) && (!active_only || o->active) &&
-                (!best || o->sac_seq < best->sac_seq)) {
-                best = o;
-                *owner = c;
+            if (!o || !same_group(s, o) || (o == s && !with_s))
+                continue;
+            size_t at = n < GROUP_MAX ? n++ : GROUP_MAX - 1;
+            if (at == GROUP_MAX - 1 && out[at].s && out[at].s->sac_seq < o->sac_seq)
+                continue; /* full: keep the oldest */
+            while (at > 0 && out[at - 1].s->sac_seq > o->sac_seq) {
+                out[at] = out[at - 1];
+                at--;
             }
+            out[at] = (member){c, o};
         }
     }
-    return best;
+    return n;
 }
 
-static void make_active(sconn *c, sc_sub *s)
+static void tell(sconn *c, sc_sub *s, bool active)
 {
-    s->active = true;
-    s->awaiting = true;
+    s->active = active;
+    s->awaiting = active;
     s->update_correlation = ++c->correlation;
     sp_buf b = sc_out(c, 16);
-    sp_encode_consumer_update(&b, s->update_correlation, s->id, true);
+    sp_encode_consumer_update(&b, s->update_correlation, s->id, active);
     sc_commit(c, &b);
+}
+
+/* Makes the group's chosen member the active one, and only it. */
+static void rebalance(sconn_hub *h, const sc_sub *s, bool with_s)
+{
+    member m[GROUP_MAX] = {{0}};
+    size_t n = group_of(h, s, with_s, m);
+    if (!n)
+        return;
+    size_t chosen = m[0].s->partition >= 0 ? (size_t)m[0].s->partition % n : 0;
+    for (size_t i = 0; i < n; i++)
+        if (i != chosen && m[i].s->active)
+            tell(m[i].c, m[i].s, false);
+    if (!m[chosen].s->active)
+        tell(m[chosen].c, m[chosen].s, true);
 }
 
 void sc_sac_joined(sconn *c, sc_sub *s)
 {
-    sconn *owner = NULL;
     s->sac_seq = ++c->hub->sac_seq;
-    if (!member(c->hub, s, true, &owner))
-        make_active(c, s);
+    rebalance(c->hub, s, true);
 }
 
 void sc_sac_left(sconn *c, sc_sub *s, bool promote)
 {
-    sconn *owner = NULL;
-    if (!s->active || !promote)
-        return;
-    sc_sub *next = member(c->hub, s, false, &owner);
-    if (next)
-        make_active(owner, next);
+    if (promote)
+        rebalance(c->hub, s, false);
 }
 
 void sc_sac_updated(sconn *c, const sp_command *cmd)

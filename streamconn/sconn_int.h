@@ -65,6 +65,7 @@ typedef struct sc_sub {
     bool awaiting;   /* sac: told it is active, its ConsumerUpdate response not in yet */
     uint32_t update_correlation;
     uint64_t sac_seq;
+    int32_t partition; /* its stream's index in the super stream it named; -1: none */
     uint16_t name_len;
     char name[256];  /* the "name" property: offset tracking and the sac group */
     stream_filter filter; /* its values point into filter_bytes (both owned) */
@@ -186,6 +187,9 @@ bool sc_publish_command(sconn *c, const sp_command *cmd);
 bool sc_stream_arguments(sp_list args, uint8_t *buf, size_t cap, amqp_bytes *out);
 bool sc_name_ok(sp_slice name);
 uint16_t sc_code_of(const amqp_error *err);
+/* superstream.c: the index of stream q among the partitions of super
+ * stream `super` (the exchange of that name in c's vhost); -1: not one. */
+int32_t sc_partition_index(sconn *c, sp_slice super, const queue *q);
 /* superstream.c: Route, Partitions, CreateSuperStream, DeleteSuperStream. */
 bool sc_superstream_command(sconn *c, const sp_command *cmd);
 bool sc_subscribe_command(sconn *c, const sp_command *cmd);

@@ -196,12 +196,13 @@ static bool equals(sp_slice s, const char *text)
 
 /* The properties Warren reads: filter.* values and match-unfiltered
  * (3.13), name and single-active-consumer (which needs a name: RabbitMQ's
- * precondition_failed). super-stream is taken but not used: a super
- * stream's single active consumers form one group per partition with the
- * oldest active, not RabbitMQ's spread of partitions over the members. */
-static uint16_t read_properties(sp_list props, stream_part *values, stream_filter *f, sc_sub *s)
+ * precondition_failed), super-stream (the partition's index then chooses
+ * the active member, sac.c). */
+static uint16_t read_properties(sconn *c, queue *q, sp_list props, stream_part *values,
+                                stream_filter *f, sc_sub *s)
 {
     sp_slice k, v;
+    s->partition = -1;
     *f = (stream_filter){.values = values};
     while (sp_pair_next(&props, &k, &v)) {
         if (prefixed(k, SP_PROP_FILTER_PREFIX)) {
@@ -212,6 +213,8 @@ static uint16_t read_properties(sp_list props, stream_part *values, stream_filte
             f->match_unfiltered = equals(v, "true");
         } else if (equals(k, SP_PROP_SINGLE_ACTIVE_CONSUMER)) {
             s->sac = equals(v, "true");
+        } else if (equals(k, SP_PROP_SUPER_STREAM)) {
+            s->partition = sc_partition_index(c, v, q);
         } else if (equals(k, SP_PROP_NAME)) {
             if (v.len >= sizeof s->name)
                 return SP_PRECONDITION_FAILED;
@@ -261,7 +264,7 @@ static uint16_t subscribe(sconn *c, const sp_command *cmd)
     sc_sub *s = calloc(1, sizeof *s);
     if (!s)
         return SP_INTERNAL_ERROR;
-    uint16_t code = read_properties(cmd->u.subscribe.properties, values, &filter, s);
+    uint16_t code = read_properties(c, q, cmd->u.subscribe.properties, values, &filter, s);
     stream_start start = sc_start_of(cmd->u.subscribe.offset);
     if (code == SP_OK &&
         stream_reader_open(queue_stream_log(q), &start, filter.count ? &filter : NULL, &s->r) !=

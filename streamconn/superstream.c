@@ -59,6 +59,23 @@ static int by_order(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+int32_t sc_partition_index(sconn *c, sp_slice super, const queue *q)
+{
+    route_exchange *ex = route_exchange_find(vhost_routes(c->vh), (amqp_bytes){super.ptr, super.len});
+    partitions ps = {.ex = ex};
+    if (!ex)
+        return -1;
+    route_foreach_binding(vhost_routes(c->vh), add_partition, &ps);
+    qsort(ps.items, ps.n, sizeof *ps.items, by_order);
+    amqp_bytes name = queue_name(q);
+    int32_t index = -1;
+    for (size_t i = 0; i < ps.n && index < 0; i++)
+        if (ps.items[i].name.len == name.len && memcmp(ps.items[i].name.ptr, name.ptr, name.len) == 0)
+            index = (int32_t)i;
+    free(ps.items);
+    return index;
+}
+
 static void send_streams(sconn *c, uint16_t key, uint32_t corr, uint16_t code, const sp_slice *s,
                          size_t n)
 {

@@ -493,6 +493,34 @@ class Subscriptions(StreamTest):
         with self.assertRaises(TimeoutError):
             c.deliver(timeout=0.5)
 
+    def test_super_stream_group_spreads_partitions(self):
+        c = self.client()
+        sup = h.unique("sup")
+        parts = [sup + "-0", sup + "-1"]
+        self.assertEqual(c.create_super_stream(sup, parts, ["0", "1"]), s.OK)
+        self.addCleanup(lambda: self.client().delete_super_stream(sup))
+        props = [(b"single-active-consumer", b"true"), (b"name", b"grp"),
+                 (b"super-stream", sup.encode())]
+        a, b = self.client(), self.client()
+        for sid, part in enumerate(parts):  # a alone: active on both
+            self.assertEqual(a.subscribe(sid, part, props=props), s.OK)
+            corr, got_sid, active = a.consumer_update()
+            self.assertEqual((got_sid, active), (sid, 1))
+            a.consumer_update_response(corr)
+        for sid, part in enumerate(parts):
+            self.assertEqual(b.subscribe(sid, part, props=props), s.OK)
+        # partition 1 goes to the second member: a hears it is inactive there
+        corr, got_sid, active = b.consumer_update()
+        self.assertEqual((got_sid, active), (1, 1))
+        corr_a, got_sid, active = a.consumer_update()
+        self.assertEqual((got_sid, active), (1, 0))
+        with self.assertRaises(TimeoutError):  # partition 0 stays with a
+            b.consumer_update(timeout=0.3)
+        # a leaves: b takes partition 0 too
+        a.close_socket()
+        corr, got_sid, active = b.consumer_update()
+        self.assertEqual((got_sid, active), (0, 1))
+
     def test_long_replay(self):
         c = self.client()
         name = self.stream(c)
