@@ -231,6 +231,9 @@ typedef struct admin_super_spec {
     uint32_t partitions;    /* NAME-0 .. NAME-(n-1), when keys is NULL */
     const amqp_bytes *keys; /* binding keys: NAME-<key> each */
     uint32_t nkeys;
+    /* the stream protocol's CreateSuperStream names each partition itself:
+     * names[i] for keys[i] (NULL: NAME-<key>) */
+    const amqp_bytes *names;
     const admin_stream_arg *args; /* the partitions' stream arguments */
     size_t nargs;
 } admin_super_spec;

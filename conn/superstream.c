@@ -129,6 +129,14 @@ bool admin_super_stream_names(const admin_super_spec *spec, char (*names)[256], 
         return false; /* a NUL would cut the C strings the names are kept as */
     size_t len = strip_cr_lf(spec->name, base, sizeof base);
     for (uint32_t i = 0; i < n; i++) {
+        if (spec->names) { /* given, as they are */
+            amqp_bytes g = spec->names[i];
+            if (g.len == 0 || g.len > NAME_MAX_LEN || memchr(g.ptr, 0, g.len))
+                return false;
+            memcpy(names[i], g.ptr, g.len);
+            names[i][g.len] = 0;
+            continue;
+        }
         char idx[12];
         amqp_bytes key = spec->keys ? spec->keys[i]
                                     : (amqp_bytes){(const uint8_t *)idx,

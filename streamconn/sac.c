@@ -1,100 +1,91 @@
 /* Single active consumer (RabbitMQ 3.11+'s rabbit_stream_sac_coordinator,
  * one node): the subscriptions of one stream that share a "name" form a
- * group, on any connection of the hub; the oldest is active and the only
- * one delivered to. The server tells a subscription it became active with
- * ConsumerUpdate(active) and delivers once the client answered with where
- * to start (its offset specification; "none" keeps the reader where it
- * is). When the active one leaves (Unsubscribe, its connection closes),
- * the next oldest is told. On a super stream's partition (the
- * super-stream property) the active one is member (partition index mod
- * group size) instead, so a group subscribed to every partition spreads
- * them over its members, Kafka-style; a join or a leave moves partitions,
- * the member stepping down told with ConsumerUpdate(not active). A group
- * is found by walking the hub's connections: groups are small and change
- * only on (un)subscribe. */
-#include <stdlib.h>
+ * group, on any connection of the hub, and one of them is active, the only
+ * one delivered to: the oldest, or for a super stream's partition (the
+ * subscription named its super stream) the member at the partition's index
+ * modulo the group's size, in subscription order, so a group spread over
+ * the partitions gives each member its share (Kafka-style). The server
+ * tells a subscription it became active with ConsumerUpdate(active) and
+ * delivers once the client answered with where to start (its offset
+ * specification; "none" keeps the reader where it is); one that stops
+ * being active hears ConsumerUpdate(inactive). The choice is made again
+ * when a member joins or leaves (Unsubscribe, its connection closes). A
+ * group is found by walking the hub's connections: groups are small and
+ * change only on (un)subscribe. */
 #include <string.h>
 
 #include "sconn_int.h"
 
+#define GROUP_MAX 64 /* members weighed at once; past it the oldest are */
+
+typedef struct member {
+    sconn *c;
+    sc_sub *s;
+} member;
+
 static bool same_group(const sc_sub *a, const sc_sub *b)
 {
-    return a != b && b->sac && a->st->q == b->st->q && a->name_len == b->name_len &&
+    return b->sac && a->st->q == b->st->q && a->name_len == b->name_len &&
            memcmp(a->name, b->name, a->name_len) == 0;
 }
 
-#define GROUP_MAX 1024 /* members looked at; more in one group are never chosen */
-
-typedef struct group {
-    sc_sub *sub[GROUP_MAX];
-    sconn *owner[GROUP_MAX];
-    size_t n;
-} group;
-
-/* The group of `s` (with `s` unless it is `leaving`), oldest first. */
-static void group_of(sconn_hub *h, sc_sub *s, const sc_sub *leaving, group *g)
+/* The group of `s` (s itself only when `with_s`), oldest first. */
+static size_t group_of(sconn_hub *h, const sc_sub *s, bool with_s, member *out)
 {
-    g->n = 0;
+    size_t n = 0;
     for (sconn *c = h->conns; c; c = c->next) {
-        if (c->state != SC_OPEN)
-            continue;
-        for (int i = 0; i < SC_IDS && g->n < GROUP_MAX; i++) {
+        for (int i = 0; c->state == SC_OPEN && i < SC_IDS; i++) {
             sc_sub *o = c->subs[i];
-            if (!o || o == leaving || (o != s && !same_group(s, o)))
+            if (!o || !same_group(s, o) || (o == s && !with_s))
                 continue;
-            size_t at = g->n++; /* insertion by sac_seq: groups are small */
-            while (at > 0 && g->sub[at - 1]->sac_seq > o->sac_seq) {
-                g->sub[at] = g->sub[at - 1];
-                g->owner[at] = g->owner[at - 1];
+            size_t at = n < GROUP_MAX ? n++ : GROUP_MAX - 1;
+            if (at == GROUP_MAX - 1 && out[at].s && out[at].s->sac_seq < o->sac_seq)
+                continue; /* full: keep the oldest */
+            while (at > 0 && out[at - 1].s->sac_seq > o->sac_seq) {
+                out[at] = out[at - 1];
                 at--;
             }
-            g->sub[at] = o;
-            g->owner[at] = c;
+            out[at] = (member){c, o};
         }
     }
+    return n;
 }
 
 static void tell(sconn *c, sc_sub *s, bool active)
 {
     s->active = active;
-    s->awaiting = true;
+    s->awaiting = active;
     s->update_correlation = ++c->correlation;
     sp_buf b = sc_out(c, 16);
     sp_encode_consumer_update(&b, s->update_correlation, s->id, active);
     sc_commit(c, &b);
 }
 
-/* Makes the member the group should have active so: the oldest -- or, for
- * a super stream's partition, member (index mod size), so that a group
- * consuming every partition spreads them over its members (RabbitMQ's
- * rabbit_stream_sac_coordinator). The one that steps down is told too. */
-static void rebalance(sconn_hub *h, sc_sub *s, const sc_sub *leaving)
+/* Makes the group's chosen member the active one, and only it. */
+static void rebalance(sconn_hub *h, const sc_sub *s, bool with_s)
 {
-    group *g = malloc(sizeof *g);
-    if (!g)
+    member m[GROUP_MAX] = {{0}};
+    size_t n = group_of(h, s, with_s, m);
+    if (!n)
         return;
-    group_of(h, s, leaving, g);
-    if (g->n) {
-        size_t want = s->partition >= 0 ? (size_t)s->partition % g->n : 0;
-        for (size_t i = 0; i < g->n; i++)
-            if (g->sub[i]->active && i != want)
-                tell(g->owner[i], g->sub[i], false);
-        if (!g->sub[want]->active)
-            tell(g->owner[want], g->sub[want], true);
-    }
-    free(g);
+    size_t chosen = m[0].s->partition >= 0 ? (size_t)m[0].s->partition % n : 0;
+    for (size_t i = 0; i < n; i++)
+        if (i != chosen && m[i].s->active)
+            tell(m[i].c, m[i].s, false);
+    if (!m[chosen].s->active)
+        tell(m[chosen].c, m[chosen].s, true);
 }
 
 void sc_sac_joined(sconn *c, sc_sub *s)
 {
     s->sac_seq = ++c->hub->sac_seq;
-    rebalance(c->hub, s, NULL);
+    rebalance(c->hub, s, true);
 }
 
 void sc_sac_left(sconn *c, sc_sub *s, bool promote)
 {
-    if (promote && (s->active || s->partition >= 0))
-        rebalance(c->hub, s, s);
+    if (promote)
+        rebalance(c->hub, s, false);
 }
 
 void sc_sac_updated(sconn *c, const sp_command *cmd)
@@ -106,7 +97,7 @@ void sc_sac_updated(sconn *c, const sp_command *cmd)
         s->awaiting = false;
         sp_offset_spec o = cmd->u.consumer_update.offset;
         stream_start start = sc_start_of(o);
-        if (s->active && o.type != SP_OFFSET_NONE && !sc_sub_seek(s, &start))
+        if (o.type != SP_OFFSET_NONE && !sc_sub_seek(s, &start))
             log_msg(LOG_WARNING, "stream connection %s: cannot move subscription %u", c->peer,
                     s->id);
         sc_sub_deliver(c, s);

@@ -60,6 +60,7 @@ static void free_sconn(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     sconn *c = arg;
     sconn_hub *h = c->hub;
+    loop_counters(c->loop)->connections_closed++; /* every client socket, as conn/ counts them */
     sc_forget_streams(c);
     if (c->vh)
         vhost_connection_left(c->vh);

@@ -66,7 +66,7 @@ typedef struct sc_sub {
     bool awaiting;   /* sac: told it is active, its ConsumerUpdate response not in yet */
     uint32_t update_correlation;
     uint64_t sac_seq;
-    int32_t partition; /* sac of a super stream's partition: its index there; -1 none */
+    int32_t partition; /* its stream's index in the super stream it named; -1: none */
     uint16_t name_len;
     char name[256];  /* the "name" property: offset tracking and the sac group */
     stream_filter filter; /* its values point into filter_bytes (both owned) */
@@ -147,12 +147,6 @@ void sc_advertised(const sconn_hub *h, char *host, size_t hostlen, char *port, s
  * caller closes silently, as RabbitMQ does). */
 bool sc_handshake_command(sconn *c, const sp_command *cmd);
 
-/* ---- superstream.c ---- */
-
-/* Route, Partitions, CreateSuperStream, DeleteSuperStream; false for
- * another command. */
-bool sc_super_stream_command(sconn *c, const sp_command *cmd);
-
 /* ---- after Open (streams.c, publish.c, subscribe.c) ---- */
 
 /* The stream queue `name` of c's vhost; NULL when there is none (or the
@@ -187,6 +181,18 @@ void sc_sac_left(sconn *c, sc_sub *s, bool promote);
 /* The client's ConsumerUpdate response: where the active one starts. */
 void sc_sac_updated(sconn *c, const sp_command *cmd);
 bool sc_publish_command(sconn *c, const sp_command *cmd);
+/* streams.c: Create's arguments as queue arguments (x-queue-type stream
+ * and the x- forms of those RabbitMQ maps) in buf; false for a bad value.
+ * sc_name_ok: a name Create takes (RabbitMQ 3.10.8: not "", not amq.*).
+ * sc_code_of: an AMQP refusal as the stream protocol's code. */
+bool sc_stream_arguments(sp_list args, uint8_t *buf, size_t cap, amqp_bytes *out);
+bool sc_name_ok(sp_slice name);
+uint16_t sc_code_of(const amqp_error *err);
+/* superstream.c: the index of stream q among the partitions of super
+ * stream `super` (the exchange of that name in c's vhost); -1: not one. */
+int32_t sc_partition_index(sconn *c, sp_slice super, const queue *q);
+/* superstream.c: Route, Partitions, CreateSuperStream, DeleteSuperStream. */
+bool sc_superstream_command(sconn *c, const sp_command *cmd);
 bool sc_subscribe_command(sconn *c, const sp_command *cmd);
 
 /* A command after Open other than Heartbeat and Close; false for one not

@@ -2,9 +2,13 @@
  * connections of the stream listeners (stream.listeners.tcp.*): the
  * handshake (PeerProperties, SASL through access/, Tune, Open), streams
  * (Metadata, Create, Delete, StreamStats, offsets), publishers (with
- * deduplication and confirms after the journal sync) and subscribers
- * (whole chunks from the log, credit in chunks). A stream is a stream
- * queue (queue/), so one made either way is usable both ways.
+ * deduplication and confirms after the journal sync), subscribers (whole
+ * chunks from the log, sendfile over TCP, credit in chunks, filters,
+ * single active consumer with ConsumerUpdate) and super streams (Route,
+ * Partitions, CreateSuperStream, DeleteSuperStream). A stream is a stream
+ * queue (queue/) and a super stream an exchange bound to such queues, so
+ * one made either way is usable both ways. The management API lists the
+ * connections, publishers and consumers (below).
  *
  * The codec is streamproto/'s; this module owns the connection state.
  * Everything runs on the loop thread, as conn/ does.

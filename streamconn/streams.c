@@ -155,7 +155,7 @@ static void metadata(sconn *c, const sp_command *cmd)
  * arguments (others are ignored): numbers as longs, strings as longstrs.
  * False for a number that is not one (RabbitMQ's manager crashes there;
  * Warren answers precondition_failed) or a leader locator 3.10 refuses. */
-static bool create_arguments(sp_list args, uint8_t *buf, size_t cap, amqp_bytes *out)
+bool sc_stream_arguments(sp_list args, uint8_t *buf, size_t cap, amqp_bytes *out)
 {
     static const struct { const char *key, *arg; bool number; } map[] = {
         {"max-length-bytes", "x-max-length-bytes", true},
@@ -206,8 +206,13 @@ static bool create_arguments(sp_list args, uint8_t *buf, size_t cap, amqp_bytes 
     return true;
 }
 
+bool sc_name_ok(sp_slice name)
+{
+    return name.len && !(name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0);
+}
+
 /* An AMQP refusal as the stream protocol's code. */
-static uint16_t code_of(const amqp_error *err)
+uint16_t sc_code_of(const amqp_error *err)
 {
     return err->code == AMQP_PRECONDITION_FAILED ? SP_PRECONDITION_FAILED
            : err->code == AMQP_ACCESS_REFUSED    ? SP_ACCESS_REFUSED
@@ -218,7 +223,7 @@ static uint16_t create(sconn *c, const sp_command *cmd)
 {
     sp_slice name = cmd->u.create.stream;
     /* RabbitMQ 3.10.8 (live): "" and amq.* are precondition_failed */
-    if (name.len == 0 || (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0))
+    if (!sc_name_ok(name))
         return SP_PRECONDITION_FAILED;
     if (!sc_allowed(c, ACCESS_CONFIGURE, name))
         return SP_ACCESS_REFUSED;
@@ -226,14 +231,14 @@ static uint16_t create(sconn *c, const sp_command *cmd)
         return SP_STREAM_ALREADY_EXISTS;
     uint8_t args[4096];
     queue_spec spec = {.name = bytes_of(name), .durable = true};
-    if (!create_arguments(cmd->u.create.arguments, args, sizeof args, &spec.arguments))
+    if (!sc_stream_arguments(cmd->u.create.arguments, args, sizeof args, &spec.arguments))
         return SP_PRECONDITION_FAILED;
     amqp_error err = {0};
     queue *q;
     if (admin_queue_declare(c->vh, &spec, &q, &err) != AMQP_OK) {
         log_msg(LOG_WARNING, "stream connection %s: cannot create stream '%.*s': %s", c->peer,
                 (int)name.len, (const char *)name.ptr, err.text);
-        return code_of(&err);
+        return sc_code_of(&err);
     }
     return SP_OK;
 }
@@ -249,7 +254,7 @@ static uint16_t delete_stream(sconn *c, const sp_command *cmd)
     c->deleting = true;
     int r = admin_queue_delete(c->vh, bytes_of(name), false, false, &err);
     c->deleting = false;
-    return r == AMQP_OK ? SP_OK : code_of(&err);
+    return r == AMQP_OK ? SP_OK : sc_code_of(&err);
 }
 
 /* ---- offsets and statistics ---------------------------------------------- */
@@ -349,6 +354,6 @@ bool sc_command(sconn *c, const sp_command *cmd)
         return true;
     default:
         return sc_publish_command(c, cmd) || sc_subscribe_command(c, cmd) ||
-               sc_super_stream_command(c, cmd);
+               sc_superstream_command(c, cmd);
     }
 }

@@ -77,20 +77,13 @@ static bool read_data(sconn *c, sc_sub *s, const stream_chunk *ch, uint8_t *to)
     return true;
 }
 
-/* Chunks from this size on go by sendfile: below it the descriptor's dup
- * and close, the sendfile and the header's own write cost more than
- * reading the data into the turn's one output block (measured: ten
- * replaying consumers of ~50 KB chunks did 100k records/s each with
- * sendfile for every chunk, 459k with pread). */
-#define SENDFILE_MIN (256u << 10)
-
-/* One chunk as a Deliver frame: headers, then the data -- a large one over
- * plain TCP sent from the segment file by sendfile (never in memory),
- * otherwise read into the output block. False when it cannot be had (the
+/* One chunk as a Deliver frame: headers, then the data -- over plain TCP
+ * sent from the segment file by sendfile (never in memory), otherwise
+ * read into the output block. False when it cannot be had (the
  * subscription stops; after a half-sent frame the connection closes). */
 static bool send_chunk(sconn *c, sc_sub *s, const stream_chunk *ch)
 {
-    bool from_file = transport_sends_files(c->t) && ch->data_len >= SENDFILE_MIN;
+    bool from_file = transport_sends_files(c->t);
     sp_buf b = sc_out(c, SP_DELIVER_HEADER_MAX + STREAM_CHUNK_HEADER_SIZE +
                              (from_file ? 0 : ch->data_len));
     if (!put_headers(c, s, ch, &b))
@@ -201,27 +194,11 @@ static bool equals(sp_slice s, const char *text)
     return s.len == strlen(text) && memcmp(s.ptr, text, s.len) == 0;
 }
 
-/* The index of `q` among the partitions of super stream `name` (its
- * single active consumer is chosen by it); -1 when it is not one. */
-static int32_t partition_of(sconn *c, sp_slice name, const queue *q)
-{
-    admin_partition *p = malloc(ADMIN_SUPER_PARTITIONS_MAX * sizeof *p);
-    long n = p ? admin_super_stream_partitions(c->vh, (amqp_bytes){name.ptr, name.len}, p,
-                                               ADMIN_SUPER_PARTITIONS_MAX)
-               : -1;
-    int32_t at = -1;
-    for (long i = 0; i < n && i < ADMIN_SUPER_PARTITIONS_MAX && at < 0; i++)
-        if (p[i].stream == q)
-            at = (int32_t)i;
-    free(p);
-    return at;
-}
-
 /* The properties Warren reads: filter.* values and match-unfiltered
  * (3.13), name and single-active-consumer (which needs a name: RabbitMQ's
- * precondition_failed), super-stream (the partition's place in it: a
- * stream not among its partitions is a precondition failure). */
-static uint16_t read_properties(sconn *c, const queue *q, sp_list props, stream_part *values,
+ * precondition_failed), super-stream (the partition's index then chooses
+ * the active member, sac.c). */
+static uint16_t read_properties(sconn *c, queue *q, sp_list props, stream_part *values,
                                 stream_filter *f, sc_sub *s)
 {
     sp_slice k, v;
@@ -236,14 +213,13 @@ static uint16_t read_properties(sconn *c, const queue *q, sp_list props, stream_
             f->match_unfiltered = equals(v, "true");
         } else if (equals(k, SP_PROP_SINGLE_ACTIVE_CONSUMER)) {
             s->sac = equals(v, "true");
+        } else if (equals(k, SP_PROP_SUPER_STREAM)) {
+            s->partition = sc_partition_index(c, v, q);
         } else if (equals(k, SP_PROP_NAME)) {
             if (v.len >= sizeof s->name)
                 return SP_PRECONDITION_FAILED;
             memcpy(s->name, v.ptr, v.len);
             s->name_len = (uint16_t)v.len;
-        } else if (equals(k, SP_PROP_SUPER_STREAM)) {
-            if ((s->partition = partition_of(c, v, q)) < 0)
-                return SP_PRECONDITION_FAILED;
         }
     }
     return s->sac && !s->name_len ? SP_PRECONDITION_FAILED : SP_OK;

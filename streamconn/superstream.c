@@ -88,6 +88,18 @@ static void answer_streams(sconn *c, uint16_t cmd_key, uint32_t corr, sp_slice n
     free(out);
 }
 
+int32_t sc_partition_index(sconn *c, sp_slice super, const queue *q)
+{
+    admin_partition *p = malloc(PARTITIONS_MAX * sizeof *p);
+    long n = p ? admin_super_stream_partitions(c->vh, bytes_of(super), p, PARTITIONS_MAX) : -1;
+    int32_t at = -1;
+    for (long i = 0; i < n && i < PARTITIONS_MAX && at < 0; i++)
+        if (p[i].stream == q)
+            at = (int32_t)i;
+    free(p);
+    return at;
+}
+
 static uint16_t status_code(admin_super_status st)
 {
     switch (st) {
@@ -99,14 +111,11 @@ static uint16_t status_code(admin_super_status st)
     }
 }
 
-/* The spec a CreateSuperStream asks for: its partitions must be the names
- * the binding keys give (NAME-<key>, what every client computes; with
- * keys "0".."n-1" a partition count) -- a list naming other streams is a
- * precondition failure here. */
-static uint16_t create_spec(const sp_command *cmd, amqp_bytes *keys, admin_stream_arg *args,
-                            admin_super_spec *spec)
+/* The spec a CreateSuperStream asks for: a partition per binding key, each
+ * named as the client names it (3.13 takes any names). */
+static uint16_t create_spec(const sp_command *cmd, amqp_bytes *keys, amqp_bytes *names,
+                            admin_stream_arg *args, admin_super_spec *spec)
 {
-    sp_slice name = cmd->u.create_super_stream.name;
     sp_list pl = cmd->u.create_super_stream.partitions, kl = cmd->u.create_super_stream.binding_keys;
     sp_list al = cmd->u.create_super_stream.arguments;
     sp_slice part, key, k, v;
@@ -114,18 +123,16 @@ static uint16_t create_spec(const sp_command *cmd, amqp_bytes *keys, admin_strea
     while (sp_string_next(&kl, &key)) {
         if (!sp_string_next(&pl, &part) || n == PARTITIONS_MAX)
             return SP_PRECONDITION_FAILED;
-        if (part.len != name.len + 1 + key.len || memcmp(part.ptr, name.ptr, name.len) != 0 ||
-            part.ptr[name.len] != '-' || memcmp(part.ptr + name.len + 1, key.ptr, key.len) != 0)
-            return SP_PRECONDITION_FAILED;
-        keys[n++] = bytes_of(key);
+        keys[n] = bytes_of(key);
+        names[n++] = bytes_of(part);
     }
     if (n == 0 || sp_string_next(&pl, &part))
         return SP_PRECONDITION_FAILED; /* as many partitions as keys, one at least */
     size_t na = 0;
     while (sp_pair_next(&al, &k, &v) && na < 16)
         args[na++] = (admin_stream_arg){bytes_of(k), bytes_of(v)};
-    *spec = (admin_super_spec){.name = bytes_of(name), .keys = keys, .nkeys = n, .args = args,
-                               .nargs = na};
+    *spec = (admin_super_spec){.name = bytes_of(cmd->u.create_super_stream.name), .keys = keys,
+                               .nkeys = n, .names = names, .args = args, .nargs = na};
     return SP_OK;
 }
 
@@ -135,10 +142,12 @@ static uint16_t create(sconn *c, const sp_command *cmd)
     if (name.len == 0 || (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0))
         return SP_PRECONDITION_FAILED; /* rabbit_stream_utils:enforce_correct_name */
     amqp_bytes *keys = malloc(PARTITIONS_MAX * sizeof *keys);
+    amqp_bytes *names = malloc(PARTITIONS_MAX * sizeof *names);
     sp_slice *parts = malloc(PARTITIONS_MAX * sizeof *parts);
     admin_stream_arg args[16];
     admin_super_spec spec;
-    uint16_t code = keys && parts ? create_spec(cmd, keys, args, &spec) : SP_INTERNAL_ERROR;
+    uint16_t code = keys && names && parts ? create_spec(cmd, keys, names, args, &spec)
+                                           : SP_INTERNAL_ERROR;
     if (code == SP_OK) {
         sp_list pl = cmd->u.create_super_stream.partitions;
         size_t n = 0;
@@ -156,6 +165,7 @@ static uint16_t create(sconn *c, const sp_command *cmd)
                     err.text);
     }
     free(keys);
+    free(names);
     free(parts);
     return code;
 }
@@ -182,7 +192,7 @@ static uint16_t delete_super(sconn *c, const sp_command *cmd)
     return status_code(admin_super_stream_delete(c->vh, bytes_of(name), &err));
 }
 
-bool sc_super_stream_command(sconn *c, const sp_command *cmd)
+bool sc_superstream_command(sconn *c, const sp_command *cmd)
 {
     switch (cmd->key) {
     case SP_ROUTE:

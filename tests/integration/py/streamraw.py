@@ -15,6 +15,7 @@ CREATE, DELETE, METADATA, METADATA_UPDATE = 0x0d, 0x0e, 0x0f, 0x10
 PEER_PROPERTIES, SASL_HANDSHAKE, SASL_AUTHENTICATE, TUNE, OPEN = 0x11, 0x12, 0x13, 0x14, 0x15
 CLOSE, HEARTBEAT, ROUTE, PARTITIONS, CONSUMER_UPDATE = 0x16, 0x17, 0x18, 0x19, 0x1a
 EXCHANGE_COMMAND_VERSIONS, STREAM_STATS = 0x1b, 0x1c
+CREATE_SUPER_STREAM, DELETE_SUPER_STREAM = 0x1d, 0x1e
 RESPONSE = 0x8000
 
 OK, STREAM_DOES_NOT_EXIST, SUBSCRIPTION_ID_ALREADY_EXISTS = 1, 2, 3
@@ -354,6 +355,14 @@ class Client:
 
     def partitions(self, super_stream):
         return self.streams_request(PARTITIONS, s16(super_stream))
+
+    def create_super_stream(self, name, partitions, keys, args=()):
+        strings = lambda l: struct.pack('>I', len(l)) + b''.join(s16(x) for x in l)
+        return self.request(CREATE_SUPER_STREAM, s16(name) + strings(partitions) + strings(keys) +
+                            kv(list(args))).code
+
+    def delete_super_stream(self, name):
+        return self.request(DELETE_SUPER_STREAM, s16(name)).code
 
     def close(self, code=OK, reason='bye'):
         return self.request(CLOSE, struct.pack('>H', code) + s16(reason)).code

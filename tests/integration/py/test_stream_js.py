@@ -4,7 +4,8 @@ tests/integration/stream-node/package-lock.json) publishes with confirms
 and deduplication, consumes from offsets, stores and queries offsets, asks
 for stream statistics, uses a single active consumer group and filters (3.13's filtering: Publish v2, Deliver
 v2 and the client's post-filter), and creates a super stream, publishes to it by hash routing
-and consumes it with a group of two super stream consumers that share its partitions. RabbitMQ 3.10.8 closes this client's
+and consumes it with a group of two super stream consumers that share its partitions; and
+creates, publishes to (routed by key), consumes and deletes another. RabbitMQ 3.10.8 closes this client's
 connections (it needs 3.11+), so the reference for these scenarios is the
 client's own suite against 3.13."""
 import json
@@ -40,7 +41,7 @@ class StreamJsClient(unittest.TestCase):
                     results[d["name"]] = (d["ok"], d["detail"])
             self.assertEqual(sorted(results), ["deduplication", "filtering", "offsets",
                                                "publish_and_consume", "single_active_consumer",
-                                               "super_streams"],
+                                               "super_stream", "super_streams"],
                              r.stdout + r.stderr)
             for name, (ok, detail) in results.items():
                 self.assertTrue(ok, "%s: %s" % (name, detail))

@@ -189,6 +189,36 @@ class SuperStreams(StreamTest):
         self.assertEqual(c.route("0", "missing-" + sup), (s.STREAM_DOES_NOT_EXIST, []))
 
 
+    def test_create_and_delete_super_stream(self):
+        # 3.13's commands (3.10 lacks them), its codes and its shape
+        c = self.client()
+        sup = h.unique("sup")
+        parts = ["%s-%d" % (sup, i) for i in range(3)]
+        self.assertEqual(c.create_super_stream(sup, parts, ["k0", "k1", "k2"],
+                                               [(b"max-age", b"1h")]), s.OK)
+        self.addCleanup(lambda: self.client().delete_super_stream(sup))
+        self.assertEqual(c.partitions(sup), (s.OK, parts))
+        self.assertEqual(c.route("k1", sup), (s.OK, [parts[1]]))
+        self.assertEqual(c.metadata(parts)[1][parts[2]][0], s.OK)
+        self.assertEqual(c.create_super_stream(sup, parts, ["k0", "k1", "k2"]),
+                         s.STREAM_ALREADY_EXISTS)
+        other = h.unique("sup")
+        self.assertEqual(c.create_super_stream(other, [other + "-0", parts[0]], ["a", "b"]),
+                         s.STREAM_ALREADY_EXISTS)  # a partition exists: nothing is made
+        self.assertEqual(c.partitions(other)[0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.metadata([other + "-0"])[1][other + "-0"][0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.create_super_stream(other, [other + "-0"], ["a", "b"]),
+                         s.PRECONDITION_FAILED)  # a key per partition
+        self.assertEqual(c.create_super_stream(other, [], []), s.PRECONDITION_FAILED)
+        self.assertEqual(self.client(NARROW, "pw").create_super_stream(other, [other + "-0"], ["a"]),
+                         s.ACCESS_REFUSED)
+        self.assertEqual(self.client(NARROW, "pw").delete_super_stream(sup), s.ACCESS_REFUSED)
+        self.assertEqual(c.delete_super_stream(sup), s.OK)
+        self.assertEqual(c.partitions(sup)[0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.metadata(parts)[1][parts[0]][0], s.STREAM_DOES_NOT_EXIST)
+        self.assertEqual(c.delete_super_stream(sup), s.STREAM_DOES_NOT_EXIST)
+
+
 class Publishers(StreamTest):
     def test_publish_and_confirm(self):
         c = self.client()
@@ -318,10 +348,8 @@ class Subscriptions(StreamTest):
         self.assertEqual(c.unsubscribe(9), s.SUBSCRIPTION_ID_DOES_NOT_EXIST)
         self.assertEqual(c.unsubscribe(1), s.OK)
         self.assertEqual(c.unsubscribe(1), s.SUBSCRIPTION_ID_DOES_NOT_EXIST)
-        # single active consumer needs a name; super streams are not served
+        # single active consumer needs a name
         self.assertEqual(c.subscribe(3, name, props=[(b"single-active-consumer", b"true")]),
-                         s.PRECONDITION_FAILED)
-        self.assertEqual(c.subscribe(3, name, props=[(b"super-stream", b"x")]),
                          s.PRECONDITION_FAILED)
 
     def test_deleted_stream(self):
@@ -464,6 +492,34 @@ class Subscriptions(StreamTest):
         self.assertEqual(c.deliver()[1]["messages"], [b"a"])
         with self.assertRaises(TimeoutError):
             c.deliver(timeout=0.5)
+
+    def test_super_stream_group_spreads_partitions(self):
+        c = self.client()
+        sup = h.unique("sup")
+        parts = [sup + "-0", sup + "-1"]
+        self.assertEqual(c.create_super_stream(sup, parts, ["0", "1"]), s.OK)
+        self.addCleanup(lambda: self.client().delete_super_stream(sup))
+        props = [(b"single-active-consumer", b"true"), (b"name", b"grp"),
+                 (b"super-stream", sup.encode())]
+        a, b = self.client(), self.client()
+        for sid, part in enumerate(parts):  # a alone: active on both
+            self.assertEqual(a.subscribe(sid, part, props=props), s.OK)
+            corr, got_sid, active = a.consumer_update()
+            self.assertEqual((got_sid, active), (sid, 1))
+            a.consumer_update_response(corr)
+        for sid, part in enumerate(parts):
+            self.assertEqual(b.subscribe(sid, part, props=props), s.OK)
+        # partition 1 goes to the second member: a hears it is inactive there
+        corr, got_sid, active = b.consumer_update()
+        self.assertEqual((got_sid, active), (1, 1))
+        corr_a, got_sid, active = a.consumer_update()
+        self.assertEqual((got_sid, active), (1, 0))
+        with self.assertRaises(TimeoutError):  # partition 0 stays with a
+            b.consumer_update(timeout=0.3)
+        # a leaves: b takes partition 0 too
+        a.close_socket()
+        corr, got_sid, active = b.consumer_update()
+        self.assertEqual((got_sid, active), (0, 1))
 
     def test_long_replay(self):
         c = self.client()

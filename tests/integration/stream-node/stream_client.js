@@ -165,10 +165,29 @@ async function superStreams(client) {
   await client.deleteSuperStream({ streamName: superStream })
 }
 
+async function superStream(client) {
+  const superStream = `${prefix}-super`
+  await client.createSuperStream({ streamName: superStream }, ["a", "b", "c"])
+  const partitions = await client.queryPartitions({ superStream })
+  const publisher = await client.declareSuperStreamPublisher({ superStream }, (content, opts) => opts.messageProperties?.messageId)
+  for (const key of ["a", "b", "c", "a"]) {
+    await publisher.send(Buffer.from(`to ${key}`), { messageProperties: { messageId: key } })
+  }
+  const got = []
+  const consumer = await client.declareSuperStreamConsumer({ superStream, offset: rabbit.Offset.first(), consumerRef: "ss-group" },
+    (m) => got.push(m.content.toString()))
+  await waitFor(() => got.length === 4)
+  await consumer.close(true)
+  await publisher.close() // before the deletion: the client's close() waits on it otherwise
+  await client.deleteSuperStream({ streamName: superStream })
+  report("super_stream", partitions.join(",") === `${superStream}-a,${superStream}-b,${superStream}-c` &&
+    got.sort().join(",") === "to a,to a,to b,to c", `${partitions}; ${got}`)
+}
+
 async function main() {
   const client = await rabbit.connect(params)
   for (const scenario of [publishAndConsume, deduplication, offsets, filtering, singleActive,
-    superStreams]) {
+    superStream, superStreams]) {
     try {
       await scenario(client)
     } catch (e) {
