@@ -226,6 +226,11 @@ static void on_consumer(void *arg, const sconn_consumer_info *s)
         return;
     f->done = true;
     mgmt_json_obj(f->w);
+    /* rabbit_stream_reader's consumer activity: a single active consumer
+     * is "single_active" or "waiting", any other "up" */
+    mgmt_json_kbool(f->w, "active", s->active);
+    mgmt_json_kstr(f->w, "activity_status",
+                   !s->single_active ? "up" : s->active ? "single_active" : "waiting");
     connection_details(f);
     mgmt_json_kuint(f->w, "consumed", s->consumed);
     mgmt_json_kuint(f->w, "credits", s->credits);

@@ -12,8 +12,9 @@ from test_mgmt import q, request
 import test_warrenctl as tw
 
 
-class StreamCommands(h.BrokerTest):
-    """Like test_warrenctl's Live (whose tests a subclass would run again)."""
+class Ctl(h.BrokerTest):
+    """warrenctl against the shared broker, like test_warrenctl's Live
+    (whose tests a subclass would run again); no tests of its own."""
 
     def setUp(self):
         args, why = tw.live_args()
@@ -24,6 +25,9 @@ class StreamCommands(h.BrokerTest):
 
     def ctl(self, *args, **kw):
         return tw.run(self.args + list(args), **kw)
+
+
+class StreamCommands(Ctl):
 
     def super_stream(self, *opts):
         name = h.unique("ctl-super")
@@ -120,3 +124,37 @@ class StreamCommands(h.BrokerTest):
         self.assertIn("The group does not exist", err)
         rc, _, err = self.ctl("list_stream_group_consumers", "--stream", s)
         self.assertEqual(rc, 64, err)
+
+
+class StreamProtocolGroups(Ctl):
+    """list_stream_group_consumers and list_stream_consumers over a real
+    single active consumer group of the stream protocol: the active member
+    single_active, the other waiting, as rabbitmq-streams shows them."""
+
+    def test_group_of_two(self):
+        import streamraw as sr
+        host, port = h.stream_address()
+        name = h.unique("ctl-grp")
+        clients = []
+        for _ in range(2):
+            c = sr.Client(port, host=host)
+            c.handshake()
+            self.addCleanup(c.close_socket)
+            clients.append(c)
+        self.assertEqual(clients[0].create(name.encode()), sr.OK)
+        self.track_queue(name)
+        for c in clients:
+            self.assertEqual(c.subscribe(1, name.encode(), sr.OFFSET_FIRST, 10,
+                                         props=[(b"single-active-consumer", b"true"), (b"name", b"grp")]),
+                             sr.OK)
+        rc, out, err = self.ctl("list_stream_group_consumers", "--stream", name, "--reference", "grp")
+        self.assertEqual(rc, 0, err)
+        states = sorted(line.split("\t")[-1] for line in out.splitlines()[2:] if line.strip())
+        self.assertEqual(states, ["single_active", "waiting"], out)
+        rc, out, err = self.ctl("list_stream_consumers", "stream", "active", "activity_status")
+        self.assertEqual(rc, 0, err)
+        rows = sorted(line.split("\t")[1:] for line in out.splitlines() if line.startswith(name + "\t"))
+        self.assertEqual(rows, [["false", "waiting"], ["true", "single_active"]], out)
+        rc, out, err = self.ctl("list_stream_group_consumers", "--stream", name, "--reference", "nope")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("The group does not exist", err)
