@@ -68,6 +68,11 @@ if [ "$WHAT" = all ] || [ "$WHAT" = py ]; then
     # each Python test's alarm (run_py.py): AddressSanitizer runs the broker
     # two to three times slower
     if [ "$VARIANT" = asan ]; then export WARREN_TEST_TIMEOUT=${WARREN_TEST_TIMEOUT:-60}; fi
+    # the stream client's package from its lockfile, before any test's alarm
+    # runs (a fresh clone has none; the test would otherwise install it)
+    [ -d "$ROOT/tests/integration/stream-node/node_modules/rabbitmq-stream-js-client" ] ||
+        (cd "$ROOT/tests/integration/stream-node" && npm ci --no-audit --no-fund --loglevel=error) >&2 ||
+        echo "# npm ci in tests/integration/stream-node failed: test_stream_js will say why"
     timeout -k 10 "$LIMIT" "$PYTHON" "$ROOT/tests/integration/run_py.py" > "$TMP/out" 2>&1
     status=$?
     retap "py/" "$status" < "$TMP/out"

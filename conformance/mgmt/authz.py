@@ -628,6 +628,34 @@ def source_routes():
     return routes, tables
 
 
+# Routes not in the table yet (issue 20's streams): rabbitmq_stream_management's
+# lists, Warren's super stream and stream viewer routes. Their answers for
+# every user tag are asserted by the integration tests named here instead;
+# their rows, recorded from a RabbitMQ with rabbitmq_stream_management, are
+# still to be added.
+_STREAM_TESTS = "tests/integration/py/test_mgmt_stream.py test_every_tag"
+_SUPER_TESTS = "tests/integration/py/test_mgmt_super_stream.py test_every_tag"
+NOT_PROBED = {
+    ("GET", "/api/stream/connections"): _STREAM_TESTS,
+    ("GET", "/api/stream/connections/{}"): _STREAM_TESTS,
+    ("GET", "/api/stream/connections/{}/{}"): _STREAM_TESTS,
+    ("DELETE", "/api/stream/connections/{}/{}"): _STREAM_TESTS,
+    ("GET", "/api/stream/connections/{}/{}/consumers"): _STREAM_TESTS,
+    ("GET", "/api/stream/connections/{}/{}/publishers"): _STREAM_TESTS,
+    ("GET", "/api/stream/consumers"): _STREAM_TESTS,
+    ("GET", "/api/stream/consumers/{}"): _STREAM_TESTS,
+    ("GET", "/api/stream/publishers"): _STREAM_TESTS,
+    ("GET", "/api/stream/publishers/{}"): _STREAM_TESTS,
+    ("GET", "/api/stream/publishers/{}/{}"): _STREAM_TESTS,
+    ("GET", "/api/streams/{}/{}/messages"): _STREAM_TESTS,
+    ("GET", "/api/stream/super-streams"): _SUPER_TESTS,
+    ("GET", "/api/stream/super-streams/{}"): _SUPER_TESTS,
+    ("GET", "/api/stream/super-streams/{}/{}"): _SUPER_TESTS,
+    ("PUT", "/api/stream/super-streams/{}/{}"): _SUPER_TESTS,
+    ("DELETE", "/api/stream/super-streams/{}/{}"): _SUPER_TESTS,
+}
+
+
 # Warren's own routes: no RabbitMQ answer to record. Each row names the
 # RabbitMQ route whose rule it follows ("analogy") and its own success
 # status; expected() derives its answers from that route's recorded ones.

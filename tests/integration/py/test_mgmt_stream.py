@@ -243,6 +243,15 @@ class StreamListsTest(StreamMgmtBase):
                     self.error(r, 401, "not_authorised", "Not management user")
             for method in ("PUT", "DELETE", "POST"):
                 self.assertEqual(request(method, paths[0], {}, **self.as_user(u)).status, 405)
+            # one connection's routes: none by that name here
+            gone = "/api/stream/connections/%2F/" + q(h.unique("nosuch-conn"))
+            for method, path in (("GET", gone), ("DELETE", gone), ("GET", gone + "/consumers"),
+                                 ("GET", gone + "/publishers")):
+                r = request(method, path, **self.as_user(u))
+                if tags:
+                    self.assertEqual(r.status, 404, (tags, method, path, r.body[:200]))
+                else:
+                    self.error(r, 401, "not_authorised", "Not management user")
 
 
 class StreamViewerTest(StreamMgmtBase):
