@@ -79,7 +79,11 @@ struct sconn_hub {
     uint64_t sac_seq; /* orders single-active-consumer subscriptions */
     sconn *conns; /* every socket, linked through next/prev */
     size_t count;
-    int port;     /* the first listener's bound port */
+    struct {
+        char ip[SERVER_HOST_LEN];
+        int port;
+    } listeners[CONFIG_MAX_LISTENERS];
+    size_t nlisteners;
 };
 
 struct sconn {
