@@ -10,6 +10,10 @@
  *   OPEN --bad frame--> CLOSE_SENT (Close sent; its response, or the
  *         timeout, ends it)
  *   any --client's Close--> CLOSED (after the response is written)
+ *   OPEN --vhost or user deleted, management API, shutdown--> CLOSED (the
+ *         socket closes without a Close frame, as RabbitMQ 3.10.8's)
+ *   OPEN, publishing during an alarm or a journal backlog: not read until
+ *         it clears (publish_blocked)
  *
  * Input is cut where it lies in the input buffer: a frame is handled in
  * place when it is contiguous there, and only one that spans two blocks
