@@ -66,6 +66,7 @@ typedef struct sc_sub {
     bool sac;        /* single active consumer */
     bool active;     /* sac: the group's active one */
     bool awaiting;   /* sac: told it is active, its ConsumerUpdate response not in yet */
+    bool stepping_down; /* sac: told it is inactive, its response not in yet */
     uint32_t update_correlation;
     uint64_t sac_seq;
     int32_t partition; /* its stream's index in the super stream it named; -1: none */
