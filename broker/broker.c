@@ -73,7 +73,6 @@ struct broker {
     struct event *sigterm, *sigint, *tick, *shutdown_timer, *stats_timer;
     struct event *accept_timer; /* re-enables the listener after a failed accept */
     bool accept_paused;
-    bool stream_port_set; /* the first stream listener told the hub its port */
     bool shutting_down;
     uint64_t accept_errors_logged; /* server_accept_errors when the last one was logged */
     uint64_t accept_logged_ms;     /* when that was (0: never) */
@@ -420,9 +419,7 @@ static bool listen_one(broker *b, const char *host, int port, enum listener_kind
     b->listeners[b->nlisteners++] = l;
     int bound = server_sockaddr_host((struct sockaddr *)&ss, ip);
     if (kind == L_STREAM) {
-        if (!b->stream_port_set)
-            sconn_hub_set_port(b->streams, bound);
-        b->stream_port_set = true;
+        sconn_hub_add_listener(b->streams, ip, bound);
     } else {
         (kind == L_AMQPS ? server_add_tls_listener : server_add_listener)(b->s, ip, bound);
     }

@@ -104,6 +104,13 @@ extern const mgmt_route mgmt_overview_routes[];
 extern const mgmt_route mgmt_connection_routes[];
 extern const mgmt_route mgmt_stream_routes[];      /* res_stream.c */
 extern const mgmt_route mgmt_stream_conn_routes[]; /* res_stream_conn.c */
+/* Stream connections in /api/connections, as RabbitMQ 3.10 lists them
+ * there too (res_stream_conn.c): added to a list (of vhost `only`, NULL:
+ * all, those the user sees), rendered by id (false: gone), found by name
+ * (its user in *user; NULL when none). */
+void mgmt_stream_conns_add(mgmt_req *r, mgmt_list *l, vhost *only);
+bool mgmt_stream_conn_render(mgmt_req *r, mgmt_json *w, uint64_t id, bool listed);
+sconn *mgmt_stream_conn_named(mgmt_req *r, amqp_bytes name, const char **user);
 extern const mgmt_route mgmt_exchange_routes[];
 extern const mgmt_route mgmt_queue_routes[];
 extern const mgmt_route mgmt_binding_routes[];

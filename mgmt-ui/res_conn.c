@@ -88,7 +88,16 @@ static bool render_conn(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
 {
     conn *c = admin_conn_find(r->s, it->id);
     if (!c)
-        return false;
+        return mgmt_stream_conn_render(r, w, it->id, true);
+    conn_json(r, w, c);
+    return true;
+}
+
+static bool render_one_conn(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
+{
+    conn *c = admin_conn_find(r->s, it->id);
+    if (!c)
+        return mgmt_stream_conn_render(r, w, it->id, false);
     conn_json(r, w, c);
     return true;
 }
@@ -128,6 +137,7 @@ static void list_conns(mgmt_req *r, vhost *only)
         bool has = conn_sort_key(&ci, sort, &key);
         mgmt_list_add(l, ci.vhost, AMQP_CSTR(ci.name), ci.id, key, has);
     }
+    mgmt_stream_conns_add(r, l, only);
     mgmt_list_send(r, l, render_conn);
 }
 
@@ -165,17 +175,43 @@ static bool conn_refused(mgmt_req *r, conn *c)
     return true;
 }
 
+/* A stream connection by that name (RabbitMQ 3.10 serves them here too):
+ * true when there was one and the reply is sent. */
+static bool stream_conn_named(mgmt_req *r, bool delete)
+{
+    const char *user;
+    sconn *c = mgmt_stream_conn_named(r, r->cap[0], &user);
+    if (!c)
+        return false;
+    if (!mgmt_user_object_allowed(r, user)) {
+        mgmt_error(r, 401, "not_authorised", "User not authorised to access object");
+    } else if (delete) {
+        sconn_force_close(c, mgmt_header(r, "X-Reason"));
+        mgmt_send_empty(r, 204, NULL);
+    } else {
+        sconn_info ci;
+        sconn_describe(c, &ci);
+        mgmt_list_item it = {.id = ci.id};
+        mgmt_object_send(r, render_one_conn, &it);
+    }
+    return true;
+}
+
 static void get_conn(mgmt_req *r)
 {
     conn *c = find_conn(r, r->cap[0]);
     mgmt_list_item it = {.id = c ? conn_id(c) : 0};
+    if (!c && stream_conn_named(r, false))
+        return;
     if (!conn_refused(r, c))
-        mgmt_object_send(r, render_conn, &it);
+        mgmt_object_send(r, render_one_conn, &it);
 }
 
 static void delete_conn(mgmt_req *r)
 {
     conn *c = find_conn(r, r->cap[0]);
+    if (!c && stream_conn_named(r, true))
+        return;
     if (!c) {
         mgmt_not_found(r);
         return;

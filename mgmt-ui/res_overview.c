@@ -88,6 +88,14 @@ static totals sum_totals(server *s, const scope *sc)
         t.recv_oct += ci.stats->n[STAT_RECV_OCT];
         t.send_oct += ci.stats->n[STAT_SEND_OCT];
     }
+    /* stream connections count too (RabbitMQ 3.10.8's object_totals) */
+    sconn_hub *h = server_stream_hub(s);
+    for (sconn *c = h ? sconn_hub_next(h, NULL) : NULL; c; c = sconn_hub_next(h, c)) {
+        sconn_info si;
+        sconn_describe(c, &si);
+        conn_info ci = {.vhost = si.vhost, .user = si.user};
+        t.connections += conn_in(sc, &ci);
+    }
     return t;
 }
 
@@ -152,6 +160,12 @@ static void listeners(mgmt_json *w, server *s, mgmt *m)
         const char *ip;
         int port = server_amqps_listener(s, i, &ip);
         listener(w, s, "amqp/ssl", ip, port);
+    }
+    sconn_hub *h = server_stream_hub(s);
+    for (size_t i = 0; h && i < sconn_hub_listener_count(h); i++) {
+        const char *ip;
+        int port = sconn_hub_listener(h, i, &ip);
+        listener(w, s, "stream", ip, port);
     }
     if (mgmt_port(m) > 0)
         listener(w, s, "http", cfg->mgmt_ip, mgmt_port(m));

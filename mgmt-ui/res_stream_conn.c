@@ -71,6 +71,39 @@ static bool render_listed(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
     return c != NULL;
 }
 
+bool mgmt_stream_conn_render(mgmt_req *r, mgmt_json *w, uint64_t id, bool listed)
+{
+    sconn *c = stream_conn(r, id);
+    if (c)
+        sconn_json(r, w, c, listed);
+    return c != NULL;
+}
+
+void mgmt_stream_conns_add(mgmt_req *r, mgmt_list *l, vhost *only)
+{
+    sconn_hub *h = server_stream_hub(r->s);
+    for (sconn *c = h ? sconn_hub_next(h, NULL) : NULL; c; c = sconn_hub_next(h, c)) {
+        sconn_info ci;
+        sconn_describe(c, &ci);
+        if ((!only || strcmp(ci.vhost, vhost_name(only)) == 0) && mgmt_sees_user(r, ci.user))
+            mgmt_list_add(l, ci.vhost, AMQP_CSTR(ci.name), ci.id, 0, false);
+    }
+}
+
+sconn *mgmt_stream_conn_named(mgmt_req *r, amqp_bytes name, const char **user)
+{
+    sconn_hub *h = server_stream_hub(r->s);
+    for (sconn *c = h ? sconn_hub_next(h, NULL) : NULL; c; c = sconn_hub_next(h, c)) {
+        sconn_info ci;
+        sconn_describe(c, &ci);
+        if (amqp_bytes_equal_cstr(name, ci.name)) {
+            *user = ci.user;
+            return c;
+        }
+    }
+    return NULL;
+}
+
 static bool render_one(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
 {
     sconn *c = stream_conn(r, it->id);
@@ -83,15 +116,9 @@ static bool render_one(mgmt_req *r, mgmt_json *w, const mgmt_list_item *it)
 static void list_conns(mgmt_req *r, vhost *only)
 {
     mgmt_list *l = mgmt_list_begin(r);
-    sconn_hub *h = server_stream_hub(r->s);
     if (!l)
         return;
-    for (sconn *c = h ? sconn_hub_next(h, NULL) : NULL; c; c = sconn_hub_next(h, c)) {
-        sconn_info ci;
-        sconn_describe(c, &ci);
-        if ((!only || strcmp(ci.vhost, vhost_name(only)) == 0) && mgmt_sees_user(r, ci.user))
-            mgmt_list_add(l, ci.vhost, AMQP_CSTR(ci.name), ci.id, 0, false);
-    }
+    mgmt_stream_conns_add(r, l, only);
     mgmt_list_send(r, l, render_listed);
 }
 

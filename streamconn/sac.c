@@ -8,8 +8,10 @@
  * tells a subscription it became active with ConsumerUpdate(active) and
  * delivers once the client answered with where to start (its offset
  * specification; "none" keeps the reader where it is); one that stops
- * being active hears ConsumerUpdate(inactive). The choice is made again
- * when a member joins or leaves (Unsubscribe, its connection closes). A
+ * being active hears ConsumerUpdate(inactive), and its successor is told
+ * only once it answered (RabbitMQ's step-down: it may store its offset
+ * first) or left. The choice is made again when a member joins or leaves
+ * (Unsubscribe, its connection closes) and after a step-down. A
  * group is found by walking the hub's connections: groups are small and
  * change only on (un)subscribe. */
 #include <string.h>
@@ -55,6 +57,7 @@ static void tell(sconn *c, sc_sub *s, bool active)
 {
     s->active = active;
     s->awaiting = active;
+    s->stepping_down = !active;
     s->update_correlation = ++c->correlation;
     sp_buf b = sc_out(c, 16);
     sp_encode_consumer_update(&b, s->update_correlation, s->id, active);
@@ -69,10 +72,13 @@ static void rebalance(sconn_hub *h, const sc_sub *s, bool with_s)
     if (!n)
         return;
     size_t chosen = m[0].s->partition >= 0 ? (size_t)m[0].s->partition % n : 0;
-    for (size_t i = 0; i < n; i++)
+    bool stepping = false;
+    for (size_t i = 0; i < n; i++) {
         if (i != chosen && m[i].s->active)
             tell(m[i].c, m[i].s, false);
-    if (!m[chosen].s->active)
+        stepping |= i != chosen && m[i].s->stepping_down;
+    }
+    if (!m[chosen].s->active && !stepping)
         tell(m[chosen].c, m[chosen].s, true);
 }
 
@@ -92,8 +98,15 @@ void sc_sac_updated(sconn *c, const sp_command *cmd)
 {
     for (int i = 0; i < SC_IDS; i++) {
         sc_sub *s = c->subs[i];
-        if (!s || !s->awaiting || s->update_correlation != cmd->correlation_id)
+        if (!s || s->update_correlation != cmd->correlation_id)
             continue;
+        if (s->stepping_down) { /* it let go: its successor's turn */
+            s->stepping_down = false;
+            rebalance(c->hub, s, true);
+            return;
+        }
+        if (!s->awaiting)
+            return;
         s->awaiting = false;
         sp_offset_spec o = cmd->u.consumer_update.offset;
         stream_start start = sc_start_of(o);

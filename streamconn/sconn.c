@@ -10,6 +10,10 @@
  *   OPEN --bad frame--> CLOSE_SENT (Close sent; its response, or the
  *         timeout, ends it)
  *   any --client's Close--> CLOSED (after the response is written)
+ *   OPEN --vhost or user deleted, management API, shutdown--> CLOSED (the
+ *         socket closes without a Close frame, as RabbitMQ 3.10.8's)
+ *   OPEN, publishing during an alarm or a journal backlog: not read until
+ *         it clears (publish_blocked)
  *
  * Input is cut where it lies in the input buffer: a frame is handled in
  * place when it is contiguous there, and only one that spans two blocks
@@ -392,7 +396,21 @@ void sconn_hub_free(sconn_hub *h)
     free(h);
 }
 
-void sconn_hub_set_port(sconn_hub *h, int port) { h->port = port; }
+void sconn_hub_add_listener(sconn_hub *h, const char *ip, int port)
+{
+    if (h->nlisteners == CONFIG_MAX_LISTENERS)
+        return;
+    snprintf(h->listeners[h->nlisteners].ip, sizeof h->listeners[0].ip, "%s", ip);
+    h->listeners[h->nlisteners++].port = port;
+}
+
+size_t sconn_hub_listener_count(const sconn_hub *h) { return h->nlisteners; }
+
+int sconn_hub_listener(const sconn_hub *h, size_t i, const char **ip)
+{
+    *ip = h->listeners[i].ip;
+    return h->listeners[i].port;
+}
 
 void sc_advertised(const sconn_hub *h, char *host, size_t hostlen, char *port, size_t portlen)
 {
@@ -401,7 +419,7 @@ void sc_advertised(const sconn_hub *h, char *host, size_t hostlen, char *port, s
     snprintf(host, hostlen, "%s", *cfg->stream_advertised_host ? cfg->stream_advertised_host
                                   : at ? at + 1 : node);
     snprintf(port, portlen, "%d", cfg->stream_advertised_port ? cfg->stream_advertised_port
-                                                              : h->port);
+                                  : h->nlisteners ? h->listeners[0].port : 0);
 }
 size_t sconn_hub_count(const sconn_hub *h) { return h->count; }
 

@@ -1,7 +1,10 @@
 /* Private to streamconn/: the connection object and what its files share
- * (sconn.c: lifecycle, frames, output; handshake.c: PeerProperties to
- * Open; streams.c: Metadata, Create, Delete, offsets, stats; publish.c and
- * subscribe.c: publishers and subscriptions). */
+ * (sconn.c: the hub, lifecycle, frames, output, closing; handshake.c:
+ * PeerProperties to Open; streams.c: Metadata, Create, Delete, offsets,
+ * stats and the streams a connection watches; publish.c: publishers and
+ * confirms; subscribe.c: subscriptions and Deliver; sac.c: single active
+ * consumer; superstream.c: Route, Partitions, super streams; info.c: what
+ * the management API reads). */
 #ifndef WARREN_SCONN_INT_H
 #define WARREN_SCONN_INT_H
 
@@ -10,8 +13,8 @@
 
 /* RabbitMQ's connection steps (rabbit_stream_reader's states). */
 typedef enum sc_state {
-    SC_CONNECTED,   /* nothing yet: PeerProperties expected */
-    SC_PEER_PROPS,  /* peer properties exchanged: SASL */
+    SC_CONNECTED,   /* nothing yet: PeerProperties or SASL expected */
+    SC_PEER_PROPS,  /* peer properties exchanged: SASL expected */
     SC_TUNING,      /* authenticated, Tune sent: the client's Tune expected */
     SC_TUNED,       /* Open expected */
     SC_OPEN,
@@ -54,7 +57,7 @@ typedef struct sc_pending {
 
 /* A subscription (subscribe.c), maybe in a single-active-consumer group
  * (sac.c): the subscriptions of one stream with one name, on any
- * connection; the oldest (lowest sac_seq) is the active one. */
+ * connection; sac.c says which one is active. */
 typedef struct sc_sub {
     uint8_t id;
     sc_stream *st;
@@ -64,6 +67,7 @@ typedef struct sc_sub {
     bool sac;        /* single active consumer */
     bool active;     /* sac: the group's active one */
     bool awaiting;   /* sac: told it is active, its ConsumerUpdate response not in yet */
+    bool stepping_down; /* sac: told it is inactive, its response not in yet */
     uint32_t update_correlation;
     uint64_t sac_seq;
     int32_t partition; /* its stream's index in the super stream it named; -1: none */
@@ -80,7 +84,11 @@ struct sconn_hub {
     uint64_t sac_seq; /* orders single-active-consumer subscriptions */
     sconn *conns; /* every socket, linked through next/prev */
     size_t count;
-    int port;     /* the first listener's bound port */
+    struct {
+        char ip[SERVER_HOST_LEN];
+        int port;
+    } listeners[CONFIG_MAX_LISTENERS];
+    size_t nlisteners;
 };
 
 struct sconn {

@@ -28,9 +28,13 @@ typedef struct sconn sconn; /* sconn_hub is core.h's (the server holds it) */
  * (after the loop stopped, or in a test). */
 sconn_hub *sconn_hub_new(server *s);
 void sconn_hub_free(sconn_hub *h);
-/* The port Metadata and Open advertise when stream.advertised_port is not
- * set: the first stream listener's, as bound (broker/ tells it). */
-void sconn_hub_set_port(sconn_hub *h, int port);
+/* The stream listeners as bound, in configuration order (broker/ adds
+ * them; the first one's port is what Metadata and Open advertise when
+ * stream.advertised_port is not set). ip as the API shows it ("::" for
+ * every interface). */
+void sconn_hub_add_listener(sconn_hub *h, const char *ip, int port);
+size_t sconn_hub_listener_count(const sconn_hub *h);
+int sconn_hub_listener(const sconn_hub *h, size_t i, const char **ip);
 
 /* Takes an accepted socket ("host:port" of the client in `peer`). */
 void sconn_accept(sconn_hub *h, loop *l, int fd, const char *peer);

@@ -77,6 +77,24 @@ class StreamManagement(unittest.TestCase):
             api("GET", "/api/stream/connections/%2F/nope")
         self.assertEqual(cm.exception.code, 404)
 
+    def test_listed_with_the_amqp_connections(self):
+        # RabbitMQ 3.10.8 lists stream connections in /api/connections too,
+        # counts them in the overview and lists the stream listener
+        conns = self.mine("/api/connections")
+        self.assertEqual([c["protocol"] for c in conns], ["stream"])
+        self.assertEqual(set(conns[0]), CONNECTION_KEYS)
+        self.assertEqual(len(self.mine("/api/vhosts/%2F/connections")), 1)
+        name = urllib.parse.quote(conns[0]["name"], safe="")
+        status, one = api("GET", "/api/connections/" + name)
+        self.assertEqual((status, one["protocol"]), (200, "stream"))
+        status, over = api("GET", "/api/overview")
+        self.assertGreaterEqual(over["object_totals"]["connections"], 1)
+        self.assertIn(("stream", stream_port()),
+                      {(l["protocol"], l["port"]) for l in over["listeners"]})
+        status, _ = api("DELETE", "/api/connections/" + name)
+        self.assertEqual(status, 204)
+        self.assertTrue(self.c.closed())
+
     def test_publishers_and_consumers(self):
         self.c.declare_publisher(1, self.stream, b"pref")
         self.c.publish(1, [(1, b"x"), (2, b"y")])

@@ -509,11 +509,15 @@ class Subscriptions(StreamTest):
             a.consumer_update_response(corr)
         for sid, part in enumerate(parts):
             self.assertEqual(b.subscribe(sid, part, props=props), s.OK)
-        # partition 1 goes to the second member: a hears it is inactive there
-        corr, got_sid, active = b.consumer_update()
-        self.assertEqual((got_sid, active), (1, 1))
+        # partition 1 goes to the second member: a hears it is inactive
+        # there, and b is told once a answered (the step-down)
         corr_a, got_sid, active = a.consumer_update()
         self.assertEqual((got_sid, active), (1, 0))
+        with self.assertRaises(TimeoutError):
+            b.consumer_update(timeout=0.3)
+        a.consumer_update_response(corr_a)
+        corr, got_sid, active = b.consumer_update()
+        self.assertEqual((got_sid, active), (1, 1))
         with self.assertRaises(TimeoutError):  # partition 0 stays with a
             b.consumer_update(timeout=0.3)
         # a leaves: b takes partition 0 too

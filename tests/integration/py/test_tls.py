@@ -411,7 +411,8 @@ class TlsTest(unittest.TestCase):
             with urllib.request.urlopen(req, context=client_context(), timeout=10) as r:
                 overview = json.loads(r.read())
             protocols = sorted(l["protocol"] for l in overview["listeners"])
-            self.assertEqual(protocols, ["amqp", "amqp/ssl", "https", "https/prometheus"])
+            # the harness gives every broker a stream listener, listed as RabbitMQ lists it
+            self.assertEqual(protocols, ["amqp", "amqp/ssl", "https", "https/prometheus", "stream"])
             self.assertEqual([(c["port"], c.get("ssl")) for c in overview["contexts"]],
                              [(str(port), "true")])
 
