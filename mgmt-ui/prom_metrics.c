@@ -784,12 +784,15 @@ static void protocol_queue_type(prom_scrape *sc, const family *f)
     }
 }
 
-/* The (queue type, strategy) pairs RabbitMQ 3.10 counts a reason under:
+/* The (queue type, strategy) pairs RabbitMQ 3.10 counts a reason under
+ * (classic and quorum queues'):
  * at-least-once is quorum's and never drops for length (it refuses); only
  * quorum queues have a delivery limit there (Warren's classic queues have
  * one too); "confirmed" is at-least-once's alone. */
 static bool dead_pair(int reason, int type, int strategy)
 {
+    if (queue_type_by_id((uint8_t)type)->reads_without_taking)
+        return false; /* a stream never dead-letters: RabbitMQ lists no stream pair */
     if (reason == DEAD_CONFIRMED)
         return queue_type_by_id((uint8_t)type)->at_least_once && strategy == DEAD_AT_LEAST_ONCE;
     if (strategy == DEAD_AT_LEAST_ONCE)
