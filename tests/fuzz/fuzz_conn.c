@@ -50,55 +50,16 @@ static void start_broker(void)
     put_method(&(amqp_method){.id = AMQP_CHANNEL_OPEN}, 1);
 }
 
-static void on_read(void *ctx) { (void)ctx; }
-static void on_drained(void *ctx, size_t pending) { (void)ctx, (void)pending; }
-static void on_closed(void *ctx, int error) { (void)ctx, (void)error; }
-static const transport_handlers client_handlers = {on_read, on_drained, on_closed};
-
-/* Runs the server's loop a few turns, dropping what the client received. */
-static void turns(transport *client, int n)
-{
-    struct event_base *base = loop_base(admin_loop(srv));
-    for (int i = 0; i < n; i++) {
-        event_base_loop(base, EVLOOP_NONBLOCK);
-        if (client) {
-            struct evbuffer *in = transport_input(client);
-            evbuffer_drain(in, evbuffer_get_length(in));
-        }
-    }
-}
+static size_t sockets(server *s) { return server_socket_count(s); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!srv)
         start_broker();
-    fuzz_in in = {data, size};
-    bool handshake = !(fuzz_byte(&in) & 1);
-    uint8_t b = fuzz_byte(&in);
-    size_t step = (size_t)((b & 15) + 1) << (b >> 4 & 7);
-
     transport *ends[2];
     FUZZ_CHECK(transport_pipe_pair(loop_flusher(admin_loop(srv)), loop_base(admin_loop(srv)), 0,
                                    ends));
     conn_attach(srv, admin_loop(srv), ends[0], "pipe:fuzz");
-    transport_start(ends[1], &client_handlers, NULL);
-    if (handshake) {
-        transport_write(ends[1], prefix, prefix_len);
-        turns(ends[1], 4);
-    }
-    while (in.len) {
-        size_t got;
-        const uint8_t *p = fuzz_take(&in, step, &got);
-        transport_write(ends[1], p, got);
-        turns(ends[1], 2);
-    }
-    turns(ends[1], 8);
-    transport_free(ends[1]); /* the client goes */
-    for (int i = 0; i < 2000 && server_socket_count(srv) > 0; i++) {
-        turns(NULL, 1);
-        if (i >= 100)
-            usleep(1000); /* a close that waits for a timer (a sync) */
-    }
-    FUZZ_CHECK(server_socket_count(srv) == 0);
+    fuzz_pipe_session(srv, ends, prefix, prefix_len, data, size, sockets);
     return 0;
 }
