@@ -1,0 +1,135 @@
+/* One HTTP/1.1 connection to one etcd endpoint (econn): connect, send a
+ * POST, parse the reply with resp.c and hand its messages to the owner.
+ * Owners (the client's unary queue, each watch) decide what a failure
+ * means; econn only reports it, once, and never calls back after that
+ * until it is freed. An owner may free the econn from any callback: the
+ * read path checks a "freed" flag through a guard it sets on the stack.
+ */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd_int.h"
+
+struct econn {
+    struct bufferevent *bev;
+    resp_parser parser;
+    const econn_ops *ops;
+    void *arg;
+    bool connected, busy, dead;
+    bool *freed; /* set when freed inside a callback */
+    const endpoint *ep;
+};
+
+static void fail(econn *e, etcd_status why, const char *text)
+{
+    if (e->dead)
+        return;
+    e->dead = true;
+    bufferevent_disable(e->bev, EV_READ | EV_WRITE);
+    e->ops->failed(e->arg, why, text);
+}
+
+static bool on_message(void *arg, const char *msg, size_t len)
+{
+    econn *e = arg;
+    bool freed = false;
+    e->freed = &freed;
+    bool go = e->ops->message(e->arg, e->parser.status, msg, len);
+    if (freed)
+        return false;
+    e->freed = NULL;
+    return go && !e->dead;
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    econn *e = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    while (!e->dead && evbuffer_get_length(in) > 0) {
+        if (!e->busy) {
+            fail(e, ETCD_PROTOCOL, "bytes without a request");
+            return;
+        }
+        resp_rc rc = resp_feed(&e->parser, in, on_message, e);
+        if (rc == RESP_STOP || rc == RESP_MORE)
+            return; /* RESP_STOP: e may be gone */
+        if (rc == RESP_ERROR) {
+            fail(e, ETCD_PROTOCOL, e->parser.error);
+            return;
+        }
+        int status = e->parser.status;
+        bool close = e->parser.close;
+        e->busy = false;
+        resp_reset(&e->parser);
+        if (close)
+            e->dead = true; /* reported as failed if used again */
+        e->ops->done(e->arg, status); /* may free e */
+        return;
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    econn *e = arg;
+    if (what & BEV_EVENT_CONNECTED) {
+        e->connected = true;
+        e->ops->connected(e->arg);
+        return;
+    }
+    fail(e, ETCD_UNAVAILABLE, (what & BEV_EVENT_EOF) ? "connection closed" : "connection failed");
+}
+
+econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void *arg)
+{
+    econn *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    const etcd_limits *lim = etcd_limits_of(c);
+    e->ops = ops;
+    e->arg = arg;
+    e->bev = bufferevent_socket_new(etcd_base(c), -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!e->bev || resp_init(&e->parser, lim->max_head_bytes, lim->max_message_bytes) < 0) {
+        econn_free(e);
+        return NULL;
+    }
+    bufferevent_setcb(e->bev, on_read, NULL, on_event, e);
+    bufferevent_enable(e->bev, EV_READ | EV_WRITE);
+    if (bufferevent_socket_connect(e->bev, (const struct sockaddr *)&ep->addr,
+                                   (int)ep->addr_len) < 0) {
+        econn_free(e);
+        return NULL;
+    }
+    e->ep = ep;
+    return e;
+}
+
+int econn_send(econn *e, const char *path, const char *body, size_t len)
+{
+    if (e->busy || e->dead)
+        return -1;
+    struct evbuffer *out = bufferevent_get_output(e->bev);
+    if (evbuffer_add_printf(out,
+                            "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                            "Content-Length: %zu\r\n\r\n",
+                            path, e->ep->host, len) < 0 ||
+        evbuffer_add(out, body, len) < 0)
+        return -1;
+    e->busy = true;
+    return 0;
+}
+
+void econn_free(econn *e)
+{
+    if (!e)
+        return;
+    if (e->freed)
+        *e->freed = true;
+    if (e->bev)
+        bufferevent_free(e->bev);
+    resp_fini(&e->parser);
+    free(e);
+}
