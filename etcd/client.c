@@ -204,13 +204,15 @@ static void on_done(void *arg, int status)
     pump(c);
 }
 
-static void on_failed(void *arg, etcd_status why, const char *text)
+static void on_failed(void *arg, etcd_status why, const char *text, bool sent)
 {
     etcd_client *c = arg;
     etcd_req *r = c->inflight;
     drop_conn(c);
-    if (r)
+    c->inflight = NULL;
+    if (r && (sent || r->answered)) /* it may have been applied: the caller decides */
         complete_status(r, why, text);
+    /* never sent: it stays first in the queue for the next endpoint */
 }
 
 static const econn_ops unary_ops = {on_connected, on_message, on_done, on_failed};

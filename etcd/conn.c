@@ -8,6 +8,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,7 @@ static void fail(econn *e, etcd_status why, const char *text)
         return;
     e->dead = true;
     bufferevent_disable(e->bev, EV_READ | EV_WRITE);
-    e->ops->failed(e->arg, why, text);
+    e->ops->failed(e->arg, why, text, e->connected);
 }
 
 static bool on_message(void *arg, const char *msg, size_t len)
@@ -83,6 +85,17 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     fail(e, ETCD_UNAVAILABLE, (what & BEV_EVENT_EOF) ? "connection closed" : "connection failed");
 }
 
+/* A quiet stream (a watch) to a peer that vanished without a FIN (a
+ * partition, a dead host) breaks after about 5 + 3 * 2 s of silence. */
+static void keepalive(evutil_socket_t fd)
+{
+    int on = 1, idle = 5, intvl = 2, cnt = 3;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void *arg)
 {
     econn *e = calloc(1, sizeof(*e));
@@ -104,6 +117,7 @@ econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void 
         return NULL;
     }
     e->ep = ep;
+    keepalive(bufferevent_getfd(e->bev));
     return e;
 }
 

@@ -61,6 +61,13 @@ static void on_watch(const etcd_watch_result *r, void *arg)
         etcd_watch_free(e->watch);
         e->watch = NULL;
     }
+    size_t kl = strlen(e->key);
+    for (size_t i = 0; i < r->n_events; i++) { /* my key went (lease lapsed) */
+        const etcd_kv *kv = &r->events[i].kv;
+        if (r->events[i].type == ETCD_EVENT_DELETE && e->my_rev && kv->key_len == kl &&
+            memcmp(kv->key, e->key, kl) == 0 && kv->mod_revision > e->my_rev)
+            e->my_rev = 0;
+    }
     read_leader(e);
 }
 
@@ -79,7 +86,8 @@ static void on_leader(const etcd_result *r, void *arg)
     const etcd_kv *lead = r->n_kvs ? &r->kvs[0] : NULL;
     etcd_election_view v = {.status = ETCD_OK, .leader = lead};
     v.epoch = lead ? lead->create_revision : 0;
-    /* my key is gone once the lowest key is younger than mine, or none */
+    /* my key is gone once the lowest key is younger than mine, or none
+     * (or when the watch saw it deleted) */
     if (e->my_rev && !e->campaign && (!lead || lead->create_revision > e->my_rev))
         e->my_rev = 0;
     v.campaigning = e->my_rev != 0;

@@ -9,9 +9,11 @@
  * it is queued. A connection that fails or a request that times out in
  * flight closes the connection; the next request connects to the next
  * endpoint of the list (after a full round of failures, with a backoff of
- * up to a second). A request in flight when its connection fails ends
- * with ETCD_UNAVAILABLE -- it may or may not have been applied; queued ones
- * wait for the next connection. Every watch has a connection of its own.
+ * up to a second). A request whose connection never came up moves on to
+ * the next endpoint; one in flight on a connection that then fails ends
+ * with ETCD_UNAVAILABLE -- it may or may not have been applied. Requests
+ * go in order, one at a time: give a lease keeper a client of its own so
+ * a slow request cannot delay its renewals. Every watch has a connection of its own.
  * A response's head and each JSON message of its body are bounded
  * (etcd_limits): a broken or hostile etcd ends a request with
  * ETCD_PROTOCOL, never with unbounded allocation.
@@ -156,15 +158,22 @@ etcd_req *etcd_cas(etcd_client *c, const void *key, size_t key_len, int64_t expe
 etcd_req *etcd_lease_grant(etcd_client *c, int64_t ttl_s, etcd_cb cb, void *arg);
 etcd_req *etcd_lease_revoke(etcd_client *c, int64_t lease_id, etcd_cb cb, void *arg);
 
+/* The monotonic clock the client counts in, in ms. */
+uint64_t etcd_now_ms(void);
+
 /* Keeps a lease alive: renews it every ttl/3, and calls `lost` once, with
  * ETCD_LEASE_LOST, when etcd says it is gone or when ttl has passed since
- * the send of the last renewal etcd confirmed (by the monotonic clock:
- * the lease may be gone at etcd by then, never earlier -- a leader stops
- * acting on it at that moment). It stops after `lost`. */
+ * the send of the last renewal etcd confirmed -- or, before the first one,
+ * since `granted_ms` (etcd_now_ms() read before the grant was sent). By
+ * the monotonic clock the lease may be gone at etcd by then, never
+ * earlier (clock rates aside): a leader stops acting on it at that moment.
+ * It stops after `lost`. NULL if ttl_s is not in 1..1000000 or no memory. */
 typedef struct etcd_keeper etcd_keeper;
 typedef void (*etcd_lost_cb)(etcd_status why, void *arg);
-etcd_keeper *etcd_keeper_start(etcd_client *c, int64_t lease_id, int64_t ttl_s, etcd_lost_cb lost,
-                               void *arg);
+etcd_keeper *etcd_keeper_start(etcd_client *c, int64_t lease_id, int64_t ttl_s,
+                               uint64_t granted_ms, etcd_lost_cb lost, void *arg);
+/* Whether the keeper still holds the lease by its clock (false once lost). */
+bool etcd_keeper_alive(const etcd_keeper *k);
 /* Stops renewing (the lease then expires at etcd unless revoked). */
 void etcd_keeper_free(etcd_keeper *k);
 

@@ -74,7 +74,9 @@ typedef struct econn_ops {
     void (*connected)(void *arg);
     bool (*message)(void *arg, int http_status, const char *msg, size_t len);
     void (*done)(void *arg, int http_status); /* the response ended */
-    void (*failed)(void *arg, etcd_status why, const char *text);
+    /* `sent`: the connection was up, so the request may have reached etcd
+     * (false: it never left, it can go to another endpoint) */
+    void (*failed)(void *arg, etcd_status why, const char *text, bool sent);
 } econn_ops;
 
 econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void *arg);
@@ -91,6 +93,5 @@ void etcd_endpoint_ok(etcd_client *c);
 
 /* Queues a unary request with a JSON body (taken). */
 etcd_req *etcd_request(etcd_client *c, const char *path, json_t *body, etcd_cb cb, void *arg);
-uint64_t etcd_now_ms(void);
 
 #endif

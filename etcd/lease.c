@@ -67,8 +67,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     evtimer_add(k->tick, &tv);
 }
 
-etcd_keeper *etcd_keeper_start(etcd_client *c, int64_t lease_id, int64_t ttl_s, etcd_lost_cb lost,
-                               void *arg)
+etcd_keeper *etcd_keeper_start(etcd_client *c, int64_t lease_id, int64_t ttl_s,
+                               uint64_t granted_ms, etcd_lost_cb lost, void *arg)
 {
     if (ttl_s <= 0 || ttl_s > 1000000 || !lost)
         return NULL;
@@ -80,9 +80,7 @@ etcd_keeper *etcd_keeper_start(etcd_client *c, int64_t lease_id, int64_t ttl_s, 
     k->ttl_s = ttl_s;
     k->lost = lost;
     k->arg = arg;
-    /* the grant's own time is unknown here: count the TTL from now, at most
-     * one renewal period late -- the first tick renews at once */
-    k->expires = etcd_now_ms() + (uint64_t)ttl_s * 1000;
+    k->expires = granted_ms + (uint64_t)ttl_s * 1000; /* the first tick renews at once */
     k->tick = evtimer_new(etcd_base(c), on_tick, k);
     if (!k->tick) {
         free(k);
@@ -91,6 +89,11 @@ etcd_keeper *etcd_keeper_start(etcd_client *c, int64_t lease_id, int64_t ttl_s, 
     struct timeval now = {0, 0};
     evtimer_add(k->tick, &now);
     return k;
+}
+
+bool etcd_keeper_alive(const etcd_keeper *k)
+{
+    return !k->done && etcd_now_ms() < k->expires;
 }
 
 void etcd_keeper_free(etcd_keeper *k)

@@ -156,7 +156,7 @@ static bool on_message(void *arg, int status, const char *msg, size_t len)
 
 static void on_connected(void *arg) {}
 static void on_done(void *arg, int status) { broken(arg); }
-static void on_failed(void *arg, etcd_status why, const char *text) { broken(arg); }
+static void on_failed(void *arg, etcd_status why, const char *text, bool sent) { broken(arg); }
 
 static const econn_ops watch_ops = {on_connected, on_message, on_done, on_failed};
 

@@ -193,6 +193,20 @@ static int teardown(void **state)
     return 0;
 }
 
+/* The first endpoint refuses connections: requests go on to the next. */
+static void test_endpoint_list(void **st)
+{
+    char dead[64];
+    snprintf(dead, sizeof(dead), "127.0.0.1:%d", free_port());
+    const char *eps[] = {dead, E.client};
+    etcd_client *c = etcd_client_new(base, eps, 2, NULL);
+    for (int i = 0; i < 3; i++) {
+        sync_res r = SYNC(etcd_put(c, "ep/k", 4, "v", 1, 0, on_res, s));
+        assert_int_equal(r.status, ETCD_OK);
+    }
+    etcd_client_free(c);
+}
+
 static void test_kv(void **st)
 {
     etcd_client *c = new_client();
@@ -288,15 +302,17 @@ static void on_lost(etcd_status why, void *arg)
 static void test_lease(void **st)
 {
     etcd_client *c = new_client();
+    uint64_t t0 = etcd_now_ms();
     sync_res g = SYNC(etcd_lease_grant(c, 2, on_res, s));
     assert_int_equal(g.status, ETCD_OK);
     assert_true(g.lease_id != 0 && g.ttl >= 2);
     bool lost = false;
-    etcd_keeper *k = etcd_keeper_start(c, g.lease_id, g.ttl, on_lost, &lost);
+    etcd_keeper *k = etcd_keeper_start(c, g.lease_id, g.ttl, t0, on_lost, &lost);
     sync_res r = SYNC(etcd_put(c, "lease/k", 7, "v", 1, g.lease_id, on_res, s));
     assert_int_equal(r.status, ETCD_OK);
     run_for_ms((int)g.ttl * 2000); /* twice the TTL: kept alive */
     assert_false(lost);
+    assert_true(etcd_keeper_alive(k));
     r = SYNC(etcd_get(c, "lease/k", 7, NULL, on_res, s));
     assert_int_equal(r.n_kvs, 1);
     etcd_keeper_free(k); /* nobody renews: the key goes with the lease */
@@ -309,10 +325,11 @@ static void test_lease(void **st)
     /* a keeper whose lease is revoked reports the loss once */
     g = SYNC(etcd_lease_grant(c, 5, on_res, s));
     lost = false;
-    k = etcd_keeper_start(c, g.lease_id, g.ttl, on_lost, &lost);
+    k = etcd_keeper_start(c, g.lease_id, g.ttl, etcd_now_ms(), on_lost, &lost);
     r = SYNC(etcd_lease_revoke(c, g.lease_id, on_res, s));
     assert_int_equal(r.status, ETCD_OK);
     run_until(&lost, 60);
+    assert_false(etcd_keeper_alive(k));
     etcd_keeper_free(k);
     etcd_client_free(c);
 }
@@ -415,10 +432,11 @@ static void on_view(const etcd_election_view *v, void *arg)
 static void cand_start(cand *x, const char *name)
 {
     x->c = new_client();
+    uint64_t t0 = etcd_now_ms();
     sync_res g = SYNC(etcd_lease_grant(x->c, 2, on_res, s));
     assert_int_equal(g.status, ETCD_OK);
     x->lease = g.lease_id;
-    x->k = etcd_keeper_start(x->c, g.lease_id, g.ttl, on_lost, &x->lost);
+    x->k = etcd_keeper_start(x->c, g.lease_id, g.ttl, t0, on_lost, &x->lost);
     x->e = etcd_election_new(x->c, "elect", on_view, x);
     assert_non_null(x->e);
     assert_int_equal(etcd_election_campaign(x->e, x->lease, name, strlen(name)), 0);
@@ -473,6 +491,7 @@ static void test_election_takeover(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_endpoint_list),
         cmocka_unit_test(test_kv),
         cmocka_unit_test(test_cas_race),
         cmocka_unit_test(test_lease),
