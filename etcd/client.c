@@ -5,11 +5,12 @@
  * deadline timer armed when it is queued. A request leaves the queue when
  * its reply arrives, its deadline passes or its connection fails -- its
  * callback then runs once (none when cancelled). After a failure `conn`
- * is dropped and the next request connects to the next endpoint, after
- * the `retry` timer (a backoff once every endpoint has failed in a row).
+ * (or a reply that does not decode) is dropped and the next request
+ * connects to the next endpoint, after the `retry` timer (a backoff once every endpoint has failed in a row).
  */
 #include <event2/event.h>
 #include <event2/util.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ struct etcd_req {
     struct event *deadline;
     etcd_cb cb;
     void *arg;
-    bool answered;
+    bool answered, garbled; /* garbled: the reply did not decode */
 };
 
 struct etcd_client {
@@ -86,6 +87,11 @@ static int parse_endpoint(const char *s, endpoint *ep)
         return -1;
     int len = (int)sizeof(ep->addr);
     if (evutil_parse_sockaddr_port(s, (struct sockaddr *)&ep->addr, &len) < 0)
+        return -1;
+    in_port_t port = ep->addr.ss_family == AF_INET6
+                         ? ((struct sockaddr_in6 *)&ep->addr)->sin6_port
+                         : ((struct sockaddr_in *)&ep->addr)->sin_port;
+    if (port == 0) /* "host" alone parses, as port 0 */
         return -1;
     ep->addr_len = (socklen_t)len;
     snprintf(ep->host, sizeof(ep->host), "%s", s);
@@ -184,6 +190,7 @@ static bool on_message(void *arg, int status, const char *msg, size_t len)
     etcd_result res;
     json_t *keep;
     codec_result(msg, len, status, &res, &keep);
+    r->garbled = res.status == ETCD_PROTOCOL;
     etcd_cb cb = r->cb;
     r->cb = NULL; /* answered; `r` leaves the queue when the reply ends */
     if (cb)
@@ -196,7 +203,11 @@ static void on_done(void *arg, int status)
 {
     etcd_client *c = arg;
     etcd_req *r = c->inflight;
-    etcd_endpoint_ok(c);
+    bool broken = !r || !r->answered || r->garbled;
+    if (broken) /* an endpoint that answers nonsense: try the next */
+        drop_conn(c);
+    else
+        etcd_endpoint_ok(c);
     if (r && r->answered)
         complete(r, NULL);
     else if (r)
