@@ -117,7 +117,7 @@ $(B)/tests/unit/test_http_%: tests/unit/test_http_%.c $(HTTP_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
-$(B)/tests/unit/test_etcd_%: tests/unit/test_etcd_%.c $(ETCD_OBJS)
+$(B)/tests/unit/test_etcd_%: tests/unit/test_etcd_%.c $(wildcard tests/unit/test_etcd_*.h) $(ETCD_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

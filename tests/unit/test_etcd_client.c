@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../../etcd/etcd_int.h"
+#include "test_etcd_util.h"
 
 static struct event_base *base;
 
@@ -258,24 +259,6 @@ static void test_queue_bound_and_cancel(void **st)
 }
 
 #define WATCH_HEAD "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-typedef struct seen {
-    int64_t revs[16];
-    int n;
-    bool ended;
-    etcd_status end;
-} seen;
-
-static void on_events(const etcd_watch_result *r, void *arg)
-{
-    seen *w = arg;
-    if (r->status != ETCD_OK) {
-        w->ended = true;
-        w->end = r->status;
-    }
-    for (size_t i = 0; i < r->n_events; i++)
-        w->revs[w->n++] = r->events[i].kv.mod_revision;
-}
-
 /* A stream that breaks after revisions 7 and 8: the watch asks for 9 on
  * the next connection and drops a stale 8 sent again; a compaction ends it. */
 static void test_watch_resume(void **st)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../../etcd/etcd_int.h"
+#include "test_etcd_util.h"
 
 typedef struct etcd_proc {
     char dir[64], client[64];
@@ -332,32 +333,6 @@ static void test_lease(void **st)
     assert_false(etcd_keeper_alive(k));
     etcd_keeper_free(k);
     etcd_client_free(c);
-}
-
-typedef struct seen {
-    char log[64][16];
-    int64_t revs[64];
-    int n;
-    etcd_status end;
-    int64_t compact;
-    bool ended;
-} seen;
-
-static void on_events(const etcd_watch_result *r, void *arg)
-{
-    seen *w = arg;
-    if (r->status != ETCD_OK) {
-        w->ended = true;
-        w->end = r->status;
-        w->compact = r->compact_revision;
-        return;
-    }
-    for (size_t i = 0; i < r->n_events && w->n < 64; i++) {
-        const etcd_event *e = &r->events[i];
-        snprintf(w->log[w->n], 16, "%c%.*s", e->type == ETCD_EVENT_PUT ? '+' : '-',
-                 (int)e->kv.key_len, (const char *)e->kv.key);
-        w->revs[w->n++] = e->kv.mod_revision;
-    }
 }
 
 static void wait_events(seen *w, int n)
