@@ -3,10 +3,12 @@
  * Requests wait in `queue` in order; the head is the one in flight when
  * `inflight` is set (one at a time over `conn`). Each request owns a
  * deadline timer armed when it is queued. A request leaves the queue when
- * its reply arrives, its deadline passes or its connection fails -- its
- * callback then runs once (none when cancelled). After a failure `conn`
- * (or a reply that does not decode) is dropped and the next request
- * connects to the next endpoint, after the `retry` timer (a backoff once every endpoint has failed in a row).
+ * its reply arrives, its deadline passes or its connection fails after
+ * sending it -- its callback then runs once (none when cancelled). After
+ * a failure (or a reply that does not decode) `conn` is dropped and the
+ * next request connects to the next endpoint, after the `retry` timer (a
+ * backoff once every endpoint has failed in a row). With credentials, an
+ * authenticate goes first on each connection (auth.c).
  */
 #include <event2/event.h>
 #include <event2/util.h>
@@ -18,30 +20,6 @@
 #include <time.h>
 
 #include "etcd_int.h"
-
-struct etcd_req {
-    TAILQ_ENTRY(etcd_req) link;
-    etcd_client *c;
-    const char *path;
-    char *body;
-    struct event *deadline;
-    etcd_cb cb;
-    void *arg;
-    bool answered, garbled; /* garbled: the reply did not decode */
-};
-
-struct etcd_client {
-    struct event_base *base;
-    etcd_limits lim;
-    endpoint *eps;
-    size_t n_eps, cur;
-    unsigned fails_in_row;
-    econn *conn;
-    TAILQ_HEAD(, etcd_req) queue;
-    unsigned n_queued;
-    etcd_req *inflight;
-    struct event *retry;
-};
 
 static void pump(etcd_client *c);
 
@@ -124,7 +102,7 @@ etcd_client *etcd_client_new(struct event_base *base, const char *const *endpoin
     return c;
 }
 
-static void req_free(etcd_req *r)
+void etcd_req_free(etcd_req *r)
 {
     if (r->deadline)
         event_free(r->deadline);
@@ -139,12 +117,15 @@ void etcd_client_free(etcd_client *c)
     etcd_req *r;
     while ((r = TAILQ_FIRST(&c->queue))) {
         TAILQ_REMOVE(&c->queue, r, link);
-        req_free(r);
+        etcd_req_free(r);
     }
     econn_free(c->conn);
     if (c->retry)
         event_free(c->retry);
     free(c->eps);
+    free(c->user);
+    free(c->password);
+    free(c->token);
     free(c);
 }
 
@@ -158,7 +139,7 @@ static void complete(etcd_req *r, const etcd_result *res)
         c->inflight = NULL;
     if (r->cb)
         r->cb(res, r->arg);
-    req_free(r);
+    etcd_req_free(r);
 }
 
 static void complete_status(etcd_req *r, etcd_status st, const char *text)
@@ -172,6 +153,8 @@ static void drop_conn(etcd_client *c)
 {
     econn_free(c->conn);
     c->conn = NULL;
+    free(c->token); /* the next connection authenticates again */
+    c->token = NULL;
     unsigned delay;
     etcd_next_endpoint(c, &delay);
     struct timeval tv = {delay / 1000, (delay % 1000) * 1000};
@@ -191,6 +174,18 @@ static bool on_message(void *arg, int status, const char *msg, size_t len)
     json_t *keep;
     codec_result(msg, len, status, &res, &keep);
     r->garbled = res.status == ETCD_PROTOCOL;
+    if (r->is_auth) {
+        etcd_auth_reply(c, r, &res, msg, len);
+        codec_result_free(&res, keep);
+        return true;
+    }
+    if (c->user && codec_token_refused(&res) && !r->auth_retried) {
+        r->auth_retried = r->requeue = true; /* authenticate, then again */
+        free(c->token);
+        c->token = NULL;
+        codec_result_free(&res, keep);
+        return true;
+    }
     etcd_cb cb = r->cb;
     r->cb = NULL; /* answered; `r` leaves the queue when the reply ends */
     if (cb)
@@ -203,6 +198,12 @@ static void on_done(void *arg, int status)
 {
     etcd_client *c = arg;
     etcd_req *r = c->inflight;
+    if (r && r->requeue) { /* stays first in the queue */
+        r->requeue = r->answered = false;
+        c->inflight = NULL;
+        pump(c);
+        return;
+    }
     bool broken = !r || !r->answered || r->garbled;
     if (broken) /* an endpoint that answers nonsense: try the next */
         drop_conn(c);
@@ -228,20 +229,26 @@ static void on_failed(void *arg, etcd_status why, const char *text, bool sent)
 
 static const econn_ops unary_ops = {on_connected, on_message, on_done, on_failed};
 
+static bool send_req(etcd_client *c, etcd_req *r)
+{
+    if (!c->conn ||
+        econn_send(c->conn, r->path, r->body, strlen(r->body), r->is_auth ? NULL : c->token) < 0)
+        return false;
+    c->inflight = r;
+    return true;
+}
+
 static void pump(etcd_client *c)
 {
-    etcd_req *r = TAILQ_FIRST(&c->queue);
-    if (!r || c->inflight || evtimer_pending(c->retry, NULL))
+    if (TAILQ_EMPTY(&c->queue) || c->inflight || evtimer_pending(c->retry, NULL))
         return;
-    if (c->conn && econn_send(c->conn, r->path, r->body, strlen(r->body)) == 0) {
-        c->inflight = r;
+    if (c->conn && send_req(c, etcd_auth_first(c)))
         return;
-    }
     econn_free(c->conn); /* closed by the server after its last reply */
+    free(c->token);
+    c->token = NULL;
     c->conn = econn_new(c, etcd_cur_endpoint(c), &unary_ops, c);
-    if (c->conn && econn_send(c->conn, r->path, r->body, strlen(r->body)) == 0)
-        c->inflight = r;
-    else
+    if (!send_req(c, etcd_auth_first(c)))
         drop_conn(c);
 }
 
@@ -255,27 +262,38 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     pump(c);
 }
 
-etcd_req *etcd_request(etcd_client *c, const char *path, json_t *body, etcd_cb cb, void *arg)
+/* A request with its deadline armed, not yet queued; `body` is taken. */
+etcd_req *etcd_req_new(etcd_client *c, const char *path, char *body, etcd_cb cb, void *arg)
 {
-    etcd_req *r = NULL;
-    if (body && c->n_queued < c->lim.max_queued && (r = calloc(1, sizeof(*r)))) {
-        r->c = c;
-        r->path = path;
-        r->cb = cb;
-        r->arg = arg;
-        r->body = json_dumps(body, JSON_COMPACT);
-        r->deadline = evtimer_new(c->base, on_deadline, r);
-    }
-    json_decref(body);
-    if (r && (!r->body || !r->deadline)) {
-        req_free(r);
-        r = NULL;
-    }
-    if (!r)
+    etcd_req *r = body ? calloc(1, sizeof(*r)) : NULL;
+    if (!r) {
+        free(body);
         return NULL;
+    }
+    r->c = c;
+    r->path = path;
+    r->cb = cb;
+    r->arg = arg;
+    r->body = body;
+    r->deadline = evtimer_new(c->base, on_deadline, r);
+    if (!r->deadline) {
+        etcd_req_free(r);
+        return NULL;
+    }
     unsigned ms = c->lim.request_timeout_ms;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(r->deadline, &tv);
+    return r;
+}
+
+etcd_req *etcd_request(etcd_client *c, const char *path, json_t *body, etcd_cb cb, void *arg)
+{
+    etcd_req *r = NULL;
+    if (body && c->n_queued < c->lim.max_queued)
+        r = etcd_req_new(c, path, json_dumps(body, JSON_COMPACT), cb, arg);
+    json_decref(body);
+    if (!r)
+        return NULL;
     TAILQ_INSERT_TAIL(&c->queue, r, link);
     c->n_queued++;
     if (!evtimer_pending(c->retry, NULL)) { /* send from the loop, not from here */
@@ -293,5 +311,5 @@ void etcd_req_cancel(etcd_client *c, etcd_req *r)
     }
     TAILQ_REMOVE(&c->queue, r, link);
     c->n_queued--;
-    req_free(r);
+    etcd_req_free(r);
 }

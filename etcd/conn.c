@@ -121,15 +121,16 @@ econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void 
     return e;
 }
 
-int econn_send(econn *e, const char *path, const char *body, size_t len)
+int econn_send(econn *e, const char *path, const char *body, size_t len, const char *token)
 {
     if (e->busy || e->dead)
         return -1;
     struct evbuffer *out = bufferevent_get_output(e->bev);
     if (evbuffer_add_printf(out,
                             "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                            "Content-Length: %zu\r\n\r\n",
-                            path, e->ep->host, len) < 0 ||
+                            "%s%s%sContent-Length: %zu\r\n\r\n",
+                            path, e->ep->host, token ? "Authorization: " : "", token ? token : "",
+                            token ? "\r\n" : "", len) < 0 ||
         evbuffer_add(out, body, len) < 0)
         return -1;
     e->busy = true;

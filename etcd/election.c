@@ -150,6 +150,12 @@ static void on_campaign(const etcd_result *r, void *arg)
         e->my_rev = r->revision; /* the put's revision is the key's creation */
     else if (r->status == ETCD_OK && r->n_kvs)
         e->my_rev = r->kvs[0].create_revision; /* this lease's key already stands */
+    if (r->status != ETCD_OK) { /* the caller may campaign again (same lease: same key) */
+        etcd_election_view v = e->last;
+        v.status = r->status;
+        if (!report(e, &v))
+            return;
+    }
     read_leader(e);
 }
 

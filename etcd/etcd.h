@@ -60,6 +60,14 @@ etcd_limits etcd_default_limits(void);
  * Nothing connects until the first request. */
 etcd_client *etcd_client_new(struct event_base *base, const char *const *endpoints,
                              size_t n_endpoints, const etcd_limits *lim);
+/* Authenticates as `user` (etcd's auth enabled): every connection then
+ * first trades the name and password for a token, which its requests
+ * carry; a request refused for an expired token is sent once more after a
+ * new authenticate. Wrong credentials fail the requests waiting with
+ * ETCD_SERVER. Call before the first request. -1: empty user or no memory.
+ * No TLS yet: the password crosses the network in clear. */
+int etcd_client_set_auth(etcd_client *c, const char *user, const char *password);
+
 /* Frees the client; callbacks of requests still pending are not called.
  * Free the leases, watches and elections on it first. */
 void etcd_client_free(etcd_client *c);
@@ -229,7 +237,9 @@ typedef void (*etcd_election_cb)(const etcd_election_view *v, void *arg);
 etcd_election *etcd_election_new(etcd_client *c, const char *prefix, etcd_election_cb cb,
                                  void *arg);
 /* Puts this candidate's key (a second campaign on the same lease keeps
- * the first key and its place). Leadership is reported through `cb`.
+ * the first key and its place). Leadership is reported through `cb`; a
+ * campaign that failed is reported with its status and campaigning false
+ * (campaign again: if the put did land, the same lease finds its key).
  * Returns -1 if already campaigning or out of memory. */
 int etcd_election_campaign(etcd_election *e, int64_t lease_id, const void *value,
                            size_t value_len);

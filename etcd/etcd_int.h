@@ -4,6 +4,7 @@
 #define WARREN_ETCD_INT_H
 
 #include <jansson.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include "etcd.h"
@@ -80,8 +81,8 @@ typedef struct econn_ops {
 } econn_ops;
 
 econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void *arg);
-/* Sends POST path with body (a JSON text). */
-int econn_send(econn *e, const char *path, const char *body, size_t len);
+/* Sends POST path with body (a JSON text), with the auth token if any. */
+int econn_send(econn *e, const char *path, const char *body, size_t len, const char *token);
 void econn_free(econn *e);
 
 struct event_base *etcd_base(etcd_client *c);
@@ -90,6 +91,59 @@ const etcd_limits *etcd_limits_of(etcd_client *c);
 const endpoint *etcd_next_endpoint(etcd_client *c, unsigned *delay_ms);
 const endpoint *etcd_cur_endpoint(etcd_client *c);
 void etcd_endpoint_ok(etcd_client *c);
+
+/* Authentication (auth.c). With credentials set, every connection first
+ * sends /v3/auth/authenticate and its requests carry the token it got (a
+ * simple token is valid on one member only, so one per connection). */
+/* The authenticate body, NULL without credentials (malloc'd). */
+char *etcd_auth_body(etcd_client *c);
+/* The token of an authenticate reply, malloc'd; NULL if there is none. */
+char *codec_token(const char *msg, size_t len);
+/* Whether a refusal says the token is no longer valid (expired, or from
+ * another member): the request is sent again after a new authenticate. */
+bool codec_token_refused(const etcd_result *r);
+
+/* The client's state (client.c), shared with auth.c. Requests wait in
+ * `queue` in order; the first is in flight when `inflight` is set. */
+struct etcd_req {
+    TAILQ_ENTRY(etcd_req) link;
+    etcd_client *c;
+    const char *path;
+    char *body;
+    struct event *deadline;
+    etcd_cb cb;
+    void *arg;
+    bool answered, garbled; /* garbled: the reply did not decode */
+    bool is_auth;           /* the client's own authenticate */
+    bool auth_retried;      /* sent again once after a refused token */
+    bool requeue;           /* its token was refused: send it again */
+};
+
+struct etcd_client {
+    struct event_base *base;
+    etcd_limits lim;
+    endpoint *eps;
+    size_t n_eps, cur;
+    unsigned fails_in_row;
+    econn *conn;
+    TAILQ_HEAD(, etcd_req) queue;
+    unsigned n_queued;
+    etcd_req *inflight;
+    struct event *retry;
+    char *user, *password; /* NULL: no authentication */
+    char *token;           /* the current connection's, once authenticated */
+};
+
+/* A request with its deadline armed, not queued yet; `body` is taken. */
+etcd_req *etcd_req_new(etcd_client *c, const char *path, char *body, etcd_cb cb, void *arg);
+void etcd_req_free(etcd_req *r);
+/* The request to send next: the queue's first, or an authenticate put
+ * before it when the connection has no token yet. */
+etcd_req *etcd_auth_first(etcd_client *c);
+/* The authenticate's reply: keeps the token, or fails the requests
+ * behind it when etcd refused the credentials. */
+void etcd_auth_reply(etcd_client *c, etcd_req *r, const etcd_result *res, const char *msg,
+                     size_t len);
 
 /* Queues a unary request with a JSON body (taken). */
 etcd_req *etcd_request(etcd_client *c, const char *path, json_t *body, etcd_cb cb, void *arg);

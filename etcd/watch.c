@@ -7,7 +7,8 @@
  * endpoint after the client's backoff, from `next_rev`; -> ended (a
  * compaction or a refusal: the callback is told once, nothing more).
  * `next_rev` is one past the mod_revision of the last event delivered, so
- * a resumed watch repeats nothing and skips nothing. */
+ * a resumed watch repeats nothing and skips nothing. With credentials a
+ * connection authenticates first (a token per connection, as client.c's). */
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,20 @@ struct etcd_watch {
     etcd_watch_cb cb;
     void *arg;
     bool *freed; /* set when freed from inside its callback */
+    char *create; /* the create request, sent once authenticated */
+    char *token;  /* this connection's, with credentials */
 };
 
 static void connect_watch(etcd_watch *w);
+
+static void drop(etcd_watch *w)
+{
+    econn_free(w->conn);
+    w->conn = NULL;
+    free(w->create);
+    free(w->token);
+    w->create = w->token = NULL;
+}
 
 /* Calls the callback; false if it freed the watch. */
 static bool deliver(etcd_watch *w, const etcd_watch_result *r)
@@ -46,8 +58,7 @@ static void end(etcd_watch *w, etcd_status st, int64_t compact_rev)
 {
     w->ended = true;
     evtimer_del(w->timer);
-    econn_free(w->conn);
-    w->conn = NULL;
+    drop(w);
     etcd_watch_result r = {.status = st, .compact_revision = compact_rev};
     deliver(w, &r);
 }
@@ -55,8 +66,7 @@ static void end(etcd_watch *w, etcd_status st, int64_t compact_rev)
 /* The stream broke: reconnect from next_rev after the client's backoff. */
 static void broken(etcd_watch *w)
 {
-    econn_free(w->conn);
-    w->conn = NULL;
+    drop(w);
     w->created = false;
     unsigned delay;
     etcd_next_endpoint(w->c, &delay);
@@ -136,9 +146,27 @@ static bool handle(etcd_watch *w, const json_t *res, json_t *arena)
     return go;
 }
 
+/* The authenticate's reply: the token, or a refusal that ends the watch. */
+static bool on_auth_reply(etcd_watch *w, int status, const char *msg, size_t len)
+{
+    etcd_result r;
+    json_t *keep;
+    codec_result(msg, len, status, &r, &keep);
+    etcd_status st = r.status;
+    codec_result_free(&r, keep);
+    w->token = st == ETCD_OK ? codec_token(msg, len) : NULL;
+    if (st == ETCD_SERVER)
+        end(w, ETCD_SERVER, 0);
+    else if (!w->token)
+        broken(w);
+    return w->token != NULL;
+}
+
 static bool on_message(void *arg, int status, const char *msg, size_t len)
 {
     etcd_watch *w = arg;
+    if (w->create && !w->token)
+        return on_auth_reply(w, status, msg, len);
     json_t *arena = json_array();
     json_t *root = arena ? json_loadb(msg, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
     const json_t *res = json_object_get(root, "result");
@@ -155,7 +183,18 @@ static bool on_message(void *arg, int status, const char *msg, size_t len)
 }
 
 static void on_connected(void *arg) {}
-static void on_done(void *arg, int status) { broken(arg); }
+static void on_done(void *arg, int status)
+{
+    etcd_watch *w = arg;
+    char *create = w->create;
+    if (!create || !w->token || /* the authenticate's reply ended: now the watch */
+        econn_send(w->conn, "/v3/watch", create, strlen(create), w->token) < 0) {
+        broken(w);
+        return;
+    }
+    w->create = NULL;
+    free(create);
+}
 static void on_failed(void *arg, etcd_status why, const char *text, bool sent) { broken(arg); }
 
 static const econn_ops watch_ops = {on_connected, on_message, on_done, on_failed};
@@ -171,14 +210,23 @@ static void connect_watch(etcd_watch *w)
                json_object_set_new(cr, "range_end", codec_prefix_end(w->key, w->key_len)) < 0) ||
               (w->next_rev && json_object_set_new(cr, "start_revision", json_string(rev)) < 0);
     char *text = bad ? NULL : json_dumps(body, JSON_COMPACT);
+    char *auth = etcd_auth_body(w->c);
     json_decref(body);
     w->conn = text ? econn_new(w->c, etcd_cur_endpoint(w->c), &watch_ops, w) : NULL;
-    if (!w->conn || econn_send(w->conn, "/v3/watch", text, strlen(text)) < 0) {
+    int rc = !w->conn ? -1
+             : auth   ? econn_send(w->conn, "/v3/auth/authenticate", auth, strlen(auth), NULL)
+                      : econn_send(w->conn, "/v3/watch", text, strlen(text), NULL);
+    bool authenticating = auth != NULL;
+    free(auth);
+    if (rc < 0) {
         free(text);
         broken(w);
         return;
     }
-    free(text);
+    if (authenticating)
+        w->create = text; /* sent when the token comes */
+    else
+        free(text);
     unsigned ms = etcd_limits_of(w->c)->request_timeout_ms;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(w->timer, &tv);
@@ -217,7 +265,7 @@ void etcd_watch_free(etcd_watch *w)
         return;
     if (w->freed)
         *w->freed = true;
-    econn_free(w->conn);
+    drop(w);
     if (w->timer)
         event_free(w->timer);
     free(w->key);

@@ -61,7 +61,9 @@ static void etcd_spawn(etcd_proc *p)
         dup2(fd, 2);
         execlp("etcd", "etcd", "--name", "t", "--data-dir", datadir, "--listen-client-urls", curl,
                "--advertise-client-urls", curl, "--listen-peer-urls", purl,
-               "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster, NULL);
+               "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+               /* idle tokens expire fast: test_auth sees one refused */
+               "--auth-token-ttl", "2", NULL);
         _exit(127);
     }
 }
@@ -304,9 +306,10 @@ static void test_lease(void **st)
 {
     etcd_client *c = new_client();
     uint64_t t0 = etcd_now_ms();
-    sync_res g = SYNC(etcd_lease_grant(c, 2, on_res, s));
+    /* TTLs of 3 s: renewals every second hold even on a loaded machine */
+    sync_res g = SYNC(etcd_lease_grant(c, 3, on_res, s));
     assert_int_equal(g.status, ETCD_OK);
-    assert_true(g.lease_id != 0 && g.ttl >= 2);
+    assert_true(g.lease_id != 0 && g.ttl >= 3);
     bool lost = false;
     etcd_keeper *k = etcd_keeper_start(c, g.lease_id, g.ttl, t0, on_lost, &lost);
     sync_res r = SYNC(etcd_put(c, "lease/k", 7, "v", 1, g.lease_id, on_res, s));
@@ -408,7 +411,7 @@ static void cand_start(cand *x, const char *name)
 {
     x->c = new_client();
     uint64_t t0 = etcd_now_ms();
-    sync_res g = SYNC(etcd_lease_grant(x->c, 2, on_res, s));
+    sync_res g = SYNC(etcd_lease_grant(x->c, 3, on_res, s));
     assert_int_equal(g.status, ETCD_OK);
     x->lease = g.lease_id;
     x->k = etcd_keeper_start(x->c, g.lease_id, g.ttl, t0, on_lost, &x->lost);
@@ -463,6 +466,53 @@ static void test_election_takeover(void **st)
     }
 }
 
+static void admin(etcd_client *c, const char *path, json_t *body)
+{
+    sync_res r = SYNC(etcd_request(c, path, body, on_res, s));
+    assert_int_equal(r.status, ETCD_OK);
+}
+
+/* Last: it turns etcd's authentication on. */
+static void test_auth(void **st)
+{
+    etcd_client *c = new_client();
+    admin(c, "/v3/auth/role/add", json_pack("{ss}", "name", "root"));
+    admin(c, "/v3/auth/user/add", json_pack("{ssss}", "name", "root", "password", "s3cret"));
+    admin(c, "/v3/auth/user/grant", json_pack("{ssss}", "user", "root", "role", "root"));
+    admin(c, "/v3/auth/enable", json_object());
+    sync_res r = SYNC(etcd_put(c, "auth/k", 6, "v", 1, 0, on_res, s));
+    assert_int_equal(r.status, ETCD_SERVER); /* no credentials */
+    etcd_client_free(c);
+
+    c = new_client();
+    assert_int_equal(etcd_client_set_auth(c, "root", "wrong"), 0);
+    sync_res a = {0}, b = {0};
+    assert_non_null(etcd_put(c, "auth/k", 6, "v", 1, 0, on_res, &a));
+    assert_non_null(etcd_put(c, "auth/k", 6, "v", 1, 0, on_res, &b));
+    run_until(&b.done, 60);
+    assert_int_equal(a.status, ETCD_SERVER);
+    assert_int_equal(b.status, ETCD_SERVER);
+    etcd_client_free(c);
+
+    c = new_client();
+    assert_int_equal(etcd_client_set_auth(c, "root", "s3cret"), 0);
+    seen w = {0};
+    etcd_watch *wa = etcd_watch_start(c, "auth/", 5, true, 0, on_events, &w);
+    run_for_ms(500);
+    r = SYNC(etcd_put(c, "auth/k", 6, "v1", 2, 0, on_res, s));
+    assert_int_equal(r.status, ETCD_OK);
+    /* idle past the token's TTL: refused once, authenticated anew */
+    run_for_ms(4000);
+    r = SYNC(etcd_put(c, "auth/k", 6, "v2", 2, 0, on_res, s));
+    assert_int_equal(r.status, ETCD_OK);
+    r = SYNC(etcd_get(c, "auth/k", 6, NULL, on_res, s));
+    assert_string_equal(r.value, "v2");
+    wait_events(&w, 2);
+    assert_string_equal(w.log[0], "+auth/k");
+    etcd_watch_free(wa);
+    etcd_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -472,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_lease),
         cmocka_unit_test(test_watch_restart_compaction),
         cmocka_unit_test(test_election_takeover),
+        cmocka_unit_test(test_auth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
