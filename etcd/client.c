@@ -13,6 +13,7 @@
 #include <event2/event.h>
 #include <event2/util.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,8 @@ const endpoint *etcd_next_endpoint(etcd_client *c, unsigned *delay_ms)
 
 static int parse_endpoint(const char *s, endpoint *ep)
 {
-    if (strncmp(s, "http://", 7) == 0)
-        s += 7;
+    if (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0)
+        s += s[4] == 's' ? 8 : 7; /* the scheme is the client's: etcd_client_set_tls */
     if (strlen(s) >= sizeof(ep->host))
         return -1;
     int len = (int)sizeof(ep->addr);
@@ -70,6 +71,11 @@ static int parse_endpoint(const char *s, endpoint *ep)
                          ? ((struct sockaddr_in6 *)&ep->addr)->sin6_port
                          : ((struct sockaddr_in *)&ep->addr)->sin_port;
     if (port == 0) /* "host" alone parses, as port 0 */
+        return -1;
+    const void *a = ep->addr.ss_family == AF_INET6
+                        ? (const void *)&((struct sockaddr_in6 *)&ep->addr)->sin6_addr
+                        : (const void *)&((struct sockaddr_in *)&ep->addr)->sin_addr;
+    if (!evutil_inet_ntop(ep->addr.ss_family, a, ep->ip, sizeof(ep->ip)))
         return -1;
     ep->addr_len = (socklen_t)len;
     snprintf(ep->host, sizeof(ep->host), "%s", s);
@@ -126,6 +132,7 @@ void etcd_client_free(etcd_client *c)
     free(c->user);
     free(c->password);
     free(c->token);
+    SSL_CTX_free(c->tls);
     free(c);
 }
 
@@ -312,4 +319,11 @@ void etcd_req_cancel(etcd_client *c, etcd_req *r)
     TAILQ_REMOVE(&c->queue, r, link);
     c->n_queued--;
     etcd_req_free(r);
+}
+
+void etcd_client_set_tls(etcd_client *c, struct ssl_ctx_st *ctx)
+{
+    SSL_CTX_up_ref(ctx);
+    SSL_CTX_free(c->tls);
+    c->tls = ctx;
 }

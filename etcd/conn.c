@@ -7,6 +7,9 @@
  */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -82,7 +85,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         e->ops->connected(e->arg);
         return;
     }
-    fail(e, ETCD_UNAVAILABLE, (what & BEV_EVENT_EOF) ? "connection closed" : "connection failed");
+    fail(e, ETCD_UNAVAILABLE, (what & BEV_EVENT_EOF) ? "connection closed"
+                              : !e->connected && bufferevent_get_openssl_error(bev)
+                                  ? "TLS handshake failed"
+                                  : "connection failed");
 }
 
 /* A quiet stream (a watch) to a peer that vanished without a FIN (a
@@ -96,6 +102,27 @@ static void keepalive(evutil_socket_t fd)
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
+/* A TLS bufferevent whose peer must present a certificate for the
+ * endpoint's IP address, verified as the caller's SSL_CTX says (its CA,
+ * its client certificate). etcd may close without close_notify: allowed,
+ * as every reply is delimited by its length or its last chunk. */
+static struct bufferevent *tls_bufferevent(etcd_client *c, const endpoint *ep)
+{
+    SSL *ssl = SSL_new(c->tls);
+    if (!ssl)
+        return NULL;
+    if (!X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ep->ip)) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    struct bufferevent *bev = bufferevent_openssl_socket_new(c->base, -1, ssl,
+                                                             BUFFEREVENT_SSL_CONNECTING,
+                                                             BEV_OPT_CLOSE_ON_FREE);
+    if (bev) /* on failure libevent has freed ssl */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
 econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void *arg)
 {
     econn *e = calloc(1, sizeof(*e));
@@ -104,7 +131,7 @@ econn *econn_new(etcd_client *c, const endpoint *ep, const econn_ops *ops, void 
     const etcd_limits *lim = etcd_limits_of(c);
     e->ops = ops;
     e->arg = arg;
-    e->bev = bufferevent_socket_new(etcd_base(c), -1, BEV_OPT_CLOSE_ON_FREE);
+    e->bev = c->tls ? tls_bufferevent(c, ep) : bufferevent_socket_new(c->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!e->bev || resp_init(&e->parser, lim->max_head_bytes, lim->max_message_bytes) < 0) {
         econn_free(e);
         return NULL;

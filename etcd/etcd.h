@@ -65,8 +65,15 @@ etcd_client *etcd_client_new(struct event_base *base, const char *const *endpoin
  * carry; a request refused for an expired token is sent once more after a
  * new authenticate. Wrong credentials fail the requests waiting with
  * ETCD_SERVER. Call before the first request. -1: empty user or no memory.
- * No TLS yet: the password crosses the network in clear. */
+ * Without TLS (etcd_client_set_tls) the password crosses in clear. */
 int etcd_client_set_auth(etcd_client *c, const char *user, const char *password);
+
+/* Speaks TLS to every endpoint with `ctx` (an SSL_CTX *: its CA, verify
+ * mode and client certificate are the caller's; the client takes a
+ * reference). Each endpoint's certificate must name its IP address.
+ * Call before the first request. */
+struct ssl_ctx_st;
+void etcd_client_set_tls(etcd_client *c, struct ssl_ctx_st *ctx);
 
 /* Frees the client; callbacks of requests still pending are not called.
  * Free the leases, watches and elections on it first. */

@@ -67,6 +67,7 @@ typedef struct endpoint {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char host[64]; /* Host header */
+    char ip[48];   /* the address alone: what a TLS certificate must name */
 } endpoint;
 
 /* One HTTP/1.1 connection to one endpoint with one exchange at a time. */
@@ -132,6 +133,7 @@ struct etcd_client {
     struct event *retry;
     char *user, *password; /* NULL: no authentication */
     char *token;           /* the current connection's, once authenticated */
+    struct ssl_ctx_st *tls; /* NULL: plain TCP */
 };
 
 /* A request with its deadline armed, not queued yet; `body` is taken. */

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +31,7 @@ typedef struct etcd_proc {
     char dir[64], client[64];
     int cport, pport;
     pid_t pid;
+    bool tls; /* clients over https, with dir/srv.crt and dir/srv.key */
 } etcd_proc;
 
 static struct event_base *base;
@@ -47,8 +50,10 @@ static int free_port(void)
 
 static void etcd_spawn(etcd_proc *p)
 {
-    char curl[80], purl[80], cluster[100], datadir[80], log[80];
-    snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", p->cport);
+    char curl[80], purl[80], cluster[100], datadir[80], log[80], crt[80], key[80];
+    snprintf(curl, sizeof(curl), "%s://127.0.0.1:%d", p->tls ? "https" : "http", p->cport);
+    snprintf(crt, sizeof(crt), "%s/srv.crt", p->dir);
+    snprintf(key, sizeof(key), "%s/srv.key", p->dir);
     snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", p->pport);
     snprintf(cluster, sizeof(cluster), "t=%s", purl);
     snprintf(datadir, sizeof(datadir), "%s/data", p->dir);
@@ -63,7 +68,8 @@ static void etcd_spawn(etcd_proc *p)
                "--advertise-client-urls", curl, "--listen-peer-urls", purl,
                "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
                /* idle tokens expire fast: test_auth sees one refused */
-               "--auth-token-ttl", "2", NULL);
+               "--auth-token-ttl", "2", p->tls ? "--cert-file" : NULL, crt, "--key-file", key,
+               NULL);
         _exit(127);
     }
 }
@@ -466,6 +472,86 @@ static void test_election_takeover(void **st)
     }
 }
 
+/* A CA, and a certificate for 127.0.0.1 that it signs, in `dir`. */
+static void make_certs(const char *dir, const char *ca_name)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && printf 'subjectAltName=IP:127.0.0.1\\n' > ext && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s.key -out %s.crt -days 2 -subj /CN=%s 2>/dev/null && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv.key "
+             "-out srv.csr -subj /CN=etcd 2>/dev/null && "
+             "openssl x509 -req -in srv.csr -CA %s.crt -CAkey %s.key -CAcreateserial -out srv.crt "
+             "-days 2 -extfile ext 2>/dev/null",
+             dir, ca_name, ca_name, ca_name, ca_name, ca_name);
+    assert_int_equal(system(cmd), 0);
+}
+
+static SSL_CTX *ctx_trusting(const char *ca_file)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    assert_non_null(ctx);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    assert_int_equal(SSL_CTX_load_verify_locations(ctx, ca_file, NULL), 1);
+    return ctx;
+}
+
+/* etcd over TLS: a client trusting its CA works (a watch too); one
+ * trusting another CA never sends a byte and times out. */
+static void test_tls(void **st)
+{
+    etcd_proc T = {.tls = true};
+    snprintf(T.dir, sizeof(T.dir), "/tmp/warren-etcd-tls-XXXXXX");
+    assert_non_null(mkdtemp(T.dir));
+    make_certs(T.dir, "ca");
+    char other[80], ca[96], other_ca[96];
+    snprintf(other, sizeof(other), "%s/other", T.dir);
+    assert_int_equal(mkdir(other, 0700), 0);
+    make_certs(other, "ca");
+    T.cport = free_port();
+    T.pport = free_port();
+    snprintf(T.client, sizeof(T.client), "127.0.0.1:%d", T.cport);
+    etcd_spawn(&T);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", T.dir);
+    snprintf(other_ca, sizeof(other_ca), "%s/ca.crt", other);
+
+    const char *eps[] = {T.client};
+    etcd_client *c = etcd_client_new(base, eps, 1, NULL);
+    SSL_CTX *ctx = ctx_trusting(ca);
+    etcd_client_set_tls(c, ctx);
+    SSL_CTX_free(ctx); /* the client holds its own reference */
+    sync_res r = {0};
+    for (int i = 0; i < 300; i++) { /* until etcd listens */
+        r = SYNC(etcd_put(c, "tls/k", 5, "v", 1, 0, on_res, s));
+        if (r.status == ETCD_OK)
+            break;
+        run_for_ms(100);
+    }
+    assert_int_equal(r.status, ETCD_OK);
+    seen w = {0};
+    etcd_watch *wa = etcd_watch_start(c, "tls/k", 5, false, r.revision, on_events, &w);
+    wait_events(&w, 1);
+    assert_string_equal(w.log[0], "+tls/k");
+    etcd_watch_free(wa);
+    etcd_client_free(c);
+
+    etcd_limits lim = etcd_default_limits();
+    lim.request_timeout_ms = 1000;
+    c = etcd_client_new(base, eps, 1, &lim);
+    ctx = ctx_trusting(other_ca);
+    etcd_client_set_tls(c, ctx);
+    SSL_CTX_free(ctx);
+    r = SYNC(etcd_put(c, "tls/k", 5, "x", 1, 0, on_res, s));
+    assert_int_equal(r.status, ETCD_TIMEOUT);
+    etcd_client_free(c);
+
+    etcd_stop(&T);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", T.dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void admin(etcd_client *c, const char *path, json_t *body)
 {
     sync_res r = SYNC(etcd_request(c, path, body, on_res, s));
@@ -522,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_lease),
         cmocka_unit_test(test_watch_restart_compaction),
         cmocka_unit_test(test_election_takeover),
+        cmocka_unit_test(test_tls),
         cmocka_unit_test(test_auth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
