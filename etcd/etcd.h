@@ -4,18 +4,20 @@
  * kept alive, watches and an election whose epoch is a fencing token.
  *
  * Transport. A client holds a list of endpoints ("127.0.0.1:2379", numeric
- * IPv4/IPv6 only: no DNS on the loop). Unary requests go in order over one
- * connection, one in flight at a time; each has a deadline from the moment
- * it is queued. A connection that fails or a request that times out in
- * flight closes the connection; the next request connects to the next
- * endpoint of the list (after a full round of failures, with a backoff of
- * up to a second). A request whose connection never came up moves on to
- * the next endpoint; one in flight on a connection that then fails ends
- * with ETCD_UNAVAILABLE -- it may or may not have been applied. Requests
- * go in order, one at a time: give a lease keeper a client of its own so
- * a slow request cannot delay its renewals. Every watch has a connection of its own.
- * A response's head and each JSON message of its body are bounded
- * (etcd_limits): a broken or hostile etcd ends a request with
+ * IPv4/IPv6 only: no DNS on the loop), optionally TLS and credentials.
+ * Unary requests go in order over one connection, one in flight at a
+ * time; each has a deadline from the moment it is queued (a request that
+ * cannot reach any endpoint ends with ETCD_TIMEOUT). A connection that
+ * fails, answers nonsense, or holds a request past its deadline is
+ * closed; the next request connects to the next endpoint of the list
+ * (after a full round of failures, with a backoff of up to a second). A
+ * request whose connection never came up moves on to the next endpoint;
+ * one in flight on a connection that then fails ends with
+ * ETCD_UNAVAILABLE -- it may or may not have been applied. Because
+ * requests go one at a time, give a lease keeper a client of its own so a
+ * slow request cannot delay its renewals. Every watch has a connection of
+ * its own. A response's head and each JSON message of its body are
+ * bounded (etcd_limits): a broken or hostile etcd ends a request with
  * ETCD_PROTOCOL, never with unbounded allocation.
  *
  * Callbacks run on the loop, never from inside the call that queued them.
@@ -233,7 +235,9 @@ void etcd_watch_free(etcd_watch *w);
  * whenever the leader or this candidate's role changes. */
 typedef struct etcd_election etcd_election;
 typedef struct etcd_election_view {
-    etcd_status status;   /* not OK: observation broke (the watch ended) */
+    etcd_status status;   /* not OK: a read or the campaign failed (it is
+                             retried / campaign again); the rest is the
+                             last view, leader NULL */
     const etcd_kv *leader; /* NULL: nobody leads */
     int64_t epoch;        /* the leader's create_revision, 0 none */
     bool is_me;           /* this candidate leads */

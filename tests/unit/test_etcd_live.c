@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/ssl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -61,6 +62,7 @@ static void etcd_spawn(etcd_proc *p)
     p->pid = fork();
     assert_true(p->pid >= 0);
     if (p->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no etcd outlives a crashed test */
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
