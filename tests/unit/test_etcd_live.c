@@ -33,6 +33,7 @@ typedef struct etcd_proc {
     int cport, pport;
     pid_t pid;
     bool tls; /* clients over https, with dir/srv.crt and dir/srv.key */
+    const char *name, *cluster; /* a member of a cluster; NULL: "t" alone */
 } etcd_proc;
 
 static struct event_base *base;
@@ -57,6 +58,7 @@ static void etcd_spawn(etcd_proc *p)
     snprintf(key, sizeof(key), "%s/srv.key", p->dir);
     snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", p->pport);
     snprintf(cluster, sizeof(cluster), "t=%s", purl);
+    const char *name = p->name ? p->name : "t", *members = p->cluster ? p->cluster : cluster;
     snprintf(datadir, sizeof(datadir), "%s/data", p->dir);
     snprintf(log, sizeof(log), "%s/etcd.log", p->dir);
     p->pid = fork();
@@ -66,9 +68,9 @@ static void etcd_spawn(etcd_proc *p)
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
-        execlp("etcd", "etcd", "--name", "t", "--data-dir", datadir, "--listen-client-urls", curl,
+        execlp("etcd", "etcd", "--name", name, "--data-dir", datadir, "--listen-client-urls", curl,
                "--advertise-client-urls", curl, "--listen-peer-urls", purl,
-               "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+               "--initial-advertise-peer-urls", purl, "--initial-cluster", members,
                /* idle tokens expire fast: test_auth sees one refused */
                "--auth-token-ttl", "2", p->tls ? "--cert-file" : NULL, crt, "--key-file", key,
                NULL);
@@ -554,6 +556,77 @@ static void test_tls(void **st)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Puts until etcd answers OK (a cluster electing its leader refuses a
+ * while); the last result. */
+static sync_res put_until_ok(etcd_client *c, const char *key, const char *value)
+{
+    sync_res r = {0};
+    for (int i = 0; i < 300; i++) {
+        r = SYNC(etcd_put(c, key, strlen(key), value, strlen(value), 0, on_res, s));
+        if (r.status == ETCD_OK)
+            break;
+        run_for_ms(100);
+    }
+    assert_int_equal(r.status, ETCD_OK);
+    return r;
+}
+
+/* A cluster of three members; the one the client and its watch use is
+ * killed: requests go on through the next endpoint and the watch resumes
+ * there, nothing repeated or lost. */
+static void test_cluster_failover(void **st)
+{
+    char dir[40], members[400] = "";
+    snprintf(dir, sizeof(dir), "/tmp/warren-etcd-cl-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    static const char *names[] = {"m0", "m1", "m2"};
+    etcd_proc m[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        m[i].name = names[i];
+        m[i].cport = free_port();
+        m[i].pport = free_port();
+        snprintf(m[i].dir, sizeof(m[i].dir), "%s/%s", dir, names[i]);
+        assert_int_equal(mkdir(m[i].dir, 0700), 0);
+        snprintf(m[i].client, sizeof(m[i].client), "127.0.0.1:%d", m[i].cport);
+        size_t n = strlen(members);
+        snprintf(members + n, sizeof(members) - n, "%s%s=http://127.0.0.1:%d", i ? "," : "",
+                 names[i], m[i].pport);
+    }
+    for (int i = 0; i < 3; i++) {
+        m[i].cluster = members;
+        etcd_spawn(&m[i]);
+    }
+    const char *eps[] = {m[0].client, m[1].client, m[2].client};
+    etcd_client *c = etcd_client_new(base, eps, 3, NULL);
+    sync_res r = put_until_ok(c, "cl/a", "1");
+    seen w = {0};
+    etcd_watch *wa = etcd_watch_start(c, "cl/", 3, true, r.revision, on_events, &w);
+    wait_events(&w, 1);
+
+    int used = 0; /* the member both connections use */
+    while (strcmp(m[used].client, etcd_cur_endpoint(c)->host) != 0)
+        used++;
+    kill(m[used].pid, SIGKILL);
+    waitpid(m[used].pid, NULL, 0);
+    m[used].pid = 0;
+    put_until_ok(c, "cl/b", "2");
+    assert_string_not_equal(etcd_cur_endpoint(c)->host, m[used].client);
+    put_until_ok(c, "cl/c", "3");
+    wait_events(&w, 3);
+    assert_string_equal(w.log[0], "+cl/a");
+    assert_string_equal(w.log[1], "+cl/b");
+    assert_string_equal(w.log[2], "+cl/c");
+    r = SYNC(etcd_get(c, "cl/b", 4, NULL, on_res, s));
+    assert_string_equal(r.value, "2");
+    etcd_watch_free(wa);
+    etcd_client_free(c);
+    for (int i = 0; i < 3; i++)
+        etcd_stop(&m[i]);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void admin(etcd_client *c, const char *path, json_t *body)
 {
     sync_res r = SYNC(etcd_request(c, path, body, on_res, s));
@@ -611,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_watch_restart_compaction),
         cmocka_unit_test(test_election_takeover),
         cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_cluster_failover),
         cmocka_unit_test(test_auth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
