@@ -200,7 +200,8 @@ void etcd_keeper_free(etcd_keeper *k);
  * reconnects -- to the next endpoint -- and resumes after the last
  * revision it delivered. If that revision has been compacted the watch
  * ends with ETCD_COMPACTED (compact_revision set): read the state anew
- * and watch from there. */
+ * and watch from there. A response over etcd_limits (one revision's
+ * events past max_message_bytes) ends it with ETCD_PROTOCOL. */
 typedef enum etcd_event_type { ETCD_EVENT_PUT, ETCD_EVENT_DELETE } etcd_event_type;
 typedef struct etcd_event {
     etcd_event_type type;

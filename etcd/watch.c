@@ -5,7 +5,8 @@
  * the request deadline) -> watching (no deadline: a watch may be quiet
  * for hours) -> on a broken stream, back to connecting on the next
  * endpoint after the client's backoff, from `next_rev`; -> ended (a
- * compaction or a refusal: the callback is told once, nothing more).
+ * compaction, a refusal, or a response over the bounds, which a retry
+ * would only fetch again: the callback is told once, nothing more).
  * `next_rev` is one past the mod_revision of the last event delivered, so
  * a resumed watch repeats nothing and skips nothing. With credentials a
  * connection authenticates first (a token per connection, as client.c's). */
@@ -195,7 +196,13 @@ static void on_done(void *arg, int status)
     w->create = NULL;
     free(create);
 }
-static void on_failed(void *arg, etcd_status why, const char *text, bool sent) { broken(arg); }
+static void on_failed(void *arg, etcd_status why, const char *text, bool sent)
+{
+    if (why == ETCD_PROTOCOL) /* over the bound: it would come back the same */
+        end(arg, ETCD_PROTOCOL, 0);
+    else
+        broken(arg);
+}
 
 static const econn_ops watch_ops = {on_connected, on_message, on_done, on_failed};
 

@@ -292,6 +292,25 @@ static void test_watch_resume(void **st)
     fake_stop(&f);
 }
 
+/* A watch response over the message bound ends the watch (a retry would
+ * fetch the same revision again), once. */
+static void test_watch_too_large(void **st)
+{
+    static const step script[] = {{HUGE_BODY, NULL}};
+    fake f;
+    fake_start(&f, script, 1);
+    etcd_client *c = client_of(&f, NULL, 5000);
+    seen w = {0};
+    etcd_watch *wa = etcd_watch_start(c, "a", 1, true, 0, on_events, &w);
+    run_until(&w.ended);
+    assert_int_equal(w.end, ETCD_PROTOCOL);
+    assert_int_equal(w.n, 0);
+    assert_int_equal(f.n_reqs, 1);
+    etcd_watch_free(wa);
+    etcd_client_free(c);
+    fake_stop(&f);
+}
+
 static void test_bad_endpoints(void **st)
 {
     const char *bad[] = {"localhost:2379", "127.0.0.1", "", "1.2.3.4:99999"};
@@ -313,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_server_error_and_keepalive_reuse),
         cmocka_unit_test(test_queue_bound_and_cancel),
         cmocka_unit_test(test_watch_resume),
+        cmocka_unit_test(test_watch_too_large),
         cmocka_unit_test(test_bad_endpoints),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
