@@ -191,6 +191,11 @@ etcd_keeper *etcd_keeper_start(etcd_client *c, int64_t lease_id, int64_t ttl_s,
                                uint64_t granted_ms, etcd_lost_cb lost, void *arg);
 /* Whether the keeper still holds the lease by its clock (false once lost). */
 bool etcd_keeper_alive(const etcd_keeper *k);
+/* When (etcd_now_ms) the lease may lapse at the earliest, as things stand:
+ * a leader that must stop before that (self-fencing) arms its own timer
+ * at this minus a margin for clock rates and its own shutdown, and moves
+ * it as renewals push this later. */
+uint64_t etcd_keeper_deadline_ms(const etcd_keeper *k);
 /* Stops renewing (the lease then expires at etcd unless revoked). */
 void etcd_keeper_free(etcd_keeper *k);
 

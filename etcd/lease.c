@@ -96,6 +96,8 @@ bool etcd_keeper_alive(const etcd_keeper *k)
     return !k->done && etcd_now_ms() < k->expires;
 }
 
+uint64_t etcd_keeper_deadline_ms(const etcd_keeper *k) { return k->expires; }
+
 void etcd_keeper_free(etcd_keeper *k)
 {
     if (!k)

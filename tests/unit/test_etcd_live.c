@@ -327,6 +327,9 @@ static void test_lease(void **st)
     run_for_ms((int)g.ttl * 2000); /* twice the TTL: kept alive */
     assert_false(lost);
     assert_true(etcd_keeper_alive(k));
+    /* renewed: the deadline moved past the grant's */
+    assert_true(etcd_keeper_deadline_ms(k) > t0 + (uint64_t)g.ttl * 1000);
+    assert_true(etcd_keeper_deadline_ms(k) <= etcd_now_ms() + (uint64_t)g.ttl * 1000);
     r = SYNC(etcd_get(c, "lease/k", 7, NULL, on_res, s));
     assert_int_equal(r.n_kvs, 1);
     etcd_keeper_free(k); /* nobody renews: the key goes with the lease */
