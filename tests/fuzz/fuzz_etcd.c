@@ -5,7 +5,8 @@
  * parser ends in RESP_END or RESP_ERROR with a reason, or wants more;
  * a decoded reply's kvs are readable and its status is a known one, a
  * protocol error carries no kvs; base64 that decodes encodes back to a
- * string that decodes to the same bytes.
+ * string that decodes to the same bytes; an auth token taken from a reply
+ * is printable ASCII (it becomes a header).
  *
  * Input: a byte (slice size - 1), then the response bytes. */
 #include <event2/buffer.h>
@@ -50,6 +51,10 @@ static bool on_message(void *arg, const char *msg, size_t len)
     (void)sum;
     codec_result_free(&r, keep);
     check_b64(msg, len);
+    char *token = codec_token(msg, len); /* goes into a header: printable, bounded */
+    for (size_t i = 0; token && token[i]; i++)
+        FUZZ_CHECK(token[i] > ' ' && token[i] < 127 && i < 4096);
+    free(token);
     return true;
 }
 
