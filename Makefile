@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -84,6 +84,7 @@ ROUTE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard routing/*.c)) $(AMQP_OBJS)
 STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(AMQP_OBJS)
 STREAM_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard stream/*.c))
 HTTP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard http/*.c))
+ETCD_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard etcd/*.c))
 NET_OBJS   = $(patsubst %.c,$(B)/%.o,$(wildcard net/*.c))
 PATTERN_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard pattern/*.c))
 STREAMPROTO_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard streamproto/*.c))
@@ -113,6 +114,10 @@ $(B)/tests/unit/test_stream_%: tests/unit/test_stream_%.c $(wildcard tests/unit/
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_http_%: tests/unit/test_http_%.c $(HTTP_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_etcd_%: tests/unit/test_etcd_%.c $(wildcard tests/unit/test_etcd_*.h) $(ETCD_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

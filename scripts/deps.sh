@@ -7,7 +7,7 @@
 set -e
 PKGS="gcc make pkg-config libevent-dev libssl-dev libsqlite3-dev libjansson-dev \
 libcmocka-dev librabbitmq-dev libpcre2-dev zlib1g-dev python3 python3-pika python3-amqp python3-kombu \
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev etcd-server openssl"
 if [ "${1:-}" = browser ]; then
     PKGS="$PKGS chromium curl"
     command -v node > /dev/null 2>&1 || PKGS="$PKGS nodejs"
