@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -81,8 +81,9 @@ $(B)/%.o: %.c
 AMQP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard amqp/*.c))
 AMQP10_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard amqp10/*.c)) $(AMQP_OBJS)
 ROUTE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard routing/*.c)) $(AMQP_OBJS)
-STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(AMQP_OBJS)
-STREAM_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard stream/*.c))
+MIRROR_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard mirror/*.c))
+STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(MIRROR_OBJS) $(AMQP_OBJS)
+STREAM_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard stream/*.c)) $(MIRROR_OBJS)
 HTTP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard http/*.c))
 ETCD_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard etcd/*.c))
 NET_OBJS   = $(patsubst %.c,$(B)/%.o,$(wildcard net/*.c))
@@ -114,6 +115,10 @@ $(B)/tests/unit/test_stream_%: tests/unit/test_stream_%.c $(wildcard tests/unit/
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_http_%: tests/unit/test_http_%.c $(HTTP_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_mirror_%: tests/unit/test_mirror_%.c $(MIRROR_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

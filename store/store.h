@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../amqp/amqp.h"
+#include "../mirror/mirror.h"
 
 struct event_base;
 
@@ -41,6 +42,10 @@ typedef struct journal_config {
      * numbers). May be called from the sync thread. NULL: they go to stderr
      * as "YYYY-MM-DD hh:mm:ss.mmm [warning] journal: text". */
     void (*log)(int level, const char *text);
+    /* A cluster leader's replication log (NULL: none): every file
+     * operation goes through it, and each sync round ends with
+     * mirror_synced(the round's last sequence). */
+    mirror *mirror;
 } journal_config;
 
 /* Where a message record lives: segment number, offset of the record in it,
@@ -405,5 +410,24 @@ typedef struct meta_load_handlers {
 } meta_load_handlers;
 
 bool meta_load(meta *m, const meta_load_handlers *h, void *ctx);
+
+/* ---- replication (a cluster) ---- */
+
+/* From now on every committed change (a meta_commit group, or a single
+ * call outside one) is also recorded as one sqlite changeset with
+ * mirror_meta_changes (NULL: stop). Rows of every table, queue ids and the
+ * id counter included, so a follower's queue ids are the leader's. */
+bool meta_set_mirror(meta *m, mirror *mr);
+/* The whole database as one image (malloc'd, *len bytes): what a
+ * follower starts from. false (logged) on failure. */
+bool meta_serialize(meta *m, uint8_t **image, size_t *len);
+/* A follower: applies a changeset the leader recorded (a row already as it
+ * says is fine; a conflicting one is replaced). false (logged) on failure. */
+bool meta_apply_changes(meta *m, const void *changeset, size_t len);
+/* A follower, with no meta open on `dir`: makes dir/metadata.db the image
+ * (written to a temporary file, fsynced, renamed; sqlite's -wal and -shm
+ * removed). false with err on failure. */
+bool meta_replace_image(const char *dir, const void *image, size_t len, char *err,
+                        size_t errlen);
 
 #endif

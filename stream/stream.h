@@ -80,6 +80,9 @@ typedef struct stream_config {
     /* Retention (stream_retain): 0 = none. */
     uint64_t max_bytes; /* x-max-length-bytes */
     int64_t max_age_ms; /* x-max-age */
+    /* A cluster leader's replication log (NULL: none): file operations
+     * go through it. */
+    struct mirror *mirror;
 } stream_config;
 
 /* Opens the stream in `dir` (created if missing), recovering it: the last
