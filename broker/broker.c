@@ -74,6 +74,8 @@ struct broker {
     struct event *accept_timer; /* re-enables the listener after a failed accept */
     bool accept_paused;
     bool shutting_down;
+    bool fenced;
+    mirror *replication; /* a cluster leader's; NULL: a single node */
     uint64_t accept_errors_logged; /* server_accept_errors when the last one was logged */
     uint64_t accept_logged_ms;     /* when that was (0: never) */
     uint64_t disk_check_due;       /* loop_now_ms of the next free-space check */
@@ -133,7 +135,9 @@ static bool open_journal(broker *b)
     journal_config jc = {.dir = cfg->data_dir,
                          .segment_size = cfg->journal_segment_size,
                          .sync = cfg->journal_sync,
-                         .log = journal_log};
+                         .log = journal_log,
+                         .mirror = b->replication,
+                         .gated = b->replication != NULL};
     b->journal = journal_open(&jc, loop_base(b->loop), journal_synced_cb, b->s, err, sizeof err);
     if (!b->journal) {
         log_msg(LOG_ERROR, "cannot open the journal: %s", err);
@@ -308,9 +312,26 @@ static void shutdown_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 static void close_for_shutdown(void *arg, conn *c)
 {
-    (void)arg;
-    conn_close(c, AMQP_CONNECTION_FORCED,
-               "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'", 0);
+    conn_close(c, AMQP_CONNECTION_FORCED, arg, 0);
+}
+
+/* Stops accepting, closes every connection with `reason`, and leaves the
+ * loop once they are gone (or after the grace period). */
+static void shut_down(broker *b, const char *reason)
+{
+    if (b->shutting_down)
+        return;
+    b->shutting_down = true;
+    close_listeners(b);
+    admin_foreach_conn(b->s, NULL, close_for_shutdown, (void *)reason);
+    sconn_hub_close_all(b->streams);
+    if (server_socket_count(b->s) + sconn_hub_count(b->streams) == 0) {
+        event_base_loopexit(loop_base(b->loop), NULL);
+        return;
+    }
+    struct timeval grace = {SHUTDOWN_GRACE_MS / 1000, (SHUTDOWN_GRACE_MS % 1000) * 1000};
+    b->shutdown_timer = evtimer_new(loop_base(b->loop), shutdown_timeout_cb, b);
+    evtimer_add(b->shutdown_timer, &grace);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -320,17 +341,15 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     if (b->shutting_down)
         return;
     log_msg(LOG_INFO, "received signal %d, shutting down", (int)sig);
-    b->shutting_down = true;
-    close_listeners(b);
-    admin_foreach_conn(b->s, NULL, close_for_shutdown, NULL);
-    sconn_hub_close_all(b->streams);
-    if (server_socket_count(b->s) + sconn_hub_count(b->streams) == 0) {
-        event_base_loopexit(loop_base(b->loop), NULL);
-        return;
-    }
-    struct timeval grace = {SHUTDOWN_GRACE_MS / 1000, (SHUTDOWN_GRACE_MS % 1000) * 1000};
-    b->shutdown_timer = evtimer_new(loop_base(b->loop), shutdown_timeout_cb, b);
-    evtimer_add(b->shutdown_timer, &grace);
+    shut_down(b, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'");
+}
+
+void broker_fence(void *arg, const char *why)
+{
+    broker *b = arg;
+    log_msg(LOG_ERROR, "fenced (%s): closing every connection", why);
+    b->fenced = true;
+    shut_down(b, "CONNECTION_FORCED - this node is no longer the cluster's leader");
 }
 
 /* SIGHUP: every TLS listener's certificates again (failures are logged). */
@@ -529,11 +548,12 @@ static void raise_fd_limit(void)
             (unsigned long long)rl.rlim_max, why ? "; cannot raise it: " : "", why ? why : "");
 }
 
-broker *broker_new(const config *cfg)
+broker *broker_new(const config *cfg, mirror *replication)
 {
     broker *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
+    b->replication = replication;
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     char err[600];
@@ -562,6 +582,10 @@ broker *broker_new(const config *cfg)
         return NULL;
     }
     server_set_meta(s, b->meta);
+    if (replication && !meta_set_mirror(b->meta, replication)) {
+        broker_free(b);
+        return NULL;
+    }
     if ((b->spill = spill_new(cfg->data_dir, spill_log)))
         loop_set_spill(b->loop, b->spill);
     /* Signals first: a SIGTERM sent as soon as "AMQP listening" is logged
@@ -623,8 +647,11 @@ int broker_run(broker *b)
             break;
     }
     log_msg(LOG_INFO, "stopped");
-    return 0;
+    return b->fenced ? BROKER_FENCED : 0;
 }
+
+journal *broker_journal(broker *b) { return b->journal; }
+meta *broker_meta(broker *b) { return b->meta; }
 
 static void free_vhost(void *arg, vhost *v) { (void)arg, vhost_free(v); }
 

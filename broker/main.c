@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "broker.h"
+#include "../cluster/cluster.h"
 #include "../definitions/definitions.h"
 #include "../mgmt-ui/mgmt.h"
 
@@ -61,6 +63,58 @@ static void tune_malloc(void)
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
 }
 
+/* Loads the broker (a cluster leader's with its replication log), its
+ * definitions and management plane, and runs it. */
+static int serve(const config *cfg, cluster *cl, mirror *replication)
+{
+    broker *b = broker_new(cfg, replication);
+    if (!b)
+        return 1;
+    server *s = broker_server(b);
+    if (!load_definitions(s, cfg->load_definitions)) {
+        broker_free(b);
+        return 1;
+    }
+    mgmt *m = mgmt_new(s);
+    if (!m) {
+        broker_free(b);
+        return 1;
+    }
+    cluster_broker hooks = {loop_base(server_loop(s, 0)), broker_journal(b), broker_meta(b),
+                            broker_fence, b};
+    if (cl && !cluster_attach(cl, &hooks)) {
+        mgmt_free(m);
+        broker_free(b);
+        return 1;
+    }
+    int status = broker_run(b);
+    mgmt_free(m);
+    broker_free(b);
+    return status;
+}
+
+/* A cluster node follows until it leads, then serves; a leader that fenced
+ * itself starts over as a new process (a follower with nothing of its old
+ * state in memory). */
+static int run_cluster_node(const config *cfg, char **argv)
+{
+    cluster *c = cluster_start(cfg);
+    if (!c)
+        return 1;
+    if (!cluster_await_leadership(c)) {
+        cluster_stop(c);
+        return 0;
+    }
+    int status = serve(cfg, c, cluster_mirror(c));
+    cluster_stop(c);
+    if (status != BROKER_FENCED)
+        return status;
+    log_msg(LOG_INFO, "restarting as a follower");
+    execv("/proc/self/exe", argv);
+    log_msg(LOG_ERROR, "cannot restart: %s", strerror(errno));
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     tune_malloc();
@@ -107,21 +161,7 @@ int main(int argc, char **argv)
     log_set_level(cfg.log_level);
     if (!prepare_data_dir(cfg.data_dir))
         return 1;
-    broker *b = broker_new(&cfg);
-    if (!b)
-        return 1;
-    server *s = broker_server(b);
-    if (!load_definitions(s, cfg.load_definitions)) {
-        broker_free(b);
-        return 1;
-    }
-    mgmt *m = mgmt_new(s);
-    if (!m) {
-        broker_free(b);
-        return 1;
-    }
-    int status = broker_run(b);
-    mgmt_free(m);
-    broker_free(b);
-    return status;
+    if (cfg.cluster.n_endpoints)
+        return run_cluster_node(&cfg, argv);
+    return serve(&cfg, NULL, NULL);
 }

@@ -531,6 +531,7 @@ void config_defaults(config *c)
     config_tls_defaults(c);
     config_alarm_defaults(c);
     config_stream_defaults(c);
+    config_cluster_defaults(c);
 }
 
 static void describe_listener(const char *prefix, const config_listener *l,
@@ -634,6 +635,7 @@ void config_describe(const config *c, void (*fn)(void *arg, const char *key, con
     config_describe_tls(c, fn, arg);
     config_describe_alarms(c, fn, arg);
     config_describe_stream(c, fn, arg);
+    config_describe_cluster(c, fn, arg);
 }
 
 /* The rest of `key` after `prefix`, or NULL when it does not start so. */
@@ -649,7 +651,7 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
     char why[300];
     const char *name;
     bool ok = false;
-    int alarm_key, stream_key;
+    int alarm_key, stream_key, cluster_key;
     if ((name = after_prefix(key, "loopback_users.")))
         ok = set_loopback_user(c, name, value, why, sizeof why);
     else if ((name = after_prefix(key, "listeners.tcp.")))
@@ -662,6 +664,8 @@ bool config_set(config *c, const char *key, const char *value, const char *origi
         name = key, ok = alarm_key;
     else if ((stream_key = config_set_stream_key(c, key, value, why, sizeof why)) >= 0)
         name = key, ok = stream_key;
+    else if ((cluster_key = config_set_cluster_key(c, key, value, why, sizeof why)) >= 0)
+        name = key, ok = cluster_key;
     int tls = name ? -1 : config_set_tls(c, key, value, why, sizeof why);
     if (name || tls >= 0) {
         ok = name ? ok : tls == 1;

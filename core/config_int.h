@@ -38,4 +38,12 @@ int config_set_stream_key(config *c, const char *key, const char *value, char *w
 void config_describe_stream(const config *c,
                             void (*fn)(void *arg, const char *key, const char *value), void *arg);
 
+/* The cluster's keys (core/config_cluster.c), the same way. */
+void config_cluster_defaults(config *c);
+int config_set_cluster_key(config *c, const char *key, const char *value, char *why,
+                           size_t whylen);
+void config_describe_cluster(const config *c,
+                             void (*fn)(void *arg, const char *key, const char *value),
+                             void *arg);
+
 #endif

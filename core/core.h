@@ -87,6 +87,8 @@ typedef enum config_memory_strategy {
     CONFIG_MEMORY_LEGACY,
 } config_memory_strategy;
 
+#define CONFIG_MAX_ETCD 9
+
 typedef struct config {
     /* AMQP listeners, RabbitMQ's listeners.tcp.<name> = [host:]port: the
      * first here, the others in amqp_more. The default is one, named
@@ -204,6 +206,26 @@ typedef struct config {
     int stream_advertised_port;
     uint32_t stream_frame_max;
     uint32_t stream_heartbeat;
+    /* A cluster (cluster/; core/config_cluster.c): on when any
+     * cluster.etcd.endpoints.<n> is set. etcd's client URLs (http:// or
+     * https://ip:port), this cluster's and node's names (keys under
+     * warren/<name>/ in etcd; the node name defaults to the host name),
+     * the address followers and peers reach this node at, the replication
+     * listener's port, the in-sync replica minimum counting the leader
+     * (confirms wait below it), the leader lease's TTL (s), how long a
+     * follower may go without acknowledging before it leaves the ISR (ms),
+     * and etcd credentials. */
+    struct {
+        char endpoints[CONFIG_MAX_ETCD][128];
+        unsigned n_endpoints;
+        char name[64], node_name[64];
+        char advertised_host[256];
+        int replication_port;
+        unsigned min_isr;
+        unsigned lease_ttl_s;
+        unsigned isr_timeout_ms;
+        char etcd_user[64], etcd_password[128];
+    } cluster;
 } config;
 
 /* Sets RabbitMQ's defaults. */
