@@ -257,6 +257,17 @@ static void before_commit(void *ctx)
     }
 }
 
+/* Where the stream files' replication log comes from: a cluster leader's
+ * mirror is the journal's (journal_config.mirror), so stream files and the
+ * journal are recorded in one order. NULL: none, or no journal yet --
+ * streams opened at boot, before the journal, get it at its first use
+ * (pending_seq). */
+static mirror *streams_mirror(server *s)
+{
+    journal *j = server_journal(s);
+    return j ? journal_mirror(j) : NULL;
+}
+
 /* Takes the journal task the pending appends wait for; its sequence. */
 static journal_seq pending_seq(stream_queue *sq)
 {
@@ -266,6 +277,8 @@ static journal_seq pending_seq(stream_queue *sq)
     if (!sq->reg->hooked) {
         journal_set_before_commit(j, before_commit, sq->reg);
         sq->reg->hooked = true;
+        for (stream_queue *o = sq->reg->all; o; o = o->next)
+            stream_set_mirror(o->log, journal_mirror(j));
     }
     sq_flush *f = calloc(1, sizeof *f);
     if (!f)
@@ -615,10 +628,12 @@ stream_queue *stream_queue_open(queue *q)
     sq->reg = reg;
     char dir[700];
     snprintf(dir, sizeof dir, "%s/streams", server_config(vhost_server(v))->data_dir);
-    mkdir(dir, 0755);
+    mirror *m = streams_mirror(vhost_server(v));
+    mirror_mkdir(m, dir, 0755);
     stream_dir(q, sq->dir_name, dir, sizeof dir);
     stream_config cfg;
     queue_stream_config(queue_get_args(q), &cfg);
+    cfg.mirror = m;
     stream_status st = stream_open(dir, &cfg, &sq->log);
     if (st != STREAM_OK || !(sq->b = stream_builder_new())) {
         amqp_bytes n = queue_name(q);
@@ -722,7 +737,8 @@ void queue_streams_collect(server *s)
         char path[900];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         stream_log *log;
-        if (used || stream_open(path, &(stream_config){0}, &log) != STREAM_OK)
+        stream_config cfg = {.mirror = streams_mirror(s)};
+        if (used || stream_open(path, &cfg, &log) != STREAM_OK)
             continue;
         log_msg(LOG_INFO, "removing %s: the stream it held was deleted", path);
         stream_delete(log);

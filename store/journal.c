@@ -352,6 +352,16 @@ static void commit(journal *j, bool force)
 
 static void on_commit(evutil_socket_t fd, short what, void *arg) { commit(arg, false); }
 
+static void report_synced(journal *j)
+{
+    journal_seq s = journal_synced(j);
+    if (s > j->reported_synced) {
+        j->reported_synced = s;
+        if (j->on_synced)
+            j->on_synced(j->ctx, s);
+    }
+}
+
 static void on_notify(evutil_socket_t fd, short what, void *arg)
 {
     journal *j = arg;
@@ -359,12 +369,7 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
     ssize_t r = read(j->efd, &v, sizeof v);
     (void)r;
     commit(j, false); /* what accumulated during the round just ended */
-    journal_seq s = atomic_load(&j->synced);
-    if (s > j->reported_synced) {
-        j->reported_synced = s;
-        if (j->on_synced)
-            j->on_synced(j->ctx, s);
-    }
+    report_synced(j);
 }
 
 /* ---- appends (loop thread) ---------------------------------------------- */
@@ -634,7 +639,20 @@ journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id)
     return append_queue_record(j, REC_QUEUE_DELETE, queue_id);
 }
 
-journal_seq journal_synced(const journal *j) { return atomic_load(&j->synced); }
+journal_seq journal_synced(const journal *j)
+{
+    journal_seq s = atomic_load(&j->synced);
+    return j->gated && j->replicated < s ? j->replicated : s;
+}
+
+void journal_set_replicated(journal *j, journal_seq replicated_through)
+{
+    j->replicated = replicated_through;
+    if (j->gated)
+        report_synced(j);
+}
+
+mirror *journal_mirror(const journal *j) { return j->mirror; }
 
 uint64_t journal_unwritten_bytes(const journal *j)
 {
@@ -681,6 +699,14 @@ static void spare_path(const journal *j, unsigned i, char *out, size_t outlen)
     snprintf(out, outlen, "%s/spare%u", j->path, i);
 }
 
+/* Cuts the open segment's file to what was written in it. */
+static bool truncate_reused(journal *j)
+{
+    char path[PATH_MAX];
+    journal_seg_path(j, j->wseg, path, sizeof path);
+    return mirror_ftruncate(j->mirror, j->wfd, path, j->wend) == 0;
+}
+
 /* A reused file is cut to what this segment holds before it is closed, so
  * only the last segment can have old bytes after its records. */
 static bool close_segment(journal *j, writer *w)
@@ -688,7 +714,7 @@ static bool close_segment(journal *j, writer *w)
     if (j->wfd < 0)
         return true;
     if (j->wfile_size > j->wend) {
-        if (ftruncate(j->wfd, (off_t)j->wend) != 0)
+        if (!truncate_reused(j))
             return sys_fail(j, "truncating the reused file of", j->wseg);
         w->dirty = true;
     }
@@ -712,7 +738,7 @@ static bool take_spare(journal *j, const char *path)
         j->spare[i] = false;
         char from[PATH_MAX];
         spare_path(j, i, from, sizeof from);
-        if (rename(from, path) == 0)
+        if (mirror_rename(j->mirror, from, path) == 0)
             return true;
         journal_log(j, JLOG_WARNING, "reusing %s: %s", from, strerror(errno));
     }
@@ -730,7 +756,7 @@ static bool open_segment(journal *j, writer *w, uint32_t seg, uint64_t off)
     int flags = O_WRONLY | O_CLOEXEC;
     if (off == 0 && !take_spare(j, path))
         flags |= O_CREAT | O_EXCL;
-    j->wfd = open(path, flags, 0644);
+    j->wfd = mirror_open(j->mirror, path, flags, 0644);
     struct stat st;
     if (j->wfd < 0 || fstat(j->wfd, &st) != 0)
         return sys_fail(j, "creating the segment file", seg);
@@ -752,6 +778,10 @@ static bool flush_iov(journal *j, writer *w)
     uint64_t off = w->start;
     w->niov = 0;
     w->dirty = true;
+    struct iovec whole[IOV_BATCH]; /* for the mirror: the loop below consumes w->iov */
+    int nwhole = n;
+    if (j->mirror)
+        memcpy(whole, w->iov, (size_t)n * sizeof *whole);
     while (n > 0) {
         ssize_t k = pwritev(j->wfd, iov, n, (off_t)off);
         if (k < 0 && errno == EINTR)
@@ -768,6 +798,11 @@ static bool flush_iov(journal *j, writer *w)
             iov->iov_base = (uint8_t *)iov->iov_base + k;
             iov->iov_len -= (size_t)k;
         }
+    }
+    if (j->mirror) {
+        char path[PATH_MAX];
+        journal_seg_path(j, w->seg, path, sizeof path);
+        mirror_wrote(j->mirror, path, w->start, whole, nwhole);
     }
     if (off > j->wend)
         j->wend = off;
@@ -825,12 +860,12 @@ static void delete_segments(journal *j, writer *w, const jbatch *b)
         if (k < JOURNAL_SPARES && stat(path, &st) == 0 &&
             (uint64_t)st.st_size >= j->segment_size / 2) {
             spare_path(j, k, spare, sizeof spare);
-            if (rename(path, spare) == 0) {
+            if (mirror_rename(j->mirror, path, spare) == 0) {
                 j->spare[k] = true;
                 continue;
             }
         }
-        if (unlink(path) != 0 && errno != ENOENT)
+        if (mirror_unlink(j->mirror, path) != 0 && errno != ENOENT)
             journal_log(j, JLOG_ERROR, "deleting %s: %s", path, strerror(errno));
     }
     if (fsync(j->dirfd) != 0)
@@ -913,7 +948,7 @@ static journal_seq retire_round_locked(journal *j, size_t n, uint32_t ck_seg)
 static void sync_final(journal *j)
 {
     writer w = {.dirty = true, .dir_dirty = true};
-    if (j->wfd >= 0 && j->wfile_size > j->wend && ftruncate(j->wfd, (off_t)j->wend) != 0)
+    if (j->wfd >= 0 && j->wfile_size > j->wend && !truncate_reused(j))
         sys_fail(j, "truncating the reused file of", j->wseg);
     if (!atomic_load(&j->failed) && j->wfd >= 0)
         sync_written(j, &w, true);
@@ -973,6 +1008,8 @@ static void *sync_main(void *arg)
         pthread_mutex_lock(&j->mu);
         journal_seq seq = retire_round_locked(j, n, ck_seg);
         pthread_mutex_unlock(&j->mu);
+        if (ok && seq && j->mirror)
+            mirror_synced(j->mirror, seq); /* followers may ack it: before the loop hears */
         if (ok && seq)
             atomic_store(&j->synced, seq);
         atomic_fetch_add(&j->syncs, 1);
@@ -1053,7 +1090,7 @@ static bool make_dirs(journal *j, const char *dir, char *err, size_t errlen)
     if ((j->path = malloc(n)) == NULL)
         return fail(err, errlen, "%s: %s", "journal_open");
     snprintf(j->path, n, "%s/%s", dir, JOURNAL_SUBDIR);
-    if (mkdir(j->path, 0755) != 0 && errno != EEXIST)
+    if (mirror_mkdir(j->mirror, j->path, 0755) != 0 && errno != EEXIST)
         return fail(err, errlen, "creating %s: %s", j->path);
     j->dirfd = open(j->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (j->dirfd < 0)
@@ -1067,7 +1104,9 @@ static bool make_dirs(journal *j, const char *dir, char *err, size_t errlen)
  * be mistaken for a listed one that has since been collected. */
 static void take_checkpoint(journal *j)
 {
-    unlinkat(j->dirfd, JOURNAL_CK_NAME ".tmp", 0);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->path, JOURNAL_CK_NAME);
+    mirror_unlink(j->mirror, tmp);
     j->ck = journal_checkpoint_load(j);
     if (j->ck && j->ck->nsegs > 0 && j->ck->segs[j->ck->nsegs - 1].num >= j->next_seg_num)
         j->next_seg_num = j->ck->segs[j->ck->nsegs - 1].num + 1;
@@ -1147,6 +1186,8 @@ journal *journal_open(const journal_config *cfg, struct event_base *base,
         j->segment_size = MAX_SEGMENT_SIZE;
     j->mode = cfg->sync;
     j->log = cfg->log;
+    j->mirror = cfg->mirror;
+    j->gated = cfg->gated;
     j->base = base;
     j->on_synced = on_synced;
     j->ctx = ctx;

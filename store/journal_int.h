@@ -287,6 +287,8 @@ struct journal {
     uint64_t segment_size;
     journal_sync_mode mode;
     void (*log)(int level, const char *text);
+    mirror *mirror; /* journal_config.mirror: file operations go through it */
+    bool gated;     /* journal_config.gated */
     struct event_base *base;
     struct event *notify_ev, *commit_ev;
     int efd; /* eventfd: sync thread -> loop */
@@ -301,6 +303,7 @@ struct journal {
     jseg *active; /* segment appends go to; NULL: the next append starts one */
     uint32_t next_seg_num;
     journal_seq next_seq, reported_synced;
+    journal_seq replicated; /* gated: journal_set_replicated's, or the replay's end */
     jseg **segs; /* sorted by num */
     size_t nsegs, capsegs;
     jqueue_map queues;

@@ -643,6 +643,8 @@ bool journal_replay(journal *j, const journal_replay_handlers *h, void *ctx,
         j->next_seq = next_seq;
     atomic_store(&j->synced, j->next_seq - 1);
     j->reported_synced = j->next_seq - 1;
+    if (j->replicated < j->next_seq - 1)
+        j->replicated = j->next_seq - 1; /* what was there before is not gated */
     j->replayed = ok;
     return ok;
 }
@@ -721,10 +723,14 @@ uint8_t *journal_checkpoint_image(journal *j, size_t *len)
     return b;
 }
 
+/* Through the mirror when there is one: the tmp file's creation, its
+ * bytes and the rename are repeated on a follower. */
 bool journal_checkpoint_store(journal *j, const uint8_t *image, size_t len)
 {
-    int fd = openat(j->dirfd, JOURNAL_CK_NAME ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                    0644);
+    char tmp[PATH_MAX], path[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->path, JOURNAL_CK_NAME);
+    snprintf(path, sizeof path, "%s/%s", j->path, JOURNAL_CK_NAME);
+    int fd = mirror_open(j->mirror, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     bool ok = fd >= 0;
     for (size_t done = 0; ok && done < len;) {
         ssize_t k = write(fd, image + done, len - done);
@@ -733,14 +739,15 @@ bool journal_checkpoint_store(journal *j, const uint8_t *image, size_t len)
         ok = k > 0;
         done += ok ? (size_t)k : 0;
     }
+    if (ok && j->mirror)
+        mirror_wrote(j->mirror, tmp, 0, &(struct iovec){(void *)image, len}, 1);
     ok = ok && fsync(fd) == 0;
     if (fd >= 0)
         close(fd);
-    ok = ok && renameat(j->dirfd, JOURNAL_CK_NAME ".tmp", j->dirfd, JOURNAL_CK_NAME) == 0 &&
-         fsync(j->dirfd) == 0;
+    ok = ok && mirror_rename(j->mirror, tmp, path) == 0 && fsync(j->dirfd) == 0;
     if (!ok) {
         journal_log(j, JLOG_ERROR, "writing the checkpoint: %s", strerror(errno));
-        unlinkat(j->dirfd, JOURNAL_CK_NAME ".tmp", 0);
+        mirror_unlink(j->mirror, tmp);
     }
     return ok;
 }

@@ -14,7 +14,7 @@
  * also fsyncs the directory when it creates the WAL, so a new database's
  * directory entry is durable too.
  *
- * Schema (version 4, kept in PRAGMA user_version). Every row of a vhost
+ * Schema (version 5, kept in PRAGMA user_version). Every row of a vhost
  * carries its vhost; names are TEXT, routing keys and encoded argument
  * tables are BLOBs (never NULL: an empty table is a zero-length blob).
  * Tables are STRICT, so a value of the wrong type is an error rather than a
@@ -46,6 +46,11 @@
  *   -- version 4:
  *   users gains max_connections, max_channels (a user's limits; NULL:
  *             not set)
+ *   -- version 5 (replication):
+ *   bindings' UNIQUE becomes its PRIMARY KEY (same six columns)
+ *   counters  (name PRIMARY KEY, value): 'queues' = the highest queue id
+ *             ever handed out, kept by a trigger on queues (sqlite's own
+ *             counter, in sqlite_sequence, has no key: see Replication)
  *
  * Invariants:
  * - A queue's id is the journal's queue_id. Puts are upserts (INSERT ... ON
@@ -81,10 +86,29 @@
  * tables, empty. Version 3 to 4 adds the users' limit columns, NULL
  * (not set) in every row. A database newer than this broker is refused.
  *
+ * Replication (meta_set_mirror). sqlite's session extension records the
+ * rows every write changes; after each commit (a meta_commit group, or a
+ * single call outside one) the session's changeset goes to
+ * mirror_meta_changes and a fresh session starts. Sessions see only tables
+ * with a PRIMARY KEY -- every table has one since version 5, which
+ * meta_set_mirror checks -- and not sqlite_sequence: the counters row
+ * carries the queue id counter instead, and a follower's apply
+ * (meta_apply_changes) raises sqlite_sequence to it in the same
+ * transaction, so a queue declared after a failover never takes an id the
+ * leader handed out (even one whose queue was created and deleted within a
+ * single changeset). Without a mirror, a write pays one branch.
+ *
+ * Known difference: within one changeset, rows of a table come in the
+ * session's hash order, so rows inserted in one group may get rowids in
+ * another order on a follower: meta_load's first-insertion order can differ
+ * there for rows a single group inserted (ids, keys and contents do not).
+ *
  * Every statement is prepared once at open and kept in m->st; each call
  * binds, steps to the end and resets. All calls are on the loop thread.
  */
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -94,6 +118,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* sqlite3session_* and sqlite3changeset_* (Debian's libsqlite3 has them) */
+#define SQLITE_ENABLE_SESSION 1
+#define SQLITE_ENABLE_PREUPDATE_HOOK 1
 #include <sqlite3.h>
 
 #include "store.h"
@@ -294,6 +321,8 @@ struct meta {
     bool loading; /* inside meta_load: handlers must not call back into meta */
     bool grouped; /* between meta_begin and meta_commit / meta_rollback */
     sqlite3_stmt *st[ST_COUNT];
+    mirror *mirror;           /* meta_set_mirror */
+    sqlite3_session *session; /* records the changes since the last commit */
 };
 
 /* ---- logging ------------------------------------------------------------ */
@@ -337,6 +366,47 @@ static bool db_error(meta *m, const char *fmt, ...)
 }
 
 static const char *str(const char *s) { return s ? s : "(null)"; }
+
+/* ---- replication: the session of the changes since the last commit ----- */
+
+static bool new_session(meta *m)
+{
+    if (sqlite3session_create(m->db, "main", &m->session) != SQLITE_OK)
+        return db_error(m, "replication: creating a session");
+    if (sqlite3session_attach(m->session, NULL) != SQLITE_OK) { /* every table */
+        sqlite3session_delete(m->session);
+        m->session = NULL;
+        return db_error(m, "replication: attaching the session");
+    }
+    return true;
+}
+
+/* A commit: its changes go to the mirror, and the next commit's start from
+ * nothing (a session has no reset). Changes rolled back since the last
+ * commit were recorded too, but a changeset holds the difference to the
+ * database as it is now, so they leave nothing in it. */
+static void publish(meta *m)
+{
+    int n = 0;
+    void *cs = NULL;
+    if (sqlite3session_changeset(m->session, &n, &cs) != SQLITE_OK)
+        db_error(m, "replication: the changeset of a commit (followers miss it)");
+    else if (n > 0)
+        mirror_meta_changes(m->mirror, cs, (size_t)n);
+    sqlite3_free(cs);
+    sqlite3session_delete(m->session);
+    m->session = NULL;
+    if (!new_session(m))
+        log_error("meta: replication stopped: followers miss every change from now on");
+}
+
+/* After a write: a commit (a call outside a group) goes to the mirror. */
+static bool done(meta *m, bool ok)
+{
+    if (ok && m->session && !m->grouped)
+        publish(m);
+    return ok;
+}
 
 /* ---- statements --------------------------------------------------------- */
 
@@ -406,7 +476,7 @@ static bool call_begin(meta *m)
 static bool call_end(meta *m, bool ok)
 {
     if (ok && run(m->st[m->grouped ? ST_RELEASE : ST_COMMIT]) == SQLITE_DONE)
-        return true;
+        return done(m, true);
     if (ok)
         db_error(m, "commit");
     if (!m->grouped)
@@ -567,6 +637,41 @@ static int migrate_3_to_4(sqlite3 *db)
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
+/* Replication: sessions record only tables with a PRIMARY KEY, so the
+ * bindings table is rebuilt with its unique columns as the key (rows copied
+ * in rowid order: first-insertion order stays), and the queue id counter
+ * gets a keyed row of its own (see Replication at the top). */
+static int migrate_4_to_5(sqlite3 *db)
+{
+    static const char sql[] =
+        "CREATE TABLE bindings_v5 ("
+        "  vhost                   TEXT    NOT NULL,"
+        "  source                  TEXT    NOT NULL,"
+        "  destination             TEXT    NOT NULL,"
+        "  destination_is_exchange INTEGER NOT NULL CHECK (destination_is_exchange IN (0, 1)),"
+        "  routing_key             BLOB    NOT NULL,"
+        "  arguments               BLOB    NOT NULL,"
+        "  PRIMARY KEY (vhost, source, destination, destination_is_exchange, routing_key,"
+        "               arguments)"
+        ") STRICT;"
+        "INSERT INTO bindings_v5 SELECT vhost, source, destination, destination_is_exchange,"
+        "  routing_key, arguments FROM bindings ORDER BY rowid;"
+        "DROP TABLE bindings;"
+        "ALTER TABLE bindings_v5 RENAME TO bindings;"
+        "CREATE INDEX bindings_by_destination"
+        "  ON bindings (vhost, destination, destination_is_exchange);"
+        "CREATE TABLE counters ("
+        "  name  TEXT    NOT NULL PRIMARY KEY,"
+        "  value INTEGER NOT NULL"
+        ") STRICT;"
+        "INSERT INTO counters SELECT name, seq FROM sqlite_sequence WHERE name = 'queues';"
+        "CREATE TRIGGER queues_counter AFTER INSERT ON queues BEGIN"
+        "  INSERT INTO counters (name, value) VALUES ('queues', NEW.id)"
+        "  ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value);"
+        " END;";
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
 /* migrations[v] takes the schema from version v to v + 1, inside a
  * transaction the caller opens and commits. Returns an sqlite result code. */
 static int (*const migrations[])(sqlite3 *db) = {
@@ -574,6 +679,7 @@ static int (*const migrations[])(sqlite3 *db) = {
     migrate_1_to_2,
     migrate_2_to_3,
     migrate_3_to_4,
+    migrate_4_to_5,
 };
 
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
@@ -782,6 +888,8 @@ void meta_close(meta *m)
     if (m == NULL)
         return;
     assert(!m->loading);
+    if (m->session)
+        sqlite3session_delete(m->session);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(m->st[i]);
     if (m->db != NULL && sqlite3_close(m->db) != SQLITE_OK)
@@ -805,7 +913,7 @@ bool meta_put_exchange(meta *m, const meta_exchange *e)
     bind_bytes(st, 6, e->arguments);
     if (run(st) != SQLITE_DONE)
         return db_error(m, "put exchange '%s' in vhost '%s'", str(e->name), str(e->vhost));
-    return true;
+    return done(m, true);
 }
 
 /* Also deletes every binding from the exchange and to it. */
@@ -840,7 +948,7 @@ bool meta_put_queue(meta *m, meta_queue *q)
         return db_error(m, "put queue '%s' in vhost '%s'", str(q->name), str(q->vhost));
     assert(id > 0);
     q->id = (uint64_t)id;
-    return true;
+    return done(m, true);
 }
 
 /* Also deletes every binding to the queue. Its id is never reused. */
@@ -868,7 +976,7 @@ bool meta_put_binding(meta *m, const meta_binding *b)
         return db_error(m, "put binding from '%s' to %s '%s' in vhost '%s'", str(b->source),
                         b->destination_is_exchange ? "exchange" : "queue", str(b->destination),
                         str(b->vhost));
-    return true;
+    return done(m, true);
 }
 
 /* Deletes the binding equal in all six fields, if there is one. */
@@ -881,7 +989,7 @@ bool meta_delete_binding(meta *m, const meta_binding *b)
         return db_error(m, "delete binding from '%s' to %s '%s' in vhost '%s'", str(b->source),
                         b->destination_is_exchange ? "exchange" : "queue", str(b->destination),
                         str(b->vhost));
-    return true;
+    return done(m, true);
 }
 
 /* ---- users, vhosts, permissions, policies ------------------------------- */
@@ -898,7 +1006,7 @@ static bool write_row(meta *m, int which, const char *verb, const char *kind, co
                       const char *b)
 {
     if (run(m->st[which]) == SQLITE_DONE)
-        return true;
+        return done(m, true);
     if (b)
         return db_error(m, "%s %s of '%s' in vhost '%s'", verb, kind, str(a), str(b));
     return db_error(m, "%s %s '%s'", verb, kind, str(a));
@@ -1021,7 +1129,7 @@ bool meta_put_policy(meta *m, const meta_policy *p)
         return db_error(m, "put %s '%s' in vhost '%s'",
                         p->operator_policy ? "operator policy" : "policy", str(p->name),
                         str(p->vhost));
-    return true;
+    return done(m, true);
 }
 
 bool meta_delete_policy(meta *m, const char *vhost, const char *name, bool operator_policy)
@@ -1035,7 +1143,7 @@ bool meta_delete_policy(meta *m, const char *vhost, const char *name, bool opera
     if (run(st) != SQLITE_DONE)
         return db_error(m, "delete %s '%s' in vhost '%s'",
                         operator_policy ? "operator policy" : "policy", str(name), str(vhost));
-    return true;
+    return done(m, true);
 }
 
 bool meta_put_parameter(meta *m, const meta_parameter *p)
@@ -1051,7 +1159,7 @@ bool meta_put_parameter(meta *m, const meta_parameter *p)
     else
         bind_texts(m->st[which], texts, 4);
     if (run(m->st[which]) == SQLITE_DONE)
-        return true;
+        return done(m, true);
     if (global)
         return db_error(m, "put global parameter '%s'", str(p->name));
     return db_error(m, "put parameter '%s' of component '%s' in vhost '%s'", str(p->name),
@@ -1071,7 +1179,7 @@ bool meta_delete_parameter(meta *m, const char *vhost, const char *component, co
     else
         bind_texts(m->st[which], texts, 3);
     if (run(m->st[which]) == SQLITE_DONE)
-        return true;
+        return done(m, true);
     if (global)
         return db_error(m, "delete global parameter '%s'", str(name));
     return db_error(m, "delete parameter '%s' of component '%s' in vhost '%s'", str(name),
@@ -1153,7 +1261,7 @@ bool meta_commit(meta *m)
         db_error(m, "commit");
         rollback(m);
     }
-    return ok;
+    return done(m, ok);
 }
 
 bool meta_grouped(const meta *m) { return m->grouped; }
@@ -1355,4 +1463,169 @@ bool meta_load(meta *m, const meta_load_handlers *h, void *ctx)
     if (own && !ok)
         rollback(m);
     return ok;
+}
+
+/* ---- replication -------------------------------------------------------- */
+
+/* Sessions skip a table without a PRIMARY KEY silently: refuse to mirror
+ * one (a new table must declare a key). */
+static bool every_table_keyed(meta *m)
+{
+    sqlite3_stmt *st;
+    bool ok = true;
+    if (sqlite3_prepare_v2(m->db,
+                           "SELECT name FROM sqlite_schema WHERE type = 'table'"
+                           " AND name NOT LIKE 'sqlite_%' AND NOT EXISTS"
+                           " (SELECT 1 FROM pragma_table_info(name) WHERE pk > 0)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(m, "replication: listing the tables");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        log_error("meta: replication: table '%s' has no primary key",
+                  (const char *)sqlite3_column_text(st, 0));
+        ok = false;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+bool meta_set_mirror(meta *m, mirror *mr)
+{
+    if (m->grouped) {
+        log_error("meta: set mirror: inside a transaction");
+        return false;
+    }
+    if (m->session)
+        sqlite3session_delete(m->session);
+    m->session = NULL;
+    m->mirror = mr;
+    if (mr == NULL)
+        return true;
+    if (!every_table_keyed(m) || !new_session(m)) {
+        m->mirror = NULL;
+        return false;
+    }
+    return true;
+}
+
+bool meta_serialize(meta *m, uint8_t **image, size_t *len)
+{
+    if (m->grouped) {
+        log_error("meta: serialize: inside a transaction");
+        return false;
+    }
+    sqlite3_int64 n = 0;
+    unsigned char *p = sqlite3_serialize(m->db, "main", &n, 0);
+    *image = p && n > 0 ? malloc((size_t)n) : NULL;
+    if (*image == NULL) {
+        sqlite3_free(p);
+        return db_error(m, "serialize");
+    }
+    memcpy(*image, p, (size_t)n);
+    *len = (size_t)n;
+    sqlite3_free(p);
+    return true;
+}
+
+/* The leader's row wins: a row already there in another state is replaced,
+ * a change to a row that is gone is left out. A constraint the row breaks
+ * (a follower that diverged) fails the apply. */
+static int on_conflict(void *ctx, int type, sqlite3_changeset_iter *it)
+{
+    (void)ctx;
+    (void)it;
+    switch (type) {
+    case SQLITE_CHANGESET_DATA:
+    case SQLITE_CHANGESET_CONFLICT:
+        return SQLITE_CHANGESET_REPLACE;
+    case SQLITE_CHANGESET_NOTFOUND:
+        return SQLITE_CHANGESET_OMIT;
+    default:
+        return SQLITE_CHANGESET_ABORT;
+    }
+}
+
+/* sqlite_sequence is no part of a changeset: the queue id counter comes as
+ * the counters row, and the next id handed out here follows it. */
+static const char raise_sequence_sql[] =
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'queues', 0"
+    "  WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'queues');"
+    "UPDATE sqlite_sequence SET seq = (SELECT value FROM counters WHERE name = 'queues')"
+    "  WHERE name = 'queues' AND seq < (SELECT value FROM counters WHERE name = 'queues');";
+
+bool meta_apply_changes(meta *m, const void *changeset, size_t len)
+{
+    if (m->grouped || m->session || len > INT_MAX) {
+        log_error("meta: apply changes: %s",
+                  len > INT_MAX ? "changeset too large" : "not on a follower's idle meta");
+        return false;
+    }
+    if (run(m->st[ST_BEGIN]) != SQLITE_DONE)
+        return db_error(m, "apply changes: begin");
+    bool ok = sqlite3changeset_apply(m->db, (int)len, (void *)changeset, NULL, on_conflict,
+                                     NULL) == SQLITE_OK;
+    if (!ok)
+        db_error(m, "apply changes");
+    else if (!(ok = sqlite3_exec(m->db, raise_sequence_sql, NULL, NULL, NULL) == SQLITE_OK))
+        db_error(m, "apply changes: the queue id counter");
+    else if (!(ok = run(m->st[ST_COMMIT]) == SQLITE_DONE))
+        db_error(m, "apply changes: commit");
+    if (!ok)
+        rollback(m);
+    return ok;
+}
+
+static bool image_fail(char *err, size_t errlen, const char *what, const char *path)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+    return false;
+}
+
+/* The old -wal goes before the rename: sqlite would apply an old WAL's
+ * frames to the new file (nothing ties a WAL to its database's contents).
+ * A crash in between leaves the old file without its WAL: a follower in
+ * the middle of a snapshot is started again from a new one anyway. */
+bool meta_replace_image(const char *dir, const void *image, size_t len, char *err,
+                        size_t errlen)
+{
+    char tmp[PATH_MAX], path[PATH_MAX], side[PATH_MAX + 8];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/metadata.db.tmp", dir) >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return image_fail(err, errlen, "replacing the metadata in", dir);
+    }
+    snprintf(path, sizeof path, "%s/metadata.db", dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return image_fail(err, errlen, "creating", tmp);
+    const uint8_t *p = image;
+    for (size_t done = 0; done < len;) {
+        ssize_t k = write(fd, p + done, len - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            close(fd);
+            unlink(tmp);
+            return image_fail(err, errlen, "writing", tmp);
+        }
+        done += (size_t)k;
+    }
+    if (fsync(fd) != 0) {
+        close(fd);
+        unlink(tmp);
+        return image_fail(err, errlen, "fsync of", tmp);
+    }
+    close(fd);
+    static const char *const sides[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(side, sizeof side, "%s%s", path, sides[i]);
+        if (unlink(side) != 0 && errno != ENOENT)
+            return image_fail(err, errlen, "removing", side);
+    }
+    if (rename(tmp, path) != 0)
+        return image_fail(err, errlen, "renaming over", path);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool synced = dfd >= 0 && fsync(dfd) == 0;
+    if (dfd >= 0)
+        close(dfd);
+    return synced || image_fail(err, errlen, "fsync of", dir);
 }

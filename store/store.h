@@ -43,9 +43,17 @@ typedef struct journal_config {
      * as "YYYY-MM-DD hh:mm:ss.mmm [warning] journal: text". */
     void (*log)(int level, const char *text);
     /* A cluster leader's replication log (NULL: none): every file
-     * operation goes through it, and each sync round ends with
-     * mirror_synced(the round's last sequence). */
+     * operation goes through it -- segment creation, spare renames,
+     * truncation, unlinks, the checkpoint -- each batch's bytes are
+     * recorded (mirror_wrote) once written, and each sync round ends with
+     * mirror_synced(the round's last sequence), after its fdatasync and
+     * sync tasks and before the loop hears of it. journal_replay does not
+     * go through it (a follower starts from a snapshot taken after). */
     mirror *mirror;
+    /* Confirms wait for replication too: journal_synced and on_synced
+     * report the lesser of what is on the local disk and the last
+     * journal_set_replicated (what replay found counts as replicated). */
+    bool gated;
 } journal_config;
 
 /* Where a message record lives: segment number, offset of the record in it,
@@ -142,8 +150,17 @@ journal_seq journal_append_sync_task(journal *j, journal_sync_task *t);
 void journal_set_before_commit(journal *j, void (*fn)(void *ctx), void *ctx);
 
 /* The highest sequence known to be on disk (all of it with sync = none,
- * once written). */
+ * once written); with cfg.gated, and replicated through the last
+ * journal_set_replicated too. */
 journal_seq journal_synced(const journal *j);
+/* Gated journals: every sequence up to `replicated_through` is on the
+ * disks of the followers that count (the cluster's in-sync replicas).
+ * on_synced runs from here if journal_synced advances. Ungated: stored,
+ * nothing else. */
+void journal_set_replicated(journal *j, journal_seq replicated_through);
+/* journal_config.mirror (NULL: none), for the files synced with the
+ * journal (stream queues) to record through the same log. */
+mirror *journal_mirror(const journal *j);
 /* Bytes appended that the sync thread has not written yet: what the
  * journal holds in RAM (publishers are slowed down when it grows). */
 uint64_t journal_unwritten_bytes(const journal *j);

@@ -70,20 +70,31 @@ static void sync_dir(const char *dir)
     }
 }
 
+/* Writes a new file's header (through the mirror). */
+static bool write_magic(stream_log *log, int fd, const char *path, const char *magic)
+{
+    if (pwrite(fd, magic, FILE_HEADER_SIZE, 0) != FILE_HEADER_SIZE)
+        return false;
+    if (log->cfg.mirror)
+        mirror_wrote(log->cfg.mirror, path, 0,
+                     &(struct iovec){(void *)magic, FILE_HEADER_SIZE}, 1);
+    return true;
+}
+
 /* Opens (creating when `create`) the active segment's two files. */
 static stream_status open_active(stream_log *log, bool create)
 {
-    char path[4096];
+    char path[4096], idx_path[4096];
     const segment *s = &log->segs[log->nsegs - 1];
     int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0);
     segment_name(path, sizeof path, log->dir, s->first_id, "segment");
-    log->fd = open(path, flags, 0644);
-    segment_name(path, sizeof path, log->dir, s->first_id, "index");
-    log->idx_fd = open(path, flags, 0644);
+    log->fd = mirror_open(log->cfg.mirror, path, flags, 0644);
+    segment_name(idx_path, sizeof idx_path, log->dir, s->first_id, "index");
+    log->idx_fd = mirror_open(log->cfg.mirror, idx_path, flags, 0644);
     if (log->fd < 0 || log->idx_fd < 0)
         return STREAM_EIO;
-    if (create && (pwrite(log->fd, SEG_MAGIC "\0\0\0\1", 8, 0) != 8 ||
-                   pwrite(log->idx_fd, IDX_MAGIC "\0\0\0\1", 8, 0) != 8))
+    if (create && (!write_magic(log, log->fd, path, SEG_MAGIC "\0\0\0\1") ||
+                   !write_magic(log, log->idx_fd, idx_path, IDX_MAGIC "\0\0\0\1")))
         return STREAM_EIO;
     if (create)
         sync_dir(log->dir);
@@ -101,7 +112,7 @@ static stream_status recover_all(stream_log *log)
         if (st != STREAM_OK)
             break;
         if (s.chunks == 0 && i + 1 < n) { /* an older segment with nothing in it */
-            remove_files(log->dir, ids[i]);
+            remove_files(log->cfg.mirror, log->dir, ids[i]);
             log->recovery.segments_dropped++;
             continue;
         }
@@ -124,7 +135,7 @@ stream_status stream_open(const char *dir, const stream_config *cfg, stream_log 
     log->bloom = malloc(STREAM_FILTER_SIZE_MAX);
     if (st == STREAM_OK && (!log->dir || !log->bloom))
         st = STREAM_ENOMEM;
-    if (st == STREAM_OK && mkdir(dir, 0755) != 0 && errno != EEXIST)
+    if (st == STREAM_OK && mirror_mkdir(log->cfg.mirror, dir, 0755) != 0 && errno != EEXIST)
         st = STREAM_EIO;
     if (st == STREAM_OK)
         st = recover_all(log);
@@ -168,10 +179,14 @@ stream_status stream_set_config(stream_log *log, const stream_config *cfg)
 {
     stream_config c;
     stream_status st = check_config(cfg, &c);
-    if (st == STREAM_OK)
+    if (st == STREAM_OK) {
+        c.mirror = log->cfg.mirror;
         log->cfg = c;
+    }
     return st;
 }
+
+void stream_set_mirror(stream_log *log, mirror *m) { log->cfg.mirror = m; }
 
 void stream_get_info(const stream_log *log, stream_info *out)
 {
@@ -211,10 +226,31 @@ static stream_status roll(stream_log *log)
         log->synced_size = FILE_HEADER_SIZE;
     if (st != STREAM_OK) { /* stay on the old segment's record; files reopen next time */
         log->nsegs--;
-        remove_files(log->dir, s.first_id);
+        remove_files(log->cfg.mirror, log->dir, s.first_id);
         open_active(log, false);
     }
     return st;
+}
+
+/* Cuts one of the active segment's files (through the mirror). */
+static int truncate_active(stream_log *log, int fd, const char *kind, uint64_t length)
+{
+    char path[4096];
+    segment_name(path, sizeof path, log->dir, log->segs[log->nsegs - 1].first_id, kind);
+    return mirror_ftruncate(log->cfg.mirror, fd, path, length);
+}
+
+/* Records a chunk just written at the active segment's end, and its index
+ * record at idx_at. */
+static void mirror_chunk(stream_log *log, const struct iovec *iov, int n, uint64_t idx_at,
+                         uint8_t rec[IDX_RECORD_SIZE])
+{
+    const segment *s = &log->segs[log->nsegs - 1];
+    char path[4096];
+    segment_name(path, sizeof path, log->dir, s->first_id, "segment");
+    mirror_wrote(log->cfg.mirror, path, s->size, iov, n);
+    segment_name(path, sizeof path, log->dir, s->first_id, "index");
+    mirror_wrote(log->cfg.mirror, path, idx_at, &(struct iovec){rec, IDX_RECORD_SIZE}, 1);
 }
 
 /* Writes one chunk: the iovecs after the header (filter, data, trailer)
@@ -241,11 +277,14 @@ static stream_status write_chunk(stream_log *log, chunk_header *h, struct iovec 
         pwrite(log->idx_fd, rec, sizeof rec, idx_at) != (ssize_t)sizeof rec) {
         int saved = errno;
         /* leave no partial chunk behind for the next append to follow */
-        if (ftruncate(log->fd, (off_t)s->size) != 0 || ftruncate(log->idx_fd, idx_at) != 0)
+        if (truncate_active(log, log->fd, "segment", s->size) != 0 ||
+            truncate_active(log, log->idx_fd, "index", (uint64_t)idx_at) != 0)
             saved = errno;
         errno = saved;
         return STREAM_EIO;
     }
+    if (log->cfg.mirror)
+        mirror_chunk(log, iov, n, (uint64_t)idx_at, rec);
     s->size += total;
     if (s->chunks == 0)
         s->first_ts = h->timestamp;

@@ -20,7 +20,7 @@ stream_status stream_retain(stream_log *log, int64_t now_ms, unsigned *removed)
                        (uint64_t)now_ms - (uint64_t)s->last_ts > (uint64_t)log->cfg.max_age_ms;
         if (!too_big && !too_old)
             break;
-        remove_files(log->dir, s->first_id);
+        remove_files(log->cfg.mirror, log->dir, s->first_id);
         total -= s->size;
         memmove(log->segs, log->segs + 1, (log->nsegs - 1) * sizeof *log->segs);
         log->nsegs--;
@@ -34,14 +34,15 @@ stream_status stream_retain(stream_log *log, int64_t now_ms, unsigned *removed)
 stream_status stream_delete(stream_log *log)
 {
     char *dir = log->dir;
+    mirror *m = log->cfg.mirror;
     uint64_t *ids = NULL;
     size_t n = 0;
     log->dir = NULL;
     stream_status st = list_segments(dir, &ids, &n);
     stream_close(log);
     for (size_t i = 0; i < n; i++)
-        remove_files(dir, ids[i]);
-    if (rmdir(dir) != 0 && st == STREAM_OK)
+        remove_files(m, dir, ids[i]);
+    if (mirror_rmdir(m, dir) != 0 && st == STREAM_OK)
         st = STREAM_EIO;
     free(ids);
     free(dir);

@@ -360,11 +360,11 @@ stream_status list_segments(const char *dir, uint64_t **ids, size_t *n)
     return STREAM_OK;
 }
 
-void remove_files(const char *dir, uint64_t id)
+void remove_files(mirror *m, const char *dir, uint64_t id)
 {
     char path[4096];
     segment_name(path, sizeof path, dir, id, "segment");
-    unlink(path);
+    mirror_unlink(m, path);
     segment_name(path, sizeof path, dir, id, "index");
-    unlink(path);
+    mirror_unlink(m, path);
 }

@@ -81,7 +81,11 @@ typedef struct stream_config {
     uint64_t max_bytes; /* x-max-length-bytes */
     int64_t max_age_ms; /* x-max-age */
     /* A cluster leader's replication log (NULL: none): file operations
-     * go through it. */
+     * go through it -- the directory's creation and removal, segment and
+     * index creation, each chunk's bytes and index record (recorded once
+     * written), truncation, retention's unlinks. The repairs of
+     * stream_open's recovery do not (a follower starts from a snapshot
+     * taken after). Kept by stream_set_config; stream_set_mirror changes it. */
     struct mirror *mirror;
 } stream_config;
 
@@ -102,6 +106,8 @@ stream_status stream_delete(stream_log *log);
 /* Changes retention (policies change at run time); the segment size and
  * filter size too, for segments and chunks written from now on. */
 stream_status stream_set_config(stream_log *log, const stream_config *cfg);
+/* From now on the log's file operations go through `m` (NULL: none). */
+void stream_set_mirror(stream_log *log, struct mirror *m);
 
 /* What stream_open had to repair, for the caller's log line. */
 typedef struct stream_recovery {

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../mirror/mirror.h"
 #include "stream.h"
 
 /* osiris.hrl: segment and index files start with a magic and a version. */
@@ -153,8 +154,8 @@ stream_status segment_last_user(const char *dir, const segment *s, uint64_t befo
 /* The first ids of a directory's segments, sorted (*ids is the caller's
  * to free); indexes without a segment are removed on the way. */
 stream_status list_segments(const char *dir, uint64_t **ids, size_t *n);
-/* Unlinks a segment and then its index. */
-void remove_files(const char *dir, uint64_t id);
+/* Unlinks a segment and then its index (through m, which may be NULL). */
+void remove_files(struct mirror *m, const char *dir, uint64_t id);
 
 /* ---- log.c -------------------------------------------------------------- */
 

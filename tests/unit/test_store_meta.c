@@ -800,12 +800,12 @@ static void test_wal_mode_and_version(void **state)
     /* journal_mode=WAL is persistent, so another connection sees it. */
     raw_text(db, "PRAGMA journal_mode", mode, sizeof mode);
     assert_string_equal(mode, "wal");
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 5);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"
                                  " AND name IN ('exchanges', 'queues', 'bindings', 'vhosts',"
                                  " 'users', 'permissions', 'topic_permissions', 'policies',"
-                                 " 'settings', 'parameters', 'global_parameters')"),
-                     11);
+                                 " 'settings', 'parameters', 'global_parameters', 'counters')"),
+                     12);
     sqlite3_close(db);
     snprintf(wal, sizeof wal, "%s-wal", f->db);
     assert_int_equal(stat(wal, &sb), 0);
@@ -828,7 +828,7 @@ static void test_migrate_from_empty_file(void **state)
     meta_queue q = qu("/", "q", NONE);
     assert_true(meta_put_queue(f->m, &q));
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 5);
     sqlite3_close(db);
     fx_free(f);
 }
@@ -855,7 +855,7 @@ static void test_migrate_keeps_foreign_tables(void **state)
     assert_int_equal(l.nex + l.nq + l.nb, 0);
     loaded_free(&l);
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 5);
     assert_int_equal(raw_int(db, "SELECT count(*) FROM notes"), 1);
     sqlite3_close(db);
     fx_free(f);
@@ -1800,7 +1800,7 @@ static void open_migrated(fixture *f, void (*write_old)(const char *path))
     if (f->m == NULL)
         fail_msg("meta_open: %s", err);
     db = raw_open(f->db);
-    assert_int_equal(raw_int(db, "PRAGMA user_version"), 4);
+    assert_int_equal(raw_int(db, "PRAGMA user_version"), 5);
     sqlite3_close(db);
 }
 
