@@ -36,6 +36,7 @@ struct follower {
     mirror_replica *replica;
     meta *meta;
     bool snapshot_ended, whole;
+    bool quiet; /* a failure was logged: the next ones are not, until a session works */
     uint64_t acked, applied_bytes;
     uint64_t next_try_ms;
 };
@@ -47,8 +48,10 @@ static void marker_path(const follower *f, char *out, size_t cap)
 
 static void disconnect(follower *f, const char *why)
 {
-    if (why)
-        log_msg(LOG_WARNING, "cluster: replication from %s stopped: %s", f->leader, why);
+    if (why && !f->quiet)
+        log_msg(LOG_WARNING, "cluster: replication from %s stopped: %s%s", f->leader, why,
+                f->hello_done ? "" : " (retrying quietly)");
+    f->quiet = why && !f->hello_done;
     if (f->bev)
         bufferevent_free(f->bev);
     f->bev = NULL;

@@ -49,7 +49,8 @@ typedef struct session {
     mirror_reader *reader;
     bool reader_asked, dropping_from_isr;
     uint64_t acked, applied_bytes, sent_bytes;
-    uint64_t catch_up_target; /* 0: snapshot not handed out yet */
+    bool snapshot_handed, acked_since; /* the snapshot is out; an ack came after it */
+    uint64_t catch_up_target; /* the leader's synced sequence when the snapshot was out */
     uint64_t last_progress_ms;
 } session;
 
@@ -221,9 +222,9 @@ static void pump(session *s)
         }
         break;
     }
-    if (s->reader && !s->catch_up_target && mirror_reader_caught_up(s->reader)) {
-        uint64_t last = mirror_last_synced(s->l->c->mirror);
-        s->catch_up_target = last ? last : 1;
+    if (s->reader && !s->snapshot_handed && mirror_reader_caught_up(s->reader)) {
+        s->snapshot_handed = true;
+        s->catch_up_target = mirror_last_synced(s->l->c->mirror);
     }
 }
 
@@ -373,6 +374,8 @@ static void on_read(struct bufferevent *bev, void *arg)
         }
         seq = be64toh(seq);
         s->applied_bytes = be64toh(bytes);
+        /* a mark comes after the whole snapshot in the stream */
+        s->acked_since = s->acked_since || s->snapshot_handed;
         if (seq > s->acked) {
             s->acked = seq;
             moved = true;
@@ -541,7 +544,7 @@ static void review_isr(leader *l, uint64_t now)
     }
     for (unsigned i = 0; i < l->n_sessions; i++) {
         session *s = l->sessions[i];
-        if (!*s->name || isr_has(&c->isr, s->name) || !s->catch_up_target ||
+        if (!*s->name || isr_has(&c->isr, s->name) || !s->acked_since ||
             s->acked < s->catch_up_target)
             continue;
         isr_set next = c->isr;
@@ -585,6 +588,10 @@ void leader_tick(leader *l, uint64_t now)
     }
     if (!c->pending_cas && c->isr.mod_revision > 0)
         review_isr(l, now);
+    /* an idle journal makes no sync marks: repeat the last one, so that
+     * followers acknowledge (and join) without traffic */
+    if (l->n_sessions)
+        mirror_synced(c->mirror, mirror_last_synced(c->mirror));
     recompute_gate(l);
     pump_all(l);
 }
@@ -601,7 +608,7 @@ void leader_fill_status(leader *l, cluster_status *st)
         if (!s)
             continue;
         n->connected = true;
-        n->snapshot_done = s->catch_up_target != 0;
+        n->snapshot_done = s->snapshot_handed;
         n->acked_seq = s->acked;
         n->lag_bytes = s->sent_bytes > s->applied_bytes ? s->sent_bytes - s->applied_bytes : 0;
         n->lag_ms = s->acked >= st->synced_seq ? 0 : now - s->last_progress_ms;

@@ -47,12 +47,12 @@ const node_record *cluster_find_node(const cluster *c, const char *name)
 void cluster_hmac(const cluster *c, const uint8_t nonce[CLUSTER_NONCE_LEN], const char *name,
                   uint8_t out[CLUSTER_MAC_LEN])
 {
-    uint8_t msg[CLUSTER_NONCE_LEN + 64];
+    uint8_t text[CLUSTER_NONCE_LEN + 64];
     size_t n = strnlen(name, 63);
-    memcpy(msg, nonce, CLUSTER_NONCE_LEN);
-    memcpy(msg + CLUSTER_NONCE_LEN, name, n);
+    memcpy(text, nonce, CLUSTER_NONCE_LEN);
+    memcpy(text + CLUSTER_NONCE_LEN, name, n);
     unsigned len = CLUSTER_MAC_LEN;
-    HMAC(EVP_sha256(), c->secret, CLUSTER_SECRET_LEN, msg, CLUSTER_NONCE_LEN + n, out, &len);
+    HMAC(EVP_sha256(), c->secret, CLUSTER_SECRET_LEN, text, CLUSTER_NONCE_LEN + n, out, &len);
 }
 
 /* ---- status ---------------------------------------------------------------- */
@@ -208,8 +208,35 @@ static void start_leading(cluster *c, bool ok, void *arg)
 }
 
 /* Won the election: take the ISR -- this node plus the members whose
- * records still stand (a dead leader's record went with its lease) -- by
- * a CAS that holds only while this leadership does. */
+ * records still stand (a dead leader's record went with its lease; read
+ * afresh, the last poll may predate that) -- by a CAS that holds only
+ * while this leadership does. */
+static bool decode_node(const etcd_kv *kv, node_record *out);
+
+static void take_isr(const etcd_result *r, void *arg)
+{
+    cluster *c = arg;
+    c->pending_cas = NULL;
+    if (r->status != ETCD_OK || !c->lead) {
+        leader_free(c->lead);
+        c->lead = NULL;
+        return; /* the next election report or poll tries again */
+    }
+    c->n_nodes = 0;
+    for (size_t i = 0; i < r->n_kvs && c->n_nodes < CLUSTER_MAX_NODES; i++)
+        if (decode_node(&r->kvs[i], &c->nodes[c->n_nodes]))
+            c->n_nodes++;
+    isr_set next = {0};
+    isr_add(&next, c->node_name);
+    for (unsigned i = 0; i < c->isr.n; i++)
+        if (cluster_find_node(c, c->isr.names[i]))
+            isr_add(&next, c->isr.names[i]);
+    if (!cluster_write_isr(c, &next, 0, start_leading, NULL)) {
+        leader_free(c->lead);
+        c->lead = NULL;
+    }
+}
+
 static void become_leader(cluster *c)
 {
     if (c->isr.mod_revision > 0 && !isr_has(&c->isr, c->node_name)) {
@@ -219,12 +246,12 @@ static void become_leader(cluster *c)
     }
     if (!(c->lead = leader_new(c)))
         return;
-    isr_set next = {0};
-    isr_add(&next, c->node_name);
-    for (unsigned i = 0; i < c->isr.n; i++)
-        if (cluster_find_node(c, c->isr.names[i]))
-            isr_add(&next, c->isr.names[i]);
-    if (!cluster_write_isr(c, &next, 0, start_leading, NULL)) {
+    char key[200];
+    key_of(c, "nodes/", key, sizeof key);
+    etcd_get_opts prefix = {.prefix = true};
+    /* pending_cas keeps other ISR writes (and a second win) out meanwhile */
+    c->pending_cas = etcd_get(c->etcd, key, strlen(key), &prefix, take_isr, c);
+    if (!c->pending_cas) {
         leader_free(c->lead);
         c->lead = NULL;
     }
@@ -396,7 +423,7 @@ static void on_lease(const etcd_result *r, void *arg)
     c->keeper = etcd_keeper_start(c->keep_client, c->lease, c->cfg.cluster.lease_ttl_s,
                                   c->lease_granted_ms, on_lease_lost, c);
     json_t *o = json_object();
-    char lease[24], key[200];
+    char lease[24], key[300];
     snprintf(lease, sizeof lease, "%" PRIx64, (uint64_t)c->lease);
     json_object_set_new(o, "name", json_string(c->node_name));
     json_object_set_new(o, "host", json_string(c->cfg.cluster.advertised_host));
@@ -463,6 +490,15 @@ static void boot_retry(cluster *c)
 
 /* ---- the thread ------------------------------------------------------------ */
 
+static void on_revoked(const etcd_result *r, void *arg)
+{
+    (void)r;
+    event_base_loopexit(((cluster *)arg)->base, NULL);
+}
+
+/* Stopping: the lease is revoked, so that the record and the election key
+ * go now and a follower takes over without waiting for the TTL (bounded
+ * by the etcd client's request timeout). */
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
@@ -473,8 +509,12 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&c->lock);
     bool stop = c->stop;
     pthread_mutex_unlock(&c->lock);
-    if (stop)
-        event_base_loopexit(c->base, NULL);
+    if (!stop)
+        return;
+    if (c->lease && c->keeper && etcd_keeper_alive(c->keeper) &&
+        etcd_lease_revoke(c->etcd, c->lease, on_revoked, c))
+        return;
+    event_base_loopexit(c->base, NULL);
 }
 
 static void *run(void *arg)
