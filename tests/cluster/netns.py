@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import select
 import shutil
 import signal
 import socket
@@ -48,17 +49,14 @@ import harness  # noqa: E402  (WarrenProcess, its log parsing, pika helpers)
 STATE_DIR = Path("/run/warren-netns")  # tmpfs: gone with the namespaces on reboot
 ETCD_BIN = os.environ.get("ETCD_BIN") or "/usr/bin/etcd"
 SLOWSYNC_SO = os.environ.get("WARREN_SLOWSYNC_SO") or str(REPO / "build" / "slowsync.so")
+LINKEMU = str(Path(__file__).resolve().parent / "linkemu.py")
 SUBNETS = range(200, 251)
 CMD_TIMEOUT = 10.0
 KILL_WAIT = 5.0
 
 _PREFIX_RE = r"w[0-9a-f]{4}"
 _NS_RE = re.compile(r"^(%s)-n\d+$" % _PREFIX_RE)
-_LINK_RE = re.compile(r"^(%s)-(?:br|h\d+)$" % _PREFIX_RE)
-
-class NetemUnavailable(RuntimeError):
-    """The kernel lacks the netem qdisc (a module not built or not loadable)."""
-
+_LINK_RE = re.compile(r"^(%s)-(?:br|[hde]\d+)$" % _PREFIX_RE)
 
 # ---------------------------------------------------------------- processes
 
@@ -105,6 +103,20 @@ def _start_time(pid):
             return f.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+def _write_sysctl(path, value):
+    with open("/proc/sys/" + path, "w") as f:
+        f.write(value)
+
+
+def select_line(stream, timeout):
+    """One line from a pipe within timeout (stripped), or None."""
+    ready, _, _ = select.select([stream], [], [], timeout)
+    if not ready:
+        return None
+    line = stream.readline()
+    return (line.decode(errors="replace") if isinstance(line, bytes) else line).strip()
 
 
 def _netns_pids(ns):
@@ -261,6 +273,8 @@ class Netns:
         self.prefix, self.k, self.tmpdir = None, None, None
         self.procs = []  # every Popen started here, killed by teardown
         self.partitioned, self.torn_down = set(), False
+        self.relays = {}  # node -> linkemu Popen, where netem runs in userspace
+        self._kernel_netem = None
         self.keep_tmp = bool(os.environ.get("WARREN_CLUSTER_KEEP"))
         if clean_stale:
             cleanup_stale()
@@ -367,49 +381,108 @@ class Netns:
         frame from it nor forwards one to it (host, other nodes). Both veth
         ends stay up, so the node sees a black hole (timeouts, ARP failing),
         not a cable pulled (NO-CARRIER at once), as in a real partition."""
-        _run(["bridge", "link", "set", "dev", self.veth(i), "state", "0"])
         self.partitioned.add(i)
+        self._set_port_state(i)
 
     def heal(self, i):
-        _run(["bridge", "link", "set", "dev", self.veth(i), "state", "3"])  # forwarding
         self.partitioned.discard(i)
+        self._set_port_state(i)
+
+    def _bridge_port(self, i):
+        """Node i's port on the bridge: its veth, or the relay's while
+        netem runs in userspace."""
+        return "%s-e%d" % (self.prefix, i) if i in self.relays else self.veth(i)
+
+    def _set_port_state(self, i):
+        state = "0" if i in self.partitioned else "3"  # disabled / forwarding
+        _run(["bridge", "link", "set", "dev", self._bridge_port(i), "state", state])
 
     def netem(self, i, delay_ms=0, loss_pct=0.0, jitter_ms=0, direction="both"):
-        """tc netem on node i's link. "in": the root qdisc of the host-side
-        veth (packets to node i); "out": of eth0 inside the namespace
-        (packets from node i); "both" (default): each gets delay_ms and
-        loss_pct, so a round trip through node i gains 2 x delay_ms."""
-        spec = ["netem", "delay", "%dms" % delay_ms]
-        if jitter_ms:
-            spec.append("%dms" % jitter_ms)
-        if loss_pct:
-            spec += ["loss", "%g%%" % loss_pct]
-        for tc, dev in self._netem_sides(i, direction):
-            r = _run(tc + ["qdisc", "replace", "dev", dev, "root"] + spec, check=False)
-            if "qdisc kind is unknown" in r.stderr:
-                raise NetemUnavailable("this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)")
-            if r.returncode != 0:
-                raise RuntimeError("tc netem on %s: %s" % (dev, r.stderr.strip()))
-
-    def netem_supported(self):
-        """Whether the kernel has tc's netem (a probe on the bridge)."""
-        r = _run(["tc", "qdisc", "replace", "dev", self.bridge, "root", "netem", "delay", "0ms"], check=False)
-        _run(["tc", "qdisc", "del", "dev", self.bridge, "root"], check=False)
-        return r.returncode == 0
-
-    def clear_netem(self, i, direction="both"):
-        for tc, dev in self._netem_sides(i, direction):
-            _run(tc + ["qdisc", "del", "dev", dev, "root"], check=False)  # none there: fine
-
-    def _netem_sides(self, i, direction):
+        """Delay and loss on node i's link. direction "in": packets to node
+        i; "out": packets from node i; "both" (default): each gets delay_ms
+        and loss_pct, so a round trip through node i gains 2 x delay_ms.
+        With the kernel's netem qdisc: on the host-side veth's root ("in")
+        and on eth0's inside the namespace ("out"). A kernel without it
+        (CONFIG_NET_SCH_NETEM unset) gets linkemu.py, a userspace relay put
+        between the node's veth and the bridge (both directions in one
+        process; some 10^4 frames/s, enough for tests, not benchmarks).
+        WARREN_NETEM=relay picks the relay even with a kernel netem."""
         if direction not in ("in", "out", "both"):
             raise ValueError("direction: in, out or both")
+        if self.kernel_netem():
+            spec = ["netem", "delay", "%dms" % delay_ms] + (["%dms" % jitter_ms] if jitter_ms else [])
+            spec += ["loss", "%g%%" % loss_pct] if loss_pct else []
+            for tc, dev in self._netem_sides(i, direction):
+                _run(tc + ["qdisc", "replace", "dev", dev, "root"] + spec)
+            return
+        on = lambda d: (delay_ms, loss_pct) if direction in (d, "both") else (0, 0)  # noqa: E731
+        self._start_relay(i, on("in") + on("out") + (jitter_ms,))
+
+    def clear_netem(self, i):
+        """Node i's link without delay or loss again (both directions)."""
+        if i in self.relays:
+            self._stop_relay(i)
+        elif self.kernel_netem():
+            for tc, dev in self._netem_sides(i, "both"):
+                _run(tc + ["qdisc", "del", "dev", dev, "root"], check=False)  # none there: fine
+
+    def kernel_netem(self):
+        """Whether the kernel has tc's netem (probed once on the bridge)."""
+        if self._kernel_netem is None:
+            r = _run(["tc", "qdisc", "replace", "dev", self.bridge, "root", "netem", "delay", "0ms"], check=False)
+            _run(["tc", "qdisc", "del", "dev", self.bridge, "root"], check=False)
+            self._kernel_netem = r.returncode == 0 and os.environ.get("WARREN_NETEM") != "relay"
+        return self._kernel_netem
+
+    def _netem_sides(self, i, direction):
         sides = []
         if direction in ("in", "both"):
             sides.append((["tc"], self.veth(i)))
         if direction in ("out", "both"):
             sides.append((["tc", "-n", self.ns(i)], "eth0"))
         return sides
+
+    def _start_relay(self, i, params):
+        """Puts (or replaces) linkemu between h<i> and a veth pair d<i>/e<i>
+        whose e<i> takes h<i>'s place on the bridge. The host stack must
+        not answer on the detached h<i> or on d<i> (ARP for the bridge's
+        address would bypass the relay): no ARP replies, no IPv6 there."""
+        h, d, e = self.veth(i), "%s-d%d" % (self.prefix, i), "%s-e%d" % (self.prefix, i)
+        fresh = i not in self.relays
+        if fresh:
+            _run(["ip", "link", "add", d, "type", "veth", "peer", "name", e])
+            for dev in (h, d):
+                _write_sysctl("net/ipv4/conf/%s/arp_ignore" % dev, "8")
+                _write_sysctl("net/ipv6/conf/%s/disable_ipv6" % dev, "1")
+            _run(["ip", "link", "set", d, "up"])
+            _run(["ip", "link", "set", e, "master", self.bridge, "up"])
+        else:
+            self._kill_relay(i)
+        p = subprocess.Popen([sys.executable, LINKEMU, h, d] + [str(x) for x in params],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, preexec_fn=_die_with_parent())
+        self.procs.append(p)
+        self.relays[i] = p
+        ready = select_line(p.stdout, 5.0)
+        p.stdout.close()
+        if ready != "ready":
+            raise RuntimeError("linkemu for n%d did not start (%r)" % (i, ready))
+        if fresh:
+            self._set_port_state(i)  # e<i> as partitioned as h<i> was
+            _run(["ip", "link", "set", h, "nomaster"])
+            _run(["ip", "link", "set", h, "up"])
+
+    def _kill_relay(self, i):
+        p = self.relays.get(i)
+        if p is not None and p.poll() is None:
+            _kill_hard(p.pid)
+            p.wait(KILL_WAIT)
+
+    def _stop_relay(self, i):
+        self._kill_relay(i)
+        del self.relays[i]
+        _run(["ip", "link", "set", self.veth(i), "master", self.bridge, "up"])
+        self._set_port_state(i)
+        _run(["ip", "link", "del", "%s-d%d" % (self.prefix, i)])  # and its peer e<i>
 
     # -- the end
     def teardown(self):
@@ -459,11 +532,15 @@ class Netns:
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def http_json(url, body=None, timeout=2.0):
-    """GET (body None) or POST JSON; the decoded reply. Raises on HTTP
-    errors, refusals and timeouts (OSError / urllib.error.URLError)."""
+def http_json(url, body=None, timeout=2.0, auth=None):
+    """GET (body None) or POST JSON, with basic auth (user, password) if
+    given; the decoded reply. Raises on HTTP errors, refusals and timeouts
+    (OSError: urllib.error.URLError, TimeoutError...)."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = "Basic " + _b64("%s:%s" % auth)
+    req = urllib.request.Request(url, data=data, headers=headers)
     with _NO_PROXY.open(req, timeout=timeout) as r:
         return json.loads(r.read().decode() or "{}")
 
@@ -651,7 +728,7 @@ class _NodeProcess(harness.WarrenProcess):
         self.log_lines.append("---- netns: start %s" % " ".join(argv))
         self.proc = self.node.net.run_in(self.node.index, argv, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE, cwd=self.node.dir, env=self.env)
-        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer = threading.Thread(target=self._drain_and_close, daemon=True)
         self._drainer.start()
         done = {"amqp": self._port_found, "control": self._mgmt_found}.get(wait)
         if wait and done is None:
@@ -659,6 +736,11 @@ class _NodeProcess(harness.WarrenProcess):
         if done is not None and (not done.wait(timeout) or self.proc.poll() is not None):
             raise RuntimeError("Warren n%d did not log its %s line within %.0f s; log:\n%s"
                                % (self.node.index, wait, timeout, self.log_tail()))
+
+
+    def _drain_and_close(self):
+        self._drain()
+        self.proc.stderr.close()
 
 
 class WarrenNode:
@@ -780,8 +862,14 @@ class WarrenCluster:
             p.proc.wait(KILL_WAIT)
         return p.stop()
 
-    def sigstop(self, i):
+    def sigstop(self, i, timeout=5.0):
+        """SIGSTOP, and waits (bounded) until the kernel shows it stopped."""
         os.kill(self.pid(i), signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while _proc_state(self.pid(i)) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if _proc_state(self.pid(i)) != "T":
+            raise RuntimeError("Warren n%d did not stop within %.0f s" % (i, timeout))
 
     def sigcont(self, i):
         os.kill(self.pid(i), signal.SIGCONT)
