@@ -96,13 +96,23 @@ def _kill_hard(pid):
             return
 
 
-def _start_time(pid):
-    """The process's start time in clock ticks (to tell a reused pid apart)."""
+def _stat_field(pid, n):
+    """Field n (1-based, as in proc(5)) of /proc/<pid>/stat, None if gone."""
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
+            return f.read().rsplit(")", 1)[1].split()[n - 3]  # fields 1-2: pid (comm)
     except (OSError, IndexError):
         return None
+
+
+def _start_time(pid):
+    """The process's start time in clock ticks (to tell a reused pid apart)."""
+    return _stat_field(pid, 22)
+
+
+def _proc_state(pid):
+    """R, S, T (stopped), Z (zombie)...; None once the process is gone."""
+    return _stat_field(pid, 3)
 
 
 def _write_sysctl(path, value):
@@ -126,19 +136,11 @@ def _netns_pids(ns):
 
 def _wait_gone(pids, timeout=KILL_WAIT):
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not any(os.path.exists("/proc/%d" % p) and _proc_state(p) != "Z" for p in pids):
-            return True
+    while any(_proc_state(p) not in (None, "Z") for p in pids):
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    return False
-
-
-def _proc_state(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
+    return True
 
 
 # ---------------------------------------------------------------- naming, state, stale runs
@@ -256,8 +258,10 @@ def _install_handlers():
     _signals["installed"] = True
     atexit.register(_teardown_all)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        _signals["previous"][sig] = signal.getsignal(sig)
-        signal.signal(sig, _on_signal)
+        prev = signal.getsignal(sig)
+        if prev != signal.SIG_IGN:  # nohup and the like: stays ignored
+            _signals["previous"][sig] = prev
+            signal.signal(sig, _on_signal)
 
 
 # ---------------------------------------------------------------- the network
