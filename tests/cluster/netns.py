@@ -21,6 +21,7 @@ Needs root, iproute2 (ip, tc, bridge), etcd (etcd-server), /usr/bin/python3.
 """
 import atexit
 import base64
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -892,6 +894,10 @@ class WarrenCluster:
     def mgmt_url(self, i):
         return "http://%s:%d" % (self.net.ip(i), self.MGMT_PORT)
 
+    def mgmt(self, i, path, body=None, timeout=5.0):
+        """A management API call on node i as guest (POST JSON with body)."""
+        return http_json(self.mgmt_url(i) + path, body, timeout, auth=(harness.USER, harness.PASSWORD))
+
     def prometheus_url(self, i):
         return "http://%s:%d" % (self.net.ip(i), self.PROM_PORT)
 
@@ -903,3 +909,19 @@ class WarrenCluster:
         """pika ConnectionParameters of every node, in order: the host list
         a failing-over client gives pika.BlockingConnection."""
         return [self.params(i, **kw) for i in self.nodes]
+
+
+@contextlib.contextmanager
+def cluster(n=3, cluster_settings=True, start=True, wait="amqp", etcd_timeout=30.0, **warren_kw):
+    """The whole set-up in one step: n namespaces, an etcd cluster that is
+    healthy, a WarrenCluster (warren_kw: settings, min_isr, lease_ttl...)
+    and, with start, every node started in turn (wait: see
+    WarrenCluster.start). Yields .net, .etcd, .warren; tears down after."""
+    with Netns(n) as net:
+        etcd = EtcdCluster(net)
+        etcd.start()
+        etcd.wait_healthy(timeout=etcd_timeout)
+        warren = WarrenCluster(net, etcd, cluster=cluster_settings, **warren_kw)
+        if start:
+            warren.start_all(wait=wait)
+        yield types.SimpleNamespace(net=net, etcd=etcd, warren=warren)

@@ -8,6 +8,7 @@ teardown that leaves nothing -- also after a SIGKILLed or SIGTERMed run.
 The tests run in order on one network (setUpClass); test_11 tears it down.
 """
 import base64
+import contextlib
 import os
 import signal
 import subprocess
@@ -65,14 +66,13 @@ class HarnessTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.t0 = time.monotonic()
-        cls.net = netns.Netns(3)
-        cls.etcd = netns.EtcdCluster(cls.net)
-        cls.etcd.start()
-        cls.warren = netns.WarrenCluster(cls.net, cluster=False)
+        cls.stack = contextlib.ExitStack()
+        c = cls.stack.enter_context(netns.cluster(3, cluster_settings=False, start=False))
+        cls.net, cls.etcd, cls.warren = c.net, c.etcd, c.warren
 
     @classmethod
     def tearDownClass(cls):
-        cls.net.teardown()
+        cls.stack.close()
         sys.stderr.write("harness self-test: %.1f s\n" % (time.monotonic() - cls.t0))
 
     def test_01_etcd_forms_one_cluster(self):
@@ -140,8 +140,7 @@ class HarnessTest(unittest.TestCase):
         self.warren.start_all()
         for i in (1, 2, 3):
             self.assertEqual(publish_and_get(self.warren.params(i), b"m%d" % i), b"m%d" % i)
-        overview = netns.http_json(self.warren.mgmt_url(2) + "/api/overview", auth=("guest", "guest"), timeout=5)
-        self.assertIn("node", overview)
+        self.assertIn("node", self.warren.mgmt(2, "/api/overview"))
         # pika takes the host list and connects to the first that answers.
         conn = pika.BlockingConnection(self.warren.connection_params())
         conn.close()
