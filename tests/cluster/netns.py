@@ -6,7 +6,8 @@ with lo up and a veth pair (host side <prefix>-h<i> on the bridge, inside
 eth0 at 10.<k>.0.<i>/24). The prefix is "w" + 4 hex digits and k a free
 10.<k>/16 in 200..250, both reserved under a lock in STATE_DIR, so two runs
 never clash. EtcdCluster runs one etcd member per namespace as ONE cluster;
-WarrenCluster one Warren per namespace on fixed ports of its address.
+WarrenCluster one Warren per namespace on fixed ports of its address;
+cluster() sets all three up in one step.
 
 Every process goes through Netns.run_in (`ip netns exec`, which execs: the
 pid is the program's own) with PR_SET_PDEATHSIG, so it dies with this
@@ -38,7 +39,6 @@ import tempfile
 import threading
 import time
 import types
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -275,6 +275,8 @@ class Netns:
     def __init__(self, n=3, clean_stale=True):
         if os.geteuid() != 0:
             raise RuntimeError("network namespaces need root")
+        if not 1 <= n <= 250:
+            raise ValueError("1..250 nodes (10.<k>.0.<i>, .254 the host's)")
         self.n = n
         self.prefix, self.k, self.tmpdir = None, None, None
         self.procs = []  # every Popen started here, killed by teardown
