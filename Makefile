@@ -168,6 +168,12 @@ $(B)/stream-perf: tests/bench/stream_perf.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $< -lpthread
 
+# The cluster tests' slow disk: an LD_PRELOAD shim delaying fsync/fdatasync
+# (tests/cluster/slowsync.c), one for every variant (no sanitizer in it).
+build/slowsync.so: tests/cluster/slowsync.c
+	@mkdir -p build
+	$(CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O2 -fPIC -shared -o $@ $< -ldl
+
 # The codec is generated from the spec and committed; this regenerates it.
 codegen:
 	/usr/bin/python3 amqp/gen_codec.py amqp/amqp-rabbitmq-0.9.1.json amqp
