@@ -94,20 +94,17 @@ static int serve(const config *cfg, cluster *cl, mirror *replication)
 }
 
 /* A cluster node follows until it leads, then serves; a leader that fenced
- * itself starts over as a new process (a follower with nothing of its old
- * state in memory). */
+ * itself, or a follower that lost its lease, starts over as a new process
+ * (a follower with nothing of its old state in memory). */
 static int run_cluster_node(const config *cfg, char **argv)
 {
     cluster *c = cluster_start(cfg);
     if (!c)
         return 1;
-    if (!cluster_await_leadership(c)) {
-        cluster_stop(c);
-        return 0;
-    }
-    int status = serve(cfg, c, cluster_mirror(c));
+    int status = cluster_await_leadership(c) ? serve(cfg, c, cluster_mirror(c)) : 0;
+    bool again = cluster_fenced(c);
     cluster_stop(c);
-    if (status != BROKER_FENCED)
+    if (!again)
         return status;
     log_msg(LOG_INFO, "restarting as a follower");
     execv("/proc/self/exe", argv);

@@ -86,7 +86,8 @@ typedef struct cluster_broker {
     void *arg;
 } cluster_broker;
 bool cluster_attach(cluster *c, const cluster_broker *b);
-/* Whether this node fenced itself (the process should restart). */
+/* Whether this node fenced itself as a leader, or lost its lease as a
+ * follower: the process should start over. */
 bool cluster_fenced(cluster *c);
 
 /* ---- status (any thread) ---- */

@@ -172,21 +172,24 @@ void cluster_fence(cluster *c, const char *why)
     cluster_publish_status(c);
 }
 
+/* A leader fences; a follower starts over too (cluster_fenced is true and
+ * cluster_await_leadership returns): a new lease, record and campaign. */
 static void on_lease_lost(etcd_status why, void *arg)
 {
     cluster *c = arg;
     char text[120];
     snprintf(text, sizeof text, "the lease is lost (%s)", etcd_status_name(why));
-    if (c->lead)
+    if (c->lead) {
         cluster_fence(c, text);
-    else {
-        log_msg(LOG_ERROR, "cluster: %s; leaving", text);
-        pthread_mutex_lock(&c->lock);
-        c->stop = true;
-        pthread_cond_broadcast(&c->cond);
-        pthread_mutex_unlock(&c->lock);
-        kill(getpid(), SIGTERM); /* the process starts over as a new member */
+        return;
     }
+    if (atomic_exchange(&c->fenced, true))
+        return;
+    log_msg(LOG_ERROR, "cluster: %s; starting over", text);
+    pthread_mutex_lock(&c->lock);
+    c->stop = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
 }
 
 static void start_leading(cluster *c, bool ok, void *arg)
