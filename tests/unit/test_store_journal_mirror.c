@@ -6,6 +6,7 @@
  * a sequence. The gate (journal_config.gated, journal_set_replicated)
  * holds journal_synced and on_synced back until replication catches up. */
 #include "test_store_journal_util.h"
+#include "test_store_mirror_util.h"
 
 /* ---- a follower: a replica fed by a reader ---------------------------------- */
 
@@ -36,21 +37,7 @@ static void fl_start(follower *fl, mirror *m)
     assert_non_null(fl->reader);
 }
 
-/* Hands everything the reader has to the replica. */
-static void fl_pump(follower *fl)
-{
-    for (int i = 0; i < 100000; i++) {
-        const uint8_t *out;
-        size_t len;
-        mirror_read_status st = mirror_reader_next(fl->reader, 256 * 1024, &out, &len);
-        if (st == MIRROR_IDLE)
-            return;
-        assert_int_equal(st, MIRROR_DATA);
-        if (mirror_replica_feed(fl->replica, out, len) != MIRROR_APPLIED)
-            fail_msg("replica: %s", mirror_replica_error(fl->replica));
-    }
-    fail_msg("the reader never ran dry");
-}
+static void fl_pump(follower *fl) { mirror_pump(fl->reader, fl->replica); }
 
 static void fl_free(follower *fl)
 {

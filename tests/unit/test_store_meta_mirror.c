@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "../../store/store.h"
+#include "test_store_mirror_util.h"
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -172,20 +173,7 @@ static bool fl_changes(void *ctx, const void *p, size_t len)
 static const mirror_replica_handlers fl_handlers = {.meta_image = fl_image,
                                                     .meta_changes = fl_changes};
 
-static void fl_pump(follower *fl)
-{
-    for (int i = 0; i < 10000; i++) {
-        const uint8_t *out;
-        size_t len;
-        mirror_read_status st = mirror_reader_next(fl->reader, 256 * 1024, &out, &len);
-        if (st == MIRROR_IDLE)
-            return;
-        assert_int_equal(st, MIRROR_DATA);
-        if (mirror_replica_feed(fl->replica, out, len) != MIRROR_APPLIED)
-            fail_msg("replica: %s", mirror_replica_error(fl->replica));
-    }
-    fail_msg("the reader never ran dry");
-}
+static void fl_pump(follower *fl) { mirror_pump(fl->reader, fl->replica); }
 
 /* Attaches a follower: the leader's image, taken now, then its log. */
 static void fl_start(follower *fl, mirror *mr, meta *leader)
