@@ -91,56 +91,14 @@ static jfx *leader_new(mirror **m, bool gated, journal_sync_mode mode)
 
 /* ---- comparing ----------------------------------------------------------------- */
 
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    int fd = open(path, O_RDONLY);
-    assert_true(fd >= 0);
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    uint8_t *b = malloc((size_t)st.st_size + 1);
-    assert_non_null(b);
-    assert_true(journal_pread_full(fd, b, (size_t)st.st_size, 0) || st.st_size == 0);
-    close(fd);
-    *len = (size_t)st.st_size;
-    return b;
-}
-
-/* Every file of a's journal directory is in b's with the same bytes, and
- * b has no other. Returns how many files there are. */
+/* The journal directories of a and b hold the same files, byte for byte;
+ * returns how many. */
 static int same_journal_files(const char *a, const char *b)
 {
     char da[300], db[300];
     snprintf(da, sizeof da, "%s/journal", a);
     snprintf(db, sizeof db, "%s/journal", b);
-    int n = 0, nb = 0;
-    DIR *d = opendir(da);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        char pa[600], pb[600];
-        snprintf(pa, sizeof pa, "%s/%s", da, e->d_name);
-        snprintf(pb, sizeof pb, "%s/%s", db, e->d_name);
-        if (!fx_exists(pb))
-            fail_msg("%s is missing on the follower", e->d_name);
-        size_t la, lb;
-        uint8_t *ba = read_all(pa, &la), *bb = read_all(pb, &lb);
-        if (la != lb || memcmp(ba, bb, la) != 0)
-            fail_msg("%s differs (%zu vs %zu bytes)", e->d_name, la, lb);
-        free(ba);
-        free(bb);
-        if (getenv("JOURNAL_TEST_VERBOSE"))
-            fprintf(stderr, "  same: %s (%zu bytes)\n", e->d_name, la);
-        n++;
-    }
-    closedir(d);
-    d = opendir(db);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d));)
-        nb += e->d_name[0] != '.';
-    closedir(d);
-    assert_int_equal(n, nb);
-    return n;
+    return mirror_same_dirs(da, db);
 }
 
 /* Replays the journal in `dir` (no mirror) into *l. */

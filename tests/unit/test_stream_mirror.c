@@ -49,57 +49,9 @@ static void mfx_free(mfx *f)
 
 static void pump(mfx *f) { mirror_pump(f->reader, f->replica); }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        fail_msg("%s: missing", path);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    rewind(fp);
-    uint8_t *b = malloc((size_t)n + 1);
-    assert_int_equal(fread(b, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    *len = (size_t)n;
-    return b;
-}
-
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* The follower's stream directory holds the leader's files, and only
  * them; returns how many. */
-static int same_files(mfx *f)
-{
-    DIR *d = opendir(f->dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        char a[400], b[400];
-        snprintf(a, sizeof a, "%s/%s", f->dir, e->d_name);
-        snprintf(b, sizeof b, "%s/%s", f->fdir, e->d_name);
-        size_t la, lb;
-        uint8_t *ba = slurp(a, &la), *bb = slurp(b, &lb);
-        if (la != lb || memcmp(ba, bb, la) != 0)
-            fail_msg("%s differs (%zu vs %zu bytes)", e->d_name, la, lb);
-        free(ba);
-        free(bb);
-        n++;
-    }
-    closedir(d);
-    assert_int_equal(count_entries(f->fdir), n);
-    return n;
-}
+static int same_files(mfx *f) { return mirror_same_dirs(f->dir, f->fdir); }
 
 static void open_stream(mfx *f, const stream_config *cfg)
 {
