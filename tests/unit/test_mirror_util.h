@@ -23,13 +23,13 @@
 
 #include "../../mirror/mirror.h"
 
-static unsigned rnd(uint64_t *s)
+static inline unsigned rnd(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return (unsigned)(*s >> 33);
 }
 
-static void rm_rf_at(int dfd, const char *name)
+static inline void rm_rf_at(int dfd, const char *name)
 {
     int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     if (fd >= 0) {
@@ -45,24 +45,25 @@ static void rm_rf_at(int dfd, const char *name)
     }
 }
 
-static void rm_rf(const char *path)
+static inline void rm_rf(const char *path)
 {
     rm_rf_at(AT_FDCWD, path);
 }
 
-static char *tmpdir(void)
+static inline char *tmpdir(void)
 {
     char *t = strdup("/tmp/warren-mirror-XXXXXX");
     assert_non_null(mkdtemp(t));
     return t;
 }
 
-static void join(char *out, const char *a, const char *b)
+static inline void join(char *out, const char *a, const char *b)
 {
-    snprintf(out, PATH_MAX, "%s/%s", a, b);
+    int n = snprintf(out, PATH_MAX, "%s/%s", a, b);
+    assert_true(n > 0 && n < PATH_MAX);
 }
 
-static void put_file(const char *dir, const char *name, const void *data, size_t len)
+static inline void put_file(const char *dir, const char *name, const void *data, size_t len)
 {
     char p[PATH_MAX];
     join(p, dir, name);
@@ -72,17 +73,17 @@ static void put_file(const char *dir, const char *name, const void *data, size_t
     close(fd);
 }
 
-static bool is_meta_name(const char *n)
+static inline bool is_meta_name(const char *n)
 {
     return !strncmp(n, "metadata.db", 11);
 }
 
-static int no_dots(const struct dirent *de)
+static inline int no_dots(const struct dirent *de)
 {
     return strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
 }
 
-static void assert_same_file(const char *a, const char *b)
+static inline void assert_same_file(const char *a, const char *b)
 {
     int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY);
     assert_true(fa >= 0);
@@ -108,7 +109,7 @@ static void assert_same_file(const char *a, const char *b)
 
 /* Directories a and b hold the same names, types and bytes (metadata.db*
  * at the top left out). */
-static void assert_same_tree(const char *a, const char *b, bool top)
+static inline void assert_same_tree(const char *a, const char *b, bool top)
 {
     struct dirent **la, **lb;
     int na = scandir(a, &la, no_dots, alphasort), nb = scandir(b, &lb, no_dots, alphasort);
@@ -161,14 +162,14 @@ typedef struct seen {
     bool refuse;
 } seen;
 
-static void on_begin(void *ctx, uint64_t epoch)
+static inline void on_begin(void *ctx, uint64_t epoch)
 {
     seen *s = ctx;
     s->epoch = epoch;
     s->begins++;
 }
 
-static bool on_image(void *ctx, const void *image, size_t len)
+static inline bool on_image(void *ctx, const void *image, size_t len)
 {
     seen *s = ctx;
     free(s->image);
@@ -179,7 +180,7 @@ static bool on_image(void *ctx, const void *image, size_t len)
     return !s->refuse;
 }
 
-static bool on_changes(void *ctx, const void *cs, size_t len)
+static inline bool on_changes(void *ctx, const void *cs, size_t len)
 {
     seen *s = ctx;
     s->changes = realloc(s->changes, s->changes_len + len + 1);
@@ -189,12 +190,12 @@ static bool on_changes(void *ctx, const void *cs, size_t len)
     return !s->refuse;
 }
 
-static void on_end(void *ctx)
+static inline void on_end(void *ctx)
 {
     ((seen *)ctx)->ends++;
 }
 
-static void on_synced(void *ctx, uint64_t seq)
+static inline void on_synced(void *ctx, uint64_t seq)
 {
     seen *s = ctx;
     assert_true(seq >= s->last_synced);
@@ -204,14 +205,14 @@ static void on_synced(void *ctx, uint64_t seq)
 
 static const mirror_replica_handlers handlers = {on_begin, on_image, on_changes, on_end, on_synced};
 
-static void seen_free(seen *s)
+static inline void seen_free(seen *s)
 {
     free(s->image);
     free(s->changes);
 }
 
 /* Feeds `len` bytes in random pieces; asserts each is applied. */
-static void feed_split(mirror_replica *rep, const uint8_t *p, size_t len, uint64_t *rng)
+static inline void feed_split(mirror_replica *rep, const uint8_t *p, size_t len, uint64_t *rng)
 {
     while (len) {
         size_t n = 1 + rnd(rng) % (rnd(rng) % 4 == 0 ? 16 : 200000);
@@ -227,7 +228,7 @@ static void feed_split(mirror_replica *rep, const uint8_t *p, size_t len, uint64
 
 /* Moves what the reader has now into the replica; returns the last
  * status (MIRROR_IDLE when drained). */
-static mirror_read_status pump(mirror_reader *rd, mirror_replica *rep, size_t max, uint64_t *rng)
+static inline mirror_read_status pump(mirror_reader *rd, mirror_replica *rep, size_t max, uint64_t *rng)
 {
     for (;;) {
         const uint8_t *out;
