@@ -320,6 +320,7 @@ mirror_read_status mirror_reader_next(mirror_reader *r, size_t max, const uint8_
         pthread_mutex_unlock(&m->lock);
         return MIRROR_CUT;
     }
+    m->signalled = false; /* records from now on wake again */
     if (r->phase == PH_LOG && r->len < max)
         r->len += log_copy(m, &r->hold, r->buf + r->len, max - r->len);
     bool idle = r->len == 0;
