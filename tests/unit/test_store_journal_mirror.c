@@ -205,6 +205,9 @@ static void test_follower_repeats_the_journal(void **state)
     journal_group_end(f->j);
     fx_wait_synced(f, journal_append_purge(f->j, QB));
     tick(f, &fl, 30); /* collects the acked segments */
+    char spare[400];
+    snprintf(spare, sizeof spare, "%s/spare0", f->jdir);
+    assert_true(fx_exists(spare));
     s = publish(f, 200, 400, loc); /* new segments take the spares */
     for (uint64_t id = 200; id < 400; id += 7)
         journal_append_enqueue(f->j, QD, id, loc[id]);
