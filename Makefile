@@ -118,7 +118,7 @@ $(B)/tests/unit/test_http_%: tests/unit/test_http_%.c $(HTTP_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
-$(B)/tests/unit/test_mirror_%: tests/unit/test_mirror_%.c $(MIRROR_OBJS)
+$(B)/tests/unit/test_mirror_%: tests/unit/test_mirror_%.c $(wildcard tests/unit/test_mirror_*.h) $(MIRROR_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

@@ -47,12 +47,24 @@ mirror *mirror_new(const char *data_dir, size_t max_log_bytes)
     return m;
 }
 
+/* A chunk no reader needs: kept for reuse while few are. */
+static void drop_chunk(mirror *m, log_chunk *c)
+{
+    if (c->cap == LOG_CHUNK && m->n_spare < LOG_SPARE) {
+        c->next = m->spare;
+        m->spare = c;
+        m->n_spare++;
+    } else {
+        free(c);
+    }
+}
+
 static void free_chunks(mirror *m)
 {
     while (m->head) {
         log_chunk *c = m->head;
         m->head = c->next;
-        free(c);
+        drop_chunk(m, c);
     }
     m->tail = NULL;
 }
@@ -62,6 +74,11 @@ void mirror_free(mirror *m)
     if (!m)
         return;
     free_chunks(m);
+    while (m->spare) {
+        log_chunk *c = m->spare;
+        m->spare = c->next;
+        free(c);
+    }
     pthread_mutex_destroy(&m->lock);
     close(m->wake_fd);
     free(m->dir);
@@ -138,10 +155,10 @@ static void trim(mirror *m)
     while (m->head && m->head->start + m->head->used <= low && m->head->next) {
         log_chunk *c = m->head;
         m->head = c->next;
-        free(c);
+        drop_chunk(m, c);
     }
     if (m->head && m->head->start + m->head->used <= low) { /* the last one, read by all */
-        free(m->head);
+        drop_chunk(m, m->head);
         m->head = m->tail = NULL;
     }
 }
@@ -191,7 +208,13 @@ static uint8_t *reserve(mirror *m, size_t size)
     log_chunk *c = m->tail;
     if (!c || c->cap - c->used < size) {
         size_t cap = size > LOG_CHUNK ? size : LOG_CHUNK;
-        c = malloc(sizeof *c + cap);
+        if (cap == LOG_CHUNK && m->spare) {
+            c = m->spare;
+            m->spare = c->next;
+            m->n_spare--;
+        } else {
+            c = malloc(sizeof *c + cap);
+        }
         if (!c) {
             while (m->readers)
                 cut(m, m->readers);
@@ -214,9 +237,12 @@ static uint8_t *reserve(mirror *m, size_t size)
     return p;
 }
 
+/* One eventfd write per idle spell, not per record: until a reader calls
+ * next again, more records add nothing to wake it for. */
 static void wake(mirror *m)
 {
-    if (m->idle_readers) {
+    if (m->idle_readers && !m->signalled) {
+        m->signalled = true;
         uint64_t one = 1;
         ssize_t n = write(m->wake_fd, &one, sizeof one);
         (void)n; /* EAGAIN: the counter is already non-zero, readers wake anyway */

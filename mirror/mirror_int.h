@@ -53,6 +53,7 @@ typedef enum frame_type {
  * over, so chunks stay small and little of one is wasted. */
 #define FRAME_DATA_MAX (64u * 1024u)
 #define LOG_CHUNK (256u * 1024u)
+#define LOG_SPARE 4u
 /* The bound of a joined metadata image or changeset on the replica. */
 #define MIRROR_MAX_META (512u * 1024u * 1024u)
 /* Paths the mirror never carries: the follower's own sqlite files. */
@@ -112,9 +113,12 @@ struct mirror {
     atomic_uint_fast64_t last_synced;
     /* under the lock: */
     log_chunk *head, *tail;
+    log_chunk *spare; /* freed chunks kept for reuse (up to LOG_SPARE): no mmap per chunk */
+    unsigned n_spare;
     uint64_t end;   /* log position after the last frame */
     struct log_hold *readers;
     unsigned idle_readers; /* readers that returned MIRROR_IDLE: wake them */
+    bool signalled;        /* wake_fd written since a reader last looked */
 };
 
 /* The reader's part the log sees (reader.c owns the rest). */

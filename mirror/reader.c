@@ -270,7 +270,9 @@ static bool snapshot_frames(mirror_reader *r, size_t max)
         case PH_META: {
             size_t n = r->meta_len - r->meta_off < FRAME_DATA_MAX ? r->meta_len - r->meta_off : FRAME_DATA_MAX;
             bool last = r->meta_off + n == r->meta_len;
-            memcpy(frame(r, last ? FRAME_META_IMAGE : FRAME_META_IMAGE_MORE, 0, n), r->meta + r->meta_off, n);
+            uint8_t *p = frame(r, last ? FRAME_META_IMAGE : FRAME_META_IMAGE_MORE, 0, n);
+            if (n)
+                memcpy(p, r->meta + r->meta_off, n);
             r->meta_off += n;
             if (last)
                 r->phase = PH_END;
@@ -318,6 +320,7 @@ mirror_read_status mirror_reader_next(mirror_reader *r, size_t max, const uint8_
         pthread_mutex_unlock(&m->lock);
         return MIRROR_CUT;
     }
+    m->signalled = false; /* records from now on wake again */
     if (r->phase == PH_LOG && r->len < max)
         r->len += log_copy(m, &r->hold, r->buf + r->len, max - r->len);
     bool idle = r->len == 0;

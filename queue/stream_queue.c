@@ -93,16 +93,38 @@ struct stream_registry {
     sq_flush *orphans; /* flushes of queues gone, until synced */
     struct event *retention_timer;
     bool hooked; /* before_commit set on the journal (opened after the queues load) */
+    bool mirrored; /* every stream has the journal's mirror (adopt_mirror) */
 };
 
 /* ---- the registry ------------------------------------------------------- */
 
 static void before_commit(void *ctx);
 
+/* Where the stream files' replication log comes from: a cluster leader's
+ * mirror is the journal's (journal_config.mirror), so stream files and the
+ * journal are recorded in one order. NULL: none, or no journal yet. */
+static mirror *streams_mirror(server *s)
+{
+    journal *j = server_journal(s);
+    return j ? journal_mirror(j) : NULL;
+}
+
+/* Streams opened before the journal (at boot: queues load first) take its
+ * mirror before their first file operation once it is open. */
+static void adopt_mirror(stream_registry *reg)
+{
+    if (reg->mirrored || !server_journal(reg->s))
+        return;
+    reg->mirrored = true;
+    for (stream_queue *sq = reg->all; sq; sq = sq->next)
+        stream_set_mirror(sq->log, streams_mirror(reg->s));
+}
+
 static void retention_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     stream_registry *reg = arg;
+    adopt_mirror(reg);
     for (stream_queue *sq = reg->all; sq; sq = sq->next)
         stream_retain(sq->log, (int64_t)wall_clock_ms(), NULL);
 }
@@ -203,6 +225,7 @@ static size_t encode_snapshot(stream_queue *sq)
  * offsets of exactly what remains after a torn tail. */
 static stream_status append_chunk(stream_queue *sq)
 {
+    adopt_mirror(sq->reg);
     int64_t now = (int64_t)wall_clock_ms();
     stream_status st = STREAM_OK;
     bool carry = sq->ntrack && !stream_builder_empty(sq->b);
@@ -257,17 +280,6 @@ static void before_commit(void *ctx)
     }
 }
 
-/* Where the stream files' replication log comes from: a cluster leader's
- * mirror is the journal's (journal_config.mirror), so stream files and the
- * journal are recorded in one order. NULL: none, or no journal yet --
- * streams opened at boot, before the journal, get it at its first use
- * (pending_seq). */
-static mirror *streams_mirror(server *s)
-{
-    journal *j = server_journal(s);
-    return j ? journal_mirror(j) : NULL;
-}
-
 /* Takes the journal task the pending appends wait for; its sequence. */
 static journal_seq pending_seq(stream_queue *sq)
 {
@@ -277,8 +289,6 @@ static journal_seq pending_seq(stream_queue *sq)
     if (!sq->reg->hooked) {
         journal_set_before_commit(j, before_commit, sq->reg);
         sq->reg->hooked = true;
-        for (stream_queue *o = sq->reg->all; o; o = o->next)
-            stream_set_mirror(o->log, journal_mirror(j));
     }
     sq_flush *f = calloc(1, sizeof *f);
     if (!f)
@@ -662,6 +672,7 @@ void stream_queue_set_config(stream_queue *sq, const queue_args *a)
 {
     stream_config cfg;
     queue_stream_config(a, &cfg);
+    adopt_mirror(sq->reg);
     stream_set_config(sq->log, &cfg);
     stream_retain(sq->log, (int64_t)wall_clock_ms(), NULL);
 }
@@ -689,6 +700,7 @@ void stream_queue_close(stream_queue *sq, bool remove)
 {
     if (!sq)
         return;
+    adopt_mirror(sq->reg);
     for (stream_watch *w = sq->watchers, *next; w; w = next) {
         next = w->next;
         w->next = w->prev = NULL;

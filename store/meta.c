@@ -1474,9 +1474,9 @@ static bool every_table_keyed(meta *m)
     sqlite3_stmt *st;
     bool ok = true;
     if (sqlite3_prepare_v2(m->db,
-                           "SELECT t.name FROM sqlite_schema AS t WHERE t.type = 'table'"
-                           " AND t.name NOT LIKE 'sqlite_%' AND NOT EXISTS"
-                           " (SELECT 1 FROM pragma_table_info(t.name) AS c WHERE c.pk > 0)",
+                           "SELECT s.name FROM sqlite_schema AS s WHERE s.type = 'table'"
+                           " AND s.name NOT LIKE 'sqlite_%' AND NOT EXISTS"
+                           " (SELECT 1 FROM pragma_table_info(s.name) WHERE pk > 0)",
                            -1, &st, NULL) != SQLITE_OK)
         return db_error(m, "replication: listing the tables");
     while (sqlite3_step(st) == SQLITE_ROW) {

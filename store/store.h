@@ -433,13 +433,23 @@ bool meta_load(meta *m, const meta_load_handlers *h, void *ctx);
 /* From now on every committed change (a meta_commit group, or a single
  * call outside one) is also recorded as one sqlite changeset with
  * mirror_meta_changes (NULL: stop). Rows of every table, queue ids and the
- * id counter included, so a follower's queue ids are the leader's. */
+ * id counter included, so a follower's queue ids are the leader's. false
+ * (logged) inside a meta_begin group or if a table has no primary key.
+ * Cost: each commit then starts a fresh sqlite session and builds its
+ * changeset (sqlite prepares its own statements for both: about 0.3 M
+ * instructions, ~50 us, per declaration); without a mirror, one branch.
+ * Rows that one group inserts into a table may load in another order on a
+ * follower (a changeset keeps no insertion order); ids and contents match. */
 bool meta_set_mirror(meta *m, mirror *mr);
 /* The whole database as one image (malloc'd, *len bytes): what a
  * follower starts from. false (logged) on failure. */
 bool meta_serialize(meta *m, uint8_t **image, size_t *len);
-/* A follower: applies a changeset the leader recorded (a row already as it
- * says is fine; a conflicting one is replaced). false (logged) on failure. */
+/* A follower: applies a changeset the leader recorded, in one transaction
+ * (a row already as it says is fine; a conflicting one is replaced -- an
+ * update sets the columns the leader changed; a change to a row that is
+ * missing is left out; a broken constraint fails it). Then the queue id
+ * counter follows the leader's. false (logged) on failure, nothing
+ * applied. */
 bool meta_apply_changes(meta *m, const void *changeset, size_t len);
 /* A follower, with no meta open on `dir`: makes dir/metadata.db the image
  * (written to a temporary file, fsynced, renamed; sqlite's -wal and -shm
