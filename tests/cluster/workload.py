@@ -39,9 +39,9 @@ class Workload:
         self.threads += [threading.Thread(target=self._consumer, daemon=True)
                          for _ in range(consumers)]
 
-    def _connect(self):
+    def _connect(self, even_stopping=False):
         deadline = time.monotonic() + RECONNECT_S
-        while not self.stopping.is_set() or not self.threads:
+        while even_stopping or not self.stopping.is_set():
             try:
                 c = pika.BlockingConnection(self.params)
                 ch = c.channel()
@@ -54,7 +54,7 @@ class Workload:
         return None, None
 
     def start(self):
-        c, ch = self._connect()
+        c, ch = self._connect(True)
         c.close()
         for t in self.threads:
             t.start()
@@ -122,7 +122,7 @@ class Workload:
     def drain(self, timeout=60.0):
         """Consumes what is left (on the current leader), until the queue
         stays empty for a second."""
-        c, ch = self._connect()
+        c, ch = self._connect(True)
         deadline = time.monotonic() + timeout
         quiet_since = time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < 1.0:
