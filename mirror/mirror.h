@@ -51,7 +51,7 @@ typedef struct mirror mirror;
 /* A mirror of `data_dir` (absolute or relative; recorded paths must start
  * with it). The log holds at most `max_log_bytes` of frames not yet read by
  * every reader: a reader that falls further behind is cut off (its
- * mirror_reader_peek returns MIRROR_CUT) and must start again with a new
+ * mirror_reader_next returns MIRROR_CUT) and must start again with a new
  * snapshot. NULL on OOM. */
 mirror *mirror_new(const char *data_dir, size_t max_log_bytes);
 /* After every reader was freed. */
