@@ -200,7 +200,8 @@ static void test_slow_reader_cut(void **state)
     pair_close(&p);
 }
 
-/* The wait fd becomes readable when a reader that went idle has more. */
+/* The wait fd becomes readable when a reader that went idle has more,
+ * once per idle spell. */
 static void test_wait_fd(void **state)
 {
     pair p;
@@ -211,9 +212,16 @@ static void test_wait_fd(void **state)
     int wfd = mirror_wait_fd(p.m);
     assert_int_equal(read(wfd, &v, sizeof v), -1); /* nothing yet */
     mirror_synced(p.m, 1);
+    mirror_synced(p.m, 2); /* one write for both: the reader has not looked yet */
+    assert_int_equal(read(wfd, &v, sizeof v), 8);
+    assert_int_equal(v, 1);
+    assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
+    assert_int_equal(p.s.last_synced, 2);
+    mirror_synced(p.m, 3); /* idle again: woken again */
     assert_int_equal(read(wfd, &v, sizeof v), 8);
     assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
-    assert_int_equal(p.s.last_synced, 1);
+    assert_int_equal(p.s.last_synced, 3);
+    assert_int_equal(read(wfd, &v, sizeof v), -1);
     pair_close(&p);
 }
 
