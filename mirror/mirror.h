@@ -114,8 +114,16 @@ mirror_read_status mirror_reader_next(mirror_reader *r, size_t max, const uint8_
 /* Whether the snapshot has been fully handed out. */
 bool mirror_reader_caught_up(const mirror_reader *r);
 /* An eventfd that becomes readable when the log grows (any reader of the
- * mirror); the caller reads it (8 bytes) before calling next again. */
+ * mirror) or a reader is cut; the caller reads it (8 bytes) before calling
+ * next again. Written once per idle spell -- by the first record after a
+ * reader got MIRROR_IDLE, not again until some reader calls next: for ONE
+ * thread that serves every reader (threads sharing it would steal each
+ * other's wake-ups). */
 int mirror_wait_fd(mirror *m);
+/* The same for one reader (its own eventfd, readable when the log grows
+ * after this reader got MIRROR_IDLE, or it is cut): for a thread per
+ * reader. Owned by the reader. */
+int mirror_reader_wait_fd(const mirror_reader *r);
 
 /* ---- applying (a follower) ---- */
 

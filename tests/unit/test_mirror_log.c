@@ -161,8 +161,9 @@ static void test_no_reader_keeps_nothing(void **state)
     pair_close(&p);
 }
 
-/* A reader that does not read is cut once the log would pass the bound;
- * one that reads keeps going; memory stays near the bound. */
+/* A reader that does not read is cut once the log would pass the bound,
+ * and woken to learn it; one that reads keeps going; memory stays near
+ * the bound. */
 static void test_slow_reader_cut(void **state)
 {
     pair p;
@@ -170,6 +171,13 @@ static void test_slow_reader_cut(void **state)
     pair_open(&p, bound, 4);
     mirror_reader *slow = mirror_reader_new(p.m, 1, NULL, 0);
     assert_non_null(slow);
+    const uint8_t *out;
+    size_t len;
+    while (mirror_reader_next(slow, 65536, &out, &len) == MIRROR_DATA)
+        ; /* its snapshot; then it waits */
+    uint64_t v;
+    int slow_fd = mirror_reader_wait_fd(slow);
+    assert_int_equal(read(slow_fd, &v, sizeof v), -1);
     p.rd = mirror_reader_new(p.m, 1, NULL, 0);
     assert_non_null(p.rd);
     char path[PATH_MAX];
@@ -188,8 +196,7 @@ static void test_slow_reader_cut(void **state)
             assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
     }
     assert_true(most <= bound + 256 * 1024 + 70000);
-    const uint8_t *out;
-    size_t len;
+    assert_int_equal(read(slow_fd, &v, sizeof v), 8); /* woken: it was idle, then cut */
     assert_int_equal(mirror_reader_next(slow, 65536, &out, &len), MIRROR_CUT);
     assert_int_equal(mirror_reader_next(slow, 65536, &out, &len), MIRROR_CUT);
     mirror_reader_free(slow);
@@ -200,8 +207,8 @@ static void test_slow_reader_cut(void **state)
     pair_close(&p);
 }
 
-/* The wait fd becomes readable when a reader that went idle has more,
- * once per idle spell. */
+/* The wait fds (the mirror's and the reader's) become readable when a
+ * reader that went idle has more, once per idle spell. */
 static void test_wait_fd(void **state)
 {
     pair p;
@@ -209,19 +216,24 @@ static void test_wait_fd(void **state)
     p.rd = mirror_reader_new(p.m, 1, NULL, 0);
     assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
     uint64_t v;
-    int wfd = mirror_wait_fd(p.m);
+    int wfd = mirror_wait_fd(p.m), rfd = mirror_reader_wait_fd(p.rd);
     assert_int_equal(read(wfd, &v, sizeof v), -1); /* nothing yet */
+    assert_int_equal(read(rfd, &v, sizeof v), -1);
     mirror_synced(p.m, 1);
     mirror_synced(p.m, 2); /* one write for both: the reader has not looked yet */
     assert_int_equal(read(wfd, &v, sizeof v), 8);
+    assert_int_equal(v, 1);
+    assert_int_equal(read(rfd, &v, sizeof v), 8);
     assert_int_equal(v, 1);
     assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
     assert_int_equal(p.s.last_synced, 2);
     mirror_synced(p.m, 3); /* idle again: woken again */
     assert_int_equal(read(wfd, &v, sizeof v), 8);
+    assert_int_equal(read(rfd, &v, sizeof v), 8);
     assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
     assert_int_equal(p.s.last_synced, 3);
     assert_int_equal(read(wfd, &v, sizeof v), -1);
+    assert_int_equal(read(rfd, &v, sizeof v), -1);
     pair_close(&p);
 }
 
