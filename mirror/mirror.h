@@ -69,7 +69,11 @@ int mirror_mkdir(mirror *m, const char *path, mode_t mode);
 int mirror_rmdir(mirror *m, const char *path);
 /* The caller wrote these bytes at `offset` of `path` (its open descriptor)
  * with pwrite/pwritev/write: records them (a copy). Call after a write
- * that succeeded, for the bytes it wrote. */
+ * that succeeded, for the bytes it wrote, and before the file is renamed
+ * or unlinked (a follower skips a write to a path that is gone, as the
+ * leader's file lost those bytes too when it was unlinked). Every
+ * namespace change under data_dir must go through the mirror: a follower
+ * fails on a file created in a directory it never saw made. */
 void mirror_wrote(mirror *m, const char *path, uint64_t offset, const struct iovec *iov,
                   int iovcnt);
 /* Everything recorded before this is on the leader's disk and makes up
@@ -94,7 +98,10 @@ typedef struct mirror_reader mirror_reader;
  * serialized database the caller made in the same loop callback, so that
  * no changeset falls between it and the reader's start), then the log from
  * this moment. Call on the thread that records metadata changes. `epoch`
- * goes in the first frame. NULL with errno on failure. */
+ * goes in the first frame. Symlinks and special files are left out. The
+ * listing holds the mirror's lock (recorders wait) and keeps every file
+ * open: more than 4096 files fail with EMFILE. NULL with errno on
+ * failure. */
 mirror_reader *mirror_reader_new(mirror *m, uint64_t epoch, const void *meta_image,
                                  size_t meta_len);
 void mirror_reader_free(mirror_reader *r);
