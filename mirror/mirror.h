@@ -158,7 +158,8 @@ typedef enum mirror_apply_status {
     MIRROR_APPLY_FAILED,  /* a handler refused */
 } mirror_apply_status;
 
-/* A replica writing under `data_dir`. NULL on OOM. */
+/* A replica writing under `data_dir` (which must exist). NULL on OOM or
+ * when data_dir cannot be opened (errno). */
 mirror_replica *mirror_replica_new(const char *data_dir, const mirror_replica_handlers *h,
                                    void *ctx);
 void mirror_replica_free(mirror_replica *r);
