@@ -128,6 +128,13 @@ const char *mirror_relative(const mirror *m, const char *path)
 
 /* ---- readers' holds ---- */
 
+static void signal_fd(int fd)
+{
+    uint64_t one = 1;
+    ssize_t n = write(fd, &one, sizeof one);
+    (void)n; /* EAGAIN: the counter is already non-zero, readers wake anyway */
+}
+
 static void unlink_hold(mirror *m, log_hold *h)
 {
     for (log_hold **p = &m->readers; *p; p = &(*p)->next)
@@ -163,10 +170,14 @@ static void trim(mirror *m)
     }
 }
 
+
+/* Cut readers are woken to learn it (they may be waiting). */
 static void cut(mirror *m, log_hold *h)
 {
     unlink_hold(m, h);
     h->cut = true;
+    signal_fd(h->wake_fd);
+    signal_fd(m->wake_fd);
 }
 
 /* Cuts the readers further behind than the bound, then trims. */
@@ -188,7 +199,7 @@ void log_attach(mirror *m, log_hold *h)
 {
     h->pos = m->end;
     h->attached = true;
-    h->cut = h->idle = false;
+    h->cut = h->idle = h->signalled = false;
     h->next = m->readers;
     m->readers = h;
     atomic_fetch_add(&m->n_readers, 1);
@@ -241,12 +252,23 @@ static uint8_t *reserve(mirror *m, size_t size)
  * next again, more records add nothing to wake it for. */
 static void wake(mirror *m)
 {
-    if (m->idle_readers && !m->signalled) {
+    if (!m->idle_readers)
+        return;
+    if (!m->signalled) {
         m->signalled = true;
-        uint64_t one = 1;
-        ssize_t n = write(m->wake_fd, &one, sizeof one);
-        (void)n; /* EAGAIN: the counter is already non-zero, readers wake anyway */
+        signal_fd(m->wake_fd);
     }
+    for (log_hold *h = m->readers; h; h = h->next)
+        if (h->idle && !h->signalled) {
+            h->signalled = true;
+            signal_fd(h->wake_fd);
+        }
+}
+
+void log_looking(mirror *m, log_hold *h)
+{
+    m->signalled = false;
+    h->signalled = false;
 }
 
 /* A frame: the head, `fixed` (encoded fields), then `data_len` bytes

@@ -51,7 +51,7 @@ typedef struct mirror mirror;
 /* A mirror of `data_dir` (absolute or relative; recorded paths must start
  * with it). The log holds at most `max_log_bytes` of frames not yet read by
  * every reader: a reader that falls further behind is cut off (its
- * mirror_reader_peek returns MIRROR_CUT) and must start again with a new
+ * mirror_reader_next returns MIRROR_CUT) and must start again with a new
  * snapshot. NULL on OOM. */
 mirror *mirror_new(const char *data_dir, size_t max_log_bytes);
 /* After every reader was freed. */
@@ -69,7 +69,11 @@ int mirror_mkdir(mirror *m, const char *path, mode_t mode);
 int mirror_rmdir(mirror *m, const char *path);
 /* The caller wrote these bytes at `offset` of `path` (its open descriptor)
  * with pwrite/pwritev/write: records them (a copy). Call after a write
- * that succeeded, for the bytes it wrote. */
+ * that succeeded, for the bytes it wrote, and before the file is renamed
+ * or unlinked (a follower skips a write to a path that is gone, as the
+ * leader's file lost those bytes too when it was unlinked). Every
+ * namespace change under data_dir must go through the mirror: a follower
+ * fails on a file created in a directory it never saw made. */
 void mirror_wrote(mirror *m, const char *path, uint64_t offset, const struct iovec *iov,
                   int iovcnt);
 /* Everything recorded before this is on the leader's disk and makes up
@@ -94,7 +98,10 @@ typedef struct mirror_reader mirror_reader;
  * serialized database the caller made in the same loop callback, so that
  * no changeset falls between it and the reader's start), then the log from
  * this moment. Call on the thread that records metadata changes. `epoch`
- * goes in the first frame. NULL with errno on failure. */
+ * goes in the first frame. Symlinks and special files are left out. The
+ * listing holds the mirror's lock (recorders wait) and keeps every file
+ * open: more than 4096 files fail with EMFILE. NULL with errno on
+ * failure. */
 mirror_reader *mirror_reader_new(mirror *m, uint64_t epoch, const void *meta_image,
                                  size_t meta_len);
 void mirror_reader_free(mirror_reader *r);
@@ -114,8 +121,16 @@ mirror_read_status mirror_reader_next(mirror_reader *r, size_t max, const uint8_
 /* Whether the snapshot has been fully handed out. */
 bool mirror_reader_caught_up(const mirror_reader *r);
 /* An eventfd that becomes readable when the log grows (any reader of the
- * mirror); the caller reads it (8 bytes) before calling next again. */
+ * mirror) or a reader is cut; the caller reads it (8 bytes) before calling
+ * next again. Written once per idle spell -- by the first record after a
+ * reader got MIRROR_IDLE, not again until some reader calls next: for ONE
+ * thread that serves every reader (threads sharing it would steal each
+ * other's wake-ups). */
 int mirror_wait_fd(mirror *m);
+/* The same for one reader (its own eventfd, readable when the log grows
+ * after this reader got MIRROR_IDLE, or it is cut): for a thread per
+ * reader. Owned by the reader. */
+int mirror_reader_wait_fd(const mirror_reader *r);
 
 /* ---- applying (a follower) ---- */
 
@@ -143,7 +158,8 @@ typedef enum mirror_apply_status {
     MIRROR_APPLY_FAILED,  /* a handler refused */
 } mirror_apply_status;
 
-/* A replica writing under `data_dir`. NULL on OOM. */
+/* A replica writing under `data_dir` (which must exist). NULL on OOM or
+ * when data_dir cannot be opened (errno). */
 mirror_replica *mirror_replica_new(const char *data_dir, const mirror_replica_handlers *h,
                                    void *ctx);
 void mirror_replica_free(mirror_replica *r);

@@ -125,10 +125,14 @@ struct mirror {
 typedef struct log_hold {
     struct log_hold *next;
     uint64_t pos;   /* next log byte this reader needs */
+    int wake_fd;    /* the reader's own eventfd */
     bool attached, cut, idle;
+    bool signalled; /* wake_fd written since the reader last looked */
 } log_hold;
 
 /* Under m->lock: attaches a reader at the log's end / detaches it. */
+/* Under m->lock: the reader looks now; records after wake it again. */
+void log_looking(mirror *m, log_hold *h);
 void log_attach(mirror *m, log_hold *h);
 void log_detach(mirror *m, log_hold *h);
 /* Under m->lock: copies whole frames from h->pos into `out` (at least one

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,6 +157,12 @@ mirror_reader *mirror_reader_new(mirror *m, uint64_t epoch, const void *meta_ima
         return NULL;
     }
     r->m = m;
+    r->hold.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (r->hold.wake_fd < 0) {
+        free(r->meta);
+        free(r);
+        return NULL;
+    }
     r->epoch = epoch;
     if (meta_len)
         memcpy(r->meta, meta_image, meta_len);
@@ -169,6 +176,7 @@ mirror_reader *mirror_reader_new(mirror *m, uint64_t epoch, const void *meta_ima
     pthread_mutex_unlock(&m->lock);
     if (rc != 0) {
         free_entries(r);
+        close(r->hold.wake_fd);
         free(r->meta);
         free(r);
         errno = e;
@@ -185,9 +193,15 @@ void mirror_reader_free(mirror_reader *r)
     log_detach(r->m, &r->hold);
     pthread_mutex_unlock(&r->m->lock);
     free_entries(r);
+    close(r->hold.wake_fd);
     free(r->meta);
     free(r->buf);
     free(r);
+}
+
+int mirror_reader_wait_fd(const mirror_reader *r)
+{
+    return r->hold.wake_fd;
 }
 
 bool mirror_reader_caught_up(const mirror_reader *r)
@@ -320,7 +334,7 @@ mirror_read_status mirror_reader_next(mirror_reader *r, size_t max, const uint8_
         pthread_mutex_unlock(&m->lock);
         return MIRROR_CUT;
     }
-    m->signalled = false; /* records from now on wake again */
+    log_looking(m, &r->hold);
     if (r->phase == PH_LOG && r->len < max)
         r->len += log_copy(m, &r->hold, r->buf + r->len, max - r->len);
     bool idle = r->len == 0;

@@ -387,7 +387,7 @@ static mirror_apply_status apply_rename(mirror_replica *r, const char *from, con
 {
     if (renameat(r->dfd, from, r->dfd, to) != 0)
         return errno == ENOENT ? MIRROR_APPLIED : io_fail(r, "rename", from);
-    cached_fd *old = cache_find(r, to);
+    cached_fd *old = strcmp(from, to) ? cache_find(r, to) : NULL;
     if (old)
         cache_drop(old, false); /* replaced: its inode is gone */
     for (int i = 0; i < CACHE_FDS; i++)

@@ -3,6 +3,8 @@
  * same tree in dir B, with the metadata and sync marks in order; a reader
  * that falls behind is cut and the log stays within its bound; nothing is
  * kept without a reader; a NULL mirror is the plain system calls. */
+#include <sys/resource.h>
+
 #include "test_mirror_util.h"
 
 typedef struct pair {
@@ -161,8 +163,9 @@ static void test_no_reader_keeps_nothing(void **state)
     pair_close(&p);
 }
 
-/* A reader that does not read is cut once the log would pass the bound;
- * one that reads keeps going; memory stays near the bound. */
+/* A reader that does not read is cut once the log would pass the bound,
+ * and woken to learn it; one that reads keeps going; memory stays near
+ * the bound. */
 static void test_slow_reader_cut(void **state)
 {
     pair p;
@@ -170,6 +173,13 @@ static void test_slow_reader_cut(void **state)
     pair_open(&p, bound, 4);
     mirror_reader *slow = mirror_reader_new(p.m, 1, NULL, 0);
     assert_non_null(slow);
+    const uint8_t *out;
+    size_t len;
+    while (mirror_reader_next(slow, 65536, &out, &len) == MIRROR_DATA)
+        ; /* its snapshot; then it waits */
+    uint64_t v;
+    int slow_fd = mirror_reader_wait_fd(slow);
+    assert_int_equal(read(slow_fd, &v, sizeof v), -1);
     p.rd = mirror_reader_new(p.m, 1, NULL, 0);
     assert_non_null(p.rd);
     char path[PATH_MAX];
@@ -188,8 +198,7 @@ static void test_slow_reader_cut(void **state)
             assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
     }
     assert_true(most <= bound + 256 * 1024 + 70000);
-    const uint8_t *out;
-    size_t len;
+    assert_int_equal(read(slow_fd, &v, sizeof v), 8); /* woken: it was idle, then cut */
     assert_int_equal(mirror_reader_next(slow, 65536, &out, &len), MIRROR_CUT);
     assert_int_equal(mirror_reader_next(slow, 65536, &out, &len), MIRROR_CUT);
     mirror_reader_free(slow);
@@ -200,7 +209,8 @@ static void test_slow_reader_cut(void **state)
     pair_close(&p);
 }
 
-/* The wait fd becomes readable when a reader that went idle has more. */
+/* The wait fds (the mirror's and the reader's) become readable when a
+ * reader that went idle has more, once per idle spell. */
 static void test_wait_fd(void **state)
 {
     pair p;
@@ -208,12 +218,24 @@ static void test_wait_fd(void **state)
     p.rd = mirror_reader_new(p.m, 1, NULL, 0);
     assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
     uint64_t v;
-    int wfd = mirror_wait_fd(p.m);
+    int wfd = mirror_wait_fd(p.m), rfd = mirror_reader_wait_fd(p.rd);
     assert_int_equal(read(wfd, &v, sizeof v), -1); /* nothing yet */
+    assert_int_equal(read(rfd, &v, sizeof v), -1);
     mirror_synced(p.m, 1);
+    mirror_synced(p.m, 2); /* one write for both: the reader has not looked yet */
     assert_int_equal(read(wfd, &v, sizeof v), 8);
+    assert_int_equal(v, 1);
+    assert_int_equal(read(rfd, &v, sizeof v), 8);
+    assert_int_equal(v, 1);
     assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
-    assert_int_equal(p.s.last_synced, 1);
+    assert_int_equal(p.s.last_synced, 2);
+    mirror_synced(p.m, 3); /* idle again: woken again */
+    assert_int_equal(read(wfd, &v, sizeof v), 8);
+    assert_int_equal(read(rfd, &v, sizeof v), 8);
+    assert_int_equal(pump(p.rd, p.rep, 65536, &p.rng), MIRROR_IDLE);
+    assert_int_equal(p.s.last_synced, 3);
+    assert_int_equal(read(wfd, &v, sizeof v), -1);
+    assert_int_equal(read(rfd, &v, sizeof v), -1);
     pair_close(&p);
 }
 
@@ -253,6 +275,59 @@ static void test_null_mirror(void **state)
     free(d);
 }
 
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* Over SNAP_MAX_FILES (4096) files a snapshot is refused with EMFILE and
+ * leaves no descriptor open; paths outside the directory are done but not
+ * recorded. */
+static void test_limits(void **state)
+{
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 4200)
+        skip(); /* the snapshot of 4096 files needs as many descriptors */
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 4200) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 8192 ? 8192 : rl.rlim_max;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+    pair p;
+    pair_open(&p, 1 << 20, 6);
+    char path[PATH_MAX], name[32];
+    for (int i = 0; i < 4097; i++) {
+        snprintf(name, sizeof name, "f%d", i);
+        put_file(p.a, name, "", 0);
+    }
+    int before = open_fds();
+    assert_null(mirror_reader_new(p.m, 1, NULL, 0));
+    assert_int_equal(errno, EMFILE);
+    assert_int_equal(open_fds(), before);
+    path_in(path, &p, "f4096");
+    assert_int_equal(unlink(path), 0);
+    p.rd = mirror_reader_new(p.m, 1, NULL, 0);
+    assert_non_null(p.rd);
+    assert_int_equal(pump(p.rd, p.rep, 1 << 20, &p.rng), MIRROR_IDLE);
+    size_t held = mirror_log_bytes(p.m);
+    char *other = tmpdir();
+    join(path, other, "x");
+    int fd = mirror_open(p.m, path, O_RDWR | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(mirror_unlink(p.m, path), 0);
+    assert_int_equal(mirror_log_bytes(p.m), held);
+    rm_rf(other);
+    free(other);
+    assert_same_tree(p.a, p.b, true);
+    pair_close(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_slow_reader_cut),
         cmocka_unit_test(test_wait_fd),
         cmocka_unit_test(test_null_mirror),
+        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,9 @@
  * reader's snapshot of A is taken and streamed (in small pieces, so the
  * writer runs between them) into a replica on dir B. Once the writer has
  * stopped and the reader is drained, B holds A's tree byte for byte. Many
- * seeds, each starting the reader after a different number of writes. */
+ * seeds, each starting the reader after a different number of writes,
+ * a second follower later still, and with odd seeds a log bound small
+ * enough that followers are cut and start again from a new snapshot. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -104,56 +106,104 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-static void run_seed(uint64_t seed)
+/* A follower: a reader on the leader's mirror and a replica on `dir`;
+ * when cut, both start again from a new snapshot, as the cluster does. */
+typedef struct follower {
+    const char *dir;
+    mirror_reader *rd;
+    mirror_replica *rep;
+    seen s;
+    int cuts;
+} follower;
+
+static void follower_start(follower *f, mirror *m, uint64_t epoch)
 {
-    char *a = tmpdir(), *b = tmpdir(), p[PATH_MAX];
+    mirror_reader_free(f->rd);
+    mirror_replica_free(f->rep);
+    seen_free(&f->s);
+    memset(&f->s, 0, sizeof f->s);
+    f->rd = mirror_reader_new(m, epoch, "img", 3);
+    assert_non_null(f->rd);
+    f->rep = mirror_replica_new(f->dir, &handlers, &f->s);
+    assert_non_null(f->rep);
+}
+
+/* Moves what there is; false when cut (and started again). */
+static bool follower_pump(follower *f, mirror *m, size_t max, uint64_t *rng)
+{
+    mirror_read_status st = pump(f->rd, f->rep, max, rng);
+    if (st == MIRROR_CUT) {
+        f->cuts++;
+        follower_start(f, m, (uint64_t)f->cuts + 100);
+        return false;
+    }
+    assert_int_equal(st, MIRROR_IDLE);
+    return true;
+}
+
+static void follower_check(follower *f, const char *leader)
+{
+    assert_true(mirror_reader_caught_up(f->rd));
+    assert_int_equal(f->s.begins, 1);
+    assert_int_equal(f->s.ends, 1);
+    assert_int_equal(f->s.image_len, 3);
+    assert_same_tree(leader, f->dir, true);
+    mirror_reader_free(f->rd);
+    mirror_replica_free(f->rep);
+    seen_free(&f->s);
+}
+
+/* Odd seeds bound the log at 256 KiB: followers are cut and start over. */
+static void run_seed(uint64_t seed, int *cuts)
+{
+    char *a = tmpdir(), *b = tmpdir(), *c = tmpdir(), p[PATH_MAX];
     join(p, a, "d0");
     mkdir(p, 0755);
     put_file(a, "f0", "before the mirror", 17);
     put_file(a, "d0/f3", "also before", 11);
-    mirror *m = mirror_new(a, 256u << 20);
+    mirror *m = mirror_new(a, seed % 2 ? 256u << 10 : 256u << 20);
     writer w = {.m = m, .dir = a, .rng = seed * 7919};
     atomic_init(&w.done_ops, 0);
     atomic_init(&w.done, false);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
     uint64_t rng = seed;
-    int start = (int)(rnd(&rng) % (OPS / 2));
+    int start = (int)(rnd(&rng) % (OPS / 2)), start2 = start + (int)(rnd(&rng) % (OPS / 2));
     while (atomic_load(&w.done_ops) < start) /* ends: the writer always gets there */
         sched_yield();
-    seen s = {0};
-    mirror_reader *rd = mirror_reader_new(m, seed, "img", 3);
-    assert_non_null(rd);
-    mirror_replica *rep = mirror_replica_new(b, &handlers, &s);
+    follower f1 = {.dir = b}, f2 = {.dir = c};
+    follower_start(&f1, m, seed);
     size_t max = 1 + rnd(&rng) % 8192;
     for (;;) {
         bool done = atomic_load(&w.done);
-        mirror_read_status st = pump(rd, rep, max, &rng);
-        assert_int_equal(st, MIRROR_IDLE);
-        if (done)
+        if (!f2.rd && (done || atomic_load(&w.done_ops) >= start2))
+            follower_start(&f2, m, seed);
+        bool whole = follower_pump(&f1, m, max, &rng);
+        if (f2.rd)
+            whole = follower_pump(&f2, m, 1 << 20, &rng) && whole;
+        if (done && whole)
             break;
         sched_yield();
     }
     pthread_join(t, NULL);
-    assert_true(mirror_reader_caught_up(rd));
-    assert_int_equal(s.begins, 1);
-    assert_int_equal(s.ends, 1);
-    assert_int_equal(s.image_len, 3);
-    assert_same_tree(a, b, true);
-    mirror_reader_free(rd);
-    mirror_replica_free(rep);
+    follower_check(&f1, a);
+    follower_check(&f2, a);
+    *cuts += f1.cuts + f2.cuts;
     mirror_free(m);
-    seen_free(&s);
     rm_rf(a);
     rm_rf(b);
+    rm_rf(c);
     free(a);
     free(b);
+    free(c);
 }
 
 static void test_fuzzy_snapshot(void **state)
 {
+    int cuts = 0;
     for (uint64_t seed = 1; seed <= SEEDS; seed++)
-        run_seed(seed);
+        run_seed(seed, &cuts);
+    printf("# %d seeds, followers cut and restarted %d times\n", SEEDS, cuts);
 }
 
 int main(void)
