@@ -37,15 +37,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def call(port, path, user="guest", password="guest", method="GET"):
+def call(port, path, user="guest", password="guest", method="GET", body=None):
     """(status, headers, parsed JSON or None) of one request to 127.0.0.1:port."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        headers = {}
+        headers = {"Content-Type": "application/json"} if body is not None else {}
         if user is not None:
             token = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
             headers["Authorization"] = "Basic " + token
-        c.request(method, path, headers=headers)
+        c.request(method, path, headers=headers, body=json.dumps(body) if body is not None else None)
         r = c.getresponse()
         body = r.read()
         try:
@@ -179,16 +179,7 @@ def cluster():
 
 
 def put_user(port, name, tags):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        c.request("PUT", "/api/users/" + name, body=json.dumps({"password": "pw", "tags": tags}),
-                  headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
-                           "Content-Type": "application/json"})
-        r = c.getresponse()
-        r.read()
-        return r.status
-    finally:
-        c.close()
+    return call(port, "/api/users/" + name, method="PUT", body={"password": "pw", "tags": tags})[0]
 
 
 def metric_lines(port):
