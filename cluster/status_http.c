@@ -205,20 +205,24 @@ static void take_user(void *ctx, const meta_user *u)
 typedef enum login { LOGIN_OK, LOGIN_NONE, LOGIN_FAILED, LOGIN_NOT_MANAGEMENT, LOGIN_NOT_MONITOR,
                      LOGIN_NO_USERS } login;
 
-/* "Basic base64(user:password)" -> user and password (NUL-free). */
+/* "Basic base64(user:password)" (padding optional, as the management
+ * plane takes it) -> user and password (NUL-free). */
 static bool basic_credentials(const char *h, char *user, size_t ucap, char *pass, size_t pcap)
 {
     uint8_t raw[400];
+    char padded[536];
     if (strncasecmp(h, "Basic ", 6) != 0)
         return false;
-    h += 6;
-    size_t n = strlen(h);
-    if (n == 0 || n % 4 || n > sizeof raw / 3 * 4)
+    size_t n = strlen(h + 6);
+    if (n == 0 || n % 4 == 1 || n + 3 >= sizeof padded)
         return false;
-    int len = EVP_DecodeBlock(raw, (const unsigned char *)h, (int)n);
+    memcpy(padded, h + 6, n);
+    while (n % 4)
+        padded[n++] = '=';
+    int len = EVP_DecodeBlock(raw, (const unsigned char *)padded, (int)n);
     if (len < 0)
         return false;
-    len -= (h[n - 1] == '=') + (n > 1 && h[n - 2] == '=');
+    len -= (padded[n - 1] == '=') + (padded[n - 2] == '=');
     const uint8_t *colon = memchr(raw, ':', (size_t)len);
     if (!colon || memchr(raw, 0, (size_t)len))
         return false;
@@ -379,6 +383,11 @@ static void handle(http_req *req, void *arg)
 status_http *status_http_new(cluster *c)
 {
     const config *cfg = &c->cfg;
+    if (cfg->mgmt_tls.on && !cfg->mgmt_port_set && !cfg->mgmt_more.n) {
+        log_msg(LOG_INFO, "cluster: the management plane serves HTTPS alone; a follower's "
+                          "status is not served");
+        return NULL;
+    }
     status_http *sh = calloc(1, sizeof *sh);
     if (!sh)
         return NULL;

@@ -37,14 +37,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def call(port, path, user="guest", password="guest", method="GET", body=None):
-    """(status, headers, parsed JSON or None) of one request to 127.0.0.1:port."""
+def call(port, path, user="guest", password="guest", method="GET", body=None, authorization=None):
+    """(status, headers, parsed JSON or None) of one request to 127.0.0.1:port
+    (`authorization`: that Authorization header instead of user's)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         headers = {"Content-Type": "application/json"} if body is not None else {}
         if user is not None:
             token = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
-            headers["Authorization"] = "Basic " + token
+            headers["Authorization"] = authorization or "Basic " + token
         c.request(method, path, headers=headers, body=json.dumps(body) if body is not None else None)
         r = c.getresponse()
         body = r.read()
@@ -358,6 +359,11 @@ class ClusterMgmtTest(unittest.TestCase):
         self.assertEqual(status, 401)
         status, _, doc = f.cluster(user=None)
         self.assertEqual((status, doc), (401, {"error": "not_authorized", "reason": "Not authorized"}))
+        # base64 without its padding, as the management plane takes it; garbage refused
+        token = base64.b64encode(b"guest:guest").decode().rstrip("=")
+        self.assertEqual(call(f.mgmt_port, "/api/cluster", authorization="Basic " + token)[0], 200)
+        for bad in ("Basic !!!!", "Basic " + "QUFB" * 200, "Bearer x", "Basic "):
+            self.assertEqual(call(f.mgmt_port, "/api/cluster", authorization=bad)[0], 401, bad)
 
     def test_follower_tags_as_rabbitmq(self):
         mg, mon = h.unique("mg"), h.unique("mon")
@@ -380,6 +386,22 @@ class ClusterMgmtTest(unittest.TestCase):
                                    "leader's management API" % self.lead.api_name})
         status, headers, _ = call(f.mgmt_port, "/api/cluster", method="DELETE")
         self.assertEqual((status, headers.get("Allow")), (405, "GET, HEAD"))
+
+    def test_follower_server_is_bounded(self):
+        """A client that stalls mid-request holds up nobody; a head over the
+        limit is refused, not buffered."""
+        f = self.c.followers()[0]
+        with socket.create_connection(("127.0.0.1", f.mgmt_port), timeout=10) as slow:
+            slow.sendall(b"GET /api/cluster HTTP/1.1\r\nHost: x\r\n")
+            self.assertEqual(f.cluster()[0], 200)
+        with socket.create_connection(("127.0.0.1", f.mgmt_port), timeout=10) as big:
+            try:  # refused with 431, or reset: the rest was never read
+                big.sendall(b"GET /api/cluster HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+                reply = big.recv(200)
+            except (ConnectionResetError, BrokenPipeError):
+                reply = b""
+            self.assertTrue(reply == b"" or reply.startswith(b"HTTP/1.1 431"), reply)
+        self.assertEqual(f.cluster()[0], 200)
 
     def test_z_failover_hands_the_port_over(self):
         """The leader stops: a follower leads, closes its status server and
