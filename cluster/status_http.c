@@ -314,7 +314,7 @@ static bool refuse_login(http_req *req, login l)
 
 static void not_leader(http_req *req, const cluster_status *st)
 {
-    char why[200];
+    char why[256];
     char who[160] = "nobody yet";
     if (*st->leader)
         server_cluster_node_name(st->leader, who, sizeof who);
