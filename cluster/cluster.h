@@ -127,7 +127,7 @@ typedef struct cluster_status {
 void cluster_get_status(cluster *c, cluster_status *out);
 const char *cluster_role_name(cluster_role r);
 
-/* ---- status as the management API shows it (status_http.c) ---- */
+/* ---- status as the management API shows it (status_json.c) ---- */
 
 /* Node names are server_cluster_node_name's ("warren@<node>"). Lag is the
  * leader's view: null where this node does not know it (a follower's).

@@ -1,4 +1,4 @@
-/* The cluster's status as the management API shows it (cluster/status_http.c:
+/* The cluster's status as the management API shows it (cluster/status_json.c:
  * cluster_status_json, cluster_nodes_json; core's server_cluster_node_name):
  * a leader's view with lag, a follower's without, ISR members without a
  * record, and node names. */
