@@ -80,6 +80,7 @@ static int serve(const config *cfg, cluster *cl, mirror *replication)
         broker_free(b);
         return 1;
     }
+    mgmt_set_cluster(m, cl);
     cluster_broker hooks = {loop_base(server_loop(s, 0)), broker_journal(b), broker_meta(b),
                             broker_fence, b};
     if (cl && !cluster_attach(cl, &hooks)) {

@@ -128,4 +128,24 @@ typedef struct cluster_status {
 void cluster_get_status(cluster *c, cluster_status *out);
 const char *cluster_role_name(cluster_role r);
 
+/* ---- status as the management API shows it (status_json.c) ---- */
+
+/* Node names are server_cluster_node_name's ("warren@<node>"). Lag is the
+ * leader's view: null where this node does not know it (a follower's).
+ * New references; NULL on OOM. A follower serves both itself on the
+ * management port (GET /api/cluster, /api/nodes, /api/nodes/{node},
+ * /api/healthchecks/node, to administrators and monitoring users of its
+ * replicated metadata; anything else 503 not_leader), until it leads. */
+struct json_t;
+/* GET /api/cluster: cluster_name, node, role, leader, epoch, min_isr,
+ * isr_size, confirms_held, synced_sequence, replicated_sequence, isr
+ * [names], nodes [{name, host, replication_port, alive, role, in_sync,
+ * connected, snapshot_done (leader's view), acked_sequence, lag_bytes,
+ * lag_ms}] -- every live node and every ISR member. */
+struct json_t *cluster_status_json(const cluster_status *st);
+/* The nodes as /api/nodes lists them, this one first when its record is
+ * not read yet: name, type "disc", running, and Warren's cluster_role,
+ * in_sync, replication_lag_bytes, replication_lag_ms, acked_sequence. */
+struct json_t *cluster_nodes_json(const cluster_status *st);
+
 #endif

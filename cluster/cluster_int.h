@@ -25,6 +25,7 @@
 
 typedef struct leader leader;
 typedef struct follower follower;
+typedef struct status_http status_http;
 
 /* A node's record in etcd (nodes/<name>). */
 typedef struct node_record {
@@ -76,6 +77,7 @@ struct cluster {
 
     follower *fol;
     leader *lead;
+    status_http *status_http; /* while following */
     mirror *mirror;
 
     /* shared with other threads, under `lock` */
@@ -121,5 +123,13 @@ void follower_follow(follower *f, const char *leader_name, int64_t epoch);
 bool follower_copy_whole(const follower *f);
 uint64_t follower_acked(const follower *f);
 bool follower_connected(const follower *f);
+/* The replicated metadata once a snapshot arrived, else NULL. */
+meta *follower_meta(const follower *f);
+
+/* status_http.c: the follower's status on the management port, on the
+ * cluster's base; NULL (logged) when it cannot be bound. Freed before
+ * the node leads. */
+status_http *status_http_new(cluster *c);
+void status_http_free(status_http *sh);
 
 #endif

@@ -262,3 +262,4 @@ void follower_free(follower *f)
 bool follower_copy_whole(const follower *f) { return f->whole; }
 uint64_t follower_acked(const follower *f) { return f->acked; }
 bool follower_connected(const follower *f) { return f->hello_done; }
+meta *follower_meta(const follower *f) { return f->meta; }

@@ -203,6 +203,8 @@ static void start_leading(cluster *c, bool ok, void *arg)
     }
     follower_free(c->fol);
     c->fol = NULL;
+    status_http_free(c->status_http); /* before the broker's management binds its port */
+    c->status_http = NULL;
     log_msg(LOG_INFO, "cluster: leading %s, epoch %" PRId64, c->cfg.cluster.name, c->epoch);
     pthread_mutex_lock(&c->lock);
     c->lead_ready = true;
@@ -576,6 +578,7 @@ cluster *cluster_start(const config *cfg)
         return NULL;
     }
     event_add(c->wake_ev, NULL);
+    c->status_http = status_http_new(c);
     struct timeval now = {0, 0};
     event_base_once(c->base, -1, EV_TIMEOUT, boot, c, &now);
     cluster_publish_status(c);
@@ -651,6 +654,7 @@ void cluster_stop(cluster *c)
      * election key go with it within lease_ttl) */
     leader_free(c->lead);
     follower_free(c->fol);
+    status_http_free(c->status_http);
     etcd_election_free(c->election);
     etcd_keeper_free(c->keeper);
     etcd_client_free(c->etcd);

@@ -641,9 +641,15 @@ size_t server_conn_count(const server *s);
 conn *server_conn_at(server *s, size_t i);
 /* Every client socket, in the handshake or not (sockets_used). */
 size_t server_socket_count(const server *s);
-/* Wall-clock ms when the server started; its node name ("warren@host"). */
+/* Wall-clock ms when the server started; its node name: "warren@host"
+ * (the short host name), or in a cluster server_cluster_node_name of
+ * cluster.node_name (or of the full host name, as cluster/ names it). */
 uint64_t server_started_at(const server *s);
 const char *server_node_name(const server *s);
+/* The name the management API gives cluster node `node` (cluster/'s
+ * name): RabbitMQ's name@host form, "warren@<node>", or `node` itself
+ * when it has an '@' already. */
+void server_cluster_node_name(const char *node, char *out, size_t cap);
 uint64_t wall_clock_ms(void);
 /* accept() calls that failed since start (EMFILE, ENFILE, ...); each one
  * pauses the listener briefly instead of retrying at once. */

@@ -91,8 +91,11 @@ server *server_new(const config *cfg)
     s->started_at = wall_clock_ms();
     char host[64] = "localhost";
     gethostname(host, sizeof host - 1);
-    host[strcspn(host, ".")] = 0;
-    snprintf(s->node_name, sizeof s->node_name, "warren@%s", host);
+    if (cfg->cluster.n_endpoints) /* its name in the cluster (cluster/ defaults to the host name) */
+        server_cluster_node_name(*cfg->cluster.node_name ? cfg->cluster.node_name : host,
+                                 s->node_name, sizeof s->node_name);
+    else
+        snprintf(s->node_name, sizeof s->node_name, "warren@%.*s", (int)strcspn(host, "."), host);
     apply_watermark(s);
     s->name_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ monotonic_ms();
     if (!(s->ids = msg_ids_new()) || !(s->loops[0] = loop_new(s->ids))) {
@@ -363,6 +366,11 @@ const server_counts *server_counters(server *s)
 stats *server_stats(server *s) { return &s->stats; }
 uint64_t server_started_at(const server *s) { return s->started_at; }
 const char *server_node_name(const server *s) { return s->node_name; }
+
+void server_cluster_node_name(const char *node, char *out, size_t cap)
+{
+    snprintf(out, cap, strchr(node, '@') ? "%s" : "warren@%s", node);
+}
 
 size_t server_conn_count(const server *s)
 {

@@ -65,7 +65,11 @@ struct mgmt {
     mgmt_https https;
     uint64_t auth_attempts, auth_failed; /* HTTP basic logins (auth.c) */
     uint64_t cross_origin_refused, media_type_refused;
+    cluster *cluster; /* NULL: a single node */
 };
+
+void mgmt_set_cluster(mgmt *m, cluster *c) { m->cluster = c; }
+cluster *mgmt_cluster_of(const mgmt *m) { return m->cluster; }
 
 int mgmt_port(const mgmt *m) { return m->port; }
 const mgmt_https *mgmt_https_of(const mgmt *m) { return m->https.http ? &m->https : NULL; }
@@ -99,7 +103,7 @@ static const mgmt_route *const tables[] = {
     mgmt_queue_routes,    mgmt_binding_routes,    mgmt_vhost_routes,
     mgmt_user_routes,     mgmt_permission_routes, mgmt_policy_routes,
     mgmt_health_routes,   mgmt_definitions_routes, mgmt_move_routes,
-    mgmt_parameter_routes, mgmt_node_routes, mgmt_limits_routes,
+    mgmt_parameter_routes, mgmt_node_routes, mgmt_limits_routes, mgmt_cluster_routes,
     mgmt_stream_routes, mgmt_stream_conn_routes, mgmt_super_stream_routes,
 };
 

@@ -30,6 +30,12 @@ typedef struct mgmt mgmt;
 mgmt *mgmt_new(server *s);
 /* Stops both and removes the control socket. NULL is fine. */
 void mgmt_free(mgmt *m);
+/* This node leads cluster `c` (cluster/): /api/nodes lists every node of
+ * it, /api/overview names it, /api/cluster and /metrics' warren_cluster_*
+ * show its status. NULL (the default): a single node, whose responses
+ * know nothing of clusters. */
+struct cluster;
+void mgmt_set_cluster(mgmt *m, struct cluster *c);
 
 /* ---- JSON writer -------------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <sys/queue.h>
 
+#include "../cluster/cluster.h"
 #include "../http/http.h"
 #include "mgmt.h"
 
@@ -125,6 +126,24 @@ extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
 extern const mgmt_route mgmt_super_stream_routes[]; /* res_super_stream.c */
+extern const mgmt_route mgmt_cluster_routes[];      /* res_cluster.c */
+
+/* ---- the cluster this node leads (res_cluster.c) ------------------------ */
+
+/* NULL for a single node (http.c). */
+cluster *mgmt_cluster_of(const mgmt *m);
+/* Its status; false for a single node. */
+bool mgmt_cluster_status(const mgmt *m, cluster_status *st);
+/* The cluster's name for /api/overview and the identity metric: the
+ * cluster's, or for a single node its node name (as before clusters). */
+const char *mgmt_cluster_name(const mgmt *m, server *s, char *buf, size_t cap);
+/* This node's cluster fields inside its /api/nodes object (nothing for a
+ * single node), and the other nodes' objects after it. */
+void mgmt_cluster_self_fields(mgmt_req *r, mgmt_json *w);
+void mgmt_cluster_peers_json(mgmt_req *r, mgmt_json *w);
+/* GET /api/nodes/{name} of another node of the cluster: replied, true;
+ * false when no node of the cluster has that name. */
+bool mgmt_cluster_peer_send(mgmt_req *r, amqp_bytes name);
 /* What the limits refused, by kind: the server's counts (server_counts'
  * refused[], REFUSALS of them) and then the management listener's own
  * (connections refused when full and evicted, head and body timeouts),

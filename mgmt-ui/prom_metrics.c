@@ -60,8 +60,16 @@ enum {
     F_WORK = 256,        /* classic and quorum queues only (not streams) */
     F_STREAM = 512,      /* stream queues only */
     F_PER_OBJECT = 1024, /* not on /metrics (a sum would mean nothing: offsets) */
+    F_CLUSTER = 2048,    /* a cluster's leader only (mgmt_set_cluster) */
 };
-enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED };
+enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED,
+              L_CLUSTER };
+
+/* Warren's cluster families: the value says which (cluster_value). */
+enum cluster_value {
+    CL_LEADER, CL_EPOCH, CL_ISR, CL_MIN_ISR, CL_HELD,
+    CL_LAG_BYTES, CL_LAG_SECONDS, CL_IN_SYNC, /* per follower {node} */
+};
 
 /* RabbitMQ 3.10's /metrics/detailed groups, in its order. */
 enum group {
@@ -157,6 +165,7 @@ typedef struct family {
 #define C(g, name, type, help, v, fl) {name, type, help, CHAN, v, g, 0, fl}
 #define X(g, name, type, help, v) {name, type, help, CONN, v, g, 0, 0}
 #define W(name, type, help, v, fl) {name, type, help, QUEUE, v, G_NONE, 0, F_WARREN | (fl)}
+#define CL(name, help, v) {name, "gauge", help, NODE, v, G_NONE, L_CLUSTER, F_WARREN | F_CLUSTER}
 #define HELP_QUEUE_CONSUMERS "Consumers on a queue"
 
 static const family families[] = {
@@ -346,6 +355,19 @@ static const family families[] = {
     /* Warren's: what each limit refused, by kind (README "Limits") */
     {"refused_total", "counter", "Requests a limit refused since start, by kind", NODE, 0,
      G_NONE, L_REFUSED, F_WARREN},
+    /* Warren's cluster (GET /api/cluster), on a cluster's leader only */
+    CL("cluster_leader", "1 when this node leads its cluster", CL_LEADER),
+    CL("cluster_epoch", "The leadership's epoch (etcd's fencing token)", CL_EPOCH),
+    CL("cluster_isr_members", "Nodes in the in-sync replica set, the leader included", CL_ISR),
+    CL("cluster_min_isr", "In-sync replicas the leader needs to confirm (cluster.min_isr)",
+       CL_MIN_ISR),
+    CL("cluster_confirms_held", "1 while confirms are held: the ISR is below min_isr", CL_HELD),
+    CL("cluster_follower_lag_bytes",
+       "Bytes sent to a connected follower and not yet acknowledged", CL_LAG_BYTES),
+    CL("cluster_follower_lag_seconds",
+       "Age of the oldest sync a connected follower has not acknowledged", CL_LAG_SECONDS),
+    CL("cluster_follower_in_sync", "1 when the follower is in the in-sync replica set",
+       CL_IN_SYNC),
     /* Warren's queue health (the queue JSON's oldest_ready_age_ms, ...) */
     W("queue_oldest_ready_age_seconds", "gauge",
       "Seconds since the oldest ready message entered the queue, 0 when none is ready "
@@ -701,7 +723,8 @@ prom_scrape *prom_scrape_new(mgmt *m, server *s, const prom_options *o, mgmt_pro
     *sc = (prom_scrape){.m = m, .s = s, .w = w, .counts = *server_counters(s),
                         .per_object = o->per_object || o->detailed, .detailed = o->detailed};
     for (size_t i = 0; i < NFAMILIES; i++)
-        sc->on[i] = family_on(&families[i], o);
+        sc->on[i] = family_on(&families[i], o) &&
+                    (!(families[i].flags & F_CLUSTER) || mgmt_cluster_of(m));
     if (sc->per_object && !snapshot_lists(sc, o)) {
         prom_scrape_free(sc);
         return NULL;
@@ -830,10 +853,48 @@ static void info_family(prom_scrape *sc, const family *f)
         mgmt_prom_label_str(w, "product_name", "Warren");
         mgmt_prom_label_str(w, "product_version", WARREN_VERSION);
     } else {
+        char name[64];
         mgmt_prom_label_str(w, "rabbitmq_node", server_node_name(sc->s));
-        mgmt_prom_label_str(w, "rabbitmq_cluster", server_node_name(sc->s));
+        mgmt_prom_label_str(w, "rabbitmq_cluster", mgmt_cluster_name(sc->m, sc->s, name,
+                                                                     sizeof name));
     }
     mgmt_prom_uint(w, 1);
+}
+
+/* One sample per follower (every other node with a record): in_sync
+ * always, lag only while its replication session is open. */
+static void follower_samples(prom_scrape *sc, const family *f, const cluster_status *st)
+{
+    for (unsigned i = 0; i < st->n_nodes; i++) {
+        const cluster_node_status *n = &st->nodes[i];
+        char name[160];
+        if (strcmp(n->name, st->node_name) == 0 || (f->value != CL_IN_SYNC && !n->connected))
+            continue;
+        server_cluster_node_name(n->name, name, sizeof name);
+        mgmt_prom_begin(sc->w, sc->name);
+        mgmt_prom_label_str(sc->w, "node", name);
+        if (f->value == CL_LAG_SECONDS)
+            mgmt_prom_double(sc->w, (double)n->lag_ms / 1000.0);
+        else
+            mgmt_prom_uint(sc->w, f->value == CL_LAG_BYTES ? n->lag_bytes : n->in_isr);
+    }
+}
+
+static void cluster_family(prom_scrape *sc, const family *f)
+{
+    cluster_status st;
+    if (!mgmt_cluster_status(sc->m, &st))
+        return;
+    if (f->value >= CL_LAG_BYTES) {
+        follower_samples(sc, f, &st);
+        return;
+    }
+    uint64_t v[] = {[CL_LEADER] = st.role == CLUSTER_LEADER,
+                    [CL_EPOCH] = st.epoch > 0 ? (uint64_t)st.epoch : 0,
+                    [CL_ISR] = st.n_isr, [CL_MIN_ISR] = st.min_isr,
+                    [CL_HELD] = st.confirms_held};
+    mgmt_prom_begin(sc->w, sc->name);
+    mgmt_prom_uint(sc->w, v[f->value]);
 }
 
 static void node_family(prom_scrape *sc, const family *f)
@@ -850,6 +911,9 @@ static void node_family(prom_scrape *sc, const family *f)
     case L_BUILD:
     case L_IDENTITY:
         info_family(sc, f);
+        return;
+    case L_CLUSTER:
+        cluster_family(sc, f);
         return;
     case L_PROTO_QT:
         protocol_queue_type(sc, f);

@@ -198,8 +198,9 @@ static void object_totals(mgmt_json *w, const totals *t, bool consumers)
 
 /* ---- /api/overview ------------------------------------------------------ */
 
-static void overview_versions(mgmt_json *w, server *s)
+static void overview_versions(mgmt_json *w, server *s, mgmt *m)
 {
+    char name[64];
     mgmt_json_kstr(w, "management_version", API_VERSION);
     mgmt_json_kstr(w, "rates_mode", "basic");
     mgmt_json_key(w, "sample_retention_policies");
@@ -216,7 +217,7 @@ static void overview_versions(mgmt_json *w, server *s)
     mgmt_json_kstr(w, "product_version", WARREN_VERSION);
     mgmt_json_kstr(w, "product_name", "Warren");
     mgmt_json_kstr(w, "rabbitmq_version", API_VERSION);
-    mgmt_json_kstr(w, "cluster_name", server_node_name(s));
+    mgmt_json_kstr(w, "cluster_name", mgmt_cluster_name(m, s, name, sizeof name));
 }
 
 /* The management listener as RabbitMQ describes its web contexts (port
@@ -296,7 +297,7 @@ static void get_overview(mgmt_req *r)
     uint64_t node[NODE_FIELDS];
     mgmt_node_now(r->s, node);
     mgmt_json_obj(w);
-    overview_versions(w, r->s);
+    overview_versions(w, r->s, r->m);
     mgmt_json_kbool(w, "disable_stats", false);
     mgmt_json_kbool(w, "enable_queue_totals", false);
     mgmt_message_stats(r, w, &st, broker_stats, sizeof broker_stats / sizeof broker_stats[0],
@@ -393,6 +394,7 @@ static void node_json(mgmt_req *r, mgmt_json *w)
     mgmt_node_stat(w, sm, "sockets_used", now, NODE_SOCKETS_USED);
     mgmt_json_kstr(w, "type", "disc");
     mgmt_json_kuint(w, "uptime", wall_clock_ms() - server_started_at(s));
+    mgmt_cluster_self_fields(r, w); /* Warren's, in a cluster */
     mgmt_json_end_obj(w);
 }
 
@@ -401,6 +403,7 @@ static void get_nodes(mgmt_req *r)
     mgmt_json *w = mgmt_reply(r);
     mgmt_json_arr(w);
     node_json(r, w);
+    mgmt_cluster_peers_json(r, w);
     mgmt_json_end_arr(w);
     mgmt_send(r, 200);
 }
@@ -408,7 +411,8 @@ static void get_nodes(mgmt_req *r)
 static void get_node(mgmt_req *r)
 {
     if (!amqp_bytes_equal_cstr(r->cap[0], server_node_name(r->s))) {
-        mgmt_not_found(r);
+        if (!mgmt_cluster_peer_send(r, r->cap[0]))
+            mgmt_not_found(r);
         return;
     }
     node_json(r, mgmt_reply(r));

@@ -7,7 +7,7 @@
 # Usage: scripts/api_coverage.sh [AREA...]
 set -u
 cd "$(dirname "$0")/.." || exit 1
-areas=${*:-mgmt mgmt_access mgmt_policy mgmt_parameters mgmt_node prometheus definitions warrenctl redrive quorum permissions policies}
+areas=${*:-mgmt mgmt_access mgmt_policy mgmt_parameters mgmt_node prometheus definitions warrenctl redrive quorum permissions policies cluster_mgmt}
 tmp=$(mktemp -d /tmp/warren-apicov.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 for a in $areas; do

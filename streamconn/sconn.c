@@ -417,6 +417,7 @@ void sc_advertised(const sconn_hub *h, char *host, size_t hostlen, char *port, s
     const config *cfg = server_config(h->srv);
     const char *node = server_node_name(h->srv), *at = strchr(node, '@');
     snprintf(host, hostlen, "%s", *cfg->stream_advertised_host ? cfg->stream_advertised_host
+                                  : *cfg->cluster.advertised_host ? cfg->cluster.advertised_host
                                   : at ? at + 1 : node);
     snprintf(port, portlen, "%d", cfg->stream_advertised_port ? cfg->stream_advertised_port
                                   : h->nlisteners ? h->listeners[0].port : 0);

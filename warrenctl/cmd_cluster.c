@@ -4,8 +4,12 @@
  * of every node: /api/nodes (disk and RAM nodes by type, running ones,
  * alarms, partitions), /api/overview (cluster name, product and version,
  * every node's listeners) and /api/feature-flags (administrators; without
- * it "(none)"). Warren is one node today; the sections are built per node
- * so that a cluster fills them as it is.
+ * it "(none)"). The sections are built per node, so a cluster's nodes fill
+ * them. A Warren cluster's leader also answers GET /api/cluster: its
+ * status follows as a section of Warren's own, "Replication" (leader,
+ * epoch, ISR against min_isr, whether confirms are held, each node's role,
+ * ISR membership and lag), and as "warren_cluster" in the JSON; a single
+ * node (404) or RabbitMQ prints exactly what rabbitmqctl prints.
  *
  * report concatenates, as rabbitmqctl's does, status, cluster_status,
  * environment (where the broker has it), the connections and channels with
@@ -55,6 +59,7 @@ static bool running(const json_t *n) { return !json_is_false(json_object_get(n, 
 
 typedef struct cluster {
     json_t *ov, *nodes, *flags; /* flags NULL when the API did not give them */
+    json_t *warren;             /* GET /api/cluster, NULL when not a Warren cluster */
     const char *product, *version, *erlang;
 } cluster;
 
@@ -135,6 +140,33 @@ static void listeners_and_flags(wctl_buf *out, const cluster *cl)
         wctl_buf_puts(out, "(none)\n");
 }
 
+/* Warren's cluster: who leads, the ISR, each node's role and lag. */
+static void replication_section(wctl_buf *out, const json_t *w)
+{
+    const char *leader = str(w, "leader");
+    const json_t *held = json_object_get(w, "confirms_held");
+    size_t i;
+    const json_t *n;
+    title(out, "Replication (Warren)", false);
+    wctl_buf_printf(out, "Leader: %s, epoch: %lld\n", leader ? leader : "(none)",
+                    (long long)json_integer_value(json_object_get(w, "epoch")));
+    wctl_buf_printf(out, "In-sync replicas: %lld, min_isr: %lld, confirms: %s\n",
+                    (long long)json_integer_value(json_object_get(w, "isr_size")),
+                    (long long)json_integer_value(json_object_get(w, "min_isr")),
+                    json_is_true(held) ? "held (the ISR is below min_isr)"
+                    : json_is_false(held) ? "flowing" : "(the leader knows)");
+    json_array_foreach(json_object_get(w, "nodes"), i, n) {
+        const json_t *lb = json_object_get(n, "lag_bytes"), *lm = json_object_get(n, "lag_ms");
+        wctl_buf_printf(out, "Node: %s, role: %s, in sync: %s, alive: %s", str(n, "name"),
+                        str(n, "role") ? str(n, "role") : "", json_is_true(json_object_get(n, "in_sync"))
+                        ? "yes" : "no", json_is_true(json_object_get(n, "alive")) ? "yes" : "no");
+        if (json_is_integer(lb) && json_is_integer(lm))
+            wctl_buf_printf(out, ", lag: %lld bytes, %lld ms", (long long)json_integer_value(lb),
+                            (long long)json_integer_value(lm));
+        wctl_buf_puts(out, "\n");
+    }
+}
+
 /* ---- JSON -------------------------------------------------------------------------- */
 
 /* rabbitmqctl's JSON for cluster_status (its keys sorted). */
@@ -190,6 +222,15 @@ static json_t *cluster_json(const cluster *cl)
                      "versions", versions);
 }
 
+/* rabbitmqctl's keys, and a Warren cluster's status as "warren_cluster". */
+static json_t *status_json(const cluster *cl)
+{
+    json_t *j = cluster_json(cl);
+    if (cl->warren)
+        json_object_set(j, "warren_cluster", cl->warren);
+    return j;
+}
+
 /* ---- cluster_status ----------------------------------------------------------------- */
 
 /* Feature flags when the API gives them (administrators), else NULL. */
@@ -206,9 +247,34 @@ static json_t *feature_flags(wctl_ctx *c)
     return json_is_array(flags) ? flags : (json_decref(flags), NULL);
 }
 
+/* A Warren cluster's status, else NULL (a single node answers 404,
+ * RabbitMQ has no such path). */
+static json_t *warren_cluster(wctl_ctx *c)
+{
+    wctl_response r;
+    int err;
+    json_t *w = NULL;
+    if (wctl_call_quiet(c, "GET", "/api/cluster", &r, &err) != WCTL_NET_OK)
+        return NULL;
+    if (r.status == 200)
+        w = json_loadb(r.body, r.body_len, 0, NULL);
+    wctl_response_free(&r);
+    return json_is_object(w) ? w : (json_decref(w), NULL);
+}
+
+/* A follower of a Warren cluster: it has no broker and serves only its
+ * status (cluster/status_http.c). */
+static bool follower(const cluster *cl)
+{
+    return cl->warren && str(cl->warren, "role") && strcmp(str(cl->warren, "role"), "leader") != 0;
+}
+
 static int fetch(wctl_ctx *c, cluster *cl)
 {
     memset(cl, 0, sizeof *cl);
+    cl->warren = warren_cluster(c);
+    if (follower(cl))
+        return 0;
     int rc = wctl_get_json(c, "/api/overview", false, &cl->ov, NULL);
     if (!rc)
         rc = wctl_get_json(c, "/api/nodes", false, &cl->nodes, NULL);
@@ -228,6 +294,7 @@ static void cluster_free(cluster *cl)
     json_decref(cl->ov);
     json_decref(cl->nodes);
     json_decref(cl->flags);
+    json_decref(cl->warren);
 }
 
 int wctl_cmd_cluster_status(wctl_ctx *c)
@@ -238,10 +305,24 @@ int wctl_cmd_cluster_status(wctl_ctx *c)
         cluster_free(&cl);
         return rc;
     }
-    wctl_info(c, "Cluster status of node %s ...", str(cl.ov, "node") ? str(cl.ov, "node") : "");
+    const json_t *about = follower(&cl) ? cl.warren : cl.ov;
+    wctl_info(c, "Cluster status of node %s ...", str(about, "node") ? str(about, "node") : "");
     wctl_buf out = {0};
-    if (c->o->json) {
-        json_t *j = cluster_json(&cl);
+    if (follower(&cl)) { /* what it knows: the cluster's name and replication */
+        if (c->o->json) {
+            json_t *j = json_pack("{s:s?,s:O}", "cluster_name", str(cl.warren, "cluster_name"),
+                                  "warren_cluster", cl.warren);
+            char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+            wctl_buf_printf(&out, "%s\n", text);
+            free(text);
+            json_decref(j);
+        } else {
+            title(&out, "Basics", true);
+            wctl_buf_printf(&out, "Cluster name: %s\n", str(cl.warren, "cluster_name"));
+            replication_section(&out, cl.warren);
+        }
+    } else if (c->o->json) {
+        json_t *j = status_json(&cl);
         char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
         wctl_buf_printf(&out, "%s\n", text);
         free(text);
@@ -253,6 +334,8 @@ int wctl_cmd_cluster_status(wctl_ctx *c)
         nodes_sections(&out, &cl);
         alarms_and_partitions(&out, &cl);
         listeners_and_flags(&out, &cl);
+        if (cl.warren)
+            replication_section(&out, cl.warren);
     }
     fwrite(wctl_buf_str(&out), 1, out.len, stdout);
     wctl_buf_free(&out);

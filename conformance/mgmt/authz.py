@@ -231,6 +231,7 @@ def fixed(method, pattern, url_path, body=None, target=""):
 fixed("GET", "/api/overview", "/api/overview")
 fixed("GET", "/api/nodes", "/api/nodes")
 fixed("GET", "/api/nodes/{}", lambda fx: path("/api/nodes", fx.node))
+fixed("GET", "/api/cluster", "/api/cluster")
 fixed("GET", "/api/whoami", "/api/whoami")
 fixed("GET", "/api/vhosts", "/api/vhosts")
 fixed("GET", "/api/vhosts/{}", lambda fx: path("/api/vhosts", fx.V))
@@ -494,7 +495,7 @@ def family(pattern):
         return "move"
     if pattern in ("/api/vhosts/{}/connections", "/api/vhosts/{}/channels"):
         return "connections"
-    return {"overview": "overview", "nodes": "overview", "whoami": "overview", "extensions": "overview",
+    return {"overview": "overview", "nodes": "overview", "cluster": "overview", "whoami": "overview", "extensions": "overview",
             "environment": "overview", "feature-flags": "overview", "parameters": "parameters",
             "global-parameters": "parameters", "connections": "connections", "channels": "connections",
             "consumers": "connections", "exchanges": "exchanges", "queues": "queues", "bindings": "bindings",
@@ -660,6 +661,10 @@ NOT_PROBED = {
 # RabbitMQ route whose rule it follows ("analogy") and its own success
 # status; expected() derives its answers from that route's recorded ones.
 WARREN_ONLY = {
+    ("GET", "/api/cluster", ""): ("GET /api/nodes", "404 Object Not Found: Not Found",
+                                  "the cluster's status: monitoring users and administrators, as /api/nodes; "
+                                  "a single node (this table's broker) has no cluster and answers them 404 "
+                                  "(a cluster's leader 200: tests/integration/py/test_cluster_mgmt.py)"),
     ("GET", "/api/environment", ""): ("GET /api/definitions", "200",
                                       "the effective configuration: administrators only, as RabbitMQ 3.13's "
                                       "GET /api/config/effective (and 3.10's GET /api/definitions)"),

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { launch, login } from './browser.mjs';
 import { measureConsole, describe } from './perf.mjs';
 import { streamTests } from './stream.mjs';
+import { clusterTests } from './cluster.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const BASE = process.env.BASE;
@@ -54,6 +55,11 @@ async function test(name, fn, opts = {}) {
   }
 }
 function assert(cond, msg) { if (!cond) throw new Error(msg); }
+function skip(name, why) {
+  if (ONLY && !name.includes(ONLY)) return;
+  n += 1;
+  console.log(`ok ${n} - browser: ${name} # SKIP ${why}`);
+}
 
 // Direct API calls (setup checks and cleanup), as a given user.
 async function api(method, path, body, user = ADMIN) {
@@ -701,6 +707,8 @@ await test('monitoring user: admin actions not offered, and refused by the API',
   assert(await page.locator('#logout').count() === 1, 'still logged in');
   await page.click('#logout');
 });
+
+await clusterTests({ test, assert, waitFor, page, shot, go, ADMIN, BASE, skip });
 
 await test('clean up through the UI: delete the user, then the vhost (typed confirmation)', async () => {
   if (consumer) { consumer.proc.stdin.end(); consumer = null; }

@@ -11,6 +11,10 @@
 #      CONSOLE_AMQP_PORT=N      its AMQP port (default 5672)
 #      CONSOLE_TARGET=warren    hold that console to the 10,000-queue targets
 #                               (set when this script starts Warren)
+#      CLUSTER_BASE=http://...  a Warren cluster's leader console for the Cluster
+#                               panel's tests (cluster.mjs); when this script
+#                               starts Warren it also starts one: an etcd and
+#                               three nodes on 127.0.0.1
 #      SHOTS=dir                screenshots (default build/browser-screenshots)
 #      PERF_QUEUES=N            queues for the scale test (default 10000)
 set -u
@@ -67,4 +71,47 @@ if [ -z "$BASE" ]; then
     echo "# testing Warren's console at $BASE (AMQP on $AMQP_PORT)"
 fi
 [ -n "$BASE" ] || { echo "not ok 1 - browser: a console to test"; exit 1; }
+
+# A cluster for the Cluster panel: one etcd and three nodes on free ports;
+# CLUSTER_BASE is the leader's console once all three are in sync (set
+# here, not echoed: a subshell would keep the PIDs from cleanup).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+start_cluster() {
+    local eport peer i name mports=()
+    eport=$(free_port); peer=$(free_port)
+    command -v etcd >/dev/null || { echo "# no etcd (scripts/deps.sh installs etcd-server): no cluster" >&2; return; }
+    etcd --data-dir "$TMP/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
+        --advertise-client-urls "http://127.0.0.1:$eport" --listen-peer-urls "http://127.0.0.1:$peer" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer" --initial-cluster "default=http://127.0.0.1:$peer" \
+        > "$TMP/etcd.log" 2>&1 &
+    PIDS+=($!)
+    for i in 1 2 3; do
+        name=console-n$i
+        mports+=("$(free_port)")
+        mkdir -p "$TMP/$name"
+        "$WARREN_BIN" --set listeners.tcp.default=127.0.0.1:0 --set stream.listeners.tcp.default=127.0.0.1:0 \
+            --set management.tcp.ip=127.0.0.1 --set "management.tcp.port=${mports[-1]}" \
+            --set prometheus.tcp.ip=127.0.0.1 --set prometheus.tcp.port=0 --set "data_dir=$TMP/$name" \
+            --set "cluster.etcd.endpoints.1=http://127.0.0.1:$eport" --set cluster.name=console-test \
+            --set "cluster.node_name=$name" --set cluster.advertised_host=127.0.0.1 \
+            --set "cluster.replication.port=$(free_port)" > "$TMP/$name.log" 2>&1 &
+        PIDS+=($!)
+    done
+    for i in $(seq 1 200); do
+        for p in "${mports[@]}"; do
+            if curl -s -m 2 -u guest:guest "http://127.0.0.1:$p/api/cluster" |
+                python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not (d["role"] == "leader" and d["isr_size"] == 3))' 2>/dev/null; then
+                CLUSTER_BASE="http://127.0.0.1:$p"
+                return
+            fi
+        done
+        sleep 0.1
+    done
+    cat "$TMP"/console-n*.log >&2
+}
+if [ -z "${CONSOLE_URL:-}" ] && [ -z "${CLUSTER_BASE:-}" ]; then
+    start_cluster
+    [ -n "${CLUSTER_BASE:-}" ] && echo "# a cluster's leader at $CLUSTER_BASE"
+fi
+export CLUSTER_BASE=${CLUSTER_BASE:-}
 BASE=$BASE AMQP_PORT=$AMQP_PORT timeout 1200 node tests/browser/run.mjs

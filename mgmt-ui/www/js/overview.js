@@ -2,8 +2,12 @@
 // message rates over the last ten minutes (the API's samples, as many as
 // the broker has had time to take), and the
 // node's facts. /api/nodes needs the monitoring tag; without it the node
-// panel says so instead of failing.
-import { h, replace, errorBox, facts, icon, badge, loading } from './dom.js';
+// panel says so instead of failing. On a Warren cluster's leader (its
+// nodes have a cluster_role) a Cluster panel follows, from /api/cluster:
+// leader, epoch, the in-sync replicas against min_isr, whether confirms
+// are held, and each node's role, ISR membership and lag; the Node panel
+// keeps this node's facts (the others' are not known here).
+import { h, replace, errorBox, facts, icon, badge, loading, cards } from './dom.js';
 import { get, query, ApiError } from './http.js';
 import { num, rate, bytes, duration } from './format.js';
 import { createChart, ratesFromSamples, levelsFromSamples, COLORS } from './chart.js';
@@ -63,6 +67,32 @@ function alarmsOf(nodes) {
   return out;
 }
 
+// Warren's cluster: its facts, then one row per node.
+function clusterView(st) {
+  const held = st.confirms_held;
+  return [
+    facts([
+      ['Cluster', st.cluster_name],
+      ['Leader', st.leader ? h('span', { class: 'mono' }, st.leader) : badge('alarm', 'none', 'alert')],
+      ['Epoch', num(st.epoch)],
+      ['In-sync replicas', `${num(st.isr_size)} (min ${num(st.min_isr)})`],
+      ['Confirms', held ? badge('alarm', 'held: the ISR is below min_isr', 'alert')
+        : held === false ? badge('ok', 'flowing', 'check') : '–'],
+    ]),
+    h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple', id: 'cluster-nodes' },
+      h('thead', {}, h('tr', {}, ['Node', 'Role', 'In sync', 'Alive', 'Acked sequence', 'Lag', 'Lag time']
+        .map((t) => h('th', { class: ['Acked sequence', 'Lag', 'Lag time'].includes(t) ? 'num' : null }, t)))),
+      h('tbody', {}, (st.nodes || []).map((n) => h('tr', {},
+        h('td', { class: 'mono' }, n.name),
+        h('td', {}, n.role === 'leader' ? badge('ok', 'leader', 'check') : n.role),
+        h('td', {}, n.in_sync ? badge('ok', 'in sync', 'check') : badge('alarm', 'not in sync', 'alert')),
+        h('td', {}, n.alive ? 'yes' : badge('alarm', 'down', 'alert')),
+        h('td', { class: 'num' }, num(n.acked_sequence)),
+        h('td', { class: 'num' }, bytes(n.lag_bytes)),
+        h('td', { class: 'num' }, duration(n.lag_ms)))))))),
+  ];
+}
+
 // Warren-specific node facts (journal) are shown when the API has them.
 function nodeFacts(n) {
   const journal = n.journal_bytes ?? n.journal_size ?? n.journal?.bytes;
@@ -90,6 +120,7 @@ export async function render(el) {
   const rates = createChart('Message rates', RATE_SERIES.map(([, label, color]) => ({ label, color })), { unit: '/s', format: rate });
   const nodeArea = h('div', {}, loading());
   const listenersArea = h('div');
+  const clusterArea = h('div'); // a panel on a cluster's leader only
   const errorArea = h('div');
   const scope = session.vhost ? `Virtual host ${session.vhost}` : 'All virtual hosts';
   replace(el,
@@ -98,7 +129,8 @@ export async function render(el) {
     h('div', { class: 'grid-2' }, h('section', { class: 'panel', id: 'chart-lengths' }, lengths.el), h('section', { class: 'panel', id: 'chart-rates' }, rates.el)),
     h('div', { class: 'grid-2' },
       h('section', { class: 'panel', id: 'node' }, h('h2', {}, icon('gauge'), 'Node'), nodeArea),
-      h('section', { class: 'panel', id: 'listeners' }, h('h2', {}, icon('plug'), 'Listeners and versions'), listenersArea)));
+      h('section', { class: 'panel', id: 'listeners' }, h('h2', {}, icon('plug'), 'Listeners and versions'), listenersArea)),
+    clusterArea);
 
   // With a vhost chosen, the totals and charts are that vhost's. They come
   // from the vhost list (GET /api/vhosts/V is for administrators only).
@@ -170,10 +202,22 @@ export async function render(el) {
       replace(alarmArea, alarms.length
         ? h('div', { class: 'alarm-banner', role: 'alert' }, icon('alert'), h('div', {}, h('div', {}, 'ALARM'), alarms.map((a) => h('div', {}, a))))
         : h('div', { class: 'ok-banner' }, icon('check'), 'No alarms'));
-      replace(nodeArea, nodes.map(nodeFacts));
+      const clustered = nodes.some((n) => n.cluster_role);
+      replace(nodeArea, nodes.filter((n) => !clustered || n.uptime !== undefined).map(nodeFacts));
+      if (clustered) await refreshCluster();
     } catch (err) {
       replace(nodeArea, errorBox(err));
     }
+  }
+
+  async function refreshCluster() {
+    let body;
+    try {
+      body = clusterView(await get('/api/cluster'));
+    } catch (err) {
+      body = errorBox(err);
+    }
+    replace(clusterArea, h('section', { class: 'panel', id: 'cluster' }, h('h2', {}, icon('vhost'), 'Cluster'), body));
   }
 
   await refresh();

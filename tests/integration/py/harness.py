@@ -94,8 +94,11 @@ def unique(kind="q"):
 class WarrenProcess:
     """One Warren process on 127.0.0.1:<ephemeral> with its own data dir."""
 
-    def __init__(self, settings=(), env=None, preexec_fn=None, plain_http=True):
+    def __init__(self, settings=(), env=None, preexec_fn=None, plain_http=True, ready_re=None):
         self.settings = list(settings)
+        # A log line (regular expression) that says the process is up, in
+        # place of its AMQP listener: a cluster's follower opens none.
+        self.ready_re = re.compile(ready_re) if ready_re else None
         # False: no management.tcp.* / prometheus.tcp.* keys (HTTPS alone, or the defaults)
         self.plain_http = plain_http
         self.env = dict(os.environ, **(env or {}))
@@ -130,11 +133,14 @@ class WarrenProcess:
         # can never block on a full pipe, and keeps the log for failure reports.
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
-        if not self._port_found.wait(START_TIMEOUT) or self.port is None:
+        ready = self._port_found.wait(START_TIMEOUT) and self.proc.poll() is None
+        if not ready or (self.port is None and self.ready_re is None):
+            what = self.ready_re.pattern if self.ready_re else "AMQP listening on"
             self.stop()
-            raise RuntimeError("Warren did not report 'AMQP listening on' within %.0f s; log:\n%s"
-                               % (START_TIMEOUT, self.log_tail()))
-        self._mgmt_found.wait(START_TIMEOUT)
+            raise RuntimeError("Warren did not report '%s' within %.0f s; log:\n%s"
+                               % (what, START_TIMEOUT, self.log_tail()))
+        if self.ready_re is None:
+            self._mgmt_found.wait(START_TIMEOUT)
         return self.host, self.port
 
     def _drain(self):
@@ -151,6 +157,8 @@ class WarrenProcess:
             m = LISTEN_RE.search(line)
             if m and self.port is None:
                 self.host, self.port = m.group(1), int(m.group(2))
+                self._port_found.set()
+            if self.ready_re and self.ready_re.search(line):
                 self._port_found.set()
             m = MGMT_RE.search(line)
             if m and self.mgmt_port is None:
