@@ -47,7 +47,7 @@ WCTL_OBJS = $(patsubst %.c,$(B)/%.o,$(filter-out warrenctl/main.c,$(wildcard war
 WCTL_LIBS = $(shell pkg-config --libs jansson 2>/dev/null) -lm
 
 .PHONY: all run test unit integration bench deps codegen check-codegen clean conformance \
-        peer-suites unit-bins integration-bins soak fuzz fuzz-bins netfuzz
+        peer-suites unit-bins integration-bins soak fuzz fuzz-bins netfuzz cluster-test
 
 all: deps $(WARREN) bin/warren bin/warrenctl
 
@@ -202,6 +202,14 @@ soak: deps
 	@$(MAKE) --no-print-directory $(WARREN)
 	@SOAK_S=$(SOAK_S) WARREN_BIN=$(CURDIR)/$(WARREN) SOAK_REPORT=tests/soak/last-run.txt \
 		/usr/bin/python3 tests/soak/soak.py
+
+# The cluster tests' long run (tests/cluster): 50 leader kills in a row and a
+# follower stopped for 30 s; the figures go to tests/cluster/last-long-run.txt.
+cluster-test: deps
+	@$(MAKE) --no-print-directory VARIANT=release $(WARREN) build/slowsync.so
+	@WARREN_BIN=$(CURDIR)/$(WARREN) WARREN_CLUSTER_KILLS=50 WARREN_CLUSTER_STOP_S=30 \
+		WARREN_CLUSTER_TEST_TIMEOUT=3600 WARREN_CLUSTER_RECORD=tests/cluster/last-long-run.txt \
+		/usr/bin/python3 tests/cluster/test_cluster.py --tap
 
 conformance: deps all
 	@conformance/run.sh

@@ -2,6 +2,8 @@
  * server.  Usage: warren [--config FILE] [--set key=value]... [--definitions FILE] */
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,11 @@ static void tune_malloc(void)
 static int serve(const config *cfg, cluster *cl, mirror *replication)
 {
     broker *b = broker_new(cfg, replication);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL); /* a cluster leader's came blocked */
     if (!b)
         return 1;
     server *s = broker_server(b);

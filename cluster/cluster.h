@@ -66,8 +66,9 @@ void cluster_stop(cluster *c);
 
 /* The follower phase, on the main thread: returns true once this node
  * leads (its data directory is whole and it may load it), false when
- * SIGTERM or SIGINT arrived (blocked in every thread meanwhile; restored
- * on return). */
+ * SIGTERM or SIGINT arrived. Both are blocked meanwhile; on false the old
+ * mask is back, on true they stay blocked so that one sent while the
+ * broker loads waits for its handlers (the caller unblocks them). */
 bool cluster_await_leadership(cluster *c);
 
 /* The leader's replication log, for broker_new (journal, streams, meta).

@@ -213,19 +213,26 @@ static void start_leading(cluster *c, bool ok, void *arg)
 }
 
 /* Won the election: take the ISR -- this node plus the members whose
- * records still stand (a dead leader's record went with its lease; read
- * afresh, the last poll may predate that) -- by a CAS that holds only
- * while this leadership does. */
+ * records still stand (a dead leader's record went with its lease) -- by
+ * a CAS that holds only while this leadership does. The ISR and the
+ * records are read afresh first: the last poll may predate the previous
+ * leader's last change, and a CAS on a stale revision would only fail.
+ * pending_cas keeps other ISR writes (and a second win) out meanwhile. */
 static bool decode_node(const etcd_kv *kv, node_record *out);
+
+static void lead_failed(cluster *c)
+{
+    leader_free(c->lead);
+    c->lead = NULL; /* the next election report or poll tries again */
+}
 
 static void take_isr(const etcd_result *r, void *arg)
 {
     cluster *c = arg;
     c->pending_cas = NULL;
     if (r->status != ETCD_OK || !c->lead) {
-        leader_free(c->lead);
-        c->lead = NULL;
-        return; /* the next election report or poll tries again */
+        lead_failed(c);
+        return;
     }
     c->n_nodes = 0;
     for (size_t i = 0; i < r->n_kvs && c->n_nodes < CLUSTER_MAX_NODES; i++)
@@ -236,30 +243,44 @@ static void take_isr(const etcd_result *r, void *arg)
     for (unsigned i = 0; i < c->isr.n; i++)
         if (cluster_find_node(c, c->isr.names[i]))
             isr_add(&next, c->isr.names[i]);
-    if (!cluster_write_isr(c, &next, 0, start_leading, NULL)) {
-        leader_free(c->lead);
-        c->lead = NULL;
+    if (!cluster_write_isr(c, &next, 0, start_leading, NULL))
+        lead_failed(c);
+}
+
+static void read_isr_to_lead(const etcd_result *r, void *arg)
+{
+    cluster *c = arg;
+    c->pending_cas = NULL;
+    isr_set s = {.mod_revision = r->status == ETCD_OK && r->n_kvs ? r->kvs[0].mod_revision : 0};
+    if (r->status != ETCD_OK || !c->lead ||
+        (r->n_kvs && !isr_decode(r->kvs[0].value, r->kvs[0].value_len, &s))) {
+        lead_failed(c);
+        return;
     }
+    c->isr = s;
+    if (s.mod_revision > 0 && !isr_has(&s, c->node_name)) {
+        log_msg(LOG_WARNING, "cluster: elected while out of the in-sync replicas: resigning");
+        lead_failed(c);
+        etcd_election_resign(c->election);
+        return;
+    }
+    char key[200];
+    key_of(c, "nodes/", key, sizeof key);
+    etcd_get_opts prefix = {.prefix = true};
+    c->pending_cas = etcd_get(c->etcd, key, strlen(key), &prefix, take_isr, c);
+    if (!c->pending_cas)
+        lead_failed(c);
 }
 
 static void become_leader(cluster *c)
 {
-    if (c->isr.mod_revision > 0 && !isr_has(&c->isr, c->node_name)) {
-        log_msg(LOG_WARNING, "cluster: elected while out of the in-sync replicas: resigning");
-        etcd_election_resign(c->election);
-        return;
-    }
     if (!(c->lead = leader_new(c)))
         return;
     char key[200];
-    key_of(c, "nodes/", key, sizeof key);
-    etcd_get_opts prefix = {.prefix = true};
-    /* pending_cas keeps other ISR writes (and a second win) out meanwhile */
-    c->pending_cas = etcd_get(c->etcd, key, strlen(key), &prefix, take_isr, c);
-    if (!c->pending_cas) {
-        leader_free(c->lead);
-        c->lead = NULL;
-    }
+    key_of(c, "isr", key, sizeof key);
+    c->pending_cas = etcd_get(c->etcd, key, strlen(key), NULL, read_isr_to_lead, c);
+    if (!c->pending_cas)
+        lead_failed(c);
 }
 
 static bool copy_whole(const cluster *c)
@@ -621,7 +642,7 @@ bool cluster_await_leadership(cluster *c)
             break;
         }
         if (lead)
-            break;
+            return true; /* still blocked: the broker unblocks them once it handles them */
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return lead;

@@ -56,7 +56,7 @@ check_layers() {
 }
 
 build() { # VARIANT
-    make -s -j"$JOBS" VARIANT="$1" build/"$1"/warren unit-bins integration-bins
+    make -s -j"$JOBS" VARIANT="$1" build/"$1"/warren unit-bins integration-bins build/slowsync.so
 }
 
 run_layer "codegen" scripts/check-codegen.sh
@@ -92,6 +92,10 @@ for variant in release asan; do
             WARREN_BIN="$PWD/build/$variant/warren" timeout 900 conformance/run.sh
         run_layer "browser (console, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \
             tests/browser/run.sh
+        # Three nodes on etcd in network namespaces (tests/cluster): failover,
+        # fencing, ISR changes; `make cluster-test` is the long run.
+        run_layer "cluster (3 nodes, namespaces, $variant)" env WARREN_BIN="$PWD/build/$variant/warren" \
+            timeout 1200 /usr/bin/python3 tests/cluster/test_cluster.py --tap
     fi
     # Soak (tests/soak): 60 s of producers, consumers, churn, channel errors,
     # policy changes and management polling; RSS and descriptors flat, no

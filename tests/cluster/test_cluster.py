@@ -5,6 +5,7 @@ leader that fences itself, a stopped follower leaving and rejoining the
 in-sync replicas, a slow disk and a lossy link, and leader kills in a row.
 
 Run: sudo /usr/bin/python3 tests/cluster/test_cluster.py [-k name]
+     ... test_cluster.py --tap [FILTER...]   (TAP, as make test reads it)
 WARREN_CLUSTER_KILLS (default 3) sets the kills in a row;
 WARREN_CLUSTER_STOP_S (default 8) how long a follower stays SIGSTOPped.
 Figures (failover gaps) are printed and appended to
@@ -79,7 +80,14 @@ class ClusterTest(unittest.TestCase):
                 except OSError:
                     pass
             return None
-        return wait_until(probe, timeout, "a leader")
+        try:
+            return wait_until(probe, timeout, "a leader")
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.logs())) from None
+
+    def logs(self, n=25):
+        return "\n".join("---- n%d\n%s" % (i, self.w.log_tail(i, n)) for i in (1, 2, 3)
+                         if self.w.nodes[i].proc)
 
     def wait_isr(self, n, timeout=30):
         """Until the leader logged an ISR of n members (its latest report)."""
@@ -92,7 +100,10 @@ class ClusterTest(unittest.TestCase):
                 if lines and ("now %d of" % n) in lines[-1] and self.is_leading(i):
                     return i
             return None
-        return wait_until(isr, timeout, "an ISR of %d" % n)
+        try:
+            return wait_until(isr, timeout, "an ISR of %d" % n)
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.logs())) from None
 
     def is_leading(self, i):
         lines = self.w.nodes[i].proc.log_lines
@@ -288,5 +299,41 @@ class ClusterTest(unittest.TestCase):
                   max(gaps), len(load.confirmed)))
 
 
+def tap(filters):
+    """TAP lines `ok N - cluster: name`, each test bounded by TEST_TIMEOUT."""
+    import signal
+    import traceback
+
+    def alarm(signum, frame):
+        raise TimeoutError("over %d s" % TEST_TIMEOUT)
+    signal.signal(signal.SIGALRM, alarm)
+    n = failed = 0
+    for name in unittest.TestLoader().getTestCaseNames(ClusterTest):
+        short = name[5:]
+        if filters and not any(f in short for f in filters):
+            continue
+        result = unittest.TestResult()
+        signal.alarm(TEST_TIMEOUT)
+        try:
+            ClusterTest(name).run(result)
+        except Exception:
+            result.errors.append((name, traceback.format_exc()))
+        finally:
+            signal.alarm(0)
+        n += 1
+        bad = result.failures + result.errors
+        failed += bool(bad)
+        print("%s %d - cluster: %s" % ("not ok" if bad else "ok", n, short), flush=True)
+        for _test, text in bad:
+            for line in str(text).rstrip().splitlines()[-100:]:
+                print("# " + line)
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+TEST_TIMEOUT = int(os.environ.get("WARREN_CLUSTER_TEST_TIMEOUT", "300"))
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--tap"]:
+        sys.exit(tap(sys.argv[2:]))
     unittest.main(verbosity=2)
