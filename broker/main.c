@@ -96,6 +96,7 @@ static int serve(const config *cfg, cluster *cl, mirror *replication)
         return 1;
     }
     int status = broker_run(b);
+    cluster_detach(cl);
     mgmt_free(m);
     broker_free(b);
     return status;

@@ -87,6 +87,9 @@ typedef struct cluster_broker {
     void *arg;
 } cluster_broker;
 bool cluster_attach(cluster *c, const cluster_broker *b);
+/* Before the broker is freed (its loop thread): the cluster lets go of
+ * its loop, journal and meta. */
+void cluster_detach(cluster *c);
 /* Whether this node fenced itself as a leader, or lost its lease as a
  * follower: the process should start over. */
 bool cluster_fenced(cluster *c);

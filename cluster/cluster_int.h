@@ -108,11 +108,14 @@ leader *leader_new(cluster *c);
 void leader_free(leader *l);
 /* The broker attached: the gate and snapshot requests can flow. */
 void leader_broker_attached(leader *l, const cluster_broker *b);
+void leader_broker_detached(leader *l);
 /* Fills the nodes' leader's-view fields of `st` (under the status lock). */
 void leader_fill_status(leader *l, cluster_status *st);
 /* The ISR changed (after a CAS by this leader): recompute the gate. */
 void leader_isr_changed(leader *l);
 void leader_tick(leader *l, uint64_t now_ms);
+/* Fenced: every follower session and the listener closed. */
+void leader_fence(leader *l);
 
 /* follower.c */
 follower *follower_new(cluster *c);

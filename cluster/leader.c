@@ -140,6 +140,19 @@ static void broker_mail(evutil_socket_t fd, short what, void *arg)
         poke(l->to_leader_fd);
 }
 
+/* The broker is about to be freed (its loop thread): nothing of it may be
+ * touched from here on, its event included. */
+void leader_broker_detached(leader *l)
+{
+    pthread_mutex_lock(&l->mlock);
+    if (l->broker_ev)
+        event_free(l->broker_ev);
+    l->broker_ev = NULL;
+    l->attached = false;
+    l->b = (cluster_broker){0};
+    pthread_mutex_unlock(&l->mlock);
+}
+
 void leader_broker_attached(leader *l, const cluster_broker *b)
 {
     pthread_mutex_lock(&l->mlock);
@@ -491,6 +504,15 @@ static void recompute_gate(leader *l)
 
 void leader_isr_changed(leader *l) { recompute_gate(l); }
 
+void leader_fence(leader *l)
+{
+    while (l->n_sessions)
+        session_free(l->sessions[0]);
+    if (l->listener)
+        evconnlistener_free(l->listener);
+    l->listener = NULL;
+}
+
 static void joined_isr(cluster *c, bool ok, void *arg)
 {
     (void)arg, (void)ok;
@@ -581,6 +603,21 @@ void leader_tick(leader *l, uint64_t now)
         cluster_fence(c, "the lease could not be renewed in time");
         return;
     }
+    /* the disk watchdog: a sync round stuck past half the lease means the
+     * disk stopped answering; confirms would stop anyway, but clients and
+     * followers must move to a node that can serve */
+    pthread_mutex_lock(&l->mlock);
+    uint64_t stuck = l->b.journal ? journal_round_age_ms(l->b.journal) : 0;
+    pthread_mutex_unlock(&l->mlock);
+    if (stuck > c->cfg.cluster.lease_ttl_s * 1000 / 2) {
+        char why[120];
+        snprintf(why, sizeof why, "the disk has not finished a sync for %" PRIu64 " ms", stuck);
+        pthread_mutex_lock(&l->mlock);
+        snprintf(l->fence_why, sizeof l->fence_why, "%s", why);
+        pthread_mutex_unlock(&l->mlock);
+        cluster_fence(c, why);
+        return;
+    }
     for (unsigned i = 0; i < l->n_sessions; i++) {
         session *s = l->sessions[i];
         if (*s->name && !s->reader && !s->reader_asked && !s->dropping_from_isr)
@@ -666,8 +703,6 @@ void leader_free(leader *l)
         event_free(l->log_ev);
     if (l->leader_ev)
         event_free(l->leader_ev);
-    if (l->broker_ev)
-        event_free(l->broker_ev);
     if (l->to_broker_fd >= 0)
         close(l->to_broker_fd);
     if (l->to_leader_fd >= 0)

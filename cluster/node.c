@@ -161,14 +161,27 @@ bool cluster_write_isr(cluster *c, const isr_set *next, int64_t drop_lease,
 
 /* ---- fencing and leading ------------------------------------------------ */
 
+static void on_fence_revoked(const etcd_result *r, void *arg)
+{
+    (void)r, (void)arg; /* revoked, or it lapses by itself */
+}
+
+/* Fencing also gives the leadership up at once: the followers are cut off
+ * (nothing more reaches them from here) and the lease is revoked, so that
+ * the next ISR member is elected without waiting for the TTL -- the old
+ * process may take a while to close (a disk that does not answer). */
 void cluster_fence(cluster *c, const char *why)
 {
     if (atomic_exchange(&c->fenced, true))
         return;
     log_msg(LOG_ERROR, "cluster: fencing this leader: %s; no more confirms, closing every "
             "connection, restarting as a follower", why);
-    if (c->lead)
+    if (c->lead) {
         leader_tick(c->lead, now_ms()); /* tells the broker loop */
+        leader_fence(c->lead);
+    }
+    if (c->lease)
+        etcd_lease_revoke(c->etcd, c->lease, on_fence_revoked, c);
     cluster_publish_status(c);
 }
 
@@ -657,6 +670,12 @@ bool cluster_attach(cluster *c, const cluster_broker *b)
         return false;
     leader_broker_attached(c->lead, b);
     return true;
+}
+
+void cluster_detach(cluster *c)
+{
+    if (c && c->lead)
+        leader_broker_detached(c->lead);
 }
 
 void cluster_stop(cluster *c)

@@ -639,6 +639,13 @@ journal_seq journal_append_queue_delete(journal *j, uint64_t queue_id)
     return append_queue_record(j, REC_QUEUE_DELETE, queue_id);
 }
 
+uint64_t journal_round_age_ms(journal *j)
+{
+    uint64_t started = atomic_load(&j->round_started_ms);
+    uint64_t now = now_ms();
+    return started && now > started ? now - started : 0;
+}
+
 journal_seq journal_synced(const journal *j)
 {
     journal_seq s = atomic_load(&j->synced);
@@ -999,12 +1006,14 @@ static void *sync_main(void *arg)
         pthread_mutex_unlock(&j->mu);
 
         uint32_t ck_seg = 0;
+        atomic_store(&j->round_started_ms, now_ms());
         bool ok = !atomic_load(&j->failed) && write_round(j, first, n, &ck_seg);
         while (!ok && atomic_load(&j->out_of_space) && wait_for_space(j))
             ok = write_round(j, first, n, &ck_seg);
         if (ok && atomic_exchange(&j->out_of_space, false))
             journal_log(j, JLOG_INFO, "writes resumed: there is space again");
 
+        atomic_store(&j->round_started_ms, 0);
         pthread_mutex_lock(&j->mu);
         journal_seq seq = retire_round_locked(j, n, ck_seg);
         pthread_mutex_unlock(&j->mu);

@@ -344,6 +344,7 @@ struct journal {
     _Atomic uint64_t written_bytes; /* of appended_bytes, what is in the files */
     _Atomic uint64_t synced;
     _Atomic uint64_t syncs;
+    _Atomic uint64_t round_started_ms; /* CLOCK_MONOTONIC ms of the round being written; 0 idle */
     _Atomic bool failed;
     _Atomic bool out_of_space; /* the round being written met ENOSPC/EDQUOT: it is retried */
 

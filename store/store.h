@@ -161,6 +161,10 @@ void journal_set_replicated(journal *j, journal_seq replicated_through);
 /* journal_config.mirror (NULL: none), for the files synced with the
  * journal (stream queues) to record through the same log. */
 mirror *journal_mirror(const journal *j);
+/* How long the sync thread has been in its current round (write and
+ * fdatasync), in ms; 0 when idle. Any thread: a cluster leader's watchdog
+ * fences the node when its disk stops answering. */
+uint64_t journal_round_age_ms(journal *j);
 /* Bytes appended that the sync thread has not written yet: what the
  * journal holds in RAM (publishers are slowed down when it grows). */
 uint64_t journal_unwritten_bytes(const journal *j);

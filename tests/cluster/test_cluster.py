@@ -273,6 +273,38 @@ class ClusterTest(unittest.TestCase):
         record("slow follower disk (30 ms fdatasync) + 20 ms/2%% loss link: %d confirmed in "
                "8 s, none lost" % len(load.confirmed))
 
+    def test_stalled_leader_disk_fences(self):
+        """The leader's fdatasync stops answering (an LD_PRELOAD delays it
+        by 4 s): its watchdog fences it after lease_ttl/2 and a follower
+        leads; every confirmed message is there."""
+        for i in (1, 2, 3):  # every node gets the shim (delay 0), the leader last
+            if i == self.leader():
+                continue
+            self.w.stop(i)
+            self.w.start(i, wait=None, slow_sync_ms=0)
+            self.wait_isr(3)
+        old = self.leader()
+        self.w.stop(old)
+        self.w.start(old, wait=None, slow_sync_ms=0)
+        self.wait_isr(3)
+        lead = self.leader()
+        load = Workload(self.w.connection_params(heartbeat=2), publishers=2, consumers=2).start()
+        time.sleep(2)
+        stalled = time.time()
+        self.w.set_slow_sync(lead, 4000)
+        self.assertTrue(self.w.wait_log(lead, "the disk has not finished a sync", timeout=15),
+                        self.logs())
+        new = self.leader(timeout=30)
+        self.assertNotEqual(new, lead)
+        self.w.set_slow_sync(lead, 0)
+        self.wait_isr(2)
+        time.sleep(2)
+        load.stop()
+        self.check(load)
+        fenced = self.log_time(lead, "fencing this leader", after=stalled - 1)
+        record("stalled leader disk: fenced %.2f s after fdatasync stopped answering"
+               % (fenced - stalled))
+
     def test_leader_kills_in_a_row(self):
         """KILLS kills -9 of whoever leads, each restarted as a follower:
         nothing confirmed is lost over all of them."""
