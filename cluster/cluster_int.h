@@ -6,6 +6,7 @@
 #ifndef WARREN_CLUSTER_INT_H
 #define WARREN_CLUSTER_INT_H
 
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -79,6 +80,8 @@ struct cluster {
     leader *lead;
     status_http *status_http; /* while following */
     mirror *mirror;
+    SSL_CTX *tls_client; /* etcd over https, a follower's replication (tls.c) */
+    SSL_CTX *tls_server; /* the leader's replication listener, with cluster.replication.ssl */
 
     /* shared with other threads, under `lock` */
     pthread_mutex_t lock;
@@ -102,6 +105,11 @@ bool cluster_write_isr(cluster *c, const isr_set *next, int64_t drop_lease,
                        void (*done)(cluster *c, bool ok, void *arg), void *arg);
 void cluster_hmac(const cluster *c, const uint8_t nonce[CLUSTER_NONCE_LEN], const char *name,
                   uint8_t out[CLUSTER_MAC_LEN]);
+
+/* tls.c: a context from cluster.ssl.* (NULL, logged, on failure); a
+ * connection's SSL that checks the peer's certificate names `peer_ip`. */
+SSL_CTX *cluster_tls_context(const config *cfg, bool accepting);
+SSL *cluster_tls_client(SSL_CTX *ctx, const char *peer_ip);
 
 /* leader.c */
 leader *leader_new(cluster *c);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -211,7 +212,17 @@ static void connect_to(follower *f)
     if (!n || inet_pton(AF_INET, n->host, &sin.sin_addr) != 1)
         return; /* its record is not read yet (the next poll) */
     sin.sin_port = htons((uint16_t)n->replication_port);
-    f->bev = bufferevent_socket_new(f->c->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (f->c->cfg.cluster.replication_ssl) {
+        SSL *ssl = cluster_tls_client(f->c->tls_client, n->host);
+        f->bev = ssl ? bufferevent_openssl_socket_new(f->c->base, -1, ssl,
+                                                      BUFFEREVENT_SSL_CONNECTING,
+                                                      BEV_OPT_CLOSE_ON_FREE)
+                     : NULL;
+        if (ssl && !f->bev)
+            SSL_free(ssl);
+    } else {
+        f->bev = bufferevent_socket_new(f->c->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (!f->bev)
         return;
     bufferevent_setcb(f->bev, on_read, NULL, on_event, f);

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <inttypes.h>
@@ -435,7 +436,15 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
     if (sa->sa_family == AF_INET)
         inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, host, sizeof host);
     snprintf(s->peer, sizeof s->peer, "%s", host);
-    s->bev = bufferevent_socket_new(l->c->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    SSL *ssl = l->c->tls_server ? SSL_new(l->c->tls_server) : NULL;
+    if (l->c->tls_server && !ssl) {
+        evutil_closesocket(fd);
+        free(s);
+        return;
+    }
+    s->bev = ssl ? bufferevent_openssl_socket_new(l->c->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                  BEV_OPT_CLOSE_ON_FREE)
+                 : bufferevent_socket_new(l->c->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!s->bev || RAND_bytes(s->nonce, sizeof s->nonce) != 1) {
         if (s->bev)
             bufferevent_free(s->bev);

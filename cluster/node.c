@@ -576,6 +576,8 @@ static etcd_client *new_client(cluster *c)
     etcd_limits lim = etcd_default_limits();
     lim.request_timeout_ms = c->cfg.cluster.lease_ttl_s * 1000 / 3;
     etcd_client *ec = etcd_client_new(c->base, eps, n, &lim);
+    if (ec && strncmp(c->cfg.cluster.endpoints[0], "https://", 8) == 0)
+        etcd_client_set_tls(ec, c->tls_client);
     if (ec && *c->cfg.cluster.etcd_user &&
         etcd_client_set_auth(ec, c->cfg.cluster.etcd_user, c->cfg.cluster.etcd_password) != 0) {
         etcd_client_free(ec);
@@ -601,6 +603,20 @@ cluster *cluster_start(const config *cfg)
     if (!*c->cfg.cluster.advertised_host)
         snprintf(c->cfg.cluster.advertised_host, sizeof c->cfg.cluster.advertised_host, "%s",
                  c->node_name);
+    /* one scheme for every endpoint: the client speaks TLS to all or none */
+    bool https = strncmp(cfg->cluster.endpoints[0], "https://", 8) == 0;
+    for (unsigned i = 1; i < cfg->cluster.n_endpoints; i++)
+        if ((strncmp(cfg->cluster.endpoints[i], "https://", 8) == 0) != https) {
+            log_msg(LOG_ERROR, "cluster: cluster.etcd.endpoints mix http:// and https://");
+            cluster_stop(c);
+            return NULL;
+        }
+    if (((https || cfg->cluster.replication_ssl) &&
+         !(c->tls_client = cluster_tls_context(cfg, false))) ||
+        (cfg->cluster.replication_ssl && !(c->tls_server = cluster_tls_context(cfg, true)))) {
+        cluster_stop(c);
+        return NULL;
+    }
     c->base = event_base_new();
     c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (!c->base || c->wake_fd < 0 ||
@@ -708,6 +724,8 @@ void cluster_stop(cluster *c)
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     mirror_free(c->mirror);
+    SSL_CTX_free(c->tls_client);
+    SSL_CTX_free(c->tls_server);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c);

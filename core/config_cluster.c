@@ -2,8 +2,9 @@
  * as cluster_formation.etcd.endpoints.<n>), cluster.name,
  * cluster.node_name, cluster.advertised_host, cluster.replication.port,
  * cluster.min_isr, cluster.lease_ttl (s), cluster.isr_timeout (s, may
- * have a fraction), cluster.etcd.username / .password. A node is in a
- * cluster when it has an endpoint. */
+ * have a fraction), cluster.etcd.username / .password, cluster.ssl.
+ * cacertfile / certfile / keyfile and cluster.replication.ssl. A node is
+ * in a cluster when it has an endpoint. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,14 @@ int config_set_cluster_key(config *c, const char *key, const char *v, char *why,
     }
     if (strcmp(rest, "isr_timeout") == 0)
         return parse_seconds_ms(v, &c->cluster.isr_timeout_ms, why, n);
+    if (strcmp(rest, "ssl.cacertfile") == 0)
+        return copy_str(c->cluster.ssl_cacertfile, sizeof c->cluster.ssl_cacertfile, v, why, n);
+    if (strcmp(rest, "ssl.certfile") == 0)
+        return copy_str(c->cluster.ssl_certfile, sizeof c->cluster.ssl_certfile, v, why, n);
+    if (strcmp(rest, "ssl.keyfile") == 0)
+        return copy_str(c->cluster.ssl_keyfile, sizeof c->cluster.ssl_keyfile, v, why, n);
+    if (strcmp(rest, "replication.ssl") == 0)
+        return parse_bool(v, &c->cluster.replication_ssl, why, n);
     return -1;
 }
 
@@ -118,4 +127,11 @@ void config_describe_cluster(const config *c,
     fn(arg, "cluster.isr_timeout", b);
     if (*c->cluster.etcd_user)
         fn(arg, "cluster.etcd.username", c->cluster.etcd_user);
+    if (*c->cluster.ssl_cacertfile)
+        fn(arg, "cluster.ssl.cacertfile", c->cluster.ssl_cacertfile);
+    if (*c->cluster.ssl_certfile)
+        fn(arg, "cluster.ssl.certfile", c->cluster.ssl_certfile);
+    if (*c->cluster.ssl_keyfile)
+        fn(arg, "cluster.ssl.keyfile", c->cluster.ssl_keyfile);
+    fn(arg, "cluster.replication.ssl", c->cluster.replication_ssl ? "true" : "false");
 }

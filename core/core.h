@@ -225,6 +225,12 @@ typedef struct config {
         unsigned lease_ttl_s;
         unsigned isr_timeout_ms;
         char etcd_user[64], etcd_password[128];
+        /* TLS (cluster.ssl.*): the CA that signs every node's and etcd's
+         * certificate, this node's certificate and key; https:// etcd
+         * endpoints use them, and so does replication when
+         * cluster.replication.ssl is true (both ends present certificates). */
+        char ssl_cacertfile[512], ssl_certfile[512], ssl_keyfile[512];
+        bool replication_ssl;
     } cluster;
 } config;
 

@@ -47,16 +47,21 @@ def wait_until(predicate, timeout, what, step=0.1):
     raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
-class ClusterTest(unittest.TestCase):
+class ClusterBase(unittest.TestCase):
     """Each test gets a fresh cluster: namespaces, a 3-member etcd and
     three Warren nodes started in turn (followers have no AMQP listener, so
     nodes are started without waiting for one)."""
+
+    def settings(self):
+        """Extra settings for every node (the namespaces exist by now)."""
+        return []
 
     def setUp(self):
         self._cm = netns.cluster(n=3, start=False, lease_ttl=LEASE_TTL,
                                  isr_timeout=ISR_TIMEOUT)
         self.c = self._cm.__enter__()
         self.w = self.c.warren
+        self.w.settings += self.settings()
         for i in (1, 2, 3):
             self.w.start(i, wait=None)
             self.assertTrue(self.w.wait_log(i, "cluster: node n%d" % i, timeout=10),
@@ -131,7 +136,8 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(problems, [], "; ".join(problems))
         self.assertGreater(len(load.confirmed), 100, "the workload hardly ran")
 
-    # ---- tests ----
+
+class ClusterTest(ClusterBase):
 
     def test_formation_topology_and_queue_types(self):
         """Topology and messages of every queue type declared on the leader
@@ -331,6 +337,64 @@ class ClusterTest(unittest.TestCase):
                   max(gaps), len(load.confirmed)))
 
 
+def make_pki(directory, ips):
+    """A CA and one certificate for every node (all their IPs as names),
+    made with the openssl command line; returns the file paths."""
+    import subprocess
+    os.makedirs(directory, exist_ok=True)
+    p = {k: os.path.join(directory, k) for k in
+         ("ca.key", "ca.pem", "node.key", "node.csr", "node.pem", "ext")}
+
+    def run(*argv):
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=warren test cluster CA", "-keyout", p["ca.key"], "-out", p["ca.pem"])
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=warren node",
+        "-keyout", p["node.key"], "-out", p["node.csr"])
+    with open(p["ext"], "w") as f:
+        f.write("subjectAltName=%s\n" % ",".join("IP:" + ip for ip in ips))
+    run("openssl", "x509", "-req", "-in", p["node.csr"], "-CA", p["ca.pem"], "-CAkey",
+        p["ca.key"], "-CAcreateserial", "-days", "2", "-extfile", p["ext"], "-out", p["node.pem"])
+    return p
+
+
+class TLSClusterTest(ClusterBase):
+    """Replication over mutual TLS (cluster.replication.ssl): the cluster
+    forms and fails over; a node whose certificate another CA signed is
+    refused."""
+
+    def settings(self):
+        self.pki = make_pki(os.path.join(self.c.net.tmpdir, "pki"),
+                            [self.c.net.ip(i) for i in (1, 2, 3)])
+        return ["cluster.replication.ssl=true", "cluster.ssl.cacertfile=" + self.pki["ca.pem"],
+                "cluster.ssl.certfile=" + self.pki["node.pem"],
+                "cluster.ssl.keyfile=" + self.pki["node.key"]]
+
+    def test_tls_replication_and_failover(self):
+        first = self.leader()
+        c = self.connect()
+        ch = c.channel()
+        ch.queue_declare("tls", durable=True)
+        ch.confirm_delivery()
+        for n in range(200):
+            ch.basic_publish("", "tls", b"%d" % n, pika.BasicProperties(delivery_mode=2))
+        c.close()
+        self.w.kill(first)
+        self.leader()
+        c = self.connect()
+        self.assertEqual(c.channel().queue_declare("tls", passive=True).method.message_count, 200)
+        c.close()
+        # a node with a certificate from another CA never gets a snapshot
+        rogue = make_pki(os.path.join(self.c.net.tmpdir, "rogue"),
+                         [self.c.net.ip(i) for i in (1, 2, 3)])
+        self.w.start(first, wait=None, settings=["cluster.ssl.cacertfile=" + rogue["ca.pem"],
+                                                 "cluster.ssl.certfile=" + rogue["node.pem"],
+                                                 "cluster.ssl.keyfile=" + rogue["node.key"]])
+        time.sleep(4)
+        self.assertFalse(self.w.wait_log(first, "receiving a snapshot", timeout=0.1),
+                         self.w.log_tail(first))
+
+
 def tap(filters):
     """TAP lines `ok N - cluster: name`, each test bounded by TEST_TIMEOUT."""
     import signal
@@ -340,14 +404,16 @@ def tap(filters):
         raise TimeoutError("over %d s" % TEST_TIMEOUT)
     signal.signal(signal.SIGALRM, alarm)
     n = failed = 0
-    for name in unittest.TestLoader().getTestCaseNames(ClusterTest):
+    cases = [(cls, name) for cls in (ClusterTest, TLSClusterTest)
+             for name in unittest.TestLoader().getTestCaseNames(cls)]
+    for cls, name in cases:
         short = name[5:]
         if filters and not any(f in short for f in filters):
             continue
         result = unittest.TestResult()
         signal.alarm(TEST_TIMEOUT)
         try:
-            ClusterTest(name).run(result)
+            cls(name).run(result)
         except Exception:
             result.errors.append((name, traceback.format_exc()))
         finally:
