@@ -120,9 +120,14 @@ typedef struct cluster_status {
     char leader[64];     /* "" when nobody leads */
     int64_t epoch;       /* the leadership's (0: none) */
     unsigned min_isr;
-    bool confirms_held;  /* leader: the ISR is below min_isr */
+    /* The leader's view is known: the node fields marked "leader's view",
+     * confirms_held and replicated_seq are filled -- on the leader, and on
+     * a follower from the status the leader puts in etcd every second
+     * (at most a few seconds old). */
+    bool leader_view;
+    bool confirms_held;  /* the ISR is below min_isr */
     uint64_t synced_seq; /* leader: locally synced; follower: last acknowledged */
-    uint64_t replicated_seq; /* leader: the gate (what confirms may cover) */
+    uint64_t replicated_seq; /* the leader's gate (what confirms may cover) */
     unsigned n_nodes;
     cluster_node_status nodes[CLUSTER_MAX_NODES];
     char isr[CLUSTER_MAX_NODES][64];
@@ -151,5 +156,9 @@ struct json_t *cluster_status_json(const cluster_status *st);
  * not read yet: name, type "disc", running, and Warren's cluster_role,
  * in_sync, replication_lag_bytes, replication_lag_ms, acked_sequence. */
 struct json_t *cluster_nodes_json(const cluster_status *st);
+/* The leader's view as it goes to etcd (warren/<name>/status; malloc'd
+ * text), and read back into a follower's status (false: not a view). */
+char *cluster_view_encode(const cluster_status *st);
+bool cluster_view_decode(const void *text, size_t len, cluster_status *st);
 
 #endif

@@ -64,7 +64,10 @@ struct cluster {
     uint64_t lease_granted_ms;
     etcd_keeper *keeper;
     etcd_election *election;
-    etcd_req *poll_nodes, *poll_isr, *pending_cas;
+    etcd_req *poll_nodes, *poll_isr, *poll_view, *pending_cas;
+    char *view;       /* a follower: the leader's view as last read (status key) */
+    uint64_t view_ms; /* when it was read */
+    unsigned view_polls;
     uint8_t secret[CLUSTER_SECRET_LEN];
     bool have_secret, registered;
 

@@ -644,6 +644,7 @@ void leader_tick(leader *l, uint64_t now)
 
 void leader_fill_status(leader *l, cluster_status *st)
 {
+    st->leader_view = true;
     st->confirms_held = l->held;
     st->replicated_seq = l->gate;
     st->synced_seq = mirror_last_synced(l->c->mirror);

@@ -23,6 +23,9 @@
 #include "cluster_int.h"
 
 #define POLL_MS 250
+#define VIEW_EVERY_POLLS 4        /* the leader puts its view in etcd every second */
+#define VIEW_MAX_AGE_MS 5000      /* a follower shows one no older than this */
+#define VIEW_MAX_BYTES 65536
 
 const char *cluster_role_name(cluster_role r)
 {
@@ -80,6 +83,8 @@ void cluster_publish_status(cluster *c)
     }
     if (c->fol)
         st.synced_seq = follower_acked(c->fol);
+    if (!c->lead && c->view && now_ms() - c->view_ms < VIEW_MAX_AGE_MS)
+        cluster_view_decode(c->view, strlen(c->view), &st);
     pthread_mutex_lock(&c->lock);
     if (c->lead)
         leader_fill_status(c->lead, &st);
@@ -411,12 +416,59 @@ static void on_isr(const etcd_result *r, void *arg)
     cluster_publish_status(c);
 }
 
+static void on_view(const etcd_result *r, void *arg)
+{
+    cluster *c = arg;
+    c->poll_view = NULL;
+    if (r->status != ETCD_OK || r->n_kvs == 0 || r->kvs[0].value_len > VIEW_MAX_BYTES)
+        return;
+    char *copy = malloc(r->kvs[0].value_len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, r->kvs[0].value, r->kvs[0].value_len);
+    copy[r->kvs[0].value_len] = 0;
+    free(c->view);
+    c->view = copy;
+    c->view_ms = now_ms();
+    cluster_publish_status(c);
+}
+
+static void on_view_put(const etcd_result *r, void *arg)
+{
+    (void)r;
+    ((cluster *)arg)->poll_view = NULL;
+}
+
+/* The leader's view of its followers (lag) for every node's API: put on
+ * the lease every VIEW_EVERY_POLLS polls; followers read it at each. */
+static void exchange_view(cluster *c)
+{
+    char key[200];
+    key_of(c, "status", key, sizeof key);
+    if (c->poll_view)
+        return;
+    if (!c->lead) {
+        c->poll_view = etcd_get(c->etcd, key, strlen(key), NULL, on_view, c);
+        return;
+    }
+    if (!c->lead_ready || ++c->view_polls % VIEW_EVERY_POLLS)
+        return;
+    cluster_status st;
+    cluster_get_status(c, &st);
+    char *text = cluster_view_encode(&st);
+    if (text)
+        c->poll_view = etcd_put(c->etcd, key, strlen(key), text, strlen(text), c->lease,
+                                on_view_put, c);
+    free(text);
+}
+
 static void poll_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     cluster *c = arg;
     char key[200];
     etcd_get_opts prefix = {.prefix = true};
+    exchange_view(c);
     if (!c->poll_nodes) {
         key_of(c, "nodes/", key, sizeof key);
         c->poll_nodes = etcd_get(c->etcd, key, strlen(key), &prefix, on_nodes, c);
@@ -724,6 +776,7 @@ void cluster_stop(cluster *c)
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     mirror_free(c->mirror);
+    free(c->view);
     SSL_CTX_free(c->tls_client);
     SSL_CTX_free(c->tls_server);
     pthread_mutex_destroy(&c->lock);

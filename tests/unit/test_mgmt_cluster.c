@@ -28,7 +28,8 @@ static cluster_node_status node(const char *name, bool connected, uint64_t acked
  * n4 is in the ISR without a record (its lease lapsed). */
 static cluster_status leader_view(void)
 {
-    cluster_status st = {.role = CLUSTER_LEADER, .epoch = 42, .min_isr = 2, .confirms_held = false,
+    cluster_status st = {.role = CLUSTER_LEADER, .leader_view = true, .epoch = 42, .min_isr = 2,
+                         .confirms_held = false,
                          .synced_seq = 900, .replicated_seq = 880, .n_nodes = 3, .n_isr = 3};
     strcpy(st.cluster_name, "prod");
     strcpy(st.node_name, "n1");
@@ -117,6 +118,7 @@ static void test_follower_status(void **state)
     (void)state;
     cluster_status st = leader_view();
     st.role = CLUSTER_FOLLOWER;
+    st.leader_view = false; /* the leader's status not read (yet) */
     strcpy(st.node_name, "n2");
     st.synced_seq = 870;
     for (unsigned i = 0; i < st.n_nodes; i++) /* a follower has no sessions */
@@ -132,6 +134,40 @@ static void test_follower_status(void **state)
     assert_true(json_is_null(json_object_get(me, "lag_bytes")));
     assert_true(json_is_null(json_object_get(lead, "acked_sequence")));
     assert_string_equal(json_string_value(json_object_get(lead, "role")), "leader");
+    json_decref(o);
+}
+
+/* A follower that read the leader's view from etcd shows the lag too. */
+static void test_follower_with_the_leaders_view(void **state)
+{
+    (void)state;
+    cluster_status lead = leader_view();
+    char *text = cluster_view_encode(&lead);
+    assert_non_null(text);
+    cluster_status st = leader_view();
+    st.role = CLUSTER_FOLLOWER;
+    st.leader_view = false;
+    strcpy(st.node_name, "n2");
+    st.synced_seq = 870;
+    for (unsigned i = 0; i < st.n_nodes; i++)
+        st.nodes[i] = node(st.nodes[i].name, false, 0, 0, 0);
+    st.epoch = 41; /* another leadership's view is not taken */
+    assert_false(cluster_view_decode(text, strlen(text), &st));
+    assert_false(st.leader_view);
+    st.epoch = 42;
+    assert_true(cluster_view_decode(text, strlen(text), &st));
+    assert_false(cluster_view_decode("{", 1, &st));
+    free(text);
+    json_t *o = cluster_status_json(&st);
+    assert_true(json_is_false(json_object_get(o, "confirms_held")));
+    assert_int_equal(int_of(o, "replicated_sequence"), 880);
+    json_t *nodes = json_object_get(o, "nodes");
+    json_t *me = by_name(nodes, "warren@n2"), *n3 = by_name(nodes, "warren@n3");
+    assert_int_equal(int_of(me, "lag_bytes"), 4096);
+    assert_int_equal(int_of(me, "lag_ms"), 12);
+    assert_int_equal(int_of(me, "acked_sequence"), 870); /* its own, not the leader's older one */
+    assert_true(json_is_null(json_object_get(n3, "lag_bytes")));
+    assert_int_equal(int_of(by_name(nodes, "warren@n1"), "lag_bytes"), 0);
     json_decref(o);
 }
 
@@ -166,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_leader_status),
         cmocka_unit_test(test_follower_status),
+        cmocka_unit_test(test_follower_with_the_leaders_view),
         cmocka_unit_test(test_api_nodes),
     };
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -331,7 +331,8 @@ class ClusterMgmtTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, out + r.stderr.decode())
         self.assertIn("Cluster status of node %s" % f.api_name, r.stdout.decode() + r.stderr.decode())
         self.assertIn("Leader: %s" % self.lead.api_name, out)
-        self.assertRegex(out, r"Node: %s, role: follower, in sync: yes, alive: yes\n" % re.escape(f.api_name))
+        self.assertRegex(out, r"Node: %s, role: follower, in sync: yes, alive: yes(, lag: \d+ bytes, \d+ ms)?\n"
+                         % re.escape(f.api_name))
 
     def test_follower_status(self):
         for f in self.c.followers():
@@ -340,7 +341,14 @@ class ClusterMgmtTest(unittest.TestCase):
             self.assertEqual((st["node"], st["role"], st["leader"]), (f.api_name, "follower", self.lead.api_name))
             self.assertEqual(st["cluster_name"], self.c.name)
             self.assertEqual(st["isr_size"], 3)
-            self.assertIsNone(st["confirms_held"])  # the leader's to know
+            # the leader's view comes through etcd within a second or two
+            deadline = time.monotonic() + 10
+            while st["confirms_held"] is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                st = f.cluster()[2]
+            self.assertIs(st["confirms_held"], False)
+            me = next(n for n in st["nodes"] if n["name"] == f.api_name)
+            self.assertIsInstance(me["lag_bytes"], int)
             status, _, nodes = call(f.mgmt_port, "/api/nodes")
             self.assertEqual(status, 200)
             self.assertEqual(sorted(n["name"] for n in nodes), ["warren@n1", "warren@n2", "warren@n3"])
