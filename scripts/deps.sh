@@ -13,8 +13,9 @@ if [ "${1:-}" = browser ]; then
     command -v node > /dev/null 2>&1 || PKGS="$PKGS nodejs"
     command -v npm > /dev/null 2>&1 || PKGS="$PKGS npm"
 fi
-# The cluster tests (tests/cluster): ip, tc and bridge for the namespaces.
-PKGS="$PKGS iproute2"
+# The cluster tests (tests/cluster): ip, tc and bridge for the namespaces;
+# RabbitMQ's Java client and a JDK for its failover test.
+PKGS="$PKGS iproute2 librabbitmq-client-java openjdk-17-jdk-headless"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
