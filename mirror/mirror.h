@@ -164,8 +164,11 @@ mirror_replica *mirror_replica_new(const char *data_dir, const mirror_replica_ha
                                    void *ctx);
 void mirror_replica_free(mirror_replica *r);
 /* Feeds bytes received (any split); whole frames are applied at once, a
- * partial one is kept (at most MIRROR_MAX_FRAME). After an error the
- * replica must be freed. */
+ * partial one is kept (at most MIRROR_MAX_FRAME). Sync marks are group
+ * committed: at the end of the call, if any came, the files are synced
+ * once and `synced` reports the last one -- so feed everything that has
+ * arrived in one call, not frame by frame. After an error the replica
+ * must be freed. */
 mirror_apply_status mirror_replica_feed(mirror_replica *r, const uint8_t *data, size_t len);
 /* What went wrong, for the log. */
 const char *mirror_replica_error(const mirror_replica *r);

@@ -58,6 +58,8 @@ struct mirror_replica {
     uint8_t *meta; /* metadata parts joined */
     size_t meta_len, meta_cap;
     int meta_type; /* FRAME_META_IMAGE or FRAME_META_CHANGES while parts come, else 0 */
+    bool mark_due; /* a sync mark came in this feed: synced once at its end */
+    uint64_t mark_seq;
     char err[256];
 };
 
@@ -533,13 +535,11 @@ static mirror_apply_status apply(mirror_replica *r, const uint8_t *p, size_t n)
         if (r->h.snapshot_end)
             r->h.snapshot_end(r->ctx);
         return MIRROR_APPLIED;
-    case FRAME_SYNCED:
+    case FRAME_SYNCED: /* group commit: the feed's last mark is synced at its end */
         if (!take_u64(&c, &seq) || c.left)
             return bad(r, type, "sequence");
-        if (sync_all(r) != MIRROR_APPLIED)
-            return r->failed;
-        if (r->h.synced)
-            r->h.synced(r->ctx, seq);
+        r->mark_due = true;
+        r->mark_seq = seq;
         return MIRROR_APPLIED;
     case FRAME_FILE:
         if (r->state != ST_SNAPSHOT)
@@ -600,6 +600,13 @@ mirror_apply_status mirror_replica_feed(mirror_replica *r, const uint8_t *data, 
             if (apply(r, r->pend + 4, get_u32(r->pend)) != MIRROR_APPLIED)
                 return r->failed;
         }
+    }
+    if (r->mark_due) {
+        r->mark_due = false;
+        if (sync_all(r) != MIRROR_APPLIED)
+            return r->failed;
+        if (r->h.synced)
+            r->h.synced(r->ctx, r->mark_seq);
     }
     return MIRROR_APPLIED;
 }
