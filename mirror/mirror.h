@@ -76,9 +76,9 @@ int mirror_rmdir(mirror *m, const char *path);
  * fails on a file created in a directory it never saw made. */
 void mirror_wrote(mirror *m, const char *path, uint64_t offset, const struct iovec *iov,
                   int iovcnt);
-/* Everything recorded before this is on the leader's disk and makes up
- * journal sequence `seq` (the journal's sync thread, after fdatasync): a
- * follower acknowledges `seq` once it synced the same. */
+/* Everything recorded before this makes up journal sequence `seq` (the
+ * journal's sync thread, once the round is written; the leader syncs it
+ * meanwhile): a follower acknowledges `seq` once it synced the same. */
 void mirror_synced(mirror *m, uint64_t seq);
 /* A committed metadata change (an sqlite changeset, store/ makes it);
  * loop thread. */

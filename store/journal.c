@@ -922,6 +922,19 @@ static bool write_round(journal *j, jbatch *first, size_t n, uint32_t *ck_seg)
         if (!run_tasks(j, b))
             return false;
     }
+    /* A cluster leader's followers sync the round while the leader does:
+     * its mark goes out once its bytes are written, before the fdatasync
+     * (a confirm still waits for the local sync as well as the gate). */
+    if (j->mirror) {
+        journal_seq last = 0;
+        b = first;
+        for (size_t k = 0; k < n; k++, b = k < n ? b->next : NULL)
+            last = b->last_seq ? b->last_seq : last;
+        if (!flush_iov(j, &w))
+            return false;
+        if (last)
+            mirror_synced(j->mirror, last);
+    }
     return sync_written(j, &w, false);
 }
 
@@ -1017,8 +1030,6 @@ static void *sync_main(void *arg)
         pthread_mutex_lock(&j->mu);
         journal_seq seq = retire_round_locked(j, n, ck_seg);
         pthread_mutex_unlock(&j->mu);
-        if (ok && seq && j->mirror)
-            mirror_synced(j->mirror, seq); /* followers may ack it: before the loop hears */
         if (ok && seq)
             atomic_store(&j->synced, seq);
         atomic_fetch_add(&j->syncs, 1);

@@ -45,9 +45,10 @@ typedef struct journal_config {
     /* A cluster leader's replication log (NULL: none): every file
      * operation goes through it -- segment creation, spare renames,
      * truncation, unlinks, the checkpoint -- each batch's bytes are
-     * recorded (mirror_wrote) once written, and each sync round ends with
-     * mirror_synced(the round's last sequence), after its fdatasync and
-     * sync tasks and before the loop hears of it. journal_replay does not
+     * recorded (mirror_wrote) once written, and each sync round marks
+     * mirror_synced(the round's last sequence) once its bytes are written
+     * and its sync tasks ran, just before its fdatasync (followers sync
+     * while the leader does; a confirm waits for both). journal_replay does not
      * go through it (a follower starts from a snapshot taken after). */
     mirror *mirror;
     /* Confirms wait for replication too: journal_synced and on_synced
