@@ -1,11 +1,14 @@
-/* cluster's private parts: the node (node.c: etcd, roles, status), the
- * ISR record (isr.c), the leader's replication sessions and gate
- * (leader.c), the follower's replica (follower.c) and the broker loop's
- * mailbox (mailbox.c). Everything here runs on the cluster thread unless
- * it says otherwise. */
+/* cluster's private parts: the node's life, start-up and status
+ * (node.c), its roles -- following, campaigning, leading, fencing, the
+ * polls (roles.c) --, the ISR record (isr.c), the leader's replication
+ * sessions, gate and broker mailbox (leader.c), the follower's replica
+ * (follower.c), the status JSON (status_json.c), a follower's status
+ * server (status_http.c) and TLS (tls.c). Everything here runs on the
+ * cluster thread unless it says otherwise. */
 #ifndef WARREN_CLUSTER_INT_H
 #define WARREN_CLUSTER_INT_H
 
+#include <event2/util.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -88,18 +91,29 @@ struct cluster {
 
     /* shared with other threads, under `lock` */
     pthread_mutex_t lock;
-    pthread_cond_t cond;
     bool lead_ready; /* the main thread may load the broker */
     bool stop;       /* cluster_stop asked */
     atomic_bool fenced;
     cluster_status status;
 };
 
+#define POLL_MS 250          /* the node records, the ISR and the leader's view are read this often */
+#define VIEW_MAX_AGE_MS 5000 /* a follower shows a leader's view no older than this */
+
 /* node.c */
 void cluster_publish_status(cluster *c);
+/* "warren/<cluster>/" + rest */
+void cluster_key(const cluster *c, const char *rest, char *out, size_t cap);
 const node_record *cluster_find_node(const cluster *c, const char *name);
+
+/* roles.c */
 /* Re-evaluates campaign / follow / lead after any change. */
 void cluster_evaluate(cluster *c);
+/* The election's reports; the lease lost (a leader fences, a follower
+ * starts over); the POLL_MS timer. */
+void cluster_on_election(const etcd_election_view *v, void *arg);
+void cluster_lease_lost(etcd_status why, void *arg);
+void cluster_poll(evutil_socket_t fd, short what, void *arg);
 /* The leader steps down (fences): logs why, stops confirming, asks the broker loop to close everything. */
 void cluster_fence(cluster *c, const char *why);
 /* Writes the ISR with a compare-and-swap guarded by this leader's election key; `drop_lease`
