@@ -288,13 +288,14 @@ def main():
         lat_args = ["--producers", "1", "--consumers", "1", "--rate", str(a.rate),
                     "--size", str(a.size), "--confirm", str(a.window), "--ack", "manual",
                     "--prefetch", str(a.window), "--duration", str(a.duration), "--warmup", str(a.warmup)]
-        res = {t.name: {"tput": [], "lat": [], "cpu": [], "syncs": []} for t in targets}
+        res = {t.name: {"tput": [], "lat": [], "cpu": [], "syncs": [], "busy": []} for t in targets}
         for rnd in range(1, a.rounds + 1):
             order = targets if rnd % 2 else targets[::-1]
             for kind, args in (("tput", tput_args), ("lat", lat_args)):
                 for t in order:
                     r, info = run_perf(t, args, (a.warmup, a.duration), count_syncs=(kind == "tput" and syncs))
                     res[t.name][kind].append(r)
+                    res[t.name]["busy"].append(info["machine_busy"])
                     if kind == "tput":
                         res[t.name]["cpu"].append(info["cpu"])
                         res[t.name]["syncs"].append(info["syncs"])
@@ -329,6 +330,9 @@ def main():
             ratio = (w / r if how == "W/R" else r / w) if rt and w and r else float("nan")
             log("%-44s %12.0f %12.0f %8.2f %s" % (label, w, r, ratio, (how + " " + target).strip()))
         for t in targets:
+            log("%s: machine CPU busy %.0f%% (mean over its runs, both cores, this run's and any other "
+                "load); warren-perf %.0f%% of a core in throughput runs" % (
+                    t.name, statistics.mean(res[t.name]["busy"]), fig(t.name, "tput", "tool_cpu_total")))
             cpus = res[t.name]["cpu"]
             log("%s node CPU during throughput (%% of a core, mean of rounds): %s" % (
                 t.name, ", ".join("%s %.0f" % (n, statistics.mean(c[n] for c in cpus)) for n in sorted(t.pids))))
