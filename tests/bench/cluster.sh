@@ -21,7 +21,7 @@ cd "$(dirname "$0")/../.."
 nice -n 19 make -s -j1 VARIANT=release build/release/warren build/release/warren-perf
 OUT=${BENCH_OUT:-tests/bench/last-cluster.txt}
 exec > >(tee "$OUT") 2>&1
-echo "# tests/bench/cluster.sh $* ($(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo '+changes')," \
+echo "# tests/bench/cluster.sh $* ($(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ":!$OUT" || echo "+changes")," \
      "$(nproc) cores, $(free -g | awk '/^Mem/ {print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg) at the start;" \
      "every node, etcd member, RabbitMQ node and the client share these cores; data dirs on $(df --output=fstype /tmp | tail -1) /tmp)"
 /usr/bin/python3 tests/bench/cluster_bench.py "$@"
