@@ -9,7 +9,7 @@
 #
 #   sudo tests/bench/cluster.sh [cluster_bench.py options]
 #                                  (writes tests/bench/last-cluster.txt;
-#                                   about 10 minutes with the defaults)
+#                                   about 6 to 7 minutes with the defaults)
 #
 # Env: BENCH_OUT (tests/bench/last-cluster.txt). Needs root, etcd-server,
 # rabbitmq-server, iproute2, python3-pika; perf (linux-perf) for the sync

@@ -25,7 +25,7 @@
 #                                   delayed retry instead: poison.sh
 #   SCENARIOS=cluster               3-node Warren cluster vs 3-node RabbitMQ
 #                                   with a quorum queue, in namespaces (root):
-#                                   cluster.sh, ~10 min
+#                                   cluster.sh, ~7 min
 #   BASE_BIN=path/to/warren         before/after instead of RabbitMQ: the
 #                                   second column is this other Warren build
 #                                   (fresh each round too), the ratio this/base
