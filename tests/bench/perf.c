@@ -57,6 +57,7 @@
 
 typedef struct perf_options {
     const char *uri;
+    const char *allow_host; /* --allow-host: an address besides 127.0.0.1 */
     unsigned producers, consumers, queues;
     size_t size;
     const char *exchange_type;
@@ -171,7 +172,7 @@ static int check_rpc(perf_conn *c, const char *what)
     return -1;
 }
 
-static int parse_uri(const char *uri)
+static int parse_uri(const char *uri, const char *allow_host)
 {
     snprintf(uri_copy, sizeof uri_copy, "%s", uri);
     amqp_default_connection_info(&uri_info);
@@ -179,7 +180,8 @@ static int parse_uri(const char *uri)
         fprintf(stderr, "warren-perf: bad --uri %s\n", uri);
         return -1;
     }
-    if (strcmp(uri_info.host, "127.0.0.1") != 0 && strcmp(uri_info.host, "localhost") != 0) {
+    if (strcmp(uri_info.host, "127.0.0.1") != 0 && strcmp(uri_info.host, "localhost") != 0 &&
+        !(allow_host && strcmp(uri_info.host, allow_host) == 0)) {
         fprintf(stderr, "warren-perf: only 127.0.0.1 is allowed, not %s\n", uri_info.host);
         return -1;
     }
@@ -674,6 +676,8 @@ typedef struct perf_result {
     double sent_rate, recv_rate, confirm_rate;
     double p50_us, p99_us, p999_us, max_us;
     uint64_t samples;
+    double confirm_p50_us, confirm_p99_us, confirm_p999_us; /* publish to confirm */
+    uint64_t confirm_samples;
     double cpu_max;    /* busiest worker thread's CPU, % of a core */
     double demand_max; /* most CPU a worker wanted: used + waited for, % */
     double cpu_total, broker_cpu, bind_rate;
@@ -689,7 +693,8 @@ typedef struct perf_result {
 } perf_result;
 
 static void result_compute(perf_result *r, const perf_threads *th, const perf_snapshot *a,
-                           const perf_snapshot *b, const stats_hist *lat, int broker_pid)
+                           const perf_snapshot *b, const stats_hist *lat,
+                           const stats_hist *clat, int broker_pid)
 {
     double dt = (double)(b->ns - a->ns) / 1e9;
     if (dt <= 0)
@@ -707,6 +712,12 @@ static void result_compute(perf_result *r, const perf_threads *th, const perf_sn
         r->p99_us = (double)stats_hist_percentile(lat, 99) / 1e3;
         r->p999_us = (double)stats_hist_percentile(lat, 99.9) / 1e3;
         r->max_us = (double)stats_hist_max(lat) / 1e3;
+    }
+    r->confirm_samples = clat ? stats_hist_count(clat) : 0;
+    if (r->confirm_samples) {
+        r->confirm_p50_us = (double)stats_hist_percentile(clat, 50) / 1e3;
+        r->confirm_p99_us = (double)stats_hist_percentile(clat, 99) / 1e3;
+        r->confirm_p999_us = (double)stats_hist_percentile(clat, 99.9) / 1e3;
     }
     unsigned which = busiest_thread(th, a, b, &r->cpu_max, &r->demand_max);
     r->tool_limited = r->cpu_max > 90.0 || r->demand_max > 90.0;
@@ -753,6 +764,10 @@ static void result_print(const perf_result *r, const perf_options *o)
     if (r->samples)
         printf("latency   p50 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us  (%llu samples)\n",
                r->p50_us, r->p99_us, r->p999_us, r->max_us, (unsigned long long)r->samples);
+    if (r->confirm_samples)
+        printf("confirm   p50 %.1f us  p99 %.1f us  p99.9 %.1f us  (%llu samples, publish to "
+               "confirm)\n", r->confirm_p50_us, r->confirm_p99_us, r->confirm_p999_us,
+               (unsigned long long)r->confirm_samples);
     if (r->bind_rate > 0)
         printf("bindings  %12.0f /s (pipelined queue.bind)\n", r->bind_rate);
     printf("tool cpu  busiest thread %.0f%% of a core; %s wanted %.0f%% (used + waited "
@@ -774,10 +789,12 @@ static void result_print(const perf_result *r, const perf_options *o)
     printf("RESULT mode=throughput sent_rate=%.0f recv_rate=%.0f confirm_rate=%.0f "
            "p50_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f lat_samples=%llu "
            "bind_rate=%.0f tool_cpu_max=%.0f tool_demand_max=%.0f tool_cpu_total=%.0f "
-           "broker_cpu=%.0f stalls=%u tool_limited=%d errors=%d\n",
+           "broker_cpu=%.0f stalls=%u tool_limited=%d errors=%d confirm_p50_us=%.1f "
+           "confirm_p99_us=%.1f confirm_p999_us=%.1f\n",
            r->sent_rate, r->recv_rate, r->confirm_rate, r->p50_us, r->p99_us, r->p999_us,
            r->max_us, (unsigned long long)r->samples, r->bind_rate, r->cpu_max,
-           r->demand_max, r->cpu_total, r->broker_cpu, r->stalls, r->tool_limited, r->errors);
+           r->demand_max, r->cpu_total, r->broker_cpu, r->stalls, r->tool_limited, r->errors,
+           r->confirm_p50_us, r->confirm_p99_us, r->confirm_p999_us);
     fflush(stdout);
 }
 
@@ -1145,13 +1162,16 @@ static int run_throughput(const perf_options *o)
     r.errors = stop_workers(&run) + rc;
     if (o->counted && snap && run.threads.n)
         count_settle(&run, &snap[0], &snap[1]);
-    stats_hist *lat = stats_hist_new();
+    stats_hist *lat = stats_hist_new(), *clat = stats_hist_new();
     for (unsigned i = 0; lat && i < run.n_cons; i++)
         stats_hist_merge(lat, consumer_latency(run.cons[i]));
+    for (unsigned i = 0; clat && i < run.n_prod; i++)
+        stats_hist_merge(clat, producer_confirm_latency(run.prod[i]));
     if (run.threads.n && snap)
-        result_compute(&r, &run.threads, &snap[0], &snap[1], lat, o->broker_pid);
+        result_compute(&r, &run.threads, &snap[0], &snap[1], lat, clat, o->broker_pid);
     result_print(&r, o);
     stats_hist_free(lat);
+    stats_hist_free(clat);
     topology_delete(&run.topo, &run.ctl);
     conn_close(&run.ctl);
     run_free(&run);
@@ -1400,7 +1420,7 @@ static double selftest_phase(const perf_options *o, int phase, unsigned n, doubl
         pthread_join(peers.id[i], NULL);
     perf_result r = {0};
     if (!rc)
-        result_compute(&r, &th, &snap[0], &snap[1], NULL, 0);
+        result_compute(&r, &th, &snap[0], &snap[1], NULL, NULL, 0);
     for (unsigned i = 0; i < th.n; i++) {
         if (publish)
             producer_free(worker[i]);
@@ -1457,6 +1477,8 @@ static void usage(FILE *out)
         "usage: warren-perf [options]\n"
         "  --uri URI               amqp://user:pass@127.0.0.1:PORT[/vhost]\n"
         "                          (default amqp://guest:guest@127.0.0.1:5672)\n"
+        "  --allow-host ADDR       let --uri name this address too (only 127.0.0.1\n"
+        "                          otherwise): a test network's, e.g. a namespace's\n"
         "  --producers N           producer connections, one thread each (1)\n"
         "  --consumers N           consumer connections, one thread each (1)\n"
         "  --queues N              queues, declared per run, auto-delete, deleted at end (1)\n"
@@ -1479,7 +1501,9 @@ static void usage(FILE *out)
         "  --filter-value V        publish with header x-stream-filter-value V\n"
         "  --stream-offset S       consume with x-stream-offset S (first, last, next, N)\n"
         "  --stream-filter V       consume with x-stream-filter V\n"
-        "  --confirm WINDOW        publisher confirms, at most WINDOW unconfirmed\n"
+        "  --confirm WINDOW        publisher confirms, at most WINDOW unconfirmed; reports\n"
+        "                          publish-to-confirm latency too (a --rate producer\n"
+        "                          reads confirms while it waits for its next slot)\n"
         "  --prefetch N            basic.qos prefetch-count per consumer (0 = none)\n"
         "  --ack auto|manual       manual: ack with multiple=true every --multi-ack-every\n"
         "  --multi-ack-every N     (default prefetch/2, or 64 without prefetch)\n"
@@ -1540,7 +1564,7 @@ enum {
     OPT_BATCH, OPT_RATE, OPT_INFLIGHT, OPT_DURATION, OPT_WARMUP, OPT_FANOUT, OPT_IDLE,
     OPT_DECLARE, OPT_BIND_WINDOW, OPT_BROKER_PID, OPT_COUNT, OPT_DRAIN, OPT_QUEUE, OPT_AWAIT,
     OPT_DELETE_QUEUES, OPT_SELFTEST, OPT_CHECK, OPT_QUIET, OPT_QUEUE_ARG, OPT_HELP,
-    OPT_FILTER_VALUE, OPT_STREAM_OFFSET, OPT_STREAM_FILTER,
+    OPT_FILTER_VALUE, OPT_STREAM_OFFSET, OPT_STREAM_FILTER, OPT_ALLOW_HOST,
 };
 
 static const struct option long_options[] = {
@@ -1560,7 +1584,7 @@ static const struct option long_options[] = {
     {"selftest", 0, 0, OPT_SELFTEST}, {"check", 0, 0, OPT_CHECK},
     {"quiet", 0, 0, OPT_QUIET}, {"queue-arg", 1, 0, OPT_QUEUE_ARG},
     {"filter-value", 1, 0, OPT_FILTER_VALUE}, {"stream-offset", 1, 0, OPT_STREAM_OFFSET},
-    {"stream-filter", 1, 0, OPT_STREAM_FILTER},
+    {"stream-filter", 1, 0, OPT_STREAM_FILTER}, {"allow-host", 1, 0, OPT_ALLOW_HOST},
     {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
 };
 
@@ -1705,6 +1729,7 @@ static int options_parse(perf_options *o, int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
         switch (opt) {
         case OPT_URI: o->uri = optarg; break;
+        case OPT_ALLOW_HOST: o->allow_host = optarg; break;
         case OPT_EXTYPE: o->exchange_type = optarg; break;
         case OPT_PERSISTENT: o->persistent = 1; break;
         case OPT_FILTER_VALUE: o->filter_value = optarg; break;
@@ -1757,7 +1782,7 @@ int main(int argc, char **argv)
     srandom((unsigned)stats_now_ns() ^ (unsigned)getpid());
     if (o.selftest)
         return run_selftest(&o);
-    if (parse_uri(o.uri) != 0)
+    if (parse_uri(o.uri, o.allow_host) != 0)
         return 2;
     if (o.check)
         return run_check();

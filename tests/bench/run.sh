@@ -23,6 +23,9 @@
 #                                   takes N=2000000 (N=200000 for a quick run)
 #   SCENARIOS=poison                a poison message's cost with and without
 #                                   delayed retry instead: poison.sh
+#   SCENARIOS=cluster               3-node Warren cluster vs 3-node RabbitMQ
+#                                   with a quorum queue, in namespaces (root):
+#                                   cluster.sh, ~7 min
 #   BASE_BIN=path/to/warren         before/after instead of RabbitMQ: the
 #                                   second column is this other Warren build
 #                                   (fresh each round too), the ratio this/base
@@ -33,6 +36,7 @@ cd "$(dirname "$0")/../.." || exit 1
 case ${SCENARIOS:-} in *backlog*|*restart*) exec tests/bench/durability.sh ;; esac
 case ${SCENARIOS:-} in *permissions*) exec tests/bench/permissions.sh ;; esac
 case ${SCENARIOS:-} in *poison*) exec tests/bench/poison.sh ;; esac
+case ${SCENARIOS:-} in *cluster*) exec tests/bench/cluster.sh ;; esac
 
 PERF=${PERF:-build/release/warren-perf}
 WARREN_BIN=${WARREN_BIN:-build/release/warren}

@@ -17,9 +17,13 @@
  * acks what it read before it stops, so a drain leaves nothing unacked.
  *
  * Confirms: tags 1..published; pending[] is a ring (power of two, at least
- * twice the window) of flags for unconfirmed tags, lowest is the oldest
- * unconfirmed tag. Invariant: published - lowest < ring size, so two
- * unconfirmed tags never share a slot; the producer waits to keep it.
+ * twice the window) holding each unconfirmed tag's send time (0 once
+ * confirmed), lowest is the oldest unconfirmed tag. Invariant: published -
+ * lowest < ring size, so two unconfirmed tags never share a slot; the
+ * producer waits to keep it. Confirm latency is the time of the recv() that
+ * brought the ack minus the send time; a paced producer waits for its next
+ * slot in ppoll() on its socket, so acks are read as they arrive, not when
+ * the window fills.
  *
  * In-flight cap: producers wait on a futex (wake_seq) while the cap is
  * reached; consumers bump received once per read and wake them when in-flight
@@ -31,6 +35,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +63,10 @@ struct producer {
     uint64_t published;
     uint64_t lowest_unconfirmed;
     uint64_t outstanding;
-    uint8_t *pending;
+    uint64_t *pending;     /* send time (ns) of an unconfirmed tag, 0 when confirmed */
     uint64_t pending_size; /* power of two */
+    uint64_t read_ns;      /* when the bytes being handled arrived */
+    stats_hist *confirm_latency;
     uint8_t *rbuf;
     size_t rcap, rlen;
     char error[256];
@@ -185,10 +192,11 @@ producer *producer_new(const producer_config *cfg, worker_shared *shared)
     p->pending_size = 1;
     while (p->pending_size < 2 * (uint64_t)cfg->confirm_window)
         p->pending_size <<= 1;
-    p->pending = calloc(p->pending_size, 1);
+    p->pending = calloc(p->pending_size, sizeof *p->pending);
     p->rcap = cfg->frame_max + 64 > 65536 ? cfg->frame_max + 64 : 65536;
     p->rbuf = malloc(p->rcap);
-    if (!p->pending || !p->rbuf || producer_encode_ring(p) != 0) {
+    p->confirm_latency = stats_hist_new();
+    if (!p->pending || !p->rbuf || !p->confirm_latency || producer_encode_ring(p) != 0) {
         producer_free(p);
         return NULL;
     }
@@ -204,15 +212,20 @@ void producer_free(producer *p)
     free(p->ts_off);
     free(p->pending);
     free(p->rbuf);
+    stats_hist_free(p->confirm_latency);
     free(p);
 }
 
 const char *producer_error(const producer *p) { return p->error; }
 
-static void confirm_tag(producer *p, uint64_t tag)
+const stats_hist *producer_confirm_latency(const producer *p) { return p->confirm_latency; }
+
+static void confirm_tag(producer *p, uint64_t tag, int measuring)
 {
-    uint8_t *slot = &p->pending[tag & (p->pending_size - 1)];
+    uint64_t *slot = &p->pending[tag & (p->pending_size - 1)];
     if (*slot) {
+        if (measuring)
+            stats_hist_record(p->confirm_latency, p->read_ns - *slot);
         *slot = 0;
         p->outstanding--;
     }
@@ -221,13 +234,14 @@ static void confirm_tag(producer *p, uint64_t tag)
 static void on_confirm(producer *p, uint64_t tag, int multiple, int nack)
 {
     uint64_t before = p->outstanding;
+    int measuring = !nack && atomic_load_explicit(&p->shared->measuring, memory_order_relaxed);
     if (tag > p->published)
         tag = p->published;
     if (multiple) {
         for (uint64_t t = p->lowest_unconfirmed; t <= tag; t++)
-            confirm_tag(p, t);
+            confirm_tag(p, t, measuring);
     } else if (tag >= p->lowest_unconfirmed) {
-        confirm_tag(p, tag);
+        confirm_tag(p, tag, measuring);
     }
     while (p->lowest_unconfirmed <= p->published &&
            !p->pending[p->lowest_unconfirmed & (p->pending_size - 1)])
@@ -287,6 +301,7 @@ static int producer_read(producer *p, int flags)
         set_error(p->error, &p->shared->failed, "producer: broker closed the socket");
         return -1;
     }
+    p->read_ns = stats_now_ns();
     p->rlen += (size_t)n;
     size_t off = 0;
     wire_frame f;
@@ -344,7 +359,8 @@ static int wait_confirms(producer *p, unsigned k)
     return 0;
 }
 
-/* Sleeps until the next batch is due at a fixed rate. Returns 0 or -1. */
+/* Sleeps until the next batch is due at a fixed rate, reading confirms as
+ * they arrive meanwhile (confirm mode). Returns 0 or -1. */
 static int pace(producer *p, uint64_t *next, uint64_t period)
 {
     uint64_t now = stats_now_ns();
@@ -353,9 +369,15 @@ static int pace(producer *p, uint64_t *next, uint64_t period)
     while (now < *next) {
         if (stopping(p->shared))
             return -1;
-        uint64_t until = *next - now > 100 * MS ? now + 100 * MS : *next;
-        struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        uint64_t wait = *next - now > 100 * MS ? 100 * MS : *next - now;
+        struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
+        if (!p->cfg.confirm_window) {
+            nanosleep(&ts, NULL);
+        } else {
+            struct pollfd pfd = {.fd = p->cfg.fd, .events = POLLIN};
+            if (ppoll(&pfd, 1, &ts, NULL) > 0 && producer_read(p, MSG_DONTWAIT) != 0)
+                return -1;
+        }
         now = stats_now_ns();
     }
     *next += period;
@@ -406,7 +428,7 @@ void *producer_main(void *arg)
         size_t first = b * p->cfg.batch; /* a short last batch sends its head */
         stamp_batch(p, first, k, now);
         for (unsigned i = 1; p->cfg.confirm_window && i <= k; i++) {
-            p->pending[(p->published + i) & (p->pending_size - 1)] = 1;
+            p->pending[(p->published + i) & (p->pending_size - 1)] = now;
             p->outstanding++;
         }
         size_t off = p->msg_off[first];

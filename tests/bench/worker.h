@@ -78,6 +78,8 @@ void producer_free(producer *p);
 void *producer_main(void *arg);
 /* Error text after the thread ended ("" if none). */
 const char *producer_error(const producer *p);
+/* Latency histogram (ns, publish to confirm) filled while measuring. */
+const stats_hist *producer_confirm_latency(const producer *p);
 
 consumer *consumer_new(const consumer_config *cfg, worker_shared *shared);
 void consumer_free(consumer *c);
