@@ -57,6 +57,7 @@ class ClusterBase(unittest.TestCase):
         return []
 
     def setUp(self):
+        self.loads = []
         self._cm = netns.cluster(n=3, start=False, lease_ttl=LEASE_TTL,
                                  isr_timeout=ISR_TIMEOUT)
         self.c = self._cm.__enter__()
@@ -69,6 +70,8 @@ class ClusterBase(unittest.TestCase):
         self.wait_isr(3)
 
     def tearDown(self):
+        for load in self.loads:
+            load.stop()
         self._cm.__exit__(None, None, None)
 
     # ---- what the nodes say ----
@@ -91,8 +94,18 @@ class ClusterBase(unittest.TestCase):
             raise AssertionError("%s\n%s" % (e, self.logs())) from None
 
     def logs(self, n=25):
-        return "\n".join("---- n%d\n%s" % (i, self.w.log_tail(i, n)) for i in (1, 2, 3)
-                         if self.w.nodes[i].proc)
+        def state(i):
+            rc = self.w.nodes[i].proc.proc.poll()
+            return "running" if rc is None else "exited with %s" % rc
+        return "\n".join("---- n%d (%s)\n%s" % (i, state(i), self.w.log_tail(i, n))
+                         for i in (1, 2, 3) if self.w.nodes[i].proc)
+
+    def workload(self, **kw):
+        """A Workload on the host list, stopped at the latest when the test
+        ends (a failed test must not leave clients for the next cluster)."""
+        load = Workload(self.w.connection_params(heartbeat=2), **kw).start()
+        self.loads.append(load)
+        return load
 
     def wait_isr(self, n, timeout=30):
         """Until the leader logged an ISR of n members (its latest report)."""
@@ -189,7 +202,7 @@ class ClusterTest(ClusterBase):
         """kill -9 of the leader while 4 publishers confirm and 4 consumers
         ack: every confirmed message is consumed on the new leader."""
         old = self.leader()
-        load = Workload(self.w.connection_params(heartbeat=2)).start()
+        load = self.workload()
         time.sleep(3)
         killed = time.time()
         self.w.kill(old)
@@ -213,7 +226,7 @@ class ClusterTest(ClusterBase):
         closes its connections before a new leader is elected; nothing
         confirmed is lost; nothing is confirmed by both."""
         old = self.leader()
-        load = Workload(self.w.connection_params(heartbeat=2)).start()
+        load = self.workload()
         time.sleep(3)
         cut = time.time()
         self.c.net.partition(old)
@@ -244,7 +257,7 @@ class ClusterTest(ClusterBase):
         confirming (min_isr 2 still met); SIGCONT: it catches up and rejoins."""
         lead = self.leader()
         follower = [i for i in (1, 2, 3) if i != lead][0]
-        load = Workload(self.w.connection_params(heartbeat=2), consumers=1).start()
+        load = self.workload(consumers=1)
         time.sleep(1)
         self.w.sigstop(follower)
         self.assertTrue(self.w.wait_log(lead, "follower n%d has not acknowledged" % follower,
@@ -271,7 +284,7 @@ class ClusterTest(ClusterBase):
         self.w.start(slow, wait=None, slow_sync_ms=30)
         self.wait_isr(3)
         self.c.net.netem(lossy, delay_ms=20, loss_pct=2)
-        load = Workload(self.w.connection_params(heartbeat=2), publishers=2, consumers=2).start()
+        load = self.workload(publishers=2, consumers=2)
         time.sleep(8)
         load.stop()
         self.c.net.clear_netem(lossy)
@@ -294,7 +307,7 @@ class ClusterTest(ClusterBase):
         self.w.start(old, wait=None, slow_sync_ms=0)
         self.wait_isr(3)
         lead = self.leader()
-        load = Workload(self.w.connection_params(heartbeat=2), publishers=2, consumers=2).start()
+        load = self.workload(publishers=2, consumers=2)
         time.sleep(2)
         stalled = time.time()
         self.w.set_slow_sync(lead, 4000)
@@ -352,7 +365,7 @@ class ClusterTest(ClusterBase):
     def test_leader_kills_in_a_row(self):
         """KILLS kills -9 of whoever leads, each restarted as a follower:
         nothing confirmed is lost over all of them."""
-        load = Workload(self.w.connection_params(heartbeat=2), publishers=2, consumers=2).start()
+        load = self.workload(publishers=2, consumers=2)
         times = []
         for _ in range(KILLS):
             self.wait_isr(3, timeout=60)
