@@ -554,7 +554,6 @@ broker *broker_new(const config *cfg, mirror *replication)
     if (!b)
         return NULL;
     b->replication = replication;
-    signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     char err[600];
     if (!(b->s = server_new(cfg))) {

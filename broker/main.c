@@ -124,6 +124,9 @@ static int run_cluster_node(const config *cfg, char **argv)
 int main(int argc, char **argv)
 {
     tune_malloc();
+    /* a peer that went away must fail the write, not end the process (a
+     * cluster follower writes to its leader before any broker exists) */
+    signal(SIGPIPE, SIG_IGN);
     config cfg;
     config_defaults(&cfg);
     char err[1024];

@@ -575,8 +575,9 @@ static void review_isr(leader *l, uint64_t now)
     }
     for (unsigned i = 0; i < l->n_sessions; i++) {
         session *s = l->sessions[i];
+        /* caught up, and acknowledging now (not one that stopped after) */
         if (!*s->name || isr_has(&c->isr, s->name) || !s->acked_since ||
-            s->acked < s->catch_up_target)
+            s->acked < s->catch_up_target || now - s->last_progress_ms > timeout / 2)
             continue;
         isr_set next = c->isr;
         if (!isr_add(&next, s->name))
