@@ -158,6 +158,10 @@ meta *follower_meta(const follower *f);
  * cluster's base; NULL (logged) when it cannot be bound. Freed before
  * the node leads. */
 status_http *status_http_new(cluster *c);
+/* status_page.c: the follower's page ("/") and its script ("/cluster.js"). */
+struct http_req;
+bool status_page_path(const char *path);
+void status_page_serve(struct http_req *req, const char *path);
 void status_http_free(status_http *sh);
 
 #endif

@@ -6,7 +6,8 @@
  * cluster_status (status_json.c's JSON, as the leader's API gives it), to
  * administrators and monitoring users of the replicated metadata (HTTP
  * basic; the password checked by access_check_password, as the broker
- * checks it; refusals in RabbitMQ's words); anything else is 503
+ * checks it; refusals in RabbitMQ's words); "/" is a page that shows the
+ * cluster from /api/cluster (status_page.c); anything else is 503
  * not_leader, naming the leader. Every request is answered on its head
  * (admit): no body is ever read, heads are small and time out, so the
  * cluster thread never waits on a client. It runs on the cluster thread's
@@ -229,7 +230,9 @@ static bool admit(http_req *req, void *arg)
     cluster_status st;
     char path[512];
     cluster_get_status(sh->c, &st);
-    if (!decode_path(http_req_path(req), path, sizeof path) || !status_path(path)) {
+    bool ok = decode_path(http_req_path(req), path, sizeof path);
+    bool page = ok && status_page_path(path);
+    if (!ok || (!status_path(path) && !page)) {
         not_leader(req, &st);
         return false;
     }
@@ -237,6 +240,10 @@ static bool admit(http_req *req, void *arg)
     if (m != HTTP_GET && m != HTTP_HEAD) {
         http_reply_header(req, "Allow", "GET, HEAD");
         reply_error(req, 405, "Method Not Allowed", "method_not_allowed", "Method Not Allowed");
+        return false;
+    }
+    if (page) {
+        status_page_serve(req, path);
         return false;
     }
     if (!refuse_login(req, authenticate(sh, req)))

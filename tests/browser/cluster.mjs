@@ -66,4 +66,36 @@ export async function clusterTests(t) {
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.click('#logout');
   });
+
+  if (!process.env.CLUSTER_FOLLOWER) {
+    skip("a follower's page shows the cluster", 'no follower (CLUSTER_FOLLOWER)');
+    return;
+  }
+  await test("a follower's page shows the cluster, its lag from the leader's view", async () => {
+    const base = process.env.CLUSTER_FOLLOWER;
+    await page.goto(`${base}/`);
+    assert(await page.locator('#cluster').isHidden(), 'the cluster shown without a login');
+    await page.fill('#user', ADMIN[0]);
+    await page.fill('#pass', ADMIN[1]);
+    await page.click('#login button');
+    await page.waitForSelector('#cluster-nodes tbody tr');
+    const facts = await text(page.locator('#facts'));
+    assert(/This node warren@console-n\d \(follower\)/.test(facts), `this node: ${facts}`);
+    assert(/Leader warren@console-n\d/.test(facts), `leader: ${facts}`);
+    assert(/Epoch \d+/.test(facts) && facts.includes('In-sync replicas 3 (min 2)'), `facts: ${facts}`);
+    // the leader's view reaches a follower through etcd within a second or two
+    await waitFor('confirms flowing', async () => (await text(page.locator('#facts'))).includes('Confirms flowing'));
+    const rows = page.locator('#cluster-nodes tbody tr');
+    assert(await rows.count() === 3, `rows: ${await rows.count()}`);
+    await waitFor('a lag figure for every node', async () => {
+      const lags = await page.locator('#cluster-nodes td[data-label="Lag"]').allInnerTexts();
+      return lags.length === 3 && lags.every((l) => /^\d[\d.]* (B|KiB|MiB)$/.test(l.trim()));
+    });
+    const roles = await page.locator('#cluster-nodes td[data-label="Role"]').allInnerTexts();
+    assert(roles.filter((r) => r.trim() === 'leader').length === 1 &&
+           roles.filter((r) => r.trim() === 'follower').length === 2, `roles: ${roles}`);
+    await shot('22-cluster-follower-page');
+    await page.click('#logout');
+    assert(await page.locator('#login').isVisible(), 'logged out');
+  });
 }

@@ -102,6 +102,7 @@ start_cluster() {
             if curl -s -m 2 -u guest:guest "http://127.0.0.1:$p/api/cluster" |
                 python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not (d["role"] == "leader" and d["isr_size"] == 3))' 2>/dev/null; then
                 CLUSTER_BASE="http://127.0.0.1:$p"
+                for q in "${mports[@]}"; do [ "$q" = "$p" ] || CLUSTER_FOLLOWER="http://127.0.0.1:$q"; done
                 return
             fi
         done
@@ -113,5 +114,5 @@ if [ -z "${CONSOLE_URL:-}" ] && [ -z "${CLUSTER_BASE:-}" ]; then
     start_cluster
     [ -n "${CLUSTER_BASE:-}" ] && echo "# a cluster's leader at $CLUSTER_BASE"
 fi
-export CLUSTER_BASE=${CLUSTER_BASE:-}
+export CLUSTER_BASE=${CLUSTER_BASE:-} CLUSTER_FOLLOWER=${CLUSTER_FOLLOWER:-}
 BASE=$BASE AMQP_PORT=$AMQP_PORT timeout 1200 node tests/browser/run.mjs

@@ -25,7 +25,7 @@ static inline server *test_broker_new(const config *c)
     own->stream_listeners_none |= !c->stream_listeners_explicit;
     for (size_t i = 0; i < sizeof test_brokers / sizeof test_brokers[0]; i++)
         if (!test_brokers[i]) {
-            test_brokers[i] = broker_new(own);
+            test_brokers[i] = broker_new(own, NULL);
             free(own);
             test_last_server = test_brokers[i] ? broker_server(test_brokers[i]) : NULL;
             return test_last_server;

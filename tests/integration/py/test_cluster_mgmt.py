@@ -387,11 +387,23 @@ class ClusterMgmtTest(unittest.TestCase):
 
     def test_follower_other_paths_are_not_leader(self):
         f = self.c.followers()[0]
-        for path in ("/api/queues", "/api/overview", "/", "/api/definitions"):
+        for path in ("/api/queues", "/api/overview", "/index.html", "/api/definitions"):
             status, _, doc = call(f.mgmt_port, path)
             self.assertEqual(status, 503, path)
             self.assertEqual(doc, {"error": "not_leader", "reason": "this node follows %s; use the "
                                    "leader's management API" % self.lead.api_name})
+        # "/" is the follower's own page (public, as the console's assets are)
+        conn = http.client.HTTPConnection("127.0.0.1", f.mgmt_port, timeout=5)
+        conn.request("GET", "/")
+        r = conn.getresponse()
+        page = r.read().decode()
+        self.assertEqual((r.status, r.getheader("Content-Type")), (200, "text/html; charset=utf-8"))
+        self.assertIn('<script src="/cluster.js">', page)
+        conn.request("GET", "/cluster.js")
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertIn("/api/cluster", r.read().decode())
+        conn.close()
         status, headers, _ = call(f.mgmt_port, "/api/cluster", method="DELETE")
         self.assertEqual((status, headers.get("Allow")), (405, "GET, HEAD"))
 
