@@ -120,7 +120,7 @@ static void test_isr_refuses_bad_records(void **state)
         assert_string_equal(s.names[0], "kept");
     }
     isr_set full = {0};
-    char name[8];
+    char name[16];
     for (int i = 0; i < CLUSTER_MAX_NODES; i++) {
         snprintf(name, sizeof name, "n%d", i);
         assert_true(isr_add(&full, name));
