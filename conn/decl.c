@@ -80,14 +80,6 @@ int chan_topic_permitted(chan *ch, const route_exchange *ex, access_kind kind, a
                      conn_user(ch->c));
 }
 
-static bool known_exchange_type(amqp_bytes type)
-{
-    for (route_type t = ROUTE_DIRECT; t <= ROUTE_HEADERS; t++)
-        if (amqp_bytes_equal_cstr(type, route_type_name(t)))
-            return true;
-    return false;
-}
-
 static bool amq_name(amqp_bytes name) { return name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0; }
 
 /* A new object naming another exchange in its arguments (alternate-exchange,
@@ -115,7 +107,7 @@ static int referenced_exchange_permitted(chan *ch, const char *what, amqp_bytes 
 static int exchange_declare_permitted(chan *ch, const amqp_exchange_declare *d, bool existed,
                                       amqp_error *err)
 {
-    if (d->passive || !known_exchange_type(d->type) || d->exchange.len == 0)
+    if (d->passive || !route_type_known(d->type) || d->exchange.len == 0)
         return AMQP_OK;
     if (chan_permitted(ch, ACCESS_CONFIGURE, "exchange", d->exchange, AMQP_EXCHANGE_DECLARE,
                        err) != AMQP_OK)

@@ -162,14 +162,6 @@ static bool check_global_parameters(defs_ctx *c)
     return true;
 }
 
-static bool known_type(amqp_bytes type)
-{
-    for (route_type t = ROUTE_DIRECT; t <= ROUTE_HEADERS; t++)
-        if (amqp_bytes_equal_cstr(type, route_type_name(t)))
-            return true;
-    return false;
-}
-
 static bool check_exchanges(defs_ctx *c)
 {
     size_t i;
@@ -181,7 +173,7 @@ static bool check_exchanges(defs_ctx *c)
         amqp_field f;
         if (!defs_read_exchange(c, it, i, &x, &vh, what, sizeof what) || !need_vhost(c, what, vh))
             return false;
-        if (!known_type(x.type))
+        if (!route_type_known(x.type))
             return defs_fail(c, "%s: unknown exchange type '%.*s'", what, (int)x.type.len,
                              (const char *)x.type.ptr);
         if (x.name.len == 0)

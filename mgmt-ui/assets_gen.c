@@ -1881,7 +1881,7 @@ static const char body_19[] =
     "}\n"
     "\n";
 
-/* /js/objects.js (8843 bytes) */
+/* /js/objects.js (9109 bytes) */
 static const char body_20[] =
     "// Renderers shared by the pages for the broker's objects: links to a queue,\n"
     "// exchange or connection page, feature flags, state badges, the known\n"
@@ -1970,6 +1970,8 @@ static const char body_20[] =
     "\n"
     "export const EXCHANGE_ARGS = [\n"
     "  { key: 'alternate-exchange', type: 'string', label: 'Alternate exchange', hint: 'gets messages nothing else routes' },\n"
+    "  { key: 'hash-header', type: 'string', label: 'Hash header', hint: 'x-consistent-hash: hash this header, not the routing key' },\n"
+    "  { key: 'hash-property', type: 'string', label: 'Hash property', hint: 'x-consistent-hash: message_id, correlation_id or timestamp' },\n"
     "];\n"
     "\n"
     "export const POLICY_KEYS = [\n"
@@ -3457,7 +3459,7 @@ static const mgmt_asset assets[] = {
     {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
     {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 7121, "\"35d9ad573f053e781a59\""},
     {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7360, "\"178d3c9a3764965b89c9\""},
-    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 8843, "\"a9fa1fdd2e17cf0aaae7\""},
+    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 9109, "\"bd7c215aa2d37940863b\""},
     {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 11082, "\"b2d4fe8a3772fe77dc67\""},
     {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},
     {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 13647, "\"be205313375922bf2409\""},

@@ -113,6 +113,7 @@ void mgmt_stream_conns_add(mgmt_req *r, mgmt_list *l, vhost *only);
 bool mgmt_stream_conn_render(mgmt_req *r, mgmt_json *w, uint64_t id, bool listed);
 sconn *mgmt_stream_conn_named(mgmt_req *r, amqp_bytes name, const char **user);
 extern const mgmt_route mgmt_exchange_routes[];
+extern const mgmt_route mgmt_ring_routes[]; /* res_ring.c: x-consistent-hash rings */
 extern const mgmt_route mgmt_queue_routes[];
 extern const mgmt_route mgmt_binding_routes[];
 extern const mgmt_route mgmt_vhost_routes[];

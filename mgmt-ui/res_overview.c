@@ -121,15 +121,17 @@ static stats visible_stats(mgmt_req *r)
 
 static void exchange_types(mgmt_json *w)
 {
-    static const char *const types[] = {"direct", "fanout", "headers", "topic"};
+    /* By name, as RabbitMQ lists its registry. */
+    static const route_type types[] = {ROUTE_DIRECT,          ROUTE_FANOUT,
+                                       ROUTE_HEADERS,         ROUTE_TOPIC,
+                                       ROUTE_CONSISTENT_HASH, ROUTE_LOCAL_RANDOM,
+                                       ROUTE_MODULUS_HASH};
     mgmt_json_key(w, "exchange_types");
     mgmt_json_arr(w);
-    for (int i = 0; i < 4; i++) {
-        char desc[80];
-        snprintf(desc, sizeof desc, "AMQP %s exchange, as per the AMQP specification", types[i]);
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         mgmt_json_obj(w);
-        mgmt_json_kstr(w, "name", types[i]);
-        mgmt_json_kstr(w, "description", desc);
+        mgmt_json_kstr(w, "name", route_type_name(types[i]));
+        mgmt_json_kstr(w, "description", route_type_description(types[i]));
         mgmt_json_kbool(w, "enabled", true);
         mgmt_json_end_obj(w);
     }

@@ -42,6 +42,13 @@ static uint32_t hash_name(amqp_bytes name)
 }
 
 static void *lookup_hook(void *ctx, amqp_bytes name) { return vhost_queue_find(ctx, name); }
+static amqp_bytes queue_name_hook(void *ctx, const void *q) { return queue_name(q); }
+
+static const char *queue_type_hook(void *ctx, const void *q)
+{
+    const queue_type *t = queue_type_of(q);
+    return t->id == QUEUE_TYPE_CLASSIC ? NULL : t->module;
+}
 
 static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
 {
@@ -61,7 +68,9 @@ vhost *vhost_new(server *s, const char *name)
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
                                       .exchange_deleted = exchange_deleted_hook,
                                       .exchange_freed = stats_exchange_freed,
-                                      .exchange_created = exchange_created_hook};
+                                      .exchange_created = exchange_created_hook,
+                                      .queue_name = queue_name_hook,
+                                      .queue_type = queue_type_hook};
     v->srv = s;
     v->loop = server_loop(s, 0); /* one loop so far: every vhost's queues run on it */
     v->name = strdup(name);
@@ -253,8 +262,8 @@ static bool add_targets(void **found, size_t n, bool dedup, queue ***dst, size_t
 }
 
 /* Routes again with each string of the CC and BCC header arrays. */
-static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, queue ***dst,
-                     size_t *len, size_t *cap, queue **buf)
+static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, amqp_bytes props,
+                     queue ***dst, size_t *len, size_t *cap, queue **buf)
 {
     static const char *const keys[] = {"CC", "BCC"};
     for (int k = 0; k < 2; k++) {
@@ -267,7 +276,8 @@ static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, queue ***
             void **found;
             if (key.type != 'S')
                 continue;
-            size_t n = route_message(v->routes, ex, key.v.bytes, headers, &found);
+            size_t n = route_message_props(v->routes, ex, key.v.bytes, headers, props, true,
+                                           &found);
             if (!add_targets(found, n, true, dst, len, cap, buf))
                 return;
         }
@@ -275,16 +285,16 @@ static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, queue ***
 }
 
 size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
-                   queue **buf, size_t cap, queue ***out)
+                   amqp_bytes props, queue **buf, size_t cap, queue ***out)
 {
     void **found;
-    size_t n = route_message(v->routes, ex, key, headers, &found);
+    size_t n = route_message_props(v->routes, ex, key, headers, props, false, &found);
     queue **dst = buf;
     size_t len = 0;
     if (!add_targets(found, n, false, &dst, &len, &cap, buf))
         log_msg(LOG_ERROR, "out of memory routing a message to %zu queues", n);
     if (headers.len)
-        route_cc(v, ex, headers, &dst, &len, &cap, buf);
+        route_cc(v, ex, headers, props, &dst, &len, &cap, buf);
     *out = dst;
     return len;
 }

@@ -274,7 +274,8 @@ int route_bind(route_table *t, amqp_bytes source, route_dest dest, amqp_bytes ke
         return AMQP_ERROR;
     if ((src = route_exchange_lookup(t, source, method_id, err)) == NULL)
         return AMQP_ERROR;
-    if (src->ops->validate != NULL && src->ops->validate(args, method_id, err) != AMQP_OK)
+    if (src->ops->validate != NULL &&
+        src->ops->validate(src, dest, key, args, method_id, err) != AMQP_OK)
         return AMQP_ERROR;
     if ((b = binding_new(key, args)) == NULL)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, method_id, "out of memory");

@@ -46,7 +46,8 @@ static int match_kind(amqp_bytes v)
     return MATCH_NONE;
 }
 
-static int headers_validate(amqp_bytes args, uint32_t method_id, amqp_error *err)
+static int headers_validate(route_exchange *ex, route_dest dest, amqp_bytes key, amqp_bytes args,
+                            uint32_t method_id, amqp_error *err)
 {
     amqp_field f;
     char term[160];

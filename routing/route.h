@@ -20,7 +20,15 @@
 typedef struct route_table route_table;
 typedef struct route_exchange route_exchange;
 
-typedef enum route_type { ROUTE_DIRECT, ROUTE_FANOUT, ROUTE_TOPIC, ROUTE_HEADERS } route_type;
+typedef enum route_type {
+    ROUTE_DIRECT,
+    ROUTE_FANOUT,
+    ROUTE_TOPIC,
+    ROUTE_HEADERS,
+    ROUTE_CONSISTENT_HASH, /* "x-consistent-hash", the 3.10 plugin's */
+    ROUTE_MODULUS_HASH,    /* "x-modulus-hash", RabbitMQ 4.3 */
+    ROUTE_LOCAL_RANDOM,    /* "x-local-random", RabbitMQ 4.0 */
+} route_type;
 
 /* Callbacks into the broker. */
 typedef struct route_hooks {
@@ -37,12 +45,18 @@ typedef struct route_hooks {
      * apply its policies. May be NULL. Must not declare or delete
      * exchanges. Not called for the built-in exchanges of a new table. */
     void (*exchange_created)(void *ctx, route_exchange *ex);
+    /* The name of a queue (x-modulus-hash orders its bindings by it), and
+     * its type as RabbitMQ's module names it ("rabbit_quorum_queue"; NULL
+     * for a classic queue: x-local-random takes classic queues only).
+     * Either may be NULL: every queue is then "" and classic. */
+    amqp_bytes (*queue_name)(void *ctx, const void *queue);
+    const char *(*queue_type)(void *ctx, const void *queue);
 } route_hooks;
 
 /* What exchange.declare asks for. `arguments` is a validated table. */
 typedef struct route_exchange_spec {
     amqp_bytes name;
-    amqp_bytes type; /* "direct", "fanout", "topic", "headers" */
+    amqp_bytes type; /* "direct", "fanout", "topic", "headers", or an x- type above */
     bool passive, durable, auto_delete, internal;
     amqp_bytes arguments;
 } route_exchange_spec;
@@ -89,6 +103,10 @@ uint64_t route_exchanges_version(const route_table *t);
 amqp_bytes route_exchange_name(const route_exchange *ex);
 route_type route_exchange_type(const route_exchange *ex);
 const char *route_type_name(route_type type);
+/* Whether `name` is an exchange type this module implements. */
+bool route_type_known(amqp_bytes name);
+/* RabbitMQ's description of a type, as /api/overview lists it. */
+const char *route_type_description(route_type type);
 bool route_exchange_durable(const route_exchange *ex);
 bool route_exchange_auto_delete(const route_exchange *ex);
 bool route_exchange_internal(const route_exchange *ex);
@@ -160,6 +178,17 @@ typedef struct route_binding_view {
 void route_foreach_binding(route_table *t, void (*fn)(void *arg, const route_binding_view *b),
                            void *arg);
 
+/* The ring of an x-consistent-hash exchange (the plugin's bucket map): each
+ * destination in it owns the buckets [first, first + weight), in the order
+ * they were bound. Calls fn once per destination in bucket order; false
+ * (fn not called) when `ex` is not of that type. */
+typedef struct route_ring_entry {
+    uint64_t first, weight;
+    route_dest dest;
+} route_ring_entry;
+bool route_exchange_ring(const route_exchange *ex,
+                         void (*fn)(void *arg, const route_ring_entry *e), void *arg);
+
 /* ---- routing ------------------------------------------------------------ */
 
 /* Routes a message published to `ex` with `key` and message `headers` (a
@@ -170,5 +199,13 @@ void route_foreach_binding(route_table *t, void (*fn)(void *arg, const route_bin
  * its policy's) when the exchange itself matched nothing. */
 size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                      void ***queues);
+/* The same, with the message's raw content-header properties (flags
+ * first; x-consistent-hash's hash-property reads them, nothing else does),
+ * and `again` set when `key` is one of the message's CC or BCC keys rather
+ * than its routing key: the types that pick one destination per message
+ * (x-consistent-hash, x-modulus-hash, x-local-random) add nothing then,
+ * as RabbitMQ routes a message to them once. */
+size_t route_message_props(route_table *t, route_exchange *ex, amqp_bytes key,
+                           amqp_bytes headers, amqp_bytes props, bool again, void ***queues);
 
 #endif

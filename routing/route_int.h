@@ -130,13 +130,16 @@ static inline amqp_bytes route_binding_args(const route_binding *b)
 }
 
 /* One exchange type: a small table of functions, as RabbitMQ models them.
- * validate may be NULL (any arguments accepted). bind returns false on
- * out-of-memory with nothing changed. route calls route_run_collect for
+ * declare checks a new exchange's arguments (RabbitMQ's validate/1) and
+ * validate a new binding (validate_binding/2); either may be NULL (all
+ * accepted). bind returns false on out-of-memory with nothing changed. route calls route_run_collect for
  * each matching binding and returns how many matched (0 sends the message
  * to the alternate exchange). destroy runs after every binding is gone. */
 typedef struct route_type_ops {
     route_type type;
-    int (*validate)(amqp_bytes args, uint32_t method_id, amqp_error *err);
+    int (*declare)(route_table *t, const route_exchange_spec *spec, amqp_error *err);
+    int (*validate)(route_exchange *ex, route_dest dest, amqp_bytes key, amqp_bytes args,
+                    uint32_t method_id, amqp_error *err);
     bool (*create)(route_exchange *ex);
     bool (*bind)(route_exchange *ex, route_binding *b);
     void (*unbind)(route_exchange *ex, route_binding *b);
@@ -149,6 +152,9 @@ extern const route_type_ops route_direct_ops;
 extern const route_type_ops route_fanout_ops;
 extern const route_type_ops route_topic_ops;
 extern const route_type_ops route_headers_ops;
+extern const route_type_ops route_consistent_hash_ops;
+extern const route_type_ops route_modulus_hash_ops;
+extern const route_type_ops route_local_random_ops;
 
 struct route_exchange {
     route_target target; /* as a destination; target.exchange == this */
@@ -204,6 +210,7 @@ struct route_table {
     size_t words_cap;
     route_header *headers; /* sorted message headers, then sort scratch */
     size_t headers_cap;
+    uint64_t random; /* xorshift64* state for x-local-random */
 };
 
 /* The state of one route_message call. */
@@ -212,6 +219,8 @@ struct route_run {
     uint64_t gen;
     amqp_bytes key;
     amqp_bytes headers;
+    amqp_bytes props; /* raw content-header properties; may be empty */
+    bool again;       /* routing a CC/BCC key: one-pick types add nothing */
     size_t nresult, nwork;
     int words_state;   /* 0 not split yet, 1 split, -1 could not allocate */
     size_t nwords;
@@ -266,6 +275,20 @@ void route_maybe_auto_delete(route_table *t, route_exchange *ex);
 void route_binding_remove(route_table *t, route_binding *b);
 /* Grows the routing scratch for one more exchange / queue target. */
 bool route_table_reserve(route_table *t);
+
+/* ---- Erlang's hashing, as RabbitMQ's hash exchanges use it (erlhash.c) -- */
+
+/* erlang:phash2/1 of <<B>>, of [<<B>>], of an atom, and of a field value
+ * as rabbit_binary_parser decodes it ({Type, Value}). */
+uint32_t route_phash2_binary(amqp_bytes b);
+uint32_t route_phash2_binary_list(amqp_bytes b);
+uint32_t route_phash2_atom(const char *name);
+uint32_t route_phash2_field(const amqp_field *f);
+/* The consistent-hash plugin's jump_consistent_hash(Key, Buckets) for an
+ * integer key: a bucket in [0, buckets). buckets in [1, 2^53). */
+uint64_t route_jump_hash(uint32_t key, uint64_t buckets);
+/* One step of xorshift64* (OTP's exs64): the next output; *state != 0. */
+uint64_t route_xorshift64s(uint64_t *state);
 
 /* Stable sort of entries by key, bytewise as Erlang compares binaries. */
 void route_headers_sort(route_header *h, route_header *tmp, size_t n);

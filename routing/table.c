@@ -23,41 +23,57 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "route_int.h"
 
 #define DEFAULT_EXCHANGE_TEXT "operation not permitted on the default exchange"
 
+/* Indexed by route_type. */
 static const struct {
     const char *name;
     const route_type_ops *ops;
-} type_names[] = {
-    {"direct", &route_direct_ops},
-    {"fanout", &route_fanout_ops},
-    {"topic", &route_topic_ops},
-    {"headers", &route_headers_ops},
+    const char *description;
+} types[] = {
+    [ROUTE_DIRECT] = {"direct", &route_direct_ops,
+                      "AMQP direct exchange, as per the AMQP specification"},
+    [ROUTE_FANOUT] = {"fanout", &route_fanout_ops,
+                      "AMQP fanout exchange, as per the AMQP specification"},
+    [ROUTE_TOPIC] = {"topic", &route_topic_ops,
+                     "AMQP topic exchange, as per the AMQP specification"},
+    [ROUTE_HEADERS] = {"headers", &route_headers_ops,
+                       "AMQP headers exchange, as per the AMQP specification"},
+    [ROUTE_CONSISTENT_HASH] = {"x-consistent-hash", &route_consistent_hash_ops,
+                               "Consistent Hashing Exchange"},
+    [ROUTE_MODULUS_HASH] = {"x-modulus-hash", &route_modulus_hash_ops,
+                            "Modulus Hashing Exchange"},
+    [ROUTE_LOCAL_RANDOM] = {"x-local-random", &route_local_random_ops,
+                            "Picks one random local binding (queue) to route via (to)."},
 };
+
+#define NTYPES (sizeof types / sizeof types[0])
 
 const char *route_type_name(route_type type)
 {
-    switch (type) {
-    case ROUTE_DIRECT: return "direct";
-    case ROUTE_FANOUT: return "fanout";
-    case ROUTE_TOPIC: return "topic";
-    case ROUTE_HEADERS: return "headers";
-    }
-    return "unknown";
+    return (size_t)type < NTYPES ? types[type].name : "unknown";
+}
+
+const char *route_type_description(route_type type)
+{
+    return (size_t)type < NTYPES ? types[type].description : "";
 }
 
 static const route_type_ops *type_ops(amqp_bytes name)
 {
     size_t i;
 
-    for (i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
-        if (amqp_bytes_equal_cstr(name, type_names[i].name))
-            return type_names[i].ops;
+    for (i = 0; i < NTYPES; i++)
+        if (amqp_bytes_equal_cstr(name, types[i].name))
+            return types[i].ops;
     return NULL;
 }
+
+bool route_type_known(amqp_bytes name) { return type_ops(name) != NULL; }
 
 static bool has_amq_prefix(amqp_bytes name)
 {
@@ -282,6 +298,9 @@ route_table *route_table_new(const char *vhost, const route_hooks *hooks, void *
     if (hooks != NULL)
         t->hooks = *hooks;
     t->ctx = ctx;
+    /* x-local-random's choices need no quality beyond spread; any seed
+     * but 0 will do. */
+    t->random = route_mix64((uint64_t)(uintptr_t)t ^ (uint64_t)time(NULL)) | 1;
     if ((t->vhost = strdup(vhost)) == NULL || !add_builtins(t)) {
         route_table_free(t);
         return NULL;
@@ -306,6 +325,8 @@ static int create_checked(route_table *t, const route_exchange_spec *spec,
                          "vhost '%s'",
                          amqp_erl_type_name(ae.type), (int)spec->name.len,
                          (const char *)spec->name.ptr, t->vhost);
+    if (ops->declare != NULL && ops->declare(t, spec, err) != AMQP_OK)
+        return AMQP_ERROR;
     if ((*out = exchange_new(t, spec->name, ops, spec)) == NULL)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_EXCHANGE_DECLARE, "out of memory");
     if (t->hooks.exchange_created != NULL)
@@ -387,17 +408,26 @@ static int check_alternate(route_table *t, const route_exchange *ex, amqp_bytes 
                         describe_arg(has_cur ? &cur : NULL, !both, cbuf, sizeof cbuf), err);
 }
 
+/* RabbitMQ quotes the type atom, printed with ~p, which quotes it again
+ * when it is not a bare atom: ''x-consistent-hash''. */
+static const char *type_term(route_type type, char *buf, size_t cap)
+{
+    const char *name = route_type_name(type);
+    bool bare = strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_@") == strlen(name);
+
+    snprintf(buf, cap, bare ? "'%s'" : "''%s''", name);
+    return buf;
+}
+
 static int check_equivalent(route_table *t, const route_exchange *ex,
                             const route_exchange_spec *spec, const route_type_ops *ops,
                             amqp_error *err)
 {
-    char received[16], current[16];
+    char received[32], current[32];
 
-    if (ops->type != ex->ops->type) {
-        snprintf(received, sizeof received, "'%s'", route_type_name(ops->type));
-        snprintf(current, sizeof current, "'%s'", route_type_name(ex->ops->type));
-        return inequivalent(t, ex, "type", received, current, err);
-    }
+    if (ops->type != ex->ops->type)
+        return inequivalent(t, ex, "type", type_term(ops->type, received, sizeof received),
+                            type_term(ex->ops->type, current, sizeof current), err);
     if (check_flag(t, ex, "durable", ex->durable, spec->durable, err) != AMQP_OK ||
         check_flag(t, ex, "auto_delete", ex->auto_delete, spec->auto_delete, err) != AMQP_OK ||
         check_flag(t, ex, "internal", ex->internal, spec->internal, err) != AMQP_OK)

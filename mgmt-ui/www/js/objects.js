@@ -85,6 +85,8 @@ export const QUEUE_ARGS = [
 
 export const EXCHANGE_ARGS = [
   { key: 'alternate-exchange', type: 'string', label: 'Alternate exchange', hint: 'gets messages nothing else routes' },
+  { key: 'hash-header', type: 'string', label: 'Hash header', hint: 'x-consistent-hash: hash this header, not the routing key' },
+  { key: 'hash-property', type: 'string', label: 'Hash property', hint: 'x-consistent-hash: message_id, correlation_id or timestamp' },
 ];
 
 export const POLICY_KEYS = [
