@@ -365,7 +365,7 @@ static void test_chash_ring_model(void **state)
     int order[NQ], weight[NQ], n = 0;
     bool in[NQ] = {0};
     uint64_t rng = 42;
-    char key[16];
+    char key[32];
 
     for (int step = 0; step < 3000; step++) {
         int q = (int)(route_xorshift64s(&rng) % NQ);
