@@ -608,7 +608,7 @@ static const char body_4[] =
     "\n"
     "boot();\n";
 
-/* /js/bindings.js (5055 bytes) */
+/* /js/bindings.js (5978 bytes) */
 static const char body_5[] =
     "// Bindings: a table with unbind buttons and the form that adds one, for the\n"
     "// queue page (bindings to it) and the exchange page (both directions).\n"
@@ -621,6 +621,18 @@ static const char body_5[] =
     "\n"
     "function endpoint(vhost, type, name) {\n"
     "  return type === 'queue' \? queueLink(vhost, name) : exchangeLink(vhost, name);\n"
+    "}\n"
+    "\n"
+    "// ringTable(ring) -> element: an x-consistent-hash exchange's buckets per\n"
+    "// destination, from GET /api/exchanges/{vhost}/{name}/ring.\n"
+    "export function ringTable(ring) {\n"
+    "  if (!ring.ring.length) return empty('No destination is in the ring yet: bind one with its weight as the routing key.');\n"
+    "  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple', id: 'exchange-ring' },\n"
+    "    h('thead', {}, h('tr', {}, h('th', {}, 'Destination'), h('th', {}, 'Buckets'), h('th', {}, 'Weight'), h('th', {}, 'Share'))),\n"
+    "    h('tbody', {}, ring.ring.map((r) => h('tr', {},\n"
+    "      h('td', {}, endpoint(ring.vhost, r.destination_type, r.destination), h('span', { class: 'hint' }, ` ${r.destination_type}`)),\n"
+    "      h('td', { class: 'mono' }, `${r.first_bucket}\342\200\223${r.last_bucket}`), h('td', { class: 'mono' }, String(r.weight)),\n"
+    "      h('td', { class: 'mono' }, `${(100 * r.weight / ring.buckets).toFixed(1)}%`)))))));\n"
     "}\n"
     "\n"
     "// bindingsTable(rows, {show: 'source' | 'destination', onChange}) -> element.\n"
@@ -1259,7 +1271,7 @@ static const char body_12[] =
     "  return h('dl', { class: 'facts' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));\n"
     "}\n";
 
-/* /js/exchange.js (4612 bytes) */
+/* /js/exchange.js (4978 bytes) */
 static const char body_13[] =
     "// One exchange: its rates with a chart, bindings where it is the source and\n"
     "// where it is the destination (add, remove), publish, delete.\n"
@@ -1268,7 +1280,7 @@ static const char body_13[] =
     "import { rate } from './format.js';\n"
     "import { createChart, ratesFromSamples, COLORS } from './chart.js';\n"
     "import { features } from './objects.js';\n"
-    "import { bindingsTable, bindingForm } from './bindings.js';\n"
+    "import { bindingsTable, bindingForm, ringTable } from './bindings.js';\n"
     "import { publishForm } from './messages.js';\n"
     "import { confirmAction, runAction, formPanel } from './ui.js';\n"
     "\n"
@@ -1284,6 +1296,7 @@ static const char body_13[] =
     "  const details = h('div', {}, loading());\n"
     "  const asSource = h('div', {}, loading());\n"
     "  const asDest = h('div', {}, loading());\n"
+    "  const ring = h('div'); // the hash ring panel, for x-consistent-hash only\n"
     "  const builtIn = name === '' || name.startsWith('amq.');\n"
     "\n"
     "  async function refreshBindings() {\n"
@@ -1313,6 +1326,7 @@ static const char body_13[] =
     "    h('section', { class: 'panel', id: 'bindings-source' }, h('h2', {}, 'Bindings from this exchange'), asSource,\n"
     "      name === '' \? null : [h('h3', { class: 'subhead' }, 'Add a binding from this exchange'),\n"
     "        bindingForm({ vhost, fixed: { side: 'source', type: 'exchange', name }, onChange: refreshBindings })]),\n"
+    "    ring,\n"
     "    h('section', { class: 'panel', id: 'bindings-destination' }, h('h2', {}, 'Bindings to this exchange'), asDest),\n"
     "    formPanel('Publish a message', publishForm(vhost, name), false),\n"
     "    builtIn \? null : panel('Delete', h('div', { class: 'form-actions' }, deleteBtn)));\n"
@@ -1332,6 +1346,10 @@ static const char body_13[] =
     "      ['Policy', x.policy || 'none'],\n"
     "      ['Rate in', rate(st.publish_in_details\?.rate)], ['Rate out', rate(st.publish_out_details\?.rate)],\n"
     "    ]));\n"
+    "    if (x.type !== 'x-consistent-hash') return;\n"
+    "    let body;\n"
+    "    try { body = ringTable(await get(`${base}/ring`)); } catch (err) { body = errorBox(err); }\n"
+    "    replace(ring, h('section', { class: 'panel', id: 'exchange-ring-panel' }, h('h2', {}, 'Hash ring'), body));\n"
     "  }\n"
     "  await refresh();\n"
     "  await refreshBindings();\n"
@@ -3444,7 +3462,7 @@ static const mgmt_asset assets[] = {
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
     {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10069, "\"221482f1931728ed45fd\""},
-    {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5055, "\"b3f0bbe93f0737e01286\""},
+    {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5978, "\"539613b62c598f6464ff\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 7319, "\"9f9f722c4a66231975ed\""},
     {"/js/connection.js", "text/javascript; charset=utf-8", (const unsigned char *)body_8, 4149, "\"8403ec644462b79d6571\""},
@@ -3452,7 +3470,7 @@ static const mgmt_asset assets[] = {
     {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2392, "\"a5c3bfe6326a8e484c0f\""},
     {"/js/definitions.js", "text/javascript; charset=utf-8", (const unsigned char *)body_11, 3484, "\"1eb0ca11566d8e68afae\""},
     {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4929, "\"0ebf76f9ad80fe4c6186\""},
-    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4612, "\"2541f1dafa660a767a09\""},
+    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4978, "\"17ee1133789540248093\""},
     {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1885, "\"74eb419738e60f57f73f\""},
     {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2153, "\"8ee2710156504da8cd4b\""},
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},

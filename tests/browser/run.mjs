@@ -245,6 +245,26 @@ await test('publish from the exchange page; the message is routed', async () => 
   await shot('07-exchange');
 });
 
+// Warren's ring route (RabbitMQ has none): the x-consistent-hash panel.
+if (process.env.CONSOLE_TARGET === 'warren') {
+  await test('an x-consistent-hash exchange page shows its hash ring', async () => {
+    const x = 'console.ring';
+    const put = await api('PUT', `/api/exchanges/${enc(VHOST)}/${x}`, { type: 'x-consistent-hash' });
+    assert(put.status === 201, `declare: ${put.status}`);
+    for (const [q, w] of [['console.ring.a', '1'], ['console.ring.b', '3']]) {
+      await api('PUT', `/api/queues/${enc(VHOST)}/${q}`, {});
+      const b = await api('POST', `/api/bindings/${enc(VHOST)}/e/${x}/q/${q}`, { routing_key: w });
+      assert(b.status === 201, `bind ${q}: ${b.status}`);
+    }
+    await go(`exchanges/${enc(VHOST)}/${x}`);
+    await page.locator('#exchange-ring td', { hasText: 'console.ring.b' }).first().waitFor();
+    const text = await page.locator('#exchange-ring').textContent();
+    assert(text.includes('1–3') && text.includes('75.0%'), `ring table: ${text}`);
+  });
+} else {
+  skip('an x-consistent-hash exchange page shows its hash ring', 'the ring route is Warren\'s');
+}
+
 await test("the queue's count changes in the table (live refresh)", async () => {
   await go('queues');
   await waitFor('Ready = 1', async () => (await rowOf(QUEUE).locator('td[data-col=messages_ready]').textContent()).trim() === '1', 30000);

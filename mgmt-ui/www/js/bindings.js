@@ -11,6 +11,18 @@ function endpoint(vhost, type, name) {
   return type === 'queue' ? queueLink(vhost, name) : exchangeLink(vhost, name);
 }
 
+// ringTable(ring) -> element: an x-consistent-hash exchange's buckets per
+// destination, from GET /api/exchanges/{vhost}/{name}/ring.
+export function ringTable(ring) {
+  if (!ring.ring.length) return empty('No destination is in the ring yet: bind one with its weight as the routing key.');
+  return h('div', { class: 'table-scroll' }, cards(h('table', { class: 'simple', id: 'exchange-ring' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'Destination'), h('th', {}, 'Buckets'), h('th', {}, 'Weight'), h('th', {}, 'Share'))),
+    h('tbody', {}, ring.ring.map((r) => h('tr', {},
+      h('td', {}, endpoint(ring.vhost, r.destination_type, r.destination), h('span', { class: 'hint' }, ` ${r.destination_type}`)),
+      h('td', { class: 'mono' }, `${r.first_bucket}–${r.last_bucket}`), h('td', { class: 'mono' }, String(r.weight)),
+      h('td', { class: 'mono' }, `${(100 * r.weight / ring.buckets).toFixed(1)}%`)))))));
+}
+
 // bindingsTable(rows, {show: 'source' | 'destination', onChange}) -> element.
 export function bindingsTable(rows, opts) {
   if (!rows.length) return empty(opts.emptyText || 'No bindings.');

@@ -5,7 +5,7 @@ import { get, del } from './http.js';
 import { rate } from './format.js';
 import { createChart, ratesFromSamples, COLORS } from './chart.js';
 import { features } from './objects.js';
-import { bindingsTable, bindingForm } from './bindings.js';
+import { bindingsTable, bindingForm, ringTable } from './bindings.js';
 import { publishForm } from './messages.js';
 import { confirmAction, runAction, formPanel } from './ui.js';
 
@@ -21,6 +21,7 @@ export async function render(el, [vhost, name]) {
   const details = h('div', {}, loading());
   const asSource = h('div', {}, loading());
   const asDest = h('div', {}, loading());
+  const ring = h('div'); // the hash ring panel, for x-consistent-hash only
   const builtIn = name === '' || name.startsWith('amq.');
 
   async function refreshBindings() {
@@ -50,6 +51,7 @@ export async function render(el, [vhost, name]) {
     h('section', { class: 'panel', id: 'bindings-source' }, h('h2', {}, 'Bindings from this exchange'), asSource,
       name === '' ? null : [h('h3', { class: 'subhead' }, 'Add a binding from this exchange'),
         bindingForm({ vhost, fixed: { side: 'source', type: 'exchange', name }, onChange: refreshBindings })]),
+    ring,
     h('section', { class: 'panel', id: 'bindings-destination' }, h('h2', {}, 'Bindings to this exchange'), asDest),
     formPanel('Publish a message', publishForm(vhost, name), false),
     builtIn ? null : panel('Delete', h('div', { class: 'form-actions' }, deleteBtn)));
@@ -69,6 +71,10 @@ export async function render(el, [vhost, name]) {
       ['Policy', x.policy || 'none'],
       ['Rate in', rate(st.publish_in_details?.rate)], ['Rate out', rate(st.publish_out_details?.rate)],
     ]));
+    if (x.type !== 'x-consistent-hash') return;
+    let body;
+    try { body = ringTable(await get(`${base}/ring`)); } catch (err) { body = errorBox(err); }
+    replace(ring, h('section', { class: 'panel', id: 'exchange-ring-panel' }, h('h2', {}, 'Hash ring'), body));
   }
   await refresh();
   await refreshBindings();
