@@ -237,11 +237,22 @@ uint32_t route_phash2_binary(amqp_bytes b)
     return h & PHASH2_MASK;
 }
 
-uint32_t route_phash2_binary_list(amqp_bytes b)
+uint32_t route_phash2_routing_keys(amqp_bytes key, amqp_bytes headers)
 {
+    static const char *const routing_headers[] = {"CC", "BCC"};
     uint32_t h = 0;
+    amqp_field list, v;
+    amqp_iter it;
 
-    h_binary(&h, b);
+    h_binary(&h, key);
+    for (int i = 0; i < 2 && headers.len > 0; i++) {
+        if (!amqp_table_get(headers, routing_headers[i], &list) || list.type != 'A')
+            continue;
+        amqp_iter_init(&it, list.v.bytes);
+        while (amqp_array_next(&it, &v))
+            if (v.type == 'S')
+                h_binary(&h, v.v.bytes);
+    }
     h_nil(&h);
     return h & PHASH2_MASK;
 }

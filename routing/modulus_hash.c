@@ -1,6 +1,6 @@
 /* modulus_hash: the x-modulus-hash exchange type of RabbitMQ 4.3
  * (rabbit_exchange_type_modulus_hash): a message goes to one binding's
- * destination, the one at phash2([RoutingKey]) mod the number of bindings
+ * destination, the one at phash2(RoutingKeys) mod the number of bindings
  * in the bindings' stable order -- destinations sorted as Erlang sorts
  * their resource names: exchanges before queues, then by name bytewise,
  * one entry per binding (a destination bound twice is in it twice). Keys
@@ -8,9 +8,9 @@
  *
  * The state is that sorted array; a binding keeps its index in `slot`.
  * Bind and unbind shift the entries after it (O(n)), routing is one hash
- * and one index. As in RabbitMQ the hash covers the routing key only here:
- * RabbitMQ 4.3 hashes the CC keys too; Warren routes a CC key again
- * (route_message_props' `again`) and adds nothing for it.
+ * and one index. RoutingKeys is RabbitMQ 4.3's list for an AMQP 0-9-1
+ * message: the routing key, then the CC and BCC header keys; routing a CC
+ * key again (route_message_props' `again`) adds nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +92,8 @@ static size_t modhash_route(route_exchange *ex, route_run *run)
 
     if (s->count == 0 || run->again)
         return s->count;
-    route_run_collect(run, s->items[route_phash2_binary_list(run->key) % s->count]->target);
+    uint32_t hash = route_phash2_routing_keys(run->key, run->headers);
+    route_run_collect(run, s->items[hash % s->count]->target);
     return 1;
 }
 

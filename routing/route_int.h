@@ -278,11 +278,13 @@ bool route_table_reserve(route_table *t);
 
 /* ---- Erlang's hashing, as RabbitMQ's hash exchanges use it (erlhash.c) -- */
 
-/* erlang:phash2/1 of <<B>>, of [<<B>>], of an atom, and of a field value
- * as rabbit_binary_parser decodes it ({Type, Value}). */
+/* erlang:phash2/1 of <<B>>, of an atom, and of a field value as
+ * rabbit_binary_parser decodes it ({Type, Value}). */
 uint32_t route_phash2_binary(amqp_bytes b);
-uint32_t route_phash2_binary_list(amqp_bytes b);
 uint32_t route_phash2_atom(const char *name);
+/* phash2 of a message's routing keys as RabbitMQ 4.x lists them: [Key |
+ * the longstrs of the CC array header ++ those of BCC]. */
+uint32_t route_phash2_routing_keys(amqp_bytes key, amqp_bytes headers);
 uint32_t route_phash2_field(const amqp_field *f);
 /* The consistent-hash plugin's jump_consistent_hash(Key, Buckets) for an
  * integer key: a bucket in [0, buckets). buckets in [1, 2^53). */

@@ -186,6 +186,11 @@ class ModulusHash(XTypesTest):
             self.ch.queue_bind(n, x, "key-" + n)
         got = self.where(names, ["k%d" % i for i in range(40)], x)
         self.assertEqual(got, MODULUS_K40)
+        # the CC and BCC keys are hashed with the routing key, and pick once:
+        # phash2([<<"k1">>, <<"a">>, <<"b">>, <<"c">>]) = 120149480
+        got = self.where(names, ["k1"], x, lambda i: pika.BasicProperties(
+            headers={"CC": ["a", "b"], "BCC": ["c"]}))
+        self.assertEqual(got, str(120149480 % 3))
 
 
 class LocalRandom(XTypesTest):
