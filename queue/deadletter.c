@@ -217,8 +217,7 @@ static bool dead_letter(queue *q, queue_item it, const char *reason, bool first)
     amqp_basic_properties p;
     amqp_properties_decode(msg_properties(copy), &p, NULL);
     queue *local[16], **targets;
-    size_t nt = vhost_route(queue_vhost(q), ex, key, p.headers, msg_properties(copy), local, 16,
-                            &targets);
+    size_t nt = vhost_route(queue_vhost(q), ex, key, p.headers, copy, local, 16, &targets);
     if (nt == 0 && a->at_least_once) {
         msg_unref(copy);
         return false;

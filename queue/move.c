@@ -232,8 +232,7 @@ static void to_exchange(struct move *mv, queue_item it, route_exchange *ex, move
     queue *local[16], **targets = local;
     size_t n = 0;
     if (copy && amqp_properties_decode(msg_properties(copy), &p, NULL) == AMQP_OK)
-        n = vhost_route(mv->v, ex, key, p.headers, msg_properties(copy), local, 16,
-                        &targets);
+        n = vhost_route(mv->v, ex, key, p.headers, copy, local, 16, &targets);
     *why = MOVE_SKIP_UNROUTABLE;
     bool full = false;
     for (size_t i = 0; i < n; i++)

@@ -46,11 +46,10 @@ chan *vhost_reply_find(vhost *v, amqp_bytes token);
  * to be freed by the caller when it is not `buf`. A copy, because
  * enqueueing may route again (dead-lettering) and reuse the table's array.
  * The CC and BCC headers (arrays of strings) route the message with those
- * keys too -- RabbitMQ's sender-selected distribution. `props` are the
- * message's raw properties (x-consistent-hash's hash-property reads them;
- * may be empty). */
+ * keys too -- RabbitMQ's sender-selected distribution. `m` is the message
+ * (x-consistent-hash's hash-property reads its properties; may be NULL). */
 size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
-                   amqp_bytes props, queue **buf, size_t cap, queue ***out);
+                   const msg *m, queue **buf, size_t cap, queue ***out);
 /* The queue with this store id, or NULL: in `v`, or in any vhost. */
 queue *vhost_queue_by_store_id(vhost *v, uint64_t id);
 queue *queue_by_store_id(server *s, uint64_t id);

@@ -43,6 +43,7 @@ static uint32_t hash_name(amqp_bytes name)
 
 static void *lookup_hook(void *ctx, amqp_bytes name) { return vhost_queue_find(ctx, name); }
 static amqp_bytes queue_name_hook(void *ctx, const void *q) { return queue_name(q); }
+static amqp_bytes msg_properties_hook(void *ctx, const void *m) { return msg_properties(m); }
 
 static const char *queue_type_hook(void *ctx, const void *q)
 {
@@ -70,7 +71,8 @@ vhost *vhost_new(server *s, const char *name)
                                       .exchange_freed = stats_exchange_freed,
                                       .exchange_created = exchange_created_hook,
                                       .queue_name = queue_name_hook,
-                                      .queue_type = queue_type_hook};
+                                      .queue_type = queue_type_hook,
+                                      .message_properties = msg_properties_hook};
     v->srv = s;
     v->loop = server_loop(s, 0); /* one loop so far: every vhost's queues run on it */
     v->name = strdup(name);
@@ -262,7 +264,7 @@ static bool add_targets(void **found, size_t n, bool dedup, queue ***dst, size_t
 }
 
 /* Routes again with each string of the CC and BCC header arrays. */
-static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, amqp_bytes props,
+static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, const msg *m,
                      queue ***dst, size_t *len, size_t *cap, queue **buf)
 {
     static const char *const keys[] = {"CC", "BCC"};
@@ -276,8 +278,7 @@ static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, amqp_byte
             void **found;
             if (key.type != 'S')
                 continue;
-            size_t n = route_message_props(v->routes, ex, key.v.bytes, headers, props, true,
-                                           &found);
+            size_t n = route_message_props(v->routes, ex, key.v.bytes, headers, m, true, &found);
             if (!add_targets(found, n, true, dst, len, cap, buf))
                 return;
         }
@@ -285,16 +286,16 @@ static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, amqp_byte
 }
 
 size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
-                   amqp_bytes props, queue **buf, size_t cap, queue ***out)
+                   const msg *m, queue **buf, size_t cap, queue ***out)
 {
     void **found;
-    size_t n = route_message_props(v->routes, ex, key, headers, props, false, &found);
+    size_t n = route_message_props(v->routes, ex, key, headers, m, false, &found);
     queue **dst = buf;
     size_t len = 0;
     if (!add_targets(found, n, false, &dst, &len, &cap, buf))
         log_msg(LOG_ERROR, "out of memory routing a message to %zu queues", n);
     if (headers.len)
-        route_cc(v, ex, headers, props, &dst, &len, &cap, buf);
+        route_cc(v, ex, headers, m, &dst, &len, &cap, buf);
     *out = dst;
     return len;
 }

@@ -285,11 +285,23 @@ static bool header_get(amqp_bytes headers, amqp_bytes name, amqp_field *out)
     return false;
 }
 
+/* The message's properties, decoded; false when there are none. */
+static bool message_properties(const route_run *run, amqp_basic_properties *p)
+{
+    const route_hooks *hk = &run->t->hooks;
+    amqp_error err;
+    amqp_bytes raw;
+
+    if (run->msg == NULL || hk->message_properties == NULL)
+        return false;
+    raw = hk->message_properties(run->t->ctx, run->msg);
+    return raw.len > 0 && amqp_properties_decode(raw, p, &err) == AMQP_OK;
+}
+
 /* phash2 of what the message is hashed on. */
 static uint32_t message_hash(const ring *r, route_run *run)
 {
     amqp_basic_properties p;
-    amqp_error err;
     amqp_field f;
     char digits[24];
 
@@ -299,7 +311,7 @@ static uint32_t message_hash(const ring *r, route_run *run)
             return route_phash2_field(&f);
         break;
     case HASH_PROPERTY:
-        if (run->props.len == 0 || amqp_properties_decode(run->props, &p, &err) != AMQP_OK)
+        if (!message_properties(run, &p))
             break;
         if (r->property == PROP_CORRELATION_ID && (p.flags & AMQP_BASIC_CORRELATION_ID_FLAG))
             return route_phash2_binary(p.correlation_id);

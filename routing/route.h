@@ -51,6 +51,10 @@ typedef struct route_hooks {
      * Either may be NULL: every queue is then "" and classic. */
     amqp_bytes (*queue_name)(void *ctx, const void *queue);
     const char *(*queue_type)(void *ctx, const void *queue);
+    /* The raw content-header properties (flags first) of the message given
+     * to route_message_props; asked only by x-consistent-hash with
+     * hash-property, so other routing never computes them. May be NULL. */
+    amqp_bytes (*message_properties)(void *ctx, const void *msg);
 } route_hooks;
 
 /* What exchange.declare asks for. `arguments` is a validated table. */
@@ -199,13 +203,14 @@ bool route_exchange_ring(const route_exchange *ex,
  * its policy's) when the exchange itself matched nothing. */
 size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                      void ***queues);
-/* The same, with the message's raw content-header properties (flags
- * first; x-consistent-hash's hash-property reads them, nothing else does),
- * and `again` set when `key` is one of the message's CC or BCC keys rather
- * than its routing key: the types that pick one destination per message
- * (x-consistent-hash, x-modulus-hash, x-local-random) add nothing then,
- * as RabbitMQ routes a message to them once. */
+/* The same, with the broker's message (`msg`, opaque here and may be
+ * NULL: handed to the message_properties hook if a type needs the
+ * properties), and `again` set when `key` is one of the message's CC or
+ * BCC keys rather than its routing key: the types that pick one
+ * destination per message (x-consistent-hash, x-modulus-hash,
+ * x-local-random) add nothing then, as RabbitMQ routes a message to them
+ * once. */
 size_t route_message_props(route_table *t, route_exchange *ex, amqp_bytes key,
-                           amqp_bytes headers, amqp_bytes props, bool again, void ***queues);
+                           amqp_bytes headers, const void *msg, bool again, void ***queues);
 
 #endif

@@ -219,7 +219,7 @@ struct route_run {
     uint64_t gen;
     amqp_bytes key;
     amqp_bytes headers;
-    amqp_bytes props; /* raw content-header properties; may be empty */
+    const void *msg;  /* the broker's message, for hooks.message_properties; may be NULL */
     bool again;       /* routing a CC/BCC key: one-pick types add nothing */
     size_t nresult, nwork;
     int words_state;   /* 0 not split yet, 1 split, -1 could not allocate */

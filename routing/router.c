@@ -36,14 +36,14 @@ static void follow_alternate(route_run *run, route_exchange *x)
 size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                      void ***queues)
 {
-    return route_message_props(t, ex, key, headers, (amqp_bytes){0}, false, queues);
+    return route_message_props(t, ex, key, headers, NULL, false, queues);
 }
 
 size_t route_message_props(route_table *t, route_exchange *ex, amqp_bytes key,
-                           amqp_bytes headers, amqp_bytes props, bool again, void ***queues)
+                           amqp_bytes headers, const void *msg, bool again, void ***queues)
 {
     route_run run = {.t = t, .gen = ++t->generation, .key = key, .headers = headers,
-                     .props = props, .again = again};
+                     .msg = msg, .again = again};
 
     assert(ex != NULL && !ex->dying && t->work_cap > 0);
     ex->target.mark = run.gen;

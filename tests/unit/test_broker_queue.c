@@ -52,8 +52,7 @@ static void test_fanout_stores_body_once(void **state)
     size_t before = msg_pool_memory(test_msgs());
     msg *m = make_msg("one body, ten queues");
     queue *local[16], **targets;
-    size_t n = vhost_route(v, fan, AMQP_CSTR("k"), (amqp_bytes){0}, (amqp_bytes){0}, local, 16,
-                           &targets);
+    size_t n = vhost_route(v, fan, AMQP_CSTR("k"), (amqp_bytes){0}, NULL, local, 16, &targets);
     assert_int_equal(n, 10);
     for (size_t i = 0; i < n; i++)
         assert_true(queue_publish(targets[i], m, -1));
