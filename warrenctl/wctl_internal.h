@@ -206,6 +206,7 @@ bool wctl_iso_duration(const char *s, unsigned long long *out);
 int wctl_cmd_add_super_stream(wctl_ctx *c); /* cmd_stream.c */
 int wctl_cmd_delete_super_stream(wctl_ctx *c);
 int wctl_cmd_list_stream_group_consumers(wctl_ctx *c);
+int wctl_cmd_consistent_hash_exchange_ring_state(wctl_ctx *c); /* cmd_ring.c */
 int wctl_cmd_set_parameter(wctl_ctx *c);  /* cmd_params.c, also set_global_parameter */
 int wctl_cmd_clear_parameter(wctl_ctx *c);
 int wctl_cmd_close_all_connections(wctl_ctx *c);

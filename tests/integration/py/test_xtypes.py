@@ -13,6 +13,7 @@ import pika
 from pika import exceptions as pex
 
 import harness as h
+from test_warrenctl import live_args, run as warrenctl
 
 AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
@@ -139,6 +140,27 @@ class ConsistentHash(XTypesTest):
         self.assertEqual(request("GET", "/api/exchanges/%2F/amq.direct/ring")[0], 400)
         status, one = request("GET", "/api/exchanges/%2F/" + enc(x))
         self.assertEqual(one["type"], "x-consistent-hash")
+
+    def test_warrenctl_ring_state(self):
+        # rabbitmq-diagnostics consistent_hash_exchange_ring_state's output,
+        # as RabbitMQ 3.10.8 printed it for the same bindings
+        x = self.exchange("x-consistent-hash")
+        qs = self.queues(3)
+        for q, w in zip(qs, ("3", "1", "8")):
+            self.ch.queue_bind(q, x, w)
+        args, why = live_args()
+        self.assertIsNone(why)
+        rc, out, err = warrenctl(args + ["consistent_hash_exchange_ring_state", x])
+        self.assertEqual((rc, err), (0, ""))
+        order = [0, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9]  # sorted as strings
+        owner = [0, 0, 0, 1] + [2] * 8
+        self.assertEqual(out, "Inspecting consistent hashing ring state for exchange %s in virtual host "
+                              "'/'...\n" % x + "".join("Ring index: %d, queue: '%s'\n" % (b, qs[owner[b]])
+                                                     for b in order) + "\n")
+        rc, out, err = warrenctl(args + ["consistent_hash_exchange_ring_state", "--formatter", "json", x])
+        self.assertEqual(json.loads(out)["buckets"], {str(b): qs[owner[b]] for b in range(12)})
+        rc, out, err = warrenctl(args + ["-q", "consistent_hash_exchange_ring_state", "amq.direct"])
+        self.assertEqual((rc, err), (65, "Error:\nExchange does not exist or is of a different type\n"))
 
     def test_types_in_overview_and_definitions(self):
         status, ov = request("GET", "/api/overview")
