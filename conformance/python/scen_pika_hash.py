@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pika
 
-from confkit import (PRECONDITION_FAILED, channel_error, check, connection_error, eq, exchange, get_all, queue,
-                     scenario, sync)
+from confkit import (NO_ROUTE, PRECONDITION_FAILED, channel_error, check, connection_error, count, eq, exchange,
+                     get_all, queue, scenario, sync, wait_for)
 
 CHX = "x-consistent-hash"
 
@@ -146,3 +146,28 @@ def _(t):
     e = channel_error(PRECONDITION_FAILED, ch.exchange_declare, x, "direct", conn=c)
     eq(e.reply_text, "PRECONDITION_FAILED - inequivalent arg 'type' for exchange '%s' in vhost '/': "
                      "received 'direct' but current is ''x-consistent-hash''" % x, "reply text")
+
+
+@scenario("exchange.consistent_hash_empty_ring_cc_and_alternate", "pika")
+def _(t):
+    c, ch = setup(t)
+    returned = []
+    ch.add_on_return_callback(lambda ch_, m, p, b: returned.append(m))
+    ae = exchange(t, ch, "fanout")
+    spare = queue(t, ch)
+    ch.queue_bind(spare, ae)
+    x = exchange(t, ch, CHX)
+    ch.basic_publish(x, "k1", b"x", mandatory=True)  # no bucket: returned
+    check(wait_for(c, lambda: returned), "no basic.return")
+    eq((returned[0].reply_code, returned[0].reply_text), (NO_ROUTE, "NO_ROUTE"), "return")
+    y = exchange(t, ch, CHX, arguments={"alternate-exchange": ae})
+    ch.basic_publish(y, "k1", b"x")  # no bucket: to the alternate exchange
+    sync(ch)
+    eq(count(ch, spare), 1, "messages in the alternate exchange's queue")
+    qs = [queue(t, ch) for _ in range(3)]
+    for q in qs:
+        ch.queue_bind(q, x, "1")
+    # CC keys do not make the exchange pick again: one queue, by the routing key
+    ch.basic_publish(x, "k1", b"cc", pika.BasicProperties(headers={"CC": ["k2", "k3", "k4", "k5"]}))
+    sync(ch)
+    eq([count(ch, q) for q in qs], [1, 0, 0], "messages per queue")
