@@ -162,6 +162,27 @@ class ConsistentHash(XTypesTest):
         rc, out, err = warrenctl(args + ["-q", "consistent_hash_exchange_ring_state", "amq.direct"])
         self.assertEqual((rc, err), (65, "Error:\nExchange does not exist or is of a different type\n"))
 
+    def test_definitions_import_builds_the_ring_in_file_order(self):
+        x = h.unique("x.chdefs")
+        self.track_exchange(x)
+        qs = [self.track_queue(h.unique("q.chdefs")) for _ in range(3)]
+        defs = {
+            "exchanges": [{"name": x, "vhost": "/", "type": "x-consistent-hash", "durable": True,
+                           "auto_delete": False, "internal": False, "arguments": {"hash-header": "h"}}],
+            "queues": [{"name": q, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}
+                       for q in qs],
+            # as RabbitMQ exports them: sorted by key, then destination
+            "bindings": [{"source": x, "vhost": "/", "destination": q, "destination_type": "queue",
+                          "routing_key": k, "arguments": {}} for q, k in ((qs[2], "1"), (qs[0], "10"),
+                                                                         (qs[1], "2"))],
+        }
+        self.assertIn(request("POST", "/api/definitions", defs)[0], (200, 201, 204))
+        status, ring = request("GET", "/api/exchanges/%2F/" + enc(x) + "/ring")
+        self.assertEqual([(r["destination"], r["weight"]) for r in ring["ring"]],
+                         [(qs[2], 1), (qs[0], 10), (qs[1], 2)])
+        status, one = request("GET", "/api/exchanges/%2F/" + enc(x))
+        self.assertEqual((one["type"], one["arguments"]), ("x-consistent-hash", {"hash-header": "h"}))
+
     def test_types_in_overview_and_definitions(self):
         status, ov = request("GET", "/api/overview")
         names = [t["name"] for t in ov["exchange_types"]]
