@@ -234,9 +234,11 @@ static bool chash_bind(route_exchange *ex, route_binding *b)
 
     if (member_find(r, b->target) != NULL)
         return true; /* in the ring already, by another binding */
-    if (r->nsegs == r->cap && !rebuild(r, r->dead >= r->cap / 2 && r->cap > 0 ? r->cap
-                                              : r->cap ? r->cap * 2 : 8))
-        return false;
+    if (r->nsegs == r->cap) { /* full: compact if half is removed, else grow */
+        uint32_t cap = r->cap == 0 ? 8 : r->dead >= r->cap / 2 ? r->cap : r->cap * 2;
+        if (!rebuild(r, cap))
+            return false;
+    }
     if ((m = malloc(sizeof *m)) == NULL)
         return false;
     *m = (member){b->target, r->nsegs};
