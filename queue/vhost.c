@@ -278,7 +278,7 @@ static void route_cc(vhost *v, route_exchange *ex, amqp_bytes headers, const msg
             void **found;
             if (key.type != 'S')
                 continue;
-            size_t n = route_message_props(v->routes, ex, key.v.bytes, headers, m, true, &found);
+            size_t n = route_message_with(v->routes, ex, key.v.bytes, headers, m, true, &found);
             if (!add_targets(found, n, true, dst, len, cap, buf))
                 return;
         }
@@ -289,7 +289,7 @@ size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes head
                    const msg *m, queue **buf, size_t cap, queue ***out)
 {
     void **found;
-    size_t n = route_message_props(v->routes, ex, key, headers, m, false, &found);
+    size_t n = route_message_with(v->routes, ex, key, headers, m, false, &found);
     queue **dst = buf;
     size_t len = 0;
     if (!add_targets(found, n, false, &dst, &len, &cap, buf))

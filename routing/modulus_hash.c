@@ -10,7 +10,7 @@
  * Bind and unbind shift the entries after it (O(n)), routing is one hash
  * and one index. RoutingKeys is RabbitMQ 4.3's list for an AMQP 0-9-1
  * message: the routing key, then the CC and BCC header keys; routing a CC
- * key again (route_message_props' `again`) adds nothing.
+ * key again (route_message_with's `again`) adds nothing.
  */
 #include <stdlib.h>
 #include <string.h>

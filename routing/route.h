@@ -3,8 +3,9 @@
  *
  * Queues belong to the broker; to this module a queue is an opaque pointer,
  * found by name through a hook (for the default exchange) and passed in on
- * bind. Each exchange type (direct, fanout, topic, headers) is a small table
- * of functions; route_message follows exchange-to-exchange bindings with a
+ * bind. Each exchange type (direct, fanout, topic, headers, and
+ * x-consistent-hash, x-modulus-hash, x-local-random) is a small table of
+ * functions; route_message follows exchange-to-exchange bindings with a
  * work list and a seen set, and applies alternate exchanges only when
  * nothing matched. Errors are reported as AMQP errors with RabbitMQ's codes
  * and texts.
@@ -52,7 +53,7 @@ typedef struct route_hooks {
     amqp_bytes (*queue_name)(void *ctx, const void *queue);
     const char *(*queue_type)(void *ctx, const void *queue);
     /* The raw content-header properties (flags first) of the message given
-     * to route_message_props; asked only by x-consistent-hash with
+     * to route_message_with; asked only by x-consistent-hash with
      * hash-property, so other routing never computes them. May be NULL. */
     amqp_bytes (*message_properties)(void *ctx, const void *msg);
 } route_hooks;
@@ -210,7 +211,7 @@ size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_by
  * destination per message (x-consistent-hash, x-modulus-hash,
  * x-local-random) add nothing then, as RabbitMQ routes a message to them
  * once. */
-size_t route_message_props(route_table *t, route_exchange *ex, amqp_bytes key,
+size_t route_message_with(route_table *t, route_exchange *ex, amqp_bytes key,
                            amqp_bytes headers, const void *msg, bool again, void ***queues);
 
 #endif

@@ -113,7 +113,7 @@ struct route_binding {
     route_binding *src_prev, *src_next;
     route_binding *dst_prev, *dst_next;
     void *type_data; /* the type's record: direct bucket, topic node, headers pattern */
-    uint32_t slot;   /* index in the type's route_vec */
+    uint32_t slot;   /* index in the type's route_vec (x-modulus-hash: its sorted array) */
     uint32_t key_len;
     uint32_t args_len;
     uint8_t data[]; /* key bytes, then args (sorted by key, as RabbitMQ stores them) */

@@ -36,10 +36,10 @@ static void follow_alternate(route_run *run, route_exchange *x)
 size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_bytes headers,
                      void ***queues)
 {
-    return route_message_props(t, ex, key, headers, NULL, false, queues);
+    return route_message_with(t, ex, key, headers, NULL, false, queues);
 }
 
-size_t route_message_props(route_table *t, route_exchange *ex, amqp_bytes key,
+size_t route_message_with(route_table *t, route_exchange *ex, amqp_bytes key,
                            amqp_bytes headers, const void *msg, bool again, void ***queues)
 {
     route_run run = {.t = t, .gen = ++t->generation, .key = key, .headers = headers,

@@ -38,7 +38,7 @@ static int route_one(fixture *f, route_exchange *ex, const char *key, amqp_bytes
                      amqp_bytes props)
 {
     void **qs;
-    size_t n = route_message_props(f->t, ex, B(key), headers, &props, false, &qs);
+    size_t n = route_message_with(f->t, ex, B(key), headers, &props, false, &qs);
 
     assert_true(n <= 1);
     return n ? (int)(((char(*)[16])qs[0]) - f->qnames) : -1;
@@ -424,8 +424,8 @@ static void test_again_adds_nothing(void **state)
 
     fx_bind(f, "x", QD(f, 0), "1", NO_ARGS);
     fx_bind(f, "m", QD(f, 0), "", NO_ARGS);
-    assert_int_equal(route_message_props(f->t, x, B("k"), NO_ARGS, NULL, true, &qs), 0);
-    assert_int_equal(route_message_props(f->t, m, B("k"), NO_ARGS, NULL, true, &qs), 0);
+    assert_int_equal(route_message_with(f->t, x, B("k"), NO_ARGS, NULL, true, &qs), 0);
+    assert_int_equal(route_message_with(f->t, m, B("k"), NO_ARGS, NULL, true, &qs), 0);
     assert_int_equal(route_message(f->t, x, B("k"), NO_ARGS, &qs), 1);
     fx_free(f);
 }

@@ -52,7 +52,7 @@ static void test_spread(void **state)
         assert_true(idx[0] == 2 || idx[0] == 3);
     }
     void **qs; /* a CC key routes again: nothing more */
-    assert_int_equal(route_message_props(f->t, x, B("cc"), NO_ARGS, NULL, true, &qs), 0);
+    assert_int_equal(route_message_with(f->t, x, B("cc"), NO_ARGS, NULL, true, &qs), 0);
     fx_free(f);
 }
 
