@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "queue.h"
+#include "queue_internal.h"
 
 static journal *journal_of(queue *q) { return server_journal(vhost_server(queue_vhost(q))); }
 
@@ -86,6 +87,7 @@ static bool journals_into(const msg *m, queue **queues, size_t n)
 journal_seq persist_move(queue *from, const msg *m, journal_settle_kind kind, const char *reason,
                          msg *copy, queue **to, size_t n)
 {
+    queue_dedup_release(from, msg_id(m)); /* before the copy may come back to `from` */
     server *s = vhost_server(queue_vhost(from));
     journal *j = server_journal(s);
     journal_loc loc;
@@ -102,8 +104,11 @@ journal_seq persist_move(queue *from, const msg *m, journal_settle_kind kind, co
     return seq;
 }
 
+/* Every message leaving a queue for good is settled here, journaled or
+ * not: where a deduplicating queue frees its key. */
 void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
 {
+    queue_dedup_release(q, msg_id(m));
     journal_loc loc;
     if (journaled_in(q, m) && msg_journal_loc(m, &loc))
         settle(q, msg_id(m), loc, kind);
@@ -111,6 +116,7 @@ void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
 
 void persist_settle_paged(queue *q, uint64_t id, journal_loc loc, journal_settle_kind kind)
 {
+    queue_dedup_release(q, id);
     settle(q, id, loc, kind); /* only what this queue journaled is paged out */
 }
 

@@ -46,11 +46,13 @@ static void *lookup_hook(void *ctx, amqp_bytes name) { return vhost_queue_find(c
 static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
 {
     durable_exchange_deleted(ctx, ex);
+    dedup_exchange_deleted(ctx, ex);
 }
 
 static void exchange_created_hook(void *ctx, route_exchange *ex)
 {
     policy_apply_exchange(ctx, ex);
+    dedup_exchange_created(ctx, ex);
 }
 
 vhost *vhost_new(server *s, const char *name)
@@ -60,7 +62,7 @@ vhost *vhost_new(server *s, const char *name)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
                                       .exchange_deleted = exchange_deleted_hook,
-                                      .exchange_freed = stats_exchange_freed,
+                                      .exchange_freed = dedup_exchange_freed,
                                       .exchange_created = exchange_created_hook};
     v->srv = s;
     v->loop = server_loop(s, 0); /* one loop so far: every vhost's queues run on it */
