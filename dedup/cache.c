@@ -3,11 +3,14 @@
  * Entries live in one array `e`. The live ones form a doubly linked list
  * from `oldest` to `newest` (insertion order: eviction takes `oldest`);
  * the free ones a singly linked list through `next`. Links are array
- * positions, NONE ends a list. An index is a power-of-two array of
- * positions + 1 (0 = empty slot), probed linearly from the hash and never
- * more than half full, so a miss ends soon; removal shifts the following
- * run back (no tombstones). `by_key` hashes the key (already a keyed hash:
- * its low word is uniform), `by_id` a mix of the message id.
+ * positions, NONE ends a list. An index is a power-of-two array of slots
+ * (an entry's 32-bit hash and its position + 1; 0 = empty), probed
+ * linearly from the hash and never more than half full, so a miss ends
+ * soon and touches no entry; removal shifts the following run back (no
+ * tombstones). `by_key` hashes the key (already a keyed hash: its low word
+ * is uniform), `by_id` a mix of the message id. An entry is 32 bytes; the
+ * index 16 to 32 bytes per entry of the size (an exchange's is made for
+ * its size at once, a queue's grows with its array and is rebuilt then).
  *
  * Invariants: n live entries, n <= cap <= size; each live entry is in
  * by_key once (and in by_id once when there is one); v is the expiry
@@ -16,11 +19,13 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "dedup_int.h"
 
 #define NONE UINT32_MAX
 #define FIRST_CAP 64u
+#define HUGE_BYTES (2u << 20)
 
 static uint64_t mix64(uint64_t x)
 {
@@ -36,23 +41,30 @@ static uint32_t hash_of(const dedup_cache *c, uint32_t pos, bool id)
 
 static bool key_eq(dedup_key a, dedup_key b) { return a.h[0] == b.h[0] && a.h[1] == b.h[1]; }
 
-static void index_put(dedup_cache *c, uint32_t *ix, uint32_t pos, bool id)
+/* An index slot: the entry's 32-bit hash above its position + 1, so a
+ * probe and a removal's shift read the index alone; 0 is empty. */
+static uint64_t slot_of(uint32_t hash, uint32_t pos) { return (uint64_t)hash << 32 | (pos + 1); }
+static uint32_t slot_pos(uint64_t s) { return (uint32_t)s - 1; }
+static uint32_t slot_home(const dedup_cache *c, uint64_t s) { return (uint32_t)(s >> 32) & c->mask; }
+
+static void index_put(dedup_cache *c, uint64_t *ix, uint32_t pos, bool id)
 {
-    uint32_t i = hash_of(c, pos, id) & c->mask;
+    uint32_t h = hash_of(c, pos, id), i = h & c->mask;
     while (ix[i])
         i = (i + 1) & c->mask;
-    ix[i] = pos + 1;
+    ix[i] = slot_of(h, pos);
 }
 
 /* Removes position `pos` from `ix`; the run after it shifts back so every
  * entry stays reachable from its home slot. */
-static void index_del(dedup_cache *c, uint32_t *ix, uint32_t pos, bool id)
+static void index_del(dedup_cache *c, uint64_t *ix, uint32_t pos, bool id)
 {
-    uint32_t i = hash_of(c, pos, id) & c->mask;
-    while (ix[i] != pos + 1)
+    uint64_t want = slot_of(hash_of(c, pos, id), pos);
+    uint32_t i = (uint32_t)(want >> 32) & c->mask;
+    while (ix[i] != want)
         i = (i + 1) & c->mask;
     for (uint32_t j = (i + 1) & c->mask; ix[j]; j = (j + 1) & c->mask) {
-        uint32_t home = hash_of(c, ix[j] - 1, id) & c->mask;
+        uint32_t home = slot_home(c, ix[j]);
         /* j's entry may move to i when its home is not in (i, j] */
         if (((j - home) & c->mask) >= ((j - i) & c->mask)) {
             ix[i] = ix[j];
@@ -64,32 +76,58 @@ static void index_del(dedup_cache *c, uint32_t *ix, uint32_t pos, bool id)
 
 static uint32_t find_key(const dedup_cache *c, dedup_key k)
 {
-    for (uint32_t i = (uint32_t)k.h[0] & c->mask; c->by_key[i]; i = (i + 1) & c->mask)
-        if (key_eq(c->e[c->by_key[i] - 1].k, k))
-            return c->by_key[i] - 1;
+    uint32_t h = (uint32_t)k.h[0];
+    for (uint32_t i = h & c->mask; c->by_key[i]; i = (i + 1) & c->mask)
+        if ((uint32_t)(c->by_key[i] >> 32) == h && key_eq(c->e[slot_pos(c->by_key[i])].k, k))
+            return slot_pos(c->by_key[i]);
     return NONE;
 }
 
 static uint32_t find_id(const dedup_cache *c, uint64_t id)
 {
-    for (uint32_t i = (uint32_t)mix64(id) & c->mask; c->by_id[i]; i = (i + 1) & c->mask)
-        if (c->e[c->by_id[i] - 1].v == id)
-            return c->by_id[i] - 1;
+    uint32_t h = (uint32_t)mix64(id);
+    for (uint32_t i = h & c->mask; c->by_id[i]; i = (i + 1) & c->mask)
+        if ((uint32_t)(c->by_id[i] >> 32) == h && c->e[slot_pos(c->by_id[i])].v == id)
+            return slot_pos(c->by_id[i]);
     return NONE;
 }
 
-static bool rebuild(dedup_cache *c)
+/* An index of `slots` zeroed slots. Past 2 MiB it is its own mapping,
+ * with transparent huge pages asked for: a probe in a big cache is a
+ * random access, and a TLB miss costs as much as the cache miss. */
+static uint64_t *ix_new(uint32_t slots)
 {
-    uint32_t slots = 2 * c->cap; /* cap is a power of two or size: round up */
+    size_t bytes = (size_t)slots * sizeof(uint64_t);
+    if (bytes < HUGE_BYTES)
+        return calloc(slots, sizeof(uint64_t));
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice: fine if refused */
+    return p;
+}
+
+static void ix_free(uint64_t *ix, uint32_t slots)
+{
+    size_t bytes = (size_t)slots * sizeof(uint64_t);
+    if (ix && bytes >= HUGE_BYTES)
+        munmap(ix, bytes);
+    else
+        free(ix);
+}
+
+/* New indexes of at least twice `entries` slots, refilled. */
+static bool rebuild(dedup_cache *c, uint32_t entries)
+{
     uint32_t p2 = 1;
-    while (p2 < slots)
+    while (p2 < 2 * entries)
         p2 <<= 1;
-    uint32_t *k = calloc(p2, sizeof *k), *i = c->has_id ? calloc(p2, sizeof *i) : NULL;
+    uint64_t *k = ix_new(p2), *i = c->has_id ? ix_new(p2) : NULL;
     if (!k || (c->has_id && !i)) {
-        free(k), free(i);
+        ix_free(k, p2), ix_free(i, p2);
         return false;
     }
-    free(c->by_key), free(c->by_id);
+    ix_free(c->by_key, c->mask + 1), ix_free(c->by_id, c->mask + 1);
     c->by_key = k, c->by_id = i, c->mask = p2 - 1;
     for (uint32_t p = c->oldest; p != NONE; p = c->e[p].next) {
         index_put(c, c->by_key, p, false);
@@ -99,7 +137,8 @@ static bool rebuild(dedup_cache *c)
     return true;
 }
 
-/* Doubles the array (up to size); false when it cannot. */
+/* Doubles the array (up to size); false when it cannot. An exchange's
+ * index was made for its size: the positions stay, nothing is rehashed. */
 static bool grow(dedup_cache *c)
 {
     uint32_t ncap = c->cap * 2 < c->size ? c->cap * 2 : c->size;
@@ -107,15 +146,11 @@ static bool grow(dedup_cache *c)
     if (!e)
         return false;
     c->e = e;
+    if (2 * (uint64_t)ncap > (uint64_t)c->mask + 1 && !rebuild(c, ncap))
+        return false; /* keep the bigger array, unused past cap */
     for (uint32_t p = ncap; p-- > c->cap;)
         c->e[p].next = c->free, c->free = p;
-    uint32_t old = c->cap;
     c->cap = ncap;
-    if (!rebuild(c)) { /* keep the bigger array, unused past old */
-        c->free = NONE;
-        c->cap = old;
-        return false;
-    }
     return true;
 }
 
@@ -132,7 +167,9 @@ dedup_cache *dedup_cache_new(uint32_t size, int64_t ttl_ms, bool by_id)
     c->oldest = c->newest = c->free = NONE;
     c->cap = size < FIRST_CAP ? size : FIRST_CAP;
     c->e = malloc((size_t)c->cap * sizeof *c->e);
-    if (!c->e || !rebuild(c)) {
+    /* an exchange's index is made for its size at once, as LavinMQ sizes
+     * its hash: growing it would rehash every entry in one loop turn */
+    if (!c->e || !rebuild(c, by_id ? c->cap : size)) {
         dedup_cache_free(c);
         return NULL;
     }
@@ -146,7 +183,8 @@ void dedup_cache_free(dedup_cache *c)
 {
     if (!c)
         return;
-    free(c->e), free(c->by_key), free(c->by_id);
+    free(c->e);
+    ix_free(c->by_key, c->mask + 1), ix_free(c->by_id, c->mask + 1);
     free(c);
 }
 
@@ -254,6 +292,6 @@ uint32_t dedup_cache_size(const dedup_cache *c) { return c->size; }
 
 size_t dedup_cache_memory(const dedup_cache *c)
 {
-    size_t ix = (size_t)(c->mask + 1) * sizeof(uint32_t);
+    size_t ix = (size_t)(c->mask + 1) * sizeof(uint64_t);
     return sizeof *c + (size_t)c->cap * sizeof *c->e + ix + (c->by_id ? ix : 0);
 }

@@ -32,7 +32,7 @@
 #include "../amqp/amqp.h"
 
 #define DEDUP_DEFAULT_SIZE 128u     /* LavinMQ's x-cache-size default */
-#define DEDUP_MAX_SIZE 16777216u    /* the hard cap: 2^24 entries, ~640 MiB */
+#define DEDUP_MAX_SIZE 16777216u    /* the hard cap: 2^24 entries, at most 1 GiB */
 #define DEDUP_HEADER "x-deduplication-header"
 #define DEDUP_HEADER_MAX 255 /* a header name is a shortstr */
 

@@ -12,7 +12,7 @@ typedef struct dedup_entry {
 
 struct dedup_cache {
     dedup_entry *e;
-    uint32_t *by_key, *by_id; /* positions + 1; by_id only in a queue's cache */
+    uint64_t *by_key, *by_id; /* hash << 32 | position + 1; by_id only in a queue's cache */
     uint32_t mask;            /* index slots - 1 */
     uint32_t cap, size, n;    /* array length, limit, live entries */
     uint32_t oldest, newest, free;
