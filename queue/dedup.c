@@ -10,7 +10,8 @@
  * either way, as the plugin's exchange, whose route is empty for it).
  * With x-cache-persistence disk, a durable exchange's cache is written to
  * data_dir/dedup/<vhost+name hash>.cache when the broker stops and read
- * back when the exchange is restored; deleting the exchange removes it.
+ * back when the exchange is restored; deleting the exchange (or its vhost)
+ * removes it.
  *
  * Queue: a queue declared with x-message-deduplication true keeps a cache
  * tying each key to the id of the message holding it. queue_publish
@@ -97,8 +98,12 @@ void dedup_exchange_freed(void *ctx, route_exchange *ex)
         return;
     vhost *v = ctx;
     char path[1024];
-    if (d->disk && vhost_closing(v) && cache_path(v, ex, path, sizeof path, true) &&
-        !dedup_cache_save(d->c, path, loop_now_ms(vhost_loop(v)), wall_clock_ms()))
+    /* freed with its vhost: the broker stops (a deleted vhost's caches
+     * were forgotten first); otherwise the exchange was deleted */
+    if (d->disk && !vhost_closing(v) && cache_path(v, ex, path, sizeof path, false))
+        unlink(path);
+    else if (d->disk && cache_path(v, ex, path, sizeof path, true) &&
+             !dedup_cache_save(d->c, path, loop_now_ms(vhost_loop(v)), wall_clock_ms()))
         log_msg(LOG_WARNING, "exchange '%.*s': could not save its deduplication cache to %s: %s",
                 (int)route_exchange_name(ex).len, (const char *)route_exchange_name(ex).ptr, path,
                 strerror(errno));
@@ -107,13 +112,17 @@ void dedup_exchange_freed(void *ctx, route_exchange *ex)
     route_exchange_set_extra(ex, NULL);
 }
 
-void dedup_exchange_deleted(vhost *v, const route_exchange *ex)
+static void forget(void *arg, route_exchange *ex)
 {
-    const xdedup *d = route_exchange_extra(ex);
+    xdedup *d = route_exchange_extra(ex);
     char path[1024];
-    if (d && d->disk && cache_path(v, ex, path, sizeof path, false))
+    if (d && d->disk && cache_path(arg, ex, path, sizeof path, false))
         unlink(path);
+    if (d)
+        d->disk = false;
 }
+
+void dedup_vhost_deleted(vhost *v) { route_foreach_exchange(vhost_routes(v), forget, v); }
 
 bool dedup_exchange_duplicate(vhost *v, const route_exchange *ex, amqp_bytes headers)
 {

@@ -597,10 +597,11 @@ typedef struct dedup_info {
  * when it is durable with x-cache-persistence disk. */
 void dedup_exchange_created(vhost *v, route_exchange *ex);
 /* The exchange_freed hook (statistics too): saves a disk cache when the
- * vhost is closing, then frees. */
+ * vhost is freed (the broker stops), deletes it when the exchange is
+ * deleted; then frees. */
 void dedup_exchange_freed(void *ctx, route_exchange *ex);
-/* The exchange is deleted: its saved cache goes. */
-void dedup_exchange_deleted(vhost *v, const route_exchange *ex);
+/* The vhost is being deleted: its exchanges' saved caches go. */
+void dedup_vhost_deleted(vhost *v);
 /* Whether a message with `headers` published to `ex` is a duplicate
  * (false for an exchange without deduplication); a message that is not is
  * remembered. */

@@ -46,7 +46,6 @@ static void *lookup_hook(void *ctx, amqp_bytes name) { return vhost_queue_find(c
 static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
 {
     durable_exchange_deleted(ctx, ex);
-    dedup_exchange_deleted(ctx, ex);
 }
 
 static void exchange_created_hook(void *ctx, route_exchange *ex)

@@ -16,6 +16,7 @@ their documented behaviour, not a capture):
 import base64
 import http.client
 import json
+import os
 import struct
 import subprocess
 import time
@@ -330,6 +331,35 @@ class DedupRestart(h.DataDirTest):
         conn, ch = self.restart(conn)
         self.publish_keys(ch, "x.disk", "a")
         self.assertEqual(ch.queue_declare("dq", passive=True).method.message_count, 6)
+        conn.close()
+
+    def api(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.proc.mgmt_port, timeout=20)
+        try:
+            c.request(method, path, body=json.dumps(body) if body is not None else None, headers={
+                "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+                "Content-Type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            return r.status
+        finally:
+            c.close()
+
+    def test_deleting_the_vhost_deletes_the_saved_cache(self):
+        conn, ch = self.start()
+        conn.close()
+        self.assertIn(self.api("PUT", "/api/vhosts/dv"), (201, 204))
+        self.assertIn(self.api("PUT", "/api/permissions/dv/guest",
+                               {"configure": ".*", "write": ".*", "read": ".*"}), (201, 204))
+        c = h.connect(self.addr, vhost="dv")
+        c.channel().exchange_declare("x.disk", "fanout", durable=True, arguments={
+            "x-message-deduplication": True, "x-cache-persistence": "disk"})
+        self.publish_keys(c.channel(), "x.disk", "a")
+        conn, ch = self.restart(c)
+        saved = os.path.join(self.data_dir, "dedup")
+        self.assertEqual(len(os.listdir(saved)), 1)  # written at the stop, kept
+        self.assertEqual(self.api("DELETE", "/api/vhosts/dv"), 204)
+        self.assertEqual(os.listdir(saved), [])
         conn.close()
 
     def test_queue_cache_starts_empty_after_restart(self):
