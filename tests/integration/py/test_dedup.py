@@ -31,17 +31,22 @@ import harness as h
 HDR = "x-deduplication-header"
 
 
-def api_get(path):
-    host, port = h.mgmt_address()
-    c = http.client.HTTPConnection(host, port, timeout=20)
+def api(method, path, body=None, port=None):
+    """The management API as guest: (status, decoded body or None)."""
+    c = http.client.HTTPConnection("127.0.0.1", port or h.mgmt_address()[1], timeout=20)
     try:
-        c.request("GET", path, headers={
-            "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers={
+            "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+            "Content-Type": "application/json"})
         r = c.getresponse()
-        body = r.read()
-        return r.status, json.loads(body) if body else None
+        data = r.read()
+        return r.status, json.loads(data) if data else None
     finally:
         c.close()
+
+
+def api_get(path):
+    return api("GET", path)
 
 
 def props(key=None, ttl=None, **kw):
@@ -334,16 +339,7 @@ class DedupRestart(h.DataDirTest):
         conn.close()
 
     def api(self, method, path, body=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.proc.mgmt_port, timeout=20)
-        try:
-            c.request(method, path, body=json.dumps(body) if body is not None else None, headers={
-                "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
-                "Content-Type": "application/json"})
-            r = c.getresponse()
-            r.read()
-            return r.status
-        finally:
-            c.close()
+        return api(method, path, body, port=self.proc.mgmt_port)[0]
 
     def test_deleting_the_vhost_deletes_the_saved_cache(self):
         conn, ch = self.start()
