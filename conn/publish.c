@@ -254,9 +254,12 @@ vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes head
                            int64_t expiration_ms)
 {
     vhost_routed r = {0};
-    queue *local[16], **queues = local;
+    queue *local[16], **queues;
     /* a duplicate goes nowhere: unroutable, confirmed (dedup.c) */
-    if (!(route_exchange_extra(ex) && dedup_exchange_duplicate(v, ex, headers)))
+    if (__builtin_expect(route_exchange_extra(ex) != NULL, 0) &&
+        dedup_exchange_duplicate(v, ex, headers))
+        queues = local;
+    else
         r.queues = vhost_route(v, ex, msg_routing_key(m), headers, local, 16, &queues);
     r.wait = persist_publish(vhost_server(v), m, queues, r.queues);
     for (size_t i = 0; i < r.queues; i++) {

@@ -1611,17 +1611,25 @@ consumer *queue_next_consumer(queue *q, consumer *prev)
 /* ---- through the queue's type ------------------------------------------- */
 
 /* A duplicate in a deduplicating queue is dropped as accepted: the
- * publisher's confirm is an ack, as the plugin's is_duplicate gives. */
-bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
+ * publisher's confirm is an ack, as the plugin's is_duplicate gives.
+ * Out of line: a plain queue's publish stays a test and a call. */
+static __attribute__((noinline, cold)) bool publish_dedup(queue *q, msg *m, int64_t expiration_ms)
 {
-    if (q->dedup && !queue_dedup_admit(q, m)) {
+    if (!queue_dedup_admit(q, m)) {
         persist_settle(q, m, JOURNAL_DROP); /* its id holds no key: nothing released */
         return true;
     }
     bool taken = type_of(q)->ops->publish(q, m, expiration_ms);
-    if (!taken && q->dedup)
+    if (!taken)
         queue_dedup_release(q, msg_id(m));
     return taken;
+}
+
+bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
+{
+    if (__builtin_expect(q->dedup != NULL, 0))
+        return publish_dedup(q, m, expiration_ms);
+    return type_of(q)->ops->publish(q, m, expiration_ms);
 }
 bool queue_get(queue *q, queue_item *it) { return type_of(q)->ops->get(q, it); }
 void queue_requeue(queue *q, queue_item it, queue_return why) { type_of(q)->ops->requeue(q, it, why); }

@@ -13,9 +13,11 @@
 # callgrind (deterministic, immune to the machine's noise): per kind, the
 # difference of a 3*M- and an M-message run (M=INSTR_N, 50000), divided by
 # 2*M; the dedup runs' cache is then below its size (insertions, no
-# evictions). Appended to the same file.
+# evictions). Appended to the same file. INSTR_KINDS="plain" with
+# WARREN_BIN=<an older build> gives the before of a plain exchange.
 #
 # Environment: N=2000000 RATE=100000 SIZE=1000000 SMALL=10000 ROUNDS=3 INSTR=0 INSTR_N=50000
+#              INSTR_KINDS="plain dedup" WARREN_BIN=build/release/warren
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 WARREN_BIN=${WARREN_BIN:-build/release/warren}
@@ -59,9 +61,9 @@ if [ "${INSTR:-0}" = 1 ]; then
     {
         echo "# INSTR=1 tests/bench/dedup.sh, $(date -u +%Y-%m-%d): broker instructions per message"
         echo "# under callgrind, (run of $((3 * M)) - run of $M) / $((2 * M)), each message a new key"
-        for kind in plain dedup; do
+        for kind in ${INSTR_KINDS:-plain dedup}; do
             small=$(instr "$kind" "$M"); big=$(instr "$kind" $((3 * M)))
-            echo "RESULT mode=instr exchange=$kind instr_per_msg=$(( (big - small) / (2 * M) ))"
+            echo "RESULT mode=instr bin=$WARREN_BIN exchange=$kind instr_per_msg=$(( (big - small) / (2 * M) ))"
         done
     } | tee -a "$OUT"
     exit 0
