@@ -54,7 +54,7 @@ static bool cache_path(vhost *v, const route_exchange *ex, char *out, size_t cap
         return false;
     uint64_t h = 0xcbf29ce484222325ull;
     const char *vn = vhost_name(v);
-    for (size_t i = 0; i <= strlen(vn); i++) /* the NUL separates vhost and name */
+    for (size_t i = 0, n = strlen(vn); i <= n; i++) /* the NUL separates vhost and name */
         h = (h ^ (uint8_t)vn[i]) * 0x100000001b3ull;
     amqp_bytes name = route_exchange_name(ex);
     for (uint32_t i = 0; i < name.len; i++)
