@@ -176,6 +176,29 @@ class ExchangeDedup(h.BrokerTest):
                               capture_output=True, timeout=60)
         self.assertEqual((tool.returncode, tool.stdout + tool.stderr), (0, b""))
 
+    def test_declared_over_the_api_and_in_definitions(self):
+        bad = {"type": "fanout", "arguments": {"x-message-deduplication": True, "x-cache-size": 0}}
+        name = h.unique("x")
+        status, body = api("PUT", "/api/exchanges/%2F/" + name, bad)
+        self.assertEqual(status, 400)
+        self.assertIn("'x-cache-size' must be an integer greater than 0", body["reason"])
+        x = self.track_exchange(h.unique("x"))
+        good = {"type": "fanout", "arguments": {"x-message-deduplication": True, "x-cache-size": 5}}
+        self.assertEqual(api("PUT", "/api/exchanges/%2F/" + x, good)[0], 201)
+        q = self.track_queue(h.unique("q"))
+        defs = {"queues": [{"name": q, "vhost": "/", "durable": True, "auto_delete": False,
+                            "arguments": {"x-message-deduplication": True}}]}
+        self.assertIn(api("POST", "/api/definitions", defs)[0], (200, 201, 204))
+        self.ch.queue_bind(q, x)
+        for key in ("a", "a"):
+            self.publish(x, "", b"m", properties=props(key))
+        self.publish("", q, b"m", properties=props("a"))  # the queue holds "a" already
+        self.assertEqual(self.wait_count(q, 1), 1)
+        status, body = api("GET", "/api/exchanges/%2F/" + x)
+        self.assertEqual((body["deduplication"]["size"], body["deduplication"]["duplicates"]), (5, 1))
+        status, body = api("GET", "/api/queues/%2F/" + q)
+        self.assertEqual(body["deduplication"]["duplicates"], 1)
+
     def metrics(self, path="/metrics"):
         host, port = h.prometheus_address()
         c = http.client.HTTPConnection(host, port, timeout=20)
@@ -277,6 +300,18 @@ class QueueDedup(h.BrokerTest):
         self.ch.basic_ack(got[0])
         self.put(q, "a")
         h.wait_for(self.conn, lambda: len(got) == 2)
+
+    def test_quorum_and_priority_queues(self):
+        for extra in ({"x-queue-type": "quorum"}, {"x-max-priority": 5}):
+            q = self.queue(durable=True, arguments=dict(extra, **{"x-message-deduplication": True}))
+            self.put(q, "a", priority=1)
+            self.put(q, "a", priority=5)
+            self.put(q, "b", priority=5)
+            self.assertEqual(self.wait_count(q, 2), 2)
+            self.ch.queue_purge(q)  # every level's keys go
+            self.put(q, "a", priority=5)
+            self.put(q, "b")
+            self.assertEqual(self.wait_count(q, 2), 2)
 
     def test_confirmed_as_accepted(self):
         q = self.dedup_queue()
