@@ -27,6 +27,7 @@ import pika
 from pika import exceptions as pex
 
 import harness as h
+from test_prometheus import promtool  # build/tools' or PATH's; fails without one
 
 HDR = "x-deduplication-header"
 
@@ -172,9 +173,17 @@ class ExchangeDedup(h.BrokerTest):
         self.assertRegex(text, r"(?m)^warren_exchange_deduplication_duplicates_total [1-9]")
         self.assertRegex(text, r"(?m)^warren_exchange_deduplication_entries [1-9]")
         self.assertIn("# TYPE warren_queue_deduplication_entries gauge", text)
-        tool = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
-                              capture_output=True, timeout=60)
-        self.assertEqual((tool.returncode, tool.stdout + tool.stderr), (0, b""))
+        dq = self.queue(arguments={"x-message-deduplication": True})
+        self.publish("", dq, b"m", properties=props("a"))
+        self.publish("", dq, b"m", properties=props("a"))
+        self.wait_count(dq, 1)
+        status, per_object = self.metrics("/metrics/per-object")
+        self.assertRegex(per_object, r'(?m)^warren_queue_deduplication_duplicates_total\{vhost="/",'
+                                     r'queue="%s"\} 1$' % dq)
+        for body in (text, per_object):
+            tool = subprocess.run([promtool(), "check", "metrics"], input=body.encode(),
+                                  capture_output=True, timeout=60)
+            self.assertEqual((tool.returncode, tool.stdout + tool.stderr), (0, b""))
 
     def test_declared_over_the_api_and_in_definitions(self):
         bad = {"type": "fanout", "arguments": {"x-message-deduplication": True, "x-cache-size": 0}}
