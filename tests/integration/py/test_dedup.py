@@ -385,6 +385,21 @@ class DedupRestart(h.DataDirTest):
     def api(self, method, path, body=None):
         return api(method, path, body, port=self.proc.mgmt_port)[0]
 
+    def test_after_a_crash_the_last_clean_stop_counts(self):
+        conn, ch = self.start()
+        ch.queue_declare("dq", durable=True)
+        ch.exchange_declare("x.disk", "fanout", durable=True, arguments={
+            "x-message-deduplication": True, "x-cache-persistence": "disk"})
+        ch.queue_bind("dq", "x.disk")
+        self.publish_keys(ch, "x.disk", "a")
+        conn, ch = self.restart(conn)  # saved: a
+        self.publish_keys(ch, "x.disk", "a", "b")  # b is new, a a duplicate
+        self.kill()  # b was never saved
+        conn, ch = self.start()
+        self.publish_keys(ch, "x.disk", "a", "b")
+        self.assertEqual(ch.queue_declare("dq", passive=True).method.message_count, 3)
+        conn.close()
+
     def test_deleting_the_vhost_deletes_the_saved_cache(self):
         conn, ch = self.start()
         conn.close()
