@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c dedup/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -80,6 +80,7 @@ $(B)/%.o: %.c
 # Unit tests link only the modules they test, so each module builds alone.
 AMQP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard amqp/*.c))
 AMQP10_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard amqp10/*.c)) $(AMQP_OBJS)
+DEDUP_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard dedup/*.c)) $(AMQP_OBJS)
 ROUTE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard routing/*.c)) $(AMQP_OBJS)
 MIRROR_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard mirror/*.c))
 STORE_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard store/*.c)) $(MIRROR_OBJS) $(AMQP_OBJS)
@@ -103,6 +104,10 @@ $(B)/tests/unit/test_amqp10_%: tests/unit/test_amqp10_%.c $(wildcard tests/unit/
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_route_%: tests/unit/test_route_%.c $(ROUTE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_dedup_%: tests/unit/test_dedup_%.c $(DEDUP_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

@@ -89,6 +89,7 @@ bool admin_delete_vhost(server *s, const char *name, char *err, size_t errlen)
     server_vhost_remove(s, name);
     access_vhost_deleted(server_access(s), name);
     log_msg(LOG_INFO, "deleted vhost '%s'", name);
+    dedup_vhost_deleted(v); /* before vhost_free, which would keep them */
     vhost_free(v);
     return true;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dedup/dedup.h"
 #include "conn.h"
 #include "chan_internal.h"
 
@@ -203,6 +204,10 @@ int admin_exchange_declare(vhost *v, const route_exchange_spec *spec, amqp_error
     route_table *routes = vhost_routes(v);
     bool existed = route_exchange_find(routes, spec->name) != NULL;
     route_exchange *ex;
+    dedup_config dedup;
+    if (!existed && !spec->passive &&
+        dedup_config_parse(spec->arguments, false, AMQP_EXCHANGE_DECLARE, &dedup, err) != AMQP_OK)
+        return AMQP_ERROR;
     if (route_exchange_declare(routes, spec, &ex, err) != AMQP_OK)
         return AMQP_ERROR;
     if (!existed)

@@ -255,7 +255,12 @@ vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes head
 {
     vhost_routed r = {0};
     queue *local[16], **queues;
-    r.queues = vhost_route(v, ex, msg_routing_key(m), headers, m, local, 16, &queues);
+    /* a duplicate goes nowhere: unroutable, confirmed (dedup.c) */
+    if (__builtin_expect(route_exchange_extra(ex) != NULL, 0) &&
+        dedup_exchange_duplicate(v, ex, headers))
+        queues = local;
+    else
+        r.queues = vhost_route(v, ex, msg_routing_key(m), headers, m, local, 16, &queues);
     r.wait = persist_publish(vhost_server(v), m, queues, r.queues);
     for (size_t i = 0; i < r.queues; i++) {
         if (!queue_publish(queues[i], m, expiration_ms)) {

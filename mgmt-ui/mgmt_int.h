@@ -455,6 +455,9 @@ bool mgmt_render_amqp_stream_consumer(mgmt_req *r, mgmt_json *w, const mgmt_list
 /* A stream queue's fields beside the common ones: messages (its records),
  * readers, and the log's figures (segments, offsets, bytes). */
 void mgmt_stream_fields(mgmt_req *r, mgmt_json *w, const queue_info *qi);
+/* "deduplication": {bytes, duplicates, entries, size} of an exchange's or
+ * queue's cache (res_exchange.c). */
+void mgmt_dedup_fields(mgmt_json *w, const dedup_info *di);
 /* "offset", "offset_lag" of a stream's consumer; nothing for others. */
 void mgmt_stream_consumer_offsets(mgmt_json *w, const consumer *cons);
 /* A stream consumer as rabbitmq_stream_management lists it. */

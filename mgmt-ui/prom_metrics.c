@@ -109,6 +109,7 @@ enum node_value {
     NV_AUTH_BAD_AMQP,
     NV_CONNECTIONS, NV_CHANNELS, NV_CONSUMERS, NV_QUEUES,
     NV_CONFIRM, NV_RECEIVED_CONFIRM, NV_RECEIVED, NV_ROUTED, NV_DROPPED, NV_RETURNED,
+    NV_DEDUP_ENTRIES, NV_DEDUP_DUPLICATES,
     NV_COUNT
 };
 
@@ -122,7 +123,7 @@ enum queue_value {
     QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_MEMORY, QV_READY_BYTES, QV_UNACKED_BYTES,
     QV_BYTES, QV_PUBLISHED,
     QV_OLDEST_READY, QV_OLDEST_UNACKED, QV_DELAYED, QV_LIMIT_DEAD, QV_TIMEOUTS,
-    QV_MOVED, QV_MOVE_LEFT,
+    QV_MOVED, QV_MOVE_LEFT, QV_DEDUP_ENTRIES, QV_DEDUP_DUPLICATES,
     QV_SEGMENTS, QV_SEGMENT_BYTES, QV_CHUNKS, QV_FIRST_OFFSET, QV_LAST_OFFSET,
     QV_COMMITTED_OFFSET, QV_MAX_LAG,
     QV_DC, /* QUEUE_DC_BUCKETS of them */
@@ -165,6 +166,7 @@ typedef struct family {
 #define C(g, name, type, help, v, fl) {name, type, help, CHAN, v, g, 0, fl}
 #define X(g, name, type, help, v) {name, type, help, CONN, v, g, 0, 0}
 #define W(name, type, help, v, fl) {name, type, help, QUEUE, v, G_NONE, 0, F_WARREN | (fl)}
+#define NW(name, type, help, v) {name, type, help, NODE, v, G_NONE, L_NONE, F_WARREN}
 #define CL(name, help, v) {name, "gauge", help, NODE, v, G_NONE, L_CLUSTER, F_WARREN | F_CLUSTER}
 #define HELP_QUEUE_CONSUMERS "Consumers on a queue"
 
@@ -398,6 +400,23 @@ static const family families[] = {
     W("queue_redrive_remaining", "gauge",
       "Messages the queue's running move (redrive) has still to move, 0 when none runs",
       QV_MOVE_LEFT, 0 | F_WORK),
+    /* Warren's deduplication (the JSON's "deduplication" object) */
+    W("queue_deduplication_entries", "gauge",
+      "Keys held by the queue's deduplication cache (x-message-deduplication): one per message "
+      "with a key in the queue",
+      QV_DEDUP_ENTRIES, F_WORK),
+    W("queue_deduplication_duplicates_total", "counter",
+      "Messages the queue's deduplication dropped since the queue was declared (not kept "
+      "across restarts)",
+      QV_DEDUP_DUPLICATES, F_WORK),
+    NW("exchange_deduplication_entries", "gauge",
+       "Keys held by the exchanges' deduplication caches, summed (expired ones not yet dropped "
+       "included)",
+       NV_DEDUP_ENTRIES),
+    NW("exchange_deduplication_duplicates_total", "counter",
+       "Messages the exchanges' deduplication dropped, summed over the exchanges there are (not "
+       "kept across restarts)",
+       NV_DEDUP_DUPLICATES),
     /* Warren's stream figures (the queue JSON's segments, first_offset, ...) */
     W("stream_segments", "gauge", "Segment files of the stream's log", QV_SEGMENTS, F_STREAM),
     W("stream_segment_bytes", "gauge", "Size in bytes of the stream's segment files",
@@ -535,6 +554,9 @@ static void queue_values(server *s, queue *q, bool unacked_age, uint64_t *v)
     }
     for (int i = 0; i < QUEUE_DC_BUCKETS; i++)
         v[QV_DC + i] = qi.delivery_counts[i];
+    dedup_info di;
+    if (queue_dedup_info(q, &di))
+        v[QV_DEDUP_ENTRIES] = di.entries, v[QV_DEDUP_DUPLICATES] = di.duplicates;
 }
 
 static void chan_values(chan *ch, uint64_t *v)
@@ -606,13 +628,24 @@ static bool walk_connections(prom_scrape *sc)
     return true;
 }
 
+static void add_dedup(void *arg, route_exchange *ex)
+{
+    uint64_t *v = arg;
+    dedup_info di;
+    if (dedup_exchange_info(ex, &di))
+        v[0] += di.entries, v[1] += di.duplicates;
+}
+
 static void node_values(prom_scrape *sc)
 {
     server *s = sc->s;
     uint64_t *v = sc->node;
     const server_counts *k = &sc->counts;
-    for (vhost *vh = server_vhost_next(s, NULL); vh; vh = server_vhost_next(s, vh))
+    uint64_t dedup[2] = {0, 0};
+    for (vhost *vh = server_vhost_next(s, NULL); vh; vh = server_vhost_next(s, vh)) {
         v[NV_QUEUES] += vhost_queue_count(vh);
+        route_foreach_exchange(vhost_routes(vh), add_dedup, dedup);
+    }
     struct statvfs vfs;
     struct rlimit rl;
     uint64_t http_attempts, http_failed;
@@ -638,6 +671,7 @@ static void node_values(prom_scrape *sc)
         [NV_RECEIVED_CONFIRM] = k->messages_received_confirm,
         [NV_ROUTED] = k->messages_routed,         [NV_DROPPED] = k->messages_dropped,
         [NV_RETURNED] = k->messages_returned,
+        [NV_DEDUP_ENTRIES] = dedup[0],            [NV_DEDUP_DUPLICATES] = dedup[1],
     };
     memcpy(v, vals, sizeof vals);
 }

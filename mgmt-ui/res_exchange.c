@@ -18,12 +18,26 @@ static amqp_bytes path_name(amqp_bytes name)
     return amqp_bytes_equal_cstr(name, "amq.default") ? AMQP_CSTR("") : name;
 }
 
+void mgmt_dedup_fields(mgmt_json *w, const dedup_info *di)
+{
+    mgmt_json_key(w, "deduplication");
+    mgmt_json_obj(w);
+    mgmt_json_kuint(w, "bytes", di->bytes);
+    mgmt_json_kuint(w, "duplicates", di->duplicates);
+    mgmt_json_kuint(w, "entries", di->entries);
+    mgmt_json_kuint(w, "size", di->size);
+    mgmt_json_end_obj(w);
+}
+
 static void exchange_json(mgmt_req *r, mgmt_json *w, vhost *v, route_exchange *ex, bool one)
 {
     mgmt_json_obj(w);
     mgmt_json_key(w, "arguments");
     mgmt_json_table(w, route_exchange_arguments(ex));
     mgmt_json_kbool(w, "auto_delete", route_exchange_auto_delete(ex));
+    dedup_info di;
+    if (dedup_exchange_info(ex, &di))
+        mgmt_dedup_fields(w, &di);
     mgmt_json_kbool(w, "durable", route_exchange_durable(ex));
     if (one) {
         mgmt_json_key(w, "incoming");

@@ -199,6 +199,9 @@ static void queue_json(mgmt_req *r, mgmt_json *w, queue *q, bool one)
         }
     }
     mgmt_json_kuint(w, "consumers", qi.consumers);
+    dedup_info di;
+    if (queue_dedup_info(q, &di))
+        mgmt_dedup_fields(w, &di);
     mgmt_json_kbool(w, "durable", queue_durable(q));
     policy_applied pa;
     policy_of_queue(q, &pa);

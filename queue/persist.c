@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "queue.h"
+#include "queue_internal.h"
 
 static journal *journal_of(queue *q) { return server_journal(vhost_server(queue_vhost(q))); }
 
@@ -86,6 +87,8 @@ static bool journals_into(const msg *m, queue **queues, size_t n)
 journal_seq persist_move(queue *from, const msg *m, journal_settle_kind kind, const char *reason,
                          msg *copy, queue **to, size_t n)
 {
+    if (*queue_dedup_slot(from)) /* before the copy may come back to `from` */
+        queue_dedup_release(from, msg_id(m));
     server *s = vhost_server(queue_vhost(from));
     journal *j = server_journal(s);
     journal_loc loc;
@@ -102,16 +105,37 @@ journal_seq persist_move(queue *from, const msg *m, journal_settle_kind kind, co
     return seq;
 }
 
-void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
+static inline void settle_journaled(queue *q, const msg *m, journal_settle_kind kind)
 {
     journal_loc loc;
     if (journaled_in(q, m) && msg_journal_loc(m, &loc))
         settle(q, msg_id(m), loc, kind);
 }
 
+/* A deduplicating queue frees the key of a message it settles; out of
+ * line, so a plain queue's settle keeps its frame-less fast path. */
+static __attribute__((noinline, cold)) void settle_dedup(queue *q, const msg *m,
+                                                         journal_settle_kind kind)
+{
+    settle_journaled(q, m, kind);
+    queue_dedup_release(q, msg_id(m));
+}
+
+/* Every message leaving a queue for good is settled here, journaled or
+ * not: where a deduplicating queue frees its key. */
+void persist_settle(queue *q, const msg *m, journal_settle_kind kind)
+{
+    if (__builtin_expect(*queue_dedup_slot(q) != NULL, 0))
+        settle_dedup(q, m, kind);
+    else
+        settle_journaled(q, m, kind);
+}
+
 void persist_settle_paged(queue *q, uint64_t id, journal_loc loc, journal_settle_kind kind)
 {
     settle(q, id, loc, kind); /* only what this queue journaled is paged out */
+    if (__builtin_expect(*queue_dedup_slot(q) != NULL, 0))
+        queue_dedup_release(q, id);
 }
 
 void persist_delivered(queue *q, const msg *m, uint32_t count)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "queue.h"
+#include "queue_internal.h"
 
 typedef enum arg_kind { ARG_INT, ARG_NON_NEG, ARG_POSITIVE, ARG_STR, ARG_DLRK, ARG_OVERFLOW,
                         ARG_PRIORITY, ARG_BOOL, ARG_TYPE, ARG_DLS, ARG_LIMIT, ARG_RETRY_TYPE,
@@ -201,6 +202,9 @@ int queue_args_parse(amqp_bytes args, amqp_bytes qname, const char *vhost_label,
                              "invalid arg '%s' for queue '%.*s' in vhost '%s' of queue type %s", *k,
                              (int)qname.len, (const char *)qname.ptr, vhost_label,
                              t->module);
+    dedup_config dedup;
+    if (dedup_config_parse(args, true, AMQP_QUEUE_DECLARE, &dedup, err) != AMQP_OK)
+        return AMQP_ERROR;
     queue_args_read(args, out);
     return AMQP_OK;
 }

@@ -174,7 +174,10 @@ struct queue {
     consumer_use use; /* see "Consumer capacity" */
     stats stats;      /* management counters */
     stream_queue *sq; /* a stream's log (stream_queue.c), else NULL */
+    qdedup *dedup;    /* x-message-deduplication (dedup.c), else NULL */
 };
+
+qdedup **queue_dedup_slot(queue *q) { return &q->dedup; }
 
 /* Its type, by the id its arguments give (no pointer in the struct: the
  * hot fields keep their cache lines). */
@@ -232,6 +235,10 @@ queue *queue_new(vhost *v, const queue_spec *spec)
         queue_touch(q);
     q->use = (consumer_use){.since = loop_now_ms(vhost_loop(v)), .avg = 1.0};
     policy_apply_queue(v, q);
+    if (q->limits.type != QUEUE_TYPE_STREAM && !queue_dedup_open(q, queue_arguments(q))) {
+        queue_free(q);
+        return NULL;
+    }
     if (q->limits.type == QUEUE_TYPE_STREAM && !(q->sq = stream_queue_open(q))) {
         queue_free(q);
         return NULL;
@@ -250,6 +257,7 @@ static void drop_held(queue *q)
 
 static void queue_free(queue *q)
 {
+    queue_dedup_close(q);
     stream_queue_close(q->sq, false);
     drop_held(q);
     free(q->held);
@@ -1433,9 +1441,26 @@ static void journal_purge(queue *q)
         settle_dropped(q, &q->delayed.v[i].s);
 }
 
+/* A purge frees the keys of what it drops (unacked messages keep theirs). */
+static void dedup_forget_ready(queue *q)
+{
+    for (uint32_t l = 0; l < q->nlevels; l++)
+        for (uint32_t i = 0; i < q->levels[l].count; i++) {
+            const qslot *s = ring_at(&q->levels[l], i);
+            if (!is_dead(s))
+                queue_dedup_release(q, s->paged ? s->id : msg_id(s->m));
+        }
+    for (uint32_t i = 0; i < q->delayed.n; i++) {
+        const qslot *s = &q->delayed.v[i].s;
+        queue_dedup_release(q, s->paged ? s->id : msg_id(s->m));
+    }
+}
+
 uint32_t queue_core_purge(queue *q)
 {
     uint32_t n = q->count + q->delayed.n;
+    if (q->dedup)
+        dedup_forget_ready(q);
     if (n && !q->deleted && !vhost_closing(q->v))
         journal_purge(q);
     drop_all(q);
@@ -1513,6 +1538,7 @@ void queue_core_delete(queue *q)
         k->queues_deleted++;
     }
     durable_queue_deleted(q->v, q);
+    queue_dedup_close(q);
     route_unbind_queue(vhost_routes(q->v), q);
     vhost_queue_remove(q->v, q);
     while (q->consumers) {
@@ -1584,8 +1610,25 @@ consumer *queue_next_consumer(queue *q, consumer *prev)
 
 /* ---- through the queue's type ------------------------------------------- */
 
+/* A duplicate in a deduplicating queue is dropped as accepted: the
+ * publisher's confirm is an ack, as the plugin's is_duplicate gives.
+ * Out of line: a plain queue's publish stays a test and a call. */
+static __attribute__((noinline, cold)) bool publish_dedup(queue *q, msg *m, int64_t expiration_ms)
+{
+    if (!queue_dedup_admit(q, m)) {
+        persist_settle(q, m, JOURNAL_DROP); /* its id holds no key: nothing released */
+        return true;
+    }
+    bool taken = type_of(q)->ops->publish(q, m, expiration_ms);
+    if (!taken)
+        queue_dedup_release(q, msg_id(m));
+    return taken;
+}
+
 bool queue_publish(queue *q, msg *m, int64_t expiration_ms)
 {
+    if (__builtin_expect(q->dedup != NULL, 0))
+        return publish_dedup(q, m, expiration_ms);
     return type_of(q)->ops->publish(q, m, expiration_ms);
 }
 bool queue_get(queue *q, queue_item *it) { return type_of(q)->ops->get(q, it); }

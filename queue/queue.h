@@ -584,6 +584,32 @@ typedef struct queue_info {
     stats *stats;
 } queue_info;
 void queue_describe(queue *q, queue_info *out);
+
+/* ---- deduplication (dedup.c) --------------------------------------------- */
+
+/* A deduplication cache as the management API shows it: entries held, the
+ * x-cache-size limit, the bytes it takes, duplicates dropped so far. */
+typedef struct dedup_info {
+    uint32_t entries, size;
+    uint64_t bytes, duplicates;
+} dedup_info;
+/* An exchange was created or restored (the exchange_created hook): with
+ * x-message-deduplication true it gets its cache, loaded from data_dir
+ * when it is durable with x-cache-persistence disk. */
+void dedup_exchange_created(vhost *v, route_exchange *ex);
+/* The exchange_freed hook (statistics too): saves a disk cache when the
+ * vhost is freed (the broker stops), deletes it when the exchange is
+ * deleted; then frees. */
+void dedup_exchange_freed(void *ctx, route_exchange *ex);
+/* The vhost is being deleted: its exchanges' saved caches go. */
+void dedup_vhost_deleted(vhost *v);
+/* Whether a message with `headers` published to `ex` is a duplicate
+ * (false for an exchange without deduplication); a message that is not is
+ * remembered. */
+bool dedup_exchange_duplicate(vhost *v, const route_exchange *ex, amqp_bytes headers);
+/* false when `ex` (or `q`) does not deduplicate. */
+bool dedup_exchange_info(const route_exchange *ex, dedup_info *out);
+bool queue_dedup_info(queue *q, dedup_info *out);
 /* Its consumers, in round-robin order: NULL prev gives the first. */
 consumer *queue_next_consumer(queue *q, consumer *prev);
 stats *queue_stats(queue *q);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../dedup/dedup.h"
 #include "queue.h"
 
 /* First member of struct queue, so the index can link queues by name
@@ -36,6 +37,21 @@ typedef struct qslot {
     uint32_t paged : 1;
     uint32_t spilled : 1;
 } qslot;
+
+/* ---- deduplication (dedup.c) -------------------------------------------- */
+
+typedef struct qdedup qdedup;
+/* Where a queue keeps its deduplication state (NULL: none). */
+qdedup **queue_dedup_slot(queue *q);
+/* Reads x-message-deduplication (validated) from a new queue's arguments;
+ * false on out-of-memory. */
+bool queue_dedup_open(queue *q, amqp_bytes args);
+void queue_dedup_close(queue *q);
+/* false when a message with m's key is in the queue (a duplicate, not to
+ * be enqueued); else m's key (if any) is held for it. */
+bool queue_dedup_admit(queue *q, const msg *m);
+/* Message `id` left the queue for good. */
+void queue_dedup_release(queue *q, uint64_t id);
 
 /* ---- vhost limits (vhost_limits.c, kept in the vhost) -------------------- */
 

@@ -59,6 +59,7 @@ static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
 static void exchange_created_hook(void *ctx, route_exchange *ex)
 {
     policy_apply_exchange(ctx, ex);
+    dedup_exchange_created(ctx, ex);
 }
 
 vhost *vhost_new(server *s, const char *name)
@@ -68,7 +69,7 @@ vhost *vhost_new(server *s, const char *name)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
                                       .exchange_deleted = exchange_deleted_hook,
-                                      .exchange_freed = stats_exchange_freed,
+                                      .exchange_freed = dedup_exchange_freed,
                                       .exchange_created = exchange_created_hook,
                                       .queue_name = queue_name_hook,
                                       .queue_type = queue_type_hook,

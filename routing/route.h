@@ -120,6 +120,11 @@ amqp_bytes route_exchange_arguments(const route_exchange *ex);
  * until set. The exchange_freed hook frees it. */
 void *route_exchange_user(const route_exchange *ex);
 void route_exchange_set_user(route_exchange *ex, void *user);
+/* What the broker adds to an exchange beyond its statistics (a
+ * deduplication cache): NULL for a plain exchange, so publishing to one
+ * costs a load. The exchange_freed hook frees it. */
+void *route_exchange_extra(const route_exchange *ex);
+void route_exchange_set_extra(route_exchange *ex, void *extra);
 /* What a policy gives `ex`: the policy's name (NULL = none), kept for the
  * management API, and its alternate exchange (len 0 = none); both copied.
  * The exchange's own alternate-exchange argument wins over the policy's,

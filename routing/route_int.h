@@ -174,6 +174,7 @@ struct route_exchange {
     route_exchange *next_dying;
     uint64_t name_hash;
     void *user;   /* route_exchange_user */
+    void *extra;  /* route_exchange_extra */
     char *policy; /* the applied policy's name (owned), or NULL; cold: the API's */
     uint32_t name_len, args_len;
     uint8_t data[]; /* name bytes, then arguments */

@@ -578,3 +578,5 @@ void route_table_free(route_table *t)
 
 void *route_exchange_user(const route_exchange *ex) { return ex->user; }
 void route_exchange_set_user(route_exchange *ex, void *user) { ex->user = user; }
+void *route_exchange_extra(const route_exchange *ex) { return ex->extra; }
+void route_exchange_set_extra(route_exchange *ex, void *extra) { ex->extra = extra; }
