@@ -117,13 +117,11 @@ bool shovel_cfg_parse(const char *text, shovel_cfg *c, char *err, size_t errlen)
         snprintf(err, errlen, "a queue, exchange or key longer than 255 bytes");
         ok = false;
     }
-    if (ok && !c->has_src_queue && !c->has_src_exchange) {
+    protocol(v, "src-protocol", c);
+    protocol(v, "dest-protocol", c);
+    if (ok && !c->unsupported[0] && !c->has_src_queue && !c->has_src_exchange) {
         snprintf(err, errlen, "Must specify 'src-exchange' or 'src-queue'");
         ok = false;
-    }
-    if (ok) {
-        protocol(v, "src-protocol", c);
-        protocol(v, "dest-protocol", c);
     }
     json_decref(v);
     return ok;
