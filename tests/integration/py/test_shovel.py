@@ -295,3 +295,42 @@ class TwoWarrensTest(ShovelTest):
             seen.add(b[:6])
         c.close()
         self.assertEqual(seen, {b"%06d" % i for i in range(self.N)}, "nothing lost")
+
+
+class WarrenctlTest(ShovelTest):
+    """shovel_status, restart_shovel and delete_shovel, as rabbitmqctl 3.10
+    prints them (its output taken from a RabbitMQ with rabbitmq_shovel)."""
+
+    def test_status_restart_delete(self):
+        from test_warrenctl import live_args, run
+        args, why = live_args()
+        self.assertFalse(why, why)
+        a, b = self.two_vhosts()
+        self.shovel(a, "c1", {"src-uri": local_uri(a), "src-queue": "q", "dest-uri": local_uri(b),
+                              "dest-queue": "q"})
+        st = self.state(a, "c1", "running")
+        rc, out, err = run(args + ["shovel_status"])
+        self.assertEqual((rc, err), (0, ""))
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "Shovel status on node " + st["node"])
+        self.assertEqual(lines[1].split("\t"), ["destination", "destination_protocol", "destination_queue",
+                                                "last_changed", "name", "source", "source_protocol",
+                                                "source_queue", "state", "termination_reason", "type", "vhost"])
+        row = [line for line in lines[2:] if line.split("\t")[-1] == a][0].split("\t")
+        self.assertEqual(row[:3] + row[4:], [local_uri(b), "amqp091", "q", "c1", local_uri(a), "amqp091", "q",
+                                             "running", "", "dynamic", a])
+        self.assertRegex(row[3], r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+        rc, out, err = run(args + ["--formatter", "json", "shovel_status"])
+        self.assertEqual(rc, 0)
+        self.assertTrue(out.startswith("[\n{\"destination\":"), out)
+        rc, out, err = run(args + ["restart_shovel", "-p", a, "c1"])
+        self.assertEqual((rc, out, err), (0, "Restarting dynamic Shovel c1 in virtual host %s on node %s\n"
+                                          % (a, st["node"]), ""))
+        rc, out, err = run(args + ["restart_shovel", "-p", a, "nope"])
+        self.assertEqual((rc, err), (69, "Error:\nShovel with the given name was not found on the target node "
+                                         "'%s' and / or virtual host '%s'\n" % (st["node"], a)))
+        rc, out, err = run(args + ["delete_shovel", "-p", a, "c1"])
+        self.assertEqual((rc, out, err), (0, "Deleting shovel c1 in vhost %s\n" % a, ""))
+        self.assertIsNone(self.status(a, "c1"))
+        rc, out, err = run(args + ["delete_shovel", "-p", a, "c1"])
+        self.assertEqual(rc, 69)
