@@ -334,3 +334,29 @@ class WarrenctlTest(ShovelTest):
         self.assertIsNone(self.status(a, "c1"))
         rc, out, err = run(args + ["delete_shovel", "-p", a, "c1"])
         self.assertEqual(rc, 69)
+
+
+class MetricsTest(ShovelTest):
+    def test_metrics_per_shovel_and_promtool_clean(self):
+        import subprocess
+        from test_prometheus import get, metrics, promtool
+        a, b = self.two_vhosts()
+        self.shovel(a, "m", {"src-uri": local_uri(a), "src-queue": "q", "dest-uri": local_uri(b),
+                             "dest-queue": "q"})
+        self.state(a, "m", "running")
+        src = self.channel(a)
+        for i in range(7):
+            src.basic_publish("", "q", b"%d" % i)
+        until(lambda: self.status(a, "m")["acked"] == 7)
+        fams = metrics()
+
+        def value(family):  # the sample labelled with this shovel
+            return [v for _, ls, v in fams[family]["samples"] if ls == {"vhost": a, "name": "m"}]
+        self.assertEqual(value("warren_shovel_running"), [1])
+        self.assertEqual(value("warren_shovel_messages_forwarded_total"), [7])
+        self.assertEqual(value("warren_shovel_messages_acked_total"), [7])
+        self.assertEqual(value("warren_shovel_messages_unconfirmed"), [0])
+        self.assertEqual(value("warren_shovel_restarts_total"), [0])
+        status, _, body = get("/metrics")
+        r = subprocess.run([promtool(), "check", "metrics"], input=body.encode(), capture_output=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout + r.stderr), (0, b""))
