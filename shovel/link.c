@@ -443,10 +443,13 @@ static void connect_end(shovel *sh, shovel_end *e, const client_uri *u)
         e->c = client_connect(shovels_base(sh->set), shovels_flusher(sh->set), u, &o, &handlers,
                               sh);
     } else {
+        char who[600];
         client_uri local = *u;
         if (!local.user_given)
             snprintf(local.user, sizeof local.user, "none"); /* RabbitMQ's direct user */
-        transport *t = shovels_local_transport(sh->set, name);
+        snprintf(who, sizeof who, "Shovel %s (%s) in %s", sh->name,
+                 e == &sh->src ? "source" : "destination", sh->vhost);
+        transport *t = shovels_local_transport(sh->set, who);
         e->c = t ? client_attach(shovels_base(sh->set), t, &local, &o, &handlers, sh) : NULL;
     }
     if (!e->c)

@@ -101,7 +101,8 @@ amqp_bytes shovel_props(shovel *sh, amqp_bytes raw);
 server *shovels_server(shovels *set);
 struct event_base *shovels_base(shovels *set);
 transport_flusher *shovels_flusher(shovels *set);
-/* A link to this broker: a pipe whose other end is a trusted connection. */
+/* A link to this broker: a pipe whose other end is a trusted connection,
+ * named after `who` and a number (unique in /api/connections). */
 transport *shovels_local_transport(shovels *set, const char *who);
 /* The link ended for good (both clients gone): what comes next. */
 void shovels_links_closed(shovel *sh);

@@ -14,6 +14,7 @@
  * loop, bounded as a socket is (PIPE_CAPACITY unread bytes).
  */
 #include <event2/event.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@ struct shovels {
     loop *l;
     shovel *list;
     struct event *timer;
+    uint64_t links; /* in-process links made: numbers their names */
 };
 
 const char *shovel_state_name(shovel_state st)
@@ -45,7 +47,9 @@ transport *shovels_local_transport(shovels *set, const char *who)
     transport *ends[2];
     if (!transport_pipe_pair(loop_flusher(set->l), loop_base(set->l), PIPE_CAPACITY, ends))
         return NULL;
-    conn_attach_trusted(set->srv, set->l, ends[1], who);
+    char peer[600];
+    snprintf(peer, sizeof peer, "%s #%llu", who, (unsigned long long)++set->links);
+    conn_attach_trusted(set->srv, set->l, ends[1], peer);
     return ends[0];
 }
 

@@ -180,6 +180,9 @@ static void stop(fake *f)
     free(f);
 }
 
+/* What the scripted server proposes in connection.tune. */
+static uint16_t server_heartbeat = 30;
+
 /* Protocol header, start, start-ok, tune, tune-ok, open, open-ok. */
 static fake *open_conn(const client_options *o, uint32_t frame_max)
 {
@@ -210,12 +213,14 @@ static fake *open_conn(const client_options *o, uint32_t frame_max)
     m = (amqp_method){.id = AMQP_CONNECTION_TUNE};
     m.connection_tune.channel_max = 2047;
     m.connection_tune.frame_max = frame_max;
-    m.connection_tune.heartbeat = 30;
+    m.connection_tune.heartbeat = server_heartbeat;
     srv_send(f, 0, &m);
     srv_expect(f, AMQP_CONNECTION_TUNE_OK);
     assert_int_equal(f->m.connection_tune_ok.channel_max, CLIENT_MAX_CHANNELS);
     assert_int_equal(f->m.connection_tune_ok.frame_max, frame_max);
-    assert_int_equal(f->m.connection_tune_ok.heartbeat, 30); /* ours 60, the smaller */
+    /* ours 60 unless the options say: the smaller of the two */
+    uint16_t ours = o && o->heartbeat ? o->heartbeat : 60;
+    assert_int_equal(f->m.connection_tune_ok.heartbeat, ours < server_heartbeat ? ours : server_heartbeat);
     srv_expect(f, AMQP_CONNECTION_OPEN);
     assert_true(amqp_bytes_equal_cstr(f->m.connection_open.virtual_host, "vh"));
     m = (amqp_method){.id = AMQP_CONNECTION_OPEN_OK};
@@ -476,6 +481,36 @@ static void test_peer_gone(void **state)
     free(f);
 }
 
+/* Heartbeats both ways: with 1 s negotiated the client sends one when it
+ * has been silent, and a server that goes silent for two intervals ends
+ * the connection (TIMEOUT). Bounded waits, no timing asserted. */
+static void test_heartbeats(void **state)
+{
+    (void)state;
+    server_heartbeat = 1;
+    fake *f = open_conn(NULL, 4096);
+    server_heartbeat = 30;
+    assert_int_equal(client_heartbeat(f->c), 1);
+    bool beat = false;
+    for (int i = 0; i < 400 && !beat; i++) { /* at most ~4 s */
+        event_base_loop(f->base, EVLOOP_ONCE);
+        struct evbuffer *in = transport_input(f->srv);
+        uint8_t head[1];
+        while (evbuffer_get_length(in) >= 8 && !beat) {
+            evbuffer_copyout(in, head, 1);
+            beat = head[0] == AMQP_FRAME_HEARTBEAT;
+            evbuffer_drain(in, 8); /* only heartbeats are sent now: 8 bytes each */
+        }
+    }
+    assert_true(beat);
+    for (int i = 0; i < 1000 && !f->h.closed; i++) /* silent server: at most ~10 s */
+        event_base_loop(f->base, EVLOOP_ONCE);
+    assert_int_equal(f->h.closed, 1);
+    assert_int_equal(f->h.why.kind, CLIENT_ERR_TIMEOUT);
+    assert_string_equal(f->h.why.text, "missed heartbeats from server, timeout: 1s");
+    stop(f);
+}
+
 static int listener(uint16_t *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -536,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_oversize_frame),
         cmocka_unit_test(test_server_close_and_auth),
         cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_heartbeats),
         cmocka_unit_test(test_tcp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -121,6 +121,23 @@ class LocalTest(ShovelTest):
         self.assertEqual((st["forwarded"], st["unconfirmed"]), (50, 0))
         self.assertEqual(src.queue_declare("from", passive=True).method.message_count, 0)
 
+    def test_forward_headers_of_two_hops(self):
+        a, b = self.two_vhosts()
+        c = self.vhost()
+        self.grant(c, "guest")
+        fwd = {"dest-add-forward-headers": True}
+        self.shovel(a, "hop1", dict(fwd, **{"src-uri": local_uri(a), "src-queue": "x", "dest-uri": local_uri(b),
+                                            "dest-queue": "y"}))
+        self.shovel(b, "hop2", dict(fwd, **{"src-uri": local_uri(b), "src-queue": "y", "dest-uri": local_uri(c),
+                                            "dest-queue": "z"}))
+        self.state(a, "hop1", "running")
+        self.state(b, "hop2", "running")
+        self.channel(a).basic_publish("", "x", b"two hops")
+        props, body = self.bodies(self.channel(c), "z", 1)[0]
+        self.assertEqual(body, b"two hops")
+        self.assertEqual([(hop["shovel-name"], hop["shovel-vhost"]) for hop in props.headers["x-shovelled"]],
+                         [("hop2", b), ("hop1", a)], "the latest hop first")
+
     def test_exchange_source_and_exchange_destination(self):
         a, b = self.two_vhosts()
         dest = self.channel(b)
