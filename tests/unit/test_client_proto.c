@@ -511,6 +511,36 @@ static void test_heartbeats(void **state)
     stop(f);
 }
 
+/* Whatever a server sends after the handshake -- random frames on a
+ * channel that is open, with and without content -- ends in a close or is
+ * taken, never a crash, overrun or leak (the ASan build runs this too). */
+static void test_random_input(void **state)
+{
+    (void)state;
+    unsigned seed = 22;
+    for (int round = 0; round < 200; round++) {
+        fake *f = open_conn(NULL, 4096);
+        open_channel(f, 1);
+        uint8_t buf[3000];
+        size_t n = 8 + (size_t)rand_r(&seed) % (sizeof buf - 8);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (uint8_t)rand_r(&seed);
+        if (round % 2) { /* a plausible frame header first: type, channel 1, size */
+            static const uint8_t types[] = {AMQP_FRAME_METHOD, AMQP_FRAME_HEADER, AMQP_FRAME_BODY};
+            amqp_frame_header_put(buf, types[round % 3], 1, (uint32_t)(n - 8));
+            buf[n - 1] = AMQP_FRAME_END;
+        }
+        transport_write(f->srv, buf, n);
+        run(f);
+        if (!f->h.closed) { /* a close under way: answer it */
+            amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
+            srv_send(f, 0, &ok);
+            run(f);
+        }
+        stop(f);
+    }
+}
+
 static int listener(uint16_t *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -572,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_server_close_and_auth),
         cmocka_unit_test(test_peer_gone),
         cmocka_unit_test(test_heartbeats),
+        cmocka_unit_test(test_random_input),
         cmocka_unit_test(test_tcp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
