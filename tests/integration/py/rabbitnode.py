@@ -41,6 +41,8 @@ def address(name="sh1", port=5761):
         return "127.0.0.1", _node["port"]
     left = signal.alarm(START_TIMEOUT)
     try:
+        # a node of an earlier run that did not get to stop it would hold the name
+        _run("rabbitmqctl -q -n %s@localhost stop >/dev/null 2>&1 || true" % name, 60)
         out = _run(". %s; start_rabbit %s %d '' '' ''" % (RABBIT_SH, name, port), START_TIMEOUT - 10)
         if out.returncode != 0:
             raise RuntimeError("RabbitMQ did not start: %s %s" % (out.stdout, out.stderr))

@@ -377,3 +377,31 @@ class MetricsTest(ShovelTest):
         status, _, body = get("/metrics")
         r = subprocess.run([promtool(), "check", "metrics"], input=body.encode(), capture_output=True, timeout=60)
         self.assertEqual((r.returncode, r.stdout + r.stderr), (0, b""))
+
+
+class RestartTest(h.DataDirTest):
+    """A shovel's parameter is kept in the metadata store: after a restart
+    the shovel runs again and goes on moving what is there."""
+
+    def test_shovel_runs_again_after_a_restart(self):
+        import json
+        import urllib.request
+        conn, ch = self.start()
+        ch.queue_declare("in", durable=True)
+        value = {"src-uri": "amqp://", "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out"}
+
+        def call(method, path, body=None):
+            req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.proc.mgmt_port, path), method=method,
+                                         data=json.dumps(body).encode() if body is not None else None)
+            req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
+            req.add_header("Content-Type", "application/json")
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read() or "null")
+        call("PUT", "/api/parameters/shovel/%2f/keep", {"value": value})
+        until(lambda: [s for s in call("GET", "/api/shovels") if s["state"] == "running"])
+        conn, ch = self.restart(conn)
+        until(lambda: [s for s in call("GET", "/api/shovels") if s["state"] == "running"])
+        for i in range(10):
+            ch.basic_publish("", "in", b"%d" % i, pika.BasicProperties(delivery_mode=2))
+        until(lambda: ch.queue_declare("out", passive=True).method.message_count == 10)
+        conn.close()
