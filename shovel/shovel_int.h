@@ -85,12 +85,22 @@ struct shovel {
 
 /* link.c */
 void shovel_link_start(shovel *sh);
+/* Terminates the shovel with the reason (the first one wins) and closes its links. */
+void shovel_fail(shovel *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* delete-after reached: the shovel and its parameter go. */
+void shovel_done(shovel *sh);
 /* Closes both links (cleanly when open); when they are gone the shovel is
  * freed (dead), started again (restart_now) or waits for its retry. */
 void shovel_link_stop(shovel *sh);
 void shovel_set_state(shovel *sh, shovel_state st, const char *reason);
 /* Frees what the links hold, clients included (the set is going). */
 void shovel_link_free(shovel *sh);
+
+/* forward.c: the source's deliveries, the destination's confirms and
+ * drained output (client handlers, ctx the shovel). */
+void shovel_on_deliver(void *ctx, client *c, uint16_t ch, const client_message *m);
+void shovel_on_confirm(void *ctx, client *c, uint16_t ch, uint64_t seq, bool multiple, bool ack);
+void shovel_on_writable(void *ctx, client *c);
 
 /* props.c: the properties to publish, with the x-shovelled and
  * x-shovelled-timestamp headers when the definition asks; `raw` itself
