@@ -1,6 +1,6 @@
 /* Channels of a client connection: open and close, synchronous calls one
- * at a time, publishing (with confirm sequence numbers), acks, and the
- * assembly of delivered and returned messages.
+ * at a time, publishing (with confirm sequence numbers), acks, and what the
+ * server sends on a channel.
  *
  * Channel states: FREE -> OPENING -> OPEN -> CLOSING -> FREE (also
  * OPEN -> FREE on the server's channel.close).
@@ -9,22 +9,13 @@
  * front one goes out when no call is in flight; a nowait call goes out in
  * order and expects no reply.
  *
- * Assembly: deliver/return copies its short strings into the channel, the
- * header its properties; a body that comes in one frame is handed out as
- * a slice of that frame (no copy), a larger one is gathered into the
- * channel's body buffer, sized from the header's body size, which is
- * bounded by max_message_size before anything is allocated.
+ * The assembly of delivered and returned messages is content.c's.
  */
 #include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client_int.h"
-
-static cchan *chan_get(const client *c, uint16_t ch)
-{
-    return ch >= 1 && ch <= CLIENT_MAX_CHANNELS ? c->ch[ch] : NULL;
-}
 
 static void reset(cchan *h)
 {
@@ -74,7 +65,7 @@ bool client_channel_open(client *c, uint16_t ch)
 
 bool client_channel_close(client *c, uint16_t ch)
 {
-    cchan *h = chan_get(c, ch);
+    cchan *h = client_chan_get(c, ch);
     if (!client_is_open(c) || !h || h->state != CH_OPEN)
         return false;
     amqp_method m = {.id = AMQP_CHANNEL_CLOSE};
@@ -87,7 +78,7 @@ bool client_channel_close(client *c, uint16_t ch)
 
 bool client_channel_is_open(const client *c, uint16_t ch)
 {
-    const cchan *h = chan_get(c, ch);
+    const cchan *h = client_chan_get(c, ch);
     return client_is_open(c) && h && h->state == CH_OPEN;
 }
 
@@ -131,7 +122,7 @@ static void pump(client *c, uint16_t ch, cchan *h)
 
 bool client_call(client *c, uint16_t ch, const amqp_method *m)
 {
-    cchan *h = chan_get(c, ch);
+    cchan *h = client_chan_get(c, ch);
     if (!client_is_open(c) || !h || h->state != CH_OPEN)
         return false;
     uint8_t buf[16384 + AMQP_FRAME_OVERHEAD];
@@ -153,7 +144,7 @@ bool client_call(client *c, uint16_t ch, const amqp_method *m)
 uint64_t client_publish(client *c, uint16_t ch, amqp_bytes exchange, amqp_bytes routing_key,
                         bool mandatory, amqp_bytes properties, amqp_bytes body)
 {
-    cchan *h = chan_get(c, ch);
+    cchan *h = client_chan_get(c, ch);
     if (!client_is_open(c) || !h || h->state != CH_OPEN)
         return 0;
     if (!client_writable(c)) {
@@ -202,7 +193,7 @@ uint64_t client_publish(client *c, uint16_t ch, amqp_bytes exchange, amqp_bytes 
 
 static bool send_simple(client *c, uint16_t ch, const amqp_method *m)
 {
-    cchan *h = chan_get(c, ch);
+    cchan *h = client_chan_get(c, ch);
     if (!client_is_open(c) || !h || h->state != CH_OPEN)
         return false;
     client_send_method(c, ch, m);
@@ -235,33 +226,6 @@ bool client_reject(client *c, uint16_t ch, uint64_t tag, bool requeue)
 }
 
 /* ---- what the server sends --------------------------------------------------- */
-
-static amqp_bytes keep(uint8_t *dst, amqp_bytes s)
-{
-    memcpy(dst, s.ptr, s.len); /* shortstrs: at most 255 */
-    return (amqp_bytes){dst, s.len};
-}
-
-static void start_content(cchan *h, int kind, const amqp_method *m)
-{
-    h->content = (uint8_t)kind;
-    h->header_seen = false;
-    h->m = (client_message){0};
-    if (kind == CONTENT_DELIVER) {
-        const amqp_basic_deliver *d = &m->basic_deliver;
-        h->m.delivery_tag = d->delivery_tag;
-        h->m.redelivered = d->redelivered;
-        h->m.consumer_tag = keep(h->tag, d->consumer_tag);
-        h->m.exchange = keep(h->exchange, d->exchange);
-        h->m.routing_key = keep(h->routing_key, d->routing_key);
-    } else {
-        const amqp_basic_return *r = &m->basic_return;
-        h->m.reply_code = r->reply_code;
-        h->m.reply_text = keep(h->text, r->reply_text);
-        h->m.exchange = keep(h->exchange, r->exchange);
-        h->m.routing_key = keep(h->routing_key, r->routing_key);
-    }
-}
 
 static void channel_ended(client *c, uint16_t ch, cchan *h, client_error_kind kind,
                           const amqp_channel_close *cl)
@@ -296,7 +260,7 @@ static void reply(client *c, uint16_t ch, cchan *h, const amqp_method *m)
 
 void client_chan_method(client *c, uint16_t ch, const amqp_method *m)
 {
-    cchan *h = chan_get(c, ch);
+    cchan *h = client_chan_get(c, ch);
     if (!h || h->state == CH_FREE) {
         client_protocol_error(c, AMQP_CHANNEL_ERROR, m->id, "CHANNEL_ERROR - channel %u is not open", ch);
         return;
@@ -329,8 +293,8 @@ void client_chan_method(client *c, uint16_t ch, const amqp_method *m)
         client_send_method(c, ch, &ok);
         break;
     }
-    case AMQP_BASIC_DELIVER: start_content(h, CONTENT_DELIVER, m); break;
-    case AMQP_BASIC_RETURN: start_content(h, CONTENT_RETURN, m); break;
+    case AMQP_BASIC_DELIVER: client_content_start(h, CONTENT_DELIVER, m); break;
+    case AMQP_BASIC_RETURN: client_content_start(h, CONTENT_RETURN, m); break;
     case AMQP_BASIC_ACK:
     case AMQP_BASIC_NACK:
         if (h->confirms && c->h.confirm) {
@@ -345,84 +309,4 @@ void client_chan_method(client *c, uint16_t ch, const amqp_method *m)
         break;
     default: reply(c, ch, h, m);
     }
-}
-
-static void complete(client *c, uint16_t ch, cchan *h, amqp_bytes body)
-{
-    int kind = h->content;
-    h->content = CONTENT_NONE;
-    h->m.properties = (amqp_bytes){h->props, (uint32_t)h->props_len};
-    h->m.body = body;
-    if (kind == CONTENT_DELIVER && c->h.deliver)
-        c->h.deliver(c->ctx, c, ch, &h->m);
-    else if (kind == CONTENT_RETURN && c->h.returned)
-        c->h.returned(c->ctx, c, ch, &h->m);
-}
-
-static bool grow(uint8_t **buf, size_t *cap, size_t want)
-{
-    if (want <= *cap)
-        return true;
-    uint8_t *p = realloc(*buf, want);
-    if (!p)
-        return false;
-    *buf = p, *cap = want;
-    return true;
-}
-
-void client_chan_header(client *c, uint16_t ch, const amqp_frame *f)
-{
-    cchan *h = chan_get(c, ch);
-    if (!h || h->content == CONTENT_NONE || h->header_seen) {
-        client_protocol_error(c, AMQP_UNEXPECTED_FRAME, 0,
-                              "UNEXPECTED_FRAME - content header on channel %u", ch);
-        return;
-    }
-    amqp_content_header hd;
-    amqp_error err = {0};
-    if (amqp_content_header_decode(f->payload, f->size, &hd, &err) != AMQP_OK) {
-        client_protocol_error(c, err.code, 0, "%s", err.text);
-        return;
-    }
-    if (hd.body_size > c->o.max_message_size) {
-        client_protocol_error(c, AMQP_CONTENT_TOO_LARGE, 0,
-                              "CONTENT_TOO_LARGE - message size %llu is larger than %llu",
-                              (unsigned long long)hd.body_size,
-                              (unsigned long long)c->o.max_message_size);
-        return;
-    }
-    if (!grow(&h->props, &h->props_cap, hd.properties.len ? hd.properties.len : 1)) {
-        client_fail(c, CLIENT_ERR_MEMORY, 0, 0, "out of memory");
-        return;
-    }
-    memcpy(h->props, hd.properties.ptr, hd.properties.len);
-    h->props_len = hd.properties.len;
-    h->header_seen = true;
-    h->body_size = hd.body_size;
-    h->body_have = 0;
-    if (!hd.body_size)
-        complete(c, ch, h, (amqp_bytes){(const uint8_t *)"", 0});
-}
-
-void client_chan_body(client *c, uint16_t ch, const amqp_frame *f)
-{
-    cchan *h = chan_get(c, ch);
-    if (!h || h->content == CONTENT_NONE || !h->header_seen ||
-        f->size > h->body_size - h->body_have) {
-        client_protocol_error(c, AMQP_UNEXPECTED_FRAME, 0,
-                              "UNEXPECTED_FRAME - content body on channel %u", ch);
-        return;
-    }
-    if (h->body_have == 0 && f->size == h->body_size) {
-        complete(c, ch, h, (amqp_bytes){f->payload, f->size});
-        return;
-    }
-    if (!grow(&h->body, &h->body_cap, (size_t)h->body_size)) {
-        client_fail(c, CLIENT_ERR_MEMORY, 0, 0, "out of memory");
-        return;
-    }
-    memcpy(h->body + h->body_have, f->payload, f->size);
-    h->body_have += f->size;
-    if (h->body_have == h->body_size)
-        complete(c, ch, h, (amqp_bytes){h->body, (uint32_t)h->body_size});
 }

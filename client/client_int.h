@@ -1,6 +1,6 @@
 /* client's private parts: the connection and channel structs shared by
- * client.c (lifecycle, I/O, timers), proto.c (frames, handshake) and
- * chan.c (channels, calls, publishing, content assembly). */
+ * client.c (lifecycle, I/O, timers), proto.c (frames, handshake),
+ * chan.c (channels, calls, publishing) and content.c (messages received). */
 #ifndef WARREN_CLIENT_INT_H
 #define WARREN_CLIENT_INT_H
 
@@ -91,10 +91,20 @@ void client_send_header(client *c);
 /* Handles the frames in the input; stops when paused or dead. */
 void client_process_input(client *c);
 
+/* Channel `ch`'s state, NULL when out of range or never opened. */
+static inline cchan *client_chan_get(const client *c, uint16_t ch)
+{
+    return ch >= 1 && ch <= CLIENT_MAX_CHANNELS ? c->ch[ch] : NULL;
+}
+
 /* chan.c */
 void client_chan_method(client *c, uint16_t ch, const amqp_method *m);
+void client_chans_free(client *c);
+
+/* content.c */
+/* A basic.deliver or basic.return starts a message on the channel. */
+void client_content_start(cchan *h, int kind, const amqp_method *m);
 void client_chan_header(client *c, uint16_t ch, const amqp_frame *f);
 void client_chan_body(client *c, uint16_t ch, const amqp_frame *f);
-void client_chans_free(client *c);
 
 #endif
