@@ -19,7 +19,7 @@ start_rabbit sh2 5763 "management.tcp.port = 15763" "" "rabbitmq_shovel,rabbitmq
 {
     echo "# tests/bench/shovel.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores;" \
          "RabbitMQ $(rabbitmqctl -q -n sh2@localhost version 2>/dev/null)"
-    RABBIT_PORT=5763 RABBIT_MGMT=15763 /usr/bin/python3 tests/bench/shovel_bench.py
+    RABBIT_PORT=5763 RABBIT_MGMT=15763 RABBIT_PID=$RABBIT_PID /usr/bin/python3 tests/bench/shovel_bench.py
 } 2>&1 | tee "$OUT.tmp"
 status=${PIPESTATUS[0]}
 mv "$OUT.tmp" "$OUT"
