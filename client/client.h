@@ -53,10 +53,10 @@ struct event_base;
  * - no host and no port ("amqp://", "amqp:///vh"): `local`, this broker
  *   (RabbitMQ's direct connection); a port without a host is refused;
  * - port 1..65535, default 5672 (amqps 5671); IPv6 hosts in [brackets];
- * - query keys heartbeat (s), connection_timeout (ms), channel_max,
- *   frame_max (integers), auth_mechanism (plain, amqplain, external,
- *   crdemo: kept as a name; the client logs in with PLAIN) and amqps's TLS
- *   keys are taken; others are ignored, as RabbitMQ ignores them. */
+ * - query keys heartbeat (s), connection_timeout (ms), channel_max and
+ *   frame_max are integers ({not_an_integer,...} otherwise); the others
+ *   (auth_mechanism, amqps's TLS keys, unknown ones) are ignored: the
+ *   client logs in with PLAIN and has no TLS. */
 typedef struct client_uri {
     bool tls;   /* amqps:// */
     bool local; /* no host: this broker */
