@@ -1039,6 +1039,7 @@ void conn_describe(const conn *c, conn_info *out)
                        .vhost = c->vh ? vhost_name(c->vh) : "",
                        .state = state_name(c),
                        .auth_mechanism = c->mechanism,
+                       .trusted = c->trusted,
                        .transport = c->t,
                        .client_properties = {c->client_props, c->client_props_len},
                        .channel_max = c->channel_max,

@@ -127,6 +127,7 @@ typedef struct conn_info {
     const char *user, *vhost; /* "" before login / open */
     const char *state;        /* "starting", "tuning", "opening", "running", "blocked", "closing" */
     const char *auth_mechanism;
+    bool trusted;             /* conn_attach_trusted: shown as RabbitMQ's "direct" */
     amqp_bytes client_properties; /* validated table content, or empty */
     uint16_t channel_max, heartbeat;
     uint32_t frame_max, channels;

@@ -104,6 +104,10 @@ class LocalTest(ShovelTest):
         self.assertEqual(list(st), RUNNING_KEYS + ["src_queue", "dest_queue"] + WARREN_KEYS)
         self.assertEqual((st["vhost"], st["type"], st["src_uri"], st["dest_uri"], st["src_queue"],
                           st["dest_queue"]), (a, "dynamic", local_uri(a), local_uri(b), "from", "to"))
+        links = [c for c in self.get("/api/connections") if c["name"].startswith("Shovel s1 (")
+                 and " in %s #" % a in c["name"]]
+        self.assertEqual(sorted((c["type"], c["user"], c["vhost"]) for c in links),
+                         [("direct", "none", a), ("direct", "none", b)], "the in-process links, as RabbitMQ's")
         src = self.channel(a)
         for i in range(50):
             src.basic_publish("", "from", b"m%d" % i, pika.BasicProperties(headers={"k": i}, delivery_mode=2))
