@@ -185,6 +185,8 @@ static void on_closed(void *arg, int error)
     client *c = arg;
     if (c->state == C_CLOSING)
         die(c); /* the server closed the socket instead of sending close-ok */
+    else if (*transport_tls_error(c->t)) /* "TLS error: ... certificate verify failed" */
+        client_fail(c, CLIENT_ERR_NETWORK, 0, 0, "%s", transport_tls_error(c->t));
     else
         client_fail(c, CLIENT_ERR_NETWORK, 0, 0, "%s",
                     error ? strerror(error) : "connection closed by the server");
@@ -204,6 +206,27 @@ static void begin_protocol(client *c)
 
 /* ---- connecting ---------------------------------------------------------- */
 
+/* amqps: a TLS client stream over the connected socket; NULL with the
+ * reason kept when the URI's files cannot be used. */
+static transport *tls_stream(client *c)
+{
+    tls_options o = {.depth = -1, .verify_peer = c->uri.verify_peer};
+    char err[200];
+    snprintf(o.cacertfile, sizeof o.cacertfile, "%s", c->uri.cacertfile);
+    snprintf(o.certfile, sizeof o.certfile, "%s", c->uri.certfile);
+    snprintf(o.keyfile, sizeof o.keyfile, "%s", c->uri.keyfile);
+    tls_context *ctx = tls_client_context_new(&o, err, sizeof err);
+    if (!ctx) {
+        c->why_set = true;
+        c->why = (client_error){.kind = CLIENT_ERR_UNSUPPORTED};
+        snprintf(c->why.text, sizeof c->why.text, "TLS: %s", err);
+        return NULL;
+    }
+    transport *t = transport_new_tls_client(c->fl, c->base, c->fd, ctx, c->uri.server_name);
+    tls_context_free(ctx); /* the stream holds its own reference */
+    return t;
+}
+
 static void connected_cb(evutil_socket_t fd, short what, void *arg)
 {
     client *c = arg;
@@ -218,9 +241,12 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
         client_fail(c, CLIENT_ERR_NETWORK, 0, 0, "%s", strerror(err));
         return;
     }
-    c->t = transport_new_tcp(c->fl, c->base, c->fd);
+    c->t = c->uri.tls ? tls_stream(c) : transport_new_tcp(c->fl, c->base, c->fd);
     if (!c->t) {
-        client_fail(c, CLIENT_ERR_MEMORY, 0, 0, "out of memory");
+        if (!c->why_set)
+            client_fail(c, CLIENT_ERR_MEMORY, 0, 0, "out of memory");
+        else
+            die(c);
         return;
     }
     c->fd = -1; /* the transport's now */
@@ -388,9 +414,7 @@ client *client_connect(struct event_base *base, transport_flusher *fl, const cli
     client *c = client_new(base, fl, uri, o, h, ctx);
     if (!c)
         return NULL;
-    if (uri->tls)
-        client_fail(c, CLIENT_ERR_UNSUPPORTED, 0, 0, "amqps is not supported");
-    else if (uri->local)
+    if (uri->local)
         client_fail(c, CLIENT_ERR_UNSUPPORTED, 0, 0, "a URI without host needs a local transport");
     else
         resolve(c);

@@ -25,8 +25,9 @@
  * max_output: past it client_publish refuses (returns 0) until `writable`
  * is heard.
  *
- * amqps:// URIs parse, but TLS client connections are not implemented:
- * such a connect ends in `closed` with CLIENT_ERR_UNSUPPORTED.
+ * amqps:// connects over TLS (net/'s client streams), checking the
+ * server's certificate only with verify=verify_peer, as RabbitMQ's
+ * Erlang client does by default.
  */
 #ifndef WARREN_CLIENT_H
 #define WARREN_CLIENT_H
@@ -54,9 +55,11 @@ struct event_base;
  *   (RabbitMQ's direct connection); a port without a host is refused;
  * - port 1..65535, default 5672 (amqps 5671); IPv6 hosts in [brackets];
  * - query keys heartbeat (s), connection_timeout (ms), channel_max and
- *   frame_max are integers ({not_an_integer,...} otherwise); the others
- *   (auth_mechanism, amqps's TLS keys, unknown ones) are ignored: the
- *   client logs in with PLAIN and has no TLS. */
+ *   frame_max are integers ({not_an_integer,...} otherwise); amqps's
+ *   cacertfile, certfile, keyfile, verify (verify_peer | verify_none, the
+ *   default) and server_name_indication (default: the host; "disable")
+ *   are taken; the others (auth_mechanism, unknown ones) are ignored: the
+ *   client logs in with PLAIN. */
 typedef struct client_uri {
     bool tls;   /* amqps:// */
     bool local; /* no host: this broker */
@@ -67,6 +70,10 @@ typedef struct client_uri {
     int64_t heartbeat;          /* -1: not given */
     int64_t connection_timeout; /* ms; -1: not given */
     int64_t channel_max, frame_max; /* -1: not given */
+    /* amqps:// only */
+    char cacertfile[256], certfile[256], keyfile[256];
+    char server_name[256]; /* SNI and the name verified; "" none */
+    bool verify_peer;
 } client_uri;
 
 /* False with RabbitMQ's reason in `err` ("{unexpected_uri_scheme,\"http\"}",

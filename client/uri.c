@@ -91,6 +91,35 @@ static bool query_pair(client_uri *u, span k, span v, char *err, size_t errlen)
     return true;
 }
 
+/* amqps's TLS keys; false for another key. */
+static bool tls_pair(client_uri *u, span k, span v, char *err, size_t errlen, bool *ok)
+{
+    static const char *const files[] = {"cacertfile", "certfile", "keyfile"};
+    char *const dest[] = {u->cacertfile, u->certfile, u->keyfile};
+    for (size_t i = 0; i < 3; i++)
+        if (k.n == strlen(files[i]) && memcmp(k.p, files[i], k.n) == 0) {
+            *ok = unescape(v, dest[i], 256, err, errlen);
+            return true;
+        }
+    if (k.n == 6 && memcmp(k.p, "verify", 6) == 0) {
+        char value[32];
+        *ok = unescape(v, value, sizeof value, err, errlen);
+        if (*ok && strcmp(value, "verify_peer") != 0 && strcmp(value, "verify_none") != 0) {
+            snprintf(err, errlen, "{invalid_ssl_parameter,verify,\"%s\"}", value);
+            *ok = false;
+        }
+        u->verify_peer = *ok && strcmp(value, "verify_peer") == 0;
+        return true;
+    }
+    if (k.n == 22 && memcmp(k.p, "server_name_indication", 22) == 0) {
+        *ok = unescape(v, u->server_name, sizeof u->server_name, err, errlen);
+        if (*ok && strcmp(u->server_name, "disable") == 0)
+            u->server_name[0] = '\0';
+        return true;
+    }
+    return false;
+}
+
 static bool parse_query(client_uri *u, span q, char *err, size_t errlen)
 {
     while (q.n) {
@@ -98,8 +127,12 @@ static bool parse_query(client_uri *u, span q, char *err, size_t errlen)
         span pair = {q.p, amp ? (size_t)(amp - q.p) : q.n};
         const char *eq = memchr(pair.p, '=', pair.n);
         /* a key without '=' is proplists' short form: ignored, as RabbitMQ does */
-        if (eq && !query_pair(u, (span){pair.p, (size_t)(eq - pair.p)},
-                              (span){eq + 1, pair.n - (size_t)(eq - pair.p) - 1}, err, errlen))
+        span k = {pair.p, eq ? (size_t)(eq - pair.p) : 0};
+        span v = {eq ? eq + 1 : NULL, eq ? pair.n - k.n - 1 : 0};
+        bool ok = true;
+        if (eq && !(u->tls && tls_pair(u, k, v, err, errlen, &ok)))
+            ok = query_pair(u, k, v, err, errlen);
+        if (!ok)
             return false;
         q.p += pair.n + (amp ? 1 : 0);
         q.n -= pair.n + (amp ? 1 : 0);
@@ -190,6 +223,8 @@ bool client_uri_parse(const char *s, client_uri *u, char *err, size_t errlen)
         auth = (span){at + 1, alen - (size_t)(at - a) - 1};
     if (!parse_hostport(u, auth, err, errlen))
         return false;
+    if (u->tls) /* SNI names the host unless the query says otherwise */
+        snprintf(u->server_name, sizeof u->server_name, "%s", u->host);
     if (!u->user_given && !u->local) {
         strcpy(u->user, "guest");
         strcpy(u->password, "guest");

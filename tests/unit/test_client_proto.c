@@ -587,7 +587,12 @@ static void test_tcp(void **state)
     snprintf(uri, sizeof uri, "amqp://localhost:%u?connection_timeout=1000", port);
     tcp_case(uri, CLIENT_ERR_TIMEOUT, "handshake timeout");
     close(fd);
-    tcp_case("amqps://127.0.0.1", CLIENT_ERR_UNSUPPORTED, "amqps is not supported");
+    fd = listener(&port);
+    close(fd);
+    snprintf(uri, sizeof uri, "amqps://127.0.0.1:%u", port);
+    tcp_case(uri, CLIENT_ERR_NETWORK, "Connection refused");
+    snprintf(uri, sizeof uri, "amqps://127.0.0.1:%u?cacertfile=/nonexistent.pem", port);
+    tcp_case(uri, CLIENT_ERR_NETWORK, "Connection refused"); /* files are read once connected */
 }
 
 int main(void)

@@ -66,6 +66,32 @@ static void test_good(void **state)
     assert_int_equal(u.frame_max, 8192);
 }
 
+/* amqps's TLS keys: files percent-decoded, verify, SNI (the host by default). */
+static void test_tls_keys(void **state)
+{
+    (void)state;
+    client_uri u;
+    char err[256];
+    assert_true(client_uri_parse("amqps://h/?cacertfile=%2Fetc%2Fca.pem&certfile=/c.pem&keyfile=/k.pem"
+                                 "&verify=verify_peer", &u, err, sizeof err));
+    assert_string_equal(u.cacertfile, "/etc/ca.pem");
+    assert_string_equal(u.certfile, "/c.pem");
+    assert_string_equal(u.keyfile, "/k.pem");
+    assert_true(u.verify_peer);
+    assert_string_equal(u.server_name, "h");
+    assert_true(client_uri_parse("amqps://h?server_name_indication=other&verify=verify_none", &u, err,
+                                 sizeof err));
+    assert_string_equal(u.server_name, "other");
+    assert_false(u.verify_peer);
+    assert_true(client_uri_parse("amqps://h?server_name_indication=disable", &u, err, sizeof err));
+    assert_string_equal(u.server_name, "");
+    assert_false(client_uri_parse("amqps://h?verify=maybe", &u, err, sizeof err));
+    assert_string_equal(err, "{invalid_ssl_parameter,verify,\"maybe\"}");
+    /* plain amqp:// ignores them, as RabbitMQ does */
+    assert_true(client_uri_parse("amqp://h?cacertfile=/x&verify=maybe", &u, err, sizeof err));
+    assert_string_equal(u.cacertfile, "");
+}
+
 typedef struct bad {
     const char *uri, *why;
 } bad;
@@ -138,6 +164,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),
+        cmocka_unit_test(test_tls_keys),
         cmocka_unit_test(test_bad),
         cmocka_unit_test(test_long),
         cmocka_unit_test(test_redact),

@@ -409,3 +409,35 @@ class RestartTest(h.DataDirTest):
             ch.basic_publish("", "in", b"%d" % i, pika.BasicProperties(delivery_mode=2))
         until(lambda: ch.queue_declare("out", passive=True).method.message_count == 10)
         conn.close()
+
+
+class TlsTest(ShovelTest):
+    """amqps:// destinations: a Warren with an AMQPS listener (tests/tls);
+    with verify=verify_peer the server's certificate is checked against
+    cacertfile and the host name, and a wrong CA terminates the shovel."""
+
+    def test_amqps_destination(self):
+        from test_tls import PKI, TlsBroker, tls_settings
+        a = self.vhost()
+        self.grant(a, "guest")
+        with TlsBroker(tls_settings()) as b:
+            base = "amqps://guest:guest@localhost:%d?cacertfile=%s" % (b.tls_port, urllib.parse.quote(PKI))
+            self.shovel(a, "tls", {"src-uri": local_uri(a), "src-queue": "t", "dest-uri": base + "ca.pem&verify=verify_peer",
+                                   "dest-queue": "t.out"})
+            self.shovel(a, "tls-none", {"src-uri": local_uri(a), "src-queue": "t2", "dest-uri":
+                                        "amqps://guest:guest@127.0.0.1:%d" % b.tls_port, "dest-queue": "t2.out"})
+            self.shovel(a, "wrong-ca", {"src-uri": local_uri(a), "src-queue": "t3", "reconnect-delay": 30,
+                                        "dest-uri": base + "other_ca.pem&verify=verify_peer", "dest-queue": "t3.out"})
+            st = self.state(a, "tls", "running")
+            self.assertEqual(st["dest_uri"], "amqps://localhost:%d" % b.tls_port, "no credentials, no query")
+            self.state(a, "tls-none", "running")
+            self.assertIn("certificate verify failed", self.state(a, "wrong-ca", "terminated")["reason"])
+            src = self.channel(a)
+            for queue in ("t", "t2"):
+                for i in range(100):
+                    src.basic_publish("", queue, b"%d" % i, pika.BasicProperties(delivery_mode=2))
+            dest = self.channel("/", ("127.0.0.1", b.port))
+            self.assertEqual(len(self.bodies(dest, "t.out", 100)), 100)
+            self.assertEqual(len(self.bodies(dest, "t2.out", 100)), 100)
+            for name in ("tls", "tls-none", "wrong-ca"):
+                request("DELETE", "/api/parameters/shovel/%s/%s" % (q(a), name))
