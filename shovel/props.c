@@ -3,9 +3,9 @@
  * (shovelled-by, shovel-type, shovel-name, shovel-vhost, src-uri,
  * dest-uri, then the source's and the destination's queue / exchange /
  * key) before the hops already there; and x-shovelled-timestamp, a long of
- * seconds since the epoch. Other headers keep their order; the two are
- * put last. Properties are rewritten only when the definition asks, into
- * the shovel's own buffer, so a plain shovel forwards them untouched. */
+ * seconds since the epoch. Properties are rewritten only when the
+ * definition asks, into the shovel's own buffer, so a plain shovel
+ * forwards them untouched. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -42,34 +42,62 @@ static void put_hop(amqp_writer *w, shovel *sh)
     amqp_table_end(w, mark);
 }
 
-/* The new headers table (with its length) into w. */
+static void put_hops(amqp_writer *w, shovel *sh, amqp_bytes earlier)
+{
+    amqp_put_key(w, "x-shovelled");
+    size_t arr = amqp_put_field_begin(w, 'A');
+    put_hop(w, sh);
+    amqp_put_raw(w, earlier.ptr, earlier.len);
+    amqp_table_end(w, arr);
+}
+
+/* A non-array x-shovelled the message came with, kept where RabbitMQ
+ * keeps it: x-invalid-headers {x-shovelled: [it]} (unless the message
+ * has x-invalid-headers already). */
+static void put_invalid(amqp_writer *w, const amqp_field *old)
+{
+    amqp_put_key(w, "x-invalid-headers");
+    size_t t = amqp_put_field_begin(w, 'F');
+    amqp_put_key(w, "x-shovelled");
+    size_t arr = amqp_put_field_begin(w, 'A');
+    amqp_put_field(w, old);
+    amqp_table_end(w, arr);
+    amqp_table_end(w, t);
+}
+
+/* The new headers table (with its length) into w: as RabbitMQ's
+ * set_table_value, a header the message has is replaced where it is, a
+ * new one goes last. */
 static void put_headers(amqp_writer *w, shovel *sh, const amqp_basic_properties *p)
 {
     size_t top = amqp_table_begin(w);
-    amqp_bytes earlier = {NULL, 0}, key;
-    amqp_field f;
+    bool hops = false, stamp = false, invalid = false, has_invalid_headers = false;
+    amqp_field f, old = {0};
+    amqp_bytes key;
     amqp_iter it;
+    int64_t now = (int64_t)time(NULL);
     amqp_iter_init(&it, (p->flags & AMQP_BASIC_HEADERS_FLAG) ? p->headers : (amqp_bytes){0});
     while (amqp_table_next(&it, &key, &f)) {
+        has_invalid_headers |= amqp_bytes_equal_cstr(key, "x-invalid-headers");
         if (sh->cfg.forward_headers && amqp_bytes_equal_cstr(key, "x-shovelled")) {
-            if (f.type == 'A')
-                earlier = f.v.bytes;
-            continue;
+            invalid = f.type != 'A';
+            old = f;
+            put_hops(w, sh, invalid ? (amqp_bytes){NULL, 0} : f.v.bytes);
+            hops = true;
+        } else if (sh->cfg.timestamp_header && amqp_bytes_equal_cstr(key, "x-shovelled-timestamp")) {
+            amqp_put_field_long(w, "x-shovelled-timestamp", now);
+            stamp = true;
+        } else {
+            amqp_put_shortstr(w, key);
+            amqp_put_field(w, &f);
         }
-        if (sh->cfg.timestamp_header && amqp_bytes_equal_cstr(key, "x-shovelled-timestamp"))
-            continue;
-        amqp_put_shortstr(w, key);
-        amqp_put_field(w, &f);
     }
-    if (sh->cfg.forward_headers) {
-        amqp_put_key(w, "x-shovelled");
-        size_t arr = amqp_put_field_begin(w, 'A');
-        put_hop(w, sh);
-        amqp_put_raw(w, earlier.ptr, earlier.len);
-        amqp_table_end(w, arr);
-    }
-    if (sh->cfg.timestamp_header)
-        amqp_put_field_long(w, "x-shovelled-timestamp", (int64_t)time(NULL));
+    if (sh->cfg.forward_headers && !hops)
+        put_hops(w, sh, (amqp_bytes){NULL, 0});
+    if (invalid && !has_invalid_headers)
+        put_invalid(w, &old);
+    if (sh->cfg.timestamp_header && !stamp)
+        amqp_put_field_long(w, "x-shovelled-timestamp", now);
     amqp_table_end(w, top);
 }
 

@@ -142,6 +142,22 @@ class LocalTest(ShovelTest):
         self.assertEqual([(hop["shovel-name"], hop["shovel-vhost"]) for hop in props.headers["x-shovelled"]],
                          [("hop2", b), ("hop1", a)], "the latest hop first")
 
+    def test_forward_headers_replace_in_place_and_keep_an_invalid_one(self):
+        """rabbit_basic:prepend_table_header: an x-shovelled that is not an
+        array is replaced where it is and kept in x-invalid-headers."""
+        a, b = self.two_vhosts()
+        self.shovel(a, "inv", {"src-uri": local_uri(a), "src-queue": "i", "dest-uri": local_uri(b),
+                               "dest-queue": "i.out", "dest-add-forward-headers": True,
+                               "dest-add-timestamp-header": True})
+        self.state(a, "inv", "running")
+        self.channel(a).basic_publish("", "i", b"x", pika.BasicProperties(
+            headers={"x-shovelled-timestamp": 1, "x-shovelled": "bogus", "z": 1}))
+        props, _ = self.bodies(self.channel(b), "i.out", 1)[0]
+        self.assertEqual(list(props.headers), ["x-shovelled-timestamp", "x-shovelled", "z", "x-invalid-headers"])
+        self.assertEqual(props.headers["x-invalid-headers"], {"x-shovelled": ["bogus"]})
+        self.assertEqual(props.headers["x-shovelled"][0]["shovel-name"], "inv")
+        self.assertGreater(props.headers["x-shovelled-timestamp"], 1)
+
     def test_exchange_source_and_exchange_destination(self):
         a, b = self.two_vhosts()
         dest = self.channel(b)
