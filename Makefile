@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c dedup/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c dedup/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c client/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c shovel/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -88,6 +88,7 @@ STREAM_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard stream/*.c)) $(MIRROR_OBJS)
 HTTP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard http/*.c))
 ETCD_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard etcd/*.c))
 NET_OBJS   = $(patsubst %.c,$(B)/%.o,$(wildcard net/*.c))
+CLIENT_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard client/*.c)) $(NET_OBJS) $(AMQP_OBJS)
 PATTERN_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard pattern/*.c))
 STREAMPROTO_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard streamproto/*.c))
 
@@ -132,6 +133,10 @@ $(B)/tests/unit/test_etcd_%: tests/unit/test_etcd_%.c $(wildcard tests/unit/test
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_net_%: tests/unit/test_net_%.c $(NET_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_client_%: tests/unit/test_client_%.c $(CLIENT_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

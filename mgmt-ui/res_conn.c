@@ -76,7 +76,7 @@ static void conn_json(mgmt_req *r, mgmt_json *w, conn *c)
     mgmt_json_kstr(w, "ssl_protocol", tls.protocol);
     mgmt_json_kstr(w, "state", ci.state);
     mgmt_json_kuint(w, "timeout", ci.heartbeat);
-    mgmt_json_kstr(w, "type", "network");
+    mgmt_json_kstr(w, "type", ci.trusted ? "direct" : "network");
     mgmt_json_kstr(w, "user", ci.user);
     user_provided_name(w, ci.client_properties);
     mgmt_json_kstr(w, "user_who_performed_action", ci.user);

@@ -160,6 +160,17 @@ void *tls_context_ssl_ctx(tls_context *c);
  * 16 KiB), and reads take what the socket has, as TCP's do. */
 transport *transport_new_tls(transport_flusher *fl, struct event_base *base, int fd,
                              tls_context *ctx);
+/* The client side (client/'s amqps:// links): a context whose streams check
+ * the server's certificate against `cacertfile` (and its name against the
+ * server name) when `verify_peer`, and present `certfile` / `keyfile` when
+ * given; versions and ciphers as above. NULL with the reason in err. */
+tls_context *tls_client_context_new(const tls_options *o, char *err, size_t errlen);
+/* A TLS client stream over a TCP socket (connected): the handshake starts
+ * with the first write. `server_name` is sent as SNI and, with
+ * verify_peer, checked against the certificate; NULL or "": none. Takes
+ * over fd as transport_new_tcp. */
+transport *transport_new_tls_client(transport_flusher *fl, struct event_base *base, int fd,
+                                    tls_context *ctx, const char *server_name);
 /* Why the last TLS stream error happened (a failed handshake): text for a
  * log, "" when none or not TLS. */
 const char *transport_tls_error(const transport *t);

@@ -12,8 +12,10 @@
  * A full ring (socket full) stops SSL_write with WANT_WRITE, retried with
  * the same bytes when the socket drains.
  *
- * The handshake runs inside the first SSL_read (the server speaks only
- * after the client). The generic part's wishes (read, write) and
+ * A server stream's handshake runs inside the first SSL_read (the server
+ * speaks only after the client); a client stream's (client/'s amqps://)
+ * starts with its first write, whose hello goes out while the write waits
+ * for the handshake's input, and goes on in the reads. The generic part's wishes (read, write) and
  * OpenSSL's (a write that needs the handshake's input, a read whose
  * records wait for the socket) decide together which events are on; the
  * readiness callback runs whichever was waiting. Renegotiation is
@@ -179,6 +181,46 @@ tls_context *tls_context_new(const tls_options *o, char *err, size_t errlen)
         SSL_CTX_set_verify_depth(ctx, o->depth);
     if (!load_files(ctx, o, err, errlen) ||
         (*o->ciphers && !set_ciphers(ctx, o->ciphers, err, errlen))) {
+        tls_context_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+tls_context *tls_client_context_new(const tls_options *o, char *err, size_t errlen)
+{
+    ERR_clear_error();
+    tls_context *c = calloc(1, sizeof *c);
+    SSL_CTX *ctx = c ? SSL_CTX_new(TLS_client_method()) : NULL;
+    if (!ctx) {
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->ctx = ctx;
+    unsigned v = o->versions ? o->versions : TLS_V1_2 | TLS_V1_3;
+    SSL_CTX_set_min_proto_version(ctx, lowest(v));
+    SSL_CTX_set_max_proto_version(ctx, highest(v));
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_verify(ctx, o->verify_peer ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+    if (o->depth >= 0)
+        SSL_CTX_set_verify_depth(ctx, o->depth);
+    bool ok = true;
+    if (*o->cacertfile && SSL_CTX_load_verify_locations(ctx, o->cacertfile, NULL) != 1) {
+        ssl_error(err, errlen, "cacertfile", o->cacertfile);
+        ok = false;
+    } else if (o->verify_peer && !*o->cacertfile && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        ssl_error(err, errlen, "cacertfile", "(the system's)");
+        ok = false;
+    } else if (*o->certfile && !load_files(ctx, o, err, errlen)) {
+        ok = false;
+    } else if (*o->ciphers && !set_ciphers(ctx, o->ciphers, err, errlen)) {
+        ok = false;
+    }
+    if (!ok) {
         tls_context_free(c);
         return NULL;
     }
@@ -451,8 +493,10 @@ static void tls_ready(evutil_socket_t fd, short what, void *arg)
         transport_ready(fd, EV_READ, arg);
 }
 
-transport *transport_new_tls(transport_flusher *fl, struct event_base *base, int fd,
-                             tls_context *ctx)
+/* A server stream (the handshake waits for the client's hello), or a
+ * client one (its first write sends the hello) naming `server_name`. */
+static transport *new_stream(transport_flusher *fl, struct event_base *base, int fd,
+                             tls_context *ctx, bool client, const char *server_name)
 {
     transport *t = transport_new(fl, &tls_ops, sizeof(tls));
     if (!t)
@@ -462,10 +506,19 @@ transport *transport_new_tls(transport_flusher *fl, struct event_base *base, int
     BIO *sock = BIO_new_socket(fd, BIO_NOCLOSE), *inner = NULL;
     k->ssl = SSL_new(ctx->ctx);
     bool ok = sock && k->ssl && BIO_new_bio_pair(&inner, PAIR_SIZE, &k->net, PAIR_SIZE);
+    if (ok && client && server_name && *server_name) {
+        /* an address is checked as one and sent as no SNI (RFC 6066) */
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(k->ssl), server_name) != 1)
+            ok = SSL_set_tlsext_host_name(k->ssl, server_name) == 1 &&
+                 SSL_set1_host(k->ssl, server_name) == 1;
+    }
     if (ok) {
         SSL_set_bio(k->ssl, sock, inner); /* SSL owns both now */
         sock = NULL;
-        SSL_set_accept_state(k->ssl);
+        if (client)
+            SSL_set_connect_state(k->ssl);
+        else
+            SSL_set_accept_state(k->ssl);
     }
     k->rev = event_new(base, fd, EV_READ | EV_PERSIST, tls_ready, t);
     k->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, tls_ready, t);
@@ -477,6 +530,18 @@ transport *transport_new_tls(transport_flusher *fl, struct event_base *base, int
     }
     evutil_make_socket_nonblocking(fd);
     return t;
+}
+
+transport *transport_new_tls(transport_flusher *fl, struct event_base *base, int fd,
+                             tls_context *ctx)
+{
+    return new_stream(fl, base, fd, ctx, false, NULL);
+}
+
+transport *transport_new_tls_client(transport_flusher *fl, struct event_base *base, int fd,
+                                    tls_context *ctx, const char *server_name)
+{
+    return new_stream(fl, base, fd, ctx, true, server_name);
 }
 
 const char *transport_tls_error(const transport *t)
