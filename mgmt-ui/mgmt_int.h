@@ -125,6 +125,7 @@ extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
+extern const mgmt_route mgmt_federation_routes[]; /* res_federation.c */
 extern const mgmt_route mgmt_super_stream_routes[]; /* res_super_stream.c */
 extern const mgmt_route mgmt_cluster_routes[];      /* res_cluster.c */
 

@@ -118,6 +118,14 @@ static const policy_key keys[] = {
     /* RabbitMQ 3.10 skips classic queues here; Warren limits them too */
     {"delivery-limit", "delivery limit", V_NON_NEG, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
     {"expires", "queue expiry", V_POSITIVE, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
+    /* rabbitmq_federation's: which upstreams federate the object (one of
+     * the three; federation/ reads them from the applied definition) */
+    {"federation-upstream", "federation upstream name", V_STRING, NULL, false, ARG_NONE, 0,
+     ON_QUEUE | ON_EXCHANGE},
+    {"federation-upstream-pattern", "federation upstream pattern name", V_STRING, NULL, false,
+     ARG_NONE, 0, ON_QUEUE | ON_EXCHANGE},
+    {"federation-upstream-set", "federation upstream set name", V_STRING, NULL, false, ARG_NONE,
+     0, ON_QUEUE | ON_EXCHANGE},
     {"ha-mode", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"ha-params", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"ha-promote-on-failure", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
@@ -557,6 +565,15 @@ static bool no_duplicates(const amqp_bytes *ks, size_t n, pt **terms, text *t, p
     return dups == 0;
 }
 
+/* How many of rabbitmq_federation's three keys `def` holds. */
+static int federation_keys(amqp_bytes def)
+{
+    amqp_field f;
+    return amqp_table_get(def, "federation-upstream", &f) +
+           amqp_table_get(def, "federation-upstream-pattern", &f) +
+           amqp_table_get(def, "federation-upstream-set", &f);
+}
+
 /* rabbit_policies:validate_policy (the first bad value in key order), then
  * the mirroring validators, then the keys nobody recognised. */
 static void check_keys(amqp_bytes def, bool op, const amqp_bytes *ks, size_t n, pt **terms,
@@ -582,6 +599,11 @@ static void check_keys(amqp_bytes def, bool op, const amqp_bytes *ks, size_t n, 
     if (!op && amqp_table_get(def, "queue-master-locator", &qml) &&
         !value_ok(key_of(AMQP_CSTR("queue-master-locator")), &qml)) {
         add_term(t, "", pt_json(a, &qml), " invalid queue-master-locator value\n");
+        return;
+    }
+    if (!op && federation_keys(def) > 1) {
+        add(t, "cannot specify federation-upstream, federation-upstream-set or "
+               "federation-upstream-pattern together\n");
         return;
     }
     if (unknown)

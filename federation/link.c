@@ -1,0 +1,352 @@
+/* One federation link: its connection to the upstream and what arrives on
+ * it.
+ *
+ * States (the status RabbitMQ shows): starting (connecting, declaring:
+ * `calls` replies still due) -> running -> error (the connection or a
+ * channel ended: the reason is kept, the connection freed, and after
+ * reconnect-delay the link starts again). Channel 1 carries the setup,
+ * the consumer and acks; channel 2 only the passive check of the upstream
+ * object, whose 404 closes it (link_setup.c).
+ *
+ * A delivery is put into the local exchange (exchange link) or queue
+ * (queue link, through the default exchange) as a new message with
+ * x-received-from added and, unless trust-user-id, no user-id. on-confirm
+ * acks wait in `pending` (a ring in delivery order) until the journal has
+ * synced what the local publish wrote; each sync acks the ring's synced
+ * head with one multiple ack.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+
+#include "fed_int.h"
+
+static uint64_t wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+void fed_link_set_status(fed_link *k, fed_status st, const char *error)
+{
+    if (st == FED_ERROR && k->status != FED_ERROR)
+        log_msg(LOG_WARNING, "federation link for %s '%s' in vhost '%s' (upstream '%s'): %s",
+                k->queue ? "queue" : "exchange", k->object, k->vhost, k->up.name, error);
+    k->status = st;
+    snprintf(k->error, sizeof k->error, "%s", error ? error : "");
+    k->changed_at = wall_ms();
+}
+
+vhost *fed_link_vhost(fed_link *k) { return server_vhost(k->f->s, AMQP_CSTR(k->vhost)); }
+
+/* ---- the connection ----------------------------------------------------------- */
+
+/* Ends the connection after a failure: the status says why, and the tick
+ * connects again after reconnect-delay. */
+static void fail(fed_link *k, const char *why)
+{
+    fed_link_set_status(k, FED_ERROR, why);
+    if (k->c)
+        client_free(k->c);
+    k->c = NULL;
+    k->consuming = false;
+    k->pending_n = 0; /* their deliveries go back upstream with the connection */
+    k->retry_at = loop_now_ms(k->f->l) + k->up.reconnect_delay_ms;
+}
+
+static void describe(const client_error *e, char *out, size_t cap)
+{
+    if (e->code)
+        snprintf(out, cap, "{shutdown,{server_initiated_close,%u,<<\"%s\">>}}", e->code, e->text);
+    else
+        snprintf(out, cap, "%s", e->text);
+}
+
+static void on_opened(void *ctx, client *c)
+{
+    fed_link *k = ctx;
+    if (!client_channel_open(c, 1) || !client_channel_open(c, 2))
+        fail(k, "cannot open a channel");
+}
+
+static void on_closed(void *ctx, client *c, const client_error *why)
+{
+    fed_link *k = ctx;
+    char text[300];
+    (void)c;
+    describe(why, text, sizeof text);
+    fail(k, text[0] ? text : "connection closed");
+}
+
+static void on_channel_opened(void *ctx, client *c, uint16_t ch)
+{
+    fed_link *k = ctx;
+    (void)c;
+    if (ch == 2)
+        fed_setup_start(k);
+}
+
+static void on_channel_closed(void *ctx, client *c, uint16_t ch, const client_error *why)
+{
+    fed_link *k = ctx;
+    char text[300];
+    (void)c;
+    if (ch == 2 && why->code == AMQP_NOT_FOUND && k->status == FED_STARTING) {
+        fed_setup_checked(k, false);
+        return;
+    }
+    if (ch == 2 && why->kind == CLIENT_OK)
+        return;
+    describe(why, text, sizeof text);
+    fail(k, text);
+}
+
+static void on_reply(void *ctx, client *c, uint16_t ch, const amqp_method *m)
+{
+    fed_link *k = ctx;
+    (void)m;
+    if (ch == 2) {
+        client_channel_close(c, 2);
+        fed_setup_checked(k, true);
+    } else if (k->calls && --k->calls == 0 && k->status == FED_STARTING) {
+        fed_link_set_status(k, FED_RUNNING, NULL);
+        log_msg(LOG_INFO, "federation link for %s '%s' in vhost '%s' connected to %s",
+                k->queue ? "queue" : "exchange", k->object, k->vhost, k->uri);
+    }
+}
+
+static void on_cancelled(void *ctx, client *c, uint16_t ch, amqp_bytes tag)
+{
+    (void)c, (void)ch, (void)tag;
+    fail(ctx, "basic_cancel");
+}
+
+/* ---- deliveries ------------------------------------------------------------------ */
+
+static uint8_t *scratch(fed_link *k, size_t want)
+{
+    if (want > k->scratch_cap) {
+        uint8_t *grown = realloc(k->scratch, want);
+        if (!grown)
+            return NULL;
+        k->scratch = grown;
+        k->scratch_cap = want;
+    }
+    return k->scratch;
+}
+
+static int64_t expiration_of(amqp_bytes e)
+{
+    int64_t n = 0;
+    if (e.len == 0 || e.len > 18)
+        return -1;
+    for (uint32_t i = 0; i < e.len; i++) {
+        if (e.ptr[i] < '0' || e.ptr[i] > '9')
+            return -1;
+        n = n * 10 + (e.ptr[i] - '0');
+    }
+    return n;
+}
+
+/* The message with this hop's headers, as the local publish takes it;
+ * NULL when it cannot be made (no memory, properties that do not decode). */
+static msg *rewrite(fed_link *k, const client_message *m, amqp_basic_properties *p)
+{
+    amqp_error err;
+    if (amqp_properties_decode(m->properties, p, &err) != AMQP_OK)
+        return NULL;
+    fed_hop hop = {.uri = k->uri, .object = k->object, .queue = k->queue,
+                   .redelivered = m->redelivered, .vhost = NULL, .cluster = NULL};
+    size_t room = p->headers.len + 3 * 1024 + 2 * m->exchange.len + m->routing_key.len;
+    size_t total = room + m->properties.len + room + 64;
+    uint8_t *buf = scratch(k, total);
+    if (!buf)
+        return NULL;
+    amqp_writer w;
+    amqp_writer_init(&w, buf, room);
+    fed_hop_headers(&w, p->headers, &hop, m->exchange, m->routing_key);
+    if (w.overflow)
+        return NULL;
+    p->headers = (amqp_bytes){buf, (uint32_t)w.len};
+    p->flags |= AMQP_BASIC_HEADERS_FLAG;
+    if (!k->up.trust_user_id)
+        p->flags &= (uint16_t)~AMQP_BASIC_USER_ID_FLAG;
+    size_t n = amqp_properties_encode(p, buf + room, total - room);
+    if (!n)
+        return NULL;
+    amqp_bytes exchange = k->queue ? AMQP_CSTR("") : AMQP_CSTR(k->object);
+    amqp_bytes key = k->queue ? AMQP_CSTR(k->object) : m->routing_key;
+    msg *out = msg_new(loop_msgs(k->f->l), exchange, key, (amqp_bytes){buf + room, (uint32_t)n},
+                       m->body.len);
+    if (out)
+        msg_append_body(out, m->body.ptr, m->body.len);
+    return out;
+}
+
+static void wait_for_journal(fed_link *k, uint64_t tag, journal_seq wait)
+{
+    if (k->pending_n == k->pending_cap) {
+        size_t cap = k->pending_cap ? 2 * k->pending_cap : 64;
+        fed_pending *grown = malloc(cap * sizeof *grown);
+        if (!grown) {
+            client_ack(k->c, 1, tag, false); /* better early than stuck */
+            return;
+        }
+        for (size_t i = 0; i < k->pending_n; i++)
+            grown[i] = k->pending[(k->pending_head + i) % k->pending_cap];
+        free(k->pending);
+        k->pending = grown;
+        k->pending_cap = cap;
+        k->pending_head = 0;
+    }
+    k->pending[(k->pending_head + k->pending_n++) % k->pending_cap] = (fed_pending){tag, wait};
+    loop_journal_wait(k->f->l, wait);
+}
+
+void fed_link_synced(fed_link *k, journal_seq synced)
+{
+    uint64_t last = 0;
+    while (k->pending_n && k->pending[k->pending_head].wait <= synced) {
+        last = k->pending[k->pending_head].tag;
+        k->pending_head = (k->pending_head + 1) % k->pending_cap;
+        k->pending_n--;
+    }
+    if (last && k->c)
+        client_ack(k->c, 1, last, true);
+}
+
+/* Acks (or nacks) per ack-mode once the message went where it goes. */
+static void settle(fed_link *k, uint64_t tag, const vhost_routed *r)
+{
+    journal *j = server_journal(k->f->s);
+    if (k->up.ack_mode == FED_NO_ACK)
+        return;
+    if (r->refused)
+        client_nack(k->c, 1, tag, false, false); /* as a refused confirm nacks */
+    else if (k->up.ack_mode == FED_ON_CONFIRM && r->wait && j && r->wait > journal_synced(j))
+        wait_for_journal(k, tag, r->wait);
+    else if (k->pending_n)
+        wait_for_journal(k, tag, 0); /* behind the ones waiting: acked with them */
+    else
+        client_ack(k->c, 1, tag, false);
+}
+
+static void on_deliver(void *ctx, client *c, uint16_t ch, const client_message *m)
+{
+    fed_link *k = ctx;
+    vhost *v = fed_link_vhost(k);
+    amqp_error err;
+    amqp_basic_properties p;
+    (void)c, (void)ch;
+    route_exchange *ex = v ? route_exchange_lookup(vhost_routes(v), k->queue ? AMQP_CSTR("")
+                                                   : AMQP_CSTR(k->object), AMQP_BASIC_PUBLISH, &err)
+                           : NULL;
+    if (!ex) { /* the object went: the manager stops the link soon */
+        if (k->up.ack_mode != FED_NO_ACK)
+            client_nack(k->c, 1, m->delivery_tag, false, true);
+        return;
+    }
+    if (!k->queue && amqp_properties_decode(m->properties, &p, &err) == AMQP_OK &&
+        !fed_should_forward(p.headers, k->up.max_hops, k->f->cluster, k->vhost)) {
+        if (k->up.ack_mode != FED_NO_ACK)
+            client_ack(k->c, 1, m->delivery_tag, false); /* dropped, but acked */
+        return;
+    }
+    msg *out = rewrite(k, m, &p);
+    if (!out) {
+        if (k->up.ack_mode != FED_NO_ACK)
+            client_reject(k->c, 1, m->delivery_tag, false);
+        return;
+    }
+    vhost_routed r = vhost_publish(v, ex, out, p.headers, expiration_of(p.expiration));
+    msg_unref(out);
+    settle(k, m->delivery_tag, &r);
+}
+
+static const client_handlers handlers = {
+    .opened = on_opened,
+    .closed = on_closed,
+    .channel_opened = on_channel_opened,
+    .channel_closed = on_channel_closed,
+    .reply = on_reply,
+    .deliver = on_deliver,
+    .cancelled = on_cancelled,
+};
+
+/* ---- life -------------------------------------------------------------------------- */
+
+/* Connects to the first of its URIs RabbitMQ's way would pick at random;
+ * each attempt takes the next. */
+static void start(fed_link *k)
+{
+    client_uri uri;
+    char err[256];
+    const char *s = k->up.uris[k->changed_at % k->up.nuris];
+    client_uri_redact(s, k->uri, sizeof k->uri);
+    k->calls = 0;
+    k->consuming = false;
+    fed_link_set_status(k, FED_STARTING, NULL);
+    if (!client_uri_parse(s, &uri, err, sizeof err)) {
+        fail(k, err);
+        return;
+    }
+    if (uri.local) {
+        fail(k, "an upstream URI without a host (this broker) is not supported");
+        return;
+    }
+    client_options o = {.connection_name = k->conn_name};
+    k->c = client_connect(loop_base(k->f->l), loop_flusher(k->f->l), &uri, &o, &handlers, k);
+    if (!k->c)
+        fail(k, "out of memory");
+}
+
+fed_link *fed_link_new(federation *f, bool queue, const char *vhost, const char *object,
+                       const char *policy, const char *config, fed_upstream *up)
+{
+    fed_link *k = calloc(1, sizeof *k);
+    if (!k || !(k->config = strdup(config))) {
+        free(k);
+        fed_upstream_clear(up);
+        return NULL;
+    }
+    k->f = f;
+    k->queue = queue;
+    k->up = *up;
+    k->suffix = 'A';
+    snprintf(k->vhost, sizeof k->vhost, "%s", vhost);
+    snprintf(k->object, sizeof k->object, "%s", object);
+    snprintf(k->policy, sizeof k->policy, "%s", policy);
+    fed_connection_name(k->conn_name, sizeof k->conn_name, up->name, policy);
+    fed_link_id(k->id, sizeof k->id, vhost, queue ? "queue" : "exchange", object, up->name,
+                queue ? up->queue : up->exchange);
+    start(k);
+    return k;
+}
+
+void fed_link_tick(fed_link *k, uint64_t now, bool bindings)
+{
+    if (!k->c && k->status == FED_ERROR && now >= k->retry_at)
+        start(k);
+    if (k->status == FED_RUNNING && k->c && k->queue)
+        fed_queue_demand(k);
+    else if (k->status == FED_RUNNING && k->c && bindings)
+        fed_bindings_sync(k);
+}
+
+void fed_link_free(fed_link *k)
+{
+    if (!k)
+        return;
+    if (k->c)
+        client_free(k->c); /* unacked deliveries go back upstream */
+    fed_bindings_free(k);
+    fed_upstream_clear(&k->up);
+    free(k->pending);
+    free(k->scratch);
+    free(k->config);
+    free(k);
+}
