@@ -87,6 +87,7 @@ STREAM_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard stream/*.c)) $(MIRROR_OBJS)
 HTTP_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard http/*.c))
 ETCD_OBJS  = $(patsubst %.c,$(B)/%.o,$(wildcard etcd/*.c))
 NET_OBJS   = $(patsubst %.c,$(B)/%.o,$(wildcard net/*.c))
+CLIENT_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard client/*.c)) $(NET_OBJS) $(AMQP_OBJS)
 PATTERN_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard pattern/*.c))
 STREAMPROTO_OBJS = $(patsubst %.c,$(B)/%.o,$(wildcard streamproto/*.c))
 
@@ -127,6 +128,10 @@ $(B)/tests/unit/test_etcd_%: tests/unit/test_etcd_%.c $(wildcard tests/unit/test
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_net_%: tests/unit/test_net_%.c $(NET_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_client_%: tests/unit/test_client_%.c $(CLIENT_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
