@@ -54,7 +54,7 @@ void fed_exchange_name(char *out, size_t cap, const char *queue_name, char suffi
 void fed_connection_name(char *out, size_t cap, const char *upstream, const char *policy);
 /* The link's id in the status: 8 hex digits of a hash of its key, as
  * rabbit_federation_status shows one (the hash is Warren's, FNV-1a). */
-void fed_link_id(char *out, size_t cap, const char *vhost, const char *type, const char *object,
+void fed_link_id(char *out, size_t cap, const char *vh, const char *type, const char *object,
                  const char *upstream, const char *upstream_object);
 
 /* ---- headers (headers.c) --------------------------------------------------- */
@@ -75,7 +75,7 @@ typedef struct fed_hop {
  * x-received-from is an array of max_hops entries or more, or one entry
  * names this cluster and vhost. */
 bool fed_should_forward(amqp_bytes headers, int64_t max_hops, const char *cluster,
-                        const char *vhost);
+                        const char *vh);
 
 /* The headers of a message an exchange link republishes: `headers` with
  * the hop's table first in x-received-from (rabbit_basic's
@@ -129,6 +129,7 @@ struct fed_link {
     char *config; /* the upstream's JSON and its set element's: a change restarts the link */
     fed_upstream up;
     char uri[1024]; /* without credentials */
+    char upstream_vhost[FED_NAME_MAX]; /* the URI's */
     char id[12], conn_name[2 * FED_NAME_MAX + 48];
     fed_status status;
     char error[300];
@@ -160,7 +161,7 @@ struct federation {
 
 /* link.c: a link for (object, upstream) and its connection. link_new takes
  * `up` over (cleared on failure) and starts connecting; NULL on OOM. */
-fed_link *fed_link_new(federation *f, bool queue, const char *vhost, const char *object,
+fed_link *fed_link_new(federation *f, bool queue, const char *vh, const char *object,
                        const char *policy, const char *config, fed_upstream *up);
 /* Closes its connection (deliveries not acked go back upstream), frees. */
 void fed_link_free(fed_link *k);

@@ -8,6 +8,7 @@
  * new one goes at the end. Input tables are validated already (they came
  * in through the codec), so the iterators cannot run past them.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "fed_int.h"
@@ -21,20 +22,20 @@ static bool field_is(const amqp_field *f, const char *s)
 }
 
 /* Does a hop table name `cluster` in `vhost` (already_seen)? */
-static bool names_us(amqp_bytes table, const char *cluster, const char *vhost)
+static bool names_us(amqp_bytes table, const char *cluster, const char *vh)
 {
     amqp_field c, v;
     return amqp_table_get(table, "cluster-name", &c) && field_is(&c, cluster) &&
-           amqp_table_get(table, "vhost", &v) && field_is(&v, vhost);
+           amqp_table_get(table, "vhost", &v) && field_is(&v, vh);
 }
 
-static bool seen_in(amqp_bytes array, const char *cluster, const char *vhost)
+static bool seen_in(amqp_bytes array, const char *cluster, const char *vh)
 {
     amqp_iter it;
     amqp_field e;
     amqp_iter_init(&it, array);
     while (amqp_array_next(&it, &e))
-        if (e.type == 'F' && names_us(e.v.bytes, cluster, vhost))
+        if (e.type == 'F' && names_us(e.v.bytes, cluster, vh))
             return true;
     return false;
 }
@@ -51,12 +52,12 @@ static size_t array_length(amqp_bytes array)
 }
 
 bool fed_should_forward(amqp_bytes headers, int64_t max_hops, const char *cluster,
-                        const char *vhost)
+                        const char *vh)
 {
     amqp_field f;
     if (!amqp_table_get(headers, RECEIVED_FROM, &f) || f.type != 'A')
         return true;
-    return (int64_t)array_length(f.v.bytes) < max_hops && !seen_in(f.v.bytes, cluster, vhost);
+    return (int64_t)array_length(f.v.bytes) < max_hops && !seen_in(f.v.bytes, cluster, vh);
 }
 
 /* ---- x-received-from -------------------------------------------------------- */

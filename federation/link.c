@@ -61,7 +61,8 @@ static void fail(fed_link *k, const char *why)
 static void describe(const client_error *e, char *out, size_t cap)
 {
     if (e->code)
-        snprintf(out, cap, "{shutdown,{server_initiated_close,%u,<<\"%s\">>}}", e->code, e->text);
+        snprintf(out, cap, "{shutdown,{server_initiated_close,%u,<<\"%.200s\">>}}", e->code,
+                 e->text);
     else
         snprintf(out, cap, "%s", e->text);
 }
@@ -160,7 +161,7 @@ static msg *rewrite(fed_link *k, const client_message *m, amqp_basic_properties 
     if (amqp_properties_decode(m->properties, p, &err) != AMQP_OK)
         return NULL;
     fed_hop hop = {.uri = k->uri, .object = k->object, .queue = k->queue,
-                   .redelivered = m->redelivered, .vhost = NULL, .cluster = NULL};
+                   .redelivered = m->redelivered, .vhost = k->upstream_vhost, .cluster = NULL};
     size_t room = p->headers.len + 3 * 1024 + 2 * m->exchange.len + m->routing_key.len;
     size_t total = room + m->properties.len + room + 64;
     uint8_t *buf = scratch(k, total);
@@ -294,6 +295,7 @@ static void start(fed_link *k)
         fail(k, err);
         return;
     }
+    snprintf(k->upstream_vhost, sizeof k->upstream_vhost, "%s", uri.vhost);
     if (uri.local) {
         fail(k, "an upstream URI without a host (this broker) is not supported");
         return;
@@ -304,25 +306,25 @@ static void start(fed_link *k)
         fail(k, "out of memory");
 }
 
-fed_link *fed_link_new(federation *f, bool queue, const char *vhost, const char *object,
-                       const char *policy, const char *config, fed_upstream *up)
+fed_link *fed_link_new(federation *f, bool is_queue, const char *vh, const char *object,
+                       const char *policy, const char *json, fed_upstream *up)
 {
     fed_link *k = calloc(1, sizeof *k);
-    if (!k || !(k->config = strdup(config))) {
+    if (!k || !(k->config = strdup(json))) {
         free(k);
         fed_upstream_clear(up);
         return NULL;
     }
     k->f = f;
-    k->queue = queue;
+    k->queue = is_queue;
     k->up = *up;
     k->suffix = 'A';
-    snprintf(k->vhost, sizeof k->vhost, "%s", vhost);
+    snprintf(k->vhost, sizeof k->vhost, "%s", vh);
     snprintf(k->object, sizeof k->object, "%s", object);
     snprintf(k->policy, sizeof k->policy, "%s", policy);
     fed_connection_name(k->conn_name, sizeof k->conn_name, up->name, policy);
-    fed_link_id(k->id, sizeof k->id, vhost, queue ? "queue" : "exchange", object, up->name,
-                queue ? up->queue : up->exchange);
+    fed_link_id(k->id, sizeof k->id, vh, is_queue ? "queue" : "exchange", object, up->name,
+                is_queue ? up->queue : up->exchange);
     start(k);
     return k;
 }

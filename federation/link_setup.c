@@ -19,6 +19,7 @@
  * entry per distinct pair, as RabbitMQ binds a pair once) and the
  * difference bound or unbound.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,10 +40,10 @@ void fed_setup_start(fed_link *k)
     fed_bindings_free(k); /* a new connection binds a new exchange */
     if (k->queue) {
         m.id = AMQP_QUEUE_DECLARE;
-        m.u.queue_declare = (amqp_queue_declare){.queue = AMQP_CSTR(k->up.queue), .passive = true};
+        m.queue_declare = (amqp_queue_declare){.queue = AMQP_CSTR(k->up.queue), .passive = true};
     } else {
         m.id = AMQP_EXCHANGE_DECLARE;
-        m.u.exchange_declare =
+        m.exchange_declare =
             (amqp_exchange_declare){.exchange = AMQP_CSTR(k->up.exchange), .passive = true};
     }
     client_call(k->c, 2, &m);
@@ -56,7 +57,7 @@ static void declare_like_local(fed_link *k)
     if (k->queue) {
         queue *q = v ? vhost_queue_find(v, AMQP_CSTR(k->object)) : NULL;
         m.id = AMQP_QUEUE_DECLARE;
-        m.u.queue_declare = (amqp_queue_declare){
+        m.queue_declare = (amqp_queue_declare){
             .queue = AMQP_CSTR(k->up.queue), .durable = !q || queue_durable(q),
             .auto_delete = q && queue_auto_delete(q), .arguments = q ? queue_arguments(q) : (amqp_bytes){0}};
     } else {
@@ -64,7 +65,7 @@ static void declare_like_local(fed_link *k)
         if (!ex)
             return;
         m.id = AMQP_EXCHANGE_DECLARE;
-        m.u.exchange_declare = (amqp_exchange_declare){
+        m.exchange_declare = (amqp_exchange_declare){
             .exchange = AMQP_CSTR(k->up.exchange),
             .type = AMQP_CSTR(route_type_name(route_exchange_type(ex))),
             .durable = route_exchange_durable(ex), .auto_delete = route_exchange_auto_delete(ex),
@@ -78,7 +79,7 @@ static void qos(fed_link *k)
     if (k->up.ack_mode == FED_NO_ACK)
         return;
     amqp_method m = {.id = AMQP_BASIC_QOS};
-    m.u.basic_qos.prefetch_count = (uint16_t)k->up.prefetch_count;
+    m.basic_qos.prefetch_count = (uint16_t)k->up.prefetch_count;
     call(k, &m);
 }
 
@@ -86,13 +87,13 @@ static void exchange_op(fed_link *k, uint32_t id, const char *name)
 {
     amqp_method m = {.id = id};
     if (id == AMQP_EXCHANGE_DELETE) {
-        m.u.exchange_delete = (amqp_exchange_delete){.exchange = AMQP_CSTR(name)};
+        m.exchange_delete = (amqp_exchange_delete){.exchange = AMQP_CSTR(name)};
     } else {
         uint8_t args[64];
         amqp_writer w;
         amqp_writer_init(&w, args, sizeof args);
         amqp_put_field_str(&w, "x-internal-purpose", AMQP_CSTR("federation"));
-        m.u.exchange_declare = (amqp_exchange_declare){
+        m.exchange_declare = (amqp_exchange_declare){
             .exchange = AMQP_CSTR(name), .type = AMQP_CSTR("fanout"), .durable = true,
             .auto_delete = true, .internal = true, .arguments = {args, (uint32_t)w.len}};
     }
@@ -102,14 +103,11 @@ static void exchange_op(fed_link *k, uint32_t id, const char *name)
 /* The exchange link's queue, exchange and consumer upstream. */
 static void exchange_setup(fed_link *k)
 {
-    client_uri uri;
-    char err[256], old_x[sizeof k->internal_x];
+    char old_x[sizeof k->internal_x];
     uint8_t args[128];
     amqp_writer w;
     amqp_method m = {.id = AMQP_QUEUE_DECLARE};
-    if (!client_uri_parse(k->up.uris[0], &uri, err, sizeof err))
-        snprintf(uri.vhost, sizeof uri.vhost, "/");
-    fed_queue_name(k->upstream_queue, sizeof k->upstream_queue, k->up.exchange, uri.vhost,
+    fed_queue_name(k->upstream_queue, sizeof k->upstream_queue, k->up.exchange, k->upstream_vhost,
                    k->f->cluster, k->vhost, k->object);
     amqp_writer_init(&w, args, sizeof args);
     if (k->up.expires >= 0)
@@ -117,7 +115,7 @@ static void exchange_setup(fed_link *k)
     if (k->up.message_ttl >= 0)
         amqp_put_field_long(&w, "x-message-ttl", k->up.message_ttl);
     amqp_put_field_str(&w, "x-internal-purpose", AMQP_CSTR("federation"));
-    m.u.queue_declare = (amqp_queue_declare){.queue = AMQP_CSTR(k->upstream_queue),
+    m.queue_declare = (amqp_queue_declare){.queue = AMQP_CSTR(k->upstream_queue),
                                              .durable = true, .arguments = {args, (uint32_t)w.len}};
     call(k, &m);
     qos(k);
@@ -127,13 +125,13 @@ static void exchange_setup(fed_link *k)
     exchange_op(k, AMQP_EXCHANGE_DELETE, k->internal_x);
     exchange_op(k, AMQP_EXCHANGE_DECLARE, k->internal_x);
     m = (amqp_method){.id = AMQP_QUEUE_BIND};
-    m.u.queue_bind = (amqp_queue_bind){.queue = AMQP_CSTR(k->upstream_queue),
+    m.queue_bind = (amqp_queue_bind){.queue = AMQP_CSTR(k->upstream_queue),
                                        .exchange = AMQP_CSTR(k->internal_x)};
     call(k, &m);
     fed_bindings_sync(k);
     exchange_op(k, AMQP_EXCHANGE_DELETE, old_x);
     m = (amqp_method){.id = AMQP_BASIC_CONSUME};
-    m.u.basic_consume = (amqp_basic_consume){.queue = AMQP_CSTR(k->upstream_queue),
+    m.basic_consume = (amqp_basic_consume){.queue = AMQP_CSTR(k->upstream_queue),
                                              .no_ack = k->up.ack_mode == FED_NO_ACK};
     call(k, &m);
 }
@@ -178,12 +176,12 @@ void fed_queue_demand(fed_link *k)
         amqp_writer_init(&w, args, sizeof args);
         amqp_put_field_long(&w, "x-priority", -1);
         m.id = AMQP_BASIC_CONSUME;
-        m.u.basic_consume = (amqp_basic_consume){
+        m.basic_consume = (amqp_basic_consume){
             .queue = AMQP_CSTR(k->up.queue), .consumer_tag = AMQP_CSTR(k->up.consumer_tag),
             .no_ack = k->up.ack_mode == FED_NO_ACK, .arguments = {args, (uint32_t)w.len}};
     } else {
         m.id = AMQP_BASIC_CANCEL;
-        m.u.basic_cancel = (amqp_basic_cancel){.consumer_tag = AMQP_CSTR(k->up.consumer_tag)};
+        m.basic_cancel = (amqp_basic_cancel){.consumer_tag = AMQP_CSTR(k->up.consumer_tag)};
     }
     if (client_call(k->c, 1, &m))
         k->consuming = want;
@@ -202,7 +200,7 @@ typedef struct sync_ctx {
 static void bind_op(fed_link *k, fed_bound *b, bool bind)
 {
     amqp_method m = {.id = bind ? AMQP_EXCHANGE_BIND : AMQP_EXCHANGE_UNBIND};
-    m.u.exchange_bind = (amqp_exchange_bind){.destination = AMQP_CSTR(k->internal_x),
+    m.exchange_bind = (amqp_exchange_bind){.destination = AMQP_CSTR(k->internal_x),
                                              .source = AMQP_CSTR(k->up.exchange),
                                              .routing_key = b->key, .arguments = b->args};
     call(k, &m);
@@ -240,14 +238,10 @@ void fed_bindings_sync(fed_link *k)
 {
     vhost *v = fed_link_vhost(k);
     route_exchange *ex = v ? route_exchange_find(vhost_routes(v), AMQP_CSTR(k->object)) : NULL;
-    client_uri uri;
-    char err[256];
     if (!ex)
         return;
-    if (!client_uri_parse(k->up.uris[0], &uri, err, sizeof err))
-        snprintf(uri.vhost, sizeof uri.vhost, "/");
     sync_ctx s = {.k = k, .ex = ex, .cap = 65536};
-    s.from = (fed_bind_from){.max_hops = k->up.max_hops, .upstream_vhost = uri.vhost,
+    s.from = (fed_bind_from){.max_hops = k->up.max_hops, .upstream_vhost = k->upstream_vhost,
                              .cluster = k->f->cluster, .vhost = k->vhost,
                              .exchange = k->object, .suffix = k->suffix};
     if (!(s.buf = malloc(s.cap)))

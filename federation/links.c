@@ -44,12 +44,12 @@ typedef struct want {
     pattern_scratch *scratch;
 } want;
 
-static int order(const fed_link *a, bool queue, const char *vhost, const char *object,
+static int order(const fed_link *a, bool is_queue, const char *vh, const char *object,
                  const char *upstream)
 {
-    int c = strcmp(a->vhost, vhost);
+    int c = strcmp(a->vhost, vh);
     if (!c)
-        c = (int)a->queue - (int)queue;
+        c = (int)a->queue - (int)is_queue;
     if (!c)
         c = strcmp(a->object, object);
     return c ? c : strcmp(a->up.name, upstream);
@@ -62,15 +62,15 @@ static void desire(want *w, const char *name, const char *element)
     if (!param_get(vhost_params(w->v), UPSTREAM, name, &p))
         return; /* a set may name upstreams that do not exist (yet) */
     size_t n = strlen(p.value) + (element ? strlen(element) : 0) + 2;
-    char *config = malloc(n);
-    if (!config)
+    char *json = malloc(n);
+    if (!json)
         return;
-    snprintf(config, n, "%s\n%s", p.value, element ? element : "");
+    snprintf(json, n, "%s\n%s", p.value, element ? element : "");
     fed_link **pp = &w->f->links;
     int c = 1;
     while (*pp && (c = order(*pp, w->queue, vhost_name(w->v), w->object, name)) < 0)
         pp = &(*pp)->next;
-    if (*pp && c == 0 && strcmp((*pp)->config, config) == 0) {
+    if (*pp && c == 0 && strcmp((*pp)->config, json) == 0) {
         (*pp)->seen = true;
     } else {
         if (*pp && c == 0) { /* its upstream changed: made again */
@@ -81,14 +81,14 @@ static void desire(want *w, const char *name, const char *element)
         fed_upstream up;
         fed_link *k = NULL;
         if (fed_upstream_read(name, p.value, element, w->object, &up))
-            k = fed_link_new(w->f, w->queue, vhost_name(w->v), w->object, w->policy, config, &up);
+            k = fed_link_new(w->f, w->queue, vhost_name(w->v), w->object, w->policy, json, &up);
         if (k) {
             k->seen = true;
             k->next = *pp;
             *pp = k;
         }
     }
-    free(config);
+    free(json);
 }
 
 static void each_upstream(void *arg, const param_spec *p)

@@ -38,11 +38,11 @@ static uint32_t fnv1a(uint32_t h, const char *s)
     return (h ^ 0xff) * 16777619u; /* a separator, so ("ab","c") != ("a","bc") */
 }
 
-void fed_link_id(char *out, size_t cap, const char *vhost, const char *type, const char *object,
+void fed_link_id(char *out, size_t cap, const char *vh, const char *type, const char *object,
                  const char *upstream, const char *upstream_object)
 {
     uint32_t h = 2166136261u;
-    const char *parts[] = {vhost, type, object, upstream, upstream_object};
+    const char *parts[] = {vh, type, object, upstream, upstream_object};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         h = fnv1a(h, parts[i]);
     snprintf(out, cap, "%08x", h);
