@@ -135,6 +135,7 @@ struct fed_link {
     char error[300];
     uint64_t changed_at; /* wall clock ms */
     bool seen;           /* the manager's mark */
+    bool retiring;       /* no longer wanted: closing, freed once closed (f->retired) */
     client *c;
     uint64_t retry_at; /* loop_now_ms when an errored link connects again */
     size_t calls;      /* setup calls still unanswered; running when 0 */
@@ -154,7 +155,8 @@ struct federation {
     server *s;
     loop *l;
     struct event *timer;
-    fed_link *links; /* in status order */
+    fed_link *links;   /* in status order */
+    fed_link *retired; /* closing their connections */
     uint32_t ticks;
     char cluster[FED_NAME_MAX]; /* this broker's cluster name */
 };
@@ -165,6 +167,11 @@ fed_link *fed_link_new(federation *f, bool queue, const char *vh, const char *ob
                        const char *policy, const char *config, fed_upstream *up);
 /* Closes its connection (deliveries not acked go back upstream), frees. */
 void fed_link_free(fed_link *k);
+/* The link is no longer wanted (its policy or upstream went): an exchange
+ * link deletes its upstream queue and exchange, as RabbitMQ's does on a
+ * normal stop, then the connection closes cleanly and the link is freed
+ * (it waits in f->retired meanwhile). */
+void fed_link_retire(fed_link *k);
 /* The manager's periodic turn: reconnect after the delay, queue links
  * start or stop consuming, exchange links keep their bindings (`bindings`:
  * once a second). */

@@ -47,8 +47,14 @@ vhost *fed_link_vhost(fed_link *k) { return server_vhost(k->f->s, AMQP_CSTR(k->v
 
 /* Ends the connection after a failure: the status says why, and the tick
  * connects again after reconnect-delay. */
+static void retired_closed(fed_link *k);
+
 static void fail(fed_link *k, const char *why)
 {
+    if (k->retiring) {
+        retired_closed(k); /* frees the client too */
+        return;
+    }
     fed_link_set_status(k, FED_ERROR, why);
     if (k->c)
         client_free(k->c);
@@ -74,11 +80,26 @@ static void on_opened(void *ctx, client *c)
         fail(k, "cannot open a channel");
 }
 
+/* A retired link's connection is gone: it leaves f->retired and is freed. */
+static void retired_closed(fed_link *k)
+{
+    fed_link **pp = &k->f->retired;
+    while (*pp && *pp != k)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = k->next;
+    fed_link_free(k);
+}
+
 static void on_closed(void *ctx, client *c, const client_error *why)
 {
     fed_link *k = ctx;
     char text[300];
     (void)c;
+    if (k->retiring) {
+        retired_closed(k);
+        return;
+    }
     describe(why, text, sizeof text);
     fail(k, text[0] ? text : "connection closed");
 }
@@ -113,7 +134,9 @@ static void on_reply(void *ctx, client *c, uint16_t ch, const amqp_method *m)
     if (ch == 2) {
         client_channel_close(c, 2);
         fed_setup_checked(k, true);
-    } else if (k->calls && --k->calls == 0 && k->status == FED_STARTING) {
+    } else if (k->calls && --k->calls == 0 && k->retiring) {
+        client_close(c, AMQP_REPLY_SUCCESS, "Goodbye"); /* its upstream objects are gone */
+    } else if (k->calls == 0 && k->status == FED_STARTING) {
         fed_link_set_status(k, FED_RUNNING, NULL);
         log_msg(LOG_INFO, "federation link for %s '%s' in vhost '%s' connected to %s",
                 k->queue ? "queue" : "exchange", k->object, k->vhost, k->uri);
@@ -337,6 +360,28 @@ void fed_link_tick(fed_link *k, uint64_t now, bool bindings)
         fed_queue_demand(k);
     else if (k->status == FED_RUNNING && k->c && bindings)
         fed_bindings_sync(k);
+}
+
+void fed_link_retire(fed_link *k)
+{
+    k->next = k->f->retired;
+    k->f->retired = k;
+    k->retiring = true;
+    if (!k->c || !client_is_open(k->c)) {
+        retired_closed(k);
+        return;
+    }
+    k->calls = 0;
+    if (!k->queue && k->status == FED_RUNNING) {
+        amqp_method m = {.id = AMQP_QUEUE_DELETE};
+        m.queue_delete = (amqp_queue_delete){.queue = AMQP_CSTR(k->upstream_queue)};
+        k->calls += client_call(k->c, 1, &m);
+        m = (amqp_method){.id = AMQP_EXCHANGE_DELETE};
+        m.exchange_delete = (amqp_exchange_delete){.exchange = AMQP_CSTR(k->internal_x)};
+        k->calls += client_call(k->c, 1, &m);
+    }
+    if (k->calls == 0) /* else once the deletes are answered (on_reply) */
+        client_close(k->c, AMQP_REPLY_SUCCESS, "Goodbye");
 }
 
 void fed_link_free(fed_link *k)

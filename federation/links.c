@@ -76,7 +76,7 @@ static void desire(want *w, const char *name, const char *element)
         if (*pp && c == 0) { /* its upstream changed: made again */
             fed_link *old = *pp;
             *pp = old->next;
-            fed_link_free(old);
+            fed_link_retire(old);
         }
         fed_upstream up;
         fed_link *k = NULL;
@@ -218,7 +218,7 @@ static void reconcile(federation *f)
             continue;
         }
         *pp = k->next;
-        fed_link_free(k);
+        fed_link_retire(k);
     }
 }
 
@@ -258,11 +258,12 @@ void federation_free(federation *f)
 {
     if (!f)
         return;
-    while (f->links) {
-        fed_link *k = f->links;
-        f->links = k->next;
-        fed_link_free(k);
-    }
+    for (fed_link **list = &f->links; list; list = list == &f->links ? &f->retired : NULL)
+        while (*list) {
+            fed_link *k = *list;
+            *list = k->next;
+            fed_link_free(k);
+        }
     event_free(f->timer);
     free(f);
 }
