@@ -1,0 +1,241 @@
+"""Federation with Warren as the downstream (federation/): from a RabbitMQ
+3.10 upstream and from another Warren, exchange and queue federation,
+bindings kept in step, max-hops stopping a loop of two Warrens, policy and
+parameter changes starting and stopping links, the status at
+/api/federation-links with RabbitMQ's fields, and who may read it.
+
+The RabbitMQ upstream is started once for the file (fedutil.rabbit). What
+RabbitMQ makes upstream and the status fields were taken from a RabbitMQ
+3.10.8 downstream (rabbitmq_federation_management) federating from the
+same upstream.
+"""
+import unittest
+
+import pika
+
+import harness as h
+from fedutil import (api, links, ok, policy, q, rabbit, rabbit_uri, running, until, upstream,
+                     warren, warren_uri)
+
+EXCHANGE_FIELDS = ["node", "exchange", "upstream_exchange", "type", "vhost", "upstream", "id",
+                   "status", "local_connection", "uri", "timestamp"]
+QUEUE_FIELDS = ["node", "queue", "upstream_queue", "consumer_tag", "type", "vhost", "upstream",
+                "id", "status", "local_connection", "uri", "timestamp"]
+ERROR_FIELDS = ["node", "exchange", "upstream_exchange", "type", "vhost", "upstream", "id",
+                "status", "error", "uri", "timestamp"]
+
+
+def rabbit_channel(test):
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", rabbit().port))
+    test.addCleanup(conn.close)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    return ch
+
+
+def pika_channel(test, w):
+    conn = h.connect((w.host, w.port))
+    test.addCleanup(conn.close)
+    return conn, conn.channel()
+
+
+def consume(conn, ch, queue, n, ack=True):
+    """n messages of `queue` as (body, headers), acked."""
+    got = []
+
+    def on(c, m, p, b):
+        got.append((b, p.headers or {}))
+        if ack:
+            c.basic_ack(m.delivery_tag)
+    ch.basic_qos(prefetch_count=50)
+    tag = ch.basic_consume(queue, on)
+    for _ in range(200):
+        if len(got) >= n:
+            break
+        conn.process_data_events(0.05)
+    ch.basic_cancel(tag)
+    return got
+
+
+class FromRabbitTest(unittest.TestCase):
+    def setUp(self):
+        self.w = warren("downstream")
+        self.r = rabbit()
+        self.up = h.unique("up")
+        upstream(self.w, self.up, rabbit_uri(), expires=3600000, **{"message-ttl": 600000})
+        self.addCleanup(api, self.w, "DELETE", "/api/parameters/federation-upstream/%2F/" + q(self.up))
+
+    def pol(self, pattern, apply_to, **definition):
+        name = h.unique("pol")
+        policy(self.w, name, pattern, definition or {"federation-upstream": self.up}, apply_to)
+        self.addCleanup(api, self.w, "DELETE", "/api/policies/%2F/" + q(name))
+        return name
+
+    def test_queue_pulls_only_while_local_consumers_want(self):
+        qn = h.unique("fq")
+        self.pol("^" + qn, "queues")
+        conn, ch = pika_channel(self, self.w)
+        ch.queue_declare(qn, durable=True)
+        link = running(self.w, queue=qn)
+        self.assertEqual(link["consumer_tag"], "federation-link-" + self.up)
+        rch = rabbit_channel(self)
+        for i in range(20):
+            rch.basic_publish("", qn, b"m%d" % i, pika.BasicProperties(delivery_mode=2))
+        # no local consumer: the link does not consume, the upstream keeps them
+        self.assertEqual(self.r.queues()[qn][:2], (20, 0))
+        got = consume(conn, ch, qn, 20)
+        self.assertEqual(sorted(b for b, _ in got), sorted(b"m%d" % i for i in range(20)))
+        hop = got[0][1]["x-received-from"][0]
+        self.assertEqual(hop, {"uri": "amqp://127.0.0.1:%d" % self.r.port, "queue": qn,
+                               "redelivered": False, "visit-count": 1})
+        self.assertEqual(got[0][1]["x-original-routing-key"], qn)
+        until(lambda: self.r.queues()[qn][0] == 0, "the upstream queue to drain")
+
+    def test_exchange_binding_upkeep_and_headers(self):
+        x, lq = h.unique("fx"), h.unique("lq")
+        self.pol("^" + x, "exchanges")
+        conn, ch = pika_channel(self, self.w)
+        ch.exchange_declare(x, "topic", durable=True)
+        ch.queue_declare(lq, durable=True)
+        ch.queue_bind(lq, x, "a.#")
+        running(self.w, exchange=x)
+        node = ok(self.w, "GET", "/api/overview")["node"]
+        upq = "federation: %s -> %s" % (x, node)
+        args = self.r.queues()[upq][2]
+        self.assertIn('"x-expires",3600000', args)
+        self.assertIn('"x-message-ttl",600000', args)
+        self.assertIn('"x-internal-purpose","federation"', args)
+        mine = lambda: [b for b in self.r.bindings() if b[0] == x]
+        self.assertEqual([(b[1], b[2]) for b in mine()], [(upq + " B", "a.#")])
+        self.assertIn('"x-bound-from",[[{"cluster-name","%s"},{"vhost","/"},{"exchange","/:%s B"},'
+                      '{"hops",1}]]' % (node, x), mine()[0][3])
+        rch = rabbit_channel(self)
+        rch.basic_publish(x, "a.b", b"one", pika.BasicProperties(headers={"h": 1}))
+        rch.basic_publish(x, "c.d", b"not bound")
+        got = consume(conn, ch, lq, 1)
+        self.assertEqual(got[0][0], b"one")
+        self.assertEqual(got[0][1], {"h": 1, "x-received-from": [
+            {"uri": "amqp://127.0.0.1:%d" % self.r.port, "exchange": x, "redelivered": False,
+             "vhost": "/"}]})
+        # a new local binding goes upstream, a removed one goes away
+        ch.queue_bind(lq, x, "c.#")
+        until(lambda: len(mine()) == 2, "the new binding upstream")
+        ch.queue_unbind(lq, x, "a.#")
+        until(lambda: [b[2] for b in mine()] == ["c.#"], "the old binding gone upstream")
+        rch.basic_publish(x, "c.d", b"two")
+        self.assertEqual(consume(conn, ch, lq, 1)[0][0], b"two")
+
+    def test_policy_removed_stops_link_and_cleans_upstream(self):
+        x = h.unique("fx")
+        name = self.pol("^" + x, "exchanges")
+        conn, ch = pika_channel(self, self.w)
+        ch.exchange_declare(x, "fanout")
+        running(self.w, exchange=x)
+        ok(self.w, "DELETE", "/api/policies/%2F/" + q(name))
+        until(lambda: not [l for l in links(self.w) if l.get("exchange") == x], "the link to stop")
+        until(lambda: not [n for n in self.r.queues() if n.startswith("federation: " + x)],
+              "the upstream queue to go")
+
+    def test_status_fields_and_errors(self):
+        x, qn = h.unique("fx"), h.unique("fq")
+        bad = h.unique("bad")
+        upstream(self.w, bad, "amqp://guest:guest@127.0.0.1:1")
+        self.addCleanup(api, self.w, "DELETE", "/api/parameters/federation-upstream/%2F/" + q(bad))
+        self.pol("^" + x, "exchanges", **{"federation-upstream-set": "all"})
+        self.pol("^" + qn, "queues")
+        conn, ch = pika_channel(self, self.w)
+        ch.exchange_declare(x, "fanout")
+        ch.queue_declare(qn)
+        xl = running(self.w, exchange=x, upstream=self.up)
+        ql = running(self.w, queue=qn)
+        self.assertEqual(list(xl), EXCHANGE_FIELDS)
+        self.assertEqual(list(ql), QUEUE_FIELDS)
+        self.assertEqual((xl["type"], xl["vhost"], xl["upstream_exchange"], xl["uri"]),
+                         ("exchange", "/", x, "amqp://127.0.0.1:%d" % self.r.port))
+        self.assertRegex(xl["id"], "^[0-9a-f]{8}$")
+        self.assertRegex(xl["timestamp"], r"^\d{4}-\d\d-\d\d \d{1,2}:\d\d:\d\d$")
+        err = until(lambda: [l for l in links(self.w) if l.get("upstream") == bad
+                             and l["status"] == "error"], "the bad upstream's error")[0]
+        self.assertEqual(list(err), ERROR_FIELDS)
+        self.assertEqual(err["uri"], "amqp://127.0.0.1:1")
+        down = links(self.w, "/api/federation-links/state/down")
+        self.assertIn(err["id"], [l["id"] for l in down])
+        self.assertNotIn(xl["id"], [l["id"] for l in down])
+        self.assertIn(ql["id"], [l["id"] for l in links(self.w, "/api/federation-links/%2F")])
+        self.assertEqual(api(self.w, "GET", "/api/federation-links/nosuchvhost")[0], 404)
+
+    def test_who_may_read_the_links(self):
+        for tags, status in (("administrator", 200), ("monitoring", 200), ("management", 401),
+                             ("policymaker", 401), ("", 401)):
+            user = h.unique("user")
+            ok(self.w, "PUT", "/api/users/" + q(user), {"password": "pw", "tags": tags})
+            self.addCleanup(api, self.w, "DELETE", "/api/users/" + q(user))
+            got, reply = api(self.w, "GET", "/api/federation-links", user=user, password="pw")
+            self.assertEqual(got, status, tags)
+            if status == 401:
+                self.assertEqual(reply["error"], "not_authorised")
+                self.assertEqual(reply["reason"], "Not management user" if tags == "" else
+                                 "Not monitor user")
+
+
+class FromWarrenTest(unittest.TestCase):
+    """Two Warrens: a queue and an exchange federated from the other, and an
+    exchange federated both ways, where max-hops stops the loop."""
+
+    def setUp(self):
+        self.a, self.b = warren("downstream"), warren("second")
+
+    def link(self, down, up, what, pattern, apply_to, **keys):
+        name = h.unique("up")
+        upstream(down, name, warren_uri(up), **keys)
+        self.addCleanup(api, down, "DELETE", "/api/parameters/federation-upstream/%2F/" + q(name))
+        pol = h.unique("pol")
+        policy(down, pol, pattern, {"federation-upstream": name}, apply_to)
+        self.addCleanup(api, down, "DELETE", "/api/policies/%2F/" + q(pol))
+        return name
+
+    def test_queue_and_exchange_from_warren(self):
+        qn, x, lq = h.unique("fq"), h.unique("fx"), h.unique("lq")
+        self.link(self.a, self.b, "queue", "^" + qn, "queues")
+        self.link(self.a, self.b, "exchange", "^" + x, "exchanges")
+        conn, ch = pika_channel(self, self.a)
+        ch.queue_declare(qn, durable=True)
+        ch.exchange_declare(x, "direct")
+        ch.queue_declare(lq)
+        ch.queue_bind(lq, x, "k")
+        running(self.a, queue=qn)
+        running(self.a, exchange=x)
+        bconn, bch = pika_channel(self, self.b)
+        bch.confirm_delivery()
+        for i in range(10):
+            bch.basic_publish("", qn, b"q%d" % i, pika.BasicProperties(delivery_mode=2))
+        bch.basic_publish(x, "k", b"x0")
+        got = consume(conn, ch, qn, 10)
+        self.assertEqual(sorted(b for b, _ in got), sorted(b"q%d" % i for i in range(10)))
+        self.assertEqual(consume(conn, ch, lq, 1)[0][0], b"x0")
+
+    def test_max_hops_stops_a_loop_of_two(self):
+        x, qa, qb = h.unique("fx"), h.unique("qa"), h.unique("qb")
+        self.link(self.a, self.b, "exchange", "^" + x, "exchanges")
+        self.link(self.b, self.a, "exchange", "^" + x, "exchanges")
+        aconn, ach = pika_channel(self, self.a)
+        bconn, bch = pika_channel(self, self.b)
+        for ch, qn in ((ach, qa), (bch, qb)):
+            ch.exchange_declare(x, "fanout")
+            ch.queue_declare(qn)
+            ch.queue_bind(qn, x)
+        running(self.a, exchange=x)
+        running(self.b, exchange=x)
+        ach.basic_publish(x, "", b"from a")
+        bch.basic_publish(x, "", b"from b")
+        got_a = consume(aconn, ach, qa, 2)
+        got_b = consume(bconn, bch, qb, 2)
+        self.assertEqual(sorted(b for b, _ in got_a), [b"from a", b"from b"])
+        self.assertEqual(sorted(b for b, _ in got_b), [b"from a", b"from b"])
+        # nothing comes round again
+        h.drain(aconn, 0.5)
+        h.drain(bconn, 0.5)
+        self.assertEqual(ach.queue_declare(qa, passive=True).method.message_count, 0)
+        self.assertEqual(bch.queue_declare(qb, passive=True).method.message_count, 0)
+        hops = [hd.get("x-received-from") for b, hd in got_a if b == b"from b"][0]
+        self.assertEqual(len(hops), 1)
