@@ -14,7 +14,9 @@ import urllib.request
 import harness as h
 from rabbit_node import RabbitNode
 
-RABBIT_NODE, RABBIT_PORT = "fd2", 5773  # the federation helper's node and port
+RABBIT_NODE, RABBIT_PORT = "fd2", 5773  # the federation upstream of test_federation.py
+# test_federation_migration.py's RabbitMQ, with its management API
+MIGRATION_NODE, MIGRATION_PORT, MIGRATION_MGMT = "fd1", 5771, 15771
 _started = {}
 
 
@@ -24,14 +26,14 @@ def _more_time(seconds):
     signal.alarm(int(left or 20) + seconds)
 
 
-def rabbit():
+def rabbit(node=RABBIT_NODE, port=RABBIT_PORT, mgmt_port=None, plugins=()):
     """The file's RabbitMQ 3.10 (federation upstream), started on first use."""
-    if "rabbit" not in _started:
+    if node not in _started:
         _more_time(120)
-        node = RabbitNode(RABBIT_NODE, RABBIT_PORT).start()
-        atexit.register(node.stop)
-        _started["rabbit"] = node
-    return _started["rabbit"]
+        r = RabbitNode(node, port, plugins, mgmt_port).start()
+        atexit.register(r.stop)
+        _started[node] = r
+    return _started[node]
 
 
 def warren(name, *settings):
@@ -105,8 +107,8 @@ def running(w, **match):
     return until(find, "a running link %r" % (match,))
 
 
-def rabbit_uri():
-    return "amqp://guest:guest@127.0.0.1:%d" % RABBIT_PORT
+def rabbit_uri(port=RABBIT_PORT):
+    return "amqp://guest:guest@127.0.0.1:%d" % port
 
 
 def warren_uri(w):
