@@ -64,13 +64,35 @@ static void fail(fed_link *k, const char *why)
     k->retry_at = loop_now_ms(k->f->l) + k->up.reconnect_delay_ms;
 }
 
+/* Socket errors by the names Erlang gives them, as RabbitMQ's status shows them. */
+static const struct {
+    const char *text, *name;
+} posix_names[] = {
+    {"Connection refused", "econnrefused"}, {"No route to host", "ehostunreach"},
+    {"Network is unreachable", "enetunreach"}, {"Connection timed out", "etimedout"},
+    {"Connection reset by peer", "econnreset"}, {"cannot resolve", "unknown_host"},
+};
+
+/* Why a connection ended, in the words of RabbitMQ's status: an atom for
+ * a socket error, {auth_failure,...}, {shutdown,{server_initiated_close,
+ * Code,<<"Text">>}} for the server's close. */
 static void describe(const client_error *e, char *out, size_t cap)
 {
-    if (e->code)
+    if (e->kind == CLIENT_ERR_AUTH) {
+        snprintf(out, cap, "{auth_failure,\"%.200s\"}", e->text);
+        return;
+    }
+    if (e->code) {
         snprintf(out, cap, "{shutdown,{server_initiated_close,%u,<<\"%.200s\">>}}", e->code,
                  e->text);
-    else
-        snprintf(out, cap, "%s", e->text);
+        return;
+    }
+    for (size_t i = 0; i < sizeof posix_names / sizeof posix_names[0]; i++)
+        if (strstr(e->text, posix_names[i].text)) {
+            snprintf(out, cap, "%s", posix_names[i].name);
+            return;
+        }
+    snprintf(out, cap, "%s", e->kind == CLIENT_ERR_TIMEOUT ? "timeout" : e->text);
 }
 
 static void on_opened(void *ctx, client *c)

@@ -574,6 +574,29 @@ static int federation_keys(amqp_bytes def)
            amqp_table_get(def, "federation-upstream-set", &f);
 }
 
+/* rabbit_federation_parameters' check of federation-upstream-pattern: a
+ * regular expression (its value's type was checked with the keys). */
+static bool federation_pattern_ok(amqp_bytes def, text *t)
+{
+    amqp_field f;
+    char source[PATTERN_MAX_LEN + 1], err[512];
+    static const char lead[] = "pattern should be regular expression but is invalid: ";
+    if (!amqp_table_get(def, "federation-upstream-pattern", &f) || f.type != 'S')
+        return true;
+    snprintf(source, sizeof source, "%.*s", (int)f.v.bytes.len, (const char *)f.v.bytes.ptr);
+    pattern_re *re = compile(source, PATTERN_NO_JIT, err, sizeof err);
+    if (re) {
+        pattern_free(re);
+        return true;
+    }
+    add(t, "could not compile pattern ");
+    add(t, source);
+    add(t, " to a regular expression. Error: ");
+    add(t, strncmp(err, lead, sizeof lead - 1) == 0 ? err + sizeof lead - 1 : err);
+    add(t, "\n");
+    return false;
+}
+
 /* rabbit_policies:validate_policy (the first bad value in key order), then
  * the mirroring validators, then the keys nobody recognised. */
 static void check_keys(amqp_bytes def, bool op, const amqp_bytes *ks, size_t n, pt **terms,
@@ -606,6 +629,8 @@ static void check_keys(amqp_bytes def, bool op, const amqp_bytes *ks, size_t n, 
                "federation-upstream-pattern together\n");
         return;
     }
+    if (!op && !federation_pattern_ok(def, t))
+        return;
     if (unknown)
         add_term(t, "", pt_list(a, terms, unknown), " are not recognised policy settings\n");
 }

@@ -239,3 +239,53 @@ class FromWarrenTest(unittest.TestCase):
         self.assertEqual(bch.queue_declare(qb, passive=True).method.message_count, 0)
         hops = [hd.get("x-received-from") for b, hd in got_a if b == b"from b"][0]
         self.assertEqual(len(hops), 1)
+
+
+class ValidationTest(unittest.TestCase):
+    """Policy keys and upstream parameters checked as RabbitMQ 3.10.8 with
+    rabbitmq_federation checks them (its texts, HTML-escaped as its API
+    sends them)."""
+
+    def setUp(self):
+        self.w = warren("downstream")
+
+    def refused(self, path, body, reason):
+        status, reply = api(self.w, "PUT", path, body)
+        self.assertEqual((status, reply), (400, {"error": "bad_request", "reason": reason}))
+
+    def test_policy_keys(self):
+        path = "/api/policies/%2F/" + q(h.unique("pol"))
+        self.addCleanup(api, self.w, "DELETE", path)
+        lead = "Validation failed\n\n"
+        for definition, reason in (
+                ({"federation-upstream": 5}, "5 is not a valid federation upstream name\n"),
+                ({"federation-upstream-set": ["b"]},
+                 "[&lt;&lt;\"b\"&gt;&gt;] is not a valid federation upstream set name\n"),
+                ({"federation-upstream": "a", "federation-upstream-set": "b"},
+                 "cannot specify federation-upstream, federation-upstream-set or "
+                 "federation-upstream-pattern together\n"),
+                ({"federation-upstream-pattern": "(("},
+                 "could not compile pattern (( to a regular expression. Error: "
+                 "{\"missing )\",2}\n"),
+                ({"federation-upstream": "a", "max-length": -1}, "-1 is not a valid maximum length\n")):
+            self.refused(path, {"pattern": "^x", "definition": definition}, lead + reason)
+        for key in ("federation-upstream", "federation-upstream-set", "federation-upstream-pattern"):
+            ok(self.w, "PUT", path, {"pattern": "^x", "definition": {key: "a"}})
+        self.refused("/api/operator-policies/%2F/op1", {"pattern": "^x", "definition": {
+            "federation-upstream": "a"}}, lead + "[{&lt;&lt;\"federation-upstream\"&gt;&gt;,"
+            "&lt;&lt;\"a\"&gt;&gt;}] are not recognised policy settings\n")
+
+    def test_upstream_values(self):
+        lead = "Validation failed\n\n"
+        self.refused("/api/parameters/federation-upstream/%2F/u1", {"value": {
+            "uri": "amqp://h", "prefetch-count": "x", "ack-mode": "later", "trust-user-id": "yes",
+            "max-hops": "2", "exchange": 5}}, lead +
+            "ack-mode should be one of [&lt;&lt;\"no-ack\"&gt;&gt;,&lt;&lt;\"on-publish\"&gt;&gt;,"
+            "&lt;&lt;\"on-confirm\"&gt;&gt;], actually was &lt;&lt;\"later\"&gt;&gt;\n"
+            "trust-user-id should be boolean, actually was &lt;&lt;\"yes\"&gt;&gt;\n"
+            "max-hops should be a number, actually was &lt;&lt;\"2\"&gt;&gt;\n"
+            "prefetch-count should be a number, actually was &lt;&lt;\"x\"&gt;&gt;\n"
+            "exchange should be binary, actually was 5\n")
+        self.refused("/api/parameters/federation-upstream-set/%2F/s1", {"value": [
+            {"upstream": "u", "prefetch-count": "x"}]},
+            lead + "prefetch-count should be a number, actually was &lt;&lt;\"x\"&gt;&gt;\n")
