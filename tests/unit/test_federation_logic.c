@@ -125,7 +125,7 @@ static amqp_bytes received_from(uint8_t *buf, size_t cap, int n)
     amqp_writer w;
     amqp_writer_init(&w, arr, sizeof arr);
     for (int i = 0; i < n; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "c%d", i);
         size_t mark = amqp_put_field_begin(&w, 'F');
         amqp_put_field_str(&w, "cluster-name", AMQP_CSTR(name));
