@@ -86,10 +86,10 @@ static void qos(fed_link *k)
 static void exchange_op(fed_link *k, uint32_t id, const char *name)
 {
     amqp_method m = {.id = id};
+    uint8_t args[64]; /* client_call encodes it: alive until then */
     if (id == AMQP_EXCHANGE_DELETE) {
         m.exchange_delete = (amqp_exchange_delete){.exchange = AMQP_CSTR(name)};
     } else {
-        uint8_t args[64];
         amqp_writer w;
         amqp_writer_init(&w, args, sizeof args);
         amqp_put_field_str(&w, "x-internal-purpose", AMQP_CSTR("federation"));
@@ -168,10 +168,10 @@ void fed_queue_demand(fed_link *k)
     queue *q = v ? vhost_queue_find(v, AMQP_CSTR(k->object)) : NULL;
     bool want = q && local_demand(q);
     amqp_method m = {0};
+    uint8_t args[32]; /* client_call encodes it: alive until then */
     if (want == k->consuming)
         return;
     if (want) {
-        uint8_t args[32];
         amqp_writer w;
         amqp_writer_init(&w, args, sizeof args);
         amqp_put_field_long(&w, "x-priority", -1);
