@@ -140,6 +140,7 @@ struct fed_link {
     uint64_t retry_at; /* loop_now_ms when an errored link connects again */
     size_t calls;      /* setup calls still unanswered; running when 0 */
     bool consuming;    /* queue link: a basic.consume is in force */
+    bool paused;       /* not reading: a resource alarm is on */
     /* exchange link */
     char upstream_queue[3 * FED_NAME_MAX], internal_x[3 * FED_NAME_MAX + 4];
     char suffix;
@@ -172,10 +173,12 @@ void fed_link_free(fed_link *k);
  * normal stop, then the connection closes cleanly and the link is freed
  * (it waits in f->retired meanwhile). */
 void fed_link_retire(fed_link *k);
-/* The manager's periodic turn: reconnect after the delay, queue links
- * start or stop consuming, exchange links keep their bindings (`bindings`:
- * once a second). */
-void fed_link_tick(fed_link *k, uint64_t now, bool bindings);
+/* The manager's periodic turn: reconnect after the delay, stop reading
+ * while a resource `alarm` is on, queue links start or stop consuming,
+ * exchange links keep their bindings (`bindings`: once a second). */
+void fed_link_tick(fed_link *k, uint64_t now, bool bindings, bool alarm);
+/* Connects again now (the API's restart): deliveries not acked go back. */
+void fed_link_restart(fed_link *k);
 void fed_link_synced(fed_link *k, journal_seq synced);
 void fed_link_set_status(fed_link *k, fed_status st, const char *error);
 

@@ -56,4 +56,9 @@ typedef struct fed_link_info {
 void federation_foreach_link(federation *f, void (*fn)(void *arg, const fed_link_info *l),
                              void *arg);
 
+/* Connects the link `id` of vhost `vhost_name` again now, as RabbitMQ's
+ * restart (its unacked deliveries go back upstream); false when there is
+ * no such link. */
+bool federation_restart_link(federation *f, const char *vhost_name, const char *id);
+
 #endif

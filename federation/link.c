@@ -334,7 +334,7 @@ static void start(fed_link *k)
     const char *s = k->up.uris[k->changed_at % k->up.nuris];
     client_uri_redact(s, k->uri, sizeof k->uri);
     k->calls = 0;
-    k->consuming = false;
+    k->consuming = k->paused = false;
     fed_link_set_status(k, FED_STARTING, NULL);
     if (!client_uri_parse(s, &uri, err, sizeof err)) {
         fail(k, err);
@@ -374,10 +374,21 @@ fed_link *fed_link_new(federation *f, bool is_queue, const char *vh, const char 
     return k;
 }
 
-void fed_link_tick(fed_link *k, uint64_t now, bool bindings)
+void fed_link_restart(fed_link *k)
+{
+    if (k->c)
+        client_free(k->c); /* its unacked deliveries go back upstream */
+    k->c = NULL;
+    k->pending_n = 0;
+    start(k);
+}
+
+void fed_link_tick(fed_link *k, uint64_t now, bool bindings, bool alarm)
 {
     if (!k->c && k->status == FED_ERROR && now >= k->retry_at)
         start(k);
+    if (k->c && alarm != k->paused) /* a resource alarm blocks links as it blocks publishers */
+        client_pause_reading(k->c, k->paused = alarm);
     if (k->status == FED_RUNNING && k->c && k->queue)
         fed_queue_demand(k);
     else if (k->status == FED_RUNNING && k->c && bindings)

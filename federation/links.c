@@ -231,8 +231,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     if (whole)
         reconcile(f);
     uint64_t now = loop_now_ms(f->l);
+    bool alarm = server_alarms(f->s) != 0;
     for (fed_link *k = f->links; k; k = k->next)
-        fed_link_tick(k, now, whole);
+        fed_link_tick(k, now, whole, alarm);
     uint32_t ms = f->links ? TICK_MS : IDLE_MS;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(f->timer, &tv);
@@ -272,6 +273,18 @@ void federation_journal_synced(federation *f, journal_seq synced)
 {
     for (fed_link *k = f->links; k; k = k->next)
         fed_link_synced(k, synced);
+}
+
+bool federation_restart_link(federation *f, const char *vhost_name, const char *id)
+{
+    for (fed_link *k = f->links; k; k = k->next)
+        if (strcmp(k->vhost, vhost_name) == 0 && strcmp(k->id, id) == 0) {
+            log_msg(LOG_INFO, "federation link for %s '%s' in vhost '%s' (upstream '%s') restarted",
+                    k->queue ? "queue" : "exchange", k->object, k->vhost, k->up.name);
+            fed_link_restart(k);
+            return true;
+        }
+    return false;
 }
 
 void federation_foreach_link(federation *f, void (*fn)(void *arg, const fed_link_info *l),

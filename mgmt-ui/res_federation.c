@@ -96,10 +96,27 @@ static void get_vhost_down_links(mgmt_req *r)
         list(r, v, true);
 }
 
+/* DELETE /api/federation-links/vhost/{vhost}/{id}/{node}/restart: 204,
+ * or 404 for a link (or node) that is not there. */
+static void restart_link(mgmt_req *r)
+{
+    char id[16], node[256];
+    vhost *v = mgmt_vhost_arg(r, 0);
+    if (!v)
+        return;
+    if (!mgmt_cap_name(r, 1, id, sizeof id) || !mgmt_cap_name(r, 2, node, sizeof node) ||
+        strcmp(node, server_node_name(r->s)) != 0 || !server_federation(r->s) ||
+        !federation_restart_link(server_federation(r->s), vhost_name(v), id))
+        mgmt_not_found(r);
+    else
+        mgmt_send_empty(r, 204, NULL);
+}
+
 const mgmt_route mgmt_federation_routes[] = {
     {HTTP_GET, "/api/federation-links", TAG_MONITORING, get_links},
     {HTTP_GET, "/api/federation-links/state/down", TAG_MONITORING, get_down_links},
     {HTTP_GET, "/api/federation-links/{}", TAG_MONITORING, get_vhost_links},
     {HTTP_GET, "/api/federation-links/{}/state/down", TAG_MONITORING, get_vhost_down_links},
+    {HTTP_DELETE, "/api/federation-links/vhost/{}/{}/{}/restart", TAG_MONITORING, restart_link},
     {0},
 };

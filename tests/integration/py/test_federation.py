@@ -163,6 +163,12 @@ class FromRabbitTest(unittest.TestCase):
         self.assertNotIn(xl["id"], [l["id"] for l in down])
         self.assertIn(ql["id"], [l["id"] for l in links(self.w, "/api/federation-links/%2F")])
         self.assertEqual(api(self.w, "GET", "/api/federation-links/nosuchvhost")[0], 404)
+        # RabbitMQ's restart: the link connects again
+        restart = "/api/federation-links/vhost/%%2F/%s/%s/restart"
+        self.assertEqual(api(self.w, "DELETE", restart % (ql["id"], ql["node"]))[0], 204)
+        running(self.w, queue=qn)
+        self.assertEqual(api(self.w, "DELETE", restart % ("00000000", ql["node"]))[0], 404)
+        self.assertEqual(api(self.w, "DELETE", restart % (ql["id"], "other@node"))[0], 404)
 
     def test_who_may_read_the_links(self):
         for tags, status in (("administrator", 200), ("monitoring", 200), ("management", 401),
