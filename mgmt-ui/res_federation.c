@@ -6,7 +6,9 @@
  * status, then local_connection (running) or error (error), uri (no
  * credentials) and timestamp (local time, "YYYY-MM-DD H:MM:SS", hours
  * unpadded as Erlang's ~w prints them). "down" lists the links that are
- * neither starting nor running.
+ * neither starting nor running. DELETE
+ * /api/federation-links/vhost/{vhost}/{id}/{node}/restart connects a link
+ * again (RabbitMQ's restart), 204; an unknown link or node is 404.
  *
  * Who may read it: monitoring and administrator users (RabbitMQ's
  * is_authorized_monitor; others get 401 "Not monitor user"), every vhost

@@ -10,6 +10,7 @@ RabbitMQ makes upstream and the status fields were taken from a RabbitMQ
 same upstream.
 """
 import unittest
+import urllib.request
 
 import pika
 
@@ -163,6 +164,12 @@ class FromRabbitTest(unittest.TestCase):
         self.assertNotIn(xl["id"], [l["id"] for l in down])
         self.assertIn(ql["id"], [l["id"] for l in links(self.w, "/api/federation-links/%2F")])
         self.assertEqual(api(self.w, "GET", "/api/federation-links/nosuchvhost")[0], 404)
+        # /metrics counts the links by status
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.w.prometheus_port) as r:
+            metrics = r.read().decode()
+        for status in ("running", "error"):
+            want = len([l for l in links(self.w) if l["status"] == status])
+            self.assertIn('warren_federation_links{status="%s"} %d' % (status, want), metrics)
         # RabbitMQ's restart: the link connects again
         restart = "/api/federation-links/vhost/%%2F/%s/%s/restart"
         self.assertEqual(api(self.w, "DELETE", restart % (ql["id"], ql["node"]))[0], 204)
