@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c client/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c federation/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c client/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c shovel/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c federation/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)

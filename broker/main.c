@@ -14,6 +14,7 @@
 #include "../cluster/cluster.h"
 #include "../definitions/definitions.h"
 #include "../mgmt-ui/mgmt.h"
+#include "../shovel/shovel.h"
 
 static void usage(void)
 {
@@ -88,16 +89,20 @@ static int serve(const config *cfg, cluster *cl, mirror *replication)
         return 1;
     }
     mgmt_set_cluster(m, cl);
+    shovels *sh = shovels_new(s); /* only where the broker runs: a cluster's leader */
+    mgmt_set_shovels(m, sh);
     cluster_broker hooks = {loop_base(server_loop(s, 0)), broker_journal(b), broker_meta(b),
                             broker_fence, b};
     if (cl && !cluster_attach(cl, &hooks)) {
         mgmt_free(m);
+        shovels_free(sh);
         broker_free(b);
         return 1;
     }
     int status = broker_run(b);
     cluster_detach(cl);
     mgmt_free(m);
+    shovels_free(sh); /* before the loop and its connections go */
     broker_free(b);
     return status;
 }

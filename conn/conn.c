@@ -834,7 +834,7 @@ void conn_accept(server *s, loop *l, int fd, const char *peer)
     conn_attach(s, l, t, peer);
 }
 
-void conn_attach(server *s, loop *l, transport *t, const char *peer)
+static conn *attach(server *s, loop *l, transport *t, const char *peer, bool trusted)
 {
     conn *c = calloc(1, sizeof *c);
     if (!c || !name_connection(s, c, t, peer) || !loop_conn_opened(l, c)) {
@@ -842,8 +842,9 @@ void conn_attach(server *s, loop *l, transport *t, const char *peer)
             free(c->names);
         free(c);
         transport_free(t);
-        return;
+        return NULL;
     }
+    c->trusted = trusted;
     struct sockaddr_storage sa = {.ss_family = AF_UNSPEC};
     transport_address(t, false, &sa);
     c->srv = s;
@@ -860,7 +861,17 @@ void conn_attach(server *s, loop *l, transport *t, const char *peer)
     c->channel_max = server_config(s)->channel_max;
     c->opened_ms = c->last_recv_ms = c->last_send_ms = loop_now_ms(l);
     transport_start(t, &handlers, c);
+    return c;
 }
+
+void conn_attach(server *s, loop *l, transport *t, const char *peer) { attach(s, l, t, peer, false); }
+
+void conn_attach_trusted(server *s, loop *l, transport *t, const char *peer)
+{
+    attach(s, l, t, peer, true);
+}
+
+bool conn_trusted(const conn *c) { return c->trusted; }
 
 void conn_tick(conn *c, uint64_t now)
 {

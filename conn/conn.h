@@ -16,6 +16,13 @@ void conn_accept(server *s, loop *l, int fd, const char *peer);
  * client's address, for loopback_users and the login brake, is the
  * transport's (none: not loopback). When out of memory, t is freed. */
 void conn_attach(server *s, loop *l, transport *t, const char *peer);
+/* The same for a connection made inside the broker (a shovel's in-process
+ * link to this broker, RabbitMQ's direct connection): its login is taken
+ * without a password and it may do anything in any vhost, as RabbitMQ's
+ * direct connections run as the all-permitted user "none". Only code in
+ * the process can make one: `t` is an in-memory pipe, no socket. */
+void conn_attach_trusted(server *s, loop *l, transport *t, const char *peer);
+bool conn_trusted(const conn *c);
 /* Closes with connection.close(code, text) -- e.g. 320 on shutdown. */
 void conn_close(conn *c, uint16_t code, const char *text, uint32_t method_id);
 /* Its vhost is being deleted: closes with 320 and forgets the vhost (its

@@ -34,6 +34,7 @@ struct conn {
     transport *t;
     conn_state state;
     bool loopback;
+    bool trusted;            /* conn_attach_trusted: no password, every permission */
     bool held;               /* a refused connection, counted by login_brake_hold */
     bool cancel_notify;
     bool auth_failure_close; /* client asked for connection.close on bad login */

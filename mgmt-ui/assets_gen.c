@@ -376,7 +376,7 @@ static const char body_3[] =
     "</body>\n"
     "</html>\n";
 
-/* /js/app.js (10069 bytes) */
+/* /js/app.js (10192 bytes) */
 static const char body_4[] =
     "// The console shell: login, the header (vhost selector, refresh interval,\n"
     "// user and logout), the navigation, and a hash router that loads one page\n"
@@ -384,7 +384,7 @@ static const char body_4[] =
     "// the server: every page is index.html.\n"
     "import { h, replace, icon, select, errorBox, loading } from './dom.js';\n"
     "import { get, setCredentials, clearCredentials, hasCredentials, onUnauthorized, ApiError } from './http.js';\n"
-    "import { session, parseTags, hasManagementTag, isAdmin, canPolicies, setVhost } from './session.js';\n"
+    "import { session, parseTags, hasManagementTag, isAdmin, canPolicies, canMonitor, setVhost } from './session.js';\n"
     "import * as live from './live.js';\n"
     "\n"
     "// [pattern, module, nav key]; captured groups are URI-decoded and passed on.\n"
@@ -403,6 +403,7 @@ static const char body_4[] =
     "  [/^users\\/([^/]+)$/, 'user', 'users'],\n"
     "  [/^vhosts$/, 'vhosts', 'vhosts'],\n"
     "  [/^policies$/, 'policies', 'policies'],\n"
+    "  [/^shovels$/, 'shovels', 'shovels'],\n"
     "  [/^definitions$/, 'definitions', 'definitions'],\n"
     "];\n"
     "\n"
@@ -416,6 +417,7 @@ static const char body_4[] =
     "  ['users', 'Users', '#/users', 'user', isAdmin, 'Admin'],\n"
     "  ['vhosts', 'Virtual hosts', '#/vhosts', 'vhost', () => true, 'Admin'],\n"
     "  ['policies', 'Policies', '#/policies', 'policy', canPolicies, 'Admin'],\n"
+    "  ['shovels', 'Shovels', '#/shovels', 'exchange', canMonitor, 'Admin'],\n"
     "  ['definitions', 'Definitions', '#/definitions', 'file', isAdmin, 'Admin'],\n"
     "];\n"
     "\n"
@@ -2674,8 +2676,77 @@ static const char body_25[] =
     "  sessionStorage.setItem('warren.vhost', v);\n"
     "}\n";
 
-/* /js/stream.js (9633 bytes) */
+/* /js/shovels.js (3370 bytes) */
 static const char body_26[] =
+    "// Shovels: GET /api/shovels (of the chosen vhost, or all) -- each shovel's\n"
+    "// state (with the reason when terminated), source, destination and its\n"
+    "// counts; restart and delete (DELETE /api/shovels/vhost/{vh}/{name}[/restart])\n"
+    "// for the monitoring users the API lets do them.\n"
+    "import { h, replace } from './dom.js';\n"
+    "import { del } from './http.js';\n"
+    "import { createTable } from './table.js';\n"
+    "import { confirmAction, runAction } from './ui.js';\n"
+    "import { session } from './session.js';\n"
+    "\n"
+    "const enc = encodeURIComponent;\n"
+    "\n"
+    "function end(r, side) {\n"
+    "  const p = side === 'src' \? 'src' : 'dest';\n"
+    "  const what = r[`${p}_queue`] !== undefined \? `queue ${r[`${p}_queue`]}`\n"
+    "    : r[`${p}_exchange`] !== undefined \? `exchange ${r[`${p}_exchange`]}`\n"
+    "      + (r[`${p}_exchange_key`] !== undefined \? ` (key ${r[`${p}_exchange_key`]})` : '') : '';\n"
+    "  return h('span', {}, h('span', { class: 'name-text' }, r[`${p}_uri`] || ''), what \? h('br') : null, what);\n"
+    "}\n"
+    "\n"
+    "function state(r) {\n"
+    "  return h('span', { class: `shovel-state shovel-${r.state}`, title: r.reason || '' }, r.state,\n"
+    "    r.reason \? h('span', { class: 'muted' }, ` \342\200\224 ${r.reason}`) : null);\n"
+    "}\n"
+    "\n"
+    "function actions(r, refresh) {\n"
+    "  const path = `/api/shovels/vhost/${enc(r.vhost)}/${enc(r.name)}`;\n"
+    "  const restart = h('button', {\n"
+    "    type: 'button', class: 'btn btn-small', 'data-shovel': r.name,\n"
+    "    onclick: (e) => runAction(e.target, () => del(`${path}/restart`).then(() => { refresh(); return true; }),\n"
+    "      `Shovel \342\200\234${r.name}\342\200\235 restarted`),\n"
+    "  }, 'Restart');\n"
+    "  const remove = h('button', {\n"
+    "    type: 'button', class: 'btn btn-small btn-danger', 'data-shovel': r.name,\n"
+    "    onclick: async (e) => {\n"
+    "      const ok = await confirmAction({ title: 'Delete this shovel\?', confirmLabel: 'Delete shovel',\n"
+    "        message: `Its parameter goes; messages it moved stay where they are.` });\n"
+    "      if (ok && await runAction(e.target, () => del(path).then(() => true), `Shovel \342\200\234${r.name}\342\200\235 deleted`)) refresh();\n"
+    "    },\n"
+    "  }, 'Delete');\n"
+    "  return h('span', { class: 'row-actions' }, restart, ' ', remove);\n"
+    "}\n"
+    "\n"
+    "export async function render(el) {\n"
+    "  let table = null;\n"
+    "  const refresh = () => table && table.refresh();\n"
+    "  const cols = [\n"
+    "    { key: 'name', label: 'Name', sort: 'name', always: true, render: (r) => h('span', { class: 'name-text' }, r.name) },\n"
+    "    { key: 'vhost', label: 'Virtual host', sort: 'vhost', initial: false },\n"
+    "    { key: 'state', label: 'State', sort: 'state', render: state },\n"
+    "    { key: 'source', label: 'Source', render: (r) => end(r, 'src') },\n"
+    "    { key: 'destination', label: 'Destination', render: (r) => end(r, 'dest') },\n"
+    "    { key: 'forwarded', label: 'Forwarded', sort: 'forwarded', num: true },\n"
+    "    { key: 'acked', label: 'Acked', sort: 'acked', num: true },\n"
+    "    { key: 'unconfirmed', label: 'Unconfirmed', sort: 'unconfirmed', num: true, initial: false },\n"
+    "    { key: 'restarts', label: 'Restarts', sort: 'restarts', num: true, initial: false },\n"
+    "    { key: 'timestamp', label: 'Since', initial: false },\n"
+    "    { key: 'actions', label: '', always: true, render: (r) => actions(r, refresh) },\n"
+    "  ];\n"
+    "  table = createTable({\n"
+    "    id: 'shovels', columns: cols, emptyText: 'No shovels.',\n"
+    "    url: () => (session.vhost \? `/api/shovels/${enc(session.vhost)}` : '/api/shovels'),\n"
+    "  });\n"
+    "  replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Shovels')), table.el);\n"
+    "  return { refresh: table.refresh, title: 'Shovels' };\n"
+    "}\n";
+
+/* /js/stream.js (9633 bytes) */
+static const char body_27[] =
     "// One stream queue: its log (records, first / last / committed offset,\n"
     "// segments, size on disk), its retention (x-max-age, x-max-length-bytes,\n"
     "// the segment size; an argument wins over the policy, as the broker applies\n"
@@ -2841,7 +2912,7 @@ static const char body_26[] =
     "}\n";
 
 /* /js/table.js (10148 bytes) */
-static const char body_27[] =
+static const char body_28[] =
     "// A list table over one API collection: sorting, name filtering (plain or\n"
     "// regex), paging and column choice are done by the server with RabbitMQ's\n"
     "// query parameters (page, page_size, name, use_regex, sort, sort_reverse,\n"
@@ -3067,7 +3138,7 @@ static const char body_27[] =
     "}\n";
 
 /* /js/ui.js (6690 bytes) */
-static const char body_28[] =
+static const char body_29[] =
     "// Shared interaction pieces: confirmation dialogs for destructive actions,\n"
     "// transient notices, and the typed key/value editor used for queue and\n"
     "// exchange arguments, message headers and policy definitions.\n"
@@ -3207,7 +3278,7 @@ static const char body_28[] =
     "}\n";
 
 /* /js/user.js (5411 bytes) */
-static const char body_29[] =
+static const char body_30[] =
     "// One user (administrators only): tags and password, permissions per vhost\n"
     "// and topic permissions (set, clear), delete.\n"
     "import { h, replace, field, errorBox, loading, panel, empty, select, cards } from './dom.js';\n"
@@ -3299,7 +3370,7 @@ static const char body_29[] =
     "}\n";
 
 /* /js/users.js (3804 bytes) */
-static const char body_30[] =
+static const char body_31[] =
     "// Users (administrators only): the table, adding a user with tags and a\n"
     "// password, deleting one.\n"
     "import { h, replace, field } from './dom.js';\n"
@@ -3365,7 +3436,7 @@ static const char body_30[] =
     "}\n";
 
 /* /js/vhosts.js (4015 bytes) */
-static const char body_31[] =
+static const char body_32[] =
     "// Virtual hosts: the table (messages and rates per vhost); administrators\n"
     "// add and delete them (deleting asks for the name to be typed).\n"
     "import { h, replace, field, select } from './dom.js';\n"
@@ -3441,7 +3512,7 @@ static const mgmt_asset assets[] = {
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
-    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10069, "\"221482f1931728ed45fd\""},
+    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10192, "\"aa6f5242d91c429583b9\""},
     {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5055, "\"b3f0bbe93f0737e01286\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 7319, "\"9f9f722c4a66231975ed\""},
@@ -3463,12 +3534,13 @@ static const mgmt_asset assets[] = {
     {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 13647, "\"be205313375922bf2409\""},
     {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2658, "\"358840ed9384d8a7e0e3\""},
     {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 1260, "\"5bfc3f417e143a7b1096\""},
-    {"/js/stream.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 9633, "\"6d2b945ee53f2dcbc002\""},
-    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 10148, "\"d09aa102bd81fff5313a\""},
-    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 6690, "\"d62b5245a7dc1548caaf\""},
-    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 5411, "\"33be9294415ae8d83d82\""},
-    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 3804, "\"5009a597fa3e9081d43d\""},
-    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_31, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
+    {"/js/shovels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 3370, "\"5efb77c486f197f616d8\""},
+    {"/js/stream.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 9633, "\"6d2b945ee53f2dcbc002\""},
+    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 10148, "\"d09aa102bd81fff5313a\""},
+    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 6690, "\"d62b5245a7dc1548caaf\""},
+    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 5411, "\"33be9294415ae8d83d82\""},
+    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_31, 3804, "\"5009a597fa3e9081d43d\""},
+    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_32, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
 };
 
 const mgmt_asset *mgmt_asset_find(const char *path)

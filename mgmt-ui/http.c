@@ -66,10 +66,13 @@ struct mgmt {
     uint64_t auth_attempts, auth_failed; /* HTTP basic logins (auth.c) */
     uint64_t cross_origin_refused, media_type_refused;
     cluster *cluster; /* NULL: a single node */
+    shovels *shovels; /* NULL: none */
 };
 
 void mgmt_set_cluster(mgmt *m, cluster *c) { m->cluster = c; }
 cluster *mgmt_cluster_of(const mgmt *m) { return m->cluster; }
+void mgmt_set_shovels(mgmt *m, shovels *sh) { m->shovels = sh; }
+shovels *mgmt_shovels_of(const mgmt *m) { return m->shovels; }
 
 int mgmt_port(const mgmt *m) { return m->port; }
 const mgmt_https *mgmt_https_of(const mgmt *m) { return m->https.http ? &m->https : NULL; }
@@ -106,6 +109,7 @@ static const mgmt_route *const tables[] = {
     mgmt_parameter_routes, mgmt_node_routes, mgmt_limits_routes, mgmt_cluster_routes,
     mgmt_stream_routes, mgmt_stream_conn_routes, mgmt_super_stream_routes,
     mgmt_federation_routes,
+    mgmt_shovel_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */

@@ -36,6 +36,10 @@ void mgmt_free(mgmt *m);
  * know nothing of clusters. */
 struct cluster;
 void mgmt_set_cluster(mgmt *m, struct cluster *c);
+/* The dynamic shovels (shovel/) /api/shovels shows and the parameter
+ * routes keep in step; NULL: none run here. */
+struct shovels;
+void mgmt_set_shovels(mgmt *m, struct shovels *sh);
 
 /* ---- JSON writer -------------------------------------------------------- */
 

@@ -10,6 +10,7 @@
 
 #include "../cluster/cluster.h"
 #include "../http/http.h"
+#include "../shovel/shovel.h"
 #include "mgmt.h"
 
 /* User tags; administrator implies the others, monitoring and policymaker
@@ -126,6 +127,10 @@ extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
 extern const mgmt_route mgmt_federation_routes[]; /* res_federation.c */
+extern const mgmt_route mgmt_shovel_routes[];    /* res_shovel.c */
+/* The shovels of this node (NULL: none), for res_shovel.c, res_parameter.c
+ * (a change of a shovel parameter syncs them) and the metrics. */
+shovels *mgmt_shovels_of(const mgmt *m);
 extern const mgmt_route mgmt_super_stream_routes[]; /* res_super_stream.c */
 extern const mgmt_route mgmt_cluster_routes[];      /* res_cluster.c */
 

@@ -62,9 +62,12 @@ enum {
     F_STREAM = 512,      /* stream queues only */
     F_PER_OBJECT = 1024, /* not on /metrics (a sum would mean nothing: offsets) */
     F_CLUSTER = 2048,    /* a cluster's leader only (mgmt_set_cluster) */
+    F_SHOVEL = 4096,     /* where shovels run (mgmt_set_shovels) */
 };
 enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED,
-              L_CLUSTER, L_FEDERATION };
+              L_CLUSTER, L_FEDERATION, L_SHOVEL };
+/* Warren's shovel families, one sample per shovel (vhost, name labels). */
+enum shovel_value { SH_RUNNING, SH_FORWARDED, SH_ACKED, SH_UNCONFIRMED, SH_RESTARTS };
 
 /* Warren's cluster families: the value says which (cluster_value). */
 enum cluster_value {
@@ -167,6 +170,7 @@ typedef struct family {
 #define X(g, name, type, help, v) {name, type, help, CONN, v, g, 0, 0}
 #define W(name, type, help, v, fl) {name, type, help, QUEUE, v, G_NONE, 0, F_WARREN | (fl)}
 #define CL(name, help, v) {name, "gauge", help, NODE, v, G_NONE, L_CLUSTER, F_WARREN | F_CLUSTER}
+#define SH(name, type, help, v) {name, type, help, NODE, v, G_NONE, L_SHOVEL, F_WARREN | F_SHOVEL}
 #define HELP_QUEUE_CONSUMERS "Consumers on a queue"
 
 static const family families[] = {
@@ -372,6 +376,16 @@ static const family families[] = {
        "Age of the oldest sync a connected follower has not acknowledged", CL_LAG_SECONDS),
     CL("cluster_follower_in_sync", "1 when the follower is in the in-sync replica set",
        CL_IN_SYNC),
+    /* Warren's shovels (GET /api/shovels) */
+    SH("shovel_running", "gauge", "1 while the shovel runs (0: starting or terminated)", SH_RUNNING),
+    SH("shovel_messages_forwarded_total", "counter", "Messages the shovel published to its destination",
+       SH_FORWARDED),
+    SH("shovel_messages_acked_total", "counter", "Messages the shovel acknowledged at its source",
+       SH_ACKED),
+    SH("shovel_messages_unconfirmed", "gauge",
+       "Messages published to the destination and not confirmed yet (on-confirm)", SH_UNCONFIRMED),
+    SH("shovel_restarts_total", "counter", "Times the shovel started again after a failure",
+       SH_RESTARTS),
     /* Warren's queue health (the queue JSON's oldest_ready_age_ms, ...) */
     W("queue_oldest_ready_age_seconds", "gauge",
       "Seconds since the oldest ready message entered the queue, 0 when none is ready "
@@ -728,7 +742,8 @@ prom_scrape *prom_scrape_new(mgmt *m, server *s, const prom_options *o, mgmt_pro
                         .per_object = o->per_object || o->detailed, .detailed = o->detailed};
     for (size_t i = 0; i < NFAMILIES; i++)
         sc->on[i] = family_on(&families[i], o) &&
-                    (!(families[i].flags & F_CLUSTER) || mgmt_cluster_of(m));
+                    (!(families[i].flags & F_CLUSTER) || mgmt_cluster_of(m)) &&
+                    (!(families[i].flags & F_SHOVEL) || mgmt_shovels_of(m));
     if (sc->per_object && !snapshot_lists(sc, o)) {
         prom_scrape_free(sc);
         return NULL;
@@ -921,6 +936,23 @@ static void federation_family(prom_scrape *sc)
     }
 }
 
+typedef struct shovel_scrape {
+    prom_scrape *sc;
+    const family *f;
+} shovel_scrape;
+
+static void shovel_sample(void *arg, const shovel_status *st)
+{
+    shovel_scrape *x = arg;
+    uint64_t v[] = {[SH_RUNNING] = st->state == SHOVEL_RUNNING, [SH_FORWARDED] = st->forwarded,
+                    [SH_ACKED] = st->acked, [SH_UNCONFIRMED] = st->unconfirmed,
+                    [SH_RESTARTS] = st->restarts};
+    mgmt_prom_begin(x->sc->w, x->sc->name);
+    mgmt_prom_label_str(x->sc->w, "vhost", st->vhost);
+    mgmt_prom_label_str(x->sc->w, "name", st->name);
+    mgmt_prom_uint(x->sc->w, v[x->f->value]);
+}
+
 static void node_family(prom_scrape *sc, const family *f)
 {
     mgmt_prom *w = sc->w;
@@ -942,6 +974,11 @@ static void node_family(prom_scrape *sc, const family *f)
     case L_FEDERATION:
         federation_family(sc);
         return;
+    case L_SHOVEL: {
+        shovel_scrape x = {sc, f};
+        shovels_foreach(mgmt_shovels_of(sc->m), NULL, shovel_sample, &x);
+        return;
+    }
     case L_PROTO_QT:
         protocol_queue_type(sc, f);
         return;

@@ -179,6 +179,13 @@ static void get_one(mgmt_req *r)
     mgmt_send(r, 200);
 }
 
+/* A shovel parameter changed: the shovels follow now, not at their next tick. */
+static void shovels_changed(mgmt_req *r, const char *component)
+{
+    if (strcmp(component, "shovel") == 0 && mgmt_shovels_of(r->m))
+        shovels_sync(mgmt_shovels_of(r->m));
+}
+
 static void put_one(mgmt_req *r)
 {
     char component[NAME_MAX_BYTES], name[NAME_MAX_BYTES], why[4096];
@@ -200,6 +207,7 @@ static void put_one(mgmt_req *r)
         mgmt_error(r, 500, "internal_error", why);
     else
         mgmt_send_empty(r, created ? 201 : 204, NULL);
+    shovels_changed(r, component);
 }
 
 static void delete_one(mgmt_req *r)
@@ -212,6 +220,7 @@ static void delete_one(mgmt_req *r)
         mgmt_send_empty(r, 204, NULL);
     else
         mgmt_not_found(r);
+    shovels_changed(r, component);
 }
 
 /* ---- global parameters -------------------------------------------------------- */

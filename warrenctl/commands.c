@@ -191,6 +191,13 @@ static const wctl_command commands[] = {
      "Moves a queue's messages (a dead-letter queue's, by default back to the queue each one "
      "died in) and reports where they went (Warren only)",
      wctl_cmd_move_messages},
+    /* rabbitmq_shovel's */
+    {"delete_shovel", "Shovel plugin", 1, 1, 0, "delete_shovel [--vhost <vhost>] <name>",
+     "Deletes a Shovel", wctl_cmd_delete_shovel},
+    {"restart_shovel", "Shovel plugin", 1, 1, 0, "restart_shovel [--vhost <vhost>] <name>",
+     "Restarts a dynamic Shovel", wctl_cmd_delete_shovel},
+    {"shovel_status", "Shovel plugin", 0, 0, 0, "shovel_status [--timeout <timeout>]",
+     "Displays status of Shovel on a node", wctl_cmd_shovel_status},
     /* rabbitmq-streams' (RabbitMQ 3.13) */
     {"add_super_stream", "Stream plugin", 1, 1, WCTL_OPT_SUPER_STREAM,
      "add_super_stream <name> [--vhost <vhost>] [--partitions <partitions>] [--binding-keys "

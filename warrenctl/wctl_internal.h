@@ -197,6 +197,8 @@ int wctl_cmd_ping(wctl_ctx *c);
 int wctl_cmd_environment(wctl_ctx *c);
 int wctl_cmd_help(wctl_ctx *c);
 int wctl_cmd_move_messages(wctl_ctx *c); /* cmd_move.c */
+int wctl_cmd_shovel_status(wctl_ctx *c); /* cmd_shovel.c */
+int wctl_cmd_delete_shovel(wctl_ctx *c);  /* also restart_shovel */
 /* rabbitmq-streams' option values (cmd_stream.c): a size with an
  * information unit ("100gb", "50MiB", "1000"; RabbitMQ 3.13's
  * parse_information_unit), an ISO 8601 duration ("P1DT2H30M") in seconds

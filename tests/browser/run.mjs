@@ -507,6 +507,24 @@ await test('create a policy with a known key', async () => {
   await shot('12-policies');
 });
 
+await test('shovels page: state, ends, counts, restart', async () => {
+  const value = { 'src-uri': `amqp:///${enc(VHOST)}`, 'src-queue': 'console.shovel.in',
+    'dest-uri': `amqp:///${enc(VHOST)}`, 'dest-queue': 'console.shovel.out' };
+  const put = await api('PUT', `/api/parameters/shovel/${enc(VHOST)}/console-shovel`, { value });
+  assert(put.status === 201, `shovel: ${put.status}`);
+  try {
+    await go('shovels');
+    await waitFor('shovel row running', async () => (await rowOf('console-shovel').textContent()).includes('running'));
+    const row = await rowOf('console-shovel').textContent();
+    assert(row.includes('console.shovel.in') && row.includes('console.shovel.out'), `row: ${row}`);
+    await shot('12b-shovels');
+    await rowOf('console-shovel').locator('button', { hasText: 'Restart' }).click();
+    await toast(/restarted/);
+  } finally {
+    await api('DELETE', `/api/parameters/shovel/${enc(VHOST)}/console-shovel`);
+  }
+});
+
 await test('export definitions (download) and re-import them', async () => {
   await go('definitions');
   await page.selectOption('#export-vhost', VHOST);

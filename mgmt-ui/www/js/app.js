@@ -4,7 +4,7 @@
 // the server: every page is index.html.
 import { h, replace, icon, select, errorBox, loading } from './dom.js';
 import { get, setCredentials, clearCredentials, hasCredentials, onUnauthorized, ApiError } from './http.js';
-import { session, parseTags, hasManagementTag, isAdmin, canPolicies, setVhost } from './session.js';
+import { session, parseTags, hasManagementTag, isAdmin, canPolicies, canMonitor, setVhost } from './session.js';
 import * as live from './live.js';
 
 // [pattern, module, nav key]; captured groups are URI-decoded and passed on.
@@ -23,6 +23,7 @@ const ROUTES = [
   [/^users\/([^/]+)$/, 'user', 'users'],
   [/^vhosts$/, 'vhosts', 'vhosts'],
   [/^policies$/, 'policies', 'policies'],
+  [/^shovels$/, 'shovels', 'shovels'],
   [/^definitions$/, 'definitions', 'definitions'],
 ];
 
@@ -36,6 +37,7 @@ const NAV = [
   ['users', 'Users', '#/users', 'user', isAdmin, 'Admin'],
   ['vhosts', 'Virtual hosts', '#/vhosts', 'vhost', () => true, 'Admin'],
   ['policies', 'Policies', '#/policies', 'policy', canPolicies, 'Admin'],
+  ['shovels', 'Shovels', '#/shovels', 'exchange', canMonitor, 'Admin'],
   ['definitions', 'Definitions', '#/definitions', 'file', isAdmin, 'Admin'],
 ];
 

@@ -134,8 +134,9 @@ def topology(v="defs.v"):
                         "component": "federation-upstream", "name": "up1"},
                        {"value": [{"upstream": "up1"}], "vhost": v, "component": "federation-upstream-set",
                         "name": "set1"},
-                       {"value": {"dest-queue": "q.ae", "dest-uri": "amqp://", "src-queue": "q.one",
-                                  "src-uri": "amqp://"},
+                       # unreachable ends: a running shovel must not add queues to "/" (amqp://)
+                       {"value": {"dest-queue": "q.ae", "dest-uri": "amqp://127.0.0.1:1", "src-queue": "q.one",
+                                  "src-uri": "amqp://127.0.0.1:1"},
                         "vhost": v, "component": "shovel", "name": "sh1"}],
         "global_parameters": [{"name": "cluster_name", "value": "defs-cluster"}],
         "exchanges": [{"name": "x.topic", "vhost": v, "type": "topic", "durable": True, "auto_delete": False,
