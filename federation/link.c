@@ -24,6 +24,10 @@
 
 #include "fed_int.h"
 
+/* An upstream in this broker is reached through an in-memory pipe,
+ * bounded as a socket's buffers are. */
+#define LOCAL_PIPE_BYTES (4u << 20)
+
 static uint64_t wall_ms(void)
 {
     struct timeval tv;
@@ -341,12 +345,19 @@ static void start(fed_link *k)
         return;
     }
     snprintf(k->upstream_vhost, sizeof k->upstream_vhost, "%s", uri.vhost);
-    if (uri.local) {
-        fail(k, "an upstream URI without a host (this broker) is not supported");
-        return;
-    }
     client_options o = {.connection_name = k->conn_name};
-    k->c = client_connect(loop_base(k->f->l), loop_flusher(k->f->l), &uri, &o, &handlers, k);
+    loop *l = k->f->l;
+    if (uri.local) { /* this broker (another vhost), as RabbitMQ's direct connection */
+        transport *ends[2];
+        if (!uri.user_given)
+            snprintf(uri.user, sizeof uri.user, "none");
+        if (transport_pipe_pair(loop_flusher(l), loop_base(l), LOCAL_PIPE_BYTES, ends)) {
+            conn_attach_trusted(k->f->s, l, ends[1], k->conn_name);
+            k->c = client_attach(loop_base(l), ends[0], &uri, &o, &handlers, k);
+        }
+    } else {
+        k->c = client_connect(loop_base(l), loop_flusher(l), &uri, &o, &handlers, k);
+    }
     if (!k->c)
         fail(k, "out of memory");
 }

@@ -302,3 +302,36 @@ class ValidationTest(unittest.TestCase):
         self.refused("/api/parameters/federation-upstream-set/%2F/s1", {"value": [
             {"upstream": "u", "prefetch-count": "x"}]},
             lead + "prefetch-count should be a number, actually was &lt;&lt;\"x\"&gt;&gt;\n")
+
+
+class ThisBrokerTest(unittest.TestCase):
+    def setUp(self):
+        self.a = warren("downstream")
+
+    def test_upstream_in_this_broker(self):
+        """A URI without a host is this broker (RabbitMQ's direct connection):
+        a queue federated from another vhost of the same Warren."""
+        vh, qn = h.unique("vh"), h.unique("fq")
+        ok(self.a, "PUT", "/api/vhosts/" + q(vh))
+        self.addCleanup(api, self.a, "DELETE", "/api/vhosts/" + q(vh))
+        ok(self.a, "PUT", "/api/permissions/%s/guest" % q(vh),
+           {"configure": ".*", "write": ".*", "read": ".*"})
+        name = h.unique("up")
+        upstream(self.a, name, "amqp:///" + q(vh))
+        self.addCleanup(api, self.a, "DELETE", "/api/parameters/federation-upstream/%2F/" + q(name))
+        pol = h.unique("pol")
+        policy(self.a, pol, "^" + qn, {"federation-upstream": name}, "queues")
+        self.addCleanup(api, self.a, "DELETE", "/api/policies/%2F/" + q(pol))
+        conn, ch = pika_channel(self, self.a)
+        ch.queue_declare(qn)
+        link = running(self.a, queue=qn)
+        self.assertEqual(link["uri"], "amqp:///" + q(vh))
+        other = h.connect((self.a.host, self.a.port), vhost=vh)
+        self.addCleanup(other.close)
+        och = other.channel()
+        och.queue_declare(qn, passive=True)  # the link declared it there
+        for i in range(5):
+            och.basic_publish("", qn, b"v%d" % i)
+        got = consume(conn, ch, qn, 5)
+        self.assertEqual(sorted(b for b, _ in got), [b"v%d" % i for i in range(5)])
+
