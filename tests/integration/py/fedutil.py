@@ -29,7 +29,7 @@ def _more_time(seconds):
 def rabbit(node=RABBIT_NODE, port=RABBIT_PORT, mgmt_port=None, plugins=()):
     """The file's RabbitMQ 3.10 (federation upstream), started on first use."""
     if node not in _started:
-        _more_time(120)
+        _more_time(180)
         r = RabbitNode(node, port, plugins, mgmt_port).start()
         atexit.register(r.stop)
         _started[node] = r
