@@ -329,8 +329,8 @@ static const client_handlers handlers = {
 
 /* ---- life -------------------------------------------------------------------------- */
 
-/* Connects to the first of its URIs RabbitMQ's way would pick at random;
- * each attempt takes the next. */
+/* Connects to one of its URIs, picked anew for each attempt (RabbitMQ
+ * picks at random). */
 static void start(fed_link *k)
 {
     client_uri uri;
