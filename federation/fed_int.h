@@ -101,7 +101,7 @@ typedef struct fed_bind_from {
 } fed_bind_from;
 bool fed_binding_args(amqp_writer *w, amqp_bytes args, const fed_bind_from *b);
 
-/* ---- links (link.c, link_setup.c, links.c) ----------------------------------- */
+/* ---- links (link.c, deliver.c, link_setup.c, links.c) -------------------------- */
 
 /* An upstream delivery waiting for the journal before its ack. */
 typedef struct fed_pending {
@@ -136,6 +136,7 @@ struct fed_link {
     uint64_t changed_at; /* wall clock ms */
     bool seen;           /* the manager's mark */
     bool retiring;       /* no longer wanted: closing, freed once closed (f->retired) */
+    bool closing;        /* retiring, its acks done: deleting upstream objects, closing */
     client *c;
     uint64_t retry_at; /* loop_now_ms when an errored link connects again */
     size_t calls;      /* setup calls still unanswered; running when 0 */
@@ -168,10 +169,11 @@ fed_link *fed_link_new(federation *f, bool queue, const char *vh, const char *ob
                        const char *policy, const char *config, fed_upstream *up);
 /* Closes its connection (deliveries not acked go back upstream), frees. */
 void fed_link_free(fed_link *k);
-/* The link is no longer wanted (its policy or upstream went): an exchange
- * link deletes its upstream queue and exchange, as RabbitMQ's does on a
- * normal stop, then the connection closes cleanly and the link is freed
- * (it waits in f->retired meanwhile). */
+/* The link is no longer wanted (its policy or upstream went): deliveries
+ * from now on go back upstream, those published here are acked once the
+ * journal has them, then an exchange link deletes its upstream queue and
+ * exchange, as RabbitMQ's does on a normal stop, the connection closes
+ * cleanly and the link is freed (it waits in f->retired meanwhile). */
 void fed_link_retire(fed_link *k);
 /* The manager's periodic turn: reconnect after the delay, stop reading
  * while a resource `alarm` is on, queue links start or stop consuming,
@@ -181,6 +183,11 @@ void fed_link_tick(fed_link *k, uint64_t now, bool bindings, bool alarm);
 void fed_link_restart(fed_link *k);
 void fed_link_synced(fed_link *k, journal_seq synced);
 void fed_link_set_status(fed_link *k, fed_status st, const char *error);
+
+/* A retired link whose acks are done: deletes its upstream objects, closes. */
+void fed_link_finish_retiring(fed_link *k);
+/* deliver.c: the client's deliver handler of every link (ctx: the link). */
+void fed_on_deliver(void *ctx, client *c, uint16_t ch, const client_message *m);
 
 /* link_setup.c: what a link declares upstream once connected, and the
  * exchange link's bindings. */

@@ -273,6 +273,10 @@ void federation_journal_synced(federation *f, journal_seq synced)
 {
     for (fed_link *k = f->links; k; k = k->next)
         fed_link_synced(k, synced);
+    for (fed_link *k = f->retired, *next; k; k = next) {
+        next = k->next; /* a retired link may finish and close here */
+        fed_link_synced(k, synced);
+    }
 }
 
 bool federation_restart_link(federation *f, const char *vhost_name, const char *id)

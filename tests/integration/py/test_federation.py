@@ -92,6 +92,42 @@ class FromRabbitTest(unittest.TestCase):
         self.assertEqual(got[0][1]["x-original-routing-key"], qn)
         until(lambda: self.r.queues()[qn][0] == 0, "the upstream queue to drain")
 
+    def test_upstream_changed_mid_flow_loses_nothing(self):
+        """A changed upstream makes its links again (RabbitMQ restarts them):
+        the old link acks what it put here, sends the rest back, and the
+        new one carries on -- nothing lost, a repeat only as a redelivery."""
+        qn = h.unique("fq")
+        self.pol("^" + qn, "queues")
+        conn, ch = pika_channel(self, self.w)
+        ch.queue_declare(qn, durable=True)
+        running(self.w, queue=qn)
+        rch = rabbit_channel(self)
+        for i in range(1500):
+            rch.basic_publish("", qn, b"%d" % i, pika.BasicProperties(delivery_mode=2))
+        seen = []
+
+        def on(c, m, p, b):
+            hops = (p.headers or {}).get("x-received-from") or [{}]
+            seen.append((int(b), m.redelivered or bool(hops[0].get("redelivered"))))
+            c.basic_ack(m.delivery_tag)
+        ch.basic_qos(prefetch_count=20)
+        ch.basic_consume(qn, on)
+        changed = False
+        for _ in range(600):
+            conn.process_data_events(0.05)
+            if not changed and len(seen) >= 300:
+                upstream(self.w, self.up, rabbit_uri(), **{"prefetch-count": 50})
+                changed = True
+            if len({n for n, _ in seen}) == 1500:
+                break
+        first = {}
+        for n, redelivered in seen:
+            if n in first:
+                self.assertTrue(redelivered, "%d twice, not as a redelivery" % n)
+            first.setdefault(n, redelivered)
+        self.assertEqual(sorted(first), list(range(1500)))
+        until(lambda: self.r.queues()[qn][0] == 0, "the upstream queue to drain")
+
     def test_exchange_binding_upkeep_and_headers(self):
         x, lq = h.unique("fx"), h.unique("lq")
         self.pol("^" + x, "exchanges")
