@@ -6,10 +6,11 @@
  * - operator_policy: Warren's operator policies (policy.c), the value
  *   {pattern, definition, priority, apply-to} -- how RabbitMQ stores them.
  * - policy: the policies, shown as parameters (read only, as in RabbitMQ).
- * - shovel, federation-upstream, federation-upstream-set: kept (param.c)
- *   for the features that come later. Their shape and required keys are
- *   checked as RabbitMQ's plugins check them; other keys are kept
- *   unchecked until the features land.
+ * - shovel, federation-upstream, federation-upstream-set: kept (param.c);
+ *   the shovels and the federation links (federation/) read them. Their
+ *   shape and required keys are checked as RabbitMQ's plugins check them,
+ *   an upstream's (and a set element's) keys each by its kind as
+ *   rabbitmq_federation's shared_validation does, unknown ones refused.
  * - vhost-limits: a vhost's limits (max-connections, max-queues), name
  *   "limits" as RabbitMQ's rabbit_vhost_limit sets them; the vhost keeps
  *   their numbers (queue/vhost_limits.c). /api/vhost-limits goes through
