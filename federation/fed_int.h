@@ -159,7 +159,7 @@ struct federation {
     struct event *timer;
     fed_link *links;   /* in status order */
     fed_link *retired; /* closing their connections */
-    uint32_t ticks;
+    uint64_t reconcile_at; /* loop_now_ms of the next look at policies and bindings */
     char cluster[FED_NAME_MAX]; /* this broker's cluster name */
 };
 
@@ -177,8 +177,9 @@ void fed_link_free(fed_link *k);
 void fed_link_retire(fed_link *k);
 /* The manager's periodic turn: reconnect after the delay, stop reading
  * while a resource `alarm` is on, queue links start or stop consuming,
- * exchange links keep their bindings (`bindings`: once a second). */
-void fed_link_tick(fed_link *k, uint64_t now, bool bindings, bool alarm);
+ * exchange links keep their bindings (`bindings`: once a second). True
+ * when a queue link waits for its local consumers (fed_queue_demand). */
+bool fed_link_tick(fed_link *k, uint64_t now, bool bindings, bool alarm);
 /* Connects again now (the API's restart): deliveries not acked go back. */
 void fed_link_restart(fed_link *k);
 void fed_link_synced(fed_link *k, journal_seq synced);
@@ -196,8 +197,10 @@ void fed_setup_start(fed_link *k);
  * or not (404). */
 void fed_setup_checked(fed_link *k, bool found);
 void fed_bindings_sync(fed_link *k);
-/* A running queue link consumes or cancels as the local queue's demand says. */
-void fed_queue_demand(fed_link *k);
+/* A running queue link consumes or cancels as the local queue's demand
+ * says. True when it does not consume while the local queue has
+ * consumers: they will want more soon. */
+bool fed_queue_demand(fed_link *k);
 void fed_bindings_free(fed_link *k);
 /* The local vhost of a link, or NULL when it went. */
 vhost *fed_link_vhost(fed_link *k);

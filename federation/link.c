@@ -249,16 +249,17 @@ void fed_link_restart(fed_link *k)
     start(k);
 }
 
-void fed_link_tick(fed_link *k, uint64_t now, bool bindings, bool alarm)
+bool fed_link_tick(fed_link *k, uint64_t now, bool bindings, bool alarm)
 {
     if (!k->c && k->status == FED_ERROR && now >= k->retry_at)
         start(k);
     if (k->c && alarm != k->paused) /* a resource alarm blocks links as it blocks publishers */
         client_pause_reading(k->c, k->paused = alarm);
     if (k->status == FED_RUNNING && k->c && k->queue)
-        fed_queue_demand(k);
-    else if (k->status == FED_RUNNING && k->c && bindings)
+        return fed_queue_demand(k);
+    if (k->status == FED_RUNNING && k->c && bindings)
         fed_bindings_sync(k);
+    return false;
 }
 
 void fed_link_finish_retiring(fed_link *k)

@@ -162,15 +162,16 @@ static bool local_demand(queue *q)
     return false;
 }
 
-void fed_queue_demand(fed_link *k)
+bool fed_queue_demand(fed_link *k)
 {
     vhost *v = fed_link_vhost(k);
     queue *q = v ? vhost_queue_find(v, AMQP_CSTR(k->object)) : NULL;
     bool want = q && local_demand(q);
     amqp_method m = {0};
     uint8_t args[32]; /* client_call encodes it: alive until then */
+    bool waiting = !want && q && queue_consumer_count(q) > 0;
     if (want == k->consuming)
-        return;
+        return waiting;
     if (want) {
         amqp_writer w;
         amqp_writer_init(&w, args, sizeof args);
@@ -185,6 +186,7 @@ void fed_queue_demand(fed_link *k)
     }
     if (client_call(k->c, 1, &m))
         k->consuming = want;
+    return waiting;
 }
 
 /* ---- exchange links: bindings ------------------------------------------------------------ */

@@ -16,8 +16,10 @@
  * exchange.
  *
  * The timer runs every 100 ms while there are links (reconnects, queue
- * links' demand; bindings and reconcile every tenth turn) and once a
- * second when there are none.
+ * links' demand; bindings and reconcile once a second), every 10 ms while
+ * a queue link waits for its local consumers to take what is there (so
+ * that it consumes again as soon as they have, as RabbitMQ's queue tells
+ * its link at once), and once a second when there are no links.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +33,9 @@
 
 #define UPSTREAM "federation-upstream"
 #define UPSTREAM_SET "federation-upstream-set"
+#define EAGER_MS 10 /* a queue link waits for its local consumers to empty the queue */
 #define TICK_MS 100
-#define IDLE_MS 1000
-#define RECONCILE_TICKS 10
+#define IDLE_MS 1000 /* and how often policies and bindings are looked at */
 
 typedef struct want {
     federation *f;
@@ -227,14 +229,16 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     federation *f = arg;
     (void)fd, (void)what;
     loop_touch_clock(f->l);
-    bool whole = !f->links || ++f->ticks % RECONCILE_TICKS == 0;
-    if (whole)
-        reconcile(f);
     uint64_t now = loop_now_ms(f->l);
-    bool alarm = server_alarms(f->s) != 0;
+    bool whole = !f->links || now >= f->reconcile_at;
+    if (whole) {
+        reconcile(f);
+        f->reconcile_at = now + IDLE_MS;
+    }
+    bool alarm = server_alarms(f->s) != 0, eager = false;
     for (fed_link *k = f->links; k; k = k->next)
-        fed_link_tick(k, now, whole, alarm);
-    uint32_t ms = f->links ? TICK_MS : IDLE_MS;
+        eager |= fed_link_tick(k, now, whole, alarm);
+    uint32_t ms = eager ? EAGER_MS : f->links ? TICK_MS : IDLE_MS;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(f->timer, &tv);
 }
