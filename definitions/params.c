@@ -243,8 +243,13 @@ static const char *const SET_ELEMENT_KEYS[] = {"upstream", SHARED_UPSTREAM_KEYS,
 
 static void check_upstream(lines *t, const char *name, const json_t *v)
 {
-    if (!proplist(t, v, name, UPSTREAM_KEYS) || !json_is_object(v))
+    static const char *const keys[] = {"uri", NULL};
+    if (!proplist(t, v, name, UPSTREAM_KEYS))
         return;
+    if (!json_is_object(v)) { /* a list of terms: only what is missing */
+        required(t, v, name, keys);
+        return;
+    }
     upstream_keys_check(t, name, v, "uri");
     uri_key(t, v, "uri");
 }
