@@ -371,3 +371,36 @@ class ThisBrokerTest(unittest.TestCase):
         got = consume(conn, ch, qn, 5)
         self.assertEqual(sorted(b for b, _ in got), [b"v%d" % i for i in range(5)])
 
+
+class RestartTest(h.DataDirTest):
+    """Upstreams and policies are kept: after a restart -- clean or a
+    SIGKILL -- the links run again and carry on."""
+
+    def test_links_come_back_after_restart_and_kill(self):
+        from fedutil import _more_time
+        _more_time(30)
+        conn, ch = self.start()
+        vh, qn = h.unique("vh"), h.unique("fq")
+        w = self.proc
+        ok(w, "PUT", "/api/vhosts/" + q(vh))
+        ok(w, "PUT", "/api/permissions/%s/guest" % q(vh), {"configure": ".*", "write": ".*", "read": ".*"})
+        upstream(w, "up", "amqp:///" + q(vh))
+        policy(w, "pol", "^" + qn, {"federation-upstream": "up"}, "queues")
+        ch.queue_declare(qn, durable=True)
+        running(w, queue=qn)
+        for restart in ("clean", "kill"):
+            if restart == "clean":
+                conn, ch = self.restart(conn)
+            else:
+                self.kill()
+                conn, ch = self.start()
+            w = self.proc
+            running(w, queue=qn)
+            other = h.connect(self.addr, vhost=vh)
+            other.channel().basic_publish("", qn, restart.encode(),
+                                          pika.BasicProperties(delivery_mode=2))
+            other.close()
+            got = consume(conn, ch, qn, 1)
+            self.assertEqual(got[0][0], restart.encode())
+        conn.close()
+
