@@ -32,7 +32,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_VARIANT)
 LDFLAGS += $(LDFLAGS_VARIANT)
 
 B         = build/$(VARIANT)
-LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c dedup/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c client/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c shovel/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c))
+LIB_SRCS  = $(filter-out broker/main.c,$(wildcard amqp/*.c dedup/*.c amqp10/*.c streamproto/*.c pattern/*.c http/*.c etcd/*.c mirror/*.c store/*.c stream/*.c routing/*.c net/*.c client/*.c core/*.c cluster/*.c access/*.c queue/*.c conn/*.c shovel/*.c streamconn/*.c admin/*.c broker/*.c mgmt-ui/*.c definitions/*.c federation/*.c))
 LIB_OBJS  = $(LIB_SRCS:%.c=$(B)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
@@ -161,6 +161,10 @@ $(B)/tests/unit/test_definitions_%: tests/unit/test_definitions_%.c $(B)/libwarr
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 
 $(B)/tests/unit/test_cluster_%: tests/unit/test_cluster_%.c $(B)/libwarren.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
+
+$(B)/tests/unit/test_federation_%: tests/unit/test_federation_%.c $(B)/libwarren.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $(filter-out %.h,$^) $(LDLIBS) $(TEST_LIBS)
 

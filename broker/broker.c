@@ -56,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../federation/federation.h"
 #include "broker.h"
 
 #define TICK_MS 250
@@ -86,6 +87,7 @@ struct broker {
     journal *journal;
     spill *spill; /* the loop's (freed after its queues) */
     sconn_hub *streams; /* the stream protocol's connections */
+    federation *federation; /* links to federation upstreams */
 };
 
 static void accept_resume(broker *b);
@@ -100,6 +102,8 @@ static void journal_synced_cb(void *ctx, journal_seq synced)
     admin_foreach_conn(ctx, NULL, synced_conn, NULL);
     if (server_stream_hub(ctx))
         sconn_hub_journal_synced(server_stream_hub(ctx));
+    if (server_federation(ctx))
+        federation_journal_synced(server_federation(ctx), synced);
 }
 
 static void store_log(const char *who, int level, const char *text)
@@ -607,10 +611,11 @@ broker *broker_new(const config *cfg, mirror *replication)
     if (loaded)
         queue_streams_collect(s); /* the folders of streams deleted before a crash */
     if (!loaded || !first_boot(s) || !param_ensure_cluster_id(s) || !open_journal(b) ||
-        !listen_on(b)) {
+        !listen_on(b) || !(b->federation = federation_new(s))) {
         broker_free(b);
         return NULL;
     }
+    server_set_federation(s, b->federation);
     return b;
 }
 
@@ -662,6 +667,8 @@ void broker_free(broker *b)
     close_listeners(b);
     while (loop_socket_count(b->loop))
         conn_free_now(loop_conn_at(b->loop, loop_socket_count(b->loop) - 1));
+    federation_free(b->federation); /* its links publish into the vhosts */
+    server_set_federation(s, NULL);
     sconn_hub_free(b->streams); /* its readers go before the queues' logs */
     server_set_stream_hub(s, NULL);
     server_foreach_vhost(s, free_vhost, NULL);

@@ -357,6 +357,7 @@ typedef struct policy_applied policy_applied;
 typedef struct param_set param_set;
 typedef struct login_brake login_brake; /* access/brake.c */
 typedef struct sconn_hub sconn_hub;     /* stream-protocol connections (streamconn/) */
+typedef struct federation federation;   /* the federation links (federation/) */
 
 
 /* ---- queue types and dead-letter reasons (counted by server_counts) ---- */
@@ -562,6 +563,9 @@ void server_set_params(server *s, param_set *p);
  * the management API). */
 void server_set_stream_hub(server *s, sconn_hub *h);
 sconn_hub *server_stream_hub(server *s);
+/* The federation links (federation/; NULL: none), for the management API. */
+void server_set_federation(server *s, federation *f);
+federation *server_federation(server *s);
 /* Where queue/ keeps its stream queues' registry (what their commits
  * share with the journal); NULL until the first stream. */
 struct stream_registry **server_streams(server *s);

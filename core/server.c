@@ -38,6 +38,7 @@ struct server {
     login_brake *brake;
     param_set *params; /* global runtime parameters */
     sconn_hub *stream_hub; /* the stream protocol's connections (streamconn/) */
+    federation *federation; /* the federation links (federation/) */
     vhost_entry *vhosts;
     size_t nvhosts, vhosts_cap;
     size_t next_hint;        /* where server_vhost_next returned its last vhost */
@@ -129,6 +130,8 @@ void server_set_login_brake(server *s, login_brake *b) { s->brake = b; }
 void server_set_params(server *s, param_set *p) { s->params = p; }
 void server_set_stream_hub(server *s, sconn_hub *h) { s->stream_hub = h; }
 sconn_hub *server_stream_hub(server *s) { return s->stream_hub; }
+void server_set_federation(server *s, federation *f) { s->federation = f; }
+federation *server_federation(server *s) { return s->federation; }
 meta *server_meta(server *s) { return s->meta; }
 struct stream_registry **server_streams(server *s) { return &s->streams; }
 journal *server_journal(server *s) { return s->journal; }

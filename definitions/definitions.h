@@ -73,8 +73,8 @@ bool defs_import_file(server *s, const char *path, defs_error *err, char *failed
  * definitions show them: component, name and a JSON value. Warren takes
  * operator_policy (its operator policies, value {pattern, definition,
  * priority, apply-to}), shows policy (the policies, read only), and keeps
- * shovel, federation-upstream and federation-upstream-set for the features
- * that come later, and vhost-limits (a vhost's limits, name "limits",
+ * shovel, federation-upstream and federation-upstream-set (the shovels and
+ * federation links read them), and vhost-limits (a vhost's limits, name "limits",
  * enforced -- see queue.h); any other component is refused, as RabbitMQ refuses one
  * whose plugin is not enabled. Global parameters are any name -> any JSON
  * value. */

@@ -6,10 +6,11 @@
  * - operator_policy: Warren's operator policies (policy.c), the value
  *   {pattern, definition, priority, apply-to} -- how RabbitMQ stores them.
  * - policy: the policies, shown as parameters (read only, as in RabbitMQ).
- * - shovel, federation-upstream, federation-upstream-set: kept (param.c)
- *   for the features that come later. Their shape and required keys are
- *   checked as RabbitMQ's plugins check them; other keys are kept
- *   unchecked until the features land.
+ * - shovel, federation-upstream, federation-upstream-set: kept (param.c);
+ *   the shovels and the federation links (federation/) read them. Their
+ *   shape and required keys are checked as RabbitMQ's plugins check them,
+ *   an upstream's (and a set element's) keys each by its kind as
+ *   rabbitmq_federation's shared_validation does, unknown ones refused.
  * - vhost-limits: a vhost's limits (max-connections, max-queues), name
  *   "limits" as RabbitMQ's rabbit_vhost_limit sets them; the vhost keeps
  *   their numbers (queue/vhost_limits.c). /api/vhost-limits goes through
@@ -179,12 +180,77 @@ static void uri_key(lines *t, const json_t *v, const char *key)
 
 /* ---- the components ------------------------------------------------------------ */
 
+/* rabbit_federation_parameters' shared_validation, in its order: each key's
+ * kind (binary, number, boolean, or the values of an enum). */
+static const struct upstream_key {
+    const char *key;
+    char kind; /* 'b' binary, 'n' number, 't' boolean, 'e' enum */
+    const char *values[4];
+} upstream_keys[] = {
+    {"exchange", 'b', {0}},         {"queue", 'b', {0}},
+    {"consumer-tag", 'b', {0}},     {"prefetch-count", 'n', {0}},
+    {"reconnect-delay", 'n', {0}},  {"max-hops", 'n', {0}},
+    {"expires", 'n', {0}},          {"message-ttl", 'n', {0}},
+    {"trust-user-id", 't', {0}},    {"ack-mode", 'e', {"no-ack", "on-publish", "on-confirm"}},
+    {"resource-cleanup-mode", 'e', {"default", "never"}},
+    {"ha-policy", 'b', {0}},        {"bind-nowait", 't', {0}},
+    {"channel-use-mode", 'e', {"multiple", "single"}},
+};
+
+/* One key's check, with RabbitMQ's text (rabbit_parameter_validation). */
+static void upstream_value(lines *t, const struct upstream_key *k, const json_t *v)
+{
+    char term[256], list[128] = "";
+    defs_erlang_term(v, term, sizeof term);
+    if (k->kind == 'n' && !json_is_number(v))
+        line(t, "%s should be a number, actually was %s", k->key, term);
+    else if (k->kind == 't' && !json_is_boolean(v))
+        line(t, "%s should be boolean, actually was %s", k->key, term);
+    else if ((k->kind == 'b' || k->kind == 'e') && !json_is_string(v))
+        line(t, "%s should be binary, actually was %s", k->key, term);
+    else if (k->kind == 'e') {
+        for (int i = 0; i < 4 && k->values[i]; i++)
+            if (strcmp(json_string_value(v), k->values[i]) == 0)
+                return;
+        for (int i = 0; i < 4 && k->values[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s<<\"%s\">>",
+                     i ? "," : "", k->values[i]);
+        line(t, "%s should be one of [%s], actually was %s", k->key, list, term);
+    }
+}
+
+/* An upstream (or a set's element, whose `first` key is "upstream"): its
+ * problems in the order RabbitMQ lists them -- the last key checked first,
+ * the first (`first`, mandatory) last. */
+static void upstream_keys_check(lines *t, const char *name, const json_t *v, const char *first)
+{
+    size_t n = sizeof upstream_keys / sizeof upstream_keys[0];
+    for (size_t i = n; i-- > 0;) {
+        const json_t *e = json_object_get(v, upstream_keys[i].key);
+        if (e)
+            upstream_value(t, &upstream_keys[i], e);
+    }
+    if (!json_object_get(v, first))
+        line(t, "Key \"%s\" not found in %s", first, name);
+}
+
+#define SHARED_UPSTREAM_KEYS                                                                       \
+    "exchange", "queue", "consumer-tag", "prefetch-count", "reconnect-delay", "max-hops",          \
+        "expires", "message-ttl", "trust-user-id", "ack-mode", "resource-cleanup-mode",            \
+        "ha-policy", "bind-nowait", "channel-use-mode"
+static const char *const UPSTREAM_KEYS[] = {"uri", SHARED_UPSTREAM_KEYS, NULL};
+static const char *const SET_ELEMENT_KEYS[] = {"upstream", SHARED_UPSTREAM_KEYS, NULL};
+
 static void check_upstream(lines *t, const char *name, const json_t *v)
 {
     static const char *const keys[] = {"uri", NULL};
-    if (!proplist(t, v, name, NULL))
+    if (!proplist(t, v, name, UPSTREAM_KEYS))
         return;
-    required(t, v, name, keys);
+    if (!json_is_object(v)) { /* a list of terms: only what is missing */
+        required(t, v, name, keys);
+        return;
+    }
+    upstream_keys_check(t, name, v, "uri");
     uri_key(t, v, "uri");
 }
 
@@ -200,9 +266,12 @@ static void check_upstream_set(lines *t, const char *name, const json_t *v)
         return;
     }
     json_array_foreach(v, i, e) {
-        if (!proplist(t, e, name, NULL))
+        if (!proplist(t, e, name, SET_ELEMENT_KEYS))
             continue;
-        required(t, e, name, keys);
+        if (json_is_object(e))
+            upstream_keys_check(t, name, e, "upstream");
+        else
+            required(t, e, name, keys);
         const json_t *up = json_object_get(e, "upstream");
         if (up && !json_is_string(up)) {
             defs_erlang_term(up, term, sizeof term);

@@ -376,7 +376,7 @@ static const char body_3[] =
     "</body>\n"
     "</html>\n";
 
-/* /js/app.js (10192 bytes) */
+/* /js/app.js (10328 bytes) */
 static const char body_4[] =
     "// The console shell: login, the header (vhost selector, refresh interval,\n"
     "// user and logout), the navigation, and a hash router that loads one page\n"
@@ -404,6 +404,7 @@ static const char body_4[] =
     "  [/^vhosts$/, 'vhosts', 'vhosts'],\n"
     "  [/^policies$/, 'policies', 'policies'],\n"
     "  [/^shovels$/, 'shovels', 'shovels'],\n"
+    "  [/^federation$/, 'federation', 'federation'],\n"
     "  [/^definitions$/, 'definitions', 'definitions'],\n"
     "];\n"
     "\n"
@@ -418,6 +419,7 @@ static const char body_4[] =
     "  ['vhosts', 'Virtual hosts', '#/vhosts', 'vhost', () => true, 'Admin'],\n"
     "  ['policies', 'Policies', '#/policies', 'policy', canPolicies, 'Admin'],\n"
     "  ['shovels', 'Shovels', '#/shovels', 'exchange', canMonitor, 'Admin'],\n"
+    "  ['federation', 'Federation status', '#/federation', 'exchange', canMonitor, 'Admin'],\n"
     "  ['definitions', 'Definitions', '#/definitions', 'file', isAdmin, 'Admin'],\n"
     "];\n"
     "\n"
@@ -1397,8 +1399,67 @@ static const char body_14[] =
     "  return { refresh: table.refresh, title: 'Exchanges' };\n"
     "}\n";
 
-/* /js/format.js (2153 bytes) */
+/* /js/federation.js (2710 bytes) */
 static const char body_15[] =
+    "// Federation status: GET /api/federation-links (of the chosen vhost, or\n"
+    "// all) -- each link's upstream, the exchange or queue it federates, its\n"
+    "// status (an error's reason beside it), the upstream URI and since when;\n"
+    "// Restart (DELETE /api/federation-links/vhost/{vh}/{id}/{node}/restart) for\n"
+    "// the monitoring users and administrators the API lets see it.\n"
+    "import { h, replace } from './dom.js';\n"
+    "import { del } from './http.js';\n"
+    "import { createTable } from './table.js';\n"
+    "import { runAction } from './ui.js';\n"
+    "import { session } from './session.js';\n"
+    "\n"
+    "const enc = encodeURIComponent;\n"
+    "\n"
+    "function object(r) {\n"
+    "  const name = r.type === 'queue' \? r.queue : r.exchange;\n"
+    "  const up = r.type === 'queue' \? r.upstream_queue : r.upstream_exchange;\n"
+    "  return h('span', {}, h('span', { class: 'name-text' }, name),\n"
+    "    up !== name \? h('span', { class: 'muted' }, ` \342\206\220 ${up}`) : null);\n"
+    "}\n"
+    "\n"
+    "function status(r) {\n"
+    "  return h('span', { class: `link-state link-${r.status}`, title: r.error || '' },\n"
+    "    r.status, r.error \? h('span', { class: 'muted' }, ` \342\200\224 ${r.error}`) : null);\n"
+    "}\n"
+    "\n"
+    "function restart(r, refresh) {\n"
+    "  const path = `/api/federation-links/vhost/${enc(r.vhost)}/${enc(r.id)}/${enc(r.node)}/restart`;\n"
+    "  return h('button', {\n"
+    "    type: 'button', class: 'btn btn-small', 'data-link': r.id,\n"
+    "    onclick: (e) => runAction(e.target, () => del(path).then(() => { refresh(); return true; }),\n"
+    "      `Link to \342\200\234${r.upstream}\342\200\235 restarted`),\n"
+    "  }, 'Restart');\n"
+    "}\n"
+    "\n"
+    "export async function render(el) {\n"
+    "  let table = null;\n"
+    "  const refresh = () => table && table.refresh();\n"
+    "  const cols = [\n"
+    "    { key: 'upstream', label: 'Upstream', sort: 'upstream', always: true, render: (r) => h('span', { class: 'name-text' }, r.upstream) },\n"
+    "    { key: 'vhost', label: 'Virtual host', sort: 'vhost', initial: false },\n"
+    "    { key: 'type', label: 'Type', sort: 'type' },\n"
+    "    { key: 'object', label: 'Exchange / queue', render: object },\n"
+    "    { key: 'status', label: 'State', sort: 'status', render: status },\n"
+    "    { key: 'uri', label: 'URI', render: (r) => h('span', { class: 'name-text' }, r.uri) },\n"
+    "    { key: 'local_connection', label: 'Connection', initial: false },\n"
+    "    { key: 'timestamp', label: 'Since', initial: false },\n"
+    "    { key: 'actions', label: '', always: true, render: (r) => restart(r, refresh) },\n"
+    "  ];\n"
+    "  table = createTable({\n"
+    "    id: 'federation', columns: cols, emptyText: 'No federation links.',\n"
+    "    localName: (r) => `${r.upstream} ${r.exchange || r.queue}`,\n"
+    "    url: () => (session.vhost \? `/api/federation-links/${enc(session.vhost)}` : '/api/federation-links'),\n"
+    "  });\n"
+    "  replace(el, h('div', { class: 'page-head' }, h('h1', {}, 'Federation status')), table.el);\n"
+    "  return { refresh: table.refresh, title: 'Federation status' };\n"
+    "}\n";
+
+/* /js/format.js (2153 bytes) */
+static const char body_16[] =
     "// Number, size, rate and time formatting: one place so every table and panel\n"
     "// shows the same units. Missing values render as an en dash, never \"undefined\".\n"
     "\n"
@@ -1462,7 +1523,7 @@ static const char body_15[] =
     "}\n";
 
 /* /js/http.js (3774 bytes) */
-static const char body_16[] =
+static const char body_17[] =
     "// The console's only way to the broker: fetch() against the HTTP API with the\n"
     "// user's credentials and one error shape.\n"
     "//\n"
@@ -1564,7 +1625,7 @@ static const char body_16[] =
     "}\n";
 
 /* /js/live.js (1607 bytes) */
-static const char body_17[] =
+static const char body_18[] =
     "// Live refresh: one timer for the whole console. The page on screen\n"
     "// registers its refresh function; the timer calls it every N seconds while\n"
     "// the tab is visible, never while a previous refresh is still running, and\n"
@@ -1627,7 +1688,7 @@ static const char body_17[] =
     "restart();\n";
 
 /* /js/messages.js (7121 bytes) */
-static const char body_18[] =
+static const char body_19[] =
     "// Publishing a message (exchange and queue pages) and showing messages got\n"
     "// from a queue. Bodies are shown as text, pretty-printed JSON or base64, and\n"
     "// always as text nodes: a body is whatever a client sent.\n"
@@ -1764,7 +1825,7 @@ static const char body_18[] =
     "}\n";
 
 /* /js/move.js (7360 bytes) */
-static const char body_19[] =
+static const char body_20[] =
     "// \"Move messages\" on the queue page: Warren's redrive of a (dead-letter)\n"
     "// queue through /api/queues/{vhost}/{name}/move -- back to the queue each\n"
     "// message died in, to another queue, or to an exchange -- with a\n"
@@ -1902,7 +1963,7 @@ static const char body_19[] =
     "\n";
 
 /* /js/objects.js (9109 bytes) */
-static const char body_20[] =
+static const char body_21[] =
     "// Renderers shared by the pages for the broker's objects: links to a queue,\n"
     "// exchange or connection page, feature flags, state badges, the known\n"
     "// arguments and policy keys, and a vhost chooser for forms.\n"
@@ -2064,7 +2125,7 @@ static const char body_20[] =
     "}\n";
 
 /* /js/overview.js (11082 bytes) */
-static const char body_21[] =
+static const char body_22[] =
     "// Overview: alarms first, then totals, live charts of queued messages and\n"
     "// message rates over the last ten minutes (the API's samples, as many as\n"
     "// the broker has had time to take), and the\n"
@@ -2293,7 +2354,7 @@ static const char body_21[] =
     "}\n";
 
 /* /js/policies.js (5281 bytes) */
-static const char body_22[] =
+static const char body_23[] =
     "// Policies and operator policies: tables, and one form that adds or edits\n"
     "// either kind with the known definition keys offered. Policymakers and\n"
     "// administrators change policies; operator policies are for administrators.\n"
@@ -2380,7 +2441,7 @@ static const char body_22[] =
     "}\n";
 
 /* /js/queue.js (13647 bytes) */
-static const char body_23[] =
+static const char body_24[] =
     "// One queue: counts and rates with charts, where its messages are (in RAM,\n"
     "// persistent, paged out: RabbitMQ's breakdown), the health facts Warren adds\n"
     "// (oldest ready and unacked ages, delivery-count histogram), consumers and\n"
@@ -2605,7 +2666,7 @@ static const char body_23[] =
     "}\n";
 
 /* /js/queues.js (2658 bytes) */
-static const char body_24[] =
+static const char body_25[] =
     "// Queues: the server-paged table (counts, rates, consumers, the ages Warren\n"
     "// adds) and the form to declare a queue.\n"
     "import { h, replace } from './dom.js';\n"
@@ -2653,7 +2714,7 @@ static const char body_24[] =
     "}\n";
 
 /* /js/session.js (1260 bytes) */
-static const char body_25[] =
+static const char body_26[] =
     "// Who is logged in and what they may do. The tags decide what the console\n"
     "// offers; the API decides what is allowed (it refuses with 401 not_authorised, as RabbitMQ, whatever the\n"
     "// console shows), so hiding a button is a courtesy, not the protection.\n"
@@ -2697,7 +2758,7 @@ static const char body_25[] =
     "}\n";
 
 /* /js/shovels.js (3370 bytes) */
-static const char body_26[] =
+static const char body_27[] =
     "// Shovels: GET /api/shovels (of the chosen vhost, or all) -- each shovel's\n"
     "// state (with the reason when terminated), source, destination and its\n"
     "// counts; restart and delete (DELETE /api/shovels/vhost/{vh}/{name}[/restart])\n"
@@ -2766,7 +2827,7 @@ static const char body_26[] =
     "}\n";
 
 /* /js/stream.js (9633 bytes) */
-static const char body_27[] =
+static const char body_28[] =
     "// One stream queue: its log (records, first / last / committed offset,\n"
     "// segments, size on disk), its retention (x-max-age, x-max-length-bytes,\n"
     "// the segment size; an argument wins over the policy, as the broker applies\n"
@@ -2932,7 +2993,7 @@ static const char body_27[] =
     "}\n";
 
 /* /js/table.js (10148 bytes) */
-static const char body_28[] =
+static const char body_29[] =
     "// A list table over one API collection: sorting, name filtering (plain or\n"
     "// regex), paging and column choice are done by the server with RabbitMQ's\n"
     "// query parameters (page, page_size, name, use_regex, sort, sort_reverse,\n"
@@ -3158,7 +3219,7 @@ static const char body_28[] =
     "}\n";
 
 /* /js/ui.js (6690 bytes) */
-static const char body_29[] =
+static const char body_30[] =
     "// Shared interaction pieces: confirmation dialogs for destructive actions,\n"
     "// transient notices, and the typed key/value editor used for queue and\n"
     "// exchange arguments, message headers and policy definitions.\n"
@@ -3298,7 +3359,7 @@ static const char body_29[] =
     "}\n";
 
 /* /js/user.js (5411 bytes) */
-static const char body_30[] =
+static const char body_31[] =
     "// One user (administrators only): tags and password, permissions per vhost\n"
     "// and topic permissions (set, clear), delete.\n"
     "import { h, replace, field, errorBox, loading, panel, empty, select, cards } from './dom.js';\n"
@@ -3390,7 +3451,7 @@ static const char body_30[] =
     "}\n";
 
 /* /js/users.js (3804 bytes) */
-static const char body_31[] =
+static const char body_32[] =
     "// Users (administrators only): the table, adding a user with tags and a\n"
     "// password, deleting one.\n"
     "import { h, replace, field } from './dom.js';\n"
@@ -3456,7 +3517,7 @@ static const char body_31[] =
     "}\n";
 
 /* /js/vhosts.js (4015 bytes) */
-static const char body_32[] =
+static const char body_33[] =
     "// Virtual hosts: the table (messages and rates per vhost); administrators\n"
     "// add and delete them (deleting asks for the name to be typed).\n"
     "import { h, replace, field, select } from './dom.js';\n"
@@ -3532,7 +3593,7 @@ static const mgmt_asset assets[] = {
     {"/favicon.svg", "image/svg+xml", (const unsigned char *)body_1, 321, "\"efd94989c43169359be4\""},
     {"/icons.svg", "image/svg+xml", (const unsigned char *)body_2, 4340, "\"4f6b1bd5b6842c787e42\""},
     {"/index.html", "text/html; charset=utf-8", (const unsigned char *)body_3, 1101, "\"3ffb45821b14148bb380\""},
-    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10192, "\"aa6f5242d91c429583b9\""},
+    {"/js/app.js", "text/javascript; charset=utf-8", (const unsigned char *)body_4, 10328, "\"fe814061dbcaa882a055\""},
     {"/js/bindings.js", "text/javascript; charset=utf-8", (const unsigned char *)body_5, 5978, "\"539613b62c598f6464ff\""},
     {"/js/channels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_6, 2166, "\"f5604c1c19098489df76\""},
     {"/js/chart.js", "text/javascript; charset=utf-8", (const unsigned char *)body_7, 7319, "\"9f9f722c4a66231975ed\""},
@@ -3543,24 +3604,25 @@ static const mgmt_asset assets[] = {
     {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4929, "\"0ebf76f9ad80fe4c6186\""},
     {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4978, "\"17ee1133789540248093\""},
     {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1885, "\"74eb419738e60f57f73f\""},
-    {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2153, "\"8ee2710156504da8cd4b\""},
-    {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
-    {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 1607, "\"fa8120a136ca6d8e4464\""},
-    {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 7121, "\"35d9ad573f053e781a59\""},
-    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7360, "\"178d3c9a3764965b89c9\""},
-    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 9109, "\"bd7c215aa2d37940863b\""},
-    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 11082, "\"b2d4fe8a3772fe77dc67\""},
-    {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 5281, "\"4f1afb1836addf726ef6\""},
-    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 13647, "\"be205313375922bf2409\""},
-    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 2658, "\"358840ed9384d8a7e0e3\""},
-    {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 1260, "\"5bfc3f417e143a7b1096\""},
-    {"/js/shovels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 3370, "\"5efb77c486f197f616d8\""},
-    {"/js/stream.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 9633, "\"6d2b945ee53f2dcbc002\""},
-    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 10148, "\"d09aa102bd81fff5313a\""},
-    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 6690, "\"d62b5245a7dc1548caaf\""},
-    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 5411, "\"33be9294415ae8d83d82\""},
-    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_31, 3804, "\"5009a597fa3e9081d43d\""},
-    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_32, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
+    {"/js/federation.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2710, "\"0c5736ad6988594832c9\""},
+    {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 2153, "\"8ee2710156504da8cd4b\""},
+    {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_17, 3774, "\"d9f0f44a6ffaeb1f2fff\""},
+    {"/js/live.js", "text/javascript; charset=utf-8", (const unsigned char *)body_18, 1607, "\"fa8120a136ca6d8e4464\""},
+    {"/js/messages.js", "text/javascript; charset=utf-8", (const unsigned char *)body_19, 7121, "\"35d9ad573f053e781a59\""},
+    {"/js/move.js", "text/javascript; charset=utf-8", (const unsigned char *)body_20, 7360, "\"178d3c9a3764965b89c9\""},
+    {"/js/objects.js", "text/javascript; charset=utf-8", (const unsigned char *)body_21, 9109, "\"bd7c215aa2d37940863b\""},
+    {"/js/overview.js", "text/javascript; charset=utf-8", (const unsigned char *)body_22, 11082, "\"b2d4fe8a3772fe77dc67\""},
+    {"/js/policies.js", "text/javascript; charset=utf-8", (const unsigned char *)body_23, 5281, "\"4f1afb1836addf726ef6\""},
+    {"/js/queue.js", "text/javascript; charset=utf-8", (const unsigned char *)body_24, 13647, "\"be205313375922bf2409\""},
+    {"/js/queues.js", "text/javascript; charset=utf-8", (const unsigned char *)body_25, 2658, "\"358840ed9384d8a7e0e3\""},
+    {"/js/session.js", "text/javascript; charset=utf-8", (const unsigned char *)body_26, 1260, "\"5bfc3f417e143a7b1096\""},
+    {"/js/shovels.js", "text/javascript; charset=utf-8", (const unsigned char *)body_27, 3370, "\"5efb77c486f197f616d8\""},
+    {"/js/stream.js", "text/javascript; charset=utf-8", (const unsigned char *)body_28, 9633, "\"6d2b945ee53f2dcbc002\""},
+    {"/js/table.js", "text/javascript; charset=utf-8", (const unsigned char *)body_29, 10148, "\"d09aa102bd81fff5313a\""},
+    {"/js/ui.js", "text/javascript; charset=utf-8", (const unsigned char *)body_30, 6690, "\"d62b5245a7dc1548caaf\""},
+    {"/js/user.js", "text/javascript; charset=utf-8", (const unsigned char *)body_31, 5411, "\"33be9294415ae8d83d82\""},
+    {"/js/users.js", "text/javascript; charset=utf-8", (const unsigned char *)body_32, 3804, "\"5009a597fa3e9081d43d\""},
+    {"/js/vhosts.js", "text/javascript; charset=utf-8", (const unsigned char *)body_33, 4015, "\"bda5eacfdc8a7f8ba2a7\""},
 };
 
 const mgmt_asset *mgmt_asset_find(const char *path)

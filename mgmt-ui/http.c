@@ -108,7 +108,7 @@ static const mgmt_route *const tables[] = {
     mgmt_health_routes,   mgmt_definitions_routes, mgmt_move_routes,
     mgmt_parameter_routes, mgmt_node_routes, mgmt_limits_routes, mgmt_cluster_routes,
     mgmt_stream_routes, mgmt_stream_conn_routes, mgmt_super_stream_routes,
-    mgmt_ring_routes, mgmt_shovel_routes,
+    mgmt_ring_routes, mgmt_shovel_routes, mgmt_federation_routes,
 };
 
 /* ---- replies ------------------------------------------------------------ */

@@ -127,6 +127,7 @@ extern const mgmt_route mgmt_move_routes[]; /* res_move.c */
 extern const mgmt_route mgmt_parameter_routes[]; /* res_parameter.c */
 extern const mgmt_route mgmt_node_routes[];      /* res_node.c */
 extern const mgmt_route mgmt_limits_routes[];    /* res_limits.c */
+extern const mgmt_route mgmt_federation_routes[]; /* res_federation.c */
 extern const mgmt_route mgmt_shovel_routes[];    /* res_shovel.c */
 /* The shovels of this node (NULL: none), for res_shovel.c, res_parameter.c
  * (a change of a shovel parameter syncs them) and the metrics. */

@@ -42,6 +42,7 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
+#include "../federation/federation.h"
 #include "mgmt_int.h"
 
 #define PROM_VERSION "3.10.8" /* the rabbitmq_prometheus Warren answers as */
@@ -64,7 +65,7 @@ enum {
     F_SHOVEL = 4096,     /* where shovels run (mgmt_set_shovels) */
 };
 enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED,
-              L_CLUSTER, L_SHOVEL };
+              L_CLUSTER, L_FEDERATION, L_SHOVEL };
 /* Warren's shovel families, one sample per shovel (vhost, name labels). */
 enum shovel_value { SH_RUNNING, SH_FORWARDED, SH_ACKED, SH_UNCONFIRMED, SH_RESTARTS };
 
@@ -361,6 +362,9 @@ static const family families[] = {
     /* Warren's: what each limit refused, by kind (README "Limits") */
     {"refused_total", "counter", "Requests a limit refused since start, by kind", NODE, 0,
      G_NONE, L_REFUSED, F_WARREN},
+    /* Warren's: federation links by status (GET /api/federation-links) */
+    {"federation_links", "gauge", "Federation links, by status", NODE, 0, G_NONE, L_FEDERATION,
+     F_WARREN},
     /* Warren's cluster (GET /api/cluster), on a cluster's leader only */
     CL("cluster_leader", "1 when this node leads its cluster", CL_LEADER),
     CL("cluster_epoch", "The leadership's epoch (etcd's fencing token)", CL_EPOCH),
@@ -946,6 +950,26 @@ static void cluster_family(prom_scrape *sc, const family *f)
     mgmt_prom_uint(sc->w, v[f->value]);
 }
 
+static void count_link(void *arg, const fed_link_info *l)
+{
+    uint64_t *n = arg;
+    n[strcmp(l->status, "running") == 0 ? 0 : strcmp(l->status, "starting") == 0 ? 1 : 2]++;
+}
+
+/* warren_federation_links{status}: running, starting, error. */
+static void federation_family(prom_scrape *sc)
+{
+    static const char *const names[] = {"running", "starting", "error"};
+    uint64_t n[3] = {0};
+    if (server_federation(sc->s))
+        federation_foreach_link(server_federation(sc->s), count_link, n);
+    for (int i = 0; i < 3; i++) {
+        mgmt_prom_begin(sc->w, sc->name);
+        mgmt_prom_label_str(sc->w, "status", names[i]);
+        mgmt_prom_uint(sc->w, n[i]);
+    }
+}
+
 typedef struct shovel_scrape {
     prom_scrape *sc;
     const family *f;
@@ -980,6 +1004,9 @@ static void node_family(prom_scrape *sc, const family *f)
         return;
     case L_CLUSTER:
         cluster_family(sc, f);
+        return;
+    case L_FEDERATION:
+        federation_family(sc);
         return;
     case L_SHOVEL: {
         shovel_scrape x = {sc, f};

@@ -1,6 +1,6 @@
 /* Runtime parameters, as RabbitMQ's rabbit_runtime_parameters keeps them:
  * per vhost, (component, name) -> value -- the shovels and federation
- * upstreams Warren keeps for the features that come later -- and the
+ * upstreams Warren keeps, which their links read -- and the
  * server's global ones, name -> value (cluster_name, internal_cluster_id).
  * A vhost's limits are one of its parameters (vhost_limits.c keeps their
  * numbers). Operator policies, which RabbitMQ also keeps as parameters, are the

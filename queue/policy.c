@@ -118,6 +118,14 @@ static const policy_key keys[] = {
     /* RabbitMQ 3.10 skips classic queues here; Warren limits them too */
     {"delivery-limit", "delivery limit", V_NON_NEG, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
     {"expires", "queue expiry", V_POSITIVE, NULL, true, ARG_MIN, NOT_STREAM, ON_QUEUE},
+    /* rabbitmq_federation's: which upstreams federate the object (one of
+     * the three; federation/ reads them from the applied definition) */
+    {"federation-upstream", "federation upstream name", V_STRING, NULL, false, ARG_NONE, 0,
+     ON_QUEUE | ON_EXCHANGE},
+    {"federation-upstream-pattern", "federation upstream pattern name", V_STRING, NULL, false,
+     ARG_NONE, 0, ON_QUEUE | ON_EXCHANGE},
+    {"federation-upstream-set", "federation upstream set name", V_STRING, NULL, false, ARG_NONE,
+     0, ON_QUEUE | ON_EXCHANGE},
     {"ha-mode", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"ha-params", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
     {"ha-promote-on-failure", NULL, V_HA, NULL, false, ARG_NONE, NOT_QUORUM | NOT_STREAM, 0},
@@ -557,6 +565,38 @@ static bool no_duplicates(const amqp_bytes *ks, size_t n, pt **terms, text *t, p
     return dups == 0;
 }
 
+/* How many of rabbitmq_federation's three keys `def` holds. */
+static int federation_keys(amqp_bytes def)
+{
+    amqp_field f;
+    return amqp_table_get(def, "federation-upstream", &f) +
+           amqp_table_get(def, "federation-upstream-pattern", &f) +
+           amqp_table_get(def, "federation-upstream-set", &f);
+}
+
+/* rabbit_federation_parameters' check of federation-upstream-pattern: a
+ * regular expression (its value's type was checked with the keys). */
+static bool federation_pattern_ok(amqp_bytes def, text *t)
+{
+    amqp_field f;
+    char source[PATTERN_MAX_LEN + 1], err[512];
+    static const char lead[] = "pattern should be regular expression but is invalid: ";
+    if (!amqp_table_get(def, "federation-upstream-pattern", &f) || f.type != 'S')
+        return true;
+    snprintf(source, sizeof source, "%.*s", (int)f.v.bytes.len, (const char *)f.v.bytes.ptr);
+    pattern_re *re = compile(source, PATTERN_NO_JIT, err, sizeof err);
+    if (re) {
+        pattern_free(re);
+        return true;
+    }
+    add(t, "could not compile pattern ");
+    add(t, source);
+    add(t, " to a regular expression. Error: ");
+    add(t, strncmp(err, lead, sizeof lead - 1) == 0 ? err + sizeof lead - 1 : err);
+    add(t, "\n");
+    return false;
+}
+
 /* rabbit_policies:validate_policy (the first bad value in key order), then
  * the mirroring validators, then the keys nobody recognised. */
 static void check_keys(amqp_bytes def, bool op, const amqp_bytes *ks, size_t n, pt **terms,
@@ -584,6 +624,13 @@ static void check_keys(amqp_bytes def, bool op, const amqp_bytes *ks, size_t n, 
         add_term(t, "", pt_json(a, &qml), " invalid queue-master-locator value\n");
         return;
     }
+    if (!op && federation_keys(def) > 1) {
+        add(t, "cannot specify federation-upstream, federation-upstream-set or "
+               "federation-upstream-pattern together\n");
+        return;
+    }
+    if (!op && !federation_pattern_ok(def, t))
+        return;
     if (unknown)
         add_term(t, "", pt_list(a, terms, unknown), " are not recognised policy settings\n");
 }

@@ -431,9 +431,9 @@ bool policy_restore(vhost *v, const meta_policy *row);
 /* ---- runtime parameters (param.c) ---------------------------------------- */
 
 /* RabbitMQ's runtime parameters: a vhost's (component, name) -> value --
- * those of components Warren keeps for features to come (shovels,
- * federation upstreams); operator policies are the policy engine's -- and
- * the server's global ones, name -> value. A value is JSON text, which the
+ * those of components Warren keeps (shovels and federation upstreams,
+ * which their links read); operator policies are the policy engine's --
+ * and the server's global ones, name -> value. A value is JSON text, which the
  * broker keeps as given (the management plane checks it). Puts and
  * deletes go to the metadata store, and a vhost's parameters go with it. */
 typedef struct param_spec {

@@ -545,6 +545,29 @@ await test('shovels page: state, ends, counts, restart', async () => {
   }
 });
 
+await test('federation status page: a running link, restart', async () => {
+  const v = enc(VHOST);
+  const up = { uri: `amqp:///${v}`, queue: 'console.fed.src' };
+  const pol = { pattern: '^console\\.fed$', 'apply-to': 'queues', definition: { 'federation-upstream': 'console-fed' } };
+  assert((await api('PUT', `/api/parameters/federation-upstream/${v}/console-fed`, { value: up })).status === 201, 'upstream');
+  try {
+    assert((await api('PUT', `/api/queues/${v}/console.fed`, { durable: false })).status === 201, 'queue');
+    assert((await api('PUT', `/api/policies/${v}/console-fed`, pol)).status === 201, 'policy');
+    await go('federation');
+    const row = () => page.locator('table.data tbody tr', { has: page.locator('td[data-col=upstream]', { hasText: 'console-fed' }) });
+    await waitFor('federation row running', async () => (await row().textContent()).includes('running'));
+    assert((await row().textContent()).includes('console.fed.src'), `row: ${await row().textContent()}`);
+    await shot('12c-federation');
+    await row().locator('button', { hasText: 'Restart' }).click();
+    await toast(/restarted/);
+  } finally {
+    await api('DELETE', `/api/policies/${v}/console-fed`);
+    await api('DELETE', `/api/parameters/federation-upstream/${v}/console-fed`);
+    await api('DELETE', `/api/queues/${v}/console.fed`);
+    await api('DELETE', `/api/queues/${v}/console.fed.src`);
+  }
+});
+
 await test('export definitions (download) and re-import them', async () => {
   await go('definitions');
   await page.selectOption('#export-vhost', VHOST);

@@ -249,7 +249,17 @@ static void expect_text(const char *component, const char *value, const char *wa
 static void test_parameter_texts(void **state)
 {
     (void)state;
-    expect_text("federation-upstream", "{\"uri\":[\"amqp://a\",\"amqps://b\"],\"x\":1}", NULL);
+    expect_text("federation-upstream", "{\"uri\":[\"amqp://a\",\"amqps://b\"]}", NULL);
+    /* rabbitmq_federation's shared_validation: unknown keys, then each key
+     * by its kind, the last checked first, the mandatory uri last */
+    expect_text("federation-upstream", "{\"uri\":[\"amqp://a\",\"amqps://b\"],\"x\":1}",
+                "Validation failed\n\nUnrecognised terms [{<<\"x\">>,1}] in p\n");
+    expect_text("federation-upstream", "{\"prefetch-count\":\"x\",\"y\":2}",
+                "Validation failed\n\nUnrecognised terms [{<<\"y\">>,2}] in p\n"
+                "prefetch-count should be a number, actually was <<\"x\">>\n"
+                "Key \"uri\" not found in p\n");
+    expect_text("federation-upstream-set", "[{\"upstream\":\"a\",\"z\":1}]",
+                "Validation failed\n\nUnrecognised terms [{<<\"z\">>,1}] in p\n");
     expect_text("federation-upstream-set", "[]", NULL);
     expect_text("shovel", "{\"src-protocol\":\"amqp10\",\"src-address\":\"a\",\"src-uri\":\"amqp://\","
                           "\"dest-uri\":\"amqp://\",\"dest-queue\":\"q\"}", NULL);

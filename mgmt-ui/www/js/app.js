@@ -24,6 +24,7 @@ const ROUTES = [
   [/^vhosts$/, 'vhosts', 'vhosts'],
   [/^policies$/, 'policies', 'policies'],
   [/^shovels$/, 'shovels', 'shovels'],
+  [/^federation$/, 'federation', 'federation'],
   [/^definitions$/, 'definitions', 'definitions'],
 ];
 
@@ -38,6 +39,7 @@ const NAV = [
   ['vhosts', 'Virtual hosts', '#/vhosts', 'vhost', () => true, 'Admin'],
   ['policies', 'Policies', '#/policies', 'policy', canPolicies, 'Admin'],
   ['shovels', 'Shovels', '#/shovels', 'exchange', canMonitor, 'Admin'],
+  ['federation', 'Federation status', '#/federation', 'exchange', canMonitor, 'Admin'],
   ['definitions', 'Definitions', '#/definitions', 'file', isAdmin, 'Admin'],
 ];
 
