@@ -82,7 +82,7 @@ int chan_topic_permitted(chan *ch, const route_exchange *ex, access_kind kind, a
 
 static bool known_exchange_type(amqp_bytes type)
 {
-    for (route_type t = ROUTE_DIRECT; t <= ROUTE_HEADERS; t++)
+    for (route_type t = ROUTE_DIRECT; t <= ROUTE_DELAYED; t++)
         if (amqp_bytes_equal_cstr(type, route_type_name(t)))
             return true;
     return false;

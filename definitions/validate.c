@@ -164,7 +164,7 @@ static bool check_global_parameters(defs_ctx *c)
 
 static bool known_type(amqp_bytes type)
 {
-    for (route_type t = ROUTE_DIRECT; t <= ROUTE_HEADERS; t++)
+    for (route_type t = ROUTE_DIRECT; t <= ROUTE_DELAYED; t++)
         if (amqp_bytes_equal_cstr(type, route_type_name(t)))
             return true;
     return false;

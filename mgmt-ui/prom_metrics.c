@@ -62,7 +62,7 @@ enum {
     F_PER_OBJECT = 1024, /* not on /metrics (a sum would mean nothing: offsets) */
     F_CLUSTER = 2048,    /* a cluster's leader only (mgmt_set_cluster) */
 };
-enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED,
+enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED, L_DELAYED,
               L_CLUSTER };
 
 /* Warren's cluster families: the value says which (cluster_value). */
@@ -355,6 +355,10 @@ static const family families[] = {
     /* Warren's: what each limit refused, by kind (README "Limits") */
     {"refused_total", "counter", "Requests a limit refused since start, by kind", NODE, 0,
      G_NONE, L_REFUSED, F_WARREN},
+    /* Warren's: messages each x-delayed-message exchange holds (the API's messages_delayed) */
+    {"exchange_messages_delayed", "gauge",
+     "Messages an x-delayed-message exchange holds until their delay is over", NODE, 0, G_NONE,
+     L_DELAYED, F_WARREN},
     /* Warren's cluster (GET /api/cluster), on a cluster's leader only */
     CL("cluster_leader", "1 when this node leads its cluster", CL_LEADER),
     CL("cluster_epoch", "The leadership's epoch (etcd's fencing token)", CL_EPOCH),
@@ -897,6 +901,30 @@ static void cluster_family(prom_scrape *sc, const family *f)
     mgmt_prom_uint(sc->w, v[f->value]);
 }
 
+typedef struct delayed_writer {
+    prom_scrape *sc;
+    vhost *v;
+} delayed_writer;
+
+static void delayed_sample(void *arg, route_exchange *ex)
+{
+    delayed_writer *d = arg;
+    if (!route_exchange_delayed(ex))
+        return;
+    mgmt_prom_begin(d->sc->w, d->sc->name);
+    mgmt_prom_label_str(d->sc->w, "vhost", vhost_name(d->v));
+    mgmt_prom_label(d->sc->w, "exchange", route_exchange_name(ex));
+    mgmt_prom_uint(d->sc->w, xdelay_count(d->v, ex));
+}
+
+/* Delayed exchanges are few: written in one step. */
+static void delayed_family(prom_scrape *sc)
+{
+    delayed_writer d = {sc, NULL};
+    for (d.v = server_vhost_next(sc->s, NULL); d.v; d.v = server_vhost_next(sc->s, d.v))
+        route_foreach_exchange(vhost_routes(d.v), delayed_sample, &d);
+}
+
 static void node_family(prom_scrape *sc, const family *f)
 {
     mgmt_prom *w = sc->w;
@@ -920,6 +948,9 @@ static void node_family(prom_scrape *sc, const family *f)
         return;
     case L_DEAD:
         dead_lettered(sc, f);
+        return;
+    case L_DELAYED:
+        delayed_family(sc);
         return;
     case L_REFUSED: {
         uint64_t n[MGMT_REFUSALS];

@@ -31,6 +31,7 @@ struct vhost {
     bool tracing;
     struct move *moves; /* move.c's list of moves from this vhost's queues */
     vhost_limits limits; /* vhost_limits.c's */
+    xdelay *xdelays;     /* xdelay.c's: its delayed exchanges holding messages */
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -46,6 +47,13 @@ static void *lookup_hook(void *ctx, amqp_bytes name) { return vhost_queue_find(c
 static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
 {
     durable_exchange_deleted(ctx, ex);
+    xdelay_exchange_deleted(ctx, ex);
+}
+
+static void exchange_freed_hook(void *ctx, route_exchange *ex)
+{
+    xdelay_exchange_freed(ctx, ex);
+    stats_exchange_freed(ctx, ex);
 }
 
 static void exchange_created_hook(void *ctx, route_exchange *ex)
@@ -60,7 +68,7 @@ vhost *vhost_new(server *s, const char *name)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
                                       .exchange_deleted = exchange_deleted_hook,
-                                      .exchange_freed = stats_exchange_freed,
+                                      .exchange_freed = exchange_freed_hook,
                                       .exchange_created = exchange_created_hook};
     v->srv = s;
     v->loop = server_loop(s, 0); /* one loop so far: every vhost's queues run on it */
@@ -109,6 +117,7 @@ void vhost_free(vhost *v)
 }
 
 struct move **vhost_moves(vhost *v) { return &v->moves; }
+xdelay **vhost_xdelays(vhost *v) { return &v->xdelays; }
 vhost_limits *vhost_limits_of(vhost *v) { return &v->limits; }
 param_set *vhost_params(vhost *v) { return v->params; }
 

@@ -41,9 +41,12 @@ size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_by
     assert(ex != NULL && !ex->dying && t->work_cap > 0);
     ex->target.mark = run.gen;
     t->work[run.nwork++] = ex;
+    t->nheld = 0;
     while (run.nwork > 0) {
         route_exchange *x = t->work[--run.nwork];
 
+        if (x->delayed && route_run_hold(&run, x))
+            continue; /* routed at its deadline instead, alternate exchange too */
         if (x->ops->route(x, &run) == 0 && x->has_ae)
             follow_alternate(&run, x);
     }

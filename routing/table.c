@@ -45,6 +45,7 @@ const char *route_type_name(route_type type)
     case ROUTE_FANOUT: return "fanout";
     case ROUTE_TOPIC: return "topic";
     case ROUTE_HEADERS: return "headers";
+    case ROUTE_DELAYED: return ROUTE_DELAYED_NAME;
     }
     return "unknown";
 }
@@ -105,7 +106,10 @@ amqp_bytes route_exchange_name(const route_exchange *ex)
     return (amqp_bytes){ex->data, ex->name_len};
 }
 
-route_type route_exchange_type(const route_exchange *ex) { return ex->ops->type; }
+route_type route_exchange_type(const route_exchange *ex)
+{
+    return ex->delayed ? ROUTE_DELAYED : ex->ops->type;
+}
 bool route_exchange_durable(const route_exchange *ex) { return ex->durable; }
 bool route_exchange_auto_delete(const route_exchange *ex) { return ex->auto_delete; }
 bool route_exchange_internal(const route_exchange *ex) { return ex->internal; }
@@ -294,6 +298,7 @@ route_table *route_table_new(const char *vhost, const route_hooks *hooks, void *
 static int create_checked(route_table *t, const route_exchange_spec *spec,
                           const route_type_ops *ops, route_exchange **out, amqp_error *err)
 {
+    bool delayed = ops == NULL;
     amqp_field ae;
 
     if (has_amq_prefix(spec->name))
@@ -306,8 +311,11 @@ static int create_checked(route_table *t, const route_exchange_spec *spec,
                          "vhost '%s'",
                          amqp_erl_type_name(ae.type), (int)spec->name.len,
                          (const char *)spec->name.ptr, t->vhost);
+    if (delayed && (ops = route_delayed_base(t, spec, type_ops, err)) == NULL)
+        return AMQP_ERROR;
     if ((*out = exchange_new(t, spec->name, ops, spec)) == NULL)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_EXCHANGE_DECLARE, "out of memory");
+    (*out)->delayed = delayed;
     if (t->hooks.exchange_created != NULL)
         t->hooks.exchange_created(t->ctx, *out);
     return AMQP_OK;
@@ -391,11 +399,14 @@ static int check_equivalent(route_table *t, const route_exchange *ex,
                             const route_exchange_spec *spec, const route_type_ops *ops,
                             amqp_error *err)
 {
-    char received[16], current[16];
+    char received[32], current[32];
+    route_type type = ops ? ops->type : ROUTE_DELAYED;
 
-    if (ops->type != ex->ops->type) {
-        snprintf(received, sizeof received, "'%s'", route_type_name(ops->type));
-        snprintf(current, sizeof current, "'%s'", route_type_name(ex->ops->type));
+    /* a delayed exchange's x-delayed-type is not compared (the plugin
+     * leaves equivalence to that type, which compares alternate-exchange) */
+    if (type != route_exchange_type(ex)) {
+        snprintf(received, sizeof received, "'%s'", route_type_name(type));
+        snprintf(current, sizeof current, "'%s'", route_type_name(route_exchange_type(ex)));
         return inequivalent(t, ex, "type", received, current, err);
     }
     if (check_flag(t, ex, "durable", ex->durable, spec->durable, err) != AMQP_OK ||
@@ -411,7 +422,10 @@ int route_exchange_declare(route_table *t, const route_exchange_spec *spec, rout
     const route_type_ops *ops = NULL;
     route_exchange *ex;
 
-    if (!spec->passive && (ops = type_ops(spec->type)) == NULL)
+    bool delayed = amqp_bytes_equal_cstr(spec->type, ROUTE_DELAYED_NAME);
+
+    /* a delayed exchange's ops come from its x-delayed-type (create_checked) */
+    if (!spec->passive && !delayed && (ops = type_ops(spec->type)) == NULL)
         return amqp_fail(err, AMQP_COMMAND_INVALID, AMQP_EXCHANGE_DECLARE,
                          "unknown exchange type '%.*s'", (int)spec->type.len,
                          (const char *)spec->type.ptr);
@@ -542,6 +556,7 @@ void route_table_free(route_table *t)
     free(t->work);
     free(t->words);
     free(t->headers);
+    free(t->held);
     free(t->vhost);
     free(t);
 }
