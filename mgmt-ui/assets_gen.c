@@ -1259,7 +1259,7 @@ static const char body_12[] =
     "  return h('dl', { class: 'facts' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));\n"
     "}\n";
 
-/* /js/exchange.js (4612 bytes) */
+/* /js/exchange.js (4830 bytes) */
 static const char body_13[] =
     "// One exchange: its rates with a chart, bindings where it is the source and\n"
     "// where it is the destination (add, remove), publish, delete.\n"
@@ -1330,6 +1330,8 @@ static const char body_13[] =
     "      ['Type', x.type], ['Durable', x.durable \? 'yes' : 'no'], ['Auto delete', x.auto_delete \? 'yes' : 'no'], ['Internal', x.internal \? 'yes' : 'no'],\n"
     "      ['Arguments', Object.keys(args).length \? h('span', { class: 'mono' }, JSON.stringify(args)) : 'none'],\n"
     "      ['Policy', x.policy || 'none'],\n"
+    "      // x-delayed-message: the messages it holds until their delay is over\n"
+    "      ...(x.messages_delayed !== undefined \? [['Delayed messages', h('span', { id: 'exchange-delayed' }, String(x.messages_delayed))]] : []),\n"
     "      ['Rate in', rate(st.publish_in_details\?.rate)], ['Rate out', rate(st.publish_out_details\?.rate)],\n"
     "    ]));\n"
     "  }\n"
@@ -3450,7 +3452,7 @@ static const mgmt_asset assets[] = {
     {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2392, "\"a5c3bfe6326a8e484c0f\""},
     {"/js/definitions.js", "text/javascript; charset=utf-8", (const unsigned char *)body_11, 3484, "\"1eb0ca11566d8e68afae\""},
     {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4929, "\"0ebf76f9ad80fe4c6186\""},
-    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4612, "\"2541f1dafa660a767a09\""},
+    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4830, "\"ef0035ba8dd566655196\""},
     {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1885, "\"74eb419738e60f57f73f\""},
     {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2153, "\"8ee2710156504da8cd4b\""},
     {"/js/http.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 3774, "\"d9f0f44a6ffaeb1f2fff\""},

@@ -140,8 +140,13 @@ void queue_requeue(queue *q, queue_item it, queue_return why);
  * multiplier m, min x m^(count-1) -- capped at QUEUE_RETRY_DELAY_MAX. */
 #define QUEUE_RETRY_DELAY_MAX 4294967295ull /* ms, about 49.7 days, as LavinMQ */
 uint64_t queue_retry_delay_ms(const queue_args *a, queue_return why, uint32_t count);
-/* Messages held back by delayed retry. */
+/* Messages held back by delayed retry or by their delivery time. */
 uint32_t queue_delayed_count(const queue *q);
+/* A publish's own delay (RabbitMQ's quorum queues from their rabbit_fifo
+ * v9): the x-opt-delivery-time header of raw properties, an integer, ms
+ * since the epoch; 0 when none. A queue whose type has delays_publish
+ * holds a message whose time lies ahead until then. */
+uint64_t queue_delivery_time(amqp_bytes properties);
 /* A message recovery found in the journal, left there until delivered. */
 typedef struct queue_paged {
     uint64_t id;
@@ -746,6 +751,7 @@ typedef struct queue_type {
      * "... not supported by <name> queues ...". */
     bool reads_without_taking;
     bool own_log; /* keeps its messages in its own files (a stream's), not the journal */
+    bool delays_publish; /* holds a message until its x-opt-delivery-time (queue_delivery_time) */
 } queue_type;
 
 const queue_type *queue_type_by_id(uint8_t id);

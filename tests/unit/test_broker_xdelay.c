@@ -1,7 +1,8 @@
 /* Delayed exchanges' heap (queue/xdelay_heap.c): entries leave by deadline
  * and, on equal deadlines, by message id (publish order), checked against
  * a sorted reference with many ties; the heap gives memory back once a
- * burst is out; and the journal ids of durable delayed exchanges. */
+ * burst is out; the journal ids of durable delayed exchanges; and how a
+ * publish's x-opt-delivery-time is read (queue/delayed.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,12 +78,51 @@ static void test_store_ids(void **state)
     assert_int_not_equal(xdelay_store_id("a", AMQP_CSTR("bc")), xdelay_store_id("ab", AMQP_CSTR("c")));
 }
 
+/* Raw properties with one header `key` of type `type` and value v. */
+static amqp_bytes props_with(uint8_t *buf, size_t cap, const char *key, uint8_t type, int64_t v)
+{
+    uint8_t hdr[64];
+    amqp_writer w;
+    amqp_writer_init(&w, hdr, sizeof hdr);
+    size_t mark = amqp_table_begin(&w);
+    amqp_put_shortstr(&w, AMQP_CSTR(key));
+    amqp_field f = {.type = type};
+    if (type == 'S')
+        f.v.bytes = AMQP_CSTR("123");
+    else
+        f.v.i = v;
+    amqp_put_field(&w, &f);
+    amqp_table_end(&w, mark);
+    amqp_basic_properties p = {.flags = AMQP_BASIC_HEADERS_FLAG,
+                               .headers = {hdr + 4, (uint32_t)w.len - 4}};
+    return (amqp_bytes){buf, (uint32_t)amqp_properties_encode(&p, buf, cap)};
+}
+
+static void test_delivery_time(void **state)
+{
+    (void)state;
+    uint8_t buf[128];
+    amqp_basic_properties none = {0};
+    amqp_bytes empty = {buf, (uint32_t)amqp_properties_encode(&none, buf, sizeof buf)};
+    assert_int_equal(queue_delivery_time(empty), 0);
+    assert_int_equal(queue_delivery_time(props_with(buf, sizeof buf, "x-opt-delivery-time", 'l',
+                                                    1700000000123)), 1700000000123);
+    assert_int_equal(queue_delivery_time(props_with(buf, sizeof buf, "x-opt-delivery-time", 'I',
+                                                    5000)), 5000);
+    assert_int_equal(queue_delivery_time(props_with(buf, sizeof buf, "x-opt-delivery-time", 'l',
+                                                    -5)), 0);
+    assert_int_equal(queue_delivery_time(props_with(buf, sizeof buf, "x-opt-delivery-time", 'S',
+                                                    0)), 0); /* not an integer */
+    assert_int_equal(queue_delivery_time(props_with(buf, sizeof buf, "x-delay", 'l', 5000)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_order),
         cmocka_unit_test(test_interleaved),
         cmocka_unit_test(test_store_ids),
+        cmocka_unit_test(test_delivery_time),
     };
     return cmocka_run_group_tests_name("broker_xdelay", tests, NULL, NULL);
 }

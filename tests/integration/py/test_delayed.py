@@ -261,6 +261,38 @@ class Counts(DelayedBase):
         promtool()
 
 
+class DeliveryTime(DelayedBase):
+    """RabbitMQ's direction (its qq-vNext branch, rabbit_fifo v9, "QQ:
+    implement message delays"): a message published to a quorum queue with
+    an x-opt-delivery-time header (an integer, ms since the epoch) that lies
+    ahead is held until then; classic queues ignore it, as RabbitMQ's."""
+
+    def quorum(self):
+        return self.queue(durable=True, arguments={"x-queue-type": "quorum"})
+
+    def publish_at(self, q, at, body=b"m"):
+        self.ch.basic_publish("", q, body, pika.BasicProperties(
+            headers={"x-opt-delivery-time": at}))
+
+    def test_held_until_its_time(self):
+        q = self.quorum()
+        t0 = time.monotonic()
+        self.publish_at(q, int(time.time() * 1000) + 800, b"later")
+        self.publish_at(q, int(time.time() * 1000) - 800, b"past")
+        self.publish_at(q, "soon", b"string")
+        self.assertEqual([b for _, _, b in h.get_all(self.ch, q)], [b"past", b"string"])
+        info = api_get("/api/queues/%2F/" + path(q))
+        self.assertEqual((info["messages_delayed"], info["messages_ready"]), (1, 0))
+        m, p, b = wait_get(self.ch, q, 0.8 + LATE)
+        self.assertEqual(b, b"later")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.8 - EARLY - 0.01)
+
+    def test_classic_queue_ignores_it(self):
+        q = self.queue()
+        self.publish_at(q, int(time.time() * 1000) + 60000)
+        self.assertEqual(self.ch.basic_get(q, auto_ack=True)[2], b"m")
+
+
 @unittest.skipIf(h.TARGET is not None, "Warren-only")
 class Durability(h.DataDirTest):
     """Persistent messages held by a durable delayed exchange come back with
@@ -304,6 +336,19 @@ class Durability(h.DataDirTest):
 
     def test_sigkill_keeps_deadline(self):
         self.check(kill=True)
+
+    def test_delivery_time_kept_across_a_crash(self):
+        conn, ch = self.start()
+        ch.queue_declare("qq", durable=True, arguments={"x-queue-type": "quorum"})
+        t0 = time.monotonic()
+        ch.basic_publish("", "qq", b"m", pika.BasicProperties(
+            headers={"x-opt-delivery-time": int(time.time() * 1000) + 3000}))
+        self.kill()
+        conn, ch = self.start()
+        self.assertLess(time.monotonic() - t0, 2.5, "the restart took too long for this test")
+        self.assertIsNone(ch.basic_get("qq")[0])
+        self.assertEqual(wait_get(ch, "qq", 3 + LATE)[2], b"m")
+        self.assertGreaterEqual(time.monotonic() - t0, 3 - EARLY)
 
     def test_delivered_once_and_delete_is_kept(self):
         """A delivered message is not held again after a crash, and a
