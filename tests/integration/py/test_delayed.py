@@ -10,7 +10,7 @@ Timings: a held message must not be there before its delay (checked a
 little under it, from before the publish), and must come within a generous
 bound; one that is not delayed must be ready for the very next basic.get
 (a channel's methods are handled in order)."""
-import os
+import subprocess
 import time
 import unittest
 
@@ -18,8 +18,8 @@ import pika
 from pika import exceptions as pex
 
 import harness as h
-from test_mgmt import get as api_get, q as path, request
-from test_prometheus import metrics, promtool, value
+from test_mgmt import get as api_get, q as path
+from test_prometheus import get as prom_get, metrics, promtool, value
 
 EARLY = 0.03  # a deadline may come this much early (coarse clocks)
 LATE = 2.0    # and this much late on a busy machine
@@ -258,7 +258,13 @@ class Counts(DelayedBase):
         x = self.delayed()
         self.ch.basic_publish(x, "k", b"m", props(60000))
         h.sync(self.ch)
-        promtool()
+        tool = promtool()
+        for p in ("/metrics", "/metrics/per-object"):
+            status, _, body = prom_get(p)
+            self.assertIn("warren_exchange_messages_delayed{", body)
+            r = subprocess.run([tool, "check", "metrics"], input=body.encode(), capture_output=True,
+                               timeout=60)
+            self.assertEqual((r.returncode, r.stdout + r.stderr), (0, b""), p)
 
 
 class DeliveryTime(DelayedBase):
