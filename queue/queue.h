@@ -527,6 +527,8 @@ journal_seq xdelay_hold_routed(vhost *v, msg *m, bool *ok);
 uint32_t xdelay_count(vhost *v, const route_exchange *ex);
 /* `ex` was deleted: what it holds is dropped (and journaled as gone). */
 void xdelay_exchange_deleted(vhost *v, const route_exchange *ex);
+/* Its vhost is deleted: every delayed exchange's messages are dropped. */
+void xdelay_vhost_deleted(vhost *v);
 /* `ex` is freed (deleted, or its vhost freed at shutdown): frees its state. */
 void xdelay_exchange_freed(vhost *v, const route_exchange *ex);
 /* The journal id of a durable delayed exchange's held messages: a hash of

@@ -287,6 +287,7 @@ size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes head
                    queue **buf, size_t cap, queue ***out)
 {
     void **found;
+    route_held_clear(v->routes); /* the holds of this message's routes (xdelay.c) */
     size_t n = route_message(v->routes, ex, key, headers, &found);
     queue **dst = buf;
     size_t len = 0;

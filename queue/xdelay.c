@@ -98,7 +98,7 @@ static bool push(struct xdelay *x, const xdelay_entry *e)
 {
     if (!xdelay_heap_push(&x->heap, e))
         return false;
-    if (xdelay_heap_first(&x->heap) == &x->heap.v[0] && x->heap.v[0].id == e->id)
+    if (x->heap.v[0].id == e->id && x->heap.v[0].due == e->due)
         arm(x); /* the new earliest */
     return true;
 }
@@ -320,6 +320,12 @@ void xdelay_exchange_deleted(vhost *v, const route_exchange *ex)
     if (x->store_id && !vhost_closing(v))
         journal_append_queue_delete(server_journal(vhost_server(v)), x->store_id);
     unlink_state(v, x);
+}
+
+void xdelay_vhost_deleted(vhost *v)
+{
+    while (*vhost_xdelays(v))
+        xdelay_exchange_deleted(v, (*vhost_xdelays(v))->ex);
 }
 
 void xdelay_exchange_freed(vhost *v, const route_exchange *ex)

@@ -81,6 +81,8 @@ const route_hold *route_held(const route_table *t, size_t *n)
     return t->held;
 }
 
+void route_held_clear(route_table *t) { t->nheld = 0; }
+
 bool route_run_hold(route_run *run, route_exchange *x)
 {
     route_table *t = run->t;
@@ -88,6 +90,9 @@ bool route_run_hold(route_run *run, route_exchange *x)
 
     if (!route_delay_of(run->headers, &d) || !route_delay_holds(d))
         return false;
+    for (size_t i = 0; i < t->nheld; i++)
+        if (t->held[i].exchange == x)
+            return true; /* held already by this message's route with another key (CC) */
     if (t->nheld == t->held_cap) {
         size_t cap = t->held_cap ? t->held_cap * 2 : 4;
         route_hold *h = realloc(t->held, cap * sizeof *h);

@@ -184,16 +184,18 @@ size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_by
 
 /* ---- delayed exchanges (delay.c) ---------------------------------------- */
 
-/* A delayed exchange the last route_message reached held the message back
- * for delay_ms instead of routing it (its x-delay header): the caller keeps
- * the message and routes it through `exchange` again at its deadline. */
+/* A delayed exchange a route_message reached held the message back for
+ * delay_ms instead of routing it (its x-delay header): the caller keeps the
+ * message and routes it through `exchange` again at its deadline. */
 typedef struct route_hold {
     route_exchange *exchange;
     uint32_t delay_ms;
 } route_hold;
-/* The holds of the last route_message call (*n of them, usually 0); valid
- * until the next call. */
+/* The holds of the route_message calls since route_held_clear (*n of
+ * them, usually 0; one per exchange however many calls -- the CC and BCC
+ * keys -- reached it); valid until the next call. */
 const route_hold *route_held(const route_table *t, size_t *n);
+void route_held_clear(route_table *t);
 /* Whether ex is an x-delayed-message exchange (route_exchange_type says
  * ROUTE_DELAYED; it routes as its x-delayed-type). */
 bool route_exchange_delayed(const route_exchange *ex);

@@ -41,7 +41,6 @@ size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_by
     assert(ex != NULL && !ex->dying && t->work_cap > 0);
     ex->target.mark = run.gen;
     t->work[run.nwork++] = ex;
-    t->nheld = 0;
     while (run.nwork > 0) {
         route_exchange *x = t->work[--run.nwork];
 
