@@ -7,8 +7,9 @@
  * State: per delayed exchange that held something, an `xdelay` in its
  * vhost's list: a min-heap on (deadline, message id) (xdelay_heap.c) and
  * one timer armed for the earliest entry. Holding and releasing a message
- * are O(log n); releasing is sliced (XDELAY_SLICE_MAX per loop turn), so a
- * million messages due at once never hold the loop.
+ * are O(log n); releasing is sliced as expiry is (expiry.c: ~1 ms or 1,024
+ * messages per loop turn), so a million messages due at once never hold
+ * the loop.
  *
  * Durability (the plugin keeps its messages in one node's Mnesia table):
  * a persistent message held by a durable exchange is journaled as if the
@@ -31,8 +32,6 @@
 
 #include "queue.h"
 #include "queue_internal.h"
-
-enum { XDELAY_SLICE_MAX = 2048 };
 
 struct xdelay {
     struct xdelay *next;
@@ -273,16 +272,19 @@ static void release(struct xdelay *x, xdelay_entry e)
         msg_unref(m);
 }
 
+/* Releases what is due, one expiry slice's worth (~1 ms) per loop turn. */
 static void fired(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     struct xdelay *x = arg;
     uint64_t now = delayed_wall_ms();
     const xdelay_entry *first;
-    for (int n = 0; n < XDELAY_SLICE_MAX && (first = xdelay_heap_first(&x->heap)) &&
-                    first->due <= now;
-         n++)
+    expiry_slice sl;
+    expiry_slice_begin(&sl);
+    while (expiry_slice_more(&sl) && (first = xdelay_heap_first(&x->heap)) && first->due <= now) {
         release(x, xdelay_heap_pop(&x->heap));
+        sl.done++;
+    }
     arm(x); /* the rest of a big batch: at once, on the next loop turn */
 }
 
