@@ -18,7 +18,7 @@ import pika
 from pika import exceptions as pex
 
 import harness as h
-from test_mgmt import get as api_get, q as path
+from test_mgmt import get as api_get, q as path, request
 from test_prometheus import get as prom_get, metrics, promtool, value
 
 EARLY = 0.03  # a deadline may come this much early (coarse clocks)
@@ -103,6 +103,24 @@ class Declare(DelayedBase):
         self.assertEqual((info["type"], info["arguments"], info["messages_delayed"]),
                          ("x-delayed-message", {"x-delayed-type": "fanout"}, 0))
         self.assertNotIn("messages_delayed", api_get("/api/exchanges/%2F/amq.direct"))
+
+
+    def test_definitions(self):
+        """Exported as declared; an import whose x-delayed-type is missing
+        or names no other type is refused before anything changes."""
+        x = self.delayed("topic", durable=True)
+        exported = [e for e in api_get("/api/definitions")["exchanges"] if e["name"] == x]
+        self.assertEqual((exported[0]["type"], exported[0]["arguments"]),
+                         ("x-delayed-message", {"x-delayed-type": "topic"}))
+        for args in ({}, {"x-delayed-type": "x-delayed-message"}, {"x-delayed-type": "bogus"}):
+            bad = h.unique("dx")
+            r = request("POST", "/api/definitions", {"exchanges": [
+                {"name": bad, "vhost": "/", "type": "x-delayed-message", "durable": True,
+                 "auto_delete": False, "internal": False, "arguments": args}]})
+            self.assertEqual(r.status, 400, r.body)
+            self.assertIn("x-delayed-type must name an exchange type other than x-delayed-message",
+                          r.json()["reason"])
+            self.assertEqual(request("GET", "/api/exchanges/%2F/" + path(bad)).status, 404)
 
 
 class Delays(DelayedBase):
