@@ -20,9 +20,10 @@
  * came for IDLE_S seconds; it prints what it got, duplicates, and the
  * lateness (arrival - deadline) p50/p99/max in ms -- of all messages, and
  * when WINDOW_FILE (written meanwhile: "START_MS END_MS", wall clock) names
- * a restart, of the messages not due during it. */
+ * a restart, of those due before, during and after it. */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,22 +243,25 @@ static void report(const char *what, int *late, long got)
            late[(long)((double)got * 0.99)], late[got - 1], early);
 }
 
-/* Copies into out[] the lateness of the messages not due within the
- * window; how many, -1 without a window. */
-static long outside_window(const char *file, const int *late, const int64_t *due, long got,
-                           int *out)
+/* Reads the restart window ("START_MS END_MS"); false without one. */
+static bool read_window(const char *file, int64_t *a, int64_t *b)
 {
     FILE *f = file ? fopen(file, "r") : NULL;
-    long long a, b;
+    long long x = 0, y = 0;
+    bool ok = f && fscanf(f, "%lld %lld", &x, &y) == 2;
+    if (f)
+        fclose(f);
+    *a = x, *b = y;
+    return ok;
+}
+
+/* Copies into out[] the lateness of the messages due in [from, to]. */
+static long due_within(const int *late, const int64_t *due, long got, int64_t from, int64_t to,
+                       int *out)
+{
     long kept = 0;
-    if (!f || fscanf(f, "%lld %lld", &a, &b) != 2) {
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    fclose(f);
     for (long i = 0; i < got; i++)
-        if (due[i] < a || due[i] > b)
+        if (due[i] >= from && due[i] <= to)
             out[kept++] = late[i];
     return kept;
 }
@@ -309,12 +313,15 @@ static void consume(const char *host, int port, long n, int idle_s, const char *
         close_conn(c);
     printf("received %ld of %ld (%ld lost), %ld duplicates, %ld reconnects\n", got, n, n - got,
            dups, reconnects);
-    int *kept_late = malloc((size_t)got * sizeof *kept_late + 1);
-    long kept = outside_window(window, late, due, got, kept_late);
+    int *part = malloc((size_t)got * sizeof *part + 1);
+    int64_t a, b;
+    if (read_window(window, &a, &b)) {
+        report(", due before the restart", part, due_within(late, due, got, INT64_MIN, a - 1, part));
+        report(", due during it", part, due_within(late, due, got, a, b, part));
+        report(", due after it", part, due_within(late, due, got, b + 1, INT64_MAX, part));
+    }
     report("", late, got);
-    if (kept >= 0)
-        report(", not due during the restart", kept_late, kept);
-    free(kept_late);
+    free(part);
     free(seen);
     free(late);
     free(due);
