@@ -10,6 +10,7 @@ Timings: a held message must not be there before its delay (checked a
 little under it, from before the publish), and must come within a generous
 bound; one that is not delayed must be ready for the very next basic.get
 (a channel's methods are handled in order)."""
+import http.client
 import subprocess
 import time
 import unittest
@@ -375,6 +376,36 @@ class Durability(h.DataDirTest):
         self.assertIsNone(ch.basic_get("qq")[0])
         self.assertEqual(wait_get(ch, "qq", 3 + LATE)[2], b"m")
         self.assertGreaterEqual(time.monotonic() - t0, 3 - EARLY)
+
+    def api(self, method, p, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.proc.mgmt_port, timeout=10)
+        r = request(method, p, body, conn=c)
+        self.assertIn(r.status, (201, 204), (method, p, r.body))
+
+    def dv_topology(self):
+        """Vhost dv with a durable delayed exchange bound to a durable queue;
+        a confirmed channel on it."""
+        self.api("PUT", "/api/vhosts/dv", {})
+        self.api("PUT", "/api/permissions/dv/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+        ch = h.connect(self.addr, vhost="dv").channel()
+        ch.confirm_delivery()
+        ch.exchange_declare("dx", "x-delayed-message", durable=True, arguments=delayed_args())
+        ch.queue_declare("dq", durable=True)
+        ch.queue_bind("dq", "dx", "k")
+        return ch
+
+    def test_vhost_delete_drops_what_it_holds(self):
+        """The held message of a deleted vhost does not come back into a new
+        vhost of the same name after a crash (its journal id is the same)."""
+        self.start()
+        self.dv_topology().basic_publish("dx", "k", b"m", props(1500, delivery_mode=2))
+        self.api("DELETE", "/api/vhosts/dv")
+        self.dv_topology().basic_publish("", "dq", b"fence", props(None, delivery_mode=2))
+        self.kill()
+        self.start()
+        ch = h.connect(self.addr, vhost="dv").channel()
+        time.sleep(2)
+        self.assertEqual([b for _, _, b in h.get_all(ch, "dq")], [b"fence"])
 
     def test_delivered_once_and_delete_is_kept(self):
         """A delivered message is not held again after a crash, and a
