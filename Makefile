@@ -38,7 +38,7 @@ UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
 ITEST_SRCS = $(wildcard tests/integration/test_*.c)
 ITEST_BINS = $(ITEST_SRCS:%.c=$(B)/%)
-BENCH_SRCS = $(filter-out tests/bench/stream_perf.c,$(wildcard tests/bench/*.c))
+BENCH_SRCS = $(filter-out tests/bench/stream_perf.c tests/bench/delayed_perf.c,$(wildcard tests/bench/*.c))
 
 WARREN    = $(B)/warren
 # $(B)/warrenctl/ holds its objects, so the binary goes to $(B)/bin/
@@ -185,6 +185,11 @@ $(B)/warren-perf: $(BENCH_SRCS)
 $(B)/stream-perf: tests/bench/stream_perf.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $< -lpthread
+
+# The delayed-message benchmark's client (tests/bench/delayed_perf.c, one file).
+$(B)/delayed-perf: tests/bench/delayed_perf.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(NO_LTO) -o $@ $< -lrabbitmq -lm
 
 # The cluster tests' slow disk: an LD_PRELOAD shim delaying fsync/fdatasync
 # (tests/cluster/slowsync.c), one for every variant (no sanitizer in it).

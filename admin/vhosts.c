@@ -80,6 +80,7 @@ bool admin_delete_vhost(server *s, const char *name, char *err, size_t errlen)
     meta *m = server_meta(s);
     bool grouped = !meta_grouped(m) && meta_begin(m); /* or join the caller's */
     vhost_foreach_queue(v, delete_queue_cb, NULL);
+    xdelay_vhost_deleted(v); /* what its delayed exchanges hold goes too */
     if (!meta_delete_vhost(m, name) || (grouped && !meta_commit(m))) {
         if (grouped)
             meta_rollback(m);

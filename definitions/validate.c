@@ -180,6 +180,11 @@ static bool check_exchanges(defs_ctx *c)
             return defs_fail(c, "%s: the default exchange cannot be declared", what);
         if (amqp_table_get(x.arguments, "alternate-exchange", &f) && f.type != 'S')
             return defs_fail(c, "%s: alternate-exchange must be a string", what);
+        if (amqp_bytes_equal_cstr(x.type, ROUTE_DELAYED_NAME) &&
+            (!amqp_table_get(x.arguments, "x-delayed-type", &f) || f.type != 'S' ||
+             !route_type_known(f.v.bytes) || amqp_bytes_equal_cstr(f.v.bytes, ROUTE_DELAYED_NAME)))
+            return defs_fail(c, "%s: x-delayed-type must name an exchange type other than "
+                                "x-delayed-message", what);
         /* the first declaration counts: application skips what exists */
         defs_key(key, sizeof key, vh, (const char *)x.name.ptr);
         if (!json_object_get(c->exchanges, key))

@@ -1275,7 +1275,7 @@ static const char body_12[] =
     "  return h('dl', { class: 'facts' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));\n"
     "}\n";
 
-/* /js/exchange.js (4978 bytes) */
+/* /js/exchange.js (5196 bytes) */
 static const char body_13[] =
     "// One exchange: its rates with a chart, bindings where it is the source and\n"
     "// where it is the destination (add, remove), publish, delete.\n"
@@ -1348,6 +1348,8 @@ static const char body_13[] =
     "      ['Type', x.type], ['Durable', x.durable \? 'yes' : 'no'], ['Auto delete', x.auto_delete \? 'yes' : 'no'], ['Internal', x.internal \? 'yes' : 'no'],\n"
     "      ['Arguments', Object.keys(args).length \? h('span', { class: 'mono' }, JSON.stringify(args)) : 'none'],\n"
     "      ['Policy', x.policy || 'none'],\n"
+    "      // x-delayed-message: the messages it holds until their delay is over\n"
+    "      ...(x.messages_delayed !== undefined \? [['Delayed messages', h('span', { id: 'exchange-delayed' }, String(x.messages_delayed))]] : []),\n"
     "      ['Rate in', rate(st.publish_in_details\?.rate)], ['Rate out', rate(st.publish_out_details\?.rate)],\n"
     "    ]));\n"
     "    if (x.type !== 'x-consistent-hash') return;\n"
@@ -3602,7 +3604,7 @@ static const mgmt_asset assets[] = {
     {"/js/consumers.js", "text/javascript; charset=utf-8", (const unsigned char *)body_10, 2392, "\"a5c3bfe6326a8e484c0f\""},
     {"/js/definitions.js", "text/javascript; charset=utf-8", (const unsigned char *)body_11, 3484, "\"1eb0ca11566d8e68afae\""},
     {"/js/dom.js", "text/javascript; charset=utf-8", (const unsigned char *)body_12, 4929, "\"0ebf76f9ad80fe4c6186\""},
-    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 4978, "\"17ee1133789540248093\""},
+    {"/js/exchange.js", "text/javascript; charset=utf-8", (const unsigned char *)body_13, 5196, "\"5665fc2b45e01cec5f12\""},
     {"/js/exchanges.js", "text/javascript; charset=utf-8", (const unsigned char *)body_14, 1885, "\"74eb419738e60f57f73f\""},
     {"/js/federation.js", "text/javascript; charset=utf-8", (const unsigned char *)body_15, 2710, "\"0c5736ad6988594832c9\""},
     {"/js/format.js", "text/javascript; charset=utf-8", (const unsigned char *)body_16, 2153, "\"8ee2710156504da8cd4b\""},

@@ -65,7 +65,7 @@ enum {
     F_SHOVEL = 4096,     /* where shovels run (mgmt_set_shovels) */
 };
 enum labels { L_NONE, L_PROTO, L_PROTO_QT, L_DEAD, L_AUTH, L_BUILD, L_IDENTITY, L_REFUSED,
-              L_CLUSTER, L_FEDERATION, L_SHOVEL };
+              L_DELAYED, L_CLUSTER, L_FEDERATION, L_SHOVEL };
 /* Warren's shovel families, one sample per shovel (vhost, name labels). */
 enum shovel_value { SH_RUNNING, SH_FORWARDED, SH_ACKED, SH_UNCONFIRMED, SH_RESTARTS };
 
@@ -365,6 +365,10 @@ static const family families[] = {
     /* Warren's: federation links by status (GET /api/federation-links) */
     {"federation_links", "gauge", "Federation links, by status", NODE, 0, G_NONE, L_FEDERATION,
      F_WARREN},
+    /* Warren's: messages each x-delayed-message exchange holds (the API's messages_delayed) */
+    {"exchange_messages_delayed", "gauge",
+     "Messages an x-delayed-message exchange holds until their delay is over", NODE, 0, G_NONE,
+     L_DELAYED, F_WARREN},
     /* Warren's cluster (GET /api/cluster), on a cluster's leader only */
     CL("cluster_leader", "1 when this node leads its cluster", CL_LEADER),
     CL("cluster_epoch", "The leadership's epoch (etcd's fencing token)", CL_EPOCH),
@@ -987,6 +991,30 @@ static void shovel_sample(void *arg, const shovel_status *st)
     mgmt_prom_uint(x->sc->w, v[x->f->value]);
 }
 
+typedef struct delayed_writer {
+    prom_scrape *sc;
+    vhost *v;
+} delayed_writer;
+
+static void delayed_sample(void *arg, route_exchange *ex)
+{
+    delayed_writer *d = arg;
+    if (!route_exchange_delayed(ex))
+        return;
+    mgmt_prom_begin(d->sc->w, d->sc->name);
+    mgmt_prom_label_str(d->sc->w, "vhost", vhost_name(d->v));
+    mgmt_prom_label(d->sc->w, "exchange", route_exchange_name(ex));
+    mgmt_prom_uint(d->sc->w, xdelay_count(d->v, ex));
+}
+
+/* Delayed exchanges are few: written in one step. */
+static void delayed_family(prom_scrape *sc)
+{
+    delayed_writer d = {sc, NULL};
+    for (d.v = server_vhost_next(sc->s, NULL); d.v; d.v = server_vhost_next(sc->s, d.v))
+        route_foreach_exchange(vhost_routes(d.v), delayed_sample, &d);
+}
+
 static void node_family(prom_scrape *sc, const family *f)
 {
     mgmt_prom *w = sc->w;
@@ -1018,6 +1046,9 @@ static void node_family(prom_scrape *sc, const family *f)
         return;
     case L_DEAD:
         dead_lettered(sc, f);
+        return;
+    case L_DELAYED:
+        delayed_family(sc);
         return;
     case L_REFUSED: {
         uint64_t n[MGMT_REFUSALS];

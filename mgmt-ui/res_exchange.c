@@ -48,6 +48,8 @@ static void exchange_json(mgmt_req *r, mgmt_json *w, vhost *v, route_exchange *e
     stats *st = route_exchange_user(ex);
     if (st)
         mgmt_message_stats(r, w, st, exchange_stats, 2, false);
+    if (route_exchange_delayed(ex)) /* the plugin's info item, as its API shows it */
+        mgmt_json_kuint(w, "messages_delayed", xdelay_count(v, ex));
     mgmt_json_kbytes(w, "name", route_exchange_name(ex));
     if (one) {
         mgmt_json_key(w, "outgoing");

@@ -223,6 +223,8 @@ static bool dead_letter(queue *q, queue_item it, const char *reason, bool first)
         return false;
     }
     nt = drop_cycles(copy, targets, nt, reason);
+    bool held_ok; /* a delayed exchange keeps it now (xdelay.c) */
+    xdelay_hold_routed(queue_vhost(q), copy, &held_ok);
     persist_move(q, it.m, JOURNAL_DEAD_LETTER, reason, copy, targets, nt);
     msg_unref(it.m);
     for (size_t i = 0; i < nt; i++)

@@ -92,7 +92,6 @@ void dedup_exchange_created(vhost *v, route_exchange *ex)
 
 void dedup_exchange_freed(void *ctx, route_exchange *ex)
 {
-    stats_exchange_freed(ctx, ex);
     xdedup *d = route_exchange_extra(ex);
     if (!d)
         return;

@@ -57,6 +57,26 @@ uint64_t delayed_wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* RabbitMQ's quorum queues on their qq-vNext branch (rabbit_fifo v9,
+ * "QQ: implement message delays"): an AMQP 0-9-1 header
+ * x-opt-delivery-time, an integer (ms since the epoch), holds a new message
+ * until then when it lies ahead. */
+uint64_t queue_delivery_time(amqp_bytes properties)
+{
+    amqp_basic_properties p;
+    amqp_field f;
+    if (properties.len < 2 || !((properties.ptr[0] << 8 | properties.ptr[1]) &
+                                AMQP_BASIC_HEADERS_FLAG) ||
+        amqp_properties_decode(properties, &p, NULL) != AMQP_OK ||
+        !amqp_table_get(p.headers, "x-opt-delivery-time", &f))
+        return 0;
+    switch (f.type) {
+    case 'b': case 'B': case 's': case 'u': case 'I': case 'i': case 'l':
+        return f.v.i > 0 ? (uint64_t)f.v.i : 0;
+    default: return 0;
+    }
+}
+
 /* ---- the heap ------------------------------------------------------------ */
 
 static void swap(delayed_entry *a, delayed_entry *b)

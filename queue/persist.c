@@ -500,7 +500,7 @@ typedef struct restorer {
     server *s;
     index_map queues;
     uint64_t last_id;
-    queue *last;
+    void *last; /* a queue, or with XDELAY_ID_BIT a delayed exchange's xdelay */
     size_t restored;
     bool clock_set;
 } restorer;
@@ -522,16 +522,18 @@ static void restore_into_queue(void *ctx, uint64_t queue_id, const queue_paged *
         uint64_t found;
         rs->last_id = queue_id;
         if (map_get(&rs->queues, queue_id, &found)) {
-            rs->last = (queue *)(uintptr_t)found;
+            rs->last = (void *)(uintptr_t)found;
         } else {
-            rs->last = queue_by_store_id(rs->s, queue_id);
+            rs->last = queue_id & XDELAY_ID_BIT ? (void *)xdelay_by_store_id(rs->s, queue_id)
+                                                : (void *)queue_by_store_id(rs->s, queue_id);
             map_put(&rs->queues, queue_id, (uint64_t)(uintptr_t)rs->last);
         }
     }
-    if (rs->last) {
+    if (rs->last && (queue_id & XDELAY_ID_BIT))
+        xdelay_restore(rs->last, p);
+    else if (rs->last)
         queue_restore(rs->last, p);
-        rs->restored++;
-    }
+    rs->restored += rs->last != NULL;
 }
 
 bool persist_recover(server *s, journal *j, bool clean)

@@ -1221,6 +1221,8 @@ static bool over_limit(const queue *q)
            (q->limits.max_length_bytes >= 0 && q->bytes > (uint64_t)q->limits.max_length_bytes);
 }
 
+static bool hold_until_its_time(queue *q, queue_item e);
+
 bool queue_core_publish(queue *q, msg *m, int64_t expiration_ms)
 {
     msg_ref(m);
@@ -1230,6 +1232,8 @@ bool queue_core_publish(queue *q, msg *m, int64_t expiration_ms)
                     .seq = q->next_seq++,
                     .enqueued_at = now,
                     .expires_at = expiration_ms >= 0 ? now + (uint64_t)expiration_ms : 0};
+    if (type_of(q)->delays_publish && hold_until_its_time(q, e))
+        return true;
     if (q->count == 0 && !q->dispatching) {
         consumer *c = pick(q);
         if (c) {
@@ -1347,6 +1351,20 @@ static void drop_delayed(queue *q)
 }
 
 uint32_t queue_delayed_count(const queue *q) { return q->delayed.n; }
+
+/* A new message whose x-opt-delivery-time lies ahead waits for it as a
+ * delayed retry does, then takes its place (by its sequence: ahead of the
+ * messages published after it; RabbitMQ puts it with the returns, ahead
+ * of every ready message). */
+static bool hold_until_its_time(queue *q, queue_item e)
+{
+    uint64_t at = queue_delivery_time(msg_properties(e.m)), wall;
+    if (!at || at <= (wall = delayed_wall_ms()) || q->deleted || vhost_closing(q->v) ||
+        !hold_delayed(q, slot_of(e), level_of(q, e.m), now_ms(q) + (at - wall)))
+        return false;
+    persist_delayed(q, e.m, at);
+    return true;
+}
 
 /* A return past x-delivery-limit dead-letters the message, as RabbitMQ's
  * quorum queues do: its delivery count is its returns so far, this one

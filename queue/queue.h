@@ -141,8 +141,13 @@ void queue_requeue(queue *q, queue_item it, queue_return why);
  * multiplier m, min x m^(count-1) -- capped at QUEUE_RETRY_DELAY_MAX. */
 #define QUEUE_RETRY_DELAY_MAX 4294967295ull /* ms, about 49.7 days, as LavinMQ */
 uint64_t queue_retry_delay_ms(const queue_args *a, queue_return why, uint32_t count);
-/* Messages held back by delayed retry. */
+/* Messages held back by delayed retry or by their delivery time. */
 uint32_t queue_delayed_count(const queue *q);
+/* A publish's own delay (RabbitMQ's quorum queues from their rabbit_fifo
+ * v9): the x-opt-delivery-time header of raw properties, an integer, ms
+ * since the epoch; 0 when none. A queue whose type has delays_publish
+ * holds a message whose time lies ahead until then. */
+uint64_t queue_delivery_time(amqp_bytes properties);
 /* A message recovery found in the journal, left there until delivered. */
 typedef struct queue_paged {
     uint64_t id;
@@ -505,6 +510,37 @@ void durable_queue_deleted(vhost *v, queue *q);
 void durable_binding(vhost *v, const route_exchange *source, route_dest dest, amqp_bytes key,
                      amqp_bytes args, bool bound);
 
+/* ---- delayed exchanges (xdelay.c) ---------------------------------------- */
+
+/* An x-delayed-message exchange keeps the messages routing held back
+ * (route_held) and routes each through itself at its deadline, with
+ * x-delay negated. Persistent messages held by a durable exchange are
+ * journaled and survive a restart or crash with their deadline. */
+typedef struct xdelay xdelay;
+/* Holds `m` (takes its own reference, or pages it out to the journal) at
+ * delayed exchange `ex` for delay_ms. Returns the journal sequence a
+ * confirm waits for (0: none); *ok false when out of memory (not held). */
+journal_seq xdelay_hold(vhost *v, route_exchange *ex, msg *m, uint32_t delay_ms, bool *ok);
+/* xdelay_hold for each hold of the vhost's last route (route_held): what
+ * a caller of vhost_route does with the message it routed. */
+journal_seq xdelay_hold_routed(vhost *v, msg *m, bool *ok);
+/* The messages `ex` holds now (the API's messages_delayed). */
+uint32_t xdelay_count(vhost *v, const route_exchange *ex);
+/* `ex` was deleted: what it holds is dropped (and journaled as gone). */
+void xdelay_exchange_deleted(vhost *v, const route_exchange *ex);
+/* Its vhost is deleted: every delayed exchange's messages are dropped. */
+void xdelay_vhost_deleted(vhost *v);
+/* `ex` is freed (deleted, or its vhost freed at shutdown): frees its state. */
+void xdelay_exchange_freed(vhost *v, const route_exchange *ex);
+/* The journal id of a durable delayed exchange's held messages: a hash of
+ * its vhost and name with XDELAY_ID_BIT set (queue ids never have it). */
+#define XDELAY_ID_BIT (1ull << 62)
+uint64_t xdelay_store_id(const char *vhost_name, amqp_bytes exchange);
+/* Recovery: the state of the durable delayed exchange whose journal id is
+ * `id` (NULL: none), and an entry replay found for it. */
+xdelay *xdelay_by_store_id(server *s, uint64_t id);
+void xdelay_restore(xdelay *x, const queue_paged *p);
+
 /* ---- persistent messages (persist.c) ----------------------------------- */
 
 /* Journals a persistent message routed to `queues` (once, plus an enqueue
@@ -744,6 +780,7 @@ typedef struct queue_type {
      * "... not supported by <name> queues ...". */
     bool reads_without_taking;
     bool own_log; /* keeps its messages in its own files (a stream's), not the journal */
+    bool delays_publish; /* holds a message until its x-opt-delivery-time (queue_delivery_time) */
 } queue_type;
 
 const queue_type *queue_type_by_id(uint8_t id);

@@ -102,6 +102,34 @@ void delayed_free(delayed_set *d);
 /* Wall clock, ms since the epoch: what the journal keeps a deadline in. */
 uint64_t delayed_wall_ms(void);
 
+/* ---- xdelay_heap.c: the messages an x-delayed-message exchange holds ---- */
+
+/* A held message: due at `due` (wall clock, ms since the epoch); its body
+ * in RAM (m, a reference) or, m NULL, in the journal at `loc`. */
+typedef struct xdelay_entry {
+    uint64_t due;
+    uint64_t id; /* the message id: the tie-break, and the journal's key */
+    msg *m;
+    journal_loc loc;
+} xdelay_entry;
+
+/* A binary min-heap by (due, id). Zeroed is empty. */
+typedef struct xdelay_heap {
+    xdelay_entry *v;
+    uint32_t n, cap;
+} xdelay_heap;
+
+/* Adds `e`; false on out-of-memory (nothing changed). */
+bool xdelay_heap_push(xdelay_heap *h, const xdelay_entry *e);
+/* The earliest entry, or NULL when empty; valid until the next change. */
+const xdelay_entry *xdelay_heap_first(const xdelay_heap *h);
+/* Removes and returns the earliest; the heap must not be empty. */
+xdelay_entry xdelay_heap_pop(xdelay_heap *h);
+/* Frees the heap's memory (not the entries' messages). */
+void xdelay_heap_free(xdelay_heap *h);
+/* vhost.c keeps the list of its delayed exchanges' states (xdelay.c). */
+xdelay **vhost_xdelays(vhost *v);
+
 /* ---- expiry (expiry.c) ---------------------------------------------------
  * A min-heap of the ring slots whose own expiration comes before the
  * queue's TTL would expire them, so they can be found deep in a backlog.

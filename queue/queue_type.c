@@ -106,6 +106,7 @@ static const queue_type types[QUEUE_TYPES] = {
         .replicated = true,
         .refuses_over_limit = true,
         .at_least_once = true,
+        .delays_publish = true,
         .check_declare = durable_shared_only,
         .ops = &queue_core_ops,
     },

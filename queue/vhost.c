@@ -31,6 +31,7 @@ struct vhost {
     bool tracing;
     struct move *moves; /* move.c's list of moves from this vhost's queues */
     vhost_limits limits; /* vhost_limits.c's */
+    xdelay *xdelays;     /* xdelay.c's: its delayed exchanges holding messages */
 };
 
 static uint32_t hash_name(amqp_bytes name)
@@ -54,6 +55,14 @@ static const char *queue_type_hook(void *ctx, const void *q)
 static void exchange_deleted_hook(void *ctx, const route_exchange *ex)
 {
     durable_exchange_deleted(ctx, ex);
+    xdelay_exchange_deleted(ctx, ex);
+}
+
+static void exchange_freed_hook(void *ctx, route_exchange *ex)
+{
+    xdelay_exchange_freed(ctx, ex);
+    dedup_exchange_freed(ctx, ex);
+    stats_exchange_freed(ctx, ex);
 }
 
 static void exchange_created_hook(void *ctx, route_exchange *ex)
@@ -69,7 +78,7 @@ vhost *vhost_new(server *s, const char *name)
         return NULL;
     static const route_hooks hooks = {.queue_lookup = lookup_hook,
                                       .exchange_deleted = exchange_deleted_hook,
-                                      .exchange_freed = dedup_exchange_freed,
+                                      .exchange_freed = exchange_freed_hook,
                                       .exchange_created = exchange_created_hook,
                                       .queue_name = queue_name_hook,
                                       .queue_type = queue_type_hook,
@@ -121,6 +130,7 @@ void vhost_free(vhost *v)
 }
 
 struct move **vhost_moves(vhost *v) { return &v->moves; }
+xdelay **vhost_xdelays(vhost *v) { return &v->xdelays; }
 vhost_limits *vhost_limits_of(vhost *v) { return &v->limits; }
 param_set *vhost_params(vhost *v) { return v->params; }
 
@@ -290,6 +300,7 @@ size_t vhost_route(vhost *v, route_exchange *ex, amqp_bytes key, amqp_bytes head
                    const msg *m, queue **buf, size_t cap, queue ***out)
 {
     void **found;
+    route_held_clear(v->routes); /* the holds of this message's routes (xdelay.c) */
     size_t n = route_message_with(v->routes, ex, key, headers, m, false, &found);
     queue **dst = buf;
     size_t len = 0;

@@ -21,6 +21,8 @@
 typedef struct route_table route_table;
 typedef struct route_exchange route_exchange;
 
+/* ROUTE_DELAYED is x-delayed-message (delay.c): an exchange of its
+ * x-delayed-type that holds messages with an x-delay header back. */
 typedef enum route_type {
     ROUTE_DIRECT,
     ROUTE_FANOUT,
@@ -29,7 +31,11 @@ typedef enum route_type {
     ROUTE_CONSISTENT_HASH, /* "x-consistent-hash", the 3.10 plugin's */
     ROUTE_MODULUS_HASH,    /* "x-modulus-hash", RabbitMQ 4.3 */
     ROUTE_LOCAL_RANDOM,    /* "x-local-random", RabbitMQ 4.0 */
+    ROUTE_DELAYED,         /* "x-delayed-message", the plugin's (delay.c) */
 } route_type;
+#define ROUTE_DELAYED_NAME "x-delayed-message"
+/* The longest x-delay held, ms (2^32-1, as the plugin); longer ones route at once. */
+#define ROUTE_DELAY_MAX 4294967295LL
 
 /* Callbacks into the broker. */
 typedef struct route_hooks {
@@ -218,5 +224,28 @@ size_t route_message(route_table *t, route_exchange *ex, amqp_bytes key, amqp_by
  * once. */
 size_t route_message_with(route_table *t, route_exchange *ex, amqp_bytes key,
                            amqp_bytes headers, const void *msg, bool again, void ***queues);
+
+/* ---- delayed exchanges (delay.c) ---------------------------------------- */
+
+/* A delayed exchange a route_message reached held the message back for
+ * delay_ms instead of routing it (its x-delay header): the caller keeps the
+ * message and routes it through `exchange` again at its deadline. */
+typedef struct route_hold {
+    route_exchange *exchange;
+    uint32_t delay_ms;
+} route_hold;
+/* The holds of the route_message calls since route_held_clear (*n of
+ * them, usually 0; one per exchange however many calls -- the CC and BCC
+ * keys -- reached it); valid until the next call. */
+const route_hold *route_held(const route_table *t, size_t *n);
+void route_held_clear(route_table *t);
+/* Whether ex is an x-delayed-message exchange (route_exchange_type says
+ * ROUTE_DELAYED; it routes as its x-delayed-type). */
+bool route_exchange_delayed(const route_exchange *ex);
+/* The x-delay of a message's headers as the plugin reads it (an integer,
+ * a decimal string, a float truncated); false when it has none it reads. */
+bool route_delay_of(amqp_bytes headers, int64_t *delay);
+/* Whether that delay holds the message back (0 < delay <= ROUTE_DELAY_MAX). */
+bool route_delay_holds(int64_t delay);
 
 #endif

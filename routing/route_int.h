@@ -163,6 +163,7 @@ struct route_exchange {
     void *state; /* owned by ops */
     bool durable, auto_delete, internal, is_default;
     bool dying;             /* unlinked from the table, waiting to be freed */
+    bool delayed;           /* x-delayed-message; ops are its x-delayed-type's (delay.c) */
     bool has_ae;            /* arguments carry an alternate-exchange */
     amqp_bytes ae_name;     /* slice of `arguments`, else of policy_ae */
     uint8_t *policy_ae;     /* a policy's alternate-exchange (owned), or NULL */
@@ -212,6 +213,8 @@ struct route_table {
     route_header *headers; /* sorted message headers, then sort scratch */
     size_t headers_cap;
     uint64_t random; /* xorshift64* state for x-local-random */
+    route_hold *held; /* delay.c: the last call's holds */
+    size_t nheld, held_cap;
 };
 
 /* The state of one route_message call. */
@@ -262,6 +265,15 @@ void route_run_collect_queue(route_run *run, void *queue);
 bool route_run_words(route_run *run);
 /* Parses and sorts run->headers once per call (headers); false on OOM. */
 bool route_run_headers(route_run *run);
+
+/* delay.c: holds the message at delayed exchange x when its x-delay asks
+ * for it (true: x routes nothing now). */
+bool route_run_hold(route_run *run, route_exchange *x);
+/* The ops an x-delayed-message declare routes by (its x-delayed-type,
+ * found with `lookup`), or NULL with the plugin's error. */
+const route_type_ops *route_delayed_base(route_table *t, const route_exchange_spec *spec,
+                                         const route_type_ops *(*lookup)(amqp_bytes),
+                                         amqp_error *err);
 
 /* ---- shared helpers ----------------------------------------------------- */
 

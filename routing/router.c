@@ -51,6 +51,8 @@ size_t route_message_with(route_table *t, route_exchange *ex, amqp_bytes key,
     while (run.nwork > 0) {
         route_exchange *x = t->work[--run.nwork];
 
+        if (x->delayed && route_run_hold(&run, x))
+            continue; /* routed at its deadline instead, alternate exchange too */
         if (x->ops->route(x, &run) == 0 && x->has_ae)
             follow_alternate(&run, x);
     }

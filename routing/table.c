@@ -49,6 +49,8 @@ static const struct {
                             "Modulus Hashing Exchange"},
     [ROUTE_LOCAL_RANDOM] = {"x-local-random", &route_local_random_ops,
                             "Picks one random local binding (queue) to route via (to)."},
+    /* no ops of its own: those of its x-delayed-type (delay.c) */
+    [ROUTE_DELAYED] = {ROUTE_DELAYED_NAME, NULL, "Delayed Message Exchange."},
 };
 
 #define NTYPES (sizeof types / sizeof types[0])
@@ -73,7 +75,10 @@ static const route_type_ops *type_ops(amqp_bytes name)
     return NULL;
 }
 
-bool route_type_known(amqp_bytes name) { return type_ops(name) != NULL; }
+bool route_type_known(amqp_bytes name)
+{
+    return type_ops(name) != NULL || amqp_bytes_equal_cstr(name, ROUTE_DELAYED_NAME);
+}
 
 static bool has_amq_prefix(amqp_bytes name)
 {
@@ -121,7 +126,10 @@ amqp_bytes route_exchange_name(const route_exchange *ex)
     return (amqp_bytes){ex->data, ex->name_len};
 }
 
-route_type route_exchange_type(const route_exchange *ex) { return ex->ops->type; }
+route_type route_exchange_type(const route_exchange *ex)
+{
+    return ex->delayed ? ROUTE_DELAYED : ex->ops->type;
+}
 bool route_exchange_durable(const route_exchange *ex) { return ex->durable; }
 bool route_exchange_auto_delete(const route_exchange *ex) { return ex->auto_delete; }
 bool route_exchange_internal(const route_exchange *ex) { return ex->internal; }
@@ -313,6 +321,7 @@ route_table *route_table_new(const char *vhost, const route_hooks *hooks, void *
 static int create_checked(route_table *t, const route_exchange_spec *spec,
                           const route_type_ops *ops, route_exchange **out, amqp_error *err)
 {
+    bool delayed = ops == NULL;
     amqp_field ae;
 
     if (has_amq_prefix(spec->name))
@@ -325,10 +334,13 @@ static int create_checked(route_table *t, const route_exchange_spec *spec,
                          "vhost '%s'",
                          amqp_erl_type_name(ae.type), (int)spec->name.len,
                          (const char *)spec->name.ptr, t->vhost);
+    if (delayed && (ops = route_delayed_base(t, spec, type_ops, err)) == NULL)
+        return AMQP_ERROR;
     if (ops->declare != NULL && ops->declare(t, spec, err) != AMQP_OK)
         return AMQP_ERROR;
     if ((*out = exchange_new(t, spec->name, ops, spec)) == NULL)
         return amqp_fail(err, AMQP_INTERNAL_ERROR, AMQP_EXCHANGE_DECLARE, "out of memory");
+    (*out)->delayed = delayed;
     if (t->hooks.exchange_created != NULL)
         t->hooks.exchange_created(t->ctx, *out);
     return AMQP_OK;
@@ -424,10 +436,13 @@ static int check_equivalent(route_table *t, const route_exchange *ex,
                             amqp_error *err)
 {
     char received[32], current[32];
+    route_type type = ops ? ops->type : ROUTE_DELAYED;
 
-    if (ops->type != ex->ops->type)
-        return inequivalent(t, ex, "type", type_term(ops->type, received, sizeof received),
-                            type_term(ex->ops->type, current, sizeof current), err);
+    /* a delayed exchange's x-delayed-type is not compared (the plugin
+     * leaves equivalence to that type, which compares alternate-exchange) */
+    if (type != route_exchange_type(ex))
+        return inequivalent(t, ex, "type", type_term(type, received, sizeof received),
+                            type_term(route_exchange_type(ex), current, sizeof current), err);
     if (check_flag(t, ex, "durable", ex->durable, spec->durable, err) != AMQP_OK ||
         check_flag(t, ex, "auto_delete", ex->auto_delete, spec->auto_delete, err) != AMQP_OK ||
         check_flag(t, ex, "internal", ex->internal, spec->internal, err) != AMQP_OK)
@@ -441,7 +456,10 @@ int route_exchange_declare(route_table *t, const route_exchange_spec *spec, rout
     const route_type_ops *ops = NULL;
     route_exchange *ex;
 
-    if (!spec->passive && (ops = type_ops(spec->type)) == NULL)
+    bool delayed = amqp_bytes_equal_cstr(spec->type, ROUTE_DELAYED_NAME);
+
+    /* a delayed exchange's ops come from its x-delayed-type (create_checked) */
+    if (!spec->passive && !delayed && (ops = type_ops(spec->type)) == NULL)
         return amqp_fail(err, AMQP_COMMAND_INVALID, AMQP_EXCHANGE_DECLARE,
                          "unknown exchange type '%.*s'", (int)spec->type.len,
                          (const char *)spec->type.ptr);
@@ -572,6 +590,7 @@ void route_table_free(route_table *t)
     free(t->work);
     free(t->words);
     free(t->headers);
+    free(t->held);
     free(t->vhost);
     free(t);
 }

@@ -69,6 +69,8 @@ export async function render(el, [vhost, name]) {
       ['Type', x.type], ['Durable', x.durable ? 'yes' : 'no'], ['Auto delete', x.auto_delete ? 'yes' : 'no'], ['Internal', x.internal ? 'yes' : 'no'],
       ['Arguments', Object.keys(args).length ? h('span', { class: 'mono' }, JSON.stringify(args)) : 'none'],
       ['Policy', x.policy || 'none'],
+      // x-delayed-message: the messages it holds until their delay is over
+      ...(x.messages_delayed !== undefined ? [['Delayed messages', h('span', { id: 'exchange-delayed' }, String(x.messages_delayed))]] : []),
       ['Rate in', rate(st.publish_in_details?.rate)], ['Rate out', rate(st.publish_out_details?.rate)],
     ]));
     if (x.type !== 'x-consistent-hash') return;
