@@ -10,6 +10,7 @@ RabbitMQ makes upstream and the status fields were taken from a RabbitMQ
 same upstream.
 """
 import unittest
+import urllib.parse
 import urllib.request
 
 import pika
@@ -288,6 +289,42 @@ class FromWarrenTest(unittest.TestCase):
         self.assertEqual(bch.queue_declare(qb, passive=True).method.message_count, 0)
         hops = [hd.get("x-received-from") for b, hd in got_a if b == b"from b"][0]
         self.assertEqual(len(hops), 1)
+
+
+class TlsUpstreamTest(unittest.TestCase):
+    """An amqps:// upstream: a Warren with an AMQPS listener (tests/tls),
+    its certificate checked against cacertfile and the host name; with
+    another CA the link fails with the reason."""
+
+    def test_queue_from_amqps_upstream(self):
+        from test_tls import PKI, TlsBroker, tls_settings
+        down, qn, bad = warren("downstream"), h.unique("tq"), h.unique("tqbad")
+        with TlsBroker(tls_settings()) as b:
+            base = "amqps://guest:guest@localhost:%d?cacertfile=%s" % (
+                b.tls_port, urllib.parse.quote(PKI))
+            for name, ca, queue in (("tls", "ca.pem", qn), ("tls-bad", "other_ca.pem", bad)):
+                up = h.unique(name)
+                upstream(down, up, base + ca + "&verify=verify_peer")
+                self.addCleanup(api, down, "DELETE",
+                                "/api/parameters/federation-upstream/%2F/" + q(up))
+                pol = h.unique("pol")
+                policy(down, pol, "^" + queue + "$", {"federation-upstream": up}, "queues")
+                self.addCleanup(api, down, "DELETE", "/api/policies/%2F/" + q(pol))
+            conn, ch = pika_channel(self, down)
+            ch.queue_declare(qn, durable=True)
+            ch.queue_declare(bad, durable=True)
+            running(down, queue=qn)
+            until(lambda: [l for l in links(down) if l.get("queue") == bad
+                           and "certificate verify failed" in str(l.get("error", ""))],
+                  "the link with the wrong CA fails on the certificate")
+            bconn = h.connect(("127.0.0.1", b.port))
+            bch = bconn.channel()
+            bch.confirm_delivery()
+            for i in range(20):
+                bch.basic_publish("", qn, b"t%d" % i, pika.BasicProperties(delivery_mode=2))
+            bconn.close()
+            got = consume(conn, ch, qn, 20)
+            self.assertEqual(sorted(b for b, _ in got), sorted(b"t%d" % i for i in range(20)))
 
 
 class ValidationTest(unittest.TestCase):
