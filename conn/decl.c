@@ -205,8 +205,11 @@ int admin_exchange_declare(vhost *v, const route_exchange_spec *spec, amqp_error
     bool existed = route_exchange_find(routes, spec->name) != NULL;
     route_exchange *ex;
     dedup_config dedup;
+    bool typed = amqp_bytes_equal_cstr(spec->type, "x-message-deduplication");
     if (!existed && !spec->passive &&
-        dedup_config_parse(spec->arguments, false, AMQP_EXCHANGE_DECLARE, &dedup, err) != AMQP_OK)
+        (typed ? dedup_config_parse_typed(spec->arguments, AMQP_EXCHANGE_DECLARE, &dedup, err)
+               : dedup_config_parse(spec->arguments, false, AMQP_EXCHANGE_DECLARE, &dedup,
+                                    err)) != AMQP_OK)
         return AMQP_ERROR;
     if (route_exchange_declare(routes, spec, &ex, err) != AMQP_OK)
         return AMQP_ERROR;

@@ -65,6 +65,11 @@ typedef struct dedup_config {
  * checked. `method_id` goes into err. */
 int dedup_config_parse(amqp_bytes args, bool for_queue, uint32_t method_id, dedup_config *out,
                        amqp_error *err);
+/* The same for an exchange of the plugin's type x-message-deduplication:
+ * always on, and x-cache-size is required (the plugin's text when it is
+ * missing). */
+int dedup_config_parse_typed(amqp_bytes args, uint32_t method_id, dedup_config *out,
+                             amqp_error *err);
 
 /* A cache of at most `size` entries (1..DEDUP_MAX_SIZE) whose entries
  * live `ttl_ms` (-1 = until evicted) unless a message says otherwise;

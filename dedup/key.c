@@ -207,22 +207,11 @@ static int parse_numbers(amqp_bytes args, bool for_queue, uint32_t method_id, de
     return AMQP_OK;
 }
 
-int dedup_config_parse(amqp_bytes args, bool for_queue, uint32_t method_id, dedup_config *out,
-                       amqp_error *err)
+/* The arguments of a cache that is on. */
+static int parse_on(amqp_bytes args, bool for_queue, uint32_t method_id, dedup_config *out,
+                    amqp_error *err)
 {
-    *out = (dedup_config){.size = for_queue ? DEDUP_MAX_SIZE : DEDUP_DEFAULT_SIZE, .ttl_ms = -1};
-    memcpy(out->header, DEDUP_HEADER, sizeof DEDUP_HEADER);
-    out->header_len = sizeof DEDUP_HEADER - 1;
     amqp_field f;
-    if (!amqp_table_get(args, "x-message-deduplication", &f))
-        return AMQP_OK;
-    if (f.type != 't') {
-        if (for_queue)
-            return bad(err, method_id, "x-message-deduplication header not a boolean");
-        return AMQP_OK; /* LavinMQ: only true turns it on */
-    }
-    if (!f.v.i)
-        return AMQP_OK;
     if (parse_numbers(args, for_queue, method_id, out, err) != AMQP_OK)
         return AMQP_ERROR;
     if (amqp_table_get(args, "x-cache-persistence", &f)) {
@@ -244,4 +233,37 @@ int dedup_config_parse(amqp_bytes args, bool for_queue, uint32_t method_id, dedu
     }
     out->on = true;
     return AMQP_OK;
+}
+
+static void defaults(bool for_queue, dedup_config *out)
+{
+    *out = (dedup_config){.size = for_queue ? DEDUP_MAX_SIZE : DEDUP_DEFAULT_SIZE, .ttl_ms = -1};
+    memcpy(out->header, DEDUP_HEADER, sizeof DEDUP_HEADER);
+    out->header_len = sizeof DEDUP_HEADER - 1;
+}
+
+int dedup_config_parse(amqp_bytes args, bool for_queue, uint32_t method_id, dedup_config *out,
+                       amqp_error *err)
+{
+    defaults(for_queue, out);
+    amqp_field f;
+    if (!amqp_table_get(args, "x-message-deduplication", &f))
+        return AMQP_OK;
+    if (f.type != 't') {
+        if (for_queue)
+            return bad(err, method_id, "x-message-deduplication header not a boolean");
+        return AMQP_OK; /* LavinMQ: only true turns it on */
+    }
+    return f.v.i ? parse_on(args, for_queue, method_id, out, err) : AMQP_OK;
+}
+
+int dedup_config_parse_typed(amqp_bytes args, uint32_t method_id, dedup_config *out,
+                             amqp_error *err)
+{
+    amqp_field f;
+    defaults(false, out);
+    if (!amqp_table_get(args, "x-cache-size", &f))
+        return bad(err, method_id,
+                   "Missing or invalid argument, 'x-cache-size' must be an integer greater than 0");
+    return parse_on(args, false, method_id, out, err);
 }

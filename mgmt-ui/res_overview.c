@@ -125,7 +125,8 @@ static void exchange_types(mgmt_json *w)
     static const route_type types[] = {ROUTE_DIRECT,          ROUTE_FANOUT,
                                        ROUTE_HEADERS,         ROUTE_TOPIC,
                                        ROUTE_CONSISTENT_HASH, ROUTE_DELAYED,
-                                       ROUTE_LOCAL_RANDOM,    ROUTE_MODULUS_HASH};
+                                       ROUTE_LOCAL_RANDOM,    ROUTE_DEDUP,
+                                       ROUTE_MODULUS_HASH};
     mgmt_json_key(w, "exchange_types");
     mgmt_json_arr(w);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

@@ -71,7 +71,10 @@ static bool cache_path(vhost *v, const route_exchange *ex, char *out, size_t cap
 void dedup_exchange_created(vhost *v, route_exchange *ex)
 {
     dedup_config cfg;
-    if (dedup_config_parse(route_exchange_arguments(ex), false, 0, &cfg, NULL) != AMQP_OK ||
+    amqp_bytes args = route_exchange_arguments(ex);
+    if ((route_exchange_type(ex) == ROUTE_DEDUP ? dedup_config_parse_typed(args, 0, &cfg, NULL)
+                                                : dedup_config_parse(args, false, 0, &cfg, NULL)) !=
+            AMQP_OK ||
         !cfg.on)
         return;
     xdedup *d = calloc(1, sizeof *d);

@@ -45,3 +45,15 @@ const route_type_ops route_fanout_ops = {
     .route = fanout_route,
     .destroy = fanout_destroy,
 };
+
+/* The message-deduplication plugin's type routes as fanout; the broker
+ * drops duplicates before routing (queue/dedup.c). */
+const route_type_ops route_dedup_ops = {
+    .type = ROUTE_DEDUP,
+    .validate = NULL,
+    .create = fanout_create,
+    .bind = fanout_bind,
+    .unbind = fanout_unbind,
+    .route = fanout_route,
+    .destroy = fanout_destroy,
+};

@@ -32,6 +32,8 @@ typedef enum route_type {
     ROUTE_MODULUS_HASH,    /* "x-modulus-hash", RabbitMQ 4.3 */
     ROUTE_LOCAL_RANDOM,    /* "x-local-random", RabbitMQ 4.0 */
     ROUTE_DELAYED,         /* "x-delayed-message", the plugin's (delay.c) */
+    ROUTE_DEDUP,           /* "x-message-deduplication", the dedup plugin's: a fanout whose
+                            * messages the broker deduplicates (queue/dedup.c) */
 } route_type;
 #define ROUTE_DELAYED_NAME "x-delayed-message"
 /* The longest x-delay held, ms (2^32-1, as the plugin); longer ones route at once. */

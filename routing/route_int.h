@@ -150,6 +150,7 @@ typedef struct route_type_ops {
 extern const route_type_ops route_default_ops; /* "": the queue named by the key */
 extern const route_type_ops route_direct_ops;
 extern const route_type_ops route_fanout_ops;
+extern const route_type_ops route_dedup_ops;
 extern const route_type_ops route_topic_ops;
 extern const route_type_ops route_headers_ops;
 extern const route_type_ops route_consistent_hash_ops;

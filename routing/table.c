@@ -51,6 +51,8 @@ static const struct {
                             "Picks one random local binding (queue) to route via (to)."},
     /* no ops of its own: those of its x-delayed-type (delay.c) */
     [ROUTE_DELAYED] = {ROUTE_DELAYED_NAME, NULL, "Delayed Message Exchange."},
+    [ROUTE_DEDUP] = {"x-message-deduplication", &route_dedup_ops,
+                     "Message Deduplication Exchange."},
 };
 
 #define NTYPES (sizeof types / sizeof types[0])

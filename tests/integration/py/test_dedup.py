@@ -155,6 +155,25 @@ class ExchangeDedup(h.BrokerTest):
         self.exchange("fanout", arguments={"x-message-deduplication": True, "x-cache-size": "10"})
         self.exchange("fanout", arguments={"x-message-deduplication": False, "x-cache-size": 0})
 
+    def test_the_plugins_exchange_type(self):
+        """x-message-deduplication as the plugin's exchange type: a fanout
+        that deduplicates, x-cache-size required; listed in the overview."""
+        ch = self.conn.channel()
+        e = self.assert_channel_error(h.PRECONDITION_FAILED, ch.exchange_declare, h.unique("x"),
+                                      "x-message-deduplication")
+        self.assertEqual(e.reply_text, "PRECONDITION_FAILED - Missing or invalid argument, "
+                                       "'x-cache-size' must be an integer greater than 0")
+        x = self.exchange("x-message-deduplication", arguments={"x-cache-size": 10})
+        q1, q2 = self.bound_queue(x, "k1"), self.bound_queue(x, "k2")
+        for key in ("a", "a", "b"):
+            self.publish(x, "any", b"m", properties=props(key))
+        self.assertEqual((self.wait_count(q1, 2), self.wait_count(q2, 2)), (2, 2))
+        status, info = api_get("/api/exchanges/%2F/" + urllib.parse.quote(x, safe=""))
+        self.assertEqual((status, info["type"], info["deduplication"]["duplicates"]),
+                         (200, "x-message-deduplication", 1))
+        types = [t["name"] for t in api_get("/api/overview")[1]["exchange_types"]]
+        self.assertIn("x-message-deduplication", types)
+
     def test_counts_in_api_and_metrics(self):
         x, q = self.dedup_exchange(**{"x-cache-size": 1000})
         plain = self.exchange("fanout")
