@@ -455,7 +455,9 @@ void amqp_put_u32(amqp_writer *w, uint32_t v)
     amqp_put_raw(w, b, sizeof b);
 }
 
-void amqp_put_u64(amqp_writer *w, uint64_t v)
+/* inline: a hint that keeps it inlined in delivery's encoding (client/'s
+ * calls made GCC stop) */
+inline void amqp_put_u64(amqp_writer *w, uint64_t v)
 {
     amqp_put_u32(w, (uint32_t)(v >> 32));
     amqp_put_u32(w, (uint32_t)v);

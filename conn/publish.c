@@ -262,10 +262,14 @@ vhost_routed vhost_publish(vhost *v, route_exchange *ex, msg *m, amqp_bytes head
     else
         r.queues = vhost_route(v, ex, msg_routing_key(m), headers, m, local, 16, &queues);
     r.wait = persist_publish(vhost_server(v), m, queues, r.queues);
-    bool held_ok; /* x-delayed-message exchanges that held it (queue/xdelay.c) */
-    journal_seq held = xdelay_hold_routed(v, m, &held_ok);
-    r.wait = held > r.wait ? held : r.wait;
-    r.refused |= !held_ok;
+    size_t holds; /* x-delayed-message exchanges that held it (queue/xdelay.c) */
+    route_held(vhost_routes(v), &holds);
+    if (__builtin_expect(holds != 0, 0)) {
+        bool held_ok;
+        journal_seq held = xdelay_hold_routed(v, m, &held_ok);
+        r.wait = held > r.wait ? held : r.wait;
+        r.refused |= !held_ok;
+    }
     for (size_t i = 0; i < r.queues; i++) {
         if (!queue_publish(queues[i], m, expiration_ms)) {
             persist_settle(queues[i], m, JOURNAL_DROP);
