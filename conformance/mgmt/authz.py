@@ -269,6 +269,7 @@ def fresh_exchange(fx):
 fixed("GET", "/api/exchanges", "/api/exchanges")
 fixed("GET", "/api/exchanges/{}", lambda fx: path("/api/exchanges", fx.V))
 fixed("GET", "/api/exchanges/{}/{}", lambda fx: path("/api/exchanges", fx.V, fx.X))
+fixed("GET", "/api/exchanges/{}/{}/ring", lambda fx: path("/api/exchanges", fx.V, "authz-no-such-x", "ring"))
 route("PUT", "/api/exchanges/{}/{}")(lambda fx, p: (path("/api/exchanges", fx.V, fx.fresh("x")), {"type": "direct"}))
 route("DELETE", "/api/exchanges/{}/{}")(lambda fx, p: (path("/api/exchanges", fx.V, fresh_exchange(fx)), None))
 fixed("GET", "/api/exchanges/{}/{}/bindings/source", lambda fx: path("/api/exchanges", fx.V, fx.X, "bindings",
@@ -629,14 +630,28 @@ def source_routes():
     return routes, tables
 
 
-# Routes not in the table yet (issue 20's streams): rabbitmq_stream_management's
-# lists, Warren's super stream and stream viewer routes. Their answers for
+# Routes not in the table yet (issue 20's streams, issue 22's shovels and
+# federation links): rabbitmq_stream_management's, rabbitmq_shovel_management's
+# and rabbitmq_federation_management's routes, Warren's super stream and
+# stream viewer routes. Their answers for
 # every user tag are asserted by the integration tests named here instead;
 # their rows, recorded from a RabbitMQ with rabbitmq_stream_management, are
 # still to be added.
 _STREAM_TESTS = "tests/integration/py/test_mgmt_stream.py test_every_tag"
 _SUPER_TESTS = "tests/integration/py/test_mgmt_super_stream.py test_every_tag"
+_SHOVEL_TESTS = "tests/integration/py/test_shovel.py test_routes_for_every_tag"
+_FEDERATION_TESTS = "tests/integration/py/test_federation.py test_who_may_read_the_links"
 NOT_PROBED = {
+    ("GET", "/api/shovels"): _SHOVEL_TESTS,
+    ("GET", "/api/shovels/{}"): _SHOVEL_TESTS,
+    ("GET", "/api/shovels/vhost/{}/{}"): _SHOVEL_TESTS,
+    ("DELETE", "/api/shovels/vhost/{}/{}"): _SHOVEL_TESTS,
+    ("DELETE", "/api/shovels/vhost/{}/{}/restart"): _SHOVEL_TESTS,
+    ("GET", "/api/federation-links"): _FEDERATION_TESTS,
+    ("GET", "/api/federation-links/{}"): _FEDERATION_TESTS,
+    ("GET", "/api/federation-links/state/down"): _FEDERATION_TESTS,
+    ("GET", "/api/federation-links/{}/state/down"): _FEDERATION_TESTS,
+    ("DELETE", "/api/federation-links/vhost/{}/{}/{}/restart"): _FEDERATION_TESTS,
     ("GET", "/api/stream/connections"): _STREAM_TESTS,
     ("GET", "/api/stream/connections/{}"): _STREAM_TESTS,
     ("GET", "/api/stream/connections/{}/{}"): _STREAM_TESTS,
@@ -665,6 +680,9 @@ WARREN_ONLY = {
                                   "the cluster's status: monitoring users and administrators, as /api/nodes; "
                                   "a single node (this table's broker) has no cluster and answers them 404 "
                                   "(a cluster's leader 200: tests/integration/py/test_cluster_mgmt.py)"),
+    ("GET", "/api/exchanges/{}/{}/ring", ""): ("GET /api/exchanges/{}/{}", "404 Object Not Found: Not Found",
+                                               "an x-consistent-hash exchange's ring: as GET of the exchange "
+                                               "(access to its vhost); the probe names a missing exchange"),
     ("GET", "/api/environment", ""): ("GET /api/definitions", "200",
                                       "the effective configuration: administrators only, as RabbitMQ 3.13's "
                                       "GET /api/config/effective (and 3.10's GET /api/definitions)"),

@@ -261,13 +261,15 @@ class LocalTest(ShovelTest):
             auth = basic(u, "pw")
             routes = (("GET", "/api/shovels"), ("GET", "/api/shovels/" + q(a)),
                       ("GET", "/api/shovels/vhost/%s/t" % q(a)),
-                      ("DELETE", "/api/shovels/vhost/%s/t/restart" % q(a)))
+                      ("DELETE", "/api/shovels/vhost/%s/t/restart" % q(a)),
+                      ("DELETE", "/api/shovels/vhost/%s/gone" % q(a)))
             for method, path in routes:
                 r = request(method, path, auth=auth)
                 if tags in refused:
                     self.error(r, 401, "not_authorised", refused[tags])
                 else:
-                    self.assertEqual(r.status, 204 if method == "DELETE" else 200, (tags, path, r.body))
+                    want = 404 if path.endswith("/gone") else 204 if method == "DELETE" else 200
+                    self.assertEqual(r.status, want, (tags, path, r.body))
             if tags in refused:
                 continue
             seen = {(s["vhost"], s["name"]) for s in self.get("/api/shovels", auth=auth)}
