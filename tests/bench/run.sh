@@ -98,7 +98,7 @@ start_instance() {
     rm -rf "$data"
     mkdir -p "$data"
     "$bin" --set listeners.tcp.default=127.0.0.1:0 \
-        --set data_dir="$data" >"$WORK/$prefix.out" 2>"$log" &
+        --set stream.listeners.tcp.default=127.0.0.1:0 --set data_dir="$data" >"$WORK/$prefix.out" 2>"$log" &
     local pid=$!
     printf -v "${prefix}_STARTED_PID" '%s' "$pid"
     local port=""
