@@ -52,7 +52,8 @@ typedef struct session {
     uint64_t acked, applied_bytes, sent_bytes;
     bool snapshot_handed, acked_since; /* the snapshot is out; an ack came after it */
     uint64_t catch_up_target; /* the leader's synced sequence when the snapshot was out */
-    uint64_t last_progress_ms;
+    uint64_t last_progress_ms; /* when its acknowledged sequence last moved */
+    uint64_t last_ack_ms;      /* when any acknowledgement last came */
 } session;
 
 /* What the leader knows of an ISR member without a session. */
@@ -395,8 +396,9 @@ static void on_read(struct bufferevent *bev, void *arg)
             moved = true;
         }
     }
+    s->last_ack_ms = etcd_now_ms();
     if (moved) {
-        s->last_progress_ms = etcd_now_ms();
+        s->last_progress_ms = s->last_ack_ms;
         recompute_gate(s->l);
     }
 }
@@ -575,9 +577,11 @@ static void review_isr(leader *l, uint64_t now)
     }
     for (unsigned i = 0; i < l->n_sessions; i++) {
         session *s = l->sessions[i];
-        /* caught up, and acknowledging now (not one that stopped after) */
+        /* caught up, and acknowledging now (not one that stopped after):
+         * an idle leader repeats its last mark every tick, so a live
+         * follower acknowledges without its sequence moving */
         if (!*s->name || isr_has(&c->isr, s->name) || !s->acked_since ||
-            s->acked < s->catch_up_target || now - s->last_progress_ms > timeout / 2)
+            s->acked < s->catch_up_target || now - s->last_ack_ms > timeout / 2)
             continue;
         isr_set next = c->isr;
         if (!isr_add(&next, s->name))

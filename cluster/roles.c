@@ -392,7 +392,9 @@ void cluster_poll(evutil_socket_t fd, short what, void *arg)
         cluster_key(c, "nodes/", key, sizeof key);
         c->poll_nodes = etcd_get(c->etcd, key, strlen(key), &prefix, on_nodes, c);
     }
-    if (!c->poll_isr && !c->lead) {
+    /* a leader writes the ISR itself, so it reads it only after a refused
+     * write left it unknown (or it could never change it again) */
+    if (!c->poll_isr && (!c->lead || c->isr.mod_revision < 0)) {
         cluster_key(c, "isr", key, sizeof key);
         c->poll_isr = etcd_get(c->etcd, key, strlen(key), NULL, on_isr, c);
     }

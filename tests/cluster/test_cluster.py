@@ -121,7 +121,18 @@ class ClusterBase(unittest.TestCase):
         try:
             return wait_until(isr, timeout, "an ISR of %d" % n)
         except AssertionError as e:
-            raise AssertionError("%s\n%s" % (e, self.logs())) from None
+            raise AssertionError("%s\n%s\n%s" % (e, self.isr_lines(), self.logs())) from None
+
+    def isr_lines(self, n=8):
+        """Each node's latest lines about leading and the ISR (a failure's
+        first clue, which a log tail of client connections can hide)."""
+        words = ("leading", "in-sync", "ISR", "caught up", "fenc", "following")
+        out = []
+        for i in (1, 2, 3):
+            if self.w.nodes[i].proc:
+                lines = [ln for ln in self.w.nodes[i].proc.log_lines if any(w in ln for w in words)]
+                out.append("---- n%d, leading and the ISR:\n%s" % (i, "\n".join(lines[-n:])))
+        return "\n".join(out)
 
     def is_leading(self, i):
         lines = self.w.nodes[i].proc.log_lines
@@ -274,6 +285,26 @@ class ClusterTest(ClusterBase):
         self.check(load)
         record("SIGSTOP of a follower for %.0f s: %d confirms while it was out of the ISR"
                % (STOP_S, during))
+
+    def test_refused_isr_write_is_read_again(self):
+        """Someone else writes the ISR record (its revision moves): the
+        leader's next ISR change is refused; it reads the record again and
+        goes on changing the ISR (a follower leaves, then rejoins)."""
+        lead = self.leader()
+        follower = [i for i in (1, 2, 3) if i != lead][0]
+        keys = self.c.etcd.get_prefix(1, "warren/")
+        isr_key = [k for k in keys if k.endswith("isr")]
+        self.assertEqual(len(isr_key), 1, sorted(keys))
+        self.c.etcd.put(1, isr_key[0], keys[isr_key[0]])  # same value, new revision
+        load = self.workload(consumers=1)
+        self.w.sigstop(follower)
+        self.assertTrue(self.w.wait_log(lead, "ISR update refused", timeout=ISR_TIMEOUT + 10),
+                        self.w.log_tail(lead))
+        self.wait_isr(2)
+        self.w.sigcont(follower)
+        self.wait_isr(3)
+        load.stop()
+        self.check(load)
 
     def test_slow_disk_and_lossy_link(self):
         """A follower whose fdatasync takes 30 ms and another behind 20 ms of
