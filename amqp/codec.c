@@ -16,6 +16,7 @@
  * sticky: once a put does not fit, every later put is a no-op, so a
  * sequence of puts is checked once at the end.
  */
+#include <endian.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -441,26 +442,26 @@ void amqp_put_u8(amqp_writer *w, uint8_t v)
     amqp_put_raw(w, &v, 1);
 }
 
+/* Network order in one store each (a delivery encodes several). */
 void amqp_put_u16(amqp_writer *w, uint16_t v)
 {
-    uint8_t b[2] = {(uint8_t)(v >> 8), (uint8_t)v};
+    uint16_t b = htobe16(v);
 
-    amqp_put_raw(w, b, sizeof b);
+    amqp_put_raw(w, &b, sizeof b);
 }
 
 void amqp_put_u32(amqp_writer *w, uint32_t v)
 {
-    uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    uint32_t b = htobe32(v);
 
-    amqp_put_raw(w, b, sizeof b);
+    amqp_put_raw(w, &b, sizeof b);
 }
 
-/* inline: a hint that keeps it inlined in delivery's encoding (client/'s
- * calls made GCC stop) */
-inline void amqp_put_u64(amqp_writer *w, uint64_t v)
+void amqp_put_u64(amqp_writer *w, uint64_t v)
 {
-    amqp_put_u32(w, (uint32_t)(v >> 32));
-    amqp_put_u32(w, (uint32_t)v);
+    uint64_t b = htobe64(v);
+
+    amqp_put_raw(w, &b, sizeof b);
 }
 
 void amqp_put_shortstr(amqp_writer *w, amqp_bytes s)
