@@ -26,6 +26,9 @@
 #   SCENARIOS=cluster               3-node Warren cluster vs 3-node RabbitMQ
 #                                   with a quorum queue, in namespaces (root):
 #                                   cluster.sh, ~7 min
+#   SCENARIOS=instr                 the message scenarios by instructions per
+#                                   message under callgrind (this build, and
+#                                   BASE_BIN if set): instr.py, ~15 min
 #   BASE_BIN=path/to/warren         before/after instead of RabbitMQ: the
 #                                   second column is this other Warren build
 #                                   (fresh each round too), the ratio this/base
@@ -37,6 +40,7 @@ case ${SCENARIOS:-} in *backlog*|*restart*) exec tests/bench/durability.sh ;; es
 case ${SCENARIOS:-} in *permissions*) exec tests/bench/permissions.sh ;; esac
 case ${SCENARIOS:-} in *poison*) exec tests/bench/poison.sh ;; esac
 case ${SCENARIOS:-} in *cluster*) exec tests/bench/cluster.sh ;; esac
+case ${SCENARIOS:-} in *instr*) exec /usr/bin/python3 tests/bench/instr.py ;; esac
 
 PERF=${PERF:-build/release/warren-perf}
 WARREN_BIN=${WARREN_BIN:-build/release/warren}
